@@ -1,0 +1,5 @@
+import sys
+
+from shadowtutor.cli import main
+
+sys.exit(main())

@@ -1,0 +1,125 @@
+"""Algorithm 4: the edge's asynchronous client loop, independent of any transport.
+
+The edge agent drives it with a WebSocket transport; the evaluation harness with a
+simulated link. With ``wait_timeout=None`` it is the paper's loop exactly: a key frame
+every ``stride`` frames, inference never waits for the network except at MIN_STRIDE
+frames after a key frame, where it waits for the pending update.
+
+Extension for unreliable networks (only with a finite ``wait_timeout``): if the wait at
+MIN_STRIDE times out, inference goes on with the weights it has, the outstanding update
+is still applied when it lands, and the next key frame is sent only after it resolved.
+A failed update (the link was down) leaves weights and stride as they are.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import numpy as np
+
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.stride import next_stride
+
+Payload = TypeVar("Payload")
+
+
+@dataclass(frozen=True)
+class UpdateOutcome(Generic[Payload]):
+    """What the server answers to one key frame: the student's metric and the weight update."""
+
+    metric: float
+    payload: Payload
+    steps: int = 0
+
+
+class PendingUpdate(Protocol[Payload]):
+    def done(self) -> bool:
+        """Non-blocking poll: has the answer (or a failure) arrived?"""
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block until done or ``timeout`` seconds passed; True when done."""
+
+    def result(self) -> UpdateOutcome[Payload] | None:
+        """The answer once done; None when the key frame was lost (link down, server error)."""
+
+
+class KeyFrameTransport(Protocol[Payload]):
+    def submit(self, frame_index: int, frame: np.ndarray) -> PendingUpdate[Payload]:
+        """Send a key frame without blocking; the answer arrives later."""
+
+
+class StudentRuntime(Protocol[Payload]):
+    def infer(self, frame: np.ndarray) -> np.ndarray:
+        """Per-pixel class labels ``(H, W)`` for one BGR frame."""
+
+    def apply(self, payload: Payload) -> None:
+        """Install a weight update from the server."""
+
+
+@dataclass(frozen=True)
+class FrameResult:
+    index: int
+    labels: np.ndarray
+    is_key_frame: bool
+    stride: int  # stride in force after this frame
+    applied_metric: float | None  # metric of the update applied after this frame, if any
+    waited_seconds: float  # time blocked on the network after this frame
+
+
+class ClientLoop(Generic[Payload]):
+    def __init__(
+        self,
+        params: AlgorithmParams,
+        runtime: StudentRuntime[Payload],
+        transport: KeyFrameTransport[Payload],
+        wait_timeout: float | None = None,
+    ) -> None:
+        self.params = params
+        self.runtime = runtime
+        self.transport = transport
+        self.wait_timeout = wait_timeout
+        self.stride = params.min_stride
+        self.step = self.stride  # the first frame is a key frame
+        self.updated = True
+        self.pending: PendingUpdate[Payload] | None = None
+        self.frame_index = 0
+
+    def process(self, frame: np.ndarray) -> FrameResult:
+        """Label one frame, sending it as a key frame and applying updates as the loop says."""
+        index = self.frame_index
+        self.frame_index += 1
+        is_key = self.step >= self.stride and self.updated
+        if is_key:
+            self.pending = self.transport.submit(index, frame)
+            self.step = 0
+            self.updated = False
+        labels = self.runtime.infer(frame)
+        self.step += 1
+        waited = 0.0
+        applied_metric = None
+        if not self.updated and self.pending is not None:
+            if self.step == self.params.min_stride:
+                start = time.perf_counter()
+                self.pending.wait(self.wait_timeout)
+                waited = time.perf_counter() - start
+            if self.pending.done():
+                applied_metric = self._resolve(self.pending)
+                self.updated = True
+                self.pending = None
+        return FrameResult(index, labels, is_key, self.stride, applied_metric, waited)
+
+    def _resolve(self, pending: PendingUpdate[Payload]) -> float | None:
+        outcome = pending.result()
+        if outcome is None:
+            return None
+        self.runtime.apply(outcome.payload)
+        self.stride = next_stride(self.stride, outcome.metric, self.params)
+        return outcome.metric
+
+    def result_is_pending(self) -> bool:
+        return not self.updated
+
+    def state(self) -> dict[str, Any]:
+        return {"stride": self.stride, "step": self.step, "updated": self.updated, "frames": self.frame_index}

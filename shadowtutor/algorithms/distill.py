@@ -1,0 +1,104 @@
+"""Algorithm 1: train the student on one key frame until THRESHOLD or MAX_UPDATES.
+
+In partial mode the frozen front runs once per key frame and only the back is trained
+and re-run each step: the same arithmetic as the paper's PartialBackward, less work.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from shadowtutor.algorithms.loss import object_weight_map, weighted_cross_entropy
+from shadowtutor.algorithms.metrics import miou
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.models.student import StudentNet, normalise_frame
+
+
+@dataclass
+class DistillResult:
+    metric: float  # best metric, the one the returned student has
+    initial_metric: float
+    steps: int  # optimisation steps taken (0 when the first metric passed THRESHOLD)
+    step_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> bool:
+        return self.steps == 0
+
+
+class Distiller:
+    """Holds one student, its optimiser and the algorithm parameters (one per edge session)."""
+
+    def __init__(
+        self,
+        student: StudentNet,
+        params: AlgorithmParams,
+        background: int,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        self.student = student.to(device)
+        self.params = params
+        self.background = background
+        self.device = torch.device(device)
+        self.trainable_keys = student.trainable_keys(params.mode)
+        self.optimizer = torch.optim.Adam(student.set_trainable(params.mode), lr=params.learning_rate)
+
+    def _forward(self, x: torch.Tensor, front: object | None) -> torch.Tensor:
+        if front is None:
+            return self.student(x)
+        return self.student.forward_back(front)  # type: ignore[arg-type]
+
+    def _snapshot(self) -> dict[str, torch.Tensor]:
+        state = self.student.state_dict()
+        return {key: state[key].detach().clone() for key in self.trainable_keys}
+
+    def train(self, frame_bgr: np.ndarray, label: np.ndarray) -> DistillResult:
+        """Run Algorithm 1 on one key frame; the student ends as the best one seen."""
+        if frame_bgr.shape[:2] != label.shape:
+            raise ValueError(f"frame {frame_bgr.shape[:2]} and label {label.shape} differ in size")
+        params = self.params
+        num_classes = self.student.num_classes
+        x = normalise_frame(frame_bgr, self.device)
+        target = torch.as_tensor(label, device=self.device).long()
+        self.student.train()
+        front = None
+        if params.mode == "partial":
+            with torch.no_grad():
+                front = self.student.forward_front(x).detached()
+
+        logits = self._forward(x, front)
+        best_metric = initial = miou(logits.argmax(1)[0], target, num_classes)
+        result = DistillResult(metric=initial, initial_metric=initial, steps=0)
+        if best_metric >= params.threshold:
+            return result
+
+        weights = torch.from_numpy(
+            object_weight_map(label, self.background, params.object_weight, params.box_dilation)
+        ).to(self.device)
+        best_is_current = True
+        saved_best: dict[str, torch.Tensor] = {}
+        for _ in range(params.max_updates):
+            start = time.perf_counter()
+            if best_is_current:
+                saved_best = self._snapshot()  # about to move away from the best student
+            loss = weighted_cross_entropy(logits, target, weights)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            logits = self._forward(x, front)
+            metric = miou(logits.argmax(1)[0], target, num_classes)
+            result.step_seconds.append(time.perf_counter() - start)
+            result.steps += 1
+            best_is_current = metric > best_metric
+            if best_is_current:
+                best_metric = metric
+            if metric > params.threshold:
+                break
+        if not best_is_current:
+            self.student.load_state_dict(saved_best, strict=False)
+        result.metric = best_metric
+        return result

@@ -1,0 +1,40 @@
+"""The paper's algorithm parameters (section 5.3) in one typed place."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from shadowtutor.models.student import DistillMode
+
+
+@dataclass(frozen=True)
+class AlgorithmParams:
+    threshold: float = 0.8
+    min_stride: int = 8
+    max_stride: int = 64
+    max_updates: int = 8
+    learning_rate: float = 0.01
+    mode: DistillMode = "partial"
+    object_weight: float = 5.0
+    box_dilation: float = 0.15
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold < 1.0:
+            raise ValueError(f"threshold must lie in (0, 1), got {self.threshold}")
+        if not 1 <= self.min_stride <= self.max_stride:
+            raise ValueError(f"need 1 <= min_stride <= max_stride, got {self.min_stride}, {self.max_stride}")
+        if self.max_updates < 0:
+            raise ValueError(f"max_updates must be >= 0, got {self.max_updates}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if self.mode not in ("partial", "full"):
+            raise ValueError(f"mode must be 'partial' or 'full', got {self.mode!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AlgorithmParams:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
