@@ -143,7 +143,7 @@ class StudentNet(nn.Module):
         return params
 
 
-def normalise_frame(frame_bgr: "torch.Tensor | object", device: torch.device | str = "cpu") -> torch.Tensor:
+def normalise_frame(frame_bgr: torch.Tensor | object, device: torch.device | str = "cpu") -> torch.Tensor:
     """BGR ``uint8`` image ``(H, W, 3)`` (NumPy or tensor) -> normalised ``(1, 3, H, W)`` float tensor."""
     tensor = torch.as_tensor(frame_bgr, device=device)
     if tensor.ndim != 3 or tensor.shape[2] != 3:

@@ -1,0 +1,64 @@
+"""Typed protocol errors: a stable code for the ERROR message and the WebSocket close code."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class CloseCode:
+    """WebSocket close codes (RFC 6455 section 7.4.1) used by ShadowTutor."""
+
+    NORMAL = 1000
+    GOING_AWAY = 1001
+    PROTOCOL_ERROR = 1002
+    UNSUPPORTED_DATA = 1003
+    POLICY_VIOLATION = 1008
+    MESSAGE_TOO_BIG = 1009
+    INTERNAL_ERROR = 1011
+    TRY_AGAIN_LATER = 1013
+
+
+class ErrorCode(str, Enum):
+    """Stable error codes; ``close`` is the WebSocket close code when the error is fatal."""
+
+    BAD_MESSAGE = "bad_message"  # not a ShadowTutor message, bad header, wrong field types
+    UNSUPPORTED_VERSION = "unsupported_version"
+    UNEXPECTED_MESSAGE = "unexpected_message"  # a valid message at the wrong time (e.g. no HELLO first)
+    UNSUPPORTED_CODEC = "unsupported_codec"
+    BAD_FRAME = "bad_frame"  # undecodable frame, or not the size announced in HELLO
+    INCOMPATIBLE_MODEL = "incompatible_model"  # classes or student architecture the server cannot serve
+    TOO_LARGE = "too_large"
+    RATE_LIMITED = "rate_limited"
+    SERVER_BUSY = "server_busy"  # session limit reached
+    UNAUTHORIZED = "unauthorized"
+    TEACHER_FAILED = "teacher_failed"  # the teacher could not label this key frame; the session goes on
+    INTERNAL = "internal"
+
+    @property
+    def close(self) -> int:
+        return _CLOSE_CODES.get(self, CloseCode.PROTOCOL_ERROR)
+
+
+_CLOSE_CODES = {
+    ErrorCode.BAD_MESSAGE: CloseCode.PROTOCOL_ERROR,
+    ErrorCode.UNSUPPORTED_VERSION: CloseCode.PROTOCOL_ERROR,
+    ErrorCode.UNEXPECTED_MESSAGE: CloseCode.PROTOCOL_ERROR,
+    ErrorCode.UNSUPPORTED_CODEC: CloseCode.UNSUPPORTED_DATA,
+    ErrorCode.BAD_FRAME: CloseCode.UNSUPPORTED_DATA,
+    ErrorCode.INCOMPATIBLE_MODEL: CloseCode.POLICY_VIOLATION,
+    ErrorCode.TOO_LARGE: CloseCode.MESSAGE_TOO_BIG,
+    ErrorCode.RATE_LIMITED: CloseCode.POLICY_VIOLATION,
+    ErrorCode.SERVER_BUSY: CloseCode.TRY_AGAIN_LATER,
+    ErrorCode.UNAUTHORIZED: CloseCode.POLICY_VIOLATION,
+    ErrorCode.TEACHER_FAILED: CloseCode.INTERNAL_ERROR,
+    ErrorCode.INTERNAL: CloseCode.INTERNAL_ERROR,
+}
+
+
+class ProtocolError(Exception):
+    """Raised by decoders and handlers; carries the code to send back."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"{code.value}: {message}")
+        self.code = code
+        self.message = message

@@ -1,0 +1,214 @@
+"""ShadowTutor wire messages (protocol version 1); the layout is specified in docs/protocol.md.
+
+Every WebSocket message is binary::
+
+    magic "ST" (2 bytes) | version u8 | type u8 | header length u32 big-endian | header | payload
+
+The header is a UTF-8 JSON object whose fields each message type below declares; the
+payload is the rest of the message (a frame, a label map or a tensor blob) and may be empty.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar, Union
+
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+
+MAGIC = b"ST"
+PROTOCOL_VERSION = 1
+PREFIX = struct.Struct(">2sBBI")
+MAX_HEADER_BYTES = 64 * 1024
+
+
+@dataclass
+class Message:
+    TYPE: ClassVar[int]
+    payload: bytes = field(default=b"", repr=False, kw_only=True)
+
+    def header(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "payload"}
+
+
+@dataclass
+class Hello(Message):
+    """Edge -> server, first message: who the edge is and what it can do."""
+
+    TYPE: ClassVar[int] = 1
+    edge_id: str
+    class_names: list[str]
+    frame_width: int
+    frame_height: int
+    mode: str = "distill"  # "distill" (ShadowTutor) or "naive" (every frame labelled by the teacher)
+    student_arch: str = "shadowtutor-student"
+    frame_codecs: list[str] = field(default_factory=lambda: ["raw"])
+    weight_codecs: list[str] = field(default_factory=lambda: ["f32"])
+    token: str | None = None
+    agent: str = ""
+
+
+@dataclass
+class Welcome(Message):
+    """Server -> edge: the session, its parameters, and the full student weights (tensor blob)."""
+
+    TYPE: ClassVar[int] = 2
+    session_id: str
+    version: int
+    frame_codec: str
+    weight_codec: str
+    params: dict[str, Any]
+    class_names: list[str]
+    tensors: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class KeyFrame(Message):
+    """Edge -> server: one key frame (or, in naive mode, any frame) as an encoded image."""
+
+    TYPE: ClassVar[int] = 3
+    seq: int
+    frame_index: int
+    base_version: int
+    codec: str
+    width: int
+    height: int
+
+
+@dataclass
+class Update(Message):
+    """Server -> edge: the trained part of the student for the key frame ``seq``.
+
+    Apply only when the edge holds ``base_version``; then the edge holds ``version``. With
+    ``full`` true the blob holds every tensor and replaces the model whatever the edge holds.
+    """
+
+    TYPE: ClassVar[int] = 4
+    seq: int
+    base_version: int
+    version: int
+    metric: float
+    initial_metric: float
+    steps: int
+    full: bool
+    tensors: list[dict[str, Any]]
+    teacher_ms: float = 0.0
+    distill_ms: float = 0.0
+
+
+@dataclass
+class ResyncRequest(Message):
+    """Edge -> server: the edge holds another version than an update named; send full weights."""
+
+    TYPE: ClassVar[int] = 5
+    have_version: int
+    reason: str = ""
+
+
+@dataclass
+class Labels(Message):
+    """Server -> edge (naive mode): the teacher's label map for the frame ``seq``."""
+
+    TYPE: ClassVar[int] = 6
+    seq: int
+    frame_index: int
+    codec: str
+    width: int
+    height: int
+    teacher_ms: float = 0.0
+
+
+@dataclass
+class Error(Message):
+    """Either direction: a typed error; ``fatal`` errors are followed by a WebSocket close."""
+
+    TYPE: ClassVar[int] = 7
+    code: str
+    message: str
+    fatal: bool = False
+    seq: int | None = None
+
+
+MESSAGE_TYPES: dict[int, type[Message]] = {
+    cls.TYPE: cls for cls in (Hello, Welcome, KeyFrame, Update, ResyncRequest, Labels, Error)
+}
+
+
+def encode(message: Message) -> bytes:
+    header = json.dumps(message.header(), separators=(",", ":")).encode()
+    return PREFIX.pack(MAGIC, PROTOCOL_VERSION, message.TYPE, len(header)) + header + message.payload
+
+
+def decode(data: bytes | bytearray | memoryview | str) -> Message:
+    """Parse and validate one message; any defect raises :class:`ProtocolError`."""
+    if isinstance(data, str):
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, "text frames are not part of the protocol; send binary")
+    data = bytes(data)
+    if len(data) < PREFIX.size:
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"message of {len(data)} bytes is shorter than the prefix")
+    magic, version, type_id, header_len = PREFIX.unpack_from(data)
+    if magic != MAGIC:
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, "bad magic: not a ShadowTutor message")
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_VERSION, f"protocol version {version}; this side speaks {PROTOCOL_VERSION}"
+        )
+    cls = MESSAGE_TYPES.get(type_id)
+    if cls is None:
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"unknown message type {type_id}")
+    if header_len > MAX_HEADER_BYTES or PREFIX.size + header_len > len(data):
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"header length {header_len} does not fit the message")
+    try:
+        header = json.loads(data[PREFIX.size : PREFIX.size + header_len].decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, "header must be a JSON object")
+    return _build(cls, header, data[PREFIX.size + header_len :])
+
+
+def _build(cls: type[Message], header: dict[str, Any], payload: bytes) -> Message:
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name == "payload":
+            continue
+        if f.name not in header:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise ProtocolError(ErrorCode.BAD_MESSAGE, f"{cls.__name__} lacks field {f.name!r}")
+            continue
+        value = header[f.name]
+        if not _conforms(value, hints[f.name]):
+            raise ProtocolError(
+                ErrorCode.BAD_MESSAGE, f"{cls.__name__}.{f.name} has a bad value: {_short(value)}"
+            )
+        values[f.name] = float(value) if hints[f.name] is float else value
+    return cls(**values, payload=payload)
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return any(_conforms(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint in (str, bool):
+        return isinstance(value, hint)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        return isinstance(value, list) and all(_conforms(v, item) for v in value)
+    if origin is dict:
+        return isinstance(value, dict)
+    return False
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

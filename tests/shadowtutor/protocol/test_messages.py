@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import (
+    PREFIX,
+    Error,
+    Hello,
+    KeyFrame,
+    Update,
+    decode,
+    encode,
+)
+
+
+def test_round_trip_keeps_header_and_payload() -> None:
+    hello = Hello(edge_id="cam-1", class_names=["person", "background"], frame_width=64, frame_height=48,
+                  frame_codecs=["jpeg", "raw"], payload=b"")
+    assert decode(encode(hello)) == hello
+    frame = KeyFrame(seq=3, frame_index=17, base_version=2, codec="raw", width=2, height=1, payload=b"\x01" * 6)
+    assert decode(encode(frame)) == frame
+
+
+def test_float_fields_accept_json_integers() -> None:
+    update = Update(seq=1, base_version=0, version=1, metric=1, initial_metric=0, steps=0, full=False, tensors=[])
+    decoded = decode(encode(update))
+    assert isinstance(decoded, Update) and decoded.metric == 1.0 and isinstance(decoded.metric, float)
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (b"", ErrorCode.BAD_MESSAGE),
+        (b"XX" + bytes(6), ErrorCode.BAD_MESSAGE),
+        (PREFIX.pack(b"ST", 9, 1, 2) + b"{}", ErrorCode.UNSUPPORTED_VERSION),
+        (PREFIX.pack(b"ST", 1, 99, 2) + b"{}", ErrorCode.BAD_MESSAGE),
+        (PREFIX.pack(b"ST", 1, 1, 50) + b"{}", ErrorCode.BAD_MESSAGE),
+        (PREFIX.pack(b"ST", 1, 1, 2) + b"[]", ErrorCode.BAD_MESSAGE),
+        (PREFIX.pack(b"ST", 1, 1, 3) + b"{x}", ErrorCode.BAD_MESSAGE),
+        (PREFIX.pack(b"ST", 1, 3, 2) + b"{}", ErrorCode.BAD_MESSAGE),  # KeyFrame without fields
+    ],
+)
+def test_malformed_messages_raise_typed_errors(data: bytes, code: ErrorCode) -> None:
+    with pytest.raises(ProtocolError) as info:
+        decode(data)
+    assert info.value.code is code
+
+
+def test_wrong_field_types_are_rejected() -> None:
+    good = encode(KeyFrame(seq=1, frame_index=1, base_version=0, codec="raw", width=1, height=1))
+    header = good[PREFIX.size:].replace(b'"width":1', b'"width":"1"')
+    bad = struct.pack(">2sBBI", b"ST", 1, 3, len(header)) + header
+    with pytest.raises(ProtocolError, match="width"):
+        decode(bad)
+    with pytest.raises(ProtocolError, match="text frames"):
+        decode("hello")
+
+
+def test_error_codes_map_to_close_codes() -> None:
+    assert ErrorCode.SERVER_BUSY.close == CloseCode.TRY_AGAIN_LATER
+    assert ErrorCode.UNAUTHORIZED.close == CloseCode.POLICY_VIOLATION
+    err = Error(code=ErrorCode.BAD_FRAME.value, message="m", fatal=True, seq=4)
+    assert decode(encode(err)) == err
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_decode_of_random_bytes_only_raises_protocol_errors(data: bytes) -> None:
+    try:
+        decode(data)
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 10), st.binary(max_size=120))
+def test_decode_of_valid_prefix_with_random_header(type_id: int, body: bytes) -> None:
+    try:
+        decode(PREFIX.pack(b"ST", 1, type_id, len(body)) + body)
+    except ProtocolError:
+        pass
