@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shadowtutor.algorithms.client_loop import ClientLoop, UpdateOutcome
+from shadowtutor.algorithms.params import AlgorithmParams
+
+
+@dataclass
+class FakePending:
+    """A pending update that lands after ``delay`` polls; ``wait`` forces it (the paper's wait)."""
+
+    outcome: UpdateOutcome[int] | None
+    delay: int
+    polls: int = 0
+    waits: list[int] = field(default_factory=list)
+
+    def done(self) -> bool:
+        self.polls += 1
+        return self.polls >= self.delay
+
+    def wait(self, timeout: float | None) -> bool:
+        self.waits.append(self.polls)
+        self.delay = 0
+        return True
+
+    def result(self) -> UpdateOutcome[int] | None:
+        return self.outcome
+
+
+class FakeTransport:
+    def __init__(self, metric: float, delay: int, fail: bool = False) -> None:
+        self.metric, self.delay, self.fail = metric, delay, fail
+        self.sent: list[int] = []
+        self.pendings: list[FakePending] = []
+
+    def submit(self, frame_index: int, frame: np.ndarray) -> FakePending:
+        self.sent.append(frame_index)
+        outcome = None if self.fail else UpdateOutcome(self.metric, payload=frame_index)
+        self.pendings.append(FakePending(outcome, self.delay))
+        return self.pendings[-1]
+
+
+class FakeRuntime:
+    def __init__(self) -> None:
+        self.applied: list[tuple[int, int]] = []  # (payload, frames inferred so far)
+        self.inferred = 0
+
+    def infer(self, frame: np.ndarray) -> np.ndarray:
+        self.inferred += 1
+        return np.zeros(frame.shape[:2], np.uint8)
+
+    def apply(self, payload: int) -> None:
+        self.applied.append((payload, self.inferred))
+
+
+FRAME = np.zeros((2, 2, 3), np.uint8)
+
+
+def _run(metric: float, delay: int, frames: int, fail: bool = False):
+    runtime, transport = FakeRuntime(), FakeTransport(metric, delay, fail)
+    loop = ClientLoop(AlgorithmParams(), runtime, transport)
+    results = [loop.process(FRAME) for _ in range(frames)]
+    return runtime, transport, results
+
+
+def test_stride_grows_with_a_perfect_student() -> None:
+    # metric 1.0 doubles the stride: 8 -> 16 -> 32 -> 64 -> 64 (Algorithm 2 with the paper's clamp)
+    _, transport, results = _run(metric=1.0, delay=1, frames=200)
+    assert transport.sent == [0, 16, 48, 112, 176]
+    assert [r.stride for r in results if r.is_key_frame] == [16, 32, 64, 64, 64]  # stride after the update
+    assert all(r.labels.shape == (2, 2) for r in results)
+
+
+def test_p1_applies_the_update_right_after_the_key_frame() -> None:
+    runtime, _, results = _run(metric=0.8, delay=1, frames=24)
+    assert runtime.applied == [(0, 1), (8, 9), (16, 17)]
+    assert all(r.waited_seconds == 0.0 or r.index % 8 == 7 for r in results)
+
+
+def test_waits_exactly_at_min_stride_when_the_update_is_late() -> None:
+    runtime, transport, _ = _run(metric=0.8, delay=100, frames=17)
+    # polled after frames 0..6 (7 polls), then the wait at step MIN_STRIDE (after frame 7)
+    assert transport.pendings[0].waits == [7]
+    assert runtime.applied[0] == (0, 8)  # frames 0..7 ran with the old weights: P-8
+    assert transport.sent == [0, 8, 16]
+
+
+def test_failed_updates_keep_weights_and_stride() -> None:
+    runtime, transport, results = _run(metric=1.0, delay=1, frames=30, fail=True)
+    assert runtime.applied == []
+    assert transport.sent == [0, 8, 16, 24]
+    assert {r.stride for r in results} == {8}
+
+
+def test_next_key_frame_waits_for_an_outstanding_update_when_the_wait_times_out() -> None:
+    class NeverPending(FakePending):
+        def wait(self, timeout: float | None) -> bool:
+            self.waits.append(self.polls)
+            return False
+
+    class SlowTransport(FakeTransport):
+        def submit(self, frame_index: int, frame: np.ndarray) -> FakePending:
+            self.sent.append(frame_index)
+            self.pendings.append(NeverPending(UpdateOutcome(0.8, frame_index), delay=20))
+            return self.pendings[-1]
+
+    runtime, transport = FakeRuntime(), SlowTransport(0.8, 20)
+    loop = ClientLoop(AlgorithmParams(), runtime, transport, wait_timeout=0.01)
+    for _ in range(30):
+        loop.process(FRAME)
+    assert transport.sent == [0, 20]  # no second key frame until the first update landed
+    assert runtime.applied[0] == (0, 20)
