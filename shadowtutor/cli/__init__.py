@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 COMMAND_MODULES = (
     "shadowtutor.cli.bounds",
+    "shadowtutor.cli.teacher",
 )
 
 

@@ -1,0 +1,48 @@
+"""Instance masks (Mask R-CNN output) -> one semantic label map.
+
+Painting rule: instances scoring below ``score_threshold`` and instances whose class maps to
+the background are dropped; the rest are painted in ascending score order, so where masks
+overlap the highest-scoring instance ends on top (equal scores: the later one in the
+detector's order wins). A pixel belongs to a mask when the mask is ``True`` there (bool
+masks) or its probability is above ``mask_threshold``; pixels no kept mask covers are
+background.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shadowtutor.teachers.base import TeacherError, label_dtype
+
+
+def paint_instances(
+    masks: np.ndarray,
+    scores: np.ndarray,
+    class_ids: np.ndarray,
+    class_lut: np.ndarray,
+    background: int,
+    num_classes: int,
+    score_threshold: float = 0.5,
+    mask_threshold: float = 0.5,
+) -> np.ndarray:
+    """Paint ``N`` instances into an ``(H, W)`` map of task class indices.
+
+    ``masks``: ``(N, H, W)`` or ``(N, 1, H, W)``, bool or probabilities; ``scores``: ``(N,)``;
+    ``class_ids``: ``(N,)`` indices into ``class_lut`` (the detector's own class ids), which
+    maps them to task classes (see :mod:`shadowtutor.teachers.class_maps`).
+    """
+    if masks.ndim == 4 and masks.shape[1] == 1:
+        masks = masks[:, 0]
+    if masks.ndim != 3:
+        raise TeacherError(f"instance masks must be (N, H, W) or (N, 1, H, W), got {masks.shape}")
+    n = masks.shape[0]
+    if scores.shape != (n,) or class_ids.shape != (n,):
+        raise TeacherError(f"{n} masks but scores {scores.shape} and class ids {class_ids.shape}")
+    if n and (class_ids.min() < 0 or class_ids.max() >= len(class_lut)):
+        raise TeacherError(f"class ids must lie in [0, {len(class_lut)}), got {class_ids.min()}..{class_ids.max()}")
+    out = np.full(masks.shape[1:], background, dtype=label_dtype(num_classes))
+    task_ids = class_lut[class_ids.astype(np.int64)]
+    keep = np.flatnonzero((scores >= score_threshold) & (task_ids != background))
+    for i in keep[np.argsort(scores[keep], kind="stable")]:
+        out[masks[i] if masks.dtype == np.bool_ else masks[i] > mask_threshold] = task_ids[i]
+    return out
