@@ -1,0 +1,121 @@
+"""The edge's Prometheus exporter (default port 9108); every series is labelled ``edge_id``.
+
+The metric names are a contract with the dashboards and alert rules in ``dashboards/``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+
+ROUNDTRIP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class FpsMeter:
+    """Frames per second, exponentially smoothed over the intervals between frames."""
+
+    def __init__(self, smoothing: float = 0.1) -> None:
+        if not 0 < smoothing <= 1:
+            raise ValueError(f"smoothing must lie in (0, 1], got {smoothing}")
+        self.smoothing = smoothing
+        self._last: float | None = None
+        self._interval: float | None = None
+
+    def tick(self, now: float | None = None) -> float:
+        """Count one frame; returns the smoothed rate (0 until two frames were seen)."""
+        now = time.monotonic() if now is None else now
+        if self._last is not None:
+            interval = max(now - self._last, 1e-9)
+            self._interval = (
+                interval if self._interval is None else self._interval + self.smoothing * (interval - self._interval)
+            )
+        self._last = now
+        return 1.0 / self._interval if self._interval else 0.0
+
+
+class EdgeMetrics:
+    """The edge's series in their own registry; also the transport's observer."""
+
+    def __init__(self, edge_id: str, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.edge_id = edge_id
+        self._server = None
+        self._fps_meter = FpsMeter()
+
+        def make(kind, name, doc, **kwargs):
+            return kind(name, doc, ["edge_id"], registry=self.registry, **kwargs).labels(edge_id=edge_id)
+
+        self.frames = make(Counter, "shadowtutor_edge_frames_total", "Frames labelled by the edge")
+        self.key_frames = make(Counter, "shadowtutor_edge_key_frames_total", "Key frames sent to the server")
+        self.fps = make(Gauge, "shadowtutor_edge_fps", "Frames per second, smoothed")
+        self.sent_bytes = make(Counter, "shadowtutor_edge_sent_bytes_total", "Bytes of WebSocket messages sent")
+        self.received_bytes = make(
+            Counter, "shadowtutor_edge_received_bytes_total", "Bytes of WebSocket messages received"
+        )
+        self.stride = make(Gauge, "shadowtutor_edge_stride", "Frames between key frames now in force")
+        self.student_metric = make(
+            Gauge, "shadowtutor_edge_student_metric", "The student's metric (mIoU 0..1) in the last update"
+        )
+        self.roundtrip = make(
+            Histogram, "shadowtutor_edge_update_roundtrip_seconds",
+            "Time from sending a key frame to receiving its update", buckets=ROUNDTRIP_BUCKETS,
+        )
+        self.connected = make(Gauge, "shadowtutor_edge_connected", "1 while a session with the server is open")
+        self.updates_applied = make(
+            Counter, "shadowtutor_edge_updates_applied_total", "Weight updates installed (WELCOME weights excluded)"
+        )
+        self.resyncs = make(Counter, "shadowtutor_edge_resyncs_total", "Full-weight resyncs requested")
+        self.reconnects = make(Counter, "shadowtutor_edge_reconnects_total", "Sessions opened after the first")
+
+    # -- per frame, from the agent ---------------------------------------------------------
+
+    def frame_done(self, is_key_frame: bool, stride: int | None = None) -> None:
+        self.frames.inc()
+        if is_key_frame:
+            self.key_frames.inc()
+        if stride is not None:
+            self.stride.set(stride)
+        self.fps.set(self._fps_meter.tick())
+
+    def update_applied(self, metric: float | None) -> None:
+        self.updates_applied.inc()
+        if metric is not None:
+            self.student_metric.set(metric)
+
+    # -- TransportObserver -------------------------------------------------------------------
+
+    def on_connected(self, connected: bool) -> None:
+        self.connected.set(1 if connected else 0)
+
+    def on_bytes(self, sent: int, received: int) -> None:
+        if sent:
+            self.sent_bytes.inc(sent)
+        if received:
+            self.received_bytes.inc(received)
+
+    def on_roundtrip(self, seconds: float) -> None:
+        self.roundtrip.observe(seconds)
+
+    def on_reconnect(self) -> None:
+        self.reconnects.inc()
+
+    def on_resync(self) -> None:
+        self.resyncs.inc()
+
+    # -- exposition --------------------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def serve(self, host: str, port: int) -> int:
+        """Serve ``/metrics`` over HTTP in a daemon thread; returns the bound port (``port`` 0 picks one)."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = server
+        return server.server_port
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

@@ -1,0 +1,473 @@
+"""The WebSocket client: the client loop's ``KeyFrameTransport`` over protocol v1 (docs/protocol.md).
+
+An asyncio loop in a background thread owns the connection: it connects, says HELLO,
+installs the WELCOME's weights, sends what the inference thread queued and resolves the
+replies, and reconnects with jittered exponential backoff when the link drops. The
+inference thread only ever encodes a frame and hands it over (:meth:`EdgeTransport.submit`
+returns at once); while disconnected, submissions fail at once (their result is ``None``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import WebSocketException
+
+from edge_agent.backoff import Backoff
+from edge_agent.pending import Pending
+from edge_agent.versioning import WeightUpdate
+from shadowtutor.algorithms.client_loop import UpdateOutcome
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.protocol.codecs import decode_labels, decode_tensors, encode_frame
+from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import (
+    Error,
+    Hello,
+    KeyFrame,
+    Labels,
+    Message,
+    ResyncRequest,
+    Update,
+    Welcome,
+    decode,
+    encode,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Refusals that a retry cannot fix: the run ends with an error instead of reconnecting forever.
+TERMINAL_CODES = frozenset(
+    {ErrorCode.INCOMPATIBLE_MODEL, ErrorCode.UNAUTHORIZED, ErrorCode.UNSUPPORTED_CODEC, ErrorCode.UNSUPPORTED_VERSION}
+)
+
+
+class TransportError(RuntimeError):
+    """The agent cannot talk to the server."""
+
+
+class ServerRefusedError(TransportError):
+    """The server refused this edge for a reason a reconnect cannot fix (see :data:`TERMINAL_CODES`)."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"the server refused this edge ({code.value}): {message}")
+        self.code = code
+
+
+class _SessionLost(Exception):
+    """The session ended in a way worth a reconnect (a fatal server error, a protocol violation)."""
+
+
+class WeightSink(Protocol):
+    """Where full weights that arrive on their own go (the :class:`VersionedStudent`)."""
+
+    version: int
+
+    def stage(self, update: WeightUpdate) -> None: ...
+
+
+class TransportObserver(Protocol):
+    """Events for the metrics exporter; called on the network thread."""
+
+    def on_connected(self, connected: bool) -> None: ...
+
+    def on_bytes(self, sent: int, received: int) -> None: ...
+
+    def on_roundtrip(self, seconds: float) -> None: ...
+
+    def on_reconnect(self) -> None: ...
+
+    def on_resync(self) -> None: ...
+
+
+@dataclass
+class TransportStats:
+    """Counters over the agent's life; every WebSocket message counts with its length in bytes."""
+
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    messages_sent: int = 0
+    messages_received: int = 0
+    frames_sent: int = 0  # KEY_FRAME messages sent
+    sessions: list[str] = field(default_factory=list)  # session ids, in the order of their WELCOME
+    resyncs_requested: int = 0
+    errors: dict[str, int] = field(default_factory=dict)  # ERROR messages received, by code
+
+    @property
+    def reconnects(self) -> int:
+        return max(0, len(self.sessions) - 1)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    session_id: str
+    params: AlgorithmParams
+    frame_codec: str
+    weight_codec: str
+
+
+@dataclass(frozen=True)
+class LabelsReply:
+    """The server's label map for one frame (naive mode)."""
+
+    frame_index: int
+    labels: np.ndarray
+    teacher_ms: float
+
+
+@dataclass
+class _Outgoing:
+    kind: str  # "key_frame", "labels" or "resync"
+    data: bytes
+    seq: int | None = None
+    pending: Pending | None = None
+
+
+@dataclass
+class _Session:
+    ws: ClientConnection
+    info: SessionInfo
+    queue: asyncio.Queue[_Outgoing] = field(default_factory=asyncio.Queue)
+    outstanding: dict[int, _Outgoing] = field(default_factory=dict)
+
+    def fail_all(self) -> None:
+        while not self.queue.empty():
+            item = self.queue.get_nowait()
+            if item.pending is not None:
+                item.pending.resolve(None)
+        for item in self.outstanding.values():
+            if item.pending is not None:
+                item.pending.resolve(None)
+        self.outstanding.clear()
+
+
+class EdgeTransport:
+    """One edge's connection to the server, kept alive in a background thread.
+
+    ``hello`` is sent on every (re)connect. In distill mode ``weights`` receives the full
+    weights of each WELCOME and of each resync answer; its ``version`` is the base version
+    of every key frame.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        hello: Hello,
+        weights: WeightSink | None = None,
+        observer: TransportObserver | None = None,
+        backoff: Backoff | None = None,
+        jpeg_quality: int = 90,
+        handshake_timeout: float = 30.0,
+    ) -> None:
+        if hello.mode == "distill" and weights is None:
+            raise ValueError("distill mode needs a weight sink for the server's weights")
+        self.url = url
+        self.hello = hello
+        self.weights = weights
+        self.observer = observer
+        self.backoff = backoff or Backoff(0.5, 15.0)
+        self.jpeg_quality = jpeg_quality
+        self.handshake_timeout = handshake_timeout
+        self.stats = TransportStats()
+        self.session: SessionInfo | None = None  # the current session, None while disconnected
+        self.fatal: ServerRefusedError | None = None
+        self.last_error = "no connection attempt yet"
+        self._seq = itertools.count(1)
+        self._welcomed = threading.Event()
+        self._started = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closing: asyncio.Event | None = None
+        self._active: _Session | None = None
+        self._attempt: asyncio.Task | None = None
+        self._closing_task: asyncio.Task | None = None
+
+    # -- inference-thread API ---------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the network thread; it connects and keeps reconnecting until :meth:`close`."""
+        if self._thread is not None:
+            raise RuntimeError("the transport was started already")
+        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), name="edge-transport", daemon=True)
+        self._thread.start()
+        self._started.wait()
+
+    @property
+    def connected(self) -> bool:
+        return self.session is not None
+
+    def wait_first_welcome(self, timeout: float, stop: threading.Event | None = None) -> SessionInfo:
+        """Block until the first WELCOME (or a refusal, a ``stop``, or ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while not self._welcomed.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            if self.fatal is not None:
+                raise self.fatal
+            if stop is not None and stop.is_set():
+                raise TransportError("stopped before the server answered")
+            if time.monotonic() >= deadline:
+                raise TransportError(
+                    f"no WELCOME from {self.url} within {timeout:g} s (last error: {self.last_error})"
+                )
+        if self.fatal is not None:
+            raise self.fatal
+        info = self.session
+        if info is None:  # welcomed once but disconnected again since: report the last session's terms
+            raise TransportError(f"the server at {self.url} went away right after the handshake: {self.last_error}")
+        return info
+
+    def submit(self, frame_index: int, frame: np.ndarray) -> Pending[UpdateOutcome[WeightUpdate]]:
+        """Send a key frame (distill mode); the pending resolves with the server's update, or None."""
+        base = self.weights.version if self.weights is not None else 0
+        return self._send_frame("key_frame", frame_index, frame, base)
+
+    def request_labels(self, frame_index: int, frame: np.ndarray) -> Pending[LabelsReply]:
+        """Send a frame for the teacher's labels (naive mode); resolves with a :class:`LabelsReply`, or None."""
+        return self._send_frame("labels", frame_index, frame, 0)
+
+    def request_resync(self, have_version: int, reason: str) -> None:
+        """Ask for full weights (the edge holds ``have_version``); nothing happens while disconnected."""
+        self._hand_over(_Outgoing("resync", encode(ResyncRequest(have_version, reason[:500]))))
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close the connection with 1000 and stop the thread; outstanding requests fail."""
+        if self._thread is None or not self._thread.is_alive():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has just ended
+            self._loop.call_soon_threadsafe(self._begin_shutdown)
+        self._thread.join(timeout)
+
+    # -- hand-over between the threads -------------------------------------------------------
+
+    def _send_frame(self, kind: str, frame_index: int, frame: np.ndarray, base_version: int) -> Pending:
+        info = self.session
+        if info is None:
+            return Pending.failed()
+        payload = encode_frame(frame, info.frame_codec, self.jpeg_quality)
+        seq = next(self._seq)
+        height, width = frame.shape[:2]
+        message = KeyFrame(seq, frame_index, base_version, info.frame_codec, width, height, payload=payload)
+        pending: Pending = Pending()
+        self._hand_over(_Outgoing(kind, encode(message), seq, pending))
+        return pending
+
+    def _hand_over(self, item: _Outgoing) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._enqueue, item)
+        except (AttributeError, RuntimeError):  # not started, or the loop is closed
+            if item.pending is not None:
+                item.pending.resolve(None)
+
+    def _enqueue(self, item: _Outgoing) -> None:
+        """On the network thread: queue for the current session, or fail at once when there is none."""
+        if self._active is None:
+            if item.pending is not None:
+                item.pending.resolve(None)
+            return
+        if item.kind == "resync":
+            self.stats.resyncs_requested += 1
+            if self.observer:
+                self.observer.on_resync()
+        self._active.queue.put_nowait(item)
+
+    # -- network thread --------------------------------------------------------------------
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._closing = asyncio.Event()
+        self._started.set()
+        while not self._closing.is_set():
+            self._attempt = asyncio.create_task(self._connect_once())
+            try:
+                await self._attempt
+            except asyncio.CancelledError:
+                break
+            except ServerRefusedError as exc:
+                log.error("%s", exc)
+                self.fatal = exc
+                self._welcomed.set()  # wake wait_first_welcome
+                break
+            except (OSError, asyncio.TimeoutError, WebSocketException, ProtocolError, _SessionLost) as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("connection to %s failed or dropped: %s", self.url, self.last_error)
+            if self._closing.is_set():
+                break
+            delay = self.backoff.next_delay()
+            log.info("reconnecting in %.2f s", delay)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), delay)
+
+    def _begin_shutdown(self) -> None:
+        self._closing.set()
+        if self._active is not None:
+            self._closing_task = asyncio.create_task(self._active.ws.close(CloseCode.NORMAL, "edge agent done"))
+        elif self._attempt is not None:
+            self._attempt.cancel()
+
+    async def _connect_once(self) -> None:
+        async with connect(
+            self.url, max_size=MAX_MESSAGE_BYTES, compression=None, open_timeout=self.handshake_timeout,
+            close_timeout=3,
+        ) as ws:
+            await self._send(ws, encode(self.hello))
+            info = await self._handshake(ws)
+            session = _Session(ws, info)
+            self._active = session
+            self.session = info
+            self._welcomed.set()
+            if self.observer:
+                self.observer.on_connected(True)
+                if self.stats.reconnects:
+                    self.observer.on_reconnect()
+            sender = asyncio.create_task(self._send_queued(session))
+            try:
+                async for data in ws:
+                    self._count_received(data)
+                    await self._handle(session, data)
+            finally:
+                self._active = None
+                self.session = None
+                sender.cancel()
+                session.fail_all()
+                if self.observer:
+                    self.observer.on_connected(False)
+            if not self._closing.is_set():
+                raise _SessionLost(f"the server closed the connection ({ws.close_code} {ws.close_reason!r})")
+
+    async def _handshake(self, ws: ClientConnection) -> SessionInfo:
+        data = await asyncio.wait_for(ws.recv(), self.handshake_timeout)
+        self._count_received(data)
+        message = decode(data)
+        if isinstance(message, Error):
+            self._on_error(message)
+            raise _SessionLost(f"the server answered HELLO with {message.code}: {message.message}")
+        if not isinstance(message, Welcome):
+            raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, f"expected WELCOME, got {type(message).__name__}")
+        info = self._accept_welcome(message)
+        self.stats.sessions.append(info.session_id)
+        self.backoff.reset()
+        log.info("session %s: version %d, frames %s, weights %s", info.session_id, message.version,
+                 info.frame_codec, info.weight_codec)
+        return info
+
+    def _accept_welcome(self, welcome: Welcome) -> SessionInfo:
+        if list(welcome.class_names) != list(self.hello.class_names):
+            raise ServerRefusedError(
+                ErrorCode.INCOMPATIBLE_MODEL,
+                f"the server's classes {welcome.class_names} differ from this edge's {list(self.hello.class_names)}",
+            )
+        if welcome.frame_codec not in self.hello.frame_codecs or welcome.weight_codec not in self.hello.weight_codecs:
+            raise ServerRefusedError(
+                ErrorCode.UNSUPPORTED_CODEC,
+                f"the server chose codecs {welcome.frame_codec}/{welcome.weight_codec}, which this edge did not offer",
+            )
+        try:
+            params = AlgorithmParams.from_dict(welcome.params)
+        except (TypeError, ValueError) as exc:
+            raise ProtocolError(ErrorCode.BAD_MESSAGE, f"WELCOME params: {exc}") from None
+        if self.weights is not None:
+            if not welcome.tensors:
+                raise ProtocolError(ErrorCode.BAD_MESSAGE, "WELCOME carries no weights in distill mode")
+            tensors = decode_tensors(welcome.tensors, welcome.payload, welcome.weight_codec)
+            self.weights.stage(
+                WeightUpdate(welcome.session_id, welcome.version, welcome.version, True, tensors, "welcome")
+            )
+        return SessionInfo(welcome.session_id, params, welcome.frame_codec, welcome.weight_codec)
+
+    async def _send_queued(self, session: _Session) -> None:
+        while True:
+            item = await session.queue.get()
+            if item.seq is not None:  # register first: the reply may come before send() returns
+                session.outstanding[item.seq] = item
+            try:
+                await self._send(session.ws, item.data)
+                self.stats.frames_sent += int(item.seq is not None)
+            except WebSocketException:  # the receive loop sees the closed connection and tears down
+                if item.pending is not None:
+                    item.pending.resolve(None)
+                return
+
+    async def _send(self, ws: ClientConnection, data: bytes) -> None:
+        await ws.send(data)
+        self.stats.bytes_sent += len(data)
+        self.stats.messages_sent += 1
+        if self.observer:
+            self.observer.on_bytes(len(data), 0)
+
+    def _count_received(self, data: bytes | str) -> None:
+        size = len(data.encode()) if isinstance(data, str) else len(data)
+        self.stats.bytes_received += size
+        self.stats.messages_received += 1
+        if self.observer:
+            self.observer.on_bytes(0, size)
+
+    async def _handle(self, session: _Session, data: bytes | str) -> None:
+        try:
+            message = decode(data)
+            self._dispatch(session, message)
+        except ProtocolError as exc:
+            with contextlib.suppress(WebSocketException):
+                await self._send(session.ws, encode(Error(exc.code.value, exc.message, fatal=True)))
+                await session.ws.close(exc.code.close, exc.code.value)
+            raise
+
+    def _dispatch(self, session: _Session, message: Message) -> None:
+        if isinstance(message, Update):
+            self._on_update(session, message)
+        elif isinstance(message, Labels):
+            item = self._claim(session, message.seq, "labels")
+            if item is not None:
+                labels = decode_labels(message.payload, message.codec, message.width, message.height)
+                item.pending.resolve(LabelsReply(message.frame_index, labels, message.teacher_ms))
+        elif isinstance(message, Error):
+            self._on_error(message)
+            if message.seq is not None:
+                item = session.outstanding.pop(message.seq, None)
+                if item is not None and item.pending is not None:
+                    item.pending.resolve(None)
+            if message.fatal:
+                raise _SessionLost(f"fatal server error {message.code}: {message.message}")
+        else:
+            raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, f"the server sent {type(message).__name__}")
+
+    def _on_update(self, session: _Session, message: Update) -> None:
+        if self.weights is None:
+            raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "UPDATE in naive mode")
+        tensors = decode_tensors(message.tensors, message.payload, session.info.weight_codec)
+        item = self._claim(session, message.seq, "key_frame")
+        update = WeightUpdate(
+            session.info.session_id, message.version, message.base_version, message.full, tensors,
+            "update" if item is not None else "resync", message.seq, message.metric,
+        )
+        if item is not None:
+            if self.observer:
+                self.observer.on_roundtrip(time.monotonic() - item.pending.submitted_at)
+            item.pending.resolve(UpdateOutcome(message.metric, update, message.steps))
+        elif message.full:
+            self.weights.stage(update)
+        else:
+            log.warning("ignoring an incremental update for seq %d that answers no outstanding key frame",
+                        message.seq)
+
+    @staticmethod
+    def _claim(session: _Session, seq: int, kind: str) -> _Outgoing | None:
+        item = session.outstanding.get(seq)
+        if item is None or item.kind != kind:
+            return None
+        return session.outstanding.pop(seq)
+
+    def _on_error(self, message: Error) -> None:
+        """Count and log an ERROR; a terminal refusal raises :class:`ServerRefusedError`."""
+        self.stats.errors[message.code] = self.stats.errors.get(message.code, 0) + 1
+        log.warning("server error %s (seq %s, fatal %s): %s", message.code, message.seq, message.fatal,
+                    message.message)
+        if message.fatal and message.code in {code.value for code in TERMINAL_CODES}:
+            raise ServerRefusedError(ErrorCode(message.code), message.message)

@@ -1,0 +1,120 @@
+"""Which weights the edge holds: the version rules of the protocol (semantics items 3, 4 and 8).
+
+:class:`VersionedStudent` is the client loop's ``StudentRuntime``. Every change to the
+model happens on the inference thread: updates that answer a key frame through the client
+loop's ``apply``, and full weights that arrive on their own (WELCOME, a resync answer)
+through :meth:`stage` (network thread) and :meth:`sync` (inference thread, before each frame).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from edge_agent.runtime import TorchStudentRuntime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WeightUpdate:
+    """Weights from the server, decoded. ``origin`` is ``welcome``, ``update`` or ``resync``."""
+
+    session_id: str
+    version: int
+    base_version: int
+    full: bool
+    tensors: dict[str, torch.Tensor]
+    origin: str
+    seq: int | None = None
+    metric: float | None = None
+
+
+@dataclass(frozen=True)
+class AppliedVersion:
+    """One installed version, in the order they were installed."""
+
+    session_id: str
+    version: int
+    full: bool
+    origin: str
+    frame_index: int  # the frame after which it was installed (0 for weights installed before the first)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"session_id": self.session_id, "version": self.version, "full": self.full,
+                "origin": self.origin, "frame_index": self.frame_index}
+
+
+class VersionedStudent:
+    """The student plus the (session, version) it holds; applies only what fits (else asks for a resync).
+
+    ``request_resync(have_version, reason)`` is called (on the inference thread) when an
+    incremental update names a base the edge does not hold; the update is then dropped.
+    """
+
+    def __init__(
+        self,
+        runtime: TorchStudentRuntime,
+        class_names: tuple[str, ...],
+        request_resync: Callable[[int, str], None],
+    ) -> None:
+        self.runtime = runtime
+        self.class_names = class_names
+        self.request_resync = request_resync
+        self.session_id: str | None = None
+        self.version = -1
+        self.history: list[AppliedVersion] = []
+        self.rejected = 0
+        self.frame_index = 0  # set by the agent before each frame, for the history
+        self._staged: WeightUpdate | None = None
+        self._lock = threading.Lock()
+
+    def stage(self, update: WeightUpdate) -> None:
+        """Queue full weights for the next :meth:`sync` (any thread); a newer staging replaces an older one."""
+        if not update.full:
+            raise ValueError("only full weights can be staged; incremental updates go through apply()")
+        with self._lock:
+            self._staged = update
+
+    def sync(self) -> WeightUpdate | None:
+        """Install staged full weights, if any (inference thread); returns what was installed."""
+        with self._lock:
+            staged, self._staged = self._staged, None
+        if staged is not None:
+            self._install(staged)
+        return staged
+
+    def infer(self, frame: np.ndarray) -> np.ndarray:
+        return self.runtime.infer(frame)
+
+    def apply(self, payload: WeightUpdate) -> None:
+        """Install an update if it is full or based on the held (session, version); else request a resync."""
+        if payload.full or (payload.session_id == self.session_id and payload.base_version == self.version):
+            self._install(payload)
+            return
+        self.rejected += 1
+        reason = (f"update {payload.base_version}->{payload.version} of session {payload.session_id} "
+                  f"does not apply to version {self.version} of session {self.session_id}")
+        log.warning("not applying: %s; asking for a resync", reason)
+        self.request_resync(self.version, reason)
+
+    def _install(self, update: WeightUpdate) -> None:
+        if update.full:
+            self.runtime.load(update.tensors, self.class_names)
+        else:
+            self.runtime.update(update.tensors)
+        self.session_id = update.session_id
+        self.version = update.version
+        self.history.append(
+            AppliedVersion(update.session_id, update.version, update.full, update.origin, self.frame_index)
+        )
+
+    @property
+    def updates_applied(self) -> int:
+        """Installed updates other than WELCOME weights."""
+        return sum(1 for entry in self.history if entry.origin != "welcome")

@@ -1,0 +1,129 @@
+"""The agent in-process against the stand-in server (tests/support/stand_in_server.py; tests/e2e/ uses the real one)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from edge_agent.agent import EdgeAgent
+from edge_agent.settings import EdgeSettings
+from edge_agent.sinks import CallbackSink
+from edge_agent.transport import ServerRefusedError
+from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.protocol.errors import ErrorCode
+from tests.edge_agent.test_sources import write_video
+from tests.support.stand_in_server import StandInServer, naive_labels
+
+
+@pytest.fixture
+def video(tmp_path: Path) -> Path:
+    return write_video(tmp_path / "clip.mp4", 40, (64, 48))
+
+
+def settings(server: StandInServer, video: Path, out: Path, **overrides: object) -> EdgeSettings:
+    values = dict(server=server.url, source=str(video), output_dir=out, metrics_port=0, device="cpu",
+                  frame_codecs=("raw",), weight_codecs=("f32",), reconnect_min=0.05, reconnect_max=0.2,
+                  startup_timeout=10.0)
+    values.update(overrides)
+    return EdgeSettings(**values)
+
+
+def metric_values(exposition: bytes) -> dict[str, float]:
+    return {s.name: s.value for f in text_string_to_metric_families(exposition.decode()) for s in f.samples
+            if "le" not in s.labels}
+
+
+def test_distill_run_labels_every_frame_and_counts_every_byte(
+    stand_in: StandInServer, video: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    agent = EdgeAgent(settings(stand_in, video, out, overlay=True))
+    summary = agent.run()
+    assert summary.frames == summary.labelled_frames == 40 and summary.stopped_by == "end_of_source"
+    assert len(list((out / "labels").glob("*.png"))) == 40 and (out / "overlay.mp4").stat().st_size > 0
+    versions = [(v["session_id"], v["version"]) for v in summary.versions_applied]
+    assert versions == [("s1", v) for v in range(len(versions))] and len(versions) >= 9
+    assert summary.key_frames == summary.frames_sent == len(versions) - 1 == summary.updates_applied
+    assert (summary.bytes_sent, summary.bytes_received) == (stand_in.bytes_received, stand_in.bytes_sent)
+    values = metric_values(agent.metrics.exposition())
+    assert values["shadowtutor_edge_sent_bytes_total"] == summary.bytes_sent
+    assert values["shadowtutor_edge_received_bytes_total"] == summary.bytes_received
+    assert values["shadowtutor_edge_frames_total"] == 40
+    assert values["shadowtutor_edge_key_frames_total"] == summary.key_frames
+    assert values["shadowtutor_edge_updates_applied_total"] == summary.updates_applied
+    assert values["shadowtutor_edge_student_metric"] == pytest.approx(stand_in.metric)
+    assert values["shadowtutor_edge_connected"] == 0  # closed at the end
+    assert json.loads((out / "summary.json").read_text()) == json.loads(json.dumps(summary.to_dict()))
+
+
+def test_naive_run_keeps_the_servers_label_maps(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    summary = EdgeAgent(settings(stand_in, video, out, mode="naive")).run()
+    assert summary.frames == summary.labelled_frames == summary.key_frames == summary.frames_sent == 40
+    capture = cv2.VideoCapture(str(video))
+    for i in range(40):
+        ok, frame = capture.read()
+        stored = cv2.imread(str(out / "labels" / f"{i:06d}.png"), cv2.IMREAD_UNCHANGED)
+        np.testing.assert_array_equal(stored, naive_labels(frame, len(LVS_CLASSES)))
+
+
+def test_server_crash_mid_run_every_frame_labelled_then_reconnect(video: Path, tmp_path: Path) -> None:
+    first = StandInServer(seed=0).start()
+    servers = [first]
+    long_video = write_video(tmp_path / "long.mp4", 150, (64, 48))
+
+    def crash_and_restart(index: int, _frame: np.ndarray, _labels: np.ndarray) -> None:
+        time.sleep(0.01)  # pace the run (the writer queue then throttles inference)
+        if index == 30:
+            first.kill()
+        if index == 60:
+            second = StandInServer(seed=1)
+            second.port = first.port
+            servers.append(second.start())
+
+    agent = EdgeAgent(settings(first, long_video, tmp_path / "out"), [CallbackSink(crash_and_restart)])
+    try:
+        summary = agent.run()
+    finally:
+        for server in servers:
+            if server._thread.is_alive():
+                server.kill()
+    assert summary.frames == summary.labelled_frames == 150
+    assert len(list((tmp_path / "out" / "labels").glob("*.png"))) == 150
+    assert summary.sessions == ["s1", "s1"] and summary.reconnects == 1  # each stand-in numbers from s1
+    history = [(v["version"], v["origin"]) for v in summary.versions_applied]
+    restart = history.index((0, "welcome"), 1)
+    assert [v for v, _ in history[:restart]] == list(range(restart))
+    assert [v for v, _ in history[restart:]] == list(range(len(history) - restart))
+    assert len(history) - restart >= 3  # updates from the new server were applied
+    assert summary.frames_sent < summary.key_frames  # some key frames fell into the outage
+    assert summary.bytes_received == first.bytes_sent + servers[1].bytes_sent
+
+
+def test_a_refusing_server_ends_the_run_with_an_error(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
+    stand_in.refuse = ErrorCode.INCOMPATIBLE_MODEL
+    with pytest.raises(ServerRefusedError, match="incompatible_model"):
+        EdgeAgent(settings(stand_in, video, tmp_path / "out")).run()
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_stop_request_finishes_the_current_frame(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
+    agent = EdgeAgent(settings(stand_in, video, tmp_path / "out"))
+    stop_after = threading.Event()
+    agent.extra_sinks.append(CallbackSink(lambda i, _f, _labels: i == 5 and (agent.request_stop(), stop_after.set())))
+    summary = agent.run()
+    assert stop_after.is_set() and summary.stopped_by == "stop"
+    assert 6 <= summary.frames < 40 and summary.labelled_frames == summary.frames
+    assert len(list((tmp_path / "out" / "labels").glob("*.png"))) == summary.frames
+
+
+def test_max_frames(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
+    summary = EdgeAgent(settings(stand_in, video, tmp_path / "out", max_frames=7)).run()
+    assert summary.frames == 7 and summary.stopped_by == "max_frames"

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from shadowtutor.cli import main
+from shadowtutor.protocol.errors import ErrorCode
+from tests.edge_agent.test_sources import write_video
+from tests.support.stand_in_server import StandInServer
+
+
+def test_edge_command_runs_against_a_server(stand_in: StandInServer, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    video = write_video(tmp_path / "clip.mp4", 10)
+    monkeypatch.setenv("SHADOWTUTOR_EDGE_ID", "cli-edge")
+    monkeypatch.setenv("SHADOWTUTOR_METRICS_PORT", "0")
+    handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    code = main(["edge", "--server", stand_in.url, "--source", str(video), "--output-dir", str(tmp_path / "out"),
+                 "--device", "cpu", "--no-save-labels"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["edge_id"] == "cli-edge" and summary["frames"] == 10
+    assert stand_in.sessions[0].hello.edge_id == "cli-edge"
+    assert not (tmp_path / "out" / "labels").exists() and (tmp_path / "out" / "summary.json").exists()
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers  # restored
+
+
+def test_missing_source_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["edge", "--server", "ws://127.0.0.1:9", "--source", str(tmp_path / "gone.mp4")])
+    assert code == 2
+    assert f"shadowtutor edge: error: video file not found: {tmp_path / 'gone.mp4'}" in capsys.readouterr().err
+
+
+def test_bad_flag_value_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["edge", "--server", "ws://h", "--source", "0", "--jpeg-quality", "200"]) == 2
+    assert "jpeg_quality must lie in 1..100" in capsys.readouterr().err
+
+
+def test_refused_edge_exits_non_zero(stand_in: StandInServer, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    stand_in.refuse = ErrorCode.UNAUTHORIZED
+    video = write_video(tmp_path / "clip.mp4", 3)
+    assert main(["edge", "--server", stand_in.url, "--source", str(video), "--metrics-port", "0"]) == 2
+    assert "the server refused this edge (unauthorized)" in capsys.readouterr().err

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from edge_agent.metrics import EdgeMetrics, FpsMeter
+
+EXPECTED_NAMES = {
+    "shadowtutor_edge_frames_total",
+    "shadowtutor_edge_key_frames_total",
+    "shadowtutor_edge_fps",
+    "shadowtutor_edge_sent_bytes_total",
+    "shadowtutor_edge_received_bytes_total",
+    "shadowtutor_edge_stride",
+    "shadowtutor_edge_student_metric",
+    "shadowtutor_edge_update_roundtrip_seconds",
+    "shadowtutor_edge_connected",
+    "shadowtutor_edge_updates_applied_total",
+    "shadowtutor_edge_resyncs_total",
+    "shadowtutor_edge_reconnects_total",
+}
+
+
+def exercised() -> EdgeMetrics:
+    metrics = EdgeMetrics("cam-1")
+    metrics.on_connected(True)
+    metrics.on_bytes(1000, 0)
+    metrics.on_bytes(0, 250)
+    metrics.on_roundtrip(0.3)
+    metrics.on_reconnect()
+    metrics.on_resync()
+    for i in range(5):
+        metrics.frame_done(i == 0, stride=8)
+    metrics.updates_applied.inc()
+    metrics.student_metric.set(0.83)
+    return metrics
+
+
+def samples(text: str) -> dict[str, float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue
+            assert sample.labels.get("edge_id") == "cam-1", sample
+            if "le" not in sample.labels:
+                out[sample.name] = sample.value
+    return out
+
+
+def test_exactly_the_agreed_names_all_labelled_edge_id() -> None:
+    text = exercised().exposition().decode()
+    names = {
+        sample.name.removesuffix("_created").removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    names = {n if n in EXPECTED_NAMES else n + "_total" for n in names}
+    assert names == EXPECTED_NAMES
+    values = samples(text)
+    assert values["shadowtutor_edge_frames_total"] == 5
+    assert values["shadowtutor_edge_key_frames_total"] == 1
+    assert values["shadowtutor_edge_sent_bytes_total"] == 1000
+    assert values["shadowtutor_edge_received_bytes_total"] == 250
+    assert values["shadowtutor_edge_stride"] == 8
+    assert values["shadowtutor_edge_student_metric"] == 0.83
+    assert values["shadowtutor_edge_connected"] == 1
+    assert values["shadowtutor_edge_update_roundtrip_seconds_count"] == 1
+    assert values["shadowtutor_edge_fps"] > 0
+
+
+def test_served_over_http() -> None:
+    metrics = exercised()
+    port = metrics.serve("127.0.0.1", 0)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            body = response.read().decode()
+    finally:
+        metrics.stop()
+    assert samples(body)["shadowtutor_edge_sent_bytes_total"] == 1000
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (apt-get install prometheus)")
+def test_promtool_accepts_the_exposition() -> None:
+    result = subprocess.run(["promtool", "check", "metrics"], input=exercised().exposition(),
+                            capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+
+
+def test_fps_is_smoothed() -> None:
+    meter = FpsMeter(smoothing=0.5)
+    assert meter.tick(0.0) == 0.0
+    assert meter.tick(0.1) == pytest.approx(10)
+    assert meter.tick(0.3) == pytest.approx(1 / 0.15)

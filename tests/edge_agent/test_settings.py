@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edge_agent.settings import EdgeSettings, SettingsError, normalise_server_url
+
+
+def build(flags: dict | None = None, env: dict | None = None) -> EdgeSettings:
+    return EdgeSettings.from_sources(flags or {}, env or {})
+
+
+def test_flags_win_over_environment_over_defaults() -> None:
+    settings = build(
+        {"server": "ws://flag:1", "wait_timeout": "3", "overlay": None},
+        {"SHADOWTUTOR_SERVER": "ws://env:2", "SHADOWTUTOR_SOURCE": "0", "SHADOWTUTOR_WAIT_TIMEOUT": "9",
+         "SHADOWTUTOR_RESIZE": "320x180", "SHADOWTUTOR_FRAME_CODECS": "raw, jpeg",
+         "SHADOWTUTOR_OUTPUT_DIR": "/tmp/x", "SHADOWTUTOR_OVERLAY": "yes", "SHADOWTUTOR_METRICS_PORT": "0"},
+    )
+    assert settings.server == "ws://flag:1/v1/edge"
+    assert settings.source == "0"
+    assert settings.wait_timeout == 3.0
+    assert settings.resize == (320, 180)
+    assert settings.frame_codecs == ("raw", "jpeg")
+    assert settings.output_dir == Path("/tmp/x") and settings.overlay is True
+    assert settings.metrics_port == 0
+
+
+def test_defaults() -> None:
+    settings = build({"server": "http://gpu-box:8000", "source": "video.mp4"})
+    assert settings.server == "ws://gpu-box:8000/v1/edge"
+    assert settings.edge_id  # the hostname
+    assert settings.mode == "distill" and settings.metrics_port == 9108 and settings.metrics_host == "0.0.0.0"
+    assert settings.frame_codecs == ("jpeg", "raw") and settings.jpeg_quality == 90
+    assert settings.weight_codecs == ("f16+zstd", "f32+zstd", "f32")
+    assert settings.output_dir is None and settings.max_frames is None and settings.resize is None
+
+
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("ws://h:8000", "ws://h:8000/v1/edge"),
+        ("https://h", "wss://h/v1/edge"),
+        ("ws://h:8000/custom/path", "ws://h:8000/custom/path"),
+        ("http://h:1/?token=x", "ws://h:1/v1/edge?token=x"),
+    ],
+)
+def test_server_url_normalisation(url: str, expected: str) -> None:
+    assert normalise_server_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ({"source": "x"}, "server is required: pass --server or set SHADOWTUTOR_SERVER"),
+        ({"server": "ws://h"}, "source is required"),
+        ({"server": "h:8000", "source": "x"}, "server must be a ws://"),
+        ({"server": "ws://h", "source": "x", "mode": "fast"}, "mode must be one of"),
+        ({"server": "ws://h", "source": "x", "frame_codecs": "jpeg,gif"}, r"unknown codec\(s\) \['gif'\]"),
+        ({"server": "ws://h", "source": "x", "resize": "320"}, "--resize: expected WIDTHxHEIGHT"),
+        ({"server": "ws://h", "source": "x", "wait_timeout": "soon"}, "--wait-timeout: could not convert"),
+        ({"server": "ws://h", "source": "x", "overlay": "maybe"}, "--overlay: expected a boolean"),
+        ({"server": "ws://h", "source": "x", "overlay": True}, "overlay needs output_dir"),
+        ({"server": "ws://h", "source": "x", "reconnect_min": "5", "reconnect_max": "1"}, "reconnect_max"),
+        ({"server": "ws://h", "source": "x", "metrics_port": "70000"}, "metrics_port"),
+        ({"server": "ws://h", "source": "x", "class_names": "a,a"}, "distinct"),
+    ],
+)
+def test_bad_values_say_what_is_wrong(flags: dict, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        build(flags)
+
+
+def test_environment_errors_name_the_variable() -> None:
+    with pytest.raises(SettingsError, match="SHADOWTUTOR_MAX_FRAMES"):
+        build({"server": "ws://h", "source": "x"}, {"SHADOWTUTOR_MAX_FRAMES": "ten"})

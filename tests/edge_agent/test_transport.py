@@ -1,0 +1,279 @@
+"""The WebSocket transport against a stand-in server that speaks protocol v1 (tests/support/stand_in_server.py).
+
+The stand-in replaces the real server here so that each protocol rule can be provoked on
+demand; tests/e2e/ runs the agent against the real server.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from edge_agent.backoff import Backoff
+from edge_agent.runtime import TorchStudentRuntime
+from edge_agent.transport import EdgeTransport, LabelsReply, ServerRefusedError, TransportError
+from edge_agent.versioning import VersionedStudent
+from shadowtutor.algorithms.client_loop import ClientLoop
+from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.protocol.errors import ErrorCode
+from shadowtutor.protocol.messages import Hello, KeyFrame, ResyncRequest
+from tests.support.stand_in_server import StandInServer, naive_labels
+
+WIDTH, HEIGHT = 48, 32
+
+
+def make_hello(mode: str = "distill", frame_codecs=("raw",)) -> Hello:
+    return Hello("edge-test", list(LVS_CLASSES), WIDTH, HEIGHT, mode, frame_codecs=list(frame_codecs),
+                 weight_codecs=["f32"])
+
+
+def frame(i: int) -> np.ndarray:
+    return np.random.default_rng(i).integers(0, 255, (HEIGHT, WIDTH, 3), dtype=np.uint8)
+
+
+class RecordingObserver:
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def on_connected(self, connected: bool) -> None:
+        self.events.append(("connected", connected))
+
+    def on_bytes(self, sent: int, received: int) -> None:
+        self.events.append(("bytes", sent, received))
+
+    def on_roundtrip(self, seconds: float) -> None:
+        self.events.append(("roundtrip", seconds))
+
+    def on_reconnect(self) -> None:
+        self.events.append(("reconnect",))
+
+    def on_resync(self) -> None:
+        self.events.append(("resync",))
+
+    def total(self, index: int) -> int:
+        return sum(e[index] for e in self.events if e[0] == "bytes")
+
+
+class Edge:
+    """A transport plus a versioned student, wired as the agent wires them."""
+
+    def __init__(self, url: str, mode: str = "distill", backoff: Backoff | None = None) -> None:
+        self.observer = RecordingObserver()
+        self.student = VersionedStudent(
+            TorchStudentRuntime("cpu"), LVS_CLASSES, lambda have, why: self.transport.request_resync(have, why)
+        )
+        self.transport = EdgeTransport(url, make_hello(mode), self.student if mode == "distill" else None,
+                                       self.observer, backoff or Backoff(0.05, 0.2))
+        self.transport.start()
+
+    def client_loop(self, wait_timeout: float = 10) -> ClientLoop:
+        """After the first WELCOME: the client loop over this transport and student."""
+        info = self.transport.wait_first_welcome(10)
+        self.student.sync()
+        return ClientLoop(info.params, self.student, self.transport, wait_timeout=wait_timeout)
+
+    def run_frames(self, loop: ClientLoop, count: int) -> None:
+        """Process ``count`` frames as the agent does, then let the last answer land."""
+        for i in range(count):
+            self.student.sync()
+            loop.process(frame(i))
+        if loop.pending is not None:
+            loop.pending.wait(10)
+
+    def __enter__(self) -> Edge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.transport.close()
+
+
+def edge_state(student: VersionedStudent) -> dict[str, torch.Tensor]:
+    return student.runtime.model.state_dict()
+
+
+def assert_same_weights(student: VersionedStudent, expected: dict[str, torch.Tensor]) -> None:
+    actual = edge_state(student)
+    assert actual.keys() == expected.keys()
+    for key, value in expected.items():
+        torch.testing.assert_close(actual[key], value, rtol=0, atol=0, msg=key)
+
+
+def wait_until(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_handshake_installs_the_welcome_weights(stand_in: StandInServer) -> None:
+    with Edge(stand_in.url) as edge:
+        info = edge.transport.wait_first_welcome(10)
+        assert info.session_id == "s1" and info.frame_codec == "raw" and info.weight_codec == "f32"
+        assert info.params == stand_in.params
+        assert edge.student.sync().origin == "welcome"
+        assert (edge.student.session_id, edge.student.version) == ("s1", 0)
+        assert_same_weights(edge.student, stand_in.weights)
+        assert ("connected", True) in edge.observer.events
+        labels = edge.student.infer(frame(0))
+        assert labels.shape == (HEIGHT, WIDTH) and labels.dtype == np.uint8
+
+
+def test_client_loop_applies_updates_in_version_order(stand_in: StandInServer) -> None:
+    with Edge(stand_in.url) as edge:
+        edge.run_frames(edge.client_loop(), 20)
+    versions = [(h.session_id, h.version, h.full) for h in edge.student.history]
+    applied = len(versions) - 1
+    assert applied >= 4  # key frames at 0, then every 2..4 frames, each answered before the next
+    assert versions == [("s1", v, v == 0) for v in range(applied + 1)]
+    session = stand_in.sessions[0]
+    key_frames = [m for m in session.received if isinstance(m, KeyFrame)]
+    assert [m.base_version for m in key_frames][:applied] == list(range(applied))
+    if len(key_frames) == applied:  # the last update was applied too: the edge holds the server's student
+        assert_same_weights(edge.student, session.state)
+    assert [e for e in edge.observer.events if e[0] == "roundtrip"]
+
+
+def test_stale_update_is_not_applied_and_asks_for_a_resync(stand_in: StandInServer) -> None:
+    with Edge(stand_in.url) as edge:
+        edge.transport.wait_first_welcome(10)
+        edge.student.sync()
+        before = {k: v.clone() for k, v in edge_state(edge.student).items()}
+        stand_in.stale_next = True
+        pending = edge.transport.submit(0, frame(0))
+        assert pending.wait(10)
+        outcome = pending.result()
+        assert not outcome.payload.full and outcome.payload.base_version == 7
+        edge.student.apply(outcome.payload)
+        assert edge.student.rejected == 1 and edge.student.version == 0
+        assert_same_weights(edge.student, before)
+        # the resync answer (full weights) arrives on its own and is installed at the next sync
+        wait_until(lambda: edge.student._staged is not None)
+        installed = edge.student.sync()
+    assert installed.origin == "resync" and installed.full
+    session = stand_in.sessions[0]
+    resyncs = [m for m in session.received if isinstance(m, ResyncRequest)]
+    assert [r.have_version for r in resyncs] == [0]
+    assert edge.student.version == session.version == 2
+    assert_same_weights(edge.student, session.state)
+    assert ("resync",) in edge.observer.events and edge.transport.stats.resyncs_requested == 1
+
+
+def test_server_gone_fails_pending_fast_and_inference_goes_on(stand_in: StandInServer) -> None:
+    with Edge(stand_in.url, backoff=Backoff(5, 5)) as edge:
+        loop = edge.client_loop(wait_timeout=30)
+        stand_in.reply_delay = 30  # the key frame will not be answered before the server dies
+        loop.process(frame(0))
+        pending = loop.pending
+        started = time.monotonic()
+        stand_in.kill()
+        assert pending.wait(5) and pending.result() is None
+        assert time.monotonic() - started < 2
+        wait_until(lambda: not edge.transport.connected)
+        started = time.monotonic()
+        results = [loop.process(frame(i)) for i in range(1, 12)]
+        assert time.monotonic() - started < 5  # nothing waited on the dead server
+        assert sum(r.waited_seconds for r in results) < 0.5
+        assert sum(r.is_key_frame for r in results) >= 2  # key frames still chosen, and they fail at once
+        assert all(r.labels.shape == (HEIGHT, WIDTH) for r in results)
+        assert edge.student.version == 0
+        assert ("connected", False) in edge.observer.events
+
+
+def test_reconnect_with_backoff_replaces_the_weights() -> None:
+    first = StandInServer(seed=0).start()
+    with Edge(first.url, backoff=Backoff(0.2, 0.4)) as edge:
+        edge.transport.wait_first_welcome(10)
+        edge.student.sync()
+        pending = edge.transport.submit(0, frame(0))
+        assert pending.wait(10)
+        edge.student.apply(pending.result().payload)
+        assert (edge.student.session_id, edge.student.version) == ("s1", 1)
+        port = first.port
+        first.kill()
+        wait_until(lambda: not edge.transport.connected)
+        second = StandInServer(seed=1)
+        second.port = port
+        time.sleep(0.5)  # at least one failed attempt while the server is away
+        second.start()
+        try:
+            wait_until(lambda: edge.transport.connected)
+            installed = edge.student.sync()
+            assert installed.origin == "welcome" and installed.session_id == "s1"
+            assert (edge.student.session_id, edge.student.version) == ("s1", 0)
+            assert_same_weights(edge.student, second.weights)
+            assert edge.transport.stats.reconnects == 1 and ("reconnect",) in edge.observer.events
+            assert edge.transport.backoff.attempts == 0  # reset by the WELCOME
+        finally:
+            edge.transport.close()
+            second.kill()
+    assert not torch.equal(second.weights["out_conv3.weight"], first.weights["out_conv3.weight"])
+
+
+def test_byte_counters_equal_the_bytes_on_the_wire(stand_in: StandInServer) -> None:
+    with Edge(stand_in.url) as edge:
+        edge.run_frames(edge.client_loop(), 12)
+    stats = edge.transport.stats
+    assert stats.bytes_sent == stand_in.bytes_received > WIDTH * HEIGHT * 3
+    assert stats.bytes_received == stand_in.bytes_sent > 4 * sum(v.numel() for v in stand_in.weights.values())
+    assert edge.observer.total(1) == stats.bytes_sent and edge.observer.total(2) == stats.bytes_received
+
+
+def test_naive_mode_gets_label_maps(stand_in: StandInServer) -> None:
+    with Edge(stand_in.url, mode="naive") as edge:
+        edge.transport.wait_first_welcome(10)
+        pending = edge.transport.request_labels(3, frame(3))
+        assert pending.wait(10)
+        reply = pending.result()
+    assert isinstance(reply, LabelsReply) and reply.frame_index == 3
+    np.testing.assert_array_equal(reply.labels, naive_labels(frame(3), len(LVS_CLASSES)))
+
+
+def test_non_fatal_error_fails_only_that_key_frame(stand_in: StandInServer) -> None:
+    with Edge(stand_in.url) as edge:
+        edge.transport.wait_first_welcome(10)
+        edge.student.sync()
+        stand_in.fail_next = True
+        failed = edge.transport.submit(0, frame(0))
+        assert failed.wait(10) and failed.result() is None
+        answered = edge.transport.submit(1, frame(1))
+        assert answered.wait(10) and answered.result() is not None
+        assert edge.transport.connected and edge.transport.stats.errors == {"teacher_failed": 1}
+
+
+@pytest.mark.parametrize("code", [ErrorCode.INCOMPATIBLE_MODEL, ErrorCode.UNAUTHORIZED])
+def test_terminal_refusal_ends_the_run(stand_in: StandInServer, code: ErrorCode) -> None:
+    stand_in.refuse = code
+    with Edge(stand_in.url) as edge, pytest.raises(ServerRefusedError, match=code.value):
+        edge.transport.wait_first_welcome(10)
+    assert stand_in.hellos == 1  # no retry
+
+
+def test_busy_server_is_retried_with_backoff(stand_in: StandInServer) -> None:
+    stand_in.refuse = ErrorCode.SERVER_BUSY
+    with Edge(stand_in.url, backoff=Backoff(0.05, 0.1)) as edge:
+        wait_until(lambda: stand_in.hellos >= 3)
+        stand_in.refuse = None
+        assert edge.transport.wait_first_welcome(10).session_id == "s1"
+    assert edge.transport.stats.errors["server_busy"] >= 3
+
+
+def test_no_server_fails_startup_with_a_clear_error() -> None:
+    with Edge("ws://127.0.0.1:9/v1/edge", backoff=Backoff(0.05, 0.1)) as edge:
+        started = time.monotonic()
+        with pytest.raises(TransportError, match=r"no WELCOME from ws://127.0.0.1:9/v1/edge within 1 s"):
+            edge.transport.wait_first_welcome(1)
+        assert time.monotonic() - started < 3
+
+
+def test_submit_does_not_block_on_a_slow_server(stand_in: StandInServer) -> None:
+    with Edge(stand_in.url) as edge:
+        edge.transport.wait_first_welcome(10)
+        edge.student.sync()
+        stand_in.reply_delay = 2
+        started = time.monotonic()
+        pending = edge.transport.submit(0, frame(0))
+        assert time.monotonic() - started < 0.2 and not pending.done()
+        assert pending.wait(10) and pending.result() is not None

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import torch
+
+from edge_agent.runtime import TorchStudentRuntime
+from edge_agent.versioning import VersionedStudent, WeightUpdate
+from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.models.student import StudentNet
+
+
+def full_state(seed: int) -> dict[str, torch.Tensor]:
+    torch.manual_seed(seed)
+    return StudentNet(len(LVS_CLASSES)).state_dict()
+
+
+def partial(value: float) -> dict[str, torch.Tensor]:
+    return {"out_conv3.bias": torch.full((9,), value)}
+
+
+def make() -> tuple[VersionedStudent, list[tuple[int, str]]]:
+    resyncs: list[tuple[int, str]] = []
+    student = VersionedStudent(TorchStudentRuntime("cpu"), LVS_CLASSES, lambda have, why: resyncs.append((have, why)))
+    student.stage(WeightUpdate("a", 0, 0, True, full_state(0), "welcome"))
+    student.sync()
+    return student, resyncs
+
+
+def bias(student: VersionedStudent) -> float:
+    return float(student.runtime.model.state_dict()["out_conv3.bias"][0])
+
+
+def test_updates_apply_in_version_order() -> None:
+    student, resyncs = make()
+    student.apply(WeightUpdate("a", 1, 0, False, partial(1.0), "update"))
+    student.apply(WeightUpdate("a", 2, 1, False, partial(2.0), "update"))
+    assert (student.version, bias(student), resyncs) == (2, 2.0, [])
+    assert [(h.version, h.origin) for h in student.history] == [(0, "welcome"), (1, "update"), (2, "update")]
+    assert student.updates_applied == 2
+
+
+def test_a_stale_base_is_not_applied_and_asks_for_a_resync() -> None:
+    student, resyncs = make()
+    student.apply(WeightUpdate("a", 5, 4, False, partial(9.0), "update"))
+    assert student.version == 0 and bias(student) == 0.0 and student.rejected == 1
+    assert resyncs[0][0] == 0 and "4->5" in resyncs[0][1]
+
+
+def test_an_update_from_another_session_is_stale_even_with_the_same_base() -> None:
+    student, resyncs = make()
+    student.apply(WeightUpdate("b", 1, 0, False, partial(9.0), "update"))
+    assert student.version == 0 and len(resyncs) == 1
+
+
+def test_full_weights_apply_whatever_the_edge_holds() -> None:
+    student, resyncs = make()
+    student.apply(WeightUpdate("a", 8, 3, True, full_state(1), "update"))
+    assert student.version == 8 and resyncs == []
+    assert torch.equal(student.runtime.model.state_dict()["in_conv1.weight"], full_state(1)["in_conv1.weight"])
+
+
+def test_staged_weights_wait_for_sync_and_the_newest_wins() -> None:
+    student, _ = make()
+    student.stage(WeightUpdate("a", 3, 0, True, full_state(1), "resync"))
+    student.stage(WeightUpdate("b", 0, 0, True, full_state(2), "welcome"))
+    assert student.version == 0 and student.session_id == "a"
+    student.frame_index = 17
+    assert student.sync().session_id == "b"
+    assert student.sync() is None
+    assert (student.session_id, student.version, student.history[-1].frame_index) == ("b", 0, 17)
+    assert torch.equal(student.runtime.model.state_dict()["in_conv1.weight"], full_state(2)["in_conv1.weight"])

@@ -1,0 +1,213 @@
+"""A small protocol-v1 server that stands in for the real one (``services/``) in the edge agent's unit tests.
+
+It follows /work/notes/protocol-semantics.md (HELLO/WELCOME, versioned UPDATEs, RESYNC,
+naive-mode LABELS, ERRORs) with a real :class:`StudentNet` state, but its "distillation"
+is a fixed nudge of the trainable tensors, so that tests can tell versions apart and
+compare the edge's weights with the server's exactly. The end-to-end tests in tests/e2e/
+run the real server. It runs on its own asyncio loop in a thread, on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.models.student import StudentNet
+from shadowtutor.protocol.codecs import (
+    FRAME_CODECS,
+    WEIGHT_CODECS,
+    choose_codec,
+    decode_frame,
+    encode_labels,
+    encode_tensors,
+)
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import (
+    Error,
+    Hello,
+    KeyFrame,
+    Labels,
+    Message,
+    ResyncRequest,
+    Update,
+    Welcome,
+    decode,
+    encode,
+)
+
+NUDGE = 0.01
+
+
+def initial_weights(seed: int) -> dict[str, torch.Tensor]:
+    torch.manual_seed(seed)
+    return {k: v.clone() for k, v in StudentNet(len(LVS_CLASSES)).state_dict().items()}
+
+
+def naive_labels(frame: np.ndarray, num_classes: int) -> np.ndarray:
+    """The stand-in teacher: a label map the test can recompute from the frame."""
+    return (frame[:, :, 0] % num_classes).astype(np.uint8)
+
+
+@dataclass
+class StandInSession:
+    session_id: str
+    hello: Hello
+    state: dict[str, torch.Tensor]
+    version: int = 0  # the version last sent to the edge
+    last_seq: int = 0
+    received: list[Message] = field(default_factory=list)
+    sent: list[Message] = field(default_factory=list)
+
+
+class StandInServer:
+    """Knobs: ``refuse`` (answer HELLO with this fatal error), ``reply_delay`` (seconds before each
+    answer), ``stale_next`` (the next update names a base the edge does not hold), ``fail_next``
+    (the next key frame gets a non-fatal teacher_failed), ``metric`` (reported in updates)."""
+
+    def __init__(self, seed: int = 0, params: AlgorithmParams | None = None) -> None:
+        self.weights = initial_weights(seed)
+        self.params = params or AlgorithmParams(min_stride=2, max_stride=4)
+        self.trainable = StudentNet(len(LVS_CLASSES)).trainable_keys(self.params.mode)
+        self.refuse: ErrorCode | None = None
+        self.reply_delay = 0.0
+        self.stale_next = False
+        self.fail_next = False
+        self.metric = 0.9
+        self.sessions: list[StandInSession] = []
+        self.hellos = 0
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1/edge"
+
+    # -- lifecycle (from the test thread) ----------------------------------------------------
+
+    def start(self) -> StandInServer:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        async def open_server() -> Server:
+            return await serve(self._handle, "127.0.0.1", self.port, max_size=64 * 1024 * 1024, compression=None)
+
+        def run() -> None:
+            self._loop = asyncio.new_event_loop()
+            try:
+                self._server = self._loop.run_until_complete(open_server())
+            except OSError as exc:
+                failure.append(exc)
+                ready.set()
+                return
+            self.port = self._server.sockets[0].getsockname()[1]
+            ready.set()
+            self._loop.run_forever()
+            self._loop.run_until_complete(asyncio.sleep(0.05))  # let the cancelled handlers unwind
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        if not ready.wait(10) or failure:
+            raise RuntimeError(f"the stand-in server did not start: {failure}")
+        return self
+
+    def kill(self) -> None:
+        """Stop like a crashed process: stop listening and drop every connection without a close frame."""
+
+        def abort() -> None:
+            self._server.server.close()  # the listening socket, at once
+            for connection in list(self._server.connections):
+                connection.transport.abort()
+            for task in asyncio.all_tasks(self._loop):
+                task.cancel()
+            self._loop.call_soon(self._loop.stop)
+
+        self._loop.call_soon_threadsafe(abort)
+        self._thread.join(10)
+
+    # -- one connection ----------------------------------------------------------------------
+
+    async def _send(self, ws: ServerConnection, session: StandInSession | None, message: Message) -> None:
+        data = encode(message)
+        await ws.send(data)
+        self.bytes_sent += len(data)
+        if session is not None:
+            session.sent.append(message)
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        try:
+            data = await ws.recv()
+            self.bytes_received += len(data)
+            hello = decode(data)
+            self.hellos += 1
+            if not isinstance(hello, Hello):
+                raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "first message must be HELLO")
+            if self.refuse is not None:
+                await self._send(ws, None, Error(self.refuse.value, "refused by the test", fatal=True))
+                await ws.close(self.refuse.close, self.refuse.value)
+                return
+            state = {k: v.clone() for k, v in self.weights.items()}
+            session = StandInSession(f"s{len(self.sessions) + 1}", hello, state)
+            self.sessions.append(session)
+            frame_codec = choose_codec(hello.frame_codecs, FRAME_CODECS, tuple(hello.frame_codecs))
+            weight_codec = choose_codec(hello.weight_codecs, WEIGHT_CODECS, tuple(hello.weight_codecs))
+            blob = encode_tensors(session.state, weight_codec) if hello.mode == "distill" else None
+            await self._send(ws, session, Welcome(
+                session.session_id, 0, frame_codec, weight_codec, self.params.to_dict(), list(LVS_CLASSES),
+                blob.tensors if blob else [], payload=blob.payload if blob else b"",
+            ))
+            async for data in ws:
+                self.bytes_received += len(data)
+                message = decode(data)
+                session.received.append(message)
+                await asyncio.sleep(self.reply_delay)
+                await self._answer(ws, session, message, weight_codec)
+        except ConnectionClosed:
+            pass
+
+    async def _answer(self, ws: ServerConnection, session: StandInSession, message: Message, codec: str) -> None:
+        if isinstance(message, ResyncRequest):
+            await self._send_update(ws, session, codec, session.last_seq, base=message.have_version, full=True)
+            return
+        if not isinstance(message, KeyFrame):
+            raise AssertionError(f"the edge sent {message!r}")
+        frame = decode_frame(message.payload, message.codec, message.width, message.height)
+        session.last_seq = message.seq
+        if self.fail_next:
+            self.fail_next = False
+            await self._send(ws, session, Error(ErrorCode.TEACHER_FAILED.value, "test", seq=message.seq))
+        elif session.hello.mode == "naive":
+            labels = naive_labels(frame, len(LVS_CLASSES))
+            await self._send(ws, session, Labels(message.seq, message.frame_index, "png", message.width,
+                                                 message.height, payload=encode_labels(labels)))
+        else:
+            for key in self.trainable:
+                session.state[key] += NUDGE
+            if self.stale_next:
+                self.stale_next = False
+                await self._send_update(ws, session, codec, message.seq, base=session.version + 7, full=False)
+            elif message.base_version == session.version:
+                await self._send_update(ws, session, codec, message.seq, base=session.version, full=False)
+            else:
+                await self._send_update(ws, session, codec, message.seq, base=message.base_version, full=True)
+
+    async def _send_update(
+        self, ws: ServerConnection, session: StandInSession, codec: str, seq: int, base: int, full: bool
+    ) -> None:
+        session.version += 1
+        keys = list(session.state) if full else self.trainable
+        blob = encode_tensors({k: session.state[k] for k in keys}, codec)
+        await self._send(ws, session, Update(seq, base, session.version, self.metric, 0.5, 1, full, blob.tensors,
+                                             payload=blob.payload))
