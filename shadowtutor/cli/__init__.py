@@ -15,6 +15,7 @@ from collections.abc import Sequence
 COMMAND_MODULES = (
     "shadowtutor.cli.bounds",
     "shadowtutor.cli.teacher",
+    "services.cli",
     "edge_agent.cli",
 )
 

@@ -1,0 +1,1 @@
+"""ShadowTutor services: the GPU server that edge agents connect to (``services.server``)."""

@@ -1,0 +1,52 @@
+"""The FastAPI app factory: settings in, a ready-to-serve ASGI app out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from fastapi import FastAPI
+
+from services.server import routes_rest, ws_edge
+from services.server.metrics import ServerMetrics
+from services.server.runtime import ServerRuntime
+from services.server.settings import ServerSettings
+
+
+def _package_version() -> str:
+    try:
+        return version("shadowtutor")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def create_app(settings: ServerSettings | None = None, *, teacher: Any | None = None) -> FastAPI:
+    """Build the server app; models load in the background once the app starts (see ``/readyz``).
+
+    ``settings`` defaults to ``ServerSettings()`` (the environment). ``teacher``, when given,
+    is used instead of building ``settings.teacher``: any object with ``name``,
+    ``class_names`` and ``label(frame_bgr, frame_index)`` (and optionally ``label_batch``).
+    """
+    settings = settings or ServerSettings()
+    runtime = ServerRuntime(settings, ServerMetrics(), teacher=teacher)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime.start()
+        try:
+            yield
+        finally:
+            await runtime.stop()
+
+    app = FastAPI(
+        title="ShadowTutor server",
+        version=_package_version(),
+        summary="Key frames in, distilled student weights out (protocol: docs/protocol.md)",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    app.include_router(routes_rest.router)
+    app.include_router(ws_edge.router)
+    return app

@@ -1,0 +1,52 @@
+"""Checking an edge's HELLO against what this server can serve."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.server.settings import ServerSettings
+from shadowtutor.protocol.codecs import choose_codec
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import Hello
+
+STUDENT_ARCH = "shadowtutor-student"
+SESSION_MODES = ("distill", "naive")
+MAX_EDGE_ID_CHARS = 128
+
+
+@dataclass(frozen=True)
+class Agreement:
+    frame_codec: str
+    weight_codec: str
+
+
+def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, ...]) -> Agreement:
+    """The codecs for this session; raises :class:`ProtocolError` (every failure here is fatal)."""
+    if not hello.edge_id or len(hello.edge_id) > MAX_EDGE_ID_CHARS or not hello.edge_id.isprintable():
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, f"edge_id must be 1 to {MAX_EDGE_ID_CHARS} printable characters"
+        )
+    if hello.mode not in SESSION_MODES:
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"mode {hello.mode!r} is not one of {list(SESSION_MODES)}")
+    if hello.student_arch != STUDENT_ARCH:
+        raise ProtocolError(
+            ErrorCode.INCOMPATIBLE_MODEL,
+            f"student_arch {hello.student_arch!r} is unknown; this server serves {STUDENT_ARCH!r}",
+        )
+    if tuple(hello.class_names) != class_names:
+        raise ProtocolError(
+            ErrorCode.INCOMPATIBLE_MODEL,
+            f"class_names {hello.class_names} differ from the server's {list(class_names)} (same names, same order)",
+        )
+    max_w, max_h = settings.max_frame_width, settings.max_frame_height
+    if not (0 < hello.frame_width <= max_w and 0 < hello.frame_height <= max_h):
+        raise ProtocolError(
+            ErrorCode.BAD_FRAME,
+            f"frame size {hello.frame_width}x{hello.frame_height} is outside 1x1 .. {max_w}x{max_h}",
+        )
+    frame_codecs = settings.allowed_frame_codecs()
+    weight_codecs = settings.allowed_weight_codecs()
+    return Agreement(
+        frame_codec=choose_codec(hello.frame_codecs, frame_codecs, tuple(hello.frame_codecs)),
+        weight_codec=choose_codec(hello.weight_codecs, weight_codecs, tuple(hello.weight_codecs)),
+    )

@@ -1,0 +1,100 @@
+"""Building the teacher and the base student from the settings (both run in a worker thread)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from services.server.settings import ServerSettings
+from shadowtutor.models.checkpoint import load_student
+from shadowtutor.models.student import StudentNet
+
+log = logging.getLogger(__name__)
+
+PRETRAINED_MODULE = "shadowtutor.models.pretrained"
+
+
+@dataclass(frozen=True)
+class BaseStudent:
+    """The pre-trained student every session starts from (a CPU state dict, never trained itself)."""
+
+    state_dict: dict[str, torch.Tensor]
+    class_names: tuple[str, ...]
+    source: str  # a checkpoint path, or "fresh" for random initial weights
+
+    def instantiate(self) -> StudentNet:
+        model = StudentNet(len(self.class_names))
+        model.load_state_dict(self.state_dict)
+        return model
+
+
+def teacher_options(settings: ServerSettings) -> dict[str, Any]:
+    """Keyword options for ``build_teacher(settings.teacher, ...)``: the named flags plus
+    ``teacher_options``; ``device`` is passed to backends that take one."""
+    from shadowtutor.teachers.registry import teacher_class
+
+    options = dict(settings.teacher_options)
+    named = {
+        "labels_dir": settings.labels_dir,
+        "weights_path": settings.weights_path,
+        "model_path": settings.onnx_model,
+        "class_names": list(settings.teacher_classes) if settings.teacher_classes else None,
+    }
+    options.update({key: value for key, value in named.items() if value is not None})
+    if "device" not in options and "device" in inspect.signature(teacher_class(settings.teacher)).parameters:
+        options["device"] = settings.device
+    return options
+
+
+def load_teacher(settings: ServerSettings) -> Any:
+    from shadowtutor.teachers import build_teacher
+
+    return build_teacher(settings.teacher, **teacher_options(settings))
+
+
+def default_student_path() -> Path | None:
+    """The project's committed pre-trained student, or None while it is not in this install."""
+    try:
+        module = importlib.import_module(PRETRAINED_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != PRETRAINED_MODULE:
+            raise
+        return None
+    try:
+        path = Path(module.default_student_path())
+    except FileNotFoundError:
+        return None
+    return path if path.is_file() else None
+
+
+def load_base_student(checkpoint: Path | None, teacher_classes: tuple[str, ...]) -> BaseStudent:
+    """The student from ``checkpoint`` (default: the committed one); its classes must be the teacher's.
+
+    Without any checkpoint, a freshly initialised student with the teacher's classes (logged
+    as a warning: it segments nothing until distillation has trained it).
+    """
+    path = checkpoint or default_student_path()
+    if path is None:
+        log.warning(
+            "no pre-trained student checkpoint (set SHADOWTUTOR_STUDENT or --student): "
+            "sessions start from a freshly initialised student with %d classes",
+            len(teacher_classes),
+        )
+        return BaseStudent(_cpu_state(StudentNet(len(teacher_classes))), tuple(teacher_classes), "fresh")
+    loaded = load_student(path)
+    if tuple(loaded.class_names) != tuple(teacher_classes):
+        raise ValueError(
+            f"the student {path} has classes {list(loaded.class_names)} but the teacher labels "
+            f"{list(teacher_classes)}; they must be the same list in the same order"
+        )
+    return BaseStudent(_cpu_state(loaded.model), tuple(loaded.class_names), str(path))
+
+
+def _cpu_state(model: StudentNet) -> dict[str, torch.Tensor]:
+    return {key: value.detach().cpu().clone() for key, value in model.state_dict().items()}

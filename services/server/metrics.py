@@ -1,0 +1,68 @@
+"""The server's Prometheus metrics, on a registry owned by one app (never the global one).
+
+The names are a contract with the dashboards and alert rules: change them only together.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+
+from shadowtutor.protocol.errors import ErrorCode
+
+PREFIX = "shadowtutor_server_"
+MODES = ("distill", "naive")
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class ServerMetrics:
+    """Every series the server exports; label values are created up front so they read 0, not absent."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        r = self.registry
+        self.sessions = Gauge(f"{PREFIX}sessions", "Edges connected now", registry=r)
+        self.key_frames = Counter(
+            f"{PREFIX}key_frames", "Key frames received, by session mode", ["mode"], registry=r
+        )
+        self.teacher_latency = Histogram(
+            f"{PREFIX}teacher_latency_seconds",
+            "Time from queueing a key frame for the teacher to its labels (queue wait plus inference)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.distill_latency = Histogram(
+            f"{PREFIX}distill_latency_seconds",
+            "Time of one whole Algorithm 1 run (distillation of one key frame)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.distill_steps = Counter(f"{PREFIX}distill_steps", "Optimisation steps taken by distillation", registry=r)
+        self.received_bytes = Counter(
+            f"{PREFIX}received_bytes", "Bytes of WebSocket messages received from edges", registry=r
+        )
+        self.sent_bytes = Counter(f"{PREFIX}sent_bytes", "Bytes of WebSocket messages sent to edges", registry=r)
+        self.errors = Counter(f"{PREFIX}errors", "ERROR messages sent to edges, by error code", ["code"], registry=r)
+        self.teacher_ready = Gauge(
+            f"{PREFIX}teacher_ready", "1 once the teacher and the student are loaded", registry=r
+        )
+        self.teacher_queue_depth = Gauge(
+            f"{PREFIX}teacher_queue_depth", "Key frames waiting for the teacher", registry=r
+        )
+        for mode in MODES:
+            self.key_frames.labels(mode=mode)
+        for code in ErrorCode:
+            self.errors.labels(code=code.value)
+
+    def exposition(self) -> bytes:
+        """The text format that ``GET /metrics`` serves."""
+        return generate_latest(self.registry)

@@ -1,0 +1,115 @@
+"""What one running server holds: settings, metrics, sessions, the models and the worker pools.
+
+Loading runs in the background after start-up so that ``/healthz`` answers at once and
+``/readyz`` says what is still loading (or why loading failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+
+from services.server.loading import BaseStudent, load_base_student, load_teacher
+from services.server.metrics import ServerMetrics
+from services.server.session import SessionRegistry
+from services.server.settings import ServerSettings
+from services.server.teacher_queue import TeacherQueue
+from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.classes import background_index
+
+log = logging.getLogger(__name__)
+
+
+class ServerRuntime:
+    def __init__(self, settings: ServerSettings, metrics: ServerMetrics, teacher: Any | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.params = settings.algorithm_params()
+        self.sessions = SessionRegistry(settings.max_sessions, metrics)
+        self.teacher: Any | None = teacher
+        self.teacher_queue: TeacherQueue | None = None
+        self.base_student: BaseStudent | None = None
+        self.device = torch.device("cpu")
+        self.not_ready_reason = "the server is starting"
+        self.distill_pool = ThreadPoolExecutor(settings.distill_workers, thread_name_prefix="shadowtutor-distill")
+        self._loader: asyncio.Task[None] | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.teacher_queue is not None
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        if self.base_student is None:
+            raise RuntimeError("the student is not loaded yet")
+        return self.base_student.class_names
+
+    def start(self) -> None:
+        self._loader = asyncio.get_running_loop().create_task(self._load(), name="load-models")
+
+    async def stop(self) -> None:
+        if self._loader is not None:
+            self._loader.cancel()
+            await asyncio.wait({self._loader})
+        if self.teacher_queue is not None:
+            await self.teacher_queue.stop()
+            self.teacher_queue = None
+        self.metrics.teacher_ready.set(0)
+        self.not_ready_reason = "the server is shutting down"
+        self.distill_pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _load(self) -> None:
+        settings = self.settings
+        try:
+            if self.teacher is None:
+                self.not_ready_reason = f"loading the {settings.teacher!r} teacher"
+                self.teacher = await asyncio.to_thread(load_teacher, settings)
+            class_names = tuple(self.teacher.class_names)
+            background_index(class_names)  # distillation weights pixels near non-background objects
+            self.not_ready_reason = "loading the student"
+            self.device = torch.device(await asyncio.to_thread(_resolve_device, settings.device))
+            self.base_student = await asyncio.to_thread(load_base_student, settings.student, class_names)
+        except Exception as exc:  # any loading failure: report it on /readyz and in the log
+            self.not_ready_reason = f"loading failed: {exc}"
+            log.error("the server cannot become ready: %s", exc, exc_info=True)
+            return
+        queue = TeacherQueue(self.teacher, self.metrics, settings.teacher_batch_size)
+        queue.start()
+        self.teacher_queue = queue
+        self.not_ready_reason = ""
+        self.metrics.teacher_ready.set(1)
+        log.info(
+            "ready: teacher %r, student from %s, classes %s, distillation on %s",
+            getattr(self.teacher, "name", type(self.teacher).__name__),
+            self.base_student.source,
+            list(class_names),
+            self.device,
+        )
+
+    def new_distiller(self) -> Distiller:
+        """A fresh copy of the base student with its own optimiser (one per distill session)."""
+        if self.base_student is None:
+            raise RuntimeError("the student is not loaded yet")
+        student = self.base_student.instantiate()
+        return Distiller(student, self.params, background_index(self.class_names), self.device)
+
+    def readiness(self) -> dict[str, Any]:
+        if not self.ready:
+            return {"ready": False, "reason": self.not_ready_reason}
+        return {
+            "ready": True,
+            "teacher": getattr(self.teacher, "name", type(self.teacher).__name__),
+            "student": "fresh" if self.base_student.source == "fresh" else "checkpoint",
+            "class_names": list(self.class_names),
+            "device": str(self.device),
+        }
+
+
+def _resolve_device(device: str) -> str:
+    from shadowtutor.teachers.device import resolve_torch_device
+
+    return resolve_torch_device(device)

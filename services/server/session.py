@@ -1,0 +1,209 @@
+"""Per-edge session state: the edge's own student copy, its Distiller, the version and stats.
+
+Versions (docs/protocol.md, "Versions and resync"): WELCOME is version 0 and every UPDATE
+makes the next version. An UPDATE is partial (the trainable tensors only) when the key
+frame's ``base_version`` is the version last sent to this edge, and full otherwise.
+
+The model methods run in a distillation worker thread; the session's connection calls them
+one at a time, in key-frame order.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+from pydantic import BaseModel
+
+from services.server.metrics import ServerMetrics
+from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.protocol.codecs import encode_tensors
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import Hello, Update, Welcome
+
+
+@dataclass
+class Traffic:
+    """Bytes of every WebSocket message of one connection, the HELLO included."""
+
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+
+@dataclass
+class SessionStats:
+    key_frames: int = 0
+    labelled: int = 0  # key frames the teacher labelled
+    distilled: int = 0  # key frames distillation ran on
+    errors: int = 0  # ERROR messages sent
+    steps: int = 0
+    teacher_seconds: float = 0.0
+    distill_seconds: float = 0.0
+    last_metric: float | None = None
+
+
+class SessionInfo(BaseModel):
+    """One connected edge as ``GET /v1/sessions`` shows it (nothing secret: no token)."""
+
+    session_id: str
+    edge_id: str
+    agent: str
+    mode: str
+    connected_since: str  # ISO 8601, UTC
+    frame_width: int
+    frame_height: int
+    frame_codec: str
+    weight_codec: str
+    version: int  # the version last sent to the edge
+    key_frames: int
+    errors: int
+    bytes_in: int
+    bytes_out: int
+    last_metric: float | None  # mIoU in [0, 1] after the last distillation
+    mean_steps: float | None
+    mean_teacher_ms: float | None
+    mean_distill_ms: float | None
+
+
+def _mean(total: float, count: int) -> float | None:
+    return total / count if count else None
+
+
+@dataclass
+class EdgeSession:
+    hello: Hello
+    frame_codec: str
+    weight_codec: str
+    params: AlgorithmParams
+    traffic: Traffic
+    distiller: Distiller | None  # None in naive mode
+    session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    connected_since: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    version: int = 0  # the version last sent to the edge
+    last_seq: int | None = None  # seq of the last key frame received
+    stats: SessionStats = field(default_factory=SessionStats)
+
+    @property
+    def mode(self) -> str:
+        return self.hello.mode
+
+    def accept_seq(self, seq: int) -> None:
+        """Key frames carry strictly increasing ``seq`` numbers; anything else is a broken client."""
+        if self.last_seq is not None and seq <= self.last_seq:
+            raise ProtocolError(ErrorCode.BAD_MESSAGE, f"KEY_FRAME seq {seq} does not follow seq {self.last_seq}")
+        self.last_seq = seq
+        self.stats.key_frames += 1
+
+    def welcome(self) -> Welcome:
+        common = dict(
+            session_id=self.session_id,
+            version=self.version,
+            frame_codec=self.frame_codec,
+            weight_codec=self.weight_codec,
+            params=self.params.to_dict(),
+            class_names=list(self.hello.class_names),
+        )
+        if self.distiller is None:
+            return Welcome(**common)
+        blob = encode_tensors(self.distiller.student.state_dict(), self.weight_codec)
+        return Welcome(**common, tensors=blob.tensors, payload=blob.payload)
+
+    def distill(self, seq: int, frame: np.ndarray, labels: np.ndarray, base_version: int, teacher_ms: float) -> Update:
+        """Algorithm 1 on this edge's student, then the UPDATE for the key frame ``seq``."""
+        distiller = self._require_distiller()
+        start = time.perf_counter()
+        result = distiller.train(frame, labels)
+        seconds = time.perf_counter() - start
+        self.stats.distilled += 1
+        self.stats.steps += result.steps
+        self.stats.distill_seconds += seconds
+        self.stats.last_metric = result.metric
+        return self._update(
+            seq, base_version, metric=result.metric, initial_metric=result.initial_metric, steps=result.steps,
+            teacher_ms=teacher_ms, distill_ms=seconds * 1000.0,
+        )
+
+    def resync(self, have_version: int) -> Update:
+        """The full weights for an edge that holds ``have_version`` (RESYNC_REQUEST)."""
+        metric = self.stats.last_metric if self.stats.last_metric is not None else 0.0
+        seq = self.last_seq if self.last_seq is not None else -1
+        return self._update(seq, have_version, metric=metric, initial_metric=metric, steps=0, force_full=True)
+
+    def _update(
+        self, seq: int, base_version: int, *, metric: float, initial_metric: float, steps: int,
+        teacher_ms: float = 0.0, distill_ms: float = 0.0, force_full: bool = False,
+    ) -> Update:
+        distiller = self._require_distiller()
+        full = force_full or base_version != self.version
+        state = distiller.student.state_dict()
+        keys = list(state) if full else distiller.trainable_keys
+        blob = encode_tensors({key: state[key] for key in keys}, self.weight_codec)
+        self.version += 1
+        return Update(
+            seq=seq, base_version=base_version, version=self.version, metric=float(metric),
+            initial_metric=float(initial_metric), steps=steps, full=full, tensors=blob.tensors,
+            teacher_ms=teacher_ms, distill_ms=distill_ms, payload=blob.payload,
+        )
+
+    def _require_distiller(self) -> Distiller:
+        if self.distiller is None:
+            raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "a naive-mode session has no student to update")
+        return self.distiller
+
+    def info(self) -> SessionInfo:
+        s = self.stats
+        return SessionInfo(
+            session_id=self.session_id,
+            edge_id=self.hello.edge_id,
+            agent=self.hello.agent,
+            mode=self.mode,
+            connected_since=self.connected_since.isoformat(),
+            frame_width=self.hello.frame_width,
+            frame_height=self.hello.frame_height,
+            frame_codec=self.frame_codec,
+            weight_codec=self.weight_codec,
+            version=self.version,
+            key_frames=s.key_frames,
+            errors=s.errors,
+            bytes_in=self.traffic.bytes_in,
+            bytes_out=self.traffic.bytes_out,
+            last_metric=s.last_metric,
+            mean_steps=_mean(s.steps, s.distilled),
+            mean_teacher_ms=_mean(s.teacher_seconds * 1000.0, s.labelled),
+            mean_distill_ms=_mean(s.distill_seconds * 1000.0, s.distilled),
+        )
+
+
+class SessionRegistry:
+    """The connected edges; refuses a session past ``max_sessions``."""
+
+    def __init__(self, max_sessions: int, metrics: ServerMetrics) -> None:
+        self.max_sessions = max_sessions
+        self.metrics = metrics
+        self._sessions: dict[str, EdgeSession] = {}
+
+    def reserve(self) -> None:
+        """Raise SERVER_BUSY when no slot is free (checked before the student is copied)."""
+        if len(self._sessions) >= self.max_sessions:
+            raise ProtocolError(
+                ErrorCode.SERVER_BUSY, f"the server serves at most {self.max_sessions} sessions; try again later"
+            )
+
+    def add(self, session: EdgeSession) -> None:
+        self.reserve()
+        self._sessions[session.session_id] = session
+        self.metrics.sessions.set(len(self._sessions))
+
+    def remove(self, session: EdgeSession) -> None:
+        self._sessions.pop(session.session_id, None)
+        self.metrics.sessions.set(len(self._sessions))
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def all(self) -> list[EdgeSession]:
+        return list(self._sessions.values())

@@ -1,0 +1,124 @@
+"""One queue for the teacher work of every session.
+
+The teacher runs in a single worker thread (one model, one GPU stream). Requests that
+queue up while the teacher is busy are labelled together in one ``label_batch`` call when
+the teacher has it; if a batch fails, its frames are retried one by one so that a bad
+frame fails only its own request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from services.server.metrics import ServerMetrics
+
+log = logging.getLogger(__name__)
+
+
+class TeacherFailed(Exception):
+    """The teacher could not label one frame (the message says why)."""
+
+
+@dataclass
+class TeacherResult:
+    labels: np.ndarray
+    seconds: float  # from queueing to labels
+
+
+@dataclass
+class _Request:
+    frame: np.ndarray
+    frame_index: int
+    future: asyncio.Future[TeacherResult]
+    queued_at: float = field(default_factory=time.perf_counter)
+
+
+class TeacherQueue:
+    def __init__(self, teacher: Any, metrics: ServerMetrics, max_batch: int = 8) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        self.teacher = teacher
+        self.metrics = metrics
+        self.max_batch = max_batch
+        self._queue: asyncio.Queue[_Request] = asyncio.Queue()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shadowtutor-teacher")
+        self._worker: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._worker is None:
+            self._worker = asyncio.get_running_loop().create_task(self._run(), name="teacher-queue")
+
+    async def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.wait({self._worker})
+            self._worker = None
+        while not self._queue.empty():
+            request = self._queue.get_nowait()
+            if not request.future.done():
+                request.future.set_exception(TeacherFailed("the server is shutting down"))
+        self.metrics.teacher_queue_depth.set(0)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def label(self, frame: np.ndarray, frame_index: int) -> TeacherResult:
+        """Labels for one BGR frame, ``(H, W)`` like the frame; raises :class:`TeacherFailed`."""
+        if self._worker is None:
+            raise RuntimeError("the teacher queue is not started")
+        request = _Request(frame, frame_index, asyncio.get_running_loop().create_future())
+        self._queue.put_nowait(request)
+        self.metrics.teacher_queue_depth.inc()
+        return await request.future
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < self.max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            self.metrics.teacher_queue_depth.dec(len(batch))
+            outcomes = await loop.run_in_executor(self._executor, self._label_all, batch)
+            done = time.perf_counter()
+            for request, outcome in zip(batch, outcomes, strict=True):
+                if request.future.done():  # the session went away meanwhile
+                    continue
+                if isinstance(outcome, TeacherFailed):
+                    request.future.set_exception(outcome)
+                else:
+                    seconds = done - request.queued_at
+                    self.metrics.teacher_latency.observe(seconds)
+                    request.future.set_result(TeacherResult(outcome, seconds))
+
+    def _label_all(self, batch: list[_Request]) -> list[np.ndarray | TeacherFailed]:
+        """Runs in the teacher thread."""
+        if len(batch) > 1 and hasattr(self.teacher, "label_batch"):
+            try:
+                labels = self.teacher.label_batch([r.frame for r in batch], [r.frame_index for r in batch])
+                return [_checked(r, out) for r, out in zip(batch, labels, strict=True)]
+            except Exception as exc:  # any backend failure: retry one by one to find the bad frame
+                log.warning("teacher batch of %d failed (%s); labelling one by one", len(batch), exc)
+        return [self._label_one(r) for r in batch]
+
+    def _label_one(self, request: _Request) -> np.ndarray | TeacherFailed:
+        try:
+            return _checked(request, self.teacher.label(request.frame, request.frame_index))
+        except TeacherFailed as exc:
+            return exc
+        except Exception as exc:  # backend errors, out of memory: this frame fails, the queue goes on
+            log.warning("teacher failed on frame %d: %s", request.frame_index, exc, exc_info=True)
+            return TeacherFailed(f"the teacher failed on frame {request.frame_index}: {exc}")
+
+
+def _checked(request: _Request, labels: Any) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.shape != request.frame.shape[:2]:
+        raise TeacherFailed(
+            f"the teacher returned labels of shape {labels.shape} for a frame of {request.frame.shape[:2]}"
+        )
+    return labels

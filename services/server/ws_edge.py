@@ -1,0 +1,246 @@
+"""``WS /v1/edge``: one edge session (protocol: docs/protocol.md).
+
+A connection reads messages in one task and serves key frames and resync requests in
+another, in arrival order, so that a malformed message or a disconnect is seen even while
+distillation runs. Teacher work goes through the shared queue; distillation and tensor
+encoding run in the distillation thread pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocketState
+
+from services.server.handshake import check_hello
+from services.server.runtime import ServerRuntime
+from services.server.session import EdgeSession, Traffic
+from services.server.teacher_queue import TeacherFailed
+from shadowtutor.protocol.codecs import decode_frame, encode_labels
+from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import Error, Hello, KeyFrame, Labels, Message, ResyncRequest, decode, encode
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+T = TypeVar("T")
+MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's reason fits in 123 bytes
+
+
+@router.websocket("/v1/edge")
+async def edge_endpoint(websocket: WebSocket) -> None:
+    await EdgeConnection(websocket, websocket.app.state.runtime).serve()
+
+
+def _decode_writable(key_frame: KeyFrame) -> np.ndarray:
+    """The key frame as a writable BGR array (raw frames decode to a read-only view)."""
+    frame = decode_frame(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
+    return frame if frame.flags.writeable else frame.copy()
+
+
+class EdgeConnection:
+    def __init__(self, websocket: WebSocket, runtime: ServerRuntime) -> None:
+        self.ws = websocket
+        self.runtime = runtime
+        self.metrics = runtime.metrics
+        self.traffic = Traffic()
+        self.session: EdgeSession | None = None
+        self._send_lock = asyncio.Lock()
+
+    async def serve(self) -> None:
+        await self.ws.accept()
+        try:
+            await self._run()
+        except WebSocketDisconnect:
+            pass
+        except ProtocolError as exc:
+            log.warning("%s: %s", self._who(), exc)
+            await self._fail(exc.code, exc.message)
+        except Exception:
+            log.exception("%s: internal error", self._who())
+            await self._fail(ErrorCode.INTERNAL, "internal server error")
+        finally:
+            if self.session is not None:
+                self.runtime.sessions.remove(self.session)
+                log.info(
+                    "session %s of edge %r ended: %d key frames, %d bytes in, %d bytes out",
+                    self.session.session_id, self.session.hello.edge_id, self.session.stats.key_frames,
+                    self.traffic.bytes_in, self.traffic.bytes_out,
+                )
+
+    async def _run(self) -> None:
+        hello = await self._receive()
+        if not isinstance(hello, Hello):
+            raise ProtocolError(
+                ErrorCode.UNEXPECTED_MESSAGE, f"the first message must be HELLO, not {type(hello).__name__.upper()}"
+            )
+        self.session = await self._open_session(hello)
+        await self._send(await self._in_pool(self.session.welcome))
+        log.info(
+            "session %s opened for edge %r (%s, %dx%d, frames %s, weights %s)",
+            self.session.session_id, hello.edge_id, hello.mode, hello.frame_width, hello.frame_height,
+            self.session.frame_codec, self.session.weight_codec,
+        )
+        inbox: asyncio.Queue[KeyFrame | ResyncRequest] = asyncio.Queue(self.runtime.settings.max_pending_key_frames)
+        reader = asyncio.create_task(self._read(inbox), name=f"read-{self.session.session_id}")
+        worker = asyncio.create_task(self._work(inbox), name=f"work-{self.session.session_id}")
+        try:
+            done, _ = await asyncio.wait({reader, worker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # no await here: a cancelled connection must not wait again
+            for task in (reader, worker):
+                task.cancel()
+        await asyncio.wait({reader, worker})  # (not gather: its cancellation escapes anyio's cancel scopes)
+        for task in done:
+            task.result()  # re-raises the reason the session ended
+        await self._close(CloseCode.NORMAL, "the edge ended the session")
+
+    async def _open_session(self, hello: Hello) -> EdgeSession:
+        runtime = self.runtime
+        if not runtime.ready:
+            raise ProtocolError(ErrorCode.SERVER_BUSY, f"the server is not ready ({runtime.not_ready_reason})")
+        agreement = check_hello(hello, runtime.settings, runtime.class_names)
+        runtime.sessions.reserve()
+        distiller = await self._in_pool(runtime.new_distiller) if hello.mode == "distill" else None
+        session = EdgeSession(
+            hello=hello,
+            frame_codec=agreement.frame_codec,
+            weight_codec=agreement.weight_codec,
+            params=runtime.params,
+            traffic=self.traffic,
+            distiller=distiller,
+        )
+        runtime.sessions.add(session)
+        return session
+
+    async def _read(self, inbox: asyncio.Queue[KeyFrame | ResyncRequest]) -> None:
+        """Returns when the edge ends the session with a fatal ERROR; raises on anything wrong."""
+        session = self._session()
+        while True:
+            message = await self._receive()
+            if isinstance(message, KeyFrame):
+                session.accept_seq(message.seq)
+                self.metrics.key_frames.labels(mode=session.mode).inc()
+                await inbox.put(message)
+            elif isinstance(message, ResyncRequest) and session.mode == "distill":
+                await inbox.put(message)
+            elif isinstance(message, Error):
+                log.warning("%s reports %s: %s", self._who(), message.code, message.message)
+                if message.fatal:
+                    return
+            else:
+                raise ProtocolError(
+                    ErrorCode.UNEXPECTED_MESSAGE,
+                    f"{type(message).__name__.upper()} is not expected from an edge in a {session.mode} session",
+                )
+
+    async def _work(self, inbox: asyncio.Queue[KeyFrame | ResyncRequest]) -> None:
+        session = self._session()
+        while True:
+            item = await inbox.get()
+            if isinstance(item, ResyncRequest):
+                log.info("%s asks for a resync (holds version %d: %s)", self._who(), item.have_version, item.reason)
+                await self._send(await self._in_pool(session.resync, item.have_version))
+            else:
+                await self._key_frame(item)
+
+    async def _key_frame(self, key_frame: KeyFrame) -> None:
+        session = self._session()
+        hello = session.hello
+        try:
+            if (key_frame.width, key_frame.height) != (hello.frame_width, hello.frame_height):
+                raise ProtocolError(
+                    ErrorCode.BAD_FRAME,
+                    f"key frame is {key_frame.width}x{key_frame.height}; HELLO announced "
+                    f"{hello.frame_width}x{hello.frame_height}",
+                )
+            if key_frame.codec not in self.runtime.settings.allowed_frame_codecs():
+                raise ProtocolError(ErrorCode.UNSUPPORTED_CODEC, f"frame codec {key_frame.codec!r} is not allowed")
+            frame = await asyncio.to_thread(_decode_writable, key_frame)
+            queue = self.runtime.teacher_queue
+            if queue is None:
+                raise TeacherFailed("the teacher is not available (the server is shutting down)")
+            labelled = await queue.label(frame, key_frame.frame_index)
+        except ProtocolError as exc:
+            await self._send_error(exc.code, exc.message, seq=key_frame.seq)
+            return
+        except TeacherFailed as exc:
+            await self._send_error(ErrorCode.TEACHER_FAILED, str(exc), seq=key_frame.seq)
+            return
+        session.stats.labelled += 1
+        session.stats.teacher_seconds += labelled.seconds
+        teacher_ms = labelled.seconds * 1000.0
+        if session.distiller is None:
+            payload = await asyncio.to_thread(encode_labels, labelled.labels, "png")
+            await self._send(
+                Labels(
+                    seq=key_frame.seq, frame_index=key_frame.frame_index, codec="png", width=key_frame.width,
+                    height=key_frame.height, teacher_ms=teacher_ms, payload=payload,
+                )
+            )
+            return
+        update = await self._in_pool(
+            session.distill, key_frame.seq, frame, labelled.labels, key_frame.base_version, teacher_ms
+        )
+        self.metrics.distill_latency.observe(update.distill_ms / 1000.0)
+        self.metrics.distill_steps.inc(update.steps)
+        await self._send(update)
+
+    # -- I/O with byte accounting ------------------------------------------------------------
+
+    async def _receive(self) -> Message:
+        message = await self.ws.receive()
+        if message["type"] == "websocket.disconnect":
+            raise WebSocketDisconnect(message.get("code", CloseCode.NORMAL))
+        data: bytes | str | None = message.get("bytes")
+        if data is None:
+            data = message.get("text") or ""
+        size = len(data) if isinstance(data, bytes) else len(data.encode())
+        self.traffic.bytes_in += size
+        self.metrics.received_bytes.inc(size)
+        return decode(data)
+
+    async def _send(self, message: Message) -> None:
+        data = encode(message)
+        async with self._send_lock:
+            await self.ws.send_bytes(data)
+        self.traffic.bytes_out += len(data)
+        self.metrics.sent_bytes.inc(len(data))
+
+    async def _send_error(self, code: ErrorCode, text: str, *, seq: int | None = None, fatal: bool = False) -> None:
+        self.metrics.errors.labels(code=code.value).inc()
+        if self.session is not None:
+            self.session.stats.errors += 1
+        await self._send(Error(code=code.value, message=text, fatal=fatal, seq=seq))
+
+    async def _fail(self, code: ErrorCode, text: str) -> None:
+        """Send a fatal ERROR and close with the code's close code (if the edge is still there)."""
+        if self.ws.application_state != WebSocketState.CONNECTED:
+            return
+        try:
+            await self._send_error(code, text, fatal=True)
+            await self._close(code.close, text)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass  # the edge went away first
+
+    async def _close(self, close_code: int, reason: str) -> None:
+        if self.ws.application_state == WebSocketState.CONNECTED:
+            reason_bytes = reason.encode()[:MAX_CLOSE_REASON_BYTES]
+            await self.ws.close(close_code, reason_bytes.decode(errors="ignore"))
+
+    async def _in_pool(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run CPU/GPU work in the distillation pool, off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.runtime.distill_pool, fn, *args)
+
+    def _session(self) -> EdgeSession:
+        if self.session is None:
+            raise RuntimeError("no session yet")
+        return self.session
+
+    def _who(self) -> str:
+        if self.session is None:
+            return "edge (before HELLO)"
+        return f"edge {self.session.hello.edge_id!r} (session {self.session.session_id})"

@@ -1,0 +1,44 @@
+"""HELLO checks and codec agreement (the WebSocket flows are in test_ws_edge.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.server.handshake import check_hello
+from services.server.settings import ServerSettings
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import Hello
+
+CLASSES = ("person", "background")
+
+
+def hello(**overrides) -> Hello:
+    return Hello(**{"edge_id": "cam", "class_names": list(CLASSES), "frame_width": 640, "frame_height": 360,
+                    **overrides})
+
+
+def test_codecs_follow_the_edges_preference_within_what_is_allowed() -> None:
+    settings = ServerSettings(frame_codecs="jpeg,raw", weight_codecs="f32,f16")
+    agreement = check_hello(hello(frame_codecs=["webp", "raw", "jpeg"], weight_codecs=["f16+zstd", "f16"]),
+                            settings, CLASSES)
+    assert (agreement.frame_codec, agreement.weight_codec) == ("raw", "f16")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "code", "text"),
+    [
+        ({"edge_id": ""}, ErrorCode.BAD_MESSAGE, "edge_id"),
+        ({"edge_id": "x" * 129}, ErrorCode.BAD_MESSAGE, "edge_id"),
+        ({"edge_id": "cam\n1"}, ErrorCode.BAD_MESSAGE, "printable"),
+        ({"mode": "turbo"}, ErrorCode.BAD_MESSAGE, "mode 'turbo'"),
+        ({"student_arch": "big"}, ErrorCode.INCOMPATIBLE_MODEL, "student_arch 'big'"),
+        ({"class_names": ["background", "person"]}, ErrorCode.INCOMPATIBLE_MODEL, "same order"),
+        ({"frame_height": 0}, ErrorCode.BAD_FRAME, "640x0"),
+        ({"frame_width": 1921}, ErrorCode.BAD_FRAME, "1920x1080"),
+        ({"frame_codecs": ["gif"]}, ErrorCode.UNSUPPORTED_CODEC, "gif"),
+    ],
+)
+def test_refusals(overrides: dict, code: ErrorCode, text: str) -> None:
+    with pytest.raises(ProtocolError) as refused:
+        check_hello(hello(**overrides), ServerSettings(), CLASSES)
+    assert refused.value.code is code and text in refused.value.message

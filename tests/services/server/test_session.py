@@ -1,0 +1,80 @@
+"""Session versions (partial vs full updates, resync), stats and the session limit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from services.server.metrics import ServerMetrics
+from services.server.session import EdgeSession, SessionRegistry, Traffic
+from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.models.student import StudentNet
+from shadowtutor.protocol.codecs import decode_tensors
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import Hello
+from tests.support.prometheus import sample_value
+from tests.support.scene import CLASS_NAMES, make_frames
+
+
+def session(mode: str = "distill") -> EdgeSession:
+    torch.manual_seed(0)
+    params = AlgorithmParams(max_updates=1, threshold=0.99)
+    distiller = Distiller(StudentNet(3), params, background=2) if mode == "distill" else None
+    hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48, mode=mode,
+                  token="secret-token")
+    return EdgeSession(hello, "raw", "f32", params, Traffic(), distiller)
+
+
+def test_versions_partial_full_and_resync() -> None:
+    s = session()
+    (frame, *_), (label, *_) = make_frames(1)
+    assert s.welcome().version == 0 and len(s.welcome().tensors) == len(StudentNet(3).state_dict())
+    s.accept_seq(0)
+    first = s.distill(0, frame, label, base_version=0, teacher_ms=3.0)
+    assert (first.base_version, first.version, first.full, first.teacher_ms) == (0, 1, False, 3.0)
+    assert [t["name"] for t in first.tensors] == StudentNet(3).trainable_keys("partial")
+    s.accept_seq(1)
+    stale = s.distill(1, frame, label, base_version=0, teacher_ms=3.0)
+    assert (stale.base_version, stale.version, stale.full) == (0, 2, True)
+    resync = s.resync(have_version=1)
+    assert (resync.seq, resync.base_version, resync.version, resync.full, resync.steps) == (1, 1, 3, True, 0)
+    state = decode_tensors(resync.tensors, resync.payload, "f32")
+    torch.testing.assert_close(state, dict(s.distiller.student.state_dict()))
+    info = s.info()
+    assert (info.version, info.mean_steps, info.last_metric) == (3, 1.0, stale.metric)
+    assert "secret-token" not in info.model_dump_json()
+
+
+def test_seq_must_increase() -> None:
+    s = session()
+    s.accept_seq(4)
+    with pytest.raises(ProtocolError, match="seq 4 does not follow seq 4"):
+        s.accept_seq(4)
+    assert s.stats.key_frames == 1
+
+
+def test_naive_session_has_no_student() -> None:
+    s = session("naive")
+    assert s.welcome().tensors == [] and s.welcome().payload == b""
+    with pytest.raises(ProtocolError) as refused:
+        s.resync(0)
+    assert refused.value.code is ErrorCode.UNEXPECTED_MESSAGE
+    frame = np.zeros((48, 64, 3), np.uint8)
+    with pytest.raises(ProtocolError):
+        s.distill(0, frame, np.zeros((48, 64), np.uint8), 0, 0.0)
+
+
+def test_registry_limit_and_gauge() -> None:
+    metrics = ServerMetrics()
+    registry = SessionRegistry(max_sessions=1, metrics=metrics)
+    first, second = session("naive"), session("naive")
+    registry.add(first)
+    with pytest.raises(ProtocolError) as busy:
+        registry.add(second)
+    assert busy.value.code is ErrorCode.SERVER_BUSY and len(registry) == 1
+    assert sample_value(metrics.exposition().decode(), "shadowtutor_server_sessions") == 1
+    registry.remove(first)
+    registry.add(second)
+    assert registry.all() == [second]

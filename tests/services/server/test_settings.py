@@ -1,0 +1,56 @@
+"""ServerSettings: defaults, SHADOWTUTOR_* variables, explicit values winning, clear errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from services.server.settings import ServerSettings
+from shadowtutor.algorithms.params import AlgorithmParams
+
+
+def test_defaults_are_safe_and_the_papers(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ServerSettings.model_fields:
+        monkeypatch.delenv(f"SHADOWTUTOR_{name.upper()}", raising=False)
+    settings = ServerSettings()
+    assert (settings.host, settings.port, settings.teacher, settings.device) == ("127.0.0.1", 8000, "maskrcnn", "auto")
+    assert settings.student is None and settings.max_sessions == 16
+    assert settings.algorithm_params() == AlgorithmParams()
+    assert settings.allowed_frame_codecs() == ("raw", "jpeg", "webp", "png")
+
+
+def test_environment_then_explicit_values(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SHADOWTUTOR_PORT", "9001")
+    monkeypatch.setenv("SHADOWTUTOR_TEACHER", "labels")
+    monkeypatch.setenv("SHADOWTUTOR_LABELS_DIR", str(tmp_path))
+    monkeypatch.setenv("SHADOWTUTOR_WEIGHT_CODECS", "f16+zstd,f32")
+    monkeypatch.setenv("SHADOWTUTOR_TEACHER_OPTIONS", '{"class_names": ["a", "background"]}')
+    monkeypatch.setenv("SHADOWTUTOR_MAX_UPDATES", "3")
+    monkeypatch.setenv("SHADOWTUTOR_LOG_LEVEL", "DEBUG")
+    settings = ServerSettings()
+    assert (settings.port, settings.teacher, settings.labels_dir) == (9001, "labels", tmp_path)
+    assert settings.weight_codecs == ("f16+zstd", "f32") and settings.log_level == "debug"
+    assert settings.teacher_options == {"class_names": ["a", "background"]}
+    assert settings.algorithm_params().max_updates == 3
+    assert ServerSettings(port="9002", max_updates=5).port == 9002  # explicit values (the CLI's) win
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("port", "70000", "less than or equal to 65535"),
+        ("frame_codecs", "raw,gif", "unknown codecs ['gif']"),
+        ("threshold", "1.5", "threshold must lie in (0, 1)"),
+        ("min_stride", "80", "min_stride <= max_stride"),
+        ("teacher_options", "{not json", "must be a JSON object"),
+        ("max_sessions", "0", "greater than or equal to 1"),
+        ("log_level", "loud", "'critical', 'error', 'warning', 'info' or 'debug'"),
+        ("no_such_setting", "1", "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_values_say_what_is_wrong(field: str, value: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        ServerSettings(**{field: value})
