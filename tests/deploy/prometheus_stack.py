@@ -1,0 +1,305 @@
+"""Helpers of the deployment tests, importable as ``tests.deploy.prometheus_stack``: repository
+paths, external tools, the metric names the server and the edge agent export, the PromQL of the
+dashboard and the alert rules as Grafana and Prometheus run it, and a real Prometheus on loopback.
+
+:class:`PrometheusServer` runs Debian's ``prometheus`` binary with a generated configuration on a
+free port (fixture ``start_prometheus`` in conftest.py); the stand-in exporter test uses it now,
+and a live test of the real server and edge agents can use it the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROMETHEUS_DIR = REPO_ROOT / "dashboards" / "prometheus"
+ALERT_RULES = PROMETHEUS_DIR / "alerts.yml"
+GRAFANA_DIR = REPO_ROOT / "dashboards" / "grafana"
+FLEET_DASHBOARD = GRAFANA_DIR / "dashboards" / "shadowtutor-fleet.json"
+INSTALL_HINT = "install it with .ci/install-system-deps.sh (Debian packages) or pip install -e .[dev]"
+
+# Values that Grafana puts in for its built-in interval variables when it sends a query.
+GRAFANA_INTERVALS = {"__rate_interval": "1m", "__interval": "15s", "__range": "1h"}
+
+
+def find_tool(name: str) -> str | None:
+    """An executable from the virtual environment running the tests (pip-installed tools), else PATH."""
+    beside_python = Path(sys.executable).parent / name
+    if beside_python.is_file() and os.access(beside_python, os.X_OK):
+        return str(beside_python)
+    return shutil.which(name)
+
+
+# -- the metrics the server and the edge agent export (the names the dashboards may use) ---------
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    kind: str  # counter, gauge or histogram
+    labels: tuple[str, ...] = ()
+
+
+SERVER_METRICS = (
+    MetricSpec("shadowtutor_server_sessions", "gauge"),
+    MetricSpec("shadowtutor_server_key_frames_total", "counter", ("mode",)),
+    MetricSpec("shadowtutor_server_teacher_latency_seconds", "histogram"),
+    MetricSpec("shadowtutor_server_distill_latency_seconds", "histogram"),
+    MetricSpec("shadowtutor_server_distill_steps_total", "counter"),
+    MetricSpec("shadowtutor_server_received_bytes_total", "counter"),
+    MetricSpec("shadowtutor_server_sent_bytes_total", "counter"),
+    MetricSpec("shadowtutor_server_errors_total", "counter", ("code",)),
+    MetricSpec("shadowtutor_server_teacher_ready", "gauge"),
+    MetricSpec("shadowtutor_server_teacher_queue_depth", "gauge"),
+)
+EDGE_METRICS = tuple(
+    MetricSpec(f"shadowtutor_edge_{name}", kind, ("edge_id",))
+    for name, kind in (
+        ("frames_total", "counter"),
+        ("key_frames_total", "counter"),
+        ("fps", "gauge"),
+        ("sent_bytes_total", "counter"),
+        ("received_bytes_total", "counter"),
+        ("stride", "gauge"),
+        ("student_metric", "gauge"),
+        ("update_roundtrip_seconds", "histogram"),
+        ("connected", "gauge"),
+        ("updates_applied_total", "counter"),
+    )
+)
+
+
+def series_names(specs: Sequence[MetricSpec]) -> set[str]:
+    """The series names Prometheus stores for these metrics (histograms as _bucket/_sum/_count)."""
+    names = set()
+    for spec in specs:
+        suffixes = ("_bucket", "_sum", "_count") if spec.kind == "histogram" else ("",)
+        names.update(spec.name + suffix for suffix in suffixes)
+    return names
+
+
+def referenced_metrics(expr: str) -> set[str]:
+    """Names of ShadowTutor series (and recording rules over them) that a PromQL expression reads."""
+    return set(re.findall(r"\b(?:\w+:)?shadowtutor_[\w:]+", expr))
+
+
+# -- PromQL in the repository -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Query:
+    """One PromQL expression and where it was found (for messages)."""
+
+    origin: str
+    expr: str
+
+
+def grafana_to_promql(expr: str, variables: dict[str, str]) -> str:
+    """The query Grafana would send: template variables replaced by their values.
+
+    ``variables`` maps a dashboard variable to the value used (its "All" value); Grafana's own
+    interval variables get :data:`GRAFANA_INTERVALS`. A variable left over is an error.
+    """
+    values = {**GRAFANA_INTERVALS, **variables}
+
+    def value_of(match: re.Match) -> str:
+        name = next(g for g in match.groups() if g)
+        if name not in values:
+            raise ValueError(f"unknown template variable {name!r} in {expr!r}")
+        return values[name]
+
+    return re.sub(r"\$\{(\w+)(?::\w+)?\}|\[\[(\w+)\]\]|\$(\w+)", value_of, expr)
+
+
+def label_values_to_promql(definition: str) -> tuple[str, str]:
+    """``label_values(metric, label)`` (Grafana's variable query) as PromQL, and the label."""
+    match = re.fullmatch(r"\s*label_values\((?:(.+),\s*)?(\w+)\s*\)\s*", definition)
+    if match is None:
+        raise ValueError(f"not a label_values() query: {definition!r}")
+    label = match.group(2)
+    selector = match.group(1) or f'{{{label}!=""}}'
+    return f"group by ({label}) ({selector})", label
+
+
+def _panels(panels: list[dict]) -> Iterator[dict]:
+    for panel in panels:
+        yield panel
+        yield from _panels(panel.get("panels", []))
+
+
+def dashboard_queries(path: Path = FLEET_DASHBOARD) -> list[Query]:
+    """Every panel query and query variable of a Grafana dashboard, as the PromQL Grafana sends."""
+    dashboard = json.loads(path.read_text())
+    variables = dashboard.get("templating", {}).get("list", [])
+    values = {v["name"]: v.get("allValue") or ".*" for v in variables}
+    queries = []
+    for variable in variables:
+        if variable.get("type") == "query":
+            definition = variable.get("definition") or variable["query"]["query"]
+            expr, _ = label_values_to_promql(definition)
+            queries.append(Query(f"{path.name}: variable {variable['name']}", expr))
+    for panel in _panels(dashboard["panels"]):
+        for target in panel.get("targets", []):
+            if target.get("expr"):
+                origin = f"{path.name}: panel {panel['title']!r} query {target['refId']}"
+                queries.append(Query(origin, grafana_to_promql(target["expr"], values)))
+    return queries
+
+
+def rule_queries(path: Path = ALERT_RULES) -> list[Query]:
+    """The expression of every recording and alerting rule in a Prometheus rules file."""
+    queries = []
+    for group in yaml.safe_load(path.read_text())["groups"]:
+        for rule in group["rules"]:
+            name = rule.get("alert") or rule["record"]
+            queries.append(Query(f"{path.name}: {group['name']}/{name}", rule["expr"]))
+    return queries
+
+
+# -- a real Prometheus --------------------------------------------------------------------------
+
+
+class PrometheusError(RuntimeError):
+    """Prometheus failed to start, or answered an API call with an error."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def scrape_job(name: str, targets: Sequence[str], interval: str = "1s") -> dict[str, Any]:
+    """A static scrape configuration for ``start_prometheus``."""
+    return {"job_name": name, "scrape_interval": interval, "static_configs": [{"targets": list(targets)}]}
+
+
+class PrometheusServer:
+    """A ``prometheus`` process on a free loopback port with its own configuration and storage."""
+
+    def __init__(
+        self,
+        binary: str,
+        workdir: Path,
+        scrape_configs: Sequence[dict],
+        rule_files: Sequence[Path] = (),
+        evaluation_interval: str = "1s",
+    ) -> None:
+        self.binary = binary
+        self.workdir = workdir
+        self.config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": evaluation_interval},
+            "rule_files": [str(p) for p in rule_files],
+            "scrape_configs": list(scrape_configs),
+        }
+        self.port = 0
+        self._process: subprocess.Popen | None = None
+        self._log = workdir / "prometheus.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config_path = self.workdir / "prometheus.yml"
+        config_path.write_text(yaml.safe_dump(self.config))
+        self.port = free_port()
+        argv = [
+            self.binary,
+            f"--config.file={config_path}",
+            f"--storage.tsdb.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--log.level=warn",
+        ]
+        with self._log.open("w") as log:
+            self._process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        self.wait_for(self._ready, timeout, "Prometheus to become ready")
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self._log.read_text().splitlines()[-lines:]) if self._log.exists() else ""
+
+    def _ready(self) -> bool:
+        if self._process is not None and self._process.poll() is not None:
+            raise PrometheusError(f"prometheus exited with {self._process.returncode}:\n{self.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, ConnectionError):
+            return False
+
+    def wait_for(self, condition: Callable[[], Any], timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = condition()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise PrometheusError(f"timed out after {timeout:.0f} s waiting for {what}\n{self.log_tail()}")
+            time.sleep(0.2)
+
+    def api(self, path: str, **params: str) -> Any:
+        """``GET /api/v1/<path>``; the ``data`` of a success, else :class:`PrometheusError`."""
+        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                body = json.load(response)
+        except urllib.error.HTTPError as exc:  # 400/422/503 still carry Prometheus' JSON error
+            body = json.load(exc)
+        if body.get("status") != "success":
+            raise PrometheusError(f"{body.get('errorType')}: {body.get('error')}")
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict]:
+        """The instant vector (or scalar, as one sample) of ``expr`` now."""
+        data = self.api("query", query=expr)
+        return data["result"] if data["resultType"] in ("vector", "matrix") else [{"value": data["result"]}]
+
+    def wait_for_scrapes(self, count: int, timeout: float = 30) -> None:
+        """Until every target is up and has been scraped ``count`` times (enough for rate())."""
+
+        def scraped() -> bool:
+            targets = self.api("targets", state="active")["activeTargets"]
+            if not targets or any(t["health"] != "up" for t in targets):
+                return False
+            samples = self.query("count_over_time(up[5m])")
+            return len(samples) == len(targets) and all(float(s["value"][1]) >= count for s in samples)
+
+        self.wait_for(scraped, timeout, f"{count} successful scrapes of every target")
+
+    def wait_for_rule_evaluations(self, timeout: float = 30) -> list[dict]:
+        """Until every rule has been evaluated at least once; the rules with their health."""
+
+        def evaluated() -> list[dict] | None:
+            rules = [rule for group in self.api("rules")["groups"] for rule in group["rules"]]
+            done = rules and all(not r["lastEvaluation"].startswith("0001-") for r in rules)
+            return rules if done else None
+
+        return self.wait_for(evaluated, timeout, "a first evaluation of every rule")
