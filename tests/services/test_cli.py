@@ -1,0 +1,77 @@
+"""``shadowtutor serve``: flags over environment variables, and the real server process
+(uvicorn on a loopback port) driven by the ``websockets`` client library."""
+
+from __future__ import annotations
+
+import json
+import signal
+import urllib.request
+from pathlib import Path
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from services.cli import settings_from_args
+from shadowtutor.cli import build_parser, main
+from shadowtutor.protocol.codecs import encode_frame
+from shadowtutor.protocol.messages import Hello, KeyFrame, Update, Welcome, decode, encode
+from tests.support.processes import free_port, shadowtutor_command, start_process, wait_http_ok
+from tests.support.prometheus import sample_value
+from tests.support.scene import TinyScene
+
+
+def test_flags_win_over_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SHADOWTUTOR_PORT", "9000")
+    monkeypatch.setenv("SHADOWTUTOR_TEACHER", "labels")
+    monkeypatch.setenv("SHADOWTUTOR_MAX_SESSIONS", "7")
+    args = build_parser().parse_args(
+        ["serve", "--port", "9100", "--labels-dir", str(tmp_path), "--frame-codecs", "jpeg,raw", "--log-level", "DEBUG"]
+    )
+    settings = settings_from_args(args)
+    assert (settings.port, settings.teacher, settings.max_sessions) == (9100, "labels", 7)
+    assert settings.labels_dir == tmp_path and settings.frame_codecs == ("jpeg", "raw")
+    assert settings.log_level == "debug"
+
+
+def test_bad_flag_value_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--port", "http"]) == 2
+    err = capsys.readouterr().err
+    assert "shadowtutor serve: error: bad server settings" in err and "port" in err
+
+
+def test_serve_process_end_to_end(tmp_path: Path, scene: TinyScene, student_path: Path) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = shadowtutor_command(
+        "serve", "--port", str(port), "--labels-dir", str(scene.directory), "--student", str(student_path),
+        "--max-updates", "1",
+    )
+    env = {"SHADOWTUTOR_TEACHER": "labels", "SHADOWTUTOR_DEVICE": "cpu"}
+    with start_process(command, name="server", log_dir=tmp_path / "logs", env=env) as server:
+        ready = json.loads(wait_http_ok(f"{base}/readyz", process=server, timeout=90))
+        assert ready["teacher"] == "labels" and ready["class_names"] == list(scene.class_names)
+        with connect(f"ws://127.0.0.1:{port}/v1/edge", max_size=2**24) as ws:
+            ws.send(encode(Hello(edge_id="proc-edge", class_names=list(scene.class_names), frame_width=64,
+                                 frame_height=48, frame_codecs=["jpeg"], weight_codecs=["f16+zstd"])))
+            welcome = decode(ws.recv())
+            assert isinstance(welcome, Welcome) and welcome.weight_codec == "f16+zstd"
+            frame = encode_frame(scene.frames[0], "jpeg")
+            ws.send(encode(KeyFrame(seq=0, frame_index=0, base_version=0, codec="jpeg", width=64, height=48,
+                                    payload=frame)))
+            update = decode(ws.recv())
+            assert isinstance(update, Update) and (update.version, update.full) == (1, False)
+            with urllib.request.urlopen(f"{base}/v1/sessions", timeout=5) as response:
+                (session,) = json.loads(response.read())["sessions"]
+            assert (session["edge_id"], session["key_frames"], session["version"]) == ("proc-edge", 1, 1)
+            with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+                assert sample_value(response.read().decode(), "shadowtutor_server_sessions") == 1
+
+            server.signal(signal.SIGTERM)  # a clean shutdown closes the open session
+            with pytest.raises(ConnectionClosed):
+                ws.recv(timeout=20)
+        # uvicorn shuts down gracefully, then re-raises the signal: a clean stop ends with -SIGTERM
+        assert server.wait(30) in (0, -signal.SIGTERM), server.describe()
+    logs = server.logs()
+    assert "ready: teacher 'labels'" in logs and "Application shutdown complete" in logs
+    assert "of edge 'proc-edge' ended: 1 key frames" in logs
