@@ -159,9 +159,13 @@ class EdgeAgent:
             summary.server_errors = dict(transport.stats.errors)
 
     def _limited(self, frames: Iterable[np.ndarray], summary: RunSummary) -> Iterator[np.ndarray]:
-        """The frames until the source ends, ``max_frames`` is reached or a stop is requested."""
-        limit = self.settings.max_frames
+        """The frames until the source ends, ``max_frames`` is reached or a stop is requested, at most ``max_fps``."""
+        limit, max_fps = self.settings.max_frames, self.settings.max_fps
+        next_due = time.monotonic()
         for index, frame in enumerate(frames):
+            if max_fps is not None:
+                self.stop_event.wait(max(0.0, next_due - time.monotonic()))
+                next_due = max(next_due, time.monotonic()) + 1.0 / max_fps
             if self.stop_event.is_set():
                 summary.stopped_by = "stop"
                 return

@@ -60,6 +60,7 @@ class EdgeSettings:
     device: str = _setting("auto", "torch device of the student: cpu, cuda, or auto (cuda when available)")
     resize: tuple[int, int] | None = _setting(None, "resize every frame to WIDTHxHEIGHT")
     max_frames: int | None = _setting(None, "stop after this many frames")
+    max_fps: float | None = _setting(None, "process at most this many frames per second (play a file like a camera)")
     wait_timeout: float = _setting(
         10.0, "longest wait, s, for an update at MIN_STRIDE (and for a label map in naive mode)"
     )
@@ -95,6 +96,8 @@ class EdgeSettings:
             raise SettingsError(f"resize must be positive, got {self.resize}")
         if self.max_frames is not None and self.max_frames <= 0:
             raise SettingsError(f"max_frames must be positive, got {self.max_frames}")
+        if self.max_fps is not None and self.max_fps <= 0:
+            raise SettingsError(f"max_fps must be positive, got {self.max_fps}")
         for name in ("wait_timeout", "startup_timeout", "reconnect_min"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -186,6 +189,10 @@ def _parse_optional_int(raw: str) -> int | None:
     return int(raw) if raw.strip() else None
 
 
+def _parse_optional_float(raw: str) -> float | None:
+    return float(raw) if raw.strip() else None
+
+
 def _parse_optional_path(raw: str) -> Path | None:
     return Path(raw) if raw.strip() else None
 
@@ -197,6 +204,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "jpeg_quality": int,
     "resize": _parse_size,
     "max_frames": _parse_optional_int,
+    "max_fps": _parse_optional_float,
     "wait_timeout": float,
     "startup_timeout": float,
     "reconnect_min": float,

@@ -127,3 +127,9 @@ def test_stop_request_finishes_the_current_frame(stand_in: StandInServer, video:
 def test_max_frames(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
     summary = EdgeAgent(settings(stand_in, video, tmp_path / "out", max_frames=7)).run()
     assert summary.frames == 7 and summary.stopped_by == "max_frames"
+
+
+def test_max_fps_paces_the_run(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
+    summary = EdgeAgent(settings(stand_in, video, tmp_path / "out", max_frames=12, max_fps=20)).run()
+    assert summary.frames == 12
+    assert 11 / 20 <= summary.wall_seconds and summary.fps <= 21
