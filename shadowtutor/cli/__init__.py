@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 COMMAND_MODULES = (
     "shadowtutor.cli.bounds",
+    "shadowtutor.cli.scenes",
     "shadowtutor.cli.teacher",
     "services.cli",
     "edge_agent.cli",

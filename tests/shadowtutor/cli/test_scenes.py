@@ -1,0 +1,60 @@
+"""``shadowtutor scenes``: make and list, and the errors a user sees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shadowtutor.cli import main
+from shadowtutor.scenes.io import Scene
+from shadowtutor.scenes.presets import PRESETS
+
+
+def test_list_prints_one_line_per_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scenes", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == list(PRESETS)
+    assert "giraffe" in lines[0] and "cut every 300 frames" in lines[0]
+
+
+def test_make_writes_a_scene(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "scene"
+    code = main(["scenes", "make", "--preset", "moving-people", "--frames", "4", "--seed", "2",
+                 "--out", str(out), "--size", "64x36", "--fps", "15", "--no-progress"])
+    assert code == 0
+    meta = Scene.open(out).meta
+    assert (meta.preset, meta.frames, meta.seed, meta.size, meta.fps, meta.camera) == (
+        "moving-people", 4, 2, (64, 36), 15.0, "moving")
+    assert f"wrote {out}" in capsys.readouterr().out
+    assert main(["scenes", "make", "--preset", "moving-people", "--frames", "4", "--out", str(out),
+                 "--size", "64x36", "--no-progress"]) == 2
+    assert "not empty (use --force" in capsys.readouterr().err
+    assert main(["scenes", "make", "--preset", "moving-people", "--frames", "4", "--out", str(out),
+                 "--size", "64x36", "--no-progress", "--force"]) == 0
+    assert Scene.open(out).meta.seed == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--preset", "fixed-zebras"], "unknown scene preset 'fixed-zebras'"),
+        (["--frames", "0"], "frames must be positive"),
+        (["--size", "63x36"], "must be even"),
+    ],
+)
+def test_bad_values_exit_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                        message: str) -> None:
+    base = {"--preset": "fixed-people", "--frames": "3", "--size": "64x36"}
+    base.update(dict(zip(args[::2], args[1::2], strict=True)))
+    argv = ["scenes", "make", "--out", str(tmp_path / "x"), "--no-progress", *sum(base.items(), ())]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_malformed_size_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["scenes", "make", "--preset", "fixed-people", "--frames", "3", "--out", "x", "--size", "big"])
+    assert exit_info.value.code == 2
+    assert "WIDTHxHEIGHT" in capsys.readouterr().err
