@@ -60,10 +60,8 @@ class TeacherQueue:
             self._worker.cancel()
             await asyncio.wait({self._worker})
             self._worker = None
-        while not self._queue.empty():
-            request = self._queue.get_nowait()
-            if not request.future.done():
-                request.future.set_exception(TeacherFailed("the server is shutting down"))
+        pending = [self._queue.get_nowait() for _ in range(self._queue.qsize())]
+        _fail_all(pending, TeacherFailed("the server is shutting down"))
         self.metrics.teacher_queue_depth.set(0)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -83,7 +81,11 @@ class TeacherQueue:
             while len(batch) < self.max_batch and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             self.metrics.teacher_queue_depth.dec(len(batch))
-            outcomes = await loop.run_in_executor(self._executor, self._label_all, batch)
+            try:
+                outcomes = await loop.run_in_executor(self._executor, self._label_all, batch)
+            except asyncio.CancelledError:
+                _fail_all(batch, TeacherFailed("the server is shutting down"))
+                raise
             done = time.perf_counter()
             for request, outcome in zip(batch, outcomes, strict=True):
                 if request.future.done():  # the session went away meanwhile
@@ -100,14 +102,14 @@ class TeacherQueue:
         if len(batch) > 1 and hasattr(self.teacher, "label_batch"):
             try:
                 labels = self.teacher.label_batch([r.frame for r in batch], [r.frame_index for r in batch])
-                return [_checked(r, out) for r, out in zip(batch, labels, strict=True)]
+                return [self._checked(r, out) for r, out in zip(batch, labels, strict=True)]
             except Exception as exc:  # any backend failure: retry one by one to find the bad frame
                 log.warning("teacher batch of %d failed (%s); labelling one by one", len(batch), exc)
         return [self._label_one(r) for r in batch]
 
     def _label_one(self, request: _Request) -> np.ndarray | TeacherFailed:
         try:
-            return _checked(request, self.teacher.label(request.frame, request.frame_index))
+            return self._checked(request, self.teacher.label(request.frame, request.frame_index))
         except TeacherFailed as exc:
             return exc
         except Exception as exc:  # backend errors, out of memory: this frame fails, the queue goes on
@@ -115,10 +117,20 @@ class TeacherQueue:
             return TeacherFailed(f"the teacher failed on frame {request.frame_index}: {exc}")
 
 
-def _checked(request: _Request, labels: Any) -> np.ndarray:
-    labels = np.asarray(labels)
-    if labels.shape != request.frame.shape[:2]:
-        raise TeacherFailed(
-            f"the teacher returned labels of shape {labels.shape} for a frame of {request.frame.shape[:2]}"
-        )
-    return labels
+    def _checked(self, request: _Request, labels: Any) -> np.ndarray:
+        """The teacher's answer if it is a label map of the frame's size with known classes."""
+        labels = np.asarray(labels)
+        if labels.shape != request.frame.shape[:2]:
+            raise TeacherFailed(
+                f"the teacher returned labels of shape {labels.shape} for a frame of {request.frame.shape[:2]}"
+            )
+        num_classes = len(self.teacher.class_names)
+        if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0 or labels.max() >= num_classes:
+            raise TeacherFailed(f"the teacher returned labels outside 0..{num_classes - 1} ({labels.dtype})")
+        return labels
+
+
+def _fail_all(requests: list[_Request], error: TeacherFailed) -> None:
+    for request in requests:
+        if not request.future.done():
+            request.future.set_exception(error)

@@ -201,6 +201,9 @@ class EdgeConnection:
         size = len(data) if isinstance(data, bytes) else len(data.encode())
         self.traffic.bytes_in += size
         self.metrics.received_bytes.inc(size)
+        limit = self.runtime.settings.max_message_bytes
+        if size > limit:  # uvicorn enforces it too (ws_max_size); this covers any other ASGI server
+            raise ProtocolError(ErrorCode.TOO_LARGE, f"message of {size} bytes exceeds the limit of {limit}")
         return decode(data)
 
     async def _send(self, message: Message) -> None:

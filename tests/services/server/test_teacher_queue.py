@@ -26,7 +26,7 @@ class RecordingTeacher:
     """Labels = the frame's first channel; every call waits until ``release`` is set."""
 
     name = "recording"
-    class_names = ("thing", "background")
+    class_names = tuple(f"class-{i}" for i in range(10))
 
     def __init__(self, fail_index: int | None = None) -> None:
         self.batches: list[list[int]] = []
@@ -98,28 +98,30 @@ def test_a_failing_frame_fails_alone() -> None:
 
 
 class SingleFrameTeacher:
-    """A backend without ``label_batch`` whose output is the wrong size for frame 7."""
+    """A backend without ``label_batch`` that answers frame 7 with the wrong size and frame 8
+    with a class it does not have."""
 
     name = "single"
     class_names = ("thing", "background")
 
     def label(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> np.ndarray:
         height, width = frame_bgr.shape[:2]
-        return np.zeros((height + (frame_index == 7), width), dtype=np.uint8)
+        return np.full((height + (frame_index == 7), width), 5 if frame_index == 8 else 1, dtype=np.uint8)
 
 
-def test_teacher_without_batches_and_wrong_shapes() -> None:
+def test_teacher_without_batches_and_bad_answers() -> None:
     async def main() -> list:
         queue = TeacherQueue(SingleFrameTeacher(), ServerMetrics(), max_batch=4)
         queue.start()
         try:
-            return await asyncio.gather(*(queue.label(frame(i), i) for i in (5, 7, 9)), return_exceptions=True)
+            return await asyncio.gather(*(queue.label(frame(i), i) for i in (5, 7, 8, 9)), return_exceptions=True)
         finally:
             await queue.stop()
 
-    ok, bad, ok_too = asyncio.run(main())
+    ok, wrong_size, wrong_class, ok_too = asyncio.run(main())
     assert ok.labels.shape == (4, 6) and ok_too.labels.shape == (4, 6)
-    assert isinstance(bad, TeacherFailed) and "shape (5, 6)" in str(bad)
+    assert isinstance(wrong_size, TeacherFailed) and "shape (5, 6)" in str(wrong_size)
+    assert isinstance(wrong_class, TeacherFailed) and "outside 0..1" in str(wrong_class)
 
 
 def test_label_before_start_is_an_error() -> None:

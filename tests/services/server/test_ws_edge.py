@@ -213,6 +213,17 @@ def test_session_limit_gives_server_busy(settings: ServerSettings, scene: TinySc
             open_session(third, scene, edge_id="third")
 
 
+def test_message_over_the_size_limit_is_fatal(settings: ServerSettings, scene: TinyScene) -> None:
+    with TestClient(create_app(settings.model_copy(update={"max_message_bytes": 4096}))) as client:
+        wait_ready(client)
+        with client.websocket_connect("/v1/edge") as ws:
+            wire = WireClient(ws)
+            wire.send(hello(scene, weight_codecs=["f16+zstd"]))
+            wire.ws.receive_bytes()  # WELCOME: the limit is on what the edge sends
+            wire.send(key_frame(scene, seq=0, base_version=0))  # raw 64x48: 9,216 bytes
+            assert "exceeds the limit of 4096" in expect_close(wire, ErrorCode.TOO_LARGE).message
+
+
 def test_metrics_count_the_exact_bytes(client: TestClient, scene: TinyScene) -> None:
     with client.websocket_connect("/v1/edge") as ws:
         wire, _ = open_session(ws, scene)
