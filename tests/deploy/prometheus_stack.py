@@ -289,8 +289,12 @@ class PrometheusServer:
             targets = self.api("targets", state="active")["activeTargets"]
             if not targets or any(t["health"] != "up" for t in targets):
                 return False
-            samples = self.query("count_over_time(up[5m])")
-            return len(samples) == len(targets) and all(float(s["value"][1]) >= count for s in samples)
+            # Keyed by target: storage reused from an earlier run may hold other targets' series.
+            counts = {
+                (s["metric"]["job"], s["metric"]["instance"]): float(s["value"][1])
+                for s in self.query("count_over_time(up[5m])")
+            }
+            return all(counts.get((t["labels"]["job"], t["labels"]["instance"]), 0) >= count for t in targets)
 
         self.wait_for(scraped, timeout, f"{count} successful scrapes of every target")
 

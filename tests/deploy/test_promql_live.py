@@ -2,8 +2,9 @@
 Prometheus (Debian's package) that scrapes stand-in exporters.
 
 The stand-ins serve the agreed metric names and types of the server and of two edge agents with
-values that move like a running system's; the real server and edge agent get their own live
-test, which reuses ``start_prometheus`` and these checks.
+values that move like a running system's (a second test checks that the real exporters serve the
+same names and labels); the real server and edge agent get their own live test, which reuses
+``start_prometheus`` and these checks.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tests.deploy.prometheus_stack import (
     Query,
     referenced_metrics,
     scrape_job,
+    series_names,
 )
 
 prometheus_client = pytest.importorskip("prometheus_client")
@@ -160,3 +162,22 @@ def test_every_dashboard_and_rule_expression_evaluates(
     # Rates over 5 minutes start low, so the throughput floor may be pending for a few seconds
     # after an edge appears; on a healthy fleet every alert must clear (none can fire: `for`).
     prom.wait_for(lambda: not prom.api("alerts")["alerts"], 30, "the alerts of a healthy fleet to clear")
+
+
+def test_stand_ins_serve_the_names_and_labels_of_the_real_exporters() -> None:
+    server_metrics = pytest.importorskip("services.server.metrics")
+    edge_metrics = pytest.importorskip("edge_agent.metrics")
+    from prometheus_client.parser import text_string_to_metric_families
+
+    texts = [
+        server_metrics.ServerMetrics().exposition().decode(),
+        prometheus_client.generate_latest(edge_metrics.EdgeMetrics("edge-a").registry).decode(),
+    ]
+    real: dict[str, set[str]] = {}
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                real.setdefault(sample.name, set()).update(set(sample.labels) - {"le"})
+    for spec in SERVER_METRICS + EDGE_METRICS:
+        for name in series_names([spec]):
+            assert real.get(name) == set(spec.labels), f"{name}: the real exporter has labels {real.get(name)}"
