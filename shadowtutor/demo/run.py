@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,11 @@ class DemoConfig:
     run_timeout: float = 1800.0
 
 
+def _process_env() -> dict[str, str]:
+    """Server and agent share this machine in the demo: half the cores each, no oversubscription."""
+    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
+
+
 def _follow(agent: ManagedProcess, labels_dir: Path, total: int, label: str, timeout: float) -> None:
     """Show a progress bar from the label maps the agent writes until it exits."""
     deadline = time.monotonic() + timeout
@@ -61,7 +67,7 @@ def _run_agent(config: DemoConfig, scene: Path, server_url: str, mode: str, logs
         "--edge-id", f"demo-{mode}", "--output-dir", str(run_dir), "--save-labels",
         "--overlay" if mode == "distill" else "--no-overlay", "--metrics-port", "0",
     )
-    agent = start_process(args, name=f"edge-{mode}", log_dir=logs)
+    agent = start_process(args, name=f"edge-{mode}", log_dir=logs, env=_process_env())
     try:
         title = "ShadowTutor" if mode == "distill" else "naive"
         _follow(agent, run_dir / "labels", config.frames, title, config.run_timeout)
@@ -80,7 +86,7 @@ def run_demo(config: DemoConfig) -> tuple[RunReport, RunReport, str]:
     server = start_process(
         shadowtutor_command("serve", "--host", LOOPBACK, "--port", str(port), "--device", "cpu",
                             "--log-level", "warning", *teacher),
-        name="server", log_dir=logs,
+        name="server", log_dir=logs, env=_process_env(),
     )
     with server:
         wait_http_ok(f"http://{LOOPBACK}:{port}/readyz", timeout=config.ready_timeout, process=server)
