@@ -19,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "serve",
         help="run the ShadowTutor server (WebSocket /v1/edge, REST, /metrics)",
-        description=__doc__.splitlines()[0],
+        description="Run the ShadowTutor server under uvicorn. Every flag can also be given as the "
+        "environment variable named in its help; a flag wins.",
     )
     for name, field in ServerSettings.model_fields.items():
         p.add_argument(
