@@ -15,6 +15,8 @@ from collections.abc import Sequence
 COMMAND_MODULES = (
     "shadowtutor.cli.bounds",
     "shadowtutor.cli.scenes",
+    "shadowtutor.cli.pretrain",
+    "shadowtutor.cli.bench",
     "shadowtutor.cli.teacher",
     "services.cli",
     "edge_agent.cli",

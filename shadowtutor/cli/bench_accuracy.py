@@ -1,0 +1,73 @@
+"""``shadowtutor bench accuracy``: Wild, P-1, P-8 and F-1 on scenes (the paper's Tables 2, 5 and 6)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from shadowtutor.cli.options import frame_size, invoked_command, positive_int
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "accuracy", help="mIoU of Wild / P-1 / P-8 / F-1, key frames, distillation steps, bytes per key frame"
+    )
+    p.add_argument("--scenes", nargs="+", type=Path, required=True, metavar="DIR", help="scene directories")
+    p.add_argument("--frames", type=positive_int, help="first N frames of each scene (default: all)")
+    p.add_argument("--size", type=frame_size, help="run at WxH (default: each scene's size)")
+    p.add_argument("--out", type=Path, default=Path("bench-accuracy"), help="output directory")
+    p.add_argument("--student", type=Path, help="student checkpoint (default: the packaged pre-trained one)")
+    p.add_argument("--teacher", default="labels",
+                   help="teacher backend (default labels: each scene's ground truth)")
+    p.add_argument("--teacher-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="option for a non-labels teacher, e.g. weights=/path (repeatable)")
+    p.add_argument("--backend", default="auto", choices=("auto", "torch", "onnx", "reference"),
+                   help="student inference backend on the edge side (default: onnx where installed)")
+    p.add_argument("--threads", type=positive_int, help="torch / ONNX Runtime threads")
+    p.add_argument("--no-resume", action="store_true", help="recompute scenes whose traces are stored")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--note", action="append", default=[], help="a note for results.md (repeatable)")
+    p.set_defaults(handler=run)
+
+
+def _teacher_options(pairs: list[str]) -> dict[str, str]:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--teacher-option takes KEY=VALUE, got {pair!r}")
+        options[key] = value
+    return options
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from shadowtutor.evaluation.accuracy import AccuracyConfig, run_accuracy
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.teacher == "labels" and args.teacher_option:
+        raise ValueError("the labels teacher reads each scene's labels/: it takes no --teacher-option")
+    config = AccuracyConfig(
+        scenes=tuple(args.scenes),
+        out_dir=args.out,
+        frames=args.frames,
+        size=args.size,
+        student=args.student,
+        teacher=args.teacher,
+        teacher_options=_teacher_options(args.teacher_option),
+        backend=args.backend,
+        threads=args.threads,
+        resume=not args.no_resume,
+        progress=not args.no_progress,
+        command=invoked_command(),
+        notes=tuple(args.note),
+    )
+    results = run_accuracy(config)
+    for name, r in results.items():
+        print(f"{name}: Wild {r['wild_miou']:.1f}  P-1 {r['p1_miou']:.1f}  P-8 {r['p8_miou']:.1f}  "
+              f"F-1 {r['f1_miou']:.1f}  key frames {r['key_frame_ratio']:.2f}%  "
+              f"steps {r['mean_distill_steps_partial']:.2f}/{r['mean_distill_steps_full']:.2f}")
+    print(f"wrote {args.out / 'results.json'}, results.md, meta.json and plots/")
+    return 0

@@ -1,0 +1,194 @@
+"""``shadowtutor bench accuracy``: the harness over several scenes, with resumable results.
+
+Each scene's per-frame traces are kept in ``OUT/traces/NAME.json`` together with the
+configuration that produced them; a rerun with the same configuration reuses them, so an
+interrupted run picks up at the first unfinished scene.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.evaluation.harness import SceneEvaluation, evaluate_scene
+from shadowtutor.evaluation.machine import machine_info
+from shadowtutor.evaluation.plots import plot_scene
+from shadowtutor.evaluation.report import write_report
+from shadowtutor.evaluation.summary import DEFINITIONS, scene_summary
+from shadowtutor.models.checkpoint import load_student
+from shadowtutor.models.inference import onnx_available
+from shadowtutor.models.pretrained import default_student_path
+from shadowtutor.scenes.io import Scene
+
+log = logging.getLogger(__name__)
+
+Size = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class AccuracyConfig:
+    scenes: tuple[Path, ...]
+    out_dir: Path
+    frames: int | None = None  # None: every frame of each scene
+    size: Size | None = None  # None: each scene's own size
+    student: Path | None = None  # None: the packaged pre-trained student
+    teacher: str = "labels"
+    teacher_options: dict[str, Any] = field(default_factory=dict)
+    backend: str = "auto"  # auto: onnx where installed, else torch
+    threads: int | None = None
+    params: AlgorithmParams = AlgorithmParams()
+    resume: bool = True
+    progress: bool = True
+    command: str = ""
+    notes: tuple[str, ...] = ()
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def scene_command(scene: Scene) -> str:
+    m = scene.meta
+    fps = int(m.fps) if float(m.fps).is_integer() else m.fps
+    return (f"shadowtutor scenes make --preset {m.preset} --frames {m.frames} --seed {m.seed} "
+            f"--out {scene.directory} --size {m.width}x{m.height} --fps {fps}")
+
+
+def _open_scenes(paths: Sequence[Path]) -> dict[str, Scene]:
+    if not paths:
+        raise ValueError("no scenes given")
+    scenes: dict[str, Scene] = {}
+    for path in paths:
+        scene = Scene.open(path)
+        name = Path(path).resolve().name
+        if name in scenes:
+            raise ValueError(f"two scenes are named {name!r}: give the scene directories distinct names")
+        scenes[name] = scene
+    return scenes
+
+
+def _pretrained_on(metadata: dict[str, Any]) -> set[tuple[str, int]]:
+    scenes = metadata.get("pretrain", {}).get("scenes", [])
+    return {(str(s["preset"]), int(s["seed"])) for s in scenes}
+
+
+class _Progress:
+    """A tqdm bar per scene showing the running mean mIoU of each setting."""
+
+    def __init__(self, name: str, total: int, enabled: bool) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=name, unit="frame", disable=not enabled, dynamic_ncols=True)
+
+    def __call__(self, index: int, running: dict[str, float]) -> None:
+        self.bar.update(1)
+        if index % 10 == 0:
+            self.bar.set_postfix({k: f"{100 * v:.1f}" for k, v in running.items()}, refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
+    """Evaluate every scene, write the report into ``config.out_dir`` and return ``results.json``'s object."""
+    from shadowtutor.teachers import build_teacher
+
+    scenes = _open_scenes(config.scenes)
+    student_path = Path(config.student) if config.student else default_student_path()
+    loaded = load_student(student_path)
+    backend = config.backend
+    if backend == "auto":
+        backend = "onnx" if onnx_available() else "torch"
+    frames_of = {name: min(len(s), config.frames or len(s)) for name, s in scenes.items()}
+    shared_teacher = None if config.teacher == "labels" else build_teacher(config.teacher, **config.teacher_options)
+    pretrained_on = _pretrained_on(loaded.metadata)
+    student_sha = sha256_of(student_path)
+    notes = list(config.notes)
+    if config.teacher == "labels":
+        notes.append("The teacher is each scene's ground truth (labels teacher), so mIoU is against the truth.")
+
+    results: dict[str, dict[str, Any]] = {}
+    plots: dict[str, str] = {}
+    meta: dict[str, Any] = {
+        "command": config.command,
+        "scene_commands": [scene_command(s) for s in scenes.values()],
+        "size": "native" if config.size is None else f"{config.size[0]}x{config.size[1]}",
+        "frames_per_scene": config.frames or "all",
+        "teacher": config.teacher,
+        "backend": backend,
+        "params": config.params.to_dict(),
+        "student": {"path": str(student_path), "sha256": student_sha, "metadata": loaded.metadata},
+        "machine": machine_info(),
+        "definitions": DEFINITIONS,
+        "notes": notes,
+        "plots": plots,
+    }
+    for name, scene in scenes.items():
+        if (scene.meta.preset, scene.meta.seed) in pretrained_on:
+            warning = f"scene {name} ({scene.meta.preset}, seed {scene.meta.seed}) was used to pre-train the student"
+            log.warning(warning)
+            notes.append("WARNING: " + warning)
+        fingerprint = {
+            "scene": dataclasses.asdict(scene.meta), "frames": frames_of[name], "size": config.size,
+            "student_sha256": student_sha, "teacher": config.teacher,
+            "teacher_options": {k: str(v) for k, v in config.teacher_options.items()},
+            "backend": backend, "params": config.params.to_dict(),
+        }
+        evaluation = _cached(config, name, fingerprint)
+        if evaluation is None:
+            teacher = shared_teacher or build_teacher("labels", labels_dir=scene.directory)
+            progress = _Progress(name, frames_of[name], config.progress)
+            try:
+                evaluation = evaluate_scene(
+                    name, itertools.islice(scene.frames(config.size), frames_of[name]), teacher,
+                    loaded.model, loaded.class_names, config.params, backend, config.threads, progress,
+                )
+            finally:
+                progress.close()
+            _store(config, name, fingerprint, evaluation)
+        plot_path = plot_scene(evaluation, config.out_dir / "plots" / f"{name}.png",
+                               cuts=[c for c in scene.meta.cuts if c < frames_of[name]])
+        plots[name] = str(plot_path.relative_to(config.out_dir))
+        results[name] = {
+            "preset": scene.meta.preset, "seed": scene.meta.seed,
+            "camera": scene.meta.camera, "category": scene.meta.category,
+            **scene_summary(evaluation),
+        }
+        write_report(config.out_dir, results, meta)
+    return results
+
+
+def _trace_path(config: AccuracyConfig, name: str) -> Path:
+    return config.out_dir / "traces" / f"{name}.json"
+
+
+def _cached(config: AccuracyConfig, name: str, fingerprint: dict[str, Any]) -> SceneEvaluation | None:
+    path = _trace_path(config, name)
+    if not config.resume or not path.is_file():
+        return None
+    try:
+        stored = json.loads(path.read_text())
+        if stored.get("config") != json.loads(json.dumps(fingerprint)):
+            log.info("%s: stored traces were made with another configuration; running again", name)
+            return None
+        log.info("%s: reusing %s", name, path)
+        return SceneEvaluation.from_dict(stored["evaluation"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("%s: cannot reuse %s (%s); running again", name, path, exc)
+        return None
+
+
+def _store(config: AccuracyConfig, name: str, fingerprint: dict[str, Any], evaluation: SceneEvaluation) -> None:
+    path = _trace_path(config, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"config": fingerprint, "evaluation": evaluation.to_dict()}))
+    tmp.replace(path)

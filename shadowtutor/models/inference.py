@@ -1,0 +1,110 @@
+"""Student inference backends for the edge: ``build_inference_backend(kind, student)``.
+
+Every backend holds its own copy of the student and offers ``infer(frame_bgr) -> labels``
+and ``load_weights(update)`` (a partial ``state_dict``, as the server sends it); ``apply``
+is the same as ``load_weights``, so a backend is a
+:class:`~shadowtutor.algorithms.client_loop.StudentRuntime` for ``{key: tensor}`` payloads.
+
+* ``reference``: :class:`StudentNet` as written, plain PyTorch float32 (the baseline);
+* ``torch``: :class:`~shadowtutor.models.fast_student.FastStudent` in PyTorch;
+* ``onnx``: the same graph in ONNX Runtime (needs the ``onnx`` extra).
+
+All three give the same labels up to float rounding (``shadowtutor bench student`` measures
+the agreement). The torch backends use ``torch.get_num_threads()`` threads; ``threads``
+sets ONNX Runtime's.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from shadowtutor.models.fast_student import FastStudent, channel_argmax, check_update
+from shadowtutor.models.student import StudentNet, normalise_frame
+
+BACKEND_KINDS = ("reference", "torch", "onnx")
+
+
+class InferenceBackend(Protocol):
+    kind: str
+
+    def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
+        """Labels ``uint8 (H, W)`` of one BGR ``uint8 (H, W, 3)`` frame."""
+
+    def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
+        """Install a (partial) student ``state_dict``."""
+
+    def apply(self, payload: Mapping[str, torch.Tensor]) -> None:
+        """Same as :meth:`load_weights` (the client loop's name for it)."""
+
+
+def check_frame(frame: np.ndarray) -> np.ndarray:
+    """``frame`` as a C-contiguous BGR ``uint8 (H, W, 3)`` array, or a ValueError saying what is wrong."""
+    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+        shape = getattr(frame, "shape", None)
+        raise ValueError(f"expected a BGR uint8 frame of shape (H, W, 3), got {type(frame).__name__} {shape}")
+    return np.ascontiguousarray(frame)
+
+
+class ReferenceBackend:
+    """The straightforward implementation: ``StudentNet(normalise_frame(frame)).argmax(1)``."""
+
+    kind = "reference"
+
+    def __init__(self, student: StudentNet) -> None:
+        self.student = copy.deepcopy(student).cpu().eval()
+
+    def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            labels = self.student(normalise_frame(check_frame(frame_bgr))).argmax(1)[0]
+        return labels.to(torch.uint8 if self.student.num_classes <= 256 else torch.int64).numpy()
+
+    def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
+        check_update(self.student, update)
+        self.student.load_state_dict(dict(update), strict=False)
+
+    apply = load_weights
+
+
+class TorchBackend:
+    """:class:`FastStudent` in PyTorch, with a per-class argmax pass."""
+
+    kind = "torch"
+
+    def __init__(self, student: StudentNet) -> None:
+        self.fast = FastStudent(copy.deepcopy(student).cpu().eval())
+
+    def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return channel_argmax(self.fast.logits(torch.from_numpy(check_frame(frame_bgr)))).numpy()
+
+    def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
+        self.fast.load_weights(update)
+
+    apply = load_weights
+
+
+def onnx_available() -> bool:
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def build_inference_backend(kind: str, student: StudentNet, threads: int | None = None) -> InferenceBackend:
+    """A backend of ``kind`` (one of :data:`BACKEND_KINDS`) holding a copy of ``student``."""
+    if kind == "reference":
+        return ReferenceBackend(student)
+    if kind == "torch":
+        return TorchBackend(student)
+    if kind == "onnx":
+        from shadowtutor.models.onnx_student import OnnxBackend
+
+        return OnnxBackend(student, threads=threads)
+    raise ValueError(f"unknown inference backend {kind!r}: choose one of {', '.join(BACKEND_KINDS)}")

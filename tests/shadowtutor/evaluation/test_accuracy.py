@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.evaluation.accuracy import AccuracyConfig, run_accuracy
+from shadowtutor.models.checkpoint import save_student
+from shadowtutor.models.student import StudentNet
+
+REQUIRED = ("wild_miou", "p1_miou", "p8_miou", "f1_miou", "key_frame_ratio", "mean_distill_steps_partial",
+            "mean_distill_steps_full", "distill_step_ms_partial", "distill_step_ms_full", "bytes_per_key_frame")
+
+
+def test_run_writes_the_report_and_resumes(tiny_scene: Path, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    # a student that claims to be pre-trained on the evaluated scene: the report must warn
+    student = save_student(tmp_path / "s.pt", StudentNet(9), LVS_CLASSES,
+                           {"pretrain": {"scenes": [{"preset": "fixed-people", "seed": 3}]}})
+    config = AccuracyConfig(scenes=(tiny_scene,), out_dir=tmp_path / "out", frames=16, student=student,
+                            backend="torch", params=AlgorithmParams(max_updates=1), progress=False,
+                            command="shadowtutor bench accuracy ...")
+    results = run_accuracy(config)
+    name = tiny_scene.name
+    assert list(results) == [name]
+    entry = results[name]
+    assert all(entry[k] is not None for k in REQUIRED)
+    assert entry["frames"] == 16 and (entry["preset"], entry["seed"]) == ("fixed-people", 3)
+    assert entry["bytes_per_key_frame"] == 96 * 64 * 3 + 103_465 * 4
+    out = config.out_dir
+    assert json.loads((out / "results.json").read_text()) == json.loads(json.dumps(results))
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["machine"]["cpu_model"] and meta["student"]["sha256"] and meta["backend"] == "torch"
+    assert any("pre-train" in note for note in meta["notes"])
+    assert meta["scene_commands"] == [f"shadowtutor scenes make --preset fixed-people --frames 40 --seed 3 "
+                                      f"--out {tiny_scene} --size 96x64 --fps 30"]
+    assert (out / meta["plots"][name]).is_file()
+    assert "shadowtutor bench accuracy ..." in (out / "results.md").read_text()
+
+    trace = out / "traces" / f"{name}.json"
+    stamp = trace.stat().st_mtime_ns
+    assert run_accuracy(config) == results  # reused, not recomputed
+    assert trace.stat().st_mtime_ns == stamp
+    shorter = run_accuracy(AccuracyConfig(**{**config.__dict__, "frames": 12}))
+    assert shorter[name]["frames"] == 12 and trace.stat().st_mtime_ns != stamp

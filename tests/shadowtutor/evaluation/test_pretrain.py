@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.evaluation.pretrain import load_scene_samples, pretrain, train_student
+from shadowtutor.evaluation.pretrain_config import EVAL_SEED_LIMIT, PretrainConfig, pretrain_scenes
+from shadowtutor.models.checkpoint import load_student, save_student
+
+TINY = PretrainConfig(presets=("fixed-people", "moving-street"), frames=4, size=(64, 48), epochs=2)
+
+
+def test_seeds_below_the_evaluation_limit_are_refused() -> None:
+    with pytest.raises(ValueError, match="reserved for evaluation"):
+        PretrainConfig(seed=EVAL_SEED_LIMIT - 1)
+    scenes = pretrain_scenes(PretrainConfig(presets=("a", "b"), scenes_per_preset=2, seed=1000))
+    assert [(s.preset, s.seed) for s in scenes] == [("a", 1000), ("a", 1001), ("b", 1002), ("b", 1003)]
+
+
+def test_pretrain_makes_a_loadable_checkpoint_with_its_provenance(tmp_path: Path) -> None:
+    result = pretrain(TINY, tmp_path / "work", progress=False)
+    path = save_student(tmp_path / "student.pt", result.model, result.class_names, result.metadata)
+    loaded = load_student(path)
+    assert loaded.class_names == LVS_CLASSES
+    info = loaded.metadata["pretrain"]
+    assert info["scenes"] == [{"preset": "fixed-people", "seed": 1000, "frames": 4},
+                              {"preset": "moving-street", "seed": 1001, "frames": 4}]
+    assert info["steps"] == 2 * 8 and len(info["epoch_losses"]) == 2 and info["final_loss"] > 0
+    assert info["size"] == [64, 48] and info["init"] is None
+
+
+def test_training_is_reproducible_and_learns(tmp_path: Path) -> None:
+    samples = load_scene_samples(tmp_path, TINY, progress=False)
+    first = train_student(samples, TINY)
+    second = train_student(samples, TINY)
+    for key, value in first.model.state_dict().items():
+        assert torch.equal(value, second.model.state_dict()[key]), key
+    losses = first.metadata["pretrain"]["epoch_losses"]
+    assert losses[-1] < losses[0]
+
+
+def test_init_starts_from_a_checkpoint(tmp_path: Path) -> None:
+    samples = load_scene_samples(tmp_path, TINY, progress=False)
+    base = train_student(samples, TINY)
+    init = save_student(tmp_path / "init.pt", base.model, base.class_names, base.metadata)
+    tuned = train_student(samples, PretrainConfig(**{**TINY.__dict__, "init": init}))
+    assert tuned.metadata["pretrain"]["init"]["path"] == str(init)
+    assert tuned.metadata["pretrain"]["epoch_losses"][0] < base.metadata["pretrain"]["epoch_losses"][0]

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from shadowtutor.evaluation.report import render_markdown, write_report
+
+REQUIRED = ("wild_miou", "p1_miou", "p8_miou", "f1_miou", "key_frame_ratio", "mean_distill_steps_partial",
+            "mean_distill_steps_full", "distill_step_ms_partial", "distill_step_ms_full", "bytes_per_key_frame")
+
+
+def _result(wild: float, p8: float) -> dict:
+    return {
+        "camera": "fixed", "category": "people", "wild_miou": wild, "p1_miou": p8 + 1, "p8_miou": p8,
+        "f1_miou": p8 - 1, "key_frame_ratio": 5.0, "key_frame_ratio_p8": 5.5, "key_frame_ratio_full": 6.0,
+        "mean_distill_steps_partial": 3.0, "mean_distill_steps_full": 4.0, "distill_step_ms_partial": 12.0,
+        "distill_step_ms_full": None, "bytes_per_key_frame": 3_032_000, "bytes_per_key_frame_full": 4_483_000,
+    }
+
+
+def test_markdown_has_the_three_tables_with_averages() -> None:
+    results = {"a": _result(10.0, 70.0), "b": _result(20.0, 80.0)}
+    meta = {"command": "shadowtutor bench accuracy --scenes a b", "scene_commands": ["shadowtutor scenes make x"],
+            "notes": ["timings are noisy"], "plots": {"a": "plots/a.png"}, "size": "320x180"}
+    text = render_markdown(results, meta)
+    assert "| a | fixed | people | 10.00 | 71.00 | 70.00 | 69.00 |" in text
+    assert "| **average** |  |  | 15.00 | 76.00 | 75.00 | 74.00 |" in text
+    assert "| 3.032 | 4.483 |" in text  # MB per key frame, partial and full
+    assert "| 12.0 | n/a | 3.00 | 4.00 |" in text  # a missing step time is n/a, not 0
+    assert "shadowtutor bench accuracy --scenes a b" in text and "shadowtutor scenes make x" in text
+    assert "- timings are noisy" in text and "![a](plots/a.png)" in text
+
+
+def test_write_report_keeps_results_json_to_scenes(tmp_path: Path) -> None:
+    results = {"a": _result(10.0, 70.0)}
+    write_report(tmp_path / "out", results, {"machine": {"cpu_model": "x"}})
+    stored = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert list(stored) == ["a"] and all(k in stored["a"] for k in REQUIRED)
+    assert json.loads((tmp_path / "out" / "meta.json").read_text())["machine"]["cpu_model"] == "x"
+    assert (tmp_path / "out" / "results.md").read_text().startswith("# Accuracy benchmark")

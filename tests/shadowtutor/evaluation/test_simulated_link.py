@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from shadowtutor.algorithms.client_loop import ClientLoop, UpdateOutcome
+from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.evaluation.simulated_link import SimulatedLink, SimulatedUpdate, update_bytes
+from shadowtutor.models.inference import TorchBackend
+from shadowtutor.models.student import StudentNet
+from shadowtutor.scenes.io import Scene
+
+
+class RecordingBackend(TorchBackend):
+    """The real torch backend, noting when updates are applied (instrumentation, not a mock)."""
+
+    def __init__(self, student: StudentNet) -> None:
+        super().__init__(student)
+        self.applied: list[dict[str, torch.Tensor]] = []
+
+    def apply(self, payload: dict[str, torch.Tensor]) -> None:
+        self.applied.append(payload)
+        self.load_weights(payload)
+
+
+def _loop(scene_dir: Path, delay: int, mode: str = "partial") -> tuple[ClientLoop, SimulatedLink, RecordingBackend]:
+    scene = Scene.open(scene_dir)
+    torch.manual_seed(0)
+    student = StudentNet(len(scene.meta.class_names))
+    params = AlgorithmParams(max_updates=2, mode=mode)
+    distiller = Distiller(student, params, background=len(scene.meta.class_names) - 1)
+    link = SimulatedLink(distiller, lambda index, frame: scene.label(index), delay)
+    runtime = RecordingBackend(student)
+    return ClientLoop(params, runtime, link), link, runtime
+
+
+def test_an_update_arrives_after_its_delay_in_polls() -> None:
+    outcome = UpdateOutcome(0.5, {}, 1)
+    update = SimulatedUpdate(outcome, 3)
+    assert [update.done() for _ in range(4)] == [False, False, True, True]
+    assert update.result() is outcome
+    forced = SimulatedUpdate(outcome, 8)
+    assert forced.result() is None
+    assert forced.wait(None) and forced.done() and forced.result() is outcome
+
+
+def test_p1_applies_the_update_right_after_its_key_frame(tiny_scene: Path) -> None:
+    loop, link, runtime = _loop(tiny_scene, delay=1)
+    frames = list(Scene.open(tiny_scene).frames())
+    first = loop.process(frames[0])
+    assert first.is_key_frame and first.applied_metric is not None and first.waited_seconds == 0.0
+    assert len(runtime.applied) == 1
+    # the edge now holds exactly the server's trained back part, and only that
+    server = link.distiller.student.state_dict()
+    assert set(runtime.applied[0]) == set(StudentNet(9).trainable_keys("partial"))
+    for key, value in runtime.applied[0].items():
+        assert torch.equal(value, server[key])
+    assert torch.equal(runtime.fast.student.state_dict()["dec2.long_path.0.weight"], server["dec2.long_path.0.weight"])
+
+
+def test_p8_applies_the_update_at_min_stride_after_waiting(tiny_scene: Path) -> None:
+    loop, link, runtime = _loop(tiny_scene, delay=8)
+    frames = list(Scene.open(tiny_scene).frames())
+    edge_before = {k: v.clone() for k, v in runtime.fast.student.state_dict().items()}
+    results = [loop.process(frame) for frame in frames[:9]]
+    assert [r.index for r in results if r.applied_metric is not None] == [7]  # step 8 == MIN_STRIDE
+    # frames 0..7 ran on the old weights although the server had trained at frame 0
+    assert not torch.equal(link.distiller.student.state_dict()["out_conv3.weight"], edge_before["out_conv3.weight"])
+    assert len(runtime.applied) == 1
+    assert results[8].is_key_frame and results[8].index == 8
+    assert [r.frame_index for r in link.records] == [0, 8]
+
+
+def test_the_wait_at_min_stride_forces_a_late_update(tiny_scene: Path) -> None:
+    loop, _, runtime = _loop(tiny_scene, delay=20)
+    results = [loop.process(frame) for frame in list(Scene.open(tiny_scene).frames())[:9]]
+    assert [r.index for r in results if r.applied_metric is not None] == [7]
+    assert len(runtime.applied) == 1
+
+
+def test_records_count_bytes_like_the_paper(tiny_scene: Path) -> None:
+    loop, link, _ = _loop(tiny_scene, delay=1, mode="full")
+    loop.process(next(Scene.open(tiny_scene).frames()))
+    record = link.records[0]
+    assert record.bytes_up == 96 * 64 * 3
+    assert record.bytes_down == 483_873 * 4  # the whole student, float32
+    assert 0 <= record.steps <= 2 and len(record.step_seconds) == record.steps
+    assert update_bytes({"a": torch.zeros(3, 4)}) == 48
+
+
+def test_delay_must_be_positive() -> None:
+    distiller = Distiller(StudentNet(3), AlgorithmParams(), background=2)
+    with pytest.raises(ValueError, match="delay_frames"):
+        SimulatedLink(distiller, lambda i, f: np.zeros((2, 2), np.uint8), 0)

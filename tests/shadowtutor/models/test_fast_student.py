@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from skimage import data
+
+from shadowtutor.models.fast_student import (
+    FastStudent,
+    WeightUpdateError,
+    channel_argmax,
+    check_update,
+    fold_head,
+)
+from shadowtutor.models.student import StudentNet, normalise_frame
+
+
+def _photo(height: int, width: int) -> np.ndarray:
+    import cv2
+
+    return np.ascontiguousarray(cv2.resize(data.astronaut()[:, :, ::-1], (width, height)))
+
+
+@pytest.mark.parametrize("size", [(64, 96), (75, 133)])
+def test_labels_agree_with_the_straightforward_student(size: tuple[int, int]) -> None:
+    torch.manual_seed(1)
+    student = StudentNet(9).eval()
+    frame = _photo(*size)
+    with torch.no_grad():
+        reference = student(normalise_frame(frame))
+        fast = FastStudent(student)
+        logits = fast.logits(torch.from_numpy(frame))
+        labels = fast(torch.from_numpy(frame)).numpy()
+    assert logits.shape == reference.shape
+    torch.testing.assert_close(logits, reference, rtol=1e-3, atol=1e-3 * float(reference.abs().max()))
+    assert np.mean(labels == reference.argmax(1)[0].numpy()) >= 0.99
+
+
+def test_folded_head_is_out_conv3_after_out_conv2() -> None:
+    torch.manual_seed(2)
+    student = StudentNet(4)
+    x = torch.randn(1, 32, 10, 12)
+    weight, bias = fold_head(student)
+    with torch.no_grad():
+        expected = student.out_conv3(student.out_conv2(x))
+        folded = torch.nn.functional.conv2d(x, weight, bias, padding=1)
+    torch.testing.assert_close(folded, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_channel_argmax_matches_argmax_and_takes_the_first_of_ties() -> None:
+    logits = torch.randn(1, 7, 13, 17)
+    assert torch.equal(channel_argmax(logits).long(), logits.argmax(1)[0])
+    tied = torch.zeros(1, 3, 2, 2)
+    tied[0, 1:, 0, 0] = 5.0
+    assert channel_argmax(tied)[0, 0] == 1
+    assert channel_argmax(tied)[1, 1] == 0
+    with pytest.raises(ValueError, match="logits"):
+        channel_argmax(torch.zeros(2, 3, 4, 4))
+
+
+def test_load_weights_updates_the_folded_head() -> None:
+    torch.manual_seed(3)
+    fast = FastStudent(StudentNet(9).eval())
+    other = StudentNet(9)
+    update = {k: v for k, v in other.state_dict().items() if k in other.trainable_keys("partial")}
+    fast.load_weights(update)
+    weight, bias = fold_head(other)
+    torch.testing.assert_close(fast.head_weight, weight)
+    torch.testing.assert_close(fast.head_bias, bias)
+    assert torch.equal(fast.student.dec2.long_path[0].weight, other.dec2.long_path[0].weight)
+
+
+def test_bad_updates_are_refused() -> None:
+    student = StudentNet(9)
+    with pytest.raises(WeightUpdateError, match="does not have"):
+        check_update(student, {"nope.weight": torch.zeros(1)})
+    with pytest.raises(WeightUpdateError, match="shape"):
+        check_update(student, {"out_conv3.bias": torch.zeros(4)})

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from skimage import data
+
+pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+from shadowtutor.models.checkpoint import load_student  # noqa: E402
+from shadowtutor.models.fast_student import FastStudent  # noqa: E402
+from shadowtutor.models.inference import ReferenceBackend  # noqa: E402
+from shadowtutor.models.onnx_student import OnnxBackend, export_fast_student  # noqa: E402
+from shadowtutor.models.student import StudentNet  # noqa: E402
+
+
+def test_every_initializer_is_one_fast_student_weight() -> None:
+    # A fresh student has many equal tensors (zero biases); the export must not merge them.
+    model = onnx.load_from_string(export_fast_student(9))
+    names = [init.name for init in model.graph.initializer]
+    expected = set(FastStudent(StudentNet(9)).state_dict())
+    folded_away = {k for k in expected if k.startswith(("student.out_conv2.", "student.out_conv3."))}
+    assert len(names) == len(set(names))
+    assert set(names) == expected - folded_away
+
+
+def test_labels_of_the_authors_student_match_the_reference(peer_student_path: Path) -> None:
+    import cv2
+
+    student = load_student(peer_student_path).model
+    onnx_backend, reference = OnnxBackend(student, threads=1), ReferenceBackend(student)
+    for photo in (data.astronaut(), data.rocket()):
+        frame = np.ascontiguousarray(cv2.resize(photo[:, :, ::-1], (320, 240)))
+        assert np.mean(onnx_backend.infer(frame) == reference.infer(frame)) >= 0.999
+
+
+def test_any_frame_size_runs_through_one_session() -> None:
+    backend = OnnxBackend(StudentNet(3), threads=1)
+    for height, width in ((48, 64), (75, 133), (180, 320)):
+        assert backend.infer(np.zeros((height, width, 3), np.uint8)).shape == (height, width)
+
+
+def test_an_update_reaches_the_session() -> None:
+    torch.manual_seed(5)
+    backend = OnnxBackend(StudentNet(9), threads=1)
+    frame = np.ascontiguousarray(data.coffee()[::4, ::4, ::-1])
+    winner = torch.zeros(9, 32, 1, 1)
+    backend.load_weights({"out_conv3.weight": winner, "out_conv3.bias": torch.arange(9.0)})
+    assert (backend.infer(frame) == 8).all()  # the largest bias wins everywhere
