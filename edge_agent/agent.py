@@ -24,7 +24,7 @@ import numpy as np
 
 from edge_agent.backoff import Backoff
 from edge_agent.metrics import EdgeMetrics
-from edge_agent.runtime import TorchStudentRuntime
+from edge_agent.runtime import StudentRuntime
 from edge_agent.settings import EdgeSettings
 from edge_agent.sinks import LABELS_DIR, OVERLAY_FILE, LabelSink, OverlayVideoSink, PngLabelSink, ThreadedSink
 from edge_agent.sources import SourceError, VideoSource
@@ -136,7 +136,7 @@ class EdgeAgent:
         student = None
         if s.mode == "distill":
             student = VersionedStudent(
-                TorchStudentRuntime(s.device), s.class_names, lambda have, why: transport.request_resync(have, why)
+                StudentRuntime(s.backend), s.class_names, lambda have, why: transport.request_resync(have, why)
             )
         transport = EdgeTransport(s.server, hello, student, self.metrics,
                                   Backoff(s.reconnect_min, s.reconnect_max), s.jpeg_quality)

@@ -1,58 +1,87 @@
-"""The student on the edge: PyTorch inference and weight installation, nothing about versions or the network."""
+"""The student on the edge: inference and weight installation through a backend, nothing about versions.
+
+Backends (``--backend``): ``cuda`` runs :class:`StudentNet` on the GPU (a Jetson); ``reference``,
+``torch`` (the faster rewritten graph) and ``onnx`` (the same graph in ONNX Runtime) run on
+the CPU (see :mod:`shadowtutor.models.inference`); ``auto`` picks ``cuda`` when a GPU is
+available, else ``torch``. All give the same labels up to float rounding.
+"""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 
 import numpy as np
 import torch
 
 from shadowtutor.models.checkpoint import student_from_state_dict
+from shadowtutor.models.fast_student import check_update
+from shadowtutor.models.inference import BACKEND_KINDS, InferenceBackend, build_inference_backend, onnx_available
 from shadowtutor.models.student import StudentNet, normalise_frame
 
+BACKENDS = ("auto", "cuda", *BACKEND_KINDS)
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when it is available (a Jetson), else the CPU."""
+
+def resolve_backend(name: str) -> str:
+    """The concrete backend for ``name``; an error when this machine cannot run it."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown student backend {name!r}: choose one of {', '.join(BACKENDS)}")
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+        return "cuda" if torch.cuda.is_available() else "torch"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("student backend 'cuda': PyTorch sees no CUDA device here")
+    if name == "onnx" and not onnx_available():
+        raise RuntimeError("student backend 'onnx' needs onnx and onnxruntime (pip install 'shadowtutor[onnx]')")
+    return name
 
 
-class TorchStudentRuntime:
-    """A :class:`StudentNet` on one device; starts empty until :meth:`load` gets full weights."""
+class CudaBackend:
+    """:class:`StudentNet` as written, on the GPU."""
 
-    def __init__(self, device: str = "auto") -> None:
-        self.device = resolve_device(device)
-        self.model: StudentNet | None = None
+    kind = "cuda"
+
+    def __init__(self, student: StudentNet) -> None:
+        self.student = copy.deepcopy(student).cuda().eval()
+
+    def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            logits = self.student(normalise_frame(frame_bgr, "cuda"))
+            return logits[0].argmax(0).to(torch.uint8).cpu().numpy()
+
+    def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
+        check_update(self.student, update)
+        self.student.load_state_dict(dict(update), strict=False)
+
+
+class StudentRuntime:
+    """The edge's student; empty until :meth:`load` gets full weights (the server's WELCOME)."""
+
+    def __init__(self, backend: str = "auto") -> None:
+        self.backend_kind = resolve_backend(backend)
+        self.backend: InferenceBackend | CudaBackend | None = None
         self.class_names: tuple[str, ...] = ()
 
     @property
     def loaded(self) -> bool:
-        return self.model is not None
+        return self.backend is not None
 
     def load(self, state: Mapping[str, torch.Tensor], class_names: tuple[str, ...]) -> None:
         """Replace the model by one built from a complete state dict (a checkpoint error if it is not)."""
-        model = student_from_state_dict(state, class_names)
-        self.model = model.to(self.device).eval()
+        student = student_from_state_dict(state, class_names)
+        self.backend = CudaBackend(student) if self.backend_kind == "cuda" else build_inference_backend(
+            self.backend_kind, student
+        )
         self.class_names = tuple(class_names)
 
     def update(self, tensors: Mapping[str, torch.Tensor]) -> None:
-        """Overwrite some of the model's tensors (a partial update); unknown names are an error."""
-        model = self._require_model()
-        known = model.state_dict()
-        unknown = [name for name in tensors if name not in known]
-        if unknown:
-            raise ValueError(f"update names tensors the student does not have: {unknown[:5]}")
-        model.load_state_dict(dict(tensors), strict=False)
+        """Overwrite some of the model's tensors (a partial update); unknown names or shapes are an error."""
+        self._require_backend().load_weights(tensors)
 
     def infer(self, frame: np.ndarray) -> np.ndarray:
         """Per-pixel class labels ``(H, W)`` uint8 for one BGR uint8 frame."""
-        model = self._require_model()
-        with torch.inference_mode():
-            logits = model(normalise_frame(frame, self.device))
-            return logits[0].argmax(0).to(torch.uint8).cpu().numpy()
+        return self._require_backend().infer(frame)
 
-    def _require_model(self) -> StudentNet:
-        if self.model is None:
+    def _require_backend(self) -> InferenceBackend | CudaBackend:
+        if self.backend is None:
             raise RuntimeError("the student has no weights yet; the server's WELCOME installs them")
-        return self.model
+        return self.backend

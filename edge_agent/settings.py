@@ -20,7 +20,6 @@ from shadowtutor.classes import LVS_CLASSES
 ENV_PREFIX = "SHADOWTUTOR_"
 EDGE_PATH = "/v1/edge"
 MODES = ("distill", "naive")
-DEVICES = ("cpu", "cuda", "auto")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -57,7 +56,10 @@ class EdgeSettings:
     weight_codecs: tuple[str, ...] = _setting(
         ("f16+zstd", "f32+zstd", "f32"), "weight codecs offered, in preference order"
     )
-    device: str = _setting("auto", "torch device of the student: cpu, cuda, or auto (cuda when available)")
+    backend: str = _setting(
+        "auto", "student inference: cuda (GPU), torch (fast CPU graph), onnx (ONNX Runtime, CPU), reference, "
+        "or auto (cuda when there is a GPU, else torch)"
+    )
     resize: tuple[int, int] | None = _setting(None, "resize every frame to WIDTHxHEIGHT")
     max_frames: int | None = _setting(None, "stop after this many frames")
     max_fps: float | None = _setting(None, "process at most this many frames per second (play a file like a camera)")
@@ -83,7 +85,9 @@ class EdgeSettings:
         if not self.edge_id:
             raise SettingsError("edge_id is empty")
         _check_choice("mode", self.mode, MODES)
-        _check_choice("device", self.device, DEVICES)
+        from edge_agent.runtime import BACKENDS  # imports torch: not at CLI start
+
+        _check_choice("backend", self.backend, BACKENDS)
         if len(self.class_names) < 2 or len(set(self.class_names)) != len(self.class_names):
             raise SettingsError(f"class_names must be at least two distinct names, got {list(self.class_names)}")
         from shadowtutor.protocol.codecs import FRAME_CODECS, WEIGHT_CODECS  # imports torch: not at CLI start

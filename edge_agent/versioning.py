@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from edge_agent.runtime import TorchStudentRuntime
+from edge_agent.runtime import StudentRuntime
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class VersionedStudent:
 
     def __init__(
         self,
-        runtime: TorchStudentRuntime,
+        runtime: StudentRuntime,
         class_names: tuple[str, ...],
         request_resync: Callable[[int, str], None],
     ) -> None:

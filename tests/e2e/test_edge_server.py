@@ -86,7 +86,7 @@ def start_edge(log_dir: Path, port: int, scene: Path, edge_id: str, *flags: str)
     process = start_process(
         shadowtutor_command(
             "edge", "--server", f"ws://127.0.0.1:{port}", "--source", str(scene / "video.mp4"),
-            "--edge-id", edge_id, "--output-dir", str(out), "--device", "cpu",
+            "--edge-id", edge_id, "--output-dir", str(out), "--backend", "torch",
             "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port), "--linger", "120",
             "--wait-timeout", "30", "--reconnect-min", "0.2", "--reconnect-max", "1", *flags,
         ),

@@ -28,7 +28,7 @@ def video(tmp_path: Path) -> Path:
 
 
 def settings(server: StandInServer, video: Path, out: Path, **overrides: object) -> EdgeSettings:
-    values = dict(server=server.url, source=str(video), output_dir=out, metrics_port=0, device="cpu",
+    values = dict(server=server.url, source=str(video), output_dir=out, metrics_port=0, backend="reference",
                   frame_codecs=("raw",), weight_codecs=("f32",), reconnect_min=0.05, reconnect_max=0.2,
                   startup_timeout=10.0)
     values.update(overrides)

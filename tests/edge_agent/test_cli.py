@@ -20,7 +20,7 @@ def test_edge_command_runs_against_a_server(stand_in: StandInServer, tmp_path: P
     monkeypatch.setenv("SHADOWTUTOR_METRICS_PORT", "0")
     handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     code = main(["edge", "--server", stand_in.url, "--source", str(video), "--output-dir", str(tmp_path / "out"),
-                 "--device", "cpu", "--no-save-labels"])
+                 "--backend", "torch", "--no-save-labels"])
     assert code == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["edge_id"] == "cli-edge" and summary["frames"] == 10

@@ -4,10 +4,18 @@ import numpy as np
 import pytest
 import torch
 
-from edge_agent.runtime import TorchStudentRuntime, resolve_device
+from edge_agent.runtime import BACKENDS, StudentRuntime, resolve_backend
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.models.checkpoint import CheckpointError
+from shadowtutor.models.fast_student import WeightUpdateError
+from shadowtutor.models.inference import onnx_available
 from shadowtutor.models.student import StudentNet, normalise_frame
+
+CPU_BACKENDS = [
+    "reference",
+    "torch",
+    pytest.param("onnx", marks=pytest.mark.skipif(not onnx_available(), reason="onnx extra not installed")),
+]
 
 
 @pytest.fixture
@@ -20,43 +28,65 @@ def frame() -> np.ndarray:
     return np.random.default_rng(0).integers(0, 255, (40, 56, 3), dtype=np.uint8)
 
 
+def plain_labels(student: StudentNet) -> np.ndarray:
+    with torch.no_grad():
+        return student(normalise_frame(frame())).argmax(1)[0].numpy()
+
+
 def test_starts_empty_and_says_so() -> None:
-    runtime = TorchStudentRuntime("cpu")
+    runtime = StudentRuntime("reference")
     assert not runtime.loaded
     with pytest.raises(RuntimeError, match="no weights yet"):
         runtime.infer(frame())
 
 
-def test_labels_match_the_plain_student(student: StudentNet) -> None:
-    runtime = TorchStudentRuntime("cpu")
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_labels_match_the_plain_student(student: StudentNet, backend: str) -> None:
+    runtime = StudentRuntime(backend)
     runtime.load(student.state_dict(), LVS_CLASSES)
     labels = runtime.infer(frame())
-    with torch.no_grad():
-        expected = student(normalise_frame(frame())).argmax(1)[0].numpy()
     assert labels.dtype == np.uint8 and labels.shape == (40, 56)
-    np.testing.assert_array_equal(labels, expected)
+    assert (labels == plain_labels(student)).mean() > 0.999  # the same up to float rounding
 
 
-def test_partial_update_overwrites_only_the_named_tensors(student: StudentNet) -> None:
-    runtime = TorchStudentRuntime("cpu")
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_partial_update_changes_the_labels_as_in_the_plain_student(student: StudentNet, backend: str) -> None:
+    runtime = StudentRuntime(backend)
     runtime.load(student.state_dict(), LVS_CLASSES)
-    runtime.update({"out_conv3.bias": torch.arange(9, dtype=torch.float32) * 100})
-    state = runtime.model.state_dict()
-    assert torch.equal(state["out_conv3.bias"], torch.arange(9, dtype=torch.float32) * 100)
-    assert torch.equal(state["in_conv1.weight"], student.state_dict()["in_conv1.weight"])
+    update = {"out_conv3.bias": torch.arange(9, dtype=torch.float32) * 100}
+    runtime.update(update)
     assert (runtime.infer(frame()) == 8).all()  # the largest bias wins everywhere
+    student.load_state_dict(update, strict=False)
+    runtime.update({"out_conv3.bias": torch.zeros(9)})
+    student.load_state_dict({"out_conv3.bias": torch.zeros(9)}, strict=False)
+    assert (runtime.infer(frame()) == plain_labels(student)).mean() > 0.999
 
 
 def test_bad_weights_are_rejected(student: StudentNet) -> None:
-    runtime = TorchStudentRuntime("cpu")
+    runtime = StudentRuntime("reference")
     with pytest.raises(CheckpointError, match="missing"):
         runtime.load({k: v for k, v in student.state_dict().items() if k != "dec2.long_path.0.weight"}, LVS_CLASSES)
     runtime.load(student.state_dict(), LVS_CLASSES)
-    with pytest.raises(ValueError, match="does not have"):
+    with pytest.raises(WeightUpdateError, match="does not have"):
         runtime.update({"head.weight": torch.zeros(1)})
-    with pytest.raises(RuntimeError, match="size mismatch"):
+    with pytest.raises(WeightUpdateError, match="shape"):
         runtime.update({"out_conv3.bias": torch.zeros(3)})
 
 
-def test_auto_device_falls_back_to_the_cpu() -> None:
-    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+def test_backend_choice() -> None:
+    assert resolve_backend("auto") == ("cuda" if torch.cuda.is_available() else "torch")
+    assert set(BACKENDS) == {"auto", "cuda", "reference", "torch", "onnx"}
+    with pytest.raises(ValueError, match="unknown student backend 'tpu'"):
+        resolve_backend("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            resolve_backend("cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_backend_matches_the_plain_student(student: StudentNet) -> None:
+    runtime = StudentRuntime("cuda")
+    runtime.load(student.state_dict(), LVS_CLASSES)
+    assert (runtime.infer(frame()) == plain_labels(student)).mean() > 0.999
+    runtime.update({"out_conv3.bias": torch.arange(9, dtype=torch.float32) * 100})
+    assert (runtime.infer(frame()) == 8).all()

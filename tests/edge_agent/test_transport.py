@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from edge_agent.backoff import Backoff
-from edge_agent.runtime import TorchStudentRuntime
+from edge_agent.runtime import StudentRuntime
 from edge_agent.transport import EdgeTransport, LabelsReply, ServerRefusedError, TransportError
 from edge_agent.versioning import VersionedStudent
 from shadowtutor.algorithms.client_loop import ClientLoop
@@ -63,7 +63,7 @@ class Edge:
     def __init__(self, url: str, mode: str = "distill", backoff: Backoff | None = None) -> None:
         self.observer = RecordingObserver()
         self.student = VersionedStudent(
-            TorchStudentRuntime("cpu"), LVS_CLASSES, lambda have, why: self.transport.request_resync(have, why)
+            StudentRuntime("reference"), LVS_CLASSES, lambda have, why: self.transport.request_resync(have, why)
         )
         self.transport = EdgeTransport(url, make_hello(mode), self.student if mode == "distill" else None,
                                        self.observer, backoff or Backoff(0.05, 0.2))
@@ -91,7 +91,7 @@ class Edge:
 
 
 def edge_state(student: VersionedStudent) -> dict[str, torch.Tensor]:
-    return student.runtime.model.state_dict()
+    return student.runtime.backend.student.state_dict()
 
 
 def assert_same_weights(student: VersionedStudent, expected: dict[str, torch.Tensor]) -> None:

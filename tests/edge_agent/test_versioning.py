@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import torch
 
-from edge_agent.runtime import TorchStudentRuntime
+from edge_agent.runtime import StudentRuntime
 from edge_agent.versioning import VersionedStudent, WeightUpdate
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.models.student import StudentNet
@@ -19,14 +19,18 @@ def partial(value: float) -> dict[str, torch.Tensor]:
 
 def make() -> tuple[VersionedStudent, list[tuple[int, str]]]:
     resyncs: list[tuple[int, str]] = []
-    student = VersionedStudent(TorchStudentRuntime("cpu"), LVS_CLASSES, lambda have, why: resyncs.append((have, why)))
+    student = VersionedStudent(StudentRuntime("reference"), LVS_CLASSES, lambda have, why: resyncs.append((have, why)))
     student.stage(WeightUpdate("a", 0, 0, True, full_state(0), "welcome"))
     student.sync()
     return student, resyncs
 
 
+def held(student: VersionedStudent, key: str) -> torch.Tensor:
+    return student.runtime.backend.student.state_dict()[key]
+
+
 def bias(student: VersionedStudent) -> float:
-    return float(student.runtime.model.state_dict()["out_conv3.bias"][0])
+    return float(held(student, "out_conv3.bias")[0])
 
 
 def test_updates_apply_in_version_order() -> None:
@@ -55,7 +59,7 @@ def test_full_weights_apply_whatever_the_edge_holds() -> None:
     student, resyncs = make()
     student.apply(WeightUpdate("a", 8, 3, True, full_state(1), "update"))
     assert student.version == 8 and resyncs == []
-    assert torch.equal(student.runtime.model.state_dict()["in_conv1.weight"], full_state(1)["in_conv1.weight"])
+    assert torch.equal(held(student, "in_conv1.weight"), full_state(1)["in_conv1.weight"])
 
 
 def test_staged_weights_wait_for_sync_and_the_newest_wins() -> None:
@@ -67,4 +71,4 @@ def test_staged_weights_wait_for_sync_and_the_newest_wins() -> None:
     assert student.sync().session_id == "b"
     assert student.sync() is None
     assert (student.session_id, student.version, student.history[-1].frame_index) == ("b", 0, 17)
-    assert torch.equal(student.runtime.model.state_dict()["in_conv1.weight"], full_state(2)["in_conv1.weight"])
+    assert torch.equal(held(student, "in_conv1.weight"), full_state(2)["in_conv1.weight"])
