@@ -15,8 +15,14 @@ import numpy as np
 import torch
 
 from shadowtutor.models.checkpoint import student_from_state_dict
-from shadowtutor.models.fast_student import check_update
-from shadowtutor.models.inference import BACKEND_KINDS, InferenceBackend, build_inference_backend, onnx_available
+from shadowtutor.models.inference import (
+    BACKEND_KINDS,
+    InferenceBackend,
+    ReferenceBackend,
+    build_inference_backend,
+    check_frame,
+    onnx_available,
+)
 from shadowtutor.models.student import StudentNet, normalise_frame
 
 BACKENDS = ("auto", "cuda", *BACKEND_KINDS)
@@ -35,8 +41,8 @@ def resolve_backend(name: str) -> str:
     return name
 
 
-class CudaBackend:
-    """:class:`StudentNet` as written, on the GPU."""
+class CudaBackend(ReferenceBackend):
+    """:class:`StudentNet` as written, on the GPU (updates load as in the reference backend)."""
 
     kind = "cuda"
 
@@ -45,12 +51,8 @@ class CudaBackend:
 
     def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
-            logits = self.student(normalise_frame(frame_bgr, "cuda"))
+            logits = self.student(normalise_frame(check_frame(frame_bgr), "cuda"))
             return logits[0].argmax(0).to(torch.uint8).cpu().numpy()
-
-    def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
-        check_update(self.student, update)
-        self.student.load_state_dict(dict(update), strict=False)
 
 
 class StudentRuntime:
@@ -58,7 +60,7 @@ class StudentRuntime:
 
     def __init__(self, backend: str = "auto") -> None:
         self.backend_kind = resolve_backend(backend)
-        self.backend: InferenceBackend | CudaBackend | None = None
+        self.backend: InferenceBackend | None = None
         self.class_names: tuple[str, ...] = ()
 
     @property
@@ -81,7 +83,7 @@ class StudentRuntime:
         """Per-pixel class labels ``(H, W)`` uint8 for one BGR uint8 frame."""
         return self._require_backend().infer(frame)
 
-    def _require_backend(self) -> InferenceBackend | CudaBackend:
+    def _require_backend(self) -> InferenceBackend:
         if self.backend is None:
             raise RuntimeError("the student has no weights yet; the server's WELCOME installs them")
         return self.backend

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from shadowtutor.cli import main
 from shadowtutor.protocol.errors import ErrorCode
 from tests.edge_agent.test_sources import write_video
+from tests.support.processes import shadowtutor_command, start_process
 from tests.support.stand_in_server import StandInServer
 
 
@@ -46,3 +48,31 @@ def test_refused_edge_exits_non_zero(stand_in: StandInServer, tmp_path: Path,
     video = write_video(tmp_path / "clip.mp4", 3)
     assert main(["edge", "--server", stand_in.url, "--source", str(video), "--metrics-port", "0"]) == 2
     assert "the server refused this edge (unauthorized)" in capsys.readouterr().err
+
+
+def test_sigint_finishes_the_frame_closes_with_1000_and_writes_the_summary(
+    stand_in: StandInServer, tmp_path: Path
+) -> None:
+    video = write_video(tmp_path / "clip.mp4", 200)
+    out = tmp_path / "out"
+    process = start_process(
+        shadowtutor_command("edge", "--server", stand_in.url, "--source", str(video), "--output-dir", str(out),
+                            "--metrics-port", "0", "--max-fps", "20", "--backend", "torch"),
+        name="edge", log_dir=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(list((out / "labels").glob("*.png"))) < 10:
+            assert process.alive() and time.monotonic() < deadline, process.describe()
+            time.sleep(0.05)
+        process.signal(signal.SIGINT)
+        assert process.wait(30) == 0, process.describe()
+    finally:
+        process.stop()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped_by"] == "stop" and 10 <= summary["frames"] < 200
+    assert len(list((out / "labels").glob("*.png"))) == summary["frames"] == summary["labelled_frames"]
+    deadline = time.monotonic() + 5
+    while stand_in.sessions[0].close_code is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the stand-in's handler sees the close a moment after the process exits
+    assert stand_in.sessions[0].close_code == 1000

@@ -65,6 +65,7 @@ class StandInSession:
     last_seq: int = 0
     received: list[Message] = field(default_factory=list)
     sent: list[Message] = field(default_factory=list)
+    close_code: int | None = None  # how the edge closed the connection
 
 
 class StandInServer:
@@ -174,6 +175,7 @@ class StandInServer:
                 session.received.append(message)
                 await asyncio.sleep(self.reply_delay)
                 await self._answer(ws, session, message, weight_codec)
+            session.close_code = ws.close_code
         except ConnectionClosed:
             pass
 
