@@ -1,15 +1,18 @@
 """Helpers of the deployment tests, importable as ``tests.deploy.prometheus_stack``: repository
 paths, external tools, the metric names the server and the edge agent export, the PromQL of the
-dashboard and the alert rules as Grafana and Prometheus run it, and a real Prometheus on loopback.
+dashboard and the alert rules as Grafana and Prometheus run it, a real Prometheus on loopback, and
+the checks of that PromQL against it.
 
 :class:`PrometheusServer` runs Debian's ``prometheus`` binary with a generated configuration on a
-free port (fixture ``start_prometheus`` in conftest.py); the stand-in exporter test uses it now,
-and a live test of the real server and edge agents can use it the same way.
+free port (fixture ``start_prometheus`` in conftest.py). Two tests scrape exporters with it and run
+:func:`wait_for_fleet_queries`: test_promql_live.py (stand-in exporters) and test_live_fleet.py
+(the real server and edge agent processes).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -190,6 +193,16 @@ def scrape_job(name: str, targets: Sequence[str], interval: str = "1s") -> dict[
     return {"job_name": name, "scrape_interval": interval, "static_configs": [{"targets": list(targets)}]}
 
 
+# The job names of dashboards/prometheus/prometheus.yml; the alert rules select on them.
+SERVER_JOB = "shadowtutor-server"
+EDGE_JOB = "shadowtutor-edge"
+
+
+def fleet_scrape_jobs(server_target: str, edge_targets: Sequence[str]) -> list[dict[str, Any]]:
+    """The stack's two scrape jobs, with static ``HOST:PORT`` targets, scraped every second."""
+    return [scrape_job(SERVER_JOB, [server_target]), scrape_job(EDGE_JOB, edge_targets)]
+
+
 class PrometheusServer:
     """A ``prometheus`` process on a free loopback port with its own configuration and storage."""
 
@@ -282,28 +295,99 @@ class PrometheusServer:
         data = self.api("query", query=expr)
         return data["result"] if data["resultType"] in ("vector", "matrix") else [{"value": data["result"]}]
 
+    def metric_names(self) -> set[str]:
+        """Names of every series stored (scraped or recorded by a rule)."""
+        return set(self.api("label/__name__/values"))
+
     def wait_for_scrapes(self, count: int, timeout: float = 30) -> None:
-        """Until every target is up and has been scraped ``count`` times (enough for rate())."""
+        """Until every target is up and has been scraped successfully ``count`` times (enough for rate())."""
 
         def scraped() -> bool:
             targets = self.api("targets", state="active")["activeTargets"]
             if not targets or any(t["health"] != "up" for t in targets):
                 return False
-            # Keyed by target: storage reused from an earlier run may hold other targets' series.
+            # up is 1 for a successful scrape, 0 for a failed one. Keyed by target: storage reused
+            # from an earlier run may hold other targets' series.
             counts = {
                 (s["metric"]["job"], s["metric"]["instance"]): float(s["value"][1])
-                for s in self.query("count_over_time(up[5m])")
+                for s in self.query("sum_over_time(up[5m])")
             }
             return all(counts.get((t["labels"]["job"], t["labels"]["instance"]), 0) >= count for t in targets)
 
         self.wait_for(scraped, timeout, f"{count} successful scrapes of every target")
 
+    def rules(self) -> list[dict]:
+        """Every recording and alerting rule loaded, with its health and last evaluation."""
+        return [rule for group in self.api("rules")["groups"] for rule in group["rules"]]
+
     def wait_for_rule_evaluations(self, timeout: float = 30) -> list[dict]:
         """Until every rule has been evaluated at least once; the rules with their health."""
 
         def evaluated() -> list[dict] | None:
-            rules = [rule for group in self.api("rules")["groups"] for rule in group["rules"]]
+            rules = self.rules()
             done = rules and all(not r["lastEvaluation"].startswith("0001-") for r in rules)
             return rules if done else None
 
         return self.wait_for(evaluated, timeout, "a first evaluation of every rule")
+
+
+# -- the dashboard's and the rules' PromQL on a Prometheus --------------------------------------
+
+
+def _has_number(result: list[dict]) -> bool:
+    return any(math.isfinite(float(sample["value"][1])) for sample in result)
+
+
+def query_problems(prom: PrometheusServer, queries: Sequence[Query], known: set[str], need_value: bool) -> list[str]:
+    """What is wrong with ``queries`` on ``prom`` now: API errors, series names that ``known`` lacks,
+    and, where ``need_value``, results without a single finite number (a panel with no data)."""
+    problems = []
+    for q in queries:
+        unknown = referenced_metrics(q.expr) - known
+        if unknown:
+            problems.append(f"{q.origin}: no series named {sorted(unknown)}")
+        try:
+            result = prom.query(q.expr)
+        except PrometheusError as exc:
+            problems.append(f"{q.origin}: {exc}\n    {q.expr}")
+            continue
+        if need_value and not _has_number(result):
+            problems.append(f"{q.origin}: no finite value in {result}\n    {q.expr}")
+    return problems
+
+
+def fleet_problems(prom: PrometheusServer, dashboard: Sequence[Query], rules: Sequence[Query]) -> list[str]:
+    """What is wrong now: unhealthy rules, dashboard queries without a value, rule expressions that
+    fail or read series Prometheus does not have.
+
+    An alert's expression is empty while all is well, so a rule only has to evaluate without error
+    and read existing series; alerts_test.yml checks when each alert fires.
+    """
+    problems = [f"rule {r['name']}: {r['health']}: {r.get('lastError')}" for r in prom.rules() if r["health"] != "ok"]
+    known = prom.metric_names()
+    return (
+        problems
+        + query_problems(prom, dashboard, known, need_value=True)
+        + query_problems(prom, rules, known, need_value=False)
+    )
+
+
+def wait_for_fleet_queries(
+    prom: PrometheusServer, dashboard: Sequence[Query], rules: Sequence[Query], timeout: float = 30
+) -> list[str]:
+    """:func:`fleet_problems` after every rule has been evaluated, again until there are none or
+    ``timeout`` seconds have passed; the problems left (empty on success)."""
+    deadline = time.monotonic() + timeout
+    prom.wait_for_rule_evaluations(timeout)
+    while True:
+        problems = fleet_problems(prom, dashboard, rules)
+        if not problems or time.monotonic() > deadline:
+            return problems
+        time.sleep(0.5)
+
+
+def single_value(prom: PrometheusServer, queries: Sequence[Query], origin_part: str) -> float:
+    """The one sample of the one query whose origin contains ``origin_part``."""
+    (query,) = [q for q in queries if origin_part in q.origin]
+    (sample,) = prom.query(query.expr)
+    return float(sample["value"][1])

@@ -3,8 +3,8 @@ Prometheus (Debian's package) that scrapes stand-in exporters.
 
 The stand-ins serve the agreed metric names and types of the server and of two edge agents with
 values that move like a running system's (a second test checks that the real exporters serve the
-same names and labels); the real server and edge agent get their own live test, which reuses
-``start_prometheus`` and these checks.
+same names and labels); test_live_fleet.py runs the same checks (prometheus_stack.py) on the real
+server and edge agent processes.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from tests.deploy.prometheus_stack import (
     EDGE_METRICS,
     SERVER_METRICS,
     MetricSpec,
-    PrometheusError,
-    PrometheusServer,
-    Query,
-    referenced_metrics,
-    scrape_job,
+    fleet_scrape_jobs,
     series_names,
+    single_value,
+    wait_for_fleet_queries,
 )
 
 prometheus_client = pytest.importorskip("prometheus_client")
@@ -114,51 +112,18 @@ def stand_ins() -> Iterator[tuple[StandInExporter, StandInExporter]]:
     edges.close()
 
 
-def _evaluate(prom: PrometheusServer, queries: Sequence[Query], known: set[str], need_result: bool) -> list[str]:
-    """Problems with the queries: API errors, unknown series names, empty results."""
-    problems = []
-    for q in queries:
-        unknown = referenced_metrics(q.expr) - known
-        if unknown:
-            problems.append(f"{q.origin}: no series named {sorted(unknown)}")
-        try:
-            result = prom.query(q.expr)
-        except PrometheusError as exc:
-            problems.append(f"{q.origin}: {exc}\n    {q.expr}")
-            continue
-        if need_result and not result:
-            problems.append(f"{q.origin}: empty result\n    {q.expr}")
-    return problems
-
-
-def _value(prom: PrometheusServer, queries: Sequence[Query], origin_part: str) -> float:
-    (query,) = [q for q in queries if origin_part in q.origin]
-    (sample,) = prom.query(query.expr)
-    return float(sample["value"][1])
-
-
 def test_every_dashboard_and_rule_expression_evaluates(
     start_prometheus, stand_ins, fleet_dashboard_queries, alert_rule_queries
 ) -> None:
     server, edges = stand_ins
-    prom = start_prometheus(
-        [scrape_job("shadowtutor-server", [server.target]), scrape_job("shadowtutor-edge", [edges.target])],
-        rule_files=[ALERT_RULES],
-    )
+    prom = start_prometheus(fleet_scrape_jobs(server.target, [edges.target]), rule_files=[ALERT_RULES])
     prom.wait_for_scrapes(4)
-    rules = prom.wait_for_rule_evaluations()
-    assert [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"] == []
-    known = set(prom.api("label/__name__/values"))
-
-    problems = _evaluate(prom, fleet_dashboard_queries, known, need_result=True)
-    # An alert's expression is empty while all is well: here it must run and read real series;
-    # alerts_test.yml checks when each one fires.
-    problems += _evaluate(prom, alert_rule_queries, known, need_result=False)
+    problems = wait_for_fleet_queries(prom, fleet_dashboard_queries, alert_rule_queries)
     assert not problems, "\n".join(problems)
 
-    assert _value(prom, fleet_dashboard_queries, "panel 'Fleet FPS'") == pytest.approx(60.0)
-    assert _value(prom, fleet_dashboard_queries, "panel 'Edges connected'") == 2
-    assert _value(prom, fleet_dashboard_queries, "panel 'Fleet key-frame ratio'") == pytest.approx(1 / 8)
+    assert single_value(prom, fleet_dashboard_queries, "panel 'Fleet FPS'") == pytest.approx(60.0)
+    assert single_value(prom, fleet_dashboard_queries, "panel 'Edges connected'") == 2
+    assert single_value(prom, fleet_dashboard_queries, "panel 'Fleet key-frame ratio'") == pytest.approx(1 / 8)
     # Rates over 5 minutes start low, so the throughput floor may be pending for a few seconds
     # after an edge appears; on a healthy fleet every alert must clear (none can fire: `for`).
     prom.wait_for(lambda: not prom.api("alerts")["alerts"], 30, "the alerts of a healthy fleet to clear")

@@ -1,0 +1,93 @@
+"""Issue 3 acceptance, live: a real Prometheus (Debian's package) with the repository's alert rules
+scrapes the real server (``shadowtutor serve``, uvicorn) and a real edge agent (``shadowtutor
+edge``) on loopback every second while the agent labels a generated scene. Every PromQL expression
+of the Grafana fleet dashboard then has a value, every rule is healthy and reads series that exist,
+and ``promtool check metrics`` accepts both ``/metrics`` texts.
+
+The checks are those of the stand-in test (test_promql_live.py), from prometheus_stack.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from shadowtutor.demo.processes import (
+    LOOPBACK,
+    ManagedProcess,
+    free_port,
+    shadowtutor_command,
+    start_process,
+    wait_http_ok,
+)
+from shadowtutor.scenes.cache import cached_scene
+from tests.deploy.prometheus_stack import ALERT_RULES, fleet_scrape_jobs, single_value, wait_for_fleet_queries
+from tests.support.prometheus import promtool_check
+
+pytestmark = pytest.mark.slow
+
+SCENE_FRAMES = 240
+EDGE_MAX_FPS = 8  # the run lasts at least 30 s: the agent is still labelling while Prometheus is checked
+EDGE_ID = "live-edge"
+ENV = {"OMP_NUM_THREADS": "1"}  # three processes and Prometheus share two cores
+SERVER_FLAGS = ("--teacher", "labels", "--device", "cpu", "--max-updates", "2", "--log-level", "warning")
+
+
+@dataclass(frozen=True)
+class Fleet:
+    server: ManagedProcess
+    edge: ManagedProcess
+    server_target: str  # HOST:PORT serving /metrics
+    edge_target: str
+    edge_out: Path
+
+    def describe(self) -> str:
+        return f"{self.server.describe()}\n{self.edge.describe()}"
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    """The server and one edge agent, both serving /metrics; the agent is labelling frames."""
+    scene = cached_scene("fixed-street", SCENE_FRAMES, 3, (320, 180), 30, tmp_path / "scenes", progress=False)
+    logs = tmp_path / "logs"
+    port, metrics_port = free_port(), free_port()
+    serve = shadowtutor_command("serve", "--host", LOOPBACK, "--port", str(port), "--labels-dir", str(scene),
+                                *SERVER_FLAGS)
+    with start_process(serve, name="server", log_dir=logs, env=ENV) as server:
+        wait_http_ok(f"http://{LOOPBACK}:{port}/readyz", timeout=90, process=server)
+        edge_out = tmp_path / EDGE_ID
+        edge_args = shadowtutor_command(
+            "edge", "--server", f"ws://{LOOPBACK}:{port}/v1/edge", "--source", str(scene / "video.mp4"),
+            "--edge-id", EDGE_ID, "--max-fps", str(EDGE_MAX_FPS), "--output-dir", str(edge_out),
+            "--no-save-labels", "--no-overlay", "--metrics-host", LOOPBACK, "--metrics-port", str(metrics_port),
+            "--linger", "60",
+        )
+        with start_process(edge_args, name="edge", log_dir=logs, env=ENV) as edge:
+            wait_http_ok(f"http://{LOOPBACK}:{metrics_port}/metrics", timeout=90, process=edge)
+            yield Fleet(server, edge, f"{LOOPBACK}:{port}", f"{LOOPBACK}:{metrics_port}", edge_out)
+
+
+def test_prometheus_scrapes_the_real_server_and_edge_agent(
+    start_prometheus, fleet, fleet_dashboard_queries, alert_rule_queries
+) -> None:
+    prom = start_prometheus(fleet_scrape_jobs(fleet.server_target, [fleet.edge_target]), rule_files=[ALERT_RULES])
+    prom.wait_for_scrapes(5, timeout=30)
+    problems = wait_for_fleet_queries(prom, fleet_dashboard_queries, alert_rule_queries, timeout=40)
+    assert not problems, "\n".join(problems) + "\n" + fleet.describe()
+
+    assert single_value(prom, fleet_dashboard_queries, "panel 'Teacher'") == 1
+    assert single_value(prom, fleet_dashboard_queries, "panel 'Server sessions'") == 1
+    assert single_value(prom, fleet_dashboard_queries, "panel 'Edges connected'") == 1
+    assert single_value(prom, fleet_dashboard_queries, "panel 'Fleet FPS'") > 0
+    assert 0 < single_value(prom, fleet_dashboard_queries, "panel 'Fleet key-frame ratio'") <= 1
+    # The values above were scraped from a session in progress only if the run has not ended yet
+    # (the agent writes its summary after closing the session).
+    assert fleet.edge.alive() and not (fleet.edge_out / "summary.json").exists(), (
+        f"the agent finished before the checks; lengthen the scene\n{fleet.describe()}"
+    )
+
+    for target in (fleet.server_target, fleet.edge_target):
+        promtool_check(wait_http_ok(f"http://{target}/metrics", timeout=10).decode())
