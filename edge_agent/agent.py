@@ -61,6 +61,10 @@ class RunSummary:
     bytes_received: int = 0
     server_errors: dict[str, int] = field(default_factory=dict)
     waited_seconds: float = 0.0  # time inference blocked on the network
+    loop_seconds: float = 0.0  # the frame loop alone: first frame read to last frame labelled (no start-up)
+    handshake_bytes_sent: int = 0  # HELLO of the first session
+    handshake_bytes_received: int = 0  # WELCOME of the first session (the full weights in distill mode)
+    update_roundtrip_seconds: list[float] = field(default_factory=list)  # key frame sent -> its update received
     final_stride: int | None = None
     last_metric: float | None = None
     wall_seconds: float = 0.0
@@ -143,7 +147,9 @@ class EdgeAgent:
         transport.start()
         try:
             info = transport.wait_first_welcome(s.startup_timeout, self.stop_event)
-            frames = self._limited(frames, summary)
+            summary.handshake_bytes_sent = transport.stats.bytes_sent
+            summary.handshake_bytes_received = transport.stats.bytes_received
+            frames = self._timed(self._limited(frames, summary), summary)
             if student is None:
                 self._run_naive(frames, transport, sinks, summary)
             else:
@@ -157,6 +163,7 @@ class EdgeAgent:
             summary.reconnects = transport.stats.reconnects
             summary.resyncs_requested = transport.stats.resyncs_requested
             summary.server_errors = dict(transport.stats.errors)
+            summary.update_roundtrip_seconds = list(transport.stats.update_roundtrips)
 
     def _limited(self, frames: Iterable[np.ndarray], summary: RunSummary) -> Iterator[np.ndarray]:
         """The frames until the source ends, ``max_frames`` is reached or a stop is requested, at most ``max_fps``."""
@@ -173,6 +180,14 @@ class EdgeAgent:
                 summary.stopped_by = "max_frames"
                 return
             yield frame
+
+    @staticmethod
+    def _timed(frames: Iterable[np.ndarray], summary: RunSummary) -> Iterator[np.ndarray]:
+        """The frames as they are; ``summary.loop_seconds`` runs from the first read to the end of the last frame."""
+        started = time.monotonic()
+        for frame in frames:
+            yield frame
+            summary.loop_seconds = time.monotonic() - started
 
     def _run_distill(
         self,

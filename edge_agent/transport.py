@@ -101,6 +101,7 @@ class TransportStats:
     sessions: list[str] = field(default_factory=list)  # session ids, in the order of their WELCOME
     resyncs_requested: int = 0
     errors: dict[str, int] = field(default_factory=dict)  # ERROR messages received, by code
+    update_roundtrips: list[float] = field(default_factory=list)  # seconds from each key frame to its update
 
     @property
     def reconnects(self) -> int:
@@ -448,8 +449,10 @@ class EdgeTransport:
             "update" if item is not None else "resync", message.seq, message.metric,
         )
         if item is not None:
+            roundtrip = time.monotonic() - item.pending.submitted_at
+            self.stats.update_roundtrips.append(roundtrip)
             if self.observer:
-                self.observer.on_roundtrip(time.monotonic() - item.pending.submitted_at)
+                self.observer.on_roundtrip(roundtrip)
             item.pending.resolve(UpdateOutcome(message.metric, update, message.steps))
         elif message.full:
             self.weights.stage(update)

@@ -133,3 +133,14 @@ def test_max_fps_paces_the_run(stand_in: StandInServer, video: Path, tmp_path: P
     summary = EdgeAgent(settings(stand_in, video, tmp_path / "out", max_frames=12, max_fps=20)).run()
     assert summary.frames == 12
     assert 11 / 20 <= summary.wall_seconds and summary.fps <= 21
+
+
+def test_summary_times_the_frame_loop_and_each_update_apart_from_the_handshake(
+    stand_in: StandInServer, video: Path, tmp_path: Path
+) -> None:
+    summary = EdgeAgent(settings(stand_in, video, tmp_path / "out", max_frames=12, max_fps=20)).run()
+    assert 11 / 20 <= summary.loop_seconds < summary.wall_seconds  # paced inside the loop; start-up left out
+    assert 0 < summary.handshake_bytes_sent < summary.bytes_sent
+    assert 0 < summary.handshake_bytes_received < summary.bytes_received
+    assert len(summary.update_roundtrip_seconds) == summary.key_frames >= 1
+    assert all(0 < rt < summary.loop_seconds for rt in summary.update_roundtrip_seconds)
