@@ -172,10 +172,8 @@ def test_server_gone_fails_pending_fast_and_inference_goes_on(stand_in: StandInS
         assert pending.wait(5) and pending.result() is None
         assert time.monotonic() - started < 2
         wait_until(lambda: not edge.transport.connected)
-        started = time.monotonic()
         results = [loop.process(frame(i)) for i in range(1, 12)]
-        assert time.monotonic() - started < 5  # nothing waited on the dead server
-        assert sum(r.waited_seconds for r in results) < 0.5
+        assert sum(r.waited_seconds for r in results) < 0.5  # nothing waited on the dead server
         assert sum(r.is_key_frame for r in results) >= 2  # key frames still chosen, and they fail at once
         assert all(r.labels.shape == (HEIGHT, WIDTH) for r in results)
         assert edge.student.version == 0
@@ -272,8 +270,8 @@ def test_submit_does_not_block_on_a_slow_server(stand_in: StandInServer) -> None
     with Edge(stand_in.url) as edge:
         edge.transport.wait_first_welcome(10)
         edge.student.sync()
-        stand_in.reply_delay = 2
+        stand_in.reply_delay = 3
         started = time.monotonic()
         pending = edge.transport.submit(0, frame(0))
-        assert time.monotonic() - started < 0.2 and not pending.done()
+        assert time.monotonic() - started < 1 and not pending.done()
         assert pending.wait(10) and pending.result() is not None
