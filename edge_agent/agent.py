@@ -91,6 +91,15 @@ class EdgeAgent:
         self.stop_event.set()
 
     def run(self) -> RunSummary:
+        try:
+            summary = self._run()
+            if self.metrics_port is not None:
+                self.stop_event.wait(self.settings.linger)  # a last scrape
+            return summary
+        finally:
+            self.metrics.stop()
+
+    def _run(self) -> RunSummary:
         s = self.settings
         started = time.monotonic()
         backoff = Backoff(s.reconnect_min, s.reconnect_max)
@@ -116,9 +125,6 @@ class EdgeAgent:
         summary.key_frame_ratio = summary.key_frames / summary.frames if summary.frames else 0.0
         if s.output_dir is not None:
             write_summary(s.output_dir / SUMMARY_FILE, summary)
-        if self.metrics_port is not None:
-            self.stop_event.wait(s.linger)
-            self.metrics.stop()
         return summary
 
     def _open_sinks(self, fps: float) -> list[LabelSink]:

@@ -299,6 +299,9 @@ class EdgeTransport:
             except (OSError, asyncio.TimeoutError, WebSocketException, ProtocolError, _SessionLost) as exc:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("connection to %s failed or dropped: %s", self.url, self.last_error)
+            except Exception as exc:  # a defect here must not end the thread: inference relies on reconnects
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("unexpected error in the connection to %s; reconnecting", self.url)
             if self._closing.is_set():
                 break
             delay = self.backoff.next_delay()

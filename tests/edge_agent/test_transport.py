@@ -60,8 +60,11 @@ class RecordingObserver:
 class Edge:
     """A transport plus a versioned student, wired as the agent wires them."""
 
-    def __init__(self, url: str, mode: str = "distill", backoff: Backoff | None = None) -> None:
-        self.observer = RecordingObserver()
+    def __init__(
+        self, url: str, mode: str = "distill", backoff: Backoff | None = None,
+        observer: RecordingObserver | None = None,
+    ) -> None:
+        self.observer = observer or RecordingObserver()
         self.student = VersionedStudent(
             StudentRuntime("reference"), LVS_CLASSES, lambda have, why: self.transport.request_resync(have, why)
         )
@@ -275,3 +278,16 @@ def test_submit_does_not_block_on_a_slow_server(stand_in: StandInServer) -> None
         pending = edge.transport.submit(0, frame(0))
         assert time.monotonic() - started < 1 and not pending.done()
         assert pending.wait(10) and pending.result() is not None
+
+
+def test_an_unexpected_error_in_a_session_does_not_end_the_network_thread(stand_in: StandInServer) -> None:
+    class FaultyObserver(RecordingObserver):
+        failures = [RuntimeError("observer defect")]
+
+        def on_connected(self, connected: bool) -> None:  # a defect in the first session only
+            if connected and self.failures:
+                raise self.failures.pop()
+
+    with Edge(stand_in.url, backoff=Backoff(0.05, 0.1), observer=FaultyObserver()) as edge:
+        wait_until(lambda: len(stand_in.sessions) == 2 and edge.transport.connected)
+        assert "observer defect" in edge.transport.last_error
