@@ -23,7 +23,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="option for a non-labels teacher, e.g. weights=/path (repeatable)")
     p.add_argument("--backend", default="auto", choices=("auto", "torch", "onnx", "reference"),
                    help="student inference backend on the edge side (default: onnx where installed)")
-    p.add_argument("--threads", type=positive_int, help="torch / ONNX Runtime threads")
+    p.add_argument("--threads", type=positive_int,
+                   help="torch / ONNX Runtime threads (per worker with --jobs; default: torch's, 1 per worker)")
+    p.add_argument("--jobs", type=positive_int, default=1,
+                   help="worker processes; each scene is two passes (P-1+P-8, F-1+Wild) that can run in parallel")
     p.add_argument("--no-resume", action="store_true", help="recompute scenes whose traces are stored")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--note", action="append", default=[], help="a note for results.md (repeatable)")
@@ -59,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         teacher_options=_teacher_options(args.teacher_option),
         backend=args.backend,
         threads=args.threads,
+        workers=args.jobs,
         resume=not args.no_resume,
         progress=not args.no_progress,
         command=invoked_command(),

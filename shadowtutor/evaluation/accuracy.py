@@ -1,25 +1,28 @@
 """``shadowtutor bench accuracy``: the harness over several scenes, with resumable results.
 
-Each scene's per-frame traces are kept in ``OUT/traces/NAME.json`` together with the
-configuration that produced them; a rerun with the same configuration reuses them, so an
-interrupted run picks up at the first unfinished scene.
+Each scene is evaluated in the passes of :mod:`shadowtutor.evaluation.passes` (in parallel
+worker processes with ``workers > 1``). Each scene's per-frame traces are kept in
+``OUT/traces/NAME.json`` together with the configuration that produced them; a rerun with
+the same configuration reuses them, so an interrupted run only redoes unfinished scenes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
-import itertools
 import json
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from shadowtutor.algorithms.params import AlgorithmParams
-from shadowtutor.evaluation.harness import SceneEvaluation, evaluate_scene
+from shadowtutor.evaluation.harness import SceneEvaluation
 from shadowtutor.evaluation.machine import machine_info
+from shadowtutor.evaluation.passes import PASSES, ScenePass, run_passes
 from shadowtutor.evaluation.plots import plot_scene
 from shadowtutor.evaluation.report import write_report
 from shadowtutor.evaluation.summary import DEFINITIONS, scene_summary
@@ -45,6 +48,7 @@ class AccuracyConfig:
     backend: str = "auto"  # auto: onnx where installed, else torch
     threads: int | None = None
     params: AlgorithmParams = AlgorithmParams()
+    workers: int = 1  # passes run in parallel processes
     resume: bool = True
     progress: bool = True
     command: str = ""
@@ -80,27 +84,9 @@ def _pretrained_on(metadata: dict[str, Any]) -> set[tuple[str, int]]:
     return {(str(s["preset"]), int(s["seed"])) for s in scenes}
 
 
-class _Progress:
-    """A tqdm bar per scene showing the running mean mIoU of each setting."""
-
-    def __init__(self, name: str, total: int, enabled: bool) -> None:
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=total, desc=name, unit="frame", disable=not enabled, dynamic_ncols=True)
-
-    def __call__(self, index: int, running: dict[str, float]) -> None:
-        self.bar.update(1)
-        if index % 10 == 0:
-            self.bar.set_postfix({k: f"{100 * v:.1f}" for k, v in running.items()}, refresh=False)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
 def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
     """Evaluate every scene, write the report into ``config.out_dir`` and return ``results.json``'s object."""
-    from shadowtutor.teachers import build_teacher
-
+    started = time.perf_counter()
     scenes = _open_scenes(config.scenes)
     student_path = Path(config.student) if config.student else default_student_path()
     loaded = load_student(student_path)
@@ -108,14 +94,16 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
     if backend == "auto":
         backend = "onnx" if onnx_available() else "torch"
     frames_of = {name: min(len(s), config.frames or len(s)) for name, s in scenes.items()}
-    shared_teacher = None if config.teacher == "labels" else build_teacher(config.teacher, **config.teacher_options)
     pretrained_on = _pretrained_on(loaded.metadata)
     student_sha = sha256_of(student_path)
     notes = list(config.notes)
     if config.teacher == "labels":
         notes.append("The teacher is each scene's ground truth (labels teacher), so mIoU is against the truth.")
-
-    results: dict[str, dict[str, Any]] = {}
+    for name, scene in scenes.items():
+        if (scene.meta.preset, scene.meta.seed) in pretrained_on:
+            warning = f"scene {name} ({scene.meta.preset}, seed {scene.meta.seed}) was used to pre-train the student"
+            log.warning(warning)
+            notes.append("WARNING: " + warning)
     plots: dict[str, str] = {}
     meta: dict[str, Any] = {
         "command": config.command,
@@ -124,6 +112,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
         "frames_per_scene": config.frames or "all",
         "teacher": config.teacher,
         "backend": backend,
+        "workers": config.workers,
         "params": config.params.to_dict(),
         "student": {"path": str(student_path), "sha256": student_sha, "metadata": loaded.metadata},
         "machine": machine_info(),
@@ -131,29 +120,21 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
         "notes": notes,
         "plots": plots,
     }
-    for name, scene in scenes.items():
-        if (scene.meta.preset, scene.meta.seed) in pretrained_on:
-            warning = f"scene {name} ({scene.meta.preset}, seed {scene.meta.seed}) was used to pre-train the student"
-            log.warning(warning)
-            notes.append("WARNING: " + warning)
-        fingerprint = {
+    fingerprints = {
+        name: {
             "scene": dataclasses.asdict(scene.meta), "frames": frames_of[name], "size": config.size,
             "student_sha256": student_sha, "teacher": config.teacher,
             "teacher_options": {k: str(v) for k, v in config.teacher_options.items()},
             "backend": backend, "params": config.params.to_dict(),
         }
-        evaluation = _cached(config, name, fingerprint)
-        if evaluation is None:
-            teacher = shared_teacher or build_teacher("labels", labels_dir=scene.directory)
-            progress = _Progress(name, frames_of[name], config.progress)
-            try:
-                evaluation = evaluate_scene(
-                    name, itertools.islice(scene.frames(config.size), frames_of[name]), teacher,
-                    loaded.model, loaded.class_names, config.params, backend, config.threads, progress,
-                )
-            finally:
-                progress.close()
-            _store(config, name, fingerprint, evaluation)
+        for name, scene in scenes.items()
+    }
+    evaluations: dict[str, SceneEvaluation] = {}
+    results: dict[str, dict[str, Any]] = {}
+
+    def finish(name: str, evaluation: SceneEvaluation) -> None:
+        scene = scenes[name]
+        evaluations[name] = evaluation
         plot_path = plot_scene(evaluation, config.out_dir / "plots" / f"{name}.png",
                                cuts=[c for c in scene.meta.cuts if c < frames_of[name]])
         plots[name] = str(plot_path.relative_to(config.out_dir))
@@ -162,8 +143,31 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
             "camera": scene.meta.camera, "category": scene.meta.category,
             **scene_summary(evaluation),
         }
-        write_report(config.out_dir, results, meta)
-    return results
+        ordered = {n: results[n] for n in scenes if n in results}
+        write_report(config.out_dir, ordered, meta)
+
+    jobs = []
+    for name, scene in scenes.items():
+        cached = _cached(config, name, fingerprints[name])
+        if cached is not None:
+            finish(name, cached)
+            continue
+        jobs += [
+            ScenePass(name, scene.directory, settings, frames_of[name], config.size, student_path, config.teacher,
+                      config.teacher_options, config.params, backend, config.threads)
+            for settings in PASSES
+        ]
+    partial: dict[str, list[SceneEvaluation]] = {}
+    for job, evaluation in run_passes(jobs, config.workers, config.threads or 1, config.progress):
+        partial.setdefault(job.name, []).append(evaluation)
+        if len(partial[job.name]) == len(PASSES):
+            merged = functools.reduce(SceneEvaluation.merge, partial.pop(job.name))
+            _store(config, job.name, fingerprints[job.name], merged)
+            finish(job.name, merged)
+    meta["wall_seconds"] = time.perf_counter() - started
+    ordered = {n: results[n] for n in scenes}
+    write_report(config.out_dir, ordered, meta)
+    return ordered
 
 
 def _trace_path(config: AccuracyConfig, name: str) -> Path:

@@ -1,9 +1,10 @@
 """The in-process evaluation loop: Wild, P-1, P-8 and F-1 on one scene (seed 001, section 6).
 
-All four settings start from the same pre-trained student and see the same frames in
-lock-step; every setting has its own edge copy of the student (an inference backend) and,
-for the distilled ones, its own server copy with its optimiser behind a
-:class:`~shadowtutor.evaluation.simulated_link.SimulatedLink`. Each frame's mIoU is measured
+All settings start from the same pre-trained student and see the same frames in lock-step;
+every setting has its own edge copy of the student (an inference backend); the distilled
+ones reach a server copy with its optimiser through a
+:class:`~shadowtutor.evaluation.simulated_link.SimulatedLink` (P-1 and P-8 share one server:
+they send the same key frames and the server's training does not depend on the delay). Each frame's mIoU is measured
 against the teacher's label of that frame (key and non-key frames alike, as in Table 6).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +24,8 @@ from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
-from shadowtutor.evaluation.simulated_link import KeyFrameRecord, SimulatedLink
-from shadowtutor.models.inference import build_inference_backend
+from shadowtutor.evaluation.simulated_link import KeyFrameRecord, SimulatedLink, SimulatedServer
+from shadowtutor.models.inference import InferenceBackend, build_inference_backend
 from shadowtutor.models.student import DistillMode, StudentNet
 from shadowtutor.teachers import Teacher
 
@@ -45,6 +46,7 @@ SETTINGS = (
     Setting("f1", "F-1", "full", 1),
 )
 WILD = "wild"
+SETTING_KEYS = (WILD, *(s.key for s in SETTINGS))
 
 
 @dataclass
@@ -69,7 +71,18 @@ class SceneEvaluation:
 
     @property
     def frames(self) -> int:
-        return len(self.traces[WILD].miou)
+        return len(next(iter(self.traces.values())).miou)
+
+    def merge(self, other: SceneEvaluation) -> SceneEvaluation:
+        """One evaluation with the settings of both (two runs over the same scene and frames)."""
+        if (other.name, other.width, other.height, other.frames) != (self.name, self.width, self.height, self.frames):
+            raise ValueError(f"cannot merge evaluations of different runs: {self.name} and {other.name}")
+        shared = set(self.traces) & set(other.traces)
+        if shared:
+            raise ValueError(f"both evaluations hold the settings {sorted(shared)}")
+        traces = {**self.traces, **other.traces}
+        ordered = {key: traces[key] for key in SETTING_KEYS if key in traces}
+        return SceneEvaluation(self.name, self.width, self.height, ordered, self.seconds + other.seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -91,31 +104,16 @@ class SceneEvaluation:
 
 
 class _DistilledRun:
-    """One distilled setting: edge backend + client loop + simulated link to a server copy."""
+    """One distilled setting: its edge (an inference backend) and client loop, linked to a server."""
 
     def __init__(
-        self,
-        setting: Setting,
-        student: StudentNet,
-        params: AlgorithmParams,
-        background: int,
-        backend: str,
-        threads: int | None,
+        self, setting: Setting, server: SimulatedServer, edge: InferenceBackend, params: AlgorithmParams
     ) -> None:
-        params = dataclasses.replace(params, mode=setting.mode)
-        self._current: tuple[int, np.ndarray] | None = None
-        distiller = Distiller(copy.deepcopy(student), params, background)
-        self.link = SimulatedLink(distiller, self._teacher_label, setting.delay_frames)
-        self.loop = ClientLoop(params, build_inference_backend(backend, student, threads), self.link)
+        self.link = SimulatedLink(server, setting.delay_frames)
+        self.loop = ClientLoop(dataclasses.replace(params, mode=setting.mode), edge, self.link)
         self.trace = SettingTrace(records=self.link.records)
 
-    def _teacher_label(self, frame_index: int, frame: np.ndarray) -> np.ndarray:
-        if self._current is None or self._current[0] != frame_index:
-            raise RuntimeError(f"key frame {frame_index} submitted out of step with the harness")
-        return self._current[1]
-
-    def process(self, index: int, frame: np.ndarray, label: np.ndarray, num_classes: int) -> None:
-        self._current = (index, label)
+    def process(self, frame: np.ndarray, label: np.ndarray, num_classes: int) -> None:
         result = self.loop.process(frame)
         self.trace.miou.append(miou(result.labels, label, num_classes))
         self.trace.strides.append(result.stride)
@@ -133,20 +131,42 @@ def evaluate_scene(
     backend: str = "torch",
     threads: int | None = None,
     on_frame: Callable[[int, dict[str, float]], None] | None = None,
+    settings: Sequence[str] = SETTING_KEYS,
 ) -> SceneEvaluation:
-    """Run Wild and every setting of :data:`SETTINGS` over ``frames`` (BGR uint8, one size).
+    """Run the ``settings`` (keys of :data:`SETTING_KEYS`) over ``frames`` (BGR uint8, one size).
 
-    ``on_frame(index, running mean mIoU per setting)`` is called after each frame (progress).
+    Settings of one distillation mode share one server (see
+    :class:`~shadowtutor.evaluation.simulated_link.SimulatedServer`). ``on_frame(index,
+    running mean mIoU per setting)`` is called after each frame (progress).
     """
+    unknown = [key for key in settings if key not in SETTING_KEYS]
+    if unknown or not settings:
+        raise ValueError(f"unknown settings {unknown}: choose from {', '.join(SETTING_KEYS)}")
     if tuple(teacher.class_names) != tuple(class_names):
         raise ValueError(
             f"the teacher's classes {list(teacher.class_names)} differ from the student's {list(class_names)}"
         )
     num_classes = len(class_names)
     background = background_index(class_names)
-    wild = build_inference_backend(backend, student, threads)
-    runs = {s.key: _DistilledRun(s, student, params, background, backend, threads) for s in SETTINGS}
-    traces = {WILD: SettingTrace(), **{key: run.trace for key, run in runs.items()}}
+    current: list[tuple[int, np.ndarray]] = []  # the frame being processed and its teacher label
+
+    def teacher_label(frame_index: int, frame: np.ndarray) -> np.ndarray:
+        if not current or current[0][0] != frame_index:
+            raise RuntimeError(f"key frame {frame_index} submitted out of step with the harness")
+        return current[0][1]
+
+    servers: dict[str, SimulatedServer] = {}
+    runs: dict[str, _DistilledRun] = {}
+    for setting in SETTINGS:
+        if setting.key in settings:
+            if setting.mode not in servers:
+                mode_params = dataclasses.replace(params, mode=setting.mode)
+                distiller = Distiller(copy.deepcopy(student), mode_params, background)
+                servers[setting.mode] = SimulatedServer(distiller, teacher_label)
+            edge = build_inference_backend(backend, student, threads)
+            runs[setting.key] = _DistilledRun(setting, servers[setting.mode], edge, params)
+    wild = build_inference_backend(backend, student, threads) if WILD in settings else None
+    traces = {**({WILD: SettingTrace()} if wild else {}), **{key: run.trace for key, run in runs.items()}}
     start = time.perf_counter()
     size: tuple[int, int] | None = None
     for index, frame in enumerate(frames):
@@ -155,9 +175,11 @@ def evaluate_scene(
         elif (frame.shape[1], frame.shape[0]) != size:
             raise ValueError(f"frame {index} is {frame.shape[1]}x{frame.shape[0]}, earlier ones {size[0]}x{size[1]}")
         label = teacher.label(frame, index)
-        traces[WILD].miou.append(miou(wild.infer(frame), label, num_classes))
+        current[:] = [(index, label)]
+        if wild is not None:
+            traces[WILD].miou.append(miou(wild.infer(frame), label, num_classes))
         for run in runs.values():
-            run.process(index, frame, label, num_classes)
+            run.process(frame, label, num_classes)
         if on_frame is not None:
             on_frame(index, {key: float(np.mean(t.miou)) for key, t in traces.items()})
     if size is None:

@@ -22,8 +22,8 @@ DEFAULT_PRESETS = (
 @dataclass(frozen=True)
 class PretrainConfig:
     presets: tuple[str, ...] = DEFAULT_PRESETS
-    scenes_per_preset: int = 1
-    frames: int = 150  # per scene
+    scenes_per_preset: int = 3  # short scenes: many backgrounds and casts rather than long shots
+    frames: int = 50  # per scene
     size: tuple[int, int] = (320, 180)
     epochs: int = 3
     seed: int = EVAL_SEED_LIMIT

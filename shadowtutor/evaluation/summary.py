@@ -7,7 +7,7 @@ Definitions (they are also written into ``meta.json``):
 * ``mean_distill_steps_partial`` / ``_full``: optimisation steps per key frame (0 where the
   student already passed THRESHOLD) for P-1 / F-1;
 * ``distill_step_ms_partial`` / ``_full``: mean wall time of one distillation step, over every
-  step of the partial settings (P-1 and P-8) / of F-1;
+  step of P-1 / F-1 (P-8 shares P-1's server: the same key frames and the same training);
 * ``bytes_per_key_frame`` / ``_full``: the key frame as raw BGR bytes up plus the update as
   float32 down (the paper's Table 4 accounting), partial / full.
 """
@@ -18,14 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from shadowtutor.evaluation.harness import SETTINGS, WILD, SceneEvaluation, SettingTrace
+from shadowtutor.evaluation.harness import WILD, SceneEvaluation, SettingTrace
 
 DEFINITIONS = {
     "*_miou": "mean over all frames (key and non-key) of the per-frame mIoU against the teacher, percent",
     "key_frame_ratio": "key frames / frames, percent, P-1 (key_frame_ratio_p8: P-8, key_frame_ratio_full: F-1)",
     "mean_distill_steps_partial": "distillation steps per key frame, P-1 (0 when the student passed THRESHOLD)",
     "mean_distill_steps_full": "distillation steps per key frame, F-1",
-    "distill_step_ms_partial": "mean wall time of one partial distillation step, over all steps of P-1 and P-8",
+    "distill_step_ms_partial": "mean wall time of one partial distillation step, over all steps of P-1 "
+    "(P-8 shares P-1's server: same key frames, same training)",
     "distill_step_ms_full": "mean wall time of one full distillation step, over all steps of F-1",
     "bytes_per_key_frame": "key frame as raw BGR bytes up + partial update as float32 down (paper's Table 4)",
     "bytes_per_key_frame_full": "key frame as raw BGR bytes up + full update as float32 down",
@@ -36,8 +37,9 @@ def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _step_ms(traces: list[SettingTrace]) -> tuple[float | None, float | None]:
-    seconds = [s for t in traces for r in t.records for s in r.step_seconds]
+def _step_ms(trace: SettingTrace) -> tuple[float | None, float | None]:
+    """Mean and median ms of one distillation step of the setting."""
+    seconds = [s for r in trace.records for s in r.step_seconds]
     if not seconds:
         return None, None
     return float(np.mean(seconds)) * 1000.0, float(np.median(seconds)) * 1000.0
@@ -48,7 +50,7 @@ def setting_summary(trace: SettingTrace, frames: int) -> dict[str, Any]:
     summary: dict[str, Any] = {"miou": 100.0 * float(np.mean(trace.miou))}
     if not records:
         return summary
-    mean_ms, p50_ms = _step_ms([trace])
+    mean_ms, p50_ms = _step_ms(trace)
     summary.update(
         key_frames=len(trace.key_frames),
         key_frame_ratio=100.0 * len(trace.key_frames) / frames,
@@ -71,8 +73,8 @@ def scene_summary(evaluation: SceneEvaluation) -> dict[str, Any]:
     frames = evaluation.frames
     settings = {key: setting_summary(trace, frames) for key, trace in traces.items()}
     p1, p8, f1 = settings["p1"], settings["p8"], settings["f1"]
-    partial_ms, partial_p50 = _step_ms([traces[s.key] for s in SETTINGS if s.mode == "partial"])
-    full_ms, full_p50 = _step_ms([traces[s.key] for s in SETTINGS if s.mode == "full"])
+    partial_ms, partial_p50 = _step_ms(traces["p1"])
+    full_ms, full_p50 = _step_ms(traces["f1"])
 
     def key_frame_bytes(summary: dict[str, Any]) -> int | None:
         if "bytes_up_per_key_frame" not in summary:

@@ -9,7 +9,7 @@ import torch
 from shadowtutor.algorithms.client_loop import ClientLoop, UpdateOutcome
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
-from shadowtutor.evaluation.simulated_link import SimulatedLink, SimulatedUpdate, update_bytes
+from shadowtutor.evaluation.simulated_link import SimulatedLink, SimulatedServer, SimulatedUpdate, update_bytes
 from shadowtutor.models.inference import TorchBackend
 from shadowtutor.models.student import StudentNet
 from shadowtutor.scenes.io import Scene
@@ -33,7 +33,7 @@ def _loop(scene_dir: Path, delay: int, mode: str = "partial") -> tuple[ClientLoo
     student = StudentNet(len(scene.meta.class_names))
     params = AlgorithmParams(max_updates=2, mode=mode)
     distiller = Distiller(student, params, background=len(scene.meta.class_names) - 1)
-    link = SimulatedLink(distiller, lambda index, frame: scene.label(index), delay)
+    link = SimulatedLink(SimulatedServer(distiller, lambda index, frame: scene.label(index)), delay)
     runtime = RecordingBackend(student)
     return ClientLoop(params, runtime, link), link, runtime
 
@@ -55,7 +55,7 @@ def test_p1_applies_the_update_right_after_its_key_frame(tiny_scene: Path) -> No
     assert first.is_key_frame and first.applied_metric is not None and first.waited_seconds == 0.0
     assert len(runtime.applied) == 1
     # the edge now holds exactly the server's trained back part, and only that
-    server = link.distiller.student.state_dict()
+    server = link.server.distiller.student.state_dict()
     assert set(runtime.applied[0]) == set(StudentNet(9).trainable_keys("partial"))
     for key, value in runtime.applied[0].items():
         assert torch.equal(value, server[key])
@@ -69,7 +69,8 @@ def test_p8_applies_the_update_at_min_stride_after_waiting(tiny_scene: Path) -> 
     results = [loop.process(frame) for frame in frames[:9]]
     assert [r.index for r in results if r.applied_metric is not None] == [7]  # step 8 == MIN_STRIDE
     # frames 0..7 ran on the old weights although the server had trained at frame 0
-    assert not torch.equal(link.distiller.student.state_dict()["out_conv3.weight"], edge_before["out_conv3.weight"])
+    server_weight = link.server.distiller.student.state_dict()["out_conv3.weight"]
+    assert not torch.equal(server_weight, edge_before["out_conv3.weight"])
     assert len(runtime.applied) == 1
     assert results[8].is_key_frame and results[8].index == 8
     assert [r.frame_index for r in link.records] == [0, 8]
@@ -92,7 +93,27 @@ def test_records_count_bytes_like_the_paper(tiny_scene: Path) -> None:
     assert update_bytes({"a": torch.zeros(3, 4)}) == 48
 
 
+def test_edges_with_the_same_key_frames_share_the_training(tiny_scene: Path) -> None:
+    scene = Scene.open(tiny_scene)
+    frames = list(scene.frames())
+    calls: list[int] = []
+
+    def label_for(index: int, frame: np.ndarray) -> np.ndarray:
+        calls.append(index)
+        return scene.label(index)
+
+    server = SimulatedServer(Distiller(StudentNet(9), AlgorithmParams(max_updates=1), background=8), label_for)
+    fast, slow = SimulatedLink(server, 1), SimulatedLink(server, 8)
+    fast.submit(0, frames[0])
+    slow.submit(0, frames[0])
+    fast.submit(8, frames[8])
+    assert calls == [0, 8] and fast.records[0] is slow.records[0]
+    with pytest.raises(RuntimeError, match="diverged"):
+        slow.submit(9, frames[9])
+
+
 def test_delay_must_be_positive() -> None:
-    distiller = Distiller(StudentNet(3), AlgorithmParams(), background=2)
+    server = SimulatedServer(Distiller(StudentNet(3), AlgorithmParams(), background=2),
+                             lambda i, f: np.zeros((2, 2), np.uint8))
     with pytest.raises(ValueError, match="delay_frames"):
-        SimulatedLink(distiller, lambda i, f: np.zeros((2, 2), np.uint8), 0)
+        SimulatedLink(server, 0)
