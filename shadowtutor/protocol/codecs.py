@@ -15,12 +15,18 @@ from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 
 FRAME_CODECS = ("raw", "jpeg", "webp", "png")
 LABEL_CODECS = ("png", "raw")
-WEIGHT_CODECS = ("f32", "f16", "f32+zstd", "f16+zstd")
-DEFAULT_JPEG_QUALITY = 90
+FLOAT_WEIGHT_CODECS = ("f32", "f16", "f32+zstd", "f16+zstd")
+DELTA_WEIGHT_CODECS = ("q8delta+zstd", "q8chdelta+zstd")  # int8 deltas, one scale per tensor / per channel
+WEIGHT_CODECS = FLOAT_WEIGHT_CODECS + DELTA_WEIGHT_CODECS
+# Quality of the lossy frame codecs when none is given (1..100).
+DEFAULT_FRAME_QUALITY = {"jpeg": 90, "webp": 80}
 MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+ZSTD_LEVEL = 3
 
 _IMAGE_EXT = {"jpeg": ".jpg", "webp": ".webp", "png": ".png"}
 _QUALITY_FLAG = {"jpeg": cv2.IMWRITE_JPEG_QUALITY, "webp": cv2.IMWRITE_WEBP_QUALITY}
+_SCALE = np.dtype("<f4")
+_Q_MAX = 127  # quantised deltas lie in -127..127 (the decoder accepts -128 too)
 
 
 def _bad(code: ErrorCode, message: str) -> ProtocolError:
@@ -35,17 +41,43 @@ def choose_codec(offered: list[str], supported: tuple[str, ...], preferred: tupl
     raise _bad(ErrorCode.UNSUPPORTED_CODEC, f"none of {offered} is supported; this side speaks {list(supported)}")
 
 
+def is_delta_codec(codec: str) -> bool:
+    return codec in DELTA_WEIGHT_CODECS
+
+
+def choose_weight_codecs(offered: list[str], allowed: tuple[str, ...]) -> tuple[str, str | None]:
+    """``(weight_codec, delta_codec)`` for a session (docs/protocol.md, "Codec negotiation").
+
+    The first codec of the edge's list that ``allowed`` has decides: a float codec carries
+    every blob (``delta_codec`` None); a delta codec carries partial updates, and full weights
+    go in the first *float* codec of the edge's list that ``allowed`` has.
+    """
+    first = choose_codec(offered, allowed, tuple(offered))
+    if not is_delta_codec(first):
+        return first, None
+    floats = tuple(c for c in allowed if c in FLOAT_WEIGHT_CODECS)
+    if not any(c in floats for c in offered):
+        raise _bad(
+            ErrorCode.UNSUPPORTED_CODEC,
+            f"{first} carries deltas only: offer a float codec for full weights too (one of {list(floats)})",
+        )
+    return choose_codec(offered, floats, tuple(offered)), first
+
+
 # -- frames ---------------------------------------------------------------------------------
 
 
-def encode_frame(frame_bgr: np.ndarray, codec: str, quality: int = DEFAULT_JPEG_QUALITY) -> bytes:
+def encode_frame(frame_bgr: np.ndarray, codec: str, quality: int | None = None) -> bytes:
+    """Encode a BGR frame; ``quality`` (1..100) applies to jpeg and webp, None is :data:`DEFAULT_FRAME_QUALITY`."""
     if frame_bgr.dtype != np.uint8 or frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3:
         raise ValueError(f"frames are uint8 (H, W, 3) BGR, got {frame_bgr.dtype} {frame_bgr.shape}")
     if codec == "raw":
         return np.ascontiguousarray(frame_bgr).tobytes()
     if codec not in _IMAGE_EXT:
         raise _bad(ErrorCode.UNSUPPORTED_CODEC, f"unknown frame codec {codec!r}")
-    params = [_QUALITY_FLAG[codec], int(quality)] if codec in _QUALITY_FLAG else []
+    params = []
+    if codec in _QUALITY_FLAG:
+        params = [_QUALITY_FLAG[codec], int(DEFAULT_FRAME_QUALITY[codec] if quality is None else quality)]
     ok, buf = cv2.imencode(_IMAGE_EXT[codec], frame_bgr, params)
     if not ok:
         raise RuntimeError(f"OpenCV could not encode a {codec} frame")
@@ -67,8 +99,6 @@ def decode_frame(payload: bytes, codec: str, width: int, height: int) -> np.ndar
     if image.shape[:2] != (height, width):
         raise _bad(ErrorCode.BAD_FRAME, f"frame is {image.shape[1]}x{image.shape[0]}, expected {width}x{height}")
     return image
-
-
 # -- label maps ----------------------------------------------------------------------------
 
 
@@ -108,53 +138,119 @@ class TensorBlob:
     payload: bytes
 
 
-def _split_codec(codec: str) -> tuple[np.dtype, bool]:
-    if codec not in WEIGHT_CODECS:
+@dataclass(frozen=True)
+class _WeightFormat:
+    item: np.dtype  # float item, or int8 for quantised deltas
+    compressed: bool
+    delta: bool = False
+    per_channel: bool = False  # delta codecs: one scale per slice along dim 0 of tensors with >= 2 dims
+
+
+_WEIGHT_FORMATS = {
+    "f32": _WeightFormat(np.dtype("<f4"), False),
+    "f16": _WeightFormat(np.dtype("<f2"), False),
+    "f32+zstd": _WeightFormat(np.dtype("<f4"), True),
+    "f16+zstd": _WeightFormat(np.dtype("<f2"), True),
+    "q8delta+zstd": _WeightFormat(np.dtype("i1"), True, delta=True),
+    "q8chdelta+zstd": _WeightFormat(np.dtype("i1"), True, delta=True, per_channel=True),
+}
+
+
+def _weight_format(codec: str) -> _WeightFormat:
+    if codec not in _WEIGHT_FORMATS:
         raise _bad(ErrorCode.UNSUPPORTED_CODEC, f"unknown weight codec {codec!r}")
-    dtype = np.dtype("<f2") if codec.startswith("f16") else np.dtype("<f4")
-    return dtype, codec.endswith("+zstd")
+    return _WEIGHT_FORMATS[codec]
+
+
+def _scale_count(shape: tuple[int, ...], fmt: _WeightFormat) -> int:
+    return shape[0] if fmt.per_channel and len(shape) >= 2 else 1
+
+
+def _groups(array: np.ndarray, n_scales: int) -> np.ndarray:
+    """``array`` as ``(n_scales, size // n_scales)``: one row per scale."""
+    return array.reshape(n_scales, array.size // n_scales if n_scales else 0)
+
+
+def _quantise(delta: np.ndarray, fmt: _WeightFormat) -> tuple[np.ndarray, np.ndarray]:
+    """Scales (float32) and int8 values with ``delta ~= value * scale`` per scale group."""
+    if not np.isfinite(delta).all():
+        raise ValueError("cannot quantise a delta holding NaN or infinity")
+    groups = _groups(delta, _scale_count(delta.shape, fmt))
+    scales = (np.abs(groups).max(axis=1, initial=0.0) / np.float32(_Q_MAX)).astype(_SCALE)
+    divisor = np.where(scales > 0, scales, np.float32(1))[:, None]
+    values = np.clip(np.rint(groups / divisor), -_Q_MAX, _Q_MAX).astype(np.int8)
+    return scales, values
 
 
 def encode_tensors(state: Mapping[str, torch.Tensor], codec: str) -> TensorBlob:
-    """Concatenate tensors (in the mapping's order) as little-endian floats, optionally zstd'd."""
-    dtype, compressed = _split_codec(codec)
-    descriptors, chunks = [], []
+    """Encode tensors in the mapping's order (docs/protocol.md, "Tensor blobs").
+
+    Float codecs concatenate the values as little-endian floats; delta codecs take *deltas*
+    (new minus held weights) and write every tensor's scales, then every tensor's int8 values.
+    ``+zstd`` compresses the whole concatenation into one frame.
+    """
+    fmt = _weight_format(codec)
+    descriptors, scales, values = [], [], []
     for name, tensor in state.items():
-        array = tensor.detach().cpu().numpy().astype(dtype, copy=False)
+        array = tensor.detach().cpu().numpy()
         descriptors.append({"name": name, "shape": list(array.shape)})
-        chunks.append(np.ascontiguousarray(array).tobytes())
-    raw = b"".join(chunks)
-    return TensorBlob(descriptors, zstandard.ZstdCompressor(level=3).compress(raw) if compressed else raw)
+        if fmt.delta:
+            scale, quantised = _quantise(array.astype(np.float32, copy=False), fmt)
+            scales.append(scale.tobytes())
+            values.append(quantised.tobytes())
+        else:
+            values.append(np.ascontiguousarray(array.astype(fmt.item, copy=False)).tobytes())
+    raw = b"".join(scales + values)
+    return TensorBlob(descriptors, zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(raw) if fmt.compressed else raw)
 
 
-def decode_tensors(tensors: list[dict[str, Any]], payload: bytes, codec: str) -> dict[str, torch.Tensor]:
-    """Inverse of :func:`encode_tensors`; returns float32 tensors. Defects raise BAD_MESSAGE."""
-    dtype, compressed = _split_codec(codec)
-    shapes: list[tuple[str, tuple[int, ...]]] = []
-    total = 0
+def _parse_descriptors(tensors: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
+    shapes: dict[str, tuple[int, ...]] = {}
     for desc in tensors:
-        name, shape = desc.get("name"), desc.get("shape")
+        name, shape = (desc.get("name"), desc.get("shape")) if isinstance(desc, dict) else (None, None)
         if not isinstance(name, str) or not isinstance(shape, list) or not all(
             isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in shape
         ):
             raise _bad(ErrorCode.BAD_MESSAGE, f"bad tensor descriptor {desc!r}")
-        count = int(np.prod(shape, dtype=np.int64))
-        total += count * dtype.itemsize
-        shapes.append((name, tuple(shape)))
+        if name in shapes:
+            raise _bad(ErrorCode.BAD_MESSAGE, f"tensor {name!r} appears twice in the blob")
+        shapes[name] = tuple(shape)
+    return list(shapes.items())
+
+
+def decode_tensors(tensors: list[dict[str, Any]], payload: bytes, codec: str) -> dict[str, torch.Tensor]:
+    """Inverse of :func:`encode_tensors`: float32 tensors (dequantised deltas for a delta codec).
+
+    Defects raise :class:`ProtocolError` (BAD_MESSAGE, TOO_LARGE, UNSUPPORTED_CODEC).
+    """
+    fmt = _weight_format(codec)
+    shapes = _parse_descriptors(tensors)
+    counts = [int(np.prod(shape, dtype=np.int64)) for _, shape in shapes]
+    scale_counts = [_scale_count(shape, fmt) if fmt.delta else 0 for _, shape in shapes]
+    scale_bytes = sum(scale_counts) * _SCALE.itemsize
+    total = scale_bytes + sum(counts) * fmt.item.itemsize
     if total > MAX_DECOMPRESSED_BYTES:
         raise _bad(ErrorCode.TOO_LARGE, f"tensor blob of {total} bytes exceeds {MAX_DECOMPRESSED_BYTES}")
-    if compressed:
+    if fmt.compressed:
         try:
             payload = zstandard.ZstdDecompressor().decompress(payload, max_output_size=total)
         except zstandard.ZstdError as exc:
             raise _bad(ErrorCode.BAD_MESSAGE, f"weight payload is not valid zstd: {exc}") from None
     if len(payload) != total:
         raise _bad(ErrorCode.BAD_MESSAGE, f"weight payload has {len(payload)} bytes, descriptors say {total}")
+    scales = np.frombuffer(payload, dtype=_SCALE, count=sum(scale_counts))
+    if not (np.isfinite(scales) & (scales >= 0)).all():
+        raise _bad(ErrorCode.BAD_MESSAGE, "a delta scale is negative, NaN or infinite")
     out: dict[str, torch.Tensor] = {}
-    offset = 0
-    for name, shape in shapes:
-        count = int(np.prod(shape, dtype=np.int64))
-        array = np.frombuffer(payload, dtype=dtype, count=count, offset=offset).reshape(shape)
-        out[name] = torch.from_numpy(array.astype(np.float32))
-        offset += count * dtype.itemsize
+    offset, first_scale = scale_bytes, 0
+    for (name, shape), count, n_scales in zip(shapes, counts, scale_counts, strict=True):
+        array = np.frombuffer(payload, dtype=fmt.item, count=count, offset=offset)
+        if fmt.delta:
+            group_scales = scales[first_scale : first_scale + n_scales]
+            values = _groups(array, n_scales).astype(np.float32) * group_scales[:, None]
+            first_scale += n_scales
+        else:
+            values = array.astype(np.float32)
+        out[name] = torch.from_numpy(values.reshape(shape))
+        offset += count * fmt.item.itemsize
     return out

@@ -53,7 +53,11 @@ class Hello(Message):
 
 @dataclass
 class Welcome(Message):
-    """Server -> edge: the session, its parameters, and the full student weights (tensor blob)."""
+    """Server -> edge: the session, its parameters, and the full student weights (tensor blob).
+
+    ``weight_codec`` (a float codec) carries full weights; ``delta_codec``, when not None,
+    carries every partial UPDATE as quantised deltas against the weights the edge holds.
+    """
 
     TYPE: ClassVar[int] = 2
     session_id: str
@@ -63,6 +67,7 @@ class Welcome(Message):
     params: dict[str, Any]
     class_names: list[str]
     tensors: list[dict[str, Any]] = field(default_factory=list)
+    delta_codec: str | None = None
 
 
 @dataclass

@@ -3,12 +3,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shadowtutor.protocol.codecs import (
+    DEFAULT_FRAME_QUALITY,
+    DELTA_WEIGHT_CODECS,
+    FLOAT_WEIGHT_CODECS,
     WEIGHT_CODECS,
     choose_codec,
+    choose_weight_codecs,
     decode_frame,
     decode_labels,
     decode_tensors,
@@ -37,6 +42,14 @@ def test_jpeg_round_trip_is_close_and_smaller() -> None:
     assert np.abs(decode_frame(data, "jpeg", 64, 48).astype(int) - 120).max() <= 3
 
 
+@pytest.mark.parametrize("codec", ["jpeg", "webp"])
+def test_quality_applies_to_jpeg_and_webp_and_defaults_per_codec(codec: str) -> None:
+    frame = _frame(96, 128)
+    sizes = [len(encode_frame(frame, codec, quality)) for quality in (30, 60, 95)]
+    assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
+    assert encode_frame(frame, codec) == encode_frame(frame, codec, DEFAULT_FRAME_QUALITY[codec])
+
+
 def test_frame_of_wrong_size_or_garbage_is_bad_frame() -> None:
     frame = _frame()
     with pytest.raises(ProtocolError) as info:
@@ -57,7 +70,7 @@ def test_labels_round_trip(codec: str) -> None:
     assert np.array_equal(decode_labels(encode_labels(labels, codec), codec, 40, 30), labels)
 
 
-@pytest.mark.parametrize("codec", WEIGHT_CODECS)
+@pytest.mark.parametrize("codec", FLOAT_WEIGHT_CODECS)
 def test_tensor_blobs_round_trip(codec: str) -> None:
     state = {"a.weight": torch.randn(4, 3, 3, 3), "a.bias": torch.randn(4), "empty": torch.zeros(0)}
     blob = encode_tensors(state, codec)
@@ -67,6 +80,67 @@ def test_tensor_blobs_round_trip(codec: str) -> None:
     for name, tensor in state.items():
         assert out[name].dtype == torch.float32
         assert torch.allclose(out[name], tensor, atol=tol * 4, rtol=tol)
+
+
+@pytest.mark.parametrize("codec", DELTA_WEIGHT_CODECS)
+def test_delta_codecs_round_trip_within_half_a_quantisation_step(codec: str) -> None:
+    torch.manual_seed(0)
+    deltas = {"conv.weight": torch.randn(4, 3, 3, 3) * torch.tensor([1.0, 1e-3, 10.0, 0.0]).view(4, 1, 1, 1),
+              "conv.bias": torch.randn(4), "zero": torch.zeros(5), "empty": torch.zeros(0, 3)}
+    blob = encode_tensors(deltas, codec)
+    out = decode_tensors(blob.tensors, blob.payload, codec)
+    assert list(out) == list(deltas) and all(t.dtype == torch.float32 for t in out.values())
+    per_channel = codec.startswith("q8ch")
+    for name, delta in deltas.items():
+        if not delta.numel():
+            continue
+        groups = delta.reshape(delta.shape[0], -1) if per_channel and delta.dim() >= 2 else delta.reshape(1, -1)
+        step = groups.abs().amax(dim=1, keepdim=True) / 127
+        assert ((out[name].reshape(groups.shape) - groups).abs() <= step / 2 * 1.0001).all(), name
+    assert torch.equal(out["zero"], torch.zeros(5))
+    # the channel scaled by 1e-3 keeps its detail only with a scale per channel
+    small = (out["conv.weight"][1] - deltas["conv.weight"][1]).abs().max()
+    assert (small < 1e-5) if per_channel else (small > 1e-4)
+
+
+def test_delta_byte_layout_is_scales_then_int8_values() -> None:
+    deltas = {"w": torch.tensor([[0.5, -1.0], [0.25, 0.0]]), "b": torch.tensor([2.0, -0.5, 0.0])}
+    for codec, scales in (("q8delta+zstd", [1 / 127, 2 / 127]), ("q8chdelta+zstd", [1 / 127, 0.25 / 127, 2 / 127])):
+        raw = zstandard.ZstdDecompressor().decompress(encode_tensors(deltas, codec).payload)
+        n = len(scales)
+        assert np.array_equal(np.frombuffer(raw[: 4 * n], "<f4"), np.array(scales, np.float32))
+        values = np.frombuffer(raw[4 * n :], np.int8)
+        w_values = [64, -127, 32, 0] if n == 2 else [64, -127, 127, 0]
+        assert values.tolist() == w_values + [127, -32, 0]
+
+
+def test_delta_encoder_refuses_non_finite_deltas() -> None:
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        encode_tensors({"x": torch.tensor([1.0, float("nan")])}, "q8delta+zstd")
+
+
+@pytest.mark.parametrize("scale", [-1.0, float("nan"), float("inf")])
+def test_delta_decoder_refuses_bad_scales(scale: float) -> None:
+    raw = np.array([scale], "<f4").tobytes() + b"\x01\x02"
+    with pytest.raises(ProtocolError, match="scale"):
+        decode_tensors([{"name": "x", "shape": [2]}], zstandard.ZstdCompressor().compress(raw), "q8delta+zstd")
+
+
+def test_duplicate_tensor_names_are_bad_messages() -> None:
+    blob = encode_tensors({"x": torch.ones(2)}, "f32")
+    with pytest.raises(ProtocolError, match="twice"):
+        decode_tensors(blob.tensors * 2, blob.payload * 2, "f32")
+
+
+def test_weight_codec_agreement_pairs_a_delta_codec_with_a_float_codec() -> None:
+    assert choose_weight_codecs(["q8delta+zstd", "f32", "f16+zstd"], WEIGHT_CODECS) == ("f32", "q8delta+zstd")
+    assert choose_weight_codecs(["f16+zstd", "q8delta+zstd"], WEIGHT_CODECS) == ("f16+zstd", None)
+    assert choose_weight_codecs(["q8delta+zstd", "f32"], ("f32",)) == ("f32", None)
+    with pytest.raises(ProtocolError) as info:
+        choose_weight_codecs(["q8delta+zstd"], WEIGHT_CODECS)
+    assert info.value.code is ErrorCode.UNSUPPORTED_CODEC and "float codec" in info.value.message
+    with pytest.raises(ProtocolError):
+        choose_weight_codecs(["q8delta+zstd", "f16"], ("q8delta+zstd", "f32"))
 
 
 def test_tensor_blob_defects_are_protocol_errors() -> None:
@@ -106,3 +180,43 @@ def test_frame_decoder_on_random_payloads_raises_only_protocol_errors(codec: str
         decode_frame(payload, codec, 8, 8)
     except ProtocolError:
         pass
+
+
+def _valid_blob(codec: str) -> tuple[list, bytes]:
+    torch.manual_seed(1)
+    blob = encode_tensors({"a": torch.randn(3, 2, 2), "b": torch.randn(5)}, codec)
+    return blob.tensors, blob.payload
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(WEIGHT_CODECS), st.data())
+def test_tensor_decoder_on_truncated_or_corrupted_payloads_raises_only_protocol_errors(
+    codec: str, data: st.DataObject
+) -> None:
+    tensors, payload = _valid_blob(codec)
+    cut = data.draw(st.integers(0, len(payload)))
+    flips = data.draw(st.lists(st.tuples(st.integers(0, max(0, cut - 1)), st.integers(1, 255)), max_size=4))
+    damaged = bytearray(payload[:cut])
+    for index, mask in flips:
+        if index < len(damaged):
+            damaged[index] ^= mask
+    try:
+        out = decode_tensors(tensors, bytes(damaged), codec)
+    except ProtocolError:
+        return
+    assert [(name, list(t.shape)) for name, t in out.items()] == [(d["name"], d["shape"]) for d in tensors]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(DELTA_WEIGHT_CODECS), st.lists(st.integers(0, 6), max_size=3), st.data())
+def test_delta_decoder_on_random_well_framed_content_raises_only_protocol_errors(
+    codec: str, shape: list[int], data: st.DataObject
+) -> None:
+    scales = shape[0] if codec.startswith("q8ch") and len(shape) >= 2 else 1
+    size = 4 * scales + int(np.prod(shape, dtype=np.int64))
+    raw = data.draw(st.binary(min_size=max(0, size - 2), max_size=size + 2))
+    try:
+        out = decode_tensors([{"name": "t", "shape": shape}], zstandard.ZstdCompressor().compress(raw), codec)
+    except ProtocolError:
+        return
+    assert len(raw) == size and torch.isfinite(out["t"]).all()

@@ -1,0 +1,98 @@
+"""The weights an edge holds, kept bit-identical on both ends of a session (docs/protocol.md, "Held weights").
+
+The edge holds whatever it decoded: full weights replace its copy, a partial update
+overwrites the tensors it names, and a delta update adds its dequantised deltas to them.
+:class:`HeldWeights` is that rule; the edge agent applies every update with it, and the
+server's :class:`UpdateEncoder` applies the very blob it sends to a mirror with it too, so
+the server always knows the edge's exact float32 weights. A delta is therefore always
+taken against what the edge really holds, and quantisation error never accumulates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from shadowtutor.protocol.codecs import TensorBlob, decode_tensors, encode_tensors, is_delta_codec
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+
+
+class HeldWeights:
+    """A float32 ``state_dict`` changed only by decoded blobs (empty until the first full weights)."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, torch.Tensor] = {}
+
+    def replace(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        """Full weights: hold exactly these."""
+        self.state = {name: _float32(tensor) for name, tensor in tensors.items()}
+
+    def apply(self, tensors: Mapping[str, torch.Tensor], delta: bool) -> dict[str, torch.Tensor]:
+        """A partial update: new values, or (``delta``) dequantised deltas added to the held ones.
+
+        Returns the new values of the tensors it names. A delta for a tensor that is not held,
+        or of another shape, raises BAD_MESSAGE and changes nothing.
+        """
+        if delta:
+            for name, value in tensors.items():
+                held = self.state.get(name)
+                if held is None or held.shape != value.shape:
+                    shape = None if held is None else list(held.shape)
+                    raise ProtocolError(
+                        ErrorCode.BAD_MESSAGE,
+                        f"delta for {name!r} of shape {list(value.shape)} does not fit the held tensor ({shape})",
+                    )
+        new = {name: self.state[name] + _float32(value) if delta else _float32(value)
+               for name, value in tensors.items()}
+        self.state.update(new)
+        return new
+
+
+def _float32(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach().to("cpu", torch.float32).contiguous()
+
+
+class UpdateEncoder:
+    """The server's side of one session: encodes weights for the edge and mirrors what it holds.
+
+    ``weight_codec`` (a float codec) carries full weights; ``delta_codec``, when agreed,
+    carries partial updates as quantised deltas against :attr:`held`. Partial updates name
+    only the tensors whose value on the wire differs from the held one, so a key frame whose
+    distillation changed nothing gets an update with no tensors.
+    """
+
+    def __init__(self, weight_codec: str, delta_codec: str | None = None) -> None:
+        if is_delta_codec(weight_codec):
+            raise ValueError(f"full weights need a float codec, not {weight_codec!r}")
+        if delta_codec is not None and not is_delta_codec(delta_codec):
+            raise ValueError(f"{delta_codec!r} is not a delta codec")
+        self.weight_codec = weight_codec
+        self.delta_codec = delta_codec
+        self.held = HeldWeights()
+
+    def full(self, state: Mapping[str, torch.Tensor]) -> TensorBlob:
+        """Every tensor of ``state`` in the float codec; the edge will hold what it decodes."""
+        blob = encode_tensors(state, self.weight_codec)
+        self.held.replace(decode_tensors(blob.tensors, blob.payload, self.weight_codec))
+        return blob
+
+    def partial(self, state: Mapping[str, torch.Tensor], keys: list[str]) -> TensorBlob:
+        """The tensors ``keys`` of ``state`` that differ from the held ones, for an edge holding :attr:`held`."""
+        held = self.held.state
+        missing = [key for key in keys if key not in held]
+        if missing:
+            raise ValueError(f"partial update before full weights: {missing[:3]} are not held")
+        if self.delta_codec is not None:
+            values = {key: _float32(state[key]) for key in keys}
+            deltas = {key: value - held[key] for key, value in values.items() if not torch.equal(value, held[key])}
+            blob = encode_tensors(deltas, self.delta_codec)
+            self.held.apply(decode_tensors(blob.tensors, blob.payload, self.delta_codec), delta=True)
+            return blob
+        blob = encode_tensors({key: state[key] for key in keys}, self.weight_codec)
+        on_wire = decode_tensors(blob.tensors, blob.payload, self.weight_codec)
+        changed = [key for key in keys if not torch.equal(on_wire[key], held[key])]
+        if len(changed) < len(keys):
+            blob = encode_tensors({key: state[key] for key in changed}, self.weight_codec)
+        self.held.apply(decode_tensors(blob.tensors, blob.payload, self.weight_codec), delta=False)
+        return blob

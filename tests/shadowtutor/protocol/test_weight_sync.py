@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from shadowtutor.protocol.codecs import DELTA_WEIGHT_CODECS, decode_tensors, is_delta_codec
+from shadowtutor.protocol.errors import ProtocolError
+from shadowtutor.protocol.weight_sync import HeldWeights, UpdateEncoder
+
+KEYS = ["back.weight", "back.bias"]
+
+
+def initial_state() -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)
+    return {"front.weight": torch.randn(8, 3, 3, 3), "back.weight": torch.randn(6, 8, 1, 1) * 0.1,
+            "back.bias": torch.randn(6)}
+
+
+def edge_receives(edge: HeldWeights, blob, codec: str, full: bool) -> None:
+    """What the edge agent does with a blob (decode, then the same held-weights rule)."""
+    tensors = decode_tensors(blob.tensors, blob.payload, codec)
+    if full:
+        edge.replace(tensors)
+    else:
+        edge.apply(tensors, delta=is_delta_codec(codec))
+
+
+@pytest.mark.parametrize(("weight_codec", "delta_codec"),
+                         [("f32", None), ("f16+zstd", None), ("f16+zstd", "q8delta+zstd"),
+                          ("f32+zstd", "q8chdelta+zstd")])
+def test_server_mirror_and_edge_hold_bit_identical_weights(weight_codec: str, delta_codec: str | None) -> None:
+    server, edge = UpdateEncoder(weight_codec, delta_codec), HeldWeights()
+    edge_receives(edge, server.full(initial_state()), weight_codec, full=True)
+    state = dict(server.held.state)
+    partial_codec = delta_codec or weight_codec
+    generator = torch.Generator().manual_seed(1)
+    for step in range(12):
+        if step % 3 == 0:
+            state["back.weight"] = state["back.weight"] + 0.01 * torch.randn(6, 8, 1, 1, generator=generator)
+        elif step % 3 == 1:
+            state["back.bias"] = state["back.bias"] - 0.05
+        blob = server.partial(state, KEYS)  # step % 3 == 2: distillation changed nothing
+        edge_receives(edge, blob, partial_codec, full=False)
+        assert len(blob.tensors) == (0 if step % 3 == 2 else 1)
+        assert list(edge.state) == list(server.held.state)
+        assert all(torch.equal(edge.state[k], server.held.state[k]) for k in edge.state), step
+        state = dict(server.held.state)  # the server trains on from what the edge holds
+    assert torch.equal(edge.state["front.weight"], server.held.state["front.weight"])
+
+
+def test_an_unchanged_tensor_is_left_out_and_nothing_changed_is_an_empty_update() -> None:
+    for weight_codec, delta_codec in (("f32", None), ("f16+zstd", "q8delta+zstd")):
+        server = UpdateEncoder(weight_codec, delta_codec)
+        server.full(initial_state())
+        state = dict(server.held.state)
+        assert server.partial(state, KEYS).tensors == []
+        state["back.bias"] = state["back.bias"] + 1.0
+        assert [t["name"] for t in server.partial(state, KEYS).tensors] == ["back.bias"]
+
+
+@pytest.mark.parametrize("delta_codec", DELTA_WEIGHT_CODECS)
+def test_quantisation_error_does_not_accumulate(delta_codec: str) -> None:
+    """Each delta is taken against what the edge holds, so the edge stays within one step of the server."""
+    server = UpdateEncoder("f32", delta_codec)
+    state = initial_state()
+    server.full(state)
+    for _ in range(200):
+        state["back.weight"] = state["back.weight"] + 1e-3
+        server.partial(state, KEYS)
+    # 200 equal steps: a drift that kept each step's rounding error would be far off by now
+    error = (server.held.state["back.weight"] - state["back.weight"]).abs().max()
+    assert error <= 1e-3 / 127
+
+
+def test_a_delta_that_does_not_fit_is_refused_and_changes_nothing() -> None:
+    held = HeldWeights()
+    held.replace({"a": torch.zeros(3)})
+    with pytest.raises(ProtocolError, match="does not fit"):
+        held.apply({"a": torch.ones(3), "b": torch.ones(2)}, delta=True)
+    with pytest.raises(ProtocolError, match="does not fit"):
+        held.apply({"a": torch.ones(4)}, delta=True)
+    assert torch.equal(held.state["a"], torch.zeros(3)) and list(held.state) == ["a"]
+    assert torch.equal(held.apply({"a": torch.ones(3)}, delta=True)["a"], torch.ones(3))
+
+
+def test_full_weights_need_a_float_codec_and_partials_need_full_weights_first() -> None:
+    with pytest.raises(ValueError, match="float codec"):
+        UpdateEncoder("q8delta+zstd")
+    with pytest.raises(ValueError, match="not a delta codec"):
+        UpdateEncoder("f32", "f16")
+    with pytest.raises(ValueError, match="before full weights"):
+        UpdateEncoder("f32").partial(initial_state(), KEYS)
