@@ -12,6 +12,7 @@ import importlib
 BENCH_MODULES = (
     "shadowtutor.cli.bench_accuracy",
     "shadowtutor.cli.bench_student",
+    "shadowtutor.cli.bench_network",
 )
 
 

@@ -11,7 +11,7 @@ Typical use::
 
 Output (stdout and stderr together) goes to ``<log_dir>/<name>.log`` rather than a pipe, so
 a chatty process never blocks on a full pipe and the log survives for the failure message.
-``wait_http_ok`` raises :class:`ProcessFailed`.
+``wait_http_ok`` and ``follow_agent`` raise :class:`ProcessFailed`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+
+from tqdm import tqdm
 
 LOOPBACK = "127.0.0.1"
 
@@ -143,3 +145,24 @@ def wait_http_ok(url: str, *, timeout: float = 60.0, process: ManagedProcess | N
         time.sleep(0.1)
     where = f"\n{process.describe()}" if process is not None else ""
     raise ProcessFailed(f"{url} not ready after {timeout:.0f} s (last: {last}){where}")
+
+
+def half_cores_env() -> dict[str, str]:
+    """Server and agent share one machine: half the cores each, no thread oversubscription."""
+    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
+
+
+def follow_agent(agent: ManagedProcess, labels_dir: Path, total: int, label: str, timeout: float) -> None:
+    """Show a progress bar from the label maps an edge agent writes until it exits; fail if it fails."""
+    deadline = time.monotonic() + timeout
+    with tqdm(total=total, desc=label, unit="frame") as bar:
+        while agent.alive():
+            if time.monotonic() > deadline:
+                agent.stop()
+                raise ProcessFailed(f"{label} did not finish within {timeout:.0f} s: {agent.describe()}")
+            done = sum(1 for _ in labels_dir.glob("*.png")) if labels_dir.is_dir() else 0
+            bar.update(done - bar.n)
+            time.sleep(0.3)
+        bar.update(total - bar.n)
+    if agent.returncode != 0:
+        raise ProcessFailed(f"{label} failed: {agent.describe()}")

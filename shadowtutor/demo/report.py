@@ -31,15 +31,20 @@ class RunReport:
         return (self.bytes_sent + self.bytes_received) / self.frames if self.frames else 0.0
 
 
-def mean_miou_against_teacher(labels_dir: Path, scene: Scene) -> float:
-    """Mean per-frame mIoU (percent) of the label maps an agent wrote against the scene's teacher labels."""
+def mean_miou_against_teacher(
+    labels_dir: Path, scene: Scene, frames: int | None = None, size: tuple[int, int] | None = None
+) -> float:
+    """Mean per-frame mIoU (percent) of the label maps an agent wrote against the scene's teacher labels.
+
+    ``frames``: only the first ones (a run with ``--max-frames``); ``size``: the agent's ``--resize``.
+    """
     num_classes = len(scene.meta.class_names)
     scores = []
-    for index in range(len(scene)):
+    for index in range(len(scene) if frames is None else min(frames, len(scene))):
         path = labels_dir / f"{index:06d}.png"
         if not path.is_file():
             raise FileNotFoundError(f"the agent wrote no label map for frame {index} ({path})")
-        scores.append(miou(read_label(path), scene.label(index), num_classes))
+        scores.append(miou(read_label(path), scene.label(index, size), num_classes))
     return 100.0 * float(np.mean(scores))
 
 

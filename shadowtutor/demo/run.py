@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import shutil
-import time
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
-
 from shadowtutor.demo.processes import (
     LOOPBACK,
-    ManagedProcess,
-    ProcessFailed,
+    follow_agent,
     free_port,
+    half_cores_env,
     shadowtutor_command,
     start_process,
     wait_http_ok,
@@ -38,27 +34,6 @@ class DemoConfig:
     run_timeout: float = 1800.0
 
 
-def _process_env() -> dict[str, str]:
-    """Server and agent share this machine in the demo: half the cores each, no oversubscription."""
-    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
-
-
-def _follow(agent: ManagedProcess, labels_dir: Path, total: int, label: str, timeout: float) -> None:
-    """Show a progress bar from the label maps the agent writes until it exits."""
-    deadline = time.monotonic() + timeout
-    with tqdm(total=total, desc=label, unit="frame") as bar:
-        while agent.alive():
-            if time.monotonic() > deadline:
-                agent.stop()
-                raise ProcessFailed(f"{label} did not finish within {timeout:.0f} s: {agent.describe()}")
-            done = sum(1 for _ in labels_dir.glob("*.png")) if labels_dir.is_dir() else 0
-            bar.update(done - bar.n)
-            time.sleep(0.3)
-        bar.update(total - bar.n)
-    if agent.returncode != 0:
-        raise ProcessFailed(f"{label} failed: {agent.describe()}")
-
-
 def _run_agent(config: DemoConfig, scene: Path, server_url: str, mode: str, logs: Path) -> Path:
     run_dir = config.out / ("shadowtutor" if mode == "distill" else "naive")
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -67,10 +42,10 @@ def _run_agent(config: DemoConfig, scene: Path, server_url: str, mode: str, logs
         "--edge-id", f"demo-{mode}", "--output-dir", str(run_dir), "--save-labels",
         "--overlay" if mode == "distill" else "--no-overlay", "--metrics-port", "0",
     )
-    agent = start_process(args, name=f"edge-{mode}", log_dir=logs, env=_process_env())
+    agent = start_process(args, name=f"edge-{mode}", log_dir=logs, env=half_cores_env())
     try:
         title = "ShadowTutor" if mode == "distill" else "naive"
-        _follow(agent, run_dir / "labels", config.frames, title, config.run_timeout)
+        follow_agent(agent, run_dir / "labels", config.frames, title, config.run_timeout)
     finally:
         agent.stop()
     return run_dir
@@ -86,7 +61,7 @@ def run_demo(config: DemoConfig) -> tuple[RunReport, RunReport, str]:
     server = start_process(
         shadowtutor_command("serve", "--host", LOOPBACK, "--port", str(port), "--device", "cpu",
                             "--log-level", "warning", *teacher),
-        name="server", log_dir=logs, env=_process_env(),
+        name="server", log_dir=logs, env=half_cores_env(),
     )
     with server:
         wait_http_ok(f"http://{LOOPBACK}:{port}/readyz", timeout=config.ready_timeout, process=server)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from shadowtutor.evaluation.figures import png_figure
 from shadowtutor.evaluation.harness import SETTINGS, WILD, SceneEvaluation
 
 COLOURS = {WILD: "tab:gray", "p1": "tab:blue", "p8": "tab:green", "f1": "tab:red"}
@@ -13,13 +14,8 @@ TITLES = {WILD: "Wild", **{s.key: s.title for s in SETTINGS}}
 
 def plot_scene(evaluation: SceneEvaluation, path: Path, cuts: Sequence[int] = (), dpi: int = 72) -> Path:
     """Write the plot of one scene as PNG (small: meant to be committed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 5), sharex=True, height_ratios=(3, 2))
-    try:
+    subplots = dict(nrows=2, ncols=1, figsize=(9, 5), sharex=True, height_ratios=(3, 2))
+    with png_figure(path, dpi, **subplots) as (_, (top, bottom)):
         frames = range(evaluation.frames)
         for key, trace in evaluation.traces.items():
             top.plot(frames, [100.0 * m for m in trace.miou], lw=0.8, color=COLOURS[key], label=TITLES[key])
@@ -39,9 +35,4 @@ def plot_scene(evaluation: SceneEvaluation, path: Path, cuts: Sequence[int] = ()
         for axis in (top, bottom):
             for cut in cuts:
                 axis.axvline(cut, color="black", lw=0.6, ls="--")
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=dpi)
-    finally:
-        plt.close(fig)
     return path

@@ -1,0 +1,1 @@
+"""``shadowtutor bench network``: the real server and edge agent over a shaped link between two namespaces."""
