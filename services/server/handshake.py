@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.server.settings import ServerSettings
-from shadowtutor.protocol.codecs import choose_codec
+from shadowtutor.protocol.codecs import choose_codec, choose_weight_codecs
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello
 
@@ -17,7 +17,8 @@ MAX_EDGE_ID_CHARS = 128
 @dataclass(frozen=True)
 class Agreement:
     frame_codec: str
-    weight_codec: str
+    weight_codec: str  # full weights (a float codec)
+    delta_codec: str | None = None  # partial updates as quantised deltas, when agreed
 
 
 def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, ...]) -> Agreement:
@@ -44,9 +45,6 @@ def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, 
             ErrorCode.BAD_FRAME,
             f"frame size {hello.frame_width}x{hello.frame_height} is outside 1x1 .. {max_w}x{max_h}",
         )
-    frame_codecs = settings.allowed_frame_codecs()
-    weight_codecs = settings.allowed_weight_codecs()
-    return Agreement(
-        frame_codec=choose_codec(hello.frame_codecs, frame_codecs, tuple(hello.frame_codecs)),
-        weight_codec=choose_codec(hello.weight_codecs, weight_codecs, tuple(hello.weight_codecs)),
-    )
+    frame_codec = choose_codec(hello.frame_codecs, settings.allowed_frame_codecs(), tuple(hello.frame_codecs))
+    weight_codec, delta_codec = choose_weight_codecs(hello.weight_codecs, settings.allowed_weight_codecs())
+    return Agreement(frame_codec, weight_codec, delta_codec)

@@ -1,8 +1,15 @@
 """Per-edge session state: the edge's own student copy, its Distiller, the version and stats.
 
 Versions (docs/protocol.md, "Versions and resync"): WELCOME is version 0 and every UPDATE
-makes the next version. An UPDATE is partial (the trainable tensors only) when the key
-frame's ``base_version`` is the version last sent to this edge, and full otherwise.
+makes the next version. An UPDATE is partial (the trainable tensors that changed) when the
+key frame's ``base_version`` is the version last sent to this edge, and full otherwise.
+
+The session's :class:`UpdateEncoder` mirrors the weights the edge holds (what it decoded,
+bit for bit). After every blob sent, this edge's student is set to those held weights, so
+distillation always continues from exactly what the edge runs: with a lossy codec (f16,
+quantised deltas) the server and the edge never drift apart, the next key frame's metric is
+measured on the edge's real model, and a quantisation error is corrected by later training
+instead of being hidden by the server's own float weights.
 
 The model methods run in a distillation worker thread; the session's connection calls them
 one at a time, in key-frame order.
@@ -21,9 +28,9 @@ from pydantic import BaseModel
 from services.server.metrics import ServerMetrics
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
-from shadowtutor.protocol.codecs import encode_tensors
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello, Update, Welcome
+from shadowtutor.protocol.weight_sync import UpdateEncoder
 
 
 @dataclass
@@ -58,6 +65,7 @@ class SessionInfo(BaseModel):
     frame_height: int
     frame_codec: str
     weight_codec: str
+    delta_codec: str | None
     version: int  # the version last sent to the edge
     key_frames: int
     errors: int
@@ -81,11 +89,16 @@ class EdgeSession:
     params: AlgorithmParams
     traffic: Traffic
     distiller: Distiller | None  # None in naive mode
+    delta_codec: str | None = None  # partial updates as quantised deltas (else in weight_codec)
+    encoder: UpdateEncoder = field(init=False, repr=False, compare=False)  # mirrors what the edge holds
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     connected_since: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     version: int = 0  # the version last sent to the edge
     last_seq: int | None = None  # seq of the last key frame received
     stats: SessionStats = field(default_factory=SessionStats)
+
+    def __post_init__(self) -> None:
+        self.encoder = UpdateEncoder(self.weight_codec, self.delta_codec)
 
     @property
     def mode(self) -> str:
@@ -106,10 +119,12 @@ class EdgeSession:
             weight_codec=self.weight_codec,
             params=self.params.to_dict(),
             class_names=list(self.hello.class_names),
+            delta_codec=self.delta_codec,
         )
         if self.distiller is None:
             return Welcome(**common)
-        blob = encode_tensors(self.distiller.student.state_dict(), self.weight_codec)
+        blob = self.encoder.full(self.distiller.student.state_dict())
+        self._train_from_held(self.distiller)
         return Welcome(**common, tensors=blob.tensors, payload=blob.payload)
 
     def distill(self, seq: int, frame: np.ndarray, labels: np.ndarray, base_version: int, teacher_ms: float) -> Update:
@@ -140,14 +155,18 @@ class EdgeSession:
         distiller = self._require_distiller()
         full = force_full or base_version != self.version
         state = distiller.student.state_dict()
-        keys = list(state) if full else distiller.trainable_keys
-        blob = encode_tensors({key: state[key] for key in keys}, self.weight_codec)
+        blob = self.encoder.full(state) if full else self.encoder.partial(state, distiller.trainable_keys)
+        self._train_from_held(distiller)
         self.version += 1
         return Update(
             seq=seq, base_version=base_version, version=self.version, metric=float(metric),
             initial_metric=float(initial_metric), steps=steps, full=full, tensors=blob.tensors,
             teacher_ms=teacher_ms, distill_ms=distill_ms, payload=blob.payload,
         )
+
+    def _train_from_held(self, distiller: Distiller) -> None:
+        """Set this edge's student to the weights the edge holds (in place: the optimiser keeps its state)."""
+        distiller.student.load_state_dict(self.encoder.held.state, strict=False)
 
     def _require_distiller(self) -> Distiller:
         if self.distiller is None:
@@ -166,6 +185,7 @@ class EdgeSession:
             frame_height=self.hello.frame_height,
             frame_codec=self.frame_codec,
             weight_codec=self.weight_codec,
+            delta_codec=self.delta_codec,
             version=self.version,
             key_frames=s.key_frames,
             errors=s.errors,

@@ -109,6 +109,7 @@ class EdgeConnection:
             hello=hello,
             frame_codec=agreement.frame_codec,
             weight_codec=agreement.weight_codec,
+            delta_codec=agreement.delta_codec,
             params=runtime.params,
             traffic=self.traffic,
             distiller=distiller,

@@ -24,6 +24,17 @@ def test_codecs_follow_the_edges_preference_within_what_is_allowed() -> None:
     assert (agreement.frame_codec, agreement.weight_codec) == ("raw", "f16")
 
 
+def test_a_delta_codec_comes_with_the_edges_first_float_codec_for_full_weights() -> None:
+    offered = hello(weight_codecs=["q8delta+zstd", "f16+zstd", "f32"])
+    agreement = check_hello(offered, ServerSettings(), CLASSES)
+    assert (agreement.weight_codec, agreement.delta_codec) == ("f16+zstd", "q8delta+zstd")
+    agreement = check_hello(offered, ServerSettings(weight_codecs="f32,f16+zstd"), CLASSES)
+    assert (agreement.weight_codec, agreement.delta_codec) == ("f16+zstd", None)
+    with pytest.raises(ProtocolError) as info:
+        check_hello(hello(weight_codecs=["q8delta+zstd"]), ServerSettings(), CLASSES)
+    assert info.value.code is ErrorCode.UNSUPPORTED_CODEC
+
+
 @pytest.mark.parametrize(
     ("overrides", "code", "text"),
     [

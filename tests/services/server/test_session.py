@@ -14,6 +14,7 @@ from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import decode_tensors
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello
+from shadowtutor.protocol.weight_sync import HeldWeights
 from tests.support.prometheus import sample_value
 from tests.support.scene import CLASS_NAMES, make_frames
 
@@ -45,6 +46,32 @@ def test_versions_partial_full_and_resync() -> None:
     info = s.info()
     assert (info.version, info.mean_steps, info.last_metric) == (3, 1.0, stale.metric)
     assert "secret-token" not in info.model_dump_json()
+
+
+def test_a_delta_session_keeps_the_edge_the_mirror_and_the_student_bit_identical() -> None:
+    torch.manual_seed(0)
+    params = AlgorithmParams(max_updates=2, threshold=0.99)
+    hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    s = EdgeSession(hello, "raw", "f16+zstd", params, Traffic(), Distiller(StudentNet(3), params, background=2),
+                    delta_codec="q8delta+zstd")
+    welcome = s.welcome()
+    assert (welcome.weight_codec, welcome.delta_codec) == ("f16+zstd", "q8delta+zstd")
+    edge = HeldWeights()  # the edge agent's rule: decode, then replace or add
+    edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f16+zstd"))
+    frames, labels = make_frames(4)
+    sent = 0
+    for seq, (frame, label) in enumerate(zip(frames, labels, strict=True)):
+        s.accept_seq(seq)
+        update = s.distill(seq, frame, label, base_version=s.version, teacher_ms=0.0)
+        assert not update.full
+        sent += len(update.tensors)
+        edge.apply(decode_tensors(update.tensors, update.payload, "q8delta+zstd"), delta=True)
+        student = s.distiller.student.state_dict()
+        for key, value in edge.state.items():  # training goes on from exactly what the edge holds
+            assert torch.equal(value, s.encoder.held.state[key]) and torch.equal(value, student[key]), key
+    assert sent > 0
+    full = s.resync(have_version=0)
+    assert full.full and decode_tensors(full.tensors, full.payload, "f16+zstd").keys() == edge.state.keys()
 
 
 def test_seq_must_increase() -> None:
