@@ -84,6 +84,8 @@ def _setup(results: Results) -> list[str]:
     variant_rows = [[_title(name), v.get("mode", ""), "`" + " ".join(v.get("edge_args", [])) + "`"]
                     for name, v in meta.get("variants", {}).items()]
     lines += _table(["variant", "agent mode", "agent codec flags"], variant_rows)
+    lines += [f"The agent's codec defaults (used where a variant sets no flag; the server allowed every codec, so "
+              f"the first offered was used): `{meta.get('agent_codec_defaults', '?')}`.", ""]
     link_rows = [[f"{c['mbps']:g}", f"{c['up_mbps']:.2f}", f"{c['down_mbps']:.2f}", f"{c['bytes'] / 1e6:.2f}"]
                  for c in sorted(results.links, key=lambda c: -c["mbps"])]
     lines += ["Link check before each bandwidth's runs: a timed TCP transfer each way between the namespaces "
@@ -249,7 +251,8 @@ def render_markdown(results: Results, plots: dict[str, str], notes: str = "", re
     meta = results.meta
     lines = [
         "# Network benchmark: ShadowTutor against naive offloading on shaped links", "",
-        f"Measured {meta.get('created', '?')} (as root) by:", "", "```", meta.get("command", "?"), "```", "",
+        f"Measured {meta.get('created', '?')} (as root, code at `{meta.get('source_revision', '?')}`) by:", "",
+        "```", meta.get("command", "?"), "```", "",
     ]
     if regenerate:
         lines += ["This page is generated from the committed results file by:", "", "```", regenerate, "```", ""]

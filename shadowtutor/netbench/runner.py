@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -83,6 +84,30 @@ class NetworkBenchConfig:
         names = [p.name for p in self.scenes]
         if len(set(names)) != len(names):
             raise ValueError(f"scene directories must have distinct names (they name the results): {names}")
+
+
+def agent_codec_defaults() -> dict[str, object]:
+    """The edge agent's default codec settings (what ShadowTutor's runs use unless a variant overrides them)."""
+    from edge_agent.settings import EdgeSettings
+
+    return {
+        f.name: f.default if f.default is not MISSING else f.default_factory()
+        for f in fields(EdgeSettings) if "codec" in f.name or "quality" in f.name
+    }
+
+
+def source_revision() -> str:
+    """The git commit of the code that ran, ``+dirty`` when tracked files differ from it (or ``unknown``)."""
+    where = str(Path(__file__).resolve().parent)
+    try:
+        head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        status = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if status.stdout.strip() else "")
 
 
 def server_work_from_metrics(text: str) -> ServerWork:
@@ -186,6 +211,7 @@ class NetworkBench:
         c = self.config
         return {
             "command": c.command,
+            "source_revision": source_revision(),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "machine": machine_info(),
             "process_env": half_cores_env(),
@@ -199,6 +225,7 @@ class NetworkBench:
             "algorithm_params": AlgorithmParams().to_dict(),
             "student": str(c.student or default_student_path() or "none: a freshly initialised student"),
             "variants": {v.name: v.to_dict() for v in c.variants},
+            "agent_codec_defaults": agent_codec_defaults(),
             "frames": c.frames,
             "size": list(c.size) if c.size else None,
         }

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from edge_agent.settings import EdgeSettings
 from services.server.metrics import ServerMetrics
 from shadowtutor.demo.processes import shadowtutor_command
 from shadowtutor.netbench.analysis import all_metrics
 from shadowtutor.netbench.netns import list_namespaces, owner_pid
 from shadowtutor.netbench.results import Results
-from shadowtutor.netbench.runner import NetworkBenchConfig, run_network_bench, server_work_from_metrics
+from shadowtutor.netbench.runner import (
+    NetworkBenchConfig,
+    agent_codec_defaults,
+    run_network_bench,
+    server_work_from_metrics,
+    source_revision,
+)
 
 
 def test_server_work_comes_from_the_real_servers_metric_names() -> None:
@@ -26,6 +34,13 @@ def test_server_work_comes_from_the_real_servers_metric_names() -> None:
     assert work.teacher_count == 2 and work.teacher_seconds == pytest.approx(0.04)
     assert (work.distill_count, work.steps) == (1, 5) and work.distill_seconds == pytest.approx(0.4)
     assert work.minus(work).teacher_count == 0
+
+
+def test_the_meta_names_the_agents_codec_defaults_and_the_code_revision() -> None:
+    defaults = agent_codec_defaults()
+    settings = EdgeSettings(server="ws://h:1", source="v.mp4")
+    assert defaults["frame_codecs"] == settings.frame_codecs and defaults["weight_codecs"] == settings.weight_codecs
+    assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?|unknown", source_revision())
 
 
 def test_metrics_without_the_counters_are_an_error() -> None:
