@@ -13,6 +13,7 @@ from typing import Any
 from services.server.settings import ENV_PREFIX, ServerSettings
 
 DEST_PREFIX = "serve_"
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,12 +24,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "environment variable named in its help; a flag wins.",
     )
     for name, field in ServerSettings.model_fields.items():
+        switch = {"nargs": "?", "const": "true"} if field.annotation is bool else {}  # --protect-metrics alone
         p.add_argument(
             "--" + name.replace("_", "-"),
             dest=DEST_PREFIX + name,
             default=argparse.SUPPRESS,
             metavar=name.upper(),
             help=f"{field.description} [env {ENV_PREFIX}{name.upper()}{_default_text(field)}]",
+            **switch,
         )
     p.set_defaults(handler=run_serve)
 
@@ -51,6 +54,18 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
         raise ValueError(f"bad server settings:\n{exc}") from None
 
 
+def tls_options(settings: ServerSettings) -> dict[str, Any]:
+    """uvicorn's TLS keywords: https:// and wss:// with the certificate, client certificates under mutual TLS."""
+    if not settings.tls_enabled:
+        return {}
+    import ssl
+
+    options: dict[str, Any] = {"ssl_certfile": str(settings.tls_cert), "ssl_keyfile": str(settings.tls_key)}
+    if settings.tls_client_ca is not None:
+        options.update(ssl_ca_certs=str(settings.tls_client_ca), ssl_cert_reqs=ssl.CERT_REQUIRED)
+    return options
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -58,6 +73,13 @@ def run_serve(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     logging.getLogger().setLevel(settings.log_level.upper())
+    log = logging.getLogger("services.server")
+    if settings.tls_enabled:
+        log.info("TLS on: https:// and wss:// with %s%s", settings.tls_cert,
+                 " (client certificates required)" if settings.tls_client_ca else "")
+    elif settings.host not in LOOPBACK_HOSTS:
+        log.warning("no TLS: tokens, frames and weights cross the network in clear; pass --tls-cert and "
+                    "--tls-key, or terminate TLS at a reverse proxy (docs/security.md)")
     uvicorn.run(
         create_app(settings),
         host=settings.host,
@@ -65,5 +87,6 @@ def run_serve(args: argparse.Namespace) -> int:
         log_level=settings.log_level,
         ws_max_size=settings.max_message_bytes,
         timeout_graceful_shutdown=10,
+        **tls_options(settings),
     )
     return 0

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from services.server.auth import Authenticator
+from services.server.limits import KeyFrameLimits
 from services.server.loading import BaseStudent, load_base_student, load_teacher
 from services.server.metrics import ServerMetrics
 from services.server.session import SessionRegistry
@@ -20,6 +22,7 @@ from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherQueue
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.classes import background_index
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,9 @@ class ServerRuntime:
         self.metrics = metrics
         self.params = settings.algorithm_params()
         self.sessions = SessionRegistry(settings.max_sessions, metrics)
+        self.auth = Authenticator.from_settings(settings)  # raises TokenFileError on a bad tokens file
+        self.key_frame_limits = KeyFrameLimits(settings.key_frame_rate, settings.key_frame_burst)
+        self.connections = 0  # WebSocket connections open on /v1/edge, HELLO or not
         self.teacher: Any | None = teacher
         self.teacher_queue: TeacherQueue | None = None
         self.base_student: BaseStudent | None = None
@@ -37,6 +43,7 @@ class ServerRuntime:
         self.not_ready_reason = "the server is starting"
         self.distill_pool = ThreadPoolExecutor(settings.distill_workers, thread_name_prefix="shadowtutor-distill")
         self._loader: asyncio.Task[None] | None = None
+        self._token_watch: asyncio.Task[None] | None = None
 
     @property
     def ready(self) -> bool:
@@ -49,12 +56,22 @@ class ServerRuntime:
         return self.base_student.class_names
 
     def start(self) -> None:
-        self._loader = asyncio.get_running_loop().create_task(self._load(), name="load-models")
+        loop = asyncio.get_running_loop()
+        self._loader = loop.create_task(self._load(), name="load-models")
+        if not self.auth.enabled:
+            log.warning(
+                "AUTHENTICATION IS OFF: any client can connect as any edge and read /v1/sessions; "
+                "configure --tokens-file (shadowtutor token new) for anything beyond a trusted network"
+            )
+        elif self.auth.path is not None:
+            watch = self.auth.watch(self.evict_revoked, self.settings.tokens_poll_seconds)
+            self._token_watch = loop.create_task(watch, name="watch-tokens")
 
     async def stop(self) -> None:
-        if self._loader is not None:
-            self._loader.cancel()
-            await asyncio.wait({self._loader})
+        for task in (self._loader, self._token_watch):
+            if task is not None:
+                task.cancel()
+                await asyncio.wait({task})
         if self.teacher_queue is not None:
             await self.teacher_queue.stop()
             self.teacher_queue = None
@@ -89,6 +106,14 @@ class ServerRuntime:
             list(class_names),
             self.device,
         )
+
+    def evict_revoked(self) -> None:
+        """End the sessions of edges that the (reloaded) tokens file no longer admits."""
+        for session in self.sessions.all():
+            if not self.auth.edge_admitted(session.hello.edge_id):
+                log.warning("edge %r is no longer admitted by the tokens file: ending its session",
+                            session.hello.edge_id)
+                session.evict(ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked"))
 
     def new_distiller(self) -> Distiller:
         """A fresh copy of the base student with its own optimiser (one per distill session)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -96,6 +97,9 @@ class EdgeSession:
     version: int = 0  # the version last sent to the edge
     last_seq: int | None = None  # seq of the last key frame received
     stats: SessionStats = field(default_factory=SessionStats)
+    # ends the session from outside (a newer connection of the same edge, a revoked token): the
+    # connection sends the error as a fatal ERROR and closes
+    evict: Callable[[ProtocolError], None] = field(default=lambda error: None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.encoder = UpdateEncoder(self.weight_codec, self.delta_codec)
@@ -199,22 +203,38 @@ class EdgeSession:
 
 
 class SessionRegistry:
-    """The connected edges; refuses a session past ``max_sessions``."""
+    """The connected edges, at most one session per edge id; refuses a session past ``max_sessions``.
+
+    A new session of an edge id that already has one replaces it (the old one is evicted with
+    ``session_replaced``): a device that reconnects after a network cut is admitted at once even
+    while the server has not yet noticed that its old connection is dead.
+    """
 
     def __init__(self, max_sessions: int, metrics: ServerMetrics) -> None:
         self.max_sessions = max_sessions
         self.metrics = metrics
         self._sessions: dict[str, EdgeSession] = {}
 
-    def reserve(self) -> None:
-        """Raise SERVER_BUSY when no slot is free (checked before the student is copied)."""
-        if len(self._sessions) >= self.max_sessions:
+    def reserve(self, edge_id: str) -> None:
+        """Raise SERVER_BUSY when no slot is free (checked before the student is copied); a session
+        of the same edge id counts as free, since the new one replaces it."""
+        taken = sum(s.hello.edge_id != edge_id for s in self._sessions.values())
+        if taken >= self.max_sessions:
             raise ProtocolError(
                 ErrorCode.SERVER_BUSY, f"the server serves at most {self.max_sessions} sessions; try again later"
             )
 
     def add(self, session: EdgeSession) -> None:
-        self.reserve()
+        """Register ``session``; an earlier session of its edge id is removed and evicted."""
+        edge_id = session.hello.edge_id
+        self.reserve(edge_id)
+        replaced = [s for s in self._sessions.values() if s.hello.edge_id == edge_id]
+        for old in replaced:
+            del self._sessions[old.session_id]
+            old.evict(ProtocolError(
+                ErrorCode.SESSION_REPLACED,
+                f"a newer connection of edge {edge_id!r} replaced this session (session {session.session_id})",
+            ))
         self._sessions[session.session_id] = session
         self.metrics.sessions.set(len(self._sessions))
 

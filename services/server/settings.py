@@ -36,6 +36,33 @@ class ServerSettings(BaseSettings):
     max_message_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="largest WebSocket message accepted, in bytes"
     )
+    max_connections: int | None = Field(
+        None, ge=1, description="most WebSocket connections at once, sessions and unfinished handshakes "
+        "together; more are refused before the upgrade (HTTP 403); default 2 x max_sessions + 16"
+    )
+    hello_timeout: float = Field(10.0, gt=0, description="seconds a new WebSocket may take to send its HELLO")
+
+    # -- security (docs/security.md) ------------------------------------------------------------
+    tls_cert: Path | None = Field(None, description="PEM certificate (chain) to serve https:// and wss:// with")
+    tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
+    tls_client_ca: Path | None = Field(
+        None, description="PEM CA bundle: require client certificates signed by it (mutual TLS)"
+    )
+    tokens_file: Path | None = Field(
+        None, description="JSON file of hashed edge and admin tokens (shadowtutor token new); "
+        "when set, every edge needs its token and /v1/sessions an admin bearer token"
+    )
+    tokens: str | None = Field(
+        None, description="the tokens file's JSON given inline instead (for secrets in environment variables)"
+    )
+    tokens_poll_seconds: float = Field(
+        2.0, gt=0, description="how often the tokens file is checked for changes (SIGHUP reloads it at once)"
+    )
+    protect_metrics: bool = Field(False, description="/metrics needs an admin bearer token too")
+    key_frame_rate: float = Field(
+        60.0, ge=0, description="key frames per second an edge may send on average; 0 = unlimited"
+    )
+    key_frame_burst: int = Field(120, ge=1, description="key frames an edge may send at once above key_frame_rate")
 
     # -- models -------------------------------------------------------------------------------
     teacher: str = Field("maskrcnn", description="teacher backend: maskrcnn, detectron2, onnx or labels")
@@ -85,6 +112,11 @@ class ServerSettings(BaseSettings):
             return tuple(item.strip() for item in value.split(",") if item.strip()) or None
         return value
 
+    @field_validator("tokens", "tokens_file", "tls_cert", "tls_key", "tls_client_ca", "max_connections", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("teacher_options", mode="before")
     @classmethod
     def _json_object(cls, value: Any) -> Any:
@@ -112,6 +144,34 @@ class ServerSettings(BaseSettings):
     def _valid_algorithm_params(self) -> ServerSettings:
         self.algorithm_params()  # raises ValueError with the offending parameter
         return self
+
+    @model_validator(mode="after")
+    def _consistent_security(self) -> ServerSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: give both or neither")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
+        for name in ("tls_cert", "tls_key", "tls_client_ca"):
+            path = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name}: no such file {path}")
+        if self.tokens_file is not None and self.tokens is not None:
+            raise ValueError("give tokens_file or tokens, not both")
+        if self.protect_metrics and not self.auth_enabled:
+            raise ValueError("protect_metrics needs admin tokens: set tokens_file (or tokens)")
+        return self
+
+    @property
+    def auth_enabled(self) -> bool:
+        """Tokens are configured: edges and admin endpoints must authenticate."""
+        return self.tokens_file is not None or self.tokens is not None
+
+    @property
+    def tls_enabled(self) -> bool:
+        return self.tls_cert is not None
+
+    def connection_limit(self) -> int:
+        return self.max_connections or 2 * self.max_sessions + 16
 
     def algorithm_params(self) -> AlgorithmParams:
         """The parameters sent in WELCOME (imported lazily: they pull in torch)."""

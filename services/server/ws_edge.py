@@ -4,6 +4,11 @@ A connection reads messages in one task and serves key frames and resync request
 another, in arrival order, so that a malformed message or a disconnect is seen even while
 distillation runs. Teacher work goes through the shared queue; distillation and tensor
 encoding run in the distillation thread pool.
+
+Before any model data is sent, the HELLO must come within ``hello_timeout`` and carry the
+edge's token (when authentication is on). Key frames over the edge's rate are dropped before
+decoding (``services.server.limits``), and an encoded frame must declare the HELLO's size in
+its header before it is decoded (no decompression bombs).
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
 from services.server.handshake import check_hello
+from services.server.limits import Verdict
 from services.server.runtime import ServerRuntime
 from services.server.session import EdgeSession, Traffic
 from services.server.teacher_queue import TeacherFailed
 from shadowtutor.protocol.codecs import decode_frame, encode_labels
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
+from shadowtutor.protocol.image_header import check_declared_size
 from shadowtutor.protocol.messages import Error, Hello, KeyFrame, Labels, Message, ResyncRequest, decode, encode
 
 log = logging.getLogger(__name__)
@@ -38,6 +45,8 @@ async def edge_endpoint(websocket: WebSocket) -> None:
 
 def _decode_writable(key_frame: KeyFrame) -> np.ndarray:
     """The key frame as a writable BGR array (raw frames decode to a read-only view)."""
+    if key_frame.codec != "raw":  # the header's size first: a small payload may declare a huge image
+        check_declared_size(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     frame = decode_frame(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     return frame if frame.flags.writeable else frame.copy()
 
@@ -50,8 +59,23 @@ class EdgeConnection:
         self.traffic = Traffic()
         self.session: EdgeSession | None = None
         self._send_lock = asyncio.Lock()
+        self._evicted = asyncio.Event()
+        self._eviction: ProtocolError | None = None
 
     async def serve(self) -> None:
+        runtime = self.runtime
+        limit = runtime.settings.connection_limit()
+        if runtime.connections >= limit:  # refused before the upgrade: HTTP 403, no WebSocket at all
+            log.warning("refused a WebSocket connection: %d are open (max_connections %d)", runtime.connections, limit)
+            await self.ws.close(CloseCode.TRY_AGAIN_LATER)
+            return
+        runtime.connections += 1
+        try:
+            await self._serve()
+        finally:
+            runtime.connections -= 1
+
+    async def _serve(self) -> None:
         await self.ws.accept()
         try:
             await self._run()
@@ -73,11 +97,8 @@ class EdgeConnection:
                 )
 
     async def _run(self) -> None:
-        hello = await self._receive()
-        if not isinstance(hello, Hello):
-            raise ProtocolError(
-                ErrorCode.UNEXPECTED_MESSAGE, f"the first message must be HELLO, not {type(hello).__name__.upper()}"
-            )
+        hello = await self._receive_hello()
+        await asyncio.to_thread(self.runtime.auth.check_edge, hello.edge_id, hello.token)
         self.session = await self._open_session(hello)
         await self._send(await self._in_pool(self.session.welcome))
         log.info(
@@ -88,22 +109,44 @@ class EdgeConnection:
         inbox: asyncio.Queue[KeyFrame | ResyncRequest] = asyncio.Queue(self.runtime.settings.max_pending_key_frames)
         reader = asyncio.create_task(self._read(inbox), name=f"read-{self.session.session_id}")
         worker = asyncio.create_task(self._work(inbox), name=f"work-{self.session.session_id}")
+        evicted = asyncio.create_task(self._evicted.wait(), name=f"evicted-{self.session.session_id}")
+        tasks = {reader, worker, evicted}
         try:
-            done, _ = await asyncio.wait({reader, worker}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:  # no await here: a cancelled connection must not wait again
-            for task in (reader, worker):
+            for task in tasks:
                 task.cancel()
-        await asyncio.wait({reader, worker})  # (not gather: its cancellation escapes anyio's cancel scopes)
-        for task in done:
+        await asyncio.wait(tasks)  # (not gather: its cancellation escapes anyio's cancel scopes)
+        for task in done - {evicted}:
             task.result()  # re-raises the reason the session ended
+        if self._eviction is not None:
+            raise self._eviction
         await self._close(CloseCode.NORMAL, "the edge ended the session")
+
+    async def _receive_hello(self) -> Hello:
+        timeout = self.runtime.settings.hello_timeout
+        try:
+            hello = await asyncio.wait_for(self._receive(), timeout)
+        except asyncio.TimeoutError:
+            raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, f"no HELLO within {timeout:g} s") from None
+        if not isinstance(hello, Hello):
+            raise ProtocolError(
+                ErrorCode.UNEXPECTED_MESSAGE, f"the first message must be HELLO, not {type(hello).__name__.upper()}"
+            )
+        return hello
+
+    def evict(self, error: ProtocolError) -> None:
+        """End this session from outside: ``error`` goes to the edge as a fatal ERROR, then the close."""
+        if self._eviction is None:
+            self._eviction = error
+            self._evicted.set()
 
     async def _open_session(self, hello: Hello) -> EdgeSession:
         runtime = self.runtime
         if not runtime.ready:
             raise ProtocolError(ErrorCode.SERVER_BUSY, f"the server is not ready ({runtime.not_ready_reason})")
         agreement = check_hello(hello, runtime.settings, runtime.class_names)
-        runtime.sessions.reserve()
+        runtime.sessions.reserve(hello.edge_id)
         distiller = await self._in_pool(runtime.new_distiller) if hello.mode == "distill" else None
         session = EdgeSession(
             hello=hello,
@@ -113,6 +156,7 @@ class EdgeConnection:
             params=runtime.params,
             traffic=self.traffic,
             distiller=distiller,
+            evict=self.evict,
         )
         runtime.sessions.add(session)
         return session
@@ -125,7 +169,8 @@ class EdgeConnection:
             if isinstance(message, KeyFrame):
                 session.accept_seq(message.seq)
                 self.metrics.key_frames.labels(mode=session.mode).inc()
-                await inbox.put(message)
+                if await self._admit(message):
+                    await inbox.put(message)
             elif isinstance(message, ResyncRequest) and session.mode == "distill":
                 await inbox.put(message)
             elif isinstance(message, Error):
@@ -137,6 +182,22 @@ class EdgeConnection:
                     ErrorCode.UNEXPECTED_MESSAGE,
                     f"{type(message).__name__.upper()} is not expected from an edge in a {session.mode} session",
                 )
+
+    async def _admit(self, key_frame: KeyFrame) -> bool:
+        """The key-frame rate limit: True to serve the frame; False when it was dropped (ERROR sent)."""
+        verdict = self.runtime.key_frame_limits.admit(self._session().hello.edge_id)
+        if verdict is Verdict.ACCEPT:
+            return True
+        rate, burst = self.runtime.settings.key_frame_rate, self.runtime.settings.key_frame_burst
+        if verdict is Verdict.CLOSE:
+            raise ProtocolError(
+                ErrorCode.RATE_LIMITED, f"key frames far over the limit of {rate:g}/s for too long; closing",
+            )
+        await self._send_error(
+            ErrorCode.RATE_LIMITED, f"key frame dropped: over the limit of {rate:g}/s (bursts of {burst})",
+            seq=key_frame.seq,
+        )
+        return False
 
     async def _work(self, inbox: asyncio.Queue[KeyFrame | ResyncRequest]) -> None:
         session = self._session()

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "shadowtutor.cli.teacher",
     "services.cli",
     "edge_agent.cli",
+    "shadowtutor.cli.tokens",
 )
 
 

@@ -28,9 +28,10 @@ class ErrorCode(str, Enum):
     BAD_FRAME = "bad_frame"  # undecodable frame, or not the size announced in HELLO
     INCOMPATIBLE_MODEL = "incompatible_model"  # classes or student architecture the server cannot serve
     TOO_LARGE = "too_large"
-    RATE_LIMITED = "rate_limited"
+    RATE_LIMITED = "rate_limited"  # key frames over the edge's rate: dropped (not fatal), closed when sustained
     SERVER_BUSY = "server_busy"  # session limit reached
-    UNAUTHORIZED = "unauthorized"
+    UNAUTHORIZED = "unauthorized"  # missing, wrong or revoked token for the HELLO's edge_id
+    SESSION_REPLACED = "session_replaced"  # a newer connection with the same edge_id took over
     TEACHER_FAILED = "teacher_failed"  # the teacher could not label this key frame; the session goes on
     INTERNAL = "internal"
 
@@ -50,6 +51,7 @@ _CLOSE_CODES = {
     ErrorCode.RATE_LIMITED: CloseCode.POLICY_VIOLATION,
     ErrorCode.SERVER_BUSY: CloseCode.TRY_AGAIN_LATER,
     ErrorCode.UNAUTHORIZED: CloseCode.POLICY_VIOLATION,
+    ErrorCode.SESSION_REPLACED: CloseCode.POLICY_VIOLATION,
     ErrorCode.TEACHER_FAILED: CloseCode.INTERNAL_ERROR,
     ErrorCode.INTERNAL: CloseCode.INTERNAL_ERROR,
 }

@@ -19,11 +19,11 @@ from tests.support.prometheus import sample_value
 from tests.support.scene import CLASS_NAMES, make_frames
 
 
-def session(mode: str = "distill") -> EdgeSession:
+def session(mode: str = "distill", edge_id: str = "cam") -> EdgeSession:
     torch.manual_seed(0)
     params = AlgorithmParams(max_updates=1, threshold=0.99)
     distiller = Distiller(StudentNet(3), params, background=2) if mode == "distill" else None
-    hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48, mode=mode,
+    hello = Hello(edge_id=edge_id, class_names=list(CLASS_NAMES), frame_width=64, frame_height=48, mode=mode,
                   token="secret-token")
     return EdgeSession(hello, "raw", "f32", params, Traffic(), distiller)
 
@@ -96,7 +96,7 @@ def test_naive_session_has_no_student() -> None:
 def test_registry_limit_and_gauge() -> None:
     metrics = ServerMetrics()
     registry = SessionRegistry(max_sessions=1, metrics=metrics)
-    first, second = session("naive"), session("naive")
+    first, second = session("naive", "cam-1"), session("naive", "cam-2")
     registry.add(first)
     with pytest.raises(ProtocolError) as busy:
         registry.add(second)
@@ -105,3 +105,17 @@ def test_registry_limit_and_gauge() -> None:
     registry.remove(first)
     registry.add(second)
     assert registry.all() == [second]
+
+
+def test_a_new_session_of_the_same_edge_replaces_the_old_one() -> None:
+    registry = SessionRegistry(max_sessions=1, metrics=ServerMetrics())
+    old, new = session("naive", "cam-1"), session("naive", "cam-1")
+    evicted: list[ProtocolError] = []
+    old.evict = evicted.append
+    registry.add(old)
+    registry.add(new)  # the full registry has room: the new session takes the old one's slot
+    assert registry.all() == [new]
+    (error,) = evicted
+    assert error.code is ErrorCode.SESSION_REPLACED and new.session_id in error.message
+    registry.remove(old)  # the old connection's own clean-up later leaves the new session alone
+    assert registry.all() == [new]

@@ -1,0 +1,220 @@
+"""The tokens file: salted scrypt hashes of each edge's token and of the administrators' tokens.
+
+A JSON document (one file, or the same text in ``SHADOWTUTOR_TOKENS``)::
+
+    {"edges":  {"cam-1": {"hash": "$scrypt$ln=14,r=8,p=1$<salt>$<hash>", "updated": "2025-05-01T10:00:00+00:00"},
+                "cam-2": {"revoked": "2025-05-02T09:00:00+00:00"}},
+     "admins": {"ops":   {"hash": "$scrypt$ln=14,r=8,p=1$<salt>$<hash>", "updated": "..."}}}
+
+The hash is a PHC string (salt and hash in unpadded base64). An entry without ``hash``, or
+with ``revoked``, admits nobody; neither does a name that is not listed. Tokens themselves
+are never stored: ``shadowtutor token new`` prints a new one once. This module imports only
+the standard library, so that the ``token`` command stays quick.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import tempfile
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+Kind = Literal["edges", "admins"]
+KINDS: tuple[Kind, ...] = ("edges", "admins")
+SCHEME = "scrypt"
+LOG2_N, BLOCK_SIZE, PARALLELISM = 14, 8, 1  # 16 MiB and about 50 ms per check on one core
+SALT_BYTES, HASH_BYTES, TOKEN_BYTES = 16, 32, 32
+MAX_TOKEN_CHARS = 512  # longer presented tokens are refused unhashed
+_MAX_LOG2_N = 20  # a hash asking for more memory than this (1 GiB at r=8) is refused when the file loads
+_DUMMY = f"${SCHEME}$ln={LOG2_N},r={BLOCK_SIZE},p={PARALLELISM}$" + "A" * 22 + "$" + "A" * 43
+
+
+class TokenFileError(ValueError):
+    """The tokens file (or ``SHADOWTUTOR_TOKENS``) is missing or malformed; the message says where."""
+
+
+def new_token() -> str:
+    """A fresh random token: 256 bits, URL-safe text (43 characters)."""
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+
+
+@dataclass(frozen=True)
+class ScryptHash:
+    log2_n: int
+    r: int
+    p: int
+    salt: bytes
+    digest: bytes
+
+    @classmethod
+    def parse(cls, encoded: str) -> ScryptHash:
+        """Parse ``$scrypt$ln=..,r=..,p=..$salt$hash``; raises ``ValueError`` saying what is wrong."""
+        parts = encoded.split("$")
+        if len(parts) != 5 or parts[0] != "" or parts[1] != SCHEME:
+            raise ValueError(f"not a ${SCHEME}$ln=N,r=R,p=P$SALT$HASH string")
+        try:
+            params = dict(item.split("=", 1) for item in parts[2].split(","))
+            log2_n, r, p = int(params["ln"]), int(params["r"]), int(params["p"])
+            salt, digest = _unb64(parts[3]), _unb64(parts[4])
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"bad scrypt parameters, salt or hash ({exc})") from None
+        if not (1 <= log2_n <= _MAX_LOG2_N and 1 <= r <= 32 and 1 <= p <= 16) or len(salt) < 8 or len(digest) < 16:
+            raise ValueError(f"scrypt parameters out of range (ln={log2_n}, r={r}, p={p}) or salt/hash too short")
+        return cls(log2_n, r, p, salt, digest)
+
+    def compute(self, token: str) -> bytes:
+        n, r = 1 << self.log2_n, self.r
+        return hashlib.scrypt(
+            token.encode(), salt=self.salt, n=n, r=r, p=self.p, maxmem=256 * n * r, dklen=len(self.digest)
+        )
+
+    def matches(self, token: str) -> bool:
+        """Constant-time comparison of the token's hash with the stored one."""
+        return hmac.compare_digest(self.compute(token), self.digest)
+
+    def encode(self) -> str:
+        params = f"ln={self.log2_n},r={self.r},p={self.p}"
+        return f"${SCHEME}${params}${_b64(self.salt)}${_b64(self.digest)}"
+
+
+def hash_token(token: str) -> str:
+    """The PHC string stored for ``token`` (a new random salt each time)."""
+    salt = secrets.token_bytes(SALT_BYTES)
+    blank = ScryptHash(LOG2_N, BLOCK_SIZE, PARALLELISM, salt, b"\0" * HASH_BYTES)
+    return ScryptHash(LOG2_N, BLOCK_SIZE, PARALLELISM, salt, blank.compute(token)).encode()
+
+
+def burn_time(token: str) -> None:
+    """Spend what a real check costs, so that an unknown name answers no faster than a known one."""
+    ScryptHash.parse(_DUMMY).matches(token)
+
+
+@dataclass(frozen=True)
+class Entry:
+    hash: ScryptHash | None
+    updated: str | None = None
+    revoked: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.hash is not None and self.revoked is None
+
+    def to_json(self) -> dict[str, str]:
+        out = {"hash": self.hash.encode() if self.hash else None, "updated": self.updated, "revoked": self.revoked}
+        return {key: value for key, value in out.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class TokenTable:
+    """The parsed document: entries by kind and name."""
+
+    edges: dict[str, Entry] = field(default_factory=dict)
+    admins: dict[str, Entry] = field(default_factory=dict)
+
+    def entries(self, kind: Kind) -> dict[str, Entry]:
+        return self.edges if kind == "edges" else self.admins
+
+    def with_entry(self, kind: Kind, name: str, entry: Entry) -> TokenTable:
+        return replace(self, **{kind: {**self.entries(kind), name: entry}})
+
+    @classmethod
+    def parse(cls, text: str, origin: str) -> TokenTable:
+        try:
+            document = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise TokenFileError(f"{origin}: not JSON ({exc})") from None
+        if not isinstance(document, dict):
+            raise TokenFileError(f"{origin}: the document must be a JSON object with 'edges' and 'admins'")
+        unknown = set(document) - set(KINDS)
+        if unknown:
+            raise TokenFileError(f"{origin}: unknown keys {sorted(unknown)}; expected {list(KINDS)}")
+        tables = {kind: _parse_section(document.get(kind, {}), f"{origin}: {kind}") for kind in KINDS}
+        return cls(**tables)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {kind: {name: entry.to_json() for name, entry in self.entries(kind).items()} for kind in KINDS}, indent=2
+        ) + "\n"
+
+
+def _parse_section(section: Any, where: str) -> dict[str, Entry]:
+    if not isinstance(section, dict):
+        raise TokenFileError(f"{where} must be an object of name -> entry")
+    entries = {}
+    for name, raw in section.items():
+        if not name or not isinstance(raw, dict):
+            raise TokenFileError(f"{where}: entry {name!r} must be an object with 'hash' or 'revoked'")
+        texts = {key: raw.get(key) for key in ("hash", "updated", "revoked")}
+        if any(value is not None and not isinstance(value, str) for value in texts.values()):
+            raise TokenFileError(f"{where}: entry {name!r}: 'hash', 'updated' and 'revoked' are strings")
+        try:
+            parsed = ScryptHash.parse(texts["hash"]) if texts["hash"] is not None else None
+        except ValueError as exc:
+            raise TokenFileError(f"{where}: entry {name!r}: {exc}") from None
+        entries[name] = Entry(parsed, texts["updated"], texts["revoked"])
+    return entries
+
+
+def read_table(path: Path) -> TokenTable:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise TokenFileError(f"cannot read the tokens file {path}: {exc.strerror or exc}") from None
+    return TokenTable.parse(text, str(path))
+
+
+def write_table(path: Path, table: TokenTable) -> None:
+    """Replace the file atomically (a server reloading it never sees half), readable by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(table.to_json())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def issue_token(path: Path, kind: Kind, name: str) -> str:
+    """A new token for ``name``: its hash replaces any earlier one in ``path`` (created if absent)."""
+    check_name(name)
+    table = read_table(path) if path.exists() else TokenTable()
+    token = new_token()
+    write_table(path, table.with_entry(kind, name, Entry(ScryptHash.parse(hash_token(token)), updated=_now())))
+    return token
+
+
+def revoke(path: Path, kind: Kind, name: str) -> None:
+    """Mark ``name`` revoked (its hash is dropped); a server watching ``path`` refuses it from then on."""
+    table = read_table(path)
+    entry = table.entries(kind).get(name)
+    if entry is None:
+        raise TokenFileError(f"{path}: no {kind[:-1]} named {name!r} to revoke")
+    write_table(path, table.with_entry(kind, name, Entry(None, updated=entry.updated, revoked=_now())))
+
+
+def check_name(name: str) -> None:
+    """The HELLO's rule for edge ids (and the same for administrator names)."""
+    if not name or len(name) > 128 or not name.isprintable():
+        raise ValueError(f"a name must be 1 to 128 printable characters, got {name!r}")
