@@ -52,7 +52,9 @@ class EdgeSettings:
     mode: str = _setting("distill", "distill (ShadowTutor) or naive (every frame labelled by the server)")
     class_names: tuple[str, ...] = _setting(LVS_CLASSES, "comma-separated classes; must equal the server's")
     frame_codecs: tuple[str, ...] = _setting(("jpeg", "raw"), "key-frame codecs offered, in preference order")
-    jpeg_quality: int = _setting(90, "JPEG quality of key frames, 1..100")
+    frame_quality: int | None = _setting(
+        None, "quality of jpeg and webp key frames, 1..100 (default: the codec's own; docs/protocol.md)"
+    )
     weight_codecs: tuple[str, ...] = _setting(
         ("f16+zstd", "f32+zstd", "f32"), "weight codecs offered, in preference order"
     )
@@ -94,8 +96,8 @@ class EdgeSettings:
 
         _check_codecs("frame_codecs", self.frame_codecs, FRAME_CODECS)
         _check_codecs("weight_codecs", self.weight_codecs, WEIGHT_CODECS)
-        if not 1 <= self.jpeg_quality <= 100:
-            raise SettingsError(f"jpeg_quality must lie in 1..100, got {self.jpeg_quality}")
+        if self.frame_quality is not None and not 1 <= self.frame_quality <= 100:
+            raise SettingsError(f"frame_quality must lie in 1..100, got {self.frame_quality}")
         if self.resize is not None and min(self.resize) <= 0:
             raise SettingsError(f"resize must be positive, got {self.resize}")
         if self.max_frames is not None and self.max_frames <= 0:
@@ -205,7 +207,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "class_names": _parse_list,
     "frame_codecs": _parse_list,
     "weight_codecs": _parse_list,
-    "jpeg_quality": int,
+    "frame_quality": _parse_optional_int,
     "resize": _parse_size,
     "max_frames": _parse_optional_int,
     "max_fps": _parse_optional_float,

@@ -27,7 +27,7 @@ from edge_agent.pending import Pending
 from edge_agent.versioning import WeightUpdate
 from shadowtutor.algorithms.client_loop import UpdateOutcome
 from shadowtutor.algorithms.params import AlgorithmParams
-from shadowtutor.protocol.codecs import decode_labels, decode_tensors, encode_frame
+from shadowtutor.protocol.codecs import decode_labels, decode_tensors, encode_frame, is_delta_codec
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import (
     Error,
@@ -113,7 +113,12 @@ class SessionInfo:
     session_id: str
     params: AlgorithmParams
     frame_codec: str
-    weight_codec: str
+    weight_codec: str  # full weights
+    delta_codec: str | None = None  # partial updates as quantised deltas, when agreed
+
+    def update_codec(self, full: bool) -> str:
+        """The codec of an UPDATE's blob."""
+        return self.weight_codec if full or self.delta_codec is None else self.delta_codec
 
 
 @dataclass(frozen=True)
@@ -166,7 +171,7 @@ class EdgeTransport:
         weights: WeightSink | None = None,
         observer: TransportObserver | None = None,
         backoff: Backoff | None = None,
-        jpeg_quality: int = 90,
+        frame_quality: int | None = None,
         handshake_timeout: float = 30.0,
     ) -> None:
         if hello.mode == "distill" and weights is None:
@@ -176,7 +181,7 @@ class EdgeTransport:
         self.weights = weights
         self.observer = observer
         self.backoff = backoff or Backoff(0.5, 15.0)
-        self.jpeg_quality = jpeg_quality
+        self.frame_quality = frame_quality  # jpeg/webp quality; None: the codec's default
         self.handshake_timeout = handshake_timeout
         self.stats = TransportStats()
         self.session: SessionInfo | None = None  # the current session, None while disconnected
@@ -252,7 +257,7 @@ class EdgeTransport:
         info = self.session
         if info is None:
             return Pending.failed()
-        payload = encode_frame(frame, info.frame_codec, self.jpeg_quality)
+        payload = encode_frame(frame, info.frame_codec, self.frame_quality)
         seq = next(self._seq)
         height, width = frame.shape[:2]
         message = KeyFrame(seq, frame_index, base_version, info.frame_codec, width, height, payload=payload)
@@ -358,8 +363,8 @@ class EdgeTransport:
         info = self._accept_welcome(message)
         self.stats.sessions.append(info.session_id)
         self.backoff.reset()
-        log.info("session %s: version %d, frames %s, weights %s", info.session_id, message.version,
-                 info.frame_codec, info.weight_codec)
+        log.info("session %s: version %d, frames %s, weights %s, deltas %s", info.session_id, message.version,
+                 info.frame_codec, info.weight_codec, info.delta_codec)
         return info
 
     def _accept_welcome(self, welcome: Welcome) -> SessionInfo:
@@ -368,10 +373,11 @@ class EdgeTransport:
                 ErrorCode.INCOMPATIBLE_MODEL,
                 f"the server's classes {welcome.class_names} differ from this edge's {list(self.hello.class_names)}",
             )
-        if welcome.frame_codec not in self.hello.frame_codecs or welcome.weight_codec not in self.hello.weight_codecs:
+        if not self._offered(welcome):
             raise ServerRefusedError(
                 ErrorCode.UNSUPPORTED_CODEC,
-                f"the server chose codecs {welcome.frame_codec}/{welcome.weight_codec}, which this edge did not offer",
+                f"the server chose codecs {welcome.frame_codec}/{welcome.weight_codec} (deltas {welcome.delta_codec}),"
+                " which this edge did not offer in those roles",
             )
         try:
             params = AlgorithmParams.from_dict(welcome.params)
@@ -384,7 +390,14 @@ class EdgeTransport:
             self.weights.stage(
                 WeightUpdate(welcome.session_id, welcome.version, welcome.version, True, tensors, "welcome")
             )
-        return SessionInfo(welcome.session_id, params, welcome.frame_codec, welcome.weight_codec)
+        return SessionInfo(welcome.session_id, params, welcome.frame_codec, welcome.weight_codec, welcome.delta_codec)
+
+    def _offered(self, welcome: Welcome) -> bool:
+        """The WELCOME's codecs were offered: a float codec for full weights, a delta codec (if any) for deltas."""
+        hello, delta = self.hello, welcome.delta_codec
+        return (welcome.frame_codec in hello.frame_codecs and welcome.weight_codec in hello.weight_codecs
+                and not is_delta_codec(welcome.weight_codec)
+                and (delta is None or (delta in hello.weight_codecs and is_delta_codec(delta))))
 
     async def _send_queued(self, session: _Session) -> None:
         while True:
@@ -445,11 +458,12 @@ class EdgeTransport:
     def _on_update(self, session: _Session, message: Update) -> None:
         if self.weights is None:
             raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "UPDATE in naive mode")
-        tensors = decode_tensors(message.tensors, message.payload, session.info.weight_codec)
+        codec = session.info.update_codec(message.full)
+        tensors = decode_tensors(message.tensors, message.payload, codec)
         item = self._claim(session, message.seq, "key_frame")
         update = WeightUpdate(
             session.info.session_id, message.version, message.base_version, message.full, tensors,
-            "update" if item is not None else "resync", message.seq, message.metric,
+            "update" if item is not None else "resync", message.seq, message.metric, is_delta_codec(codec),
         )
         if item is not None:
             roundtrip = time.monotonic() - item.pending.submitted_at

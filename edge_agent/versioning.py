@@ -4,6 +4,9 @@
 model happens on the inference thread: updates that answer a key frame through the client
 loop's ``apply``, and full weights that arrive on their own (WELCOME, a resync answer)
 through :meth:`stage` (network thread) and :meth:`sync` (inference thread, before each frame).
+The weights it holds follow the protocol's rule (:class:`HeldWeights`): full weights replace
+them, a partial update overwrites what it names, a delta update adds to it; only the tensors
+that changed are handed to the runtime.
 """
 
 from __future__ import annotations
@@ -17,13 +20,19 @@ import numpy as np
 import torch
 
 from edge_agent.runtime import StudentRuntime
+from shadowtutor.protocol.errors import ProtocolError
+from shadowtutor.protocol.weight_sync import HeldWeights
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class WeightUpdate:
-    """Weights from the server, decoded. ``origin`` is ``welcome``, ``update`` or ``resync``."""
+    """Weights from the server, decoded. ``origin`` is ``welcome``, ``update`` or ``resync``.
+
+    ``delta``: the tensors are dequantised deltas to add to the held ones (a partial update in
+    the session's delta codec).
+    """
 
     session_id: str
     version: int
@@ -33,6 +42,7 @@ class WeightUpdate:
     origin: str
     seq: int | None = None
     metric: float | None = None
+    delta: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,7 @@ class VersionedStudent:
         self.request_resync = request_resync
         self.session_id: str | None = None
         self.version = -1
+        self.held = HeldWeights()  # bit-identical to the server's mirror of this edge
         self.history: list[AppliedVersion] = []
         self.rejected = 0
         self.frame_index = 0  # set by the agent before each frame, for the history
@@ -95,19 +106,26 @@ class VersionedStudent:
     def apply(self, payload: WeightUpdate) -> None:
         """Install an update if it is full or based on the held (session, version); else request a resync."""
         if payload.full or (payload.session_id == self.session_id and payload.base_version == self.version):
-            self._install(payload)
-            return
+            try:
+                self._install(payload)
+                return
+            except ProtocolError as exc:  # names tensors the edge does not hold: get the server's full weights
+                reason = f"update {payload.base_version}->{payload.version} does not fit the held weights: {exc}"
+        else:
+            reason = (f"update {payload.base_version}->{payload.version} of session {payload.session_id} "
+                      f"does not apply to version {self.version} of session {self.session_id}")
         self.rejected += 1
-        reason = (f"update {payload.base_version}->{payload.version} of session {payload.session_id} "
-                  f"does not apply to version {self.version} of session {self.session_id}")
         log.warning("not applying: %s; asking for a resync", reason)
         self.request_resync(self.version, reason)
 
     def _install(self, update: WeightUpdate) -> None:
         if update.full:
             self.runtime.load(update.tensors, self.class_names)
+            self.held.replace(update.tensors)
         else:
-            self.runtime.update(update.tensors)
+            changed = self.held.apply(update.tensors, update.delta)
+            if changed:
+                self.runtime.update(changed)
         self.session_id = update.session_id
         self.version = update.version
         self.history.append(

@@ -1,7 +1,7 @@
 """What the network benchmark compares: ShadowTutor against naive offloading with raw and JPEG frames.
 
 Each variant is one ``shadowtutor edge`` configuration; codecs are chosen with the agent's own
-flags (``--frame-codecs``, ``--jpeg-quality``, ``--weight-codecs``), which the server accepts
+flags (``--frame-codecs``, ``--frame-quality``, ``--weight-codecs``), which the server accepts
 as offered (it allows every codec by default).
 """
 
@@ -43,7 +43,7 @@ def build_variants(
     unknown = [n for n in names if n not in VARIANT_NAMES]
     if unknown or not names:
         raise ValueError(f"unknown variants {unknown}: choose from {', '.join(VARIANT_NAMES)}")
-    quality = ("--jpeg-quality", str(jpeg_quality)) if jpeg_quality is not None else ()
+    quality = ("--frame-quality", str(jpeg_quality)) if jpeg_quality is not None else ()
     shadow = (
         *(("--frame-codecs", frame_codecs) if frame_codecs else ()),
         *(("--weight-codecs", weight_codecs) if weight_codecs else ()),

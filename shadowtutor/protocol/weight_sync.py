@@ -31,18 +31,17 @@ class HeldWeights:
     def apply(self, tensors: Mapping[str, torch.Tensor], delta: bool) -> dict[str, torch.Tensor]:
         """A partial update: new values, or (``delta``) dequantised deltas added to the held ones.
 
-        Returns the new values of the tensors it names. A delta for a tensor that is not held,
-        or of another shape, raises BAD_MESSAGE and changes nothing.
+        Returns the new values of the tensors it names. A tensor that is not held, or of another
+        shape, raises BAD_MESSAGE and changes nothing.
         """
-        if delta:
-            for name, value in tensors.items():
-                held = self.state.get(name)
-                if held is None or held.shape != value.shape:
-                    shape = None if held is None else list(held.shape)
-                    raise ProtocolError(
-                        ErrorCode.BAD_MESSAGE,
-                        f"delta for {name!r} of shape {list(value.shape)} does not fit the held tensor ({shape})",
-                    )
+        for name, value in tensors.items():
+            held = self.state.get(name)
+            if held is None or held.shape != value.shape:
+                shape = None if held is None else list(held.shape)
+                raise ProtocolError(
+                    ErrorCode.BAD_MESSAGE,
+                    f"update of {name!r} with shape {list(value.shape)} does not fit the held tensor ({shape})",
+                )
         new = {name: self.state[name] + _float32(value) if delta else _float32(value)
                for name, value in tensors.items()}
         self.state.update(new)

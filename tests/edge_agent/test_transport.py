@@ -25,9 +25,9 @@ from tests.support.stand_in_server import StandInServer, naive_labels
 WIDTH, HEIGHT = 48, 32
 
 
-def make_hello(mode: str = "distill", frame_codecs=("raw",)) -> Hello:
+def make_hello(mode: str = "distill", frame_codecs=("raw",), weight_codecs=("f32",)) -> Hello:
     return Hello("edge-test", list(LVS_CLASSES), WIDTH, HEIGHT, mode, frame_codecs=list(frame_codecs),
-                 weight_codecs=["f32"])
+                 weight_codecs=list(weight_codecs))
 
 
 def frame(i: int) -> np.ndarray:
@@ -62,13 +62,14 @@ class Edge:
 
     def __init__(
         self, url: str, mode: str = "distill", backoff: Backoff | None = None,
-        observer: RecordingObserver | None = None,
+        observer: RecordingObserver | None = None, weight_codecs: tuple[str, ...] = ("f32",),
     ) -> None:
         self.observer = observer or RecordingObserver()
         self.student = VersionedStudent(
             StudentRuntime("reference"), LVS_CLASSES, lambda have, why: self.transport.request_resync(have, why)
         )
-        self.transport = EdgeTransport(url, make_hello(mode), self.student if mode == "distill" else None,
+        hello = make_hello(mode, weight_codecs=weight_codecs)
+        self.transport = EdgeTransport(url, hello, self.student if mode == "distill" else None,
                                        self.observer, backoff or Backoff(0.05, 0.2))
         self.transport.start()
 
@@ -137,6 +138,20 @@ def test_client_loop_applies_updates_in_version_order(stand_in: StandInServer) -
     if len(key_frames) == applied:  # the last update was applied too: the edge holds the server's student
         assert_same_weights(edge.student, session.state)
     assert [e for e in edge.observer.events if e[0] == "roundtrip"]
+
+
+def test_delta_updates_leave_the_edge_holding_the_servers_weights_bit_for_bit(stand_in: StandInServer) -> None:
+    with Edge(stand_in.url, weight_codecs=("q8delta+zstd", "f16+zstd")) as edge:
+        info = edge.transport.wait_first_welcome(10)
+        assert (info.weight_codec, info.delta_codec) == ("f16+zstd", "q8delta+zstd")
+        loop = edge.client_loop()
+        edge.run_frames(loop, 12)
+        if loop.pending is not None:  # the last answer landed after the last frame: apply it as the next would
+            edge.student.apply(loop.pending.result().payload)
+    session = stand_in.sessions[0]
+    assert edge.student.updates_applied >= 3 and edge.student.version == session.version
+    assert_same_weights(edge.student, session.state)
+    assert all(torch.equal(edge.student.held.state[k], v) for k, v in session.state.items())
 
 
 def test_stale_update_is_not_applied_and_asks_for_a_resync(stand_in: StandInServer) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import ssl
 import urllib.request
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from services.cli import settings_from_args
+from services.cli import settings_from_args, tls_options
 from shadowtutor.cli import build_parser, main
 from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.messages import Hello, KeyFrame, Update, Welcome, decode, encode
@@ -32,6 +33,20 @@ def test_flags_win_over_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert (settings.port, settings.teacher, settings.max_sessions) == (9100, "labels", 7)
     assert settings.labels_dir == tmp_path and settings.frame_codecs == ("jpeg", "raw")
     assert settings.log_level == "debug"
+
+
+def test_security_flags_and_uvicorn_tls_options(tmp_path: Path) -> None:
+    cert, key, ca = (tmp_path / name for name in ("s.crt", "s.key", "ca.crt"))
+    for path in (cert, key, ca):
+        path.write_text("pem")
+    args = build_parser().parse_args(["serve", "--protect-metrics", "--tokens", "{}", "--tls-cert", str(cert),
+                                      "--tls-key", str(key), "--tls-client-ca", str(ca)])
+    settings = settings_from_args(args)
+    assert settings.protect_metrics is True  # a boolean flag alone means true
+    assert tls_options(settings) == {"ssl_certfile": str(cert), "ssl_keyfile": str(key), "ssl_ca_certs": str(ca),
+                                     "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    plain = settings_from_args(build_parser().parse_args(["serve", "--protect-metrics", "false", "--tokens", "{}"]))
+    assert plain.protect_metrics is False and tls_options(plain) == {}
 
 
 def test_bad_flag_value_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:

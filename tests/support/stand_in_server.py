@@ -24,10 +24,11 @@ from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import (
     FRAME_CODECS,
     WEIGHT_CODECS,
+    TensorBlob,
     choose_codec,
+    choose_weight_codecs,
     decode_frame,
     encode_labels,
-    encode_tensors,
 )
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import (
@@ -42,6 +43,7 @@ from shadowtutor.protocol.messages import (
     decode,
     encode,
 )
+from shadowtutor.protocol.weight_sync import UpdateEncoder
 
 NUDGE = 0.01
 
@@ -60,7 +62,8 @@ def naive_labels(frame: np.ndarray, num_classes: int) -> np.ndarray:
 class StandInSession:
     session_id: str
     hello: Hello
-    state: dict[str, torch.Tensor]
+    state: dict[str, torch.Tensor]  # what the edge holds after the last blob sent (as in the real server)
+    encoder: UpdateEncoder
     version: int = 0  # the version last sent to the edge
     last_seq: int = 0
     received: list[Message] = field(default_factory=list)
@@ -159,29 +162,30 @@ class StandInServer:
                 await self._send(ws, None, Error(self.refuse.value, "refused by the test", fatal=True))
                 await ws.close(self.refuse.close, self.refuse.value)
                 return
-            state = {k: v.clone() for k, v in self.weights.items()}
-            session = StandInSession(f"s{len(self.sessions) + 1}", hello, state)
-            self.sessions.append(session)
             frame_codec = choose_codec(hello.frame_codecs, FRAME_CODECS, tuple(hello.frame_codecs))
-            weight_codec = choose_codec(hello.weight_codecs, WEIGHT_CODECS, tuple(hello.weight_codecs))
-            blob = encode_tensors(session.state, weight_codec) if hello.mode == "distill" else None
+            weight_codec, delta_codec = choose_weight_codecs(hello.weight_codecs, WEIGHT_CODECS)
+            state = {k: v.clone() for k, v in self.weights.items()}
+            encoder = UpdateEncoder(weight_codec, delta_codec)
+            session = StandInSession(f"s{len(self.sessions) + 1}", hello, state, encoder)
+            self.sessions.append(session)
+            blob = self._blob(session, full=True) if hello.mode == "distill" else None
             await self._send(ws, session, Welcome(
                 session.session_id, 0, frame_codec, weight_codec, self.params.to_dict(), list(LVS_CLASSES),
-                blob.tensors if blob else [], payload=blob.payload if blob else b"",
+                blob.tensors if blob else [], delta_codec, payload=blob.payload if blob else b"",
             ))
             async for data in ws:
                 self.bytes_received += len(data)
                 message = decode(data)
                 session.received.append(message)
                 await asyncio.sleep(self.reply_delay)
-                await self._answer(ws, session, message, weight_codec)
+                await self._answer(ws, session, message)
             session.close_code = ws.close_code
         except ConnectionClosed:
             pass
 
-    async def _answer(self, ws: ServerConnection, session: StandInSession, message: Message, codec: str) -> None:
+    async def _answer(self, ws: ServerConnection, session: StandInSession, message: Message) -> None:
         if isinstance(message, ResyncRequest):
-            await self._send_update(ws, session, codec, session.last_seq, base=message.have_version, full=True)
+            await self._send_update(ws, session, session.last_seq, base=message.have_version, full=True)
             return
         if not isinstance(message, KeyFrame):
             raise AssertionError(f"the edge sent {message!r}")
@@ -199,17 +203,23 @@ class StandInServer:
                 session.state[key] += NUDGE
             if self.stale_next:
                 self.stale_next = False
-                await self._send_update(ws, session, codec, message.seq, base=session.version + 7, full=False)
+                await self._send_update(ws, session, message.seq, base=session.version + 7, full=False)
             elif message.base_version == session.version:
-                await self._send_update(ws, session, codec, message.seq, base=session.version, full=False)
+                await self._send_update(ws, session, message.seq, base=session.version, full=False)
             else:
-                await self._send_update(ws, session, codec, message.seq, base=message.base_version, full=True)
+                await self._send_update(ws, session, message.seq, base=message.base_version, full=True)
+
+    def _blob(self, session: StandInSession, full: bool) -> TensorBlob:
+        """Encode as the real server does; the stand-in then holds exactly what the edge will hold."""
+        encoder = session.encoder
+        blob = encoder.full(session.state) if full else encoder.partial(session.state, self.trainable)
+        session.state = {k: v.clone() for k, v in encoder.held.state.items()}
+        return blob
 
     async def _send_update(
-        self, ws: ServerConnection, session: StandInSession, codec: str, seq: int, base: int, full: bool
+        self, ws: ServerConnection, session: StandInSession, seq: int, base: int, full: bool
     ) -> None:
         session.version += 1
-        keys = list(session.state) if full else self.trainable
-        blob = encode_tensors({k: session.state[k] for k in keys}, codec)
+        blob = self._blob(session, full)
         await self._send(ws, session, Update(seq, base, session.version, self.metric, 0.5, 1, full, blob.tensors,
                                              payload=blob.payload))

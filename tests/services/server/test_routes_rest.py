@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from services.server.app import create_app
 from services.server.settings import ServerSettings
+from services.server.tokens import issue_token, revoke
+from tests.services.conftest import wait_ready
 from tests.support.prometheus import promtool_check, sample_value
 from tests.support.scene import TinyScene
 
@@ -48,3 +51,25 @@ def test_sessions_empty_and_openapi(client: TestClient) -> None:
     schema = client.get("/openapi.json").json()
     assert "SessionInfo" in schema["components"]["schemas"]
     assert "token" not in schema["components"]["schemas"]["SessionInfo"]["properties"]
+
+
+@pytest.mark.parametrize("protect_metrics", [False, True])
+def test_with_tokens_sessions_need_an_admin_bearer_token(
+    settings: ServerSettings, tmp_path: Path, protect_metrics: bool
+) -> None:
+    path = tmp_path / "tokens.json"
+    admin, edge = issue_token(path, "admins", "ops"), issue_token(path, "edges", "cam-1")
+    protected = settings.model_copy(update={"tokens_file": path, "protect_metrics": protect_metrics})
+    with TestClient(create_app(protected)) as client:
+        wait_ready(client)
+        assert client.get("/healthz").status_code == 200 and client.get("/readyz").status_code == 200
+        for headers in ({}, {"Authorization": f"Bearer {edge}"}, {"Authorization": f"Basic {admin}"},
+                        {"Authorization": "Bearer"}):
+            refused = client.get("/v1/sessions", headers=headers)
+            assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+        bearer = {"Authorization": f"Bearer {admin}"}
+        assert client.get("/v1/sessions", headers=bearer).json() == {"sessions": []}
+        assert client.get("/metrics").status_code == (401 if protect_metrics else 200)
+        assert client.get("/metrics", headers=bearer).status_code == 200
+        revoke(path, "admins", "ops")
+        assert client.get("/v1/sessions", headers=bearer).status_code == 401

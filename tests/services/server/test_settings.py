@@ -54,3 +54,28 @@ def test_environment_then_explicit_values(monkeypatch: pytest.MonkeyPatch, tmp_p
 def test_bad_values_say_what_is_wrong(field: str, value: str, message: str) -> None:
     with pytest.raises(ValidationError, match=re.escape(message)):
         ServerSettings(**{field: value})
+
+
+def test_security_defaults_and_consistency(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ServerSettings.model_fields:
+        monkeypatch.delenv(f"SHADOWTUTOR_{name.upper()}", raising=False)
+    settings = ServerSettings()
+    assert not settings.auth_enabled and not settings.tls_enabled and not settings.protect_metrics
+    assert (settings.key_frame_rate, settings.key_frame_burst, settings.hello_timeout) == (60.0, 120, 10.0)
+    assert settings.connection_limit() == 2 * 16 + 16
+    monkeypatch.setenv("SHADOWTUTOR_TOKENS", "")  # an empty variable (compose's ${VAR:-}) means unset
+    monkeypatch.setenv("SHADOWTUTOR_PROTECT_METRICS", "false")
+    assert ServerSettings().tokens is None
+    cert = tmp_path / "server.crt"
+    cert.write_text("pem")
+    assert ServerSettings(tls_cert=cert, tls_key=cert, tokens='{"edges": {}}').auth_enabled
+    for changes, message in [
+        ({"tls_cert": cert}, "tls_cert and tls_key go together"),
+        ({"tls_client_ca": cert}, "tls_client_ca (mutual TLS) needs tls_cert"),
+        ({"tls_cert": cert, "tls_key": tmp_path / "no.key"}, "tls_key: no such file"),
+        ({"tokens_file": cert, "tokens": "{}"}, "give tokens_file or tokens, not both"),
+        ({"protect_metrics": True}, "protect_metrics needs admin tokens"),
+        ({"key_frame_rate": -1}, "greater than or equal to 0"),
+    ]:
+        with pytest.raises(ValidationError, match=re.escape(message)):
+            ServerSettings(**changes)

@@ -17,8 +17,8 @@ def test_defaults_leave_shadowtutor_on_the_agents_codecs() -> None:
 
 def test_codec_choices_reach_the_agent_flags() -> None:
     shadow, jpeg, raw = build_variants(frame_codecs="jpeg", jpeg_quality=70, weight_codecs="f16+zstd")
-    assert shadow.edge_args == ("--frame-codecs", "jpeg", "--weight-codecs", "f16+zstd", "--jpeg-quality", "70")
-    assert jpeg.edge_args == ("--frame-codecs", "jpeg", "--jpeg-quality", "70")
+    assert shadow.edge_args == ("--frame-codecs", "jpeg", "--weight-codecs", "f16+zstd", "--frame-quality", "70")
+    assert jpeg.edge_args == ("--frame-codecs", "jpeg", "--frame-quality", "70")
     assert raw.edge_args == ("--frame-codecs", "raw")
 
 

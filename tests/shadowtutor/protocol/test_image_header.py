@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import struct
-import zlib
 
 import cv2
 import numpy as np
@@ -15,6 +13,7 @@ from PIL import Image
 
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.image_header import check_declared_size, declared_size
+from tests.support.images import png_bomb
 
 FRAME = np.random.default_rng(0).integers(0, 255, (37, 53, 3), dtype=np.uint8)
 
@@ -47,15 +46,6 @@ def test_extended_webp_and_jpeg_with_leading_segments() -> None:
     out = io.BytesIO()
     Image.fromarray(FRAME).save(out, "JPEG", exif=b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\x00\x00", comment=b"hi")
     assert declared_size(out.getvalue(), "jpeg") == (53, 37)  # APP0, APP1 and COM segments skipped
-
-
-def png_bomb(width: int, height: int) -> bytes:
-    """A valid PNG signature and IHDR declaring a huge image, then a few compressed bytes."""
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    chunk = struct.pack(">I", 13) + b"IHDR" + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
-    data = zlib.compress(b"\0" * 10_000)
-    idat = struct.pack(">I", len(data)) + b"IDAT" + data + struct.pack(">I", zlib.crc32(b"IDAT" + data))
-    return b"\x89PNG\r\n\x1a\n" + chunk + idat
 
 
 def test_a_small_payload_declaring_a_huge_image_is_refused_unread() -> None:

@@ -72,13 +72,13 @@ def test_quantisation_error_does_not_accumulate(delta_codec: str) -> None:
     assert error <= 1e-3 / 127
 
 
-def test_a_delta_that_does_not_fit_is_refused_and_changes_nothing() -> None:
+def test_an_update_that_does_not_fit_is_refused_and_changes_nothing() -> None:
     held = HeldWeights()
     held.replace({"a": torch.zeros(3)})
     with pytest.raises(ProtocolError, match="does not fit"):
         held.apply({"a": torch.ones(3), "b": torch.ones(2)}, delta=True)
     with pytest.raises(ProtocolError, match="does not fit"):
-        held.apply({"a": torch.ones(4)}, delta=True)
+        held.apply({"a": torch.ones(4)}, delta=False)
     assert torch.equal(held.state["a"], torch.zeros(3)) and list(held.state) == ["a"]
     assert torch.equal(held.apply({"a": torch.ones(3)}, delta=True)["a"], torch.ones(3))
 
