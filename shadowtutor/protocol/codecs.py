@@ -27,6 +27,7 @@ _IMAGE_EXT = {"jpeg": ".jpg", "webp": ".webp", "png": ".png"}
 _QUALITY_FLAG = {"jpeg": cv2.IMWRITE_JPEG_QUALITY, "webp": cv2.IMWRITE_WEBP_QUALITY}
 _SCALE = np.dtype("<f4")
 _Q_MAX = 127  # quantised deltas lie in -127..127 (the decoder accepts -128 too)
+_MAX_SCALE = np.finfo(np.float32).max / 128  # any int8 times a scale stays finite
 
 
 def _bad(code: ErrorCode, message: str) -> ProtocolError:
@@ -239,8 +240,8 @@ def decode_tensors(tensors: list[dict[str, Any]], payload: bytes, codec: str) ->
     if len(payload) != total:
         raise _bad(ErrorCode.BAD_MESSAGE, f"weight payload has {len(payload)} bytes, descriptors say {total}")
     scales = np.frombuffer(payload, dtype=_SCALE, count=sum(scale_counts))
-    if not (np.isfinite(scales) & (scales >= 0)).all():
-        raise _bad(ErrorCode.BAD_MESSAGE, "a delta scale is negative, NaN or infinite")
+    if not ((scales >= 0) & (scales <= _MAX_SCALE)).all():  # (False for NaN)
+        raise _bad(ErrorCode.BAD_MESSAGE, "a delta scale is negative, NaN, infinite or so large that values overflow")
     out: dict[str, torch.Tensor] = {}
     offset, first_scale = scale_bytes, 0
     for (name, shape), count, n_scales in zip(shapes, counts, scale_counts, strict=True):

@@ -119,7 +119,7 @@ def test_delta_encoder_refuses_non_finite_deltas() -> None:
         encode_tensors({"x": torch.tensor([1.0, float("nan")])}, "q8delta+zstd")
 
 
-@pytest.mark.parametrize("scale", [-1.0, float("nan"), float("inf")])
+@pytest.mark.parametrize("scale", [-1.0, float("nan"), float("inf"), 3e38])
 def test_delta_decoder_refuses_bad_scales(scale: float) -> None:
     raw = np.array([scale], "<f4").tobytes() + b"\x01\x02"
     with pytest.raises(ProtocolError, match="scale"):
