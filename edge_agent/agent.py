@@ -28,6 +28,7 @@ from edge_agent.runtime import StudentRuntime
 from edge_agent.settings import EdgeSettings
 from edge_agent.sinks import LABELS_DIR, OVERLAY_FILE, LabelSink, OverlayVideoSink, PngLabelSink, ThreadedSink
 from edge_agent.sources import SourceError, VideoSource
+from edge_agent.tls import transport_security
 from edge_agent.transport import EdgeTransport, SessionInfo
 from edge_agent.versioning import VersionedStudent
 from shadowtutor.algorithms.client_loop import ClientLoop
@@ -149,7 +150,7 @@ class EdgeAgent:
                 StudentRuntime(s.backend), s.class_names, lambda have, why: transport.request_resync(have, why)
             )
         transport = EdgeTransport(s.server, hello, student, self.metrics,
-                                  Backoff(s.reconnect_min, s.reconnect_max), s.frame_quality)
+                                  Backoff(s.reconnect_min, s.reconnect_max), s.frame_quality, **transport_security(s))
         transport.start()
         try:
             info = transport.wait_first_welcome(s.startup_timeout, self.stop_event)

@@ -31,13 +31,13 @@ class SettingsError(ValueError):
 _REQUIRED = object()
 
 
-def _setting(default: Any, help_text: str) -> Any:
-    """A settings field with its help text (the CLI builds its flags from these)."""
+def _setting(default: Any, help_text: str, secret: bool = False) -> Any:
+    """A settings field with its help text (the CLI builds its flags from these); a secret stays out of repr."""
     if default is _REQUIRED:
         return field(metadata={"help": help_text})
     if callable(default):
         return field(default_factory=default, metadata={"help": help_text})
-    return field(default=default, metadata={"help": help_text})
+    return field(default=default, metadata={"help": help_text}, repr=not secret)
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,11 @@ class EdgeSettings:
         _REQUIRED, "video file, camera index or /dev/videoN, rtsp:// or http:// URL, or a GStreamer pipeline (has '!')"
     )
     edge_id: str = _setting(socket.gethostname, "this edge's name in the server and in metrics (default: hostname)")
+    token: str | None = _setting(None, "this edge's token (shadowtutor token new); prefer --token-file", secret=True)
+    token_file: Path | None = _setting(None, "file holding this edge's token, reread at every connection")
+    ca_file: Path | None = _setting(None, "PEM CA bundle that signs the server's certificate (default: the system's)")
+    client_cert: Path | None = _setting(None, "PEM client certificate, for a server that requires one (mutual TLS)")
+    client_key: Path | None = _setting(None, "PEM private key of client_cert")
     mode: str = _setting("distill", "distill (ShadowTutor) or naive (every frame labelled by the server)")
     class_names: tuple[str, ...] = _setting(LVS_CLASSES, "comma-separated classes; must equal the server's")
     frame_codecs: tuple[str, ...] = _setting(("jpeg", "raw"), "key-frame codecs offered, in preference order")
@@ -115,6 +120,35 @@ class EdgeSettings:
             raise SettingsError(f"metrics_port must lie in 0..65535 (0 disables), got {self.metrics_port}")
         if self.overlay and self.output_dir is None:
             raise SettingsError("overlay needs output_dir")
+        self._check_security()
+
+    def _check_security(self) -> None:
+        if self.token is not None and self.token_file is not None:
+            raise SettingsError("give token or token_file, not both")
+        if self.token is not None and not self.token.strip():
+            raise SettingsError("token is empty")
+        self.read_token()  # a missing or empty token file fails now, not at the first connection
+        if (self.client_cert is None) != (self.client_key is None):
+            raise SettingsError("client_cert and client_key go together: give both or neither")
+        tls_files = {"ca_file": self.ca_file, "client_cert": self.client_cert, "client_key": self.client_key}
+        for name, path in tls_files.items():
+            if path is not None and not path.is_file():
+                raise SettingsError(f"{name}: no such file {path}")
+        given = [name for name, path in tls_files.items() if path is not None]
+        if given and not self.server.startswith("wss://"):
+            raise SettingsError(f"{', '.join(given)} need a wss:// (or https://) server, got {self.server}")
+
+    def read_token(self) -> str | None:
+        """The token to send in HELLO: ``token``, or the content of ``token_file`` (reread each call)."""
+        if self.token_file is None:
+            return self.token
+        try:
+            token = self.token_file.read_text().strip()
+        except OSError as exc:
+            raise SettingsError(f"token_file: cannot read {self.token_file}: {exc.strerror or exc}") from None
+        if not token:
+            raise SettingsError(f"token_file: {self.token_file} is empty")
+        return token
 
     @classmethod
     def from_sources(cls, flags: Mapping[str, Any], environ: Mapping[str, str]) -> EdgeSettings:
@@ -138,7 +172,9 @@ class EdgeSettings:
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["output_dir"] = str(self.output_dir) if self.output_dir else None
+        for name in ("output_dir", "token_file", "ca_file", "client_cert", "client_key"):
+            out[name] = str(out[name]) if out[name] else None
+        out["token"] = "***" if self.token else None  # never written out
         return out
 
 
@@ -203,6 +239,10 @@ def _parse_optional_path(raw: str) -> Path | None:
     return Path(raw) if raw.strip() else None
 
 
+def _parse_optional_str(raw: str) -> str | None:
+    return raw.strip() or None
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "class_names": _parse_list,
     "frame_codecs": _parse_list,
@@ -217,6 +257,11 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "reconnect_max": float,
     "source_retries": int,
     "output_dir": _parse_optional_path,
+    "token": _parse_optional_str,
+    "token_file": _parse_optional_path,
+    "ca_file": _parse_optional_path,
+    "client_cert": _parse_optional_path,
+    "client_key": _parse_optional_path,
     "save_labels": _parse_bool,
     "overlay": _parse_bool,
     "metrics_port": int,

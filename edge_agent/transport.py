@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
+import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -46,9 +49,11 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # Refusals that a retry cannot fix: the run ends with an error instead of reconnecting forever.
-TERMINAL_CODES = frozenset(
-    {ErrorCode.INCOMPATIBLE_MODEL, ErrorCode.UNAUTHORIZED, ErrorCode.UNSUPPORTED_CODEC, ErrorCode.UNSUPPORTED_VERSION}
-)
+# SESSION_REPLACED: another process runs with this edge id (an agent has one connection at a time).
+TERMINAL_CODES = frozenset({
+    ErrorCode.INCOMPATIBLE_MODEL, ErrorCode.UNAUTHORIZED, ErrorCode.UNSUPPORTED_CODEC, ErrorCode.UNSUPPORTED_VERSION,
+    ErrorCode.SESSION_REPLACED,
+})
 
 
 class TransportError(RuntimeError):
@@ -61,6 +66,20 @@ class ServerRefusedError(TransportError):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(f"the server refused this edge ({code.value}): {message}")
         self.code = code
+
+
+class CertificateError(TransportError):
+    """The server's TLS certificate did not verify (wrong CA, wrong host name, expired): fatal for the run.
+
+    Retrying cannot help until someone changes a certificate or the agent's ``ca_file``; the
+    run ends with this error and the supervisor (compose, balena, systemd) restarts the agent.
+    """
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(
+            f"the TLS certificate of {url} did not verify ({reason}); check --ca-file, the server's "
+            "certificate and the host name in --server"
+        )
 
 
 class _SessionLost(Exception):
@@ -173,7 +192,11 @@ class EdgeTransport:
         backoff: Backoff | None = None,
         frame_quality: int | None = None,
         handshake_timeout: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+        token: Callable[[], str | None] | None = None,
     ) -> None:
+        """``ssl_context`` verifies a ``wss://`` server (default: the system's CA store); ``token``
+        gives the HELLO's token at each connection (so that a rotated token file is picked up)."""
         if hello.mode == "distill" and weights is None:
             raise ValueError("distill mode needs a weight sink for the server's weights")
         self.url = url
@@ -183,9 +206,11 @@ class EdgeTransport:
         self.backoff = backoff or Backoff(0.5, 15.0)
         self.frame_quality = frame_quality  # jpeg/webp quality; None: the codec's default
         self.handshake_timeout = handshake_timeout
+        self.ssl_context = ssl_context
+        self.token = token
         self.stats = TransportStats()
         self.session: SessionInfo | None = None  # the current session, None while disconnected
-        self.fatal: ServerRefusedError | None = None
+        self.fatal: TransportError | None = None  # a refusal or certificate error: the run cannot go on
         self.last_error = "no connection attempt yet"
         self._seq = itertools.count(1)
         self._welcomed = threading.Event()
@@ -296,13 +321,18 @@ class EdgeTransport:
                 await self._attempt
             except asyncio.CancelledError:
                 break
+            except ssl.SSLCertVerificationError as exc:
+                self.fatal = CertificateError(self.url, exc.verify_message or str(exc))
+                log.error("%s", self.fatal)
+                self._welcomed.set()  # wake wait_first_welcome
+                break
             except ServerRefusedError as exc:
                 log.error("%s", exc)
                 self.fatal = exc
                 self._welcomed.set()  # wake wait_first_welcome
                 break
             except (OSError, asyncio.TimeoutError, WebSocketException, ProtocolError, _SessionLost) as exc:
-                self.last_error = f"{type(exc).__name__}: {exc}"
+                self.last_error = _describe(exc)
                 log.warning("connection to %s failed or dropped: %s", self.url, self.last_error)
             except Exception as exc:  # a defect here must not end the thread: inference relies on reconnects
                 self.last_error = f"{type(exc).__name__}: {exc}"
@@ -322,11 +352,13 @@ class EdgeTransport:
             self._attempt.cancel()
 
     async def _connect_once(self) -> None:
+        tls = {"ssl": self.ssl_context} if self.ssl_context is not None else {}
+        hello = dataclasses.replace(self.hello, token=self.token()) if self.token is not None else self.hello
         async with connect(
             self.url, max_size=MAX_MESSAGE_BYTES, compression=None, open_timeout=self.handshake_timeout,
-            close_timeout=3,
+            close_timeout=3, **tls,
         ) as ws:
-            await self._send(ws, encode(self.hello))
+            await self._send(ws, encode(hello))
             info = await self._handshake(ws)
             session = _Session(ws, info)
             self._active = session
@@ -491,3 +523,10 @@ class EdgeTransport:
                     message.message)
         if message.fatal and message.code in {code.value for code in TERMINAL_CODES}:
             raise ServerRefusedError(ErrorCode(message.code), message.message)
+
+
+def _describe(exc: BaseException) -> str:
+    """The error and what caused it (e.g. the TLS alert behind "did not receive a valid HTTP response")."""
+    text = f"{type(exc).__name__}: {exc}"
+    cause = exc.__cause__
+    return f"{text} ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else text

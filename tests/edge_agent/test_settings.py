@@ -75,3 +75,35 @@ def test_bad_values_say_what_is_wrong(flags: dict, message: str) -> None:
 def test_environment_errors_name_the_variable() -> None:
     with pytest.raises(SettingsError, match="SHADOWTUTOR_MAX_FRAMES"):
         build({"server": "ws://h", "source": "x"}, {"SHADOWTUTOR_MAX_FRAMES": "ten"})
+
+
+def test_token_and_tls_settings(tmp_path: Path) -> None:
+    token_file, ca = tmp_path / "token", tmp_path / "ca.pem"
+    token_file.write_text("  s3cret-token\n")
+    ca.write_text("pem")
+    settings = build({"server": "https://gpu-box:8443", "source": "0", "token_file": str(token_file)},
+                     {"SHADOWTUTOR_CA_FILE": str(ca), "SHADOWTUTOR_TOKEN": ""})  # empty variable: unset
+    assert settings.server == "wss://gpu-box:8443/v1/edge" and settings.read_token() == "s3cret-token"
+    assert settings.ca_file == ca and settings.token is None
+    inline = build({"server": "ws://a:1", "source": "0"}, {"SHADOWTUTOR_TOKEN": "s3cret-token"})
+    assert inline.read_token() == "s3cret-token"
+    assert "s3cret" not in repr(inline) and inline.to_dict()["token"] == "***"  # never printed or written
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"token": "a", "token_file": "TOKEN"}, "give token or token_file, not both"),
+        ({"token_file": "missing"}, "token_file: cannot read"),
+        ({"token_file": "EMPTY"}, "is empty"),
+        ({"server": "wss://a:1", "ca_file": "missing.pem"}, "ca_file: no such file"),
+        ({"server": "wss://a:1", "client_cert": "TOKEN"}, "client_cert and client_key go together"),
+        ({"ca_file": "TOKEN"}, "ca_file need a wss:// (or https://) server"),
+    ],
+)
+def test_bad_security_settings_say_what_is_wrong(tmp_path: Path, flags: dict, message: str) -> None:
+    (tmp_path / "TOKEN").write_text("t")
+    (tmp_path / "EMPTY").write_text("\n")
+    paths = {k: str(tmp_path / v) if k != "token" and k != "server" else v for k, v in flags.items()}
+    with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        build({"server": "ws://a:1", "source": "0", **paths})

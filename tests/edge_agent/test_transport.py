@@ -259,12 +259,28 @@ def test_non_fatal_error_fails_only_that_key_frame(stand_in: StandInServer) -> N
         assert edge.transport.connected and edge.transport.stats.errors == {"teacher_failed": 1}
 
 
-@pytest.mark.parametrize("code", [ErrorCode.INCOMPATIBLE_MODEL, ErrorCode.UNAUTHORIZED])
+@pytest.mark.parametrize("code", [ErrorCode.INCOMPATIBLE_MODEL, ErrorCode.UNAUTHORIZED, ErrorCode.SESSION_REPLACED])
 def test_terminal_refusal_ends_the_run(stand_in: StandInServer, code: ErrorCode) -> None:
     stand_in.refuse = code
     with Edge(stand_in.url) as edge, pytest.raises(ServerRefusedError, match=code.value):
         edge.transport.wait_first_welcome(10)
     assert stand_in.hellos == 1  # no retry
+
+
+def test_the_token_is_asked_for_at_every_connection(stand_in: StandInServer) -> None:
+    stand_in.refuse = ErrorCode.SERVER_BUSY
+    tokens = iter(f"token-{n}" for n in range(100))
+    transport = EdgeTransport(stand_in.url, make_hello("naive"), backoff=Backoff(0.05, 0.1),
+                              token=lambda: next(tokens))
+    transport.start()
+    try:
+        wait_until(lambda: stand_in.hellos >= 2)
+        stand_in.refuse = None
+        transport.wait_first_welcome(10)
+        (session,) = stand_in.sessions
+        assert session.hello.token == f"token-{stand_in.hellos - 1}"  # a fresh token for each HELLO
+    finally:
+        transport.close()
 
 
 def test_busy_server_is_retried_with_backoff(stand_in: StandInServer) -> None:

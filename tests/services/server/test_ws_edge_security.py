@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,7 @@ def tokens(tmp_path: Path) -> Tokens:
     return Tokens(tmp_path / "tokens.json")
 
 
+@contextmanager
 def started(settings: ServerSettings, **changes: object) -> Iterator[TestClient]:
     with TestClient(create_app(settings.model_copy(update=changes))) as client:
         wait_ready(client)
@@ -43,7 +45,8 @@ def started(settings: ServerSettings, **changes: object) -> Iterator[TestClient]
 
 @pytest.fixture
 def auth_client(settings: ServerSettings, tokens: Tokens) -> Iterator[TestClient]:
-    yield from started(settings, tokens_file=tokens.path, tokens_poll_seconds=0.05)
+    with started(settings, tokens_file=tokens.path, tokens_poll_seconds=0.05) as client:
+        yield client
 
 
 def test_edges_without_their_token_are_refused_before_any_model_data(
@@ -93,7 +96,7 @@ def test_a_second_connection_of_an_edge_replaces_the_first(client: TestClient, s
 def test_key_frames_over_the_rate_are_dropped_then_the_flood_is_closed(
     settings: ServerSettings, scene: TinyScene
 ) -> None:
-    for client in started(settings, key_frame_rate=0.1, key_frame_burst=2):
+    with started(settings, key_frame_rate=0.1, key_frame_burst=2) as client:
         with client.websocket_connect("/v1/edge") as flood_ws, client.websocket_connect("/v1/edge") as calm_ws:
             flood, _ = open_session(flood_ws, scene, edge_id="flood")
             calm, _ = open_session(calm_ws, scene, edge_id="calm")
@@ -128,7 +131,7 @@ def test_a_decompression_bomb_is_refused_before_decoding(client: TestClient, sce
 def test_a_silent_connection_is_closed_and_the_connection_cap_holds(
     settings: ServerSettings, scene: TinyScene
 ) -> None:
-    for client in started(settings, hello_timeout=0.3, max_connections=1):
+    with started(settings, hello_timeout=0.3, max_connections=1) as client:
         with client.websocket_connect("/v1/edge") as silent:
             with pytest.raises(WebSocketDisconnect) as refused, client.websocket_connect("/v1/edge"):
                 pass  # over the cap: refused before the upgrade
