@@ -60,7 +60,8 @@ class ServerSettings(BaseSettings):
     )
     protect_metrics: bool = Field(False, description="/metrics needs an admin bearer token too")
     key_frame_rate: float = Field(
-        60.0, ge=0, description="key frames per second an edge may send on average; 0 = unlimited"
+        0.0, ge=0, description="key frames per second an edge may send on average (a quota of teacher time "
+        "per edge); 0 = no limit beyond back-pressure"
     )
     key_frame_burst: int = Field(120, ge=1, description="key frames an edge may send at once above key_frame_rate")
 

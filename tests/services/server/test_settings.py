@@ -61,7 +61,7 @@ def test_security_defaults_and_consistency(monkeypatch: pytest.MonkeyPatch, tmp_
         monkeypatch.delenv(f"SHADOWTUTOR_{name.upper()}", raising=False)
     settings = ServerSettings()
     assert not settings.auth_enabled and not settings.tls_enabled and not settings.protect_metrics
-    assert (settings.key_frame_rate, settings.key_frame_burst, settings.hello_timeout) == (60.0, 120, 10.0)
+    assert (settings.key_frame_rate, settings.key_frame_burst, settings.hello_timeout) == (0.0, 120, 10.0)
     assert settings.connection_limit() == 2 * 16 + 16
     monkeypatch.setenv("SHADOWTUTOR_TOKENS", "")  # an empty variable (compose's ${VAR:-}) means unset
     monkeypatch.setenv("SHADOWTUTOR_PROTECT_METRICS", "false")
