@@ -158,8 +158,8 @@ def test_a_refused_edge_stops_at_once_with_a_clear_error(
         bad.write_text("not-the-token")
         flags[3] = str(bad)
         expected = "the server refused this edge (unauthorized): edge 'cam-1': missing, wrong or revoked token"
-    else:
-        flags = flags[:4]
+    else:  # retried until the start-up timeout (any connection failure but a certificate's may pass)
+        flags = [*flags[:4], "--startup-timeout", "3"]
         expected = "no WELCOME from wss://127.0.0.1"
     started = time.monotonic()
     code, logs, out = run_edge(deployment, mtls_server, f"edge-{case.replace(' ', '-')}", *flags, timeout=60)
