@@ -35,7 +35,7 @@ class Authenticator:
             raise ValueError("give a tokens file or inline tokens, not both")
         self.path = path
         self.enabled = path is not None or inline is not None
-        self.generation = 0  # counts successful loads
+        self.generation = 1  # counts successful loads (the first is this one)
         self.problem: str | None = None  # why the table is unusable (None while it is fine)
         self._table: TokenTable | None = TokenTable.parse(inline, "SHADOWTUTOR_TOKENS") if inline else TokenTable()
         self._stamp: tuple[int, int, int] | None = None
@@ -45,7 +45,6 @@ class Authenticator:
         if path is not None:
             self._table = read_table(path)  # a missing or bad file at start is an error, not a warning
             self._stamp = _stamp(path)
-        self.generation = 1
 
     @classmethod
     def from_settings(cls, settings: ServerSettings) -> Authenticator:
@@ -112,8 +111,9 @@ class Authenticator:
         self.refresh()
         refusal = self._verify("edges", edge_id, token)
         if refusal is not None:
-            log.warning("refused edge %r: %s", edge_id, refusal)
-            raise ProtocolError(ErrorCode.UNAUTHORIZED, f"edge {edge_id!r}: missing, wrong or revoked token")
+            shown = edge_id if len(edge_id) <= 128 else edge_id[:128] + "..."  # a HELLO may carry anything
+            log.warning("refused edge %r: %s", shown, refusal)
+            raise ProtocolError(ErrorCode.UNAUTHORIZED, f"edge {shown!r}: missing, wrong or revoked token")
 
     def admin_name(self, token: str | None) -> str | None:
         """The administrator whose active token ``token`` is, or None (blocking: scrypt)."""
