@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_WEIGHT_CODECS
 
 ENV_PREFIX = "SHADOWTUTOR_"
 EDGE_PATH = "/v1/edge"
@@ -56,12 +57,12 @@ class EdgeSettings:
     client_key: Path | None = _setting(None, "PEM private key of client_cert")
     mode: str = _setting("distill", "distill (ShadowTutor) or naive (every frame labelled by the server)")
     class_names: tuple[str, ...] = _setting(LVS_CLASSES, "comma-separated classes; must equal the server's")
-    frame_codecs: tuple[str, ...] = _setting(("jpeg", "raw"), "key-frame codecs offered, in preference order")
+    frame_codecs: tuple[str, ...] = _setting(DEFAULT_FRAME_CODECS, "key-frame codecs offered, in preference order")
     frame_quality: int | None = _setting(
         None, "quality of jpeg and webp key frames, 1..100 (default: the codec's own; docs/protocol.md)"
     )
     weight_codecs: tuple[str, ...] = _setting(
-        ("f16+zstd", "f32+zstd", "f32"), "weight codecs offered, in preference order"
+        DEFAULT_WEIGHT_CODECS, "weight codecs offered, in preference order (a delta codec needs a float one too)"
     )
     backend: str = _setting(
         "auto", "student inference: cuda (GPU), torch (fast CPU graph), onnx (ONNX Runtime, CPU), reference, "

@@ -13,6 +13,7 @@ BENCH_MODULES = (
     "shadowtutor.cli.bench_accuracy",
     "shadowtutor.cli.bench_student",
     "shadowtutor.cli.bench_network",
+    "shadowtutor.cli.bench_traffic",
 )
 
 

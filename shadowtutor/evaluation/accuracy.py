@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from shadowtutor.evaluation.passes import PASSES, ScenePass, run_passes
 from shadowtutor.evaluation.plots import plot_scene
 from shadowtutor.evaluation.report import write_report
 from shadowtutor.evaluation.summary import DEFINITIONS, scene_summary
+from shadowtutor.evaluation.trace_store import load_trace, store_trace
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.inference import onnx_available
 from shadowtutor.models.pretrained import default_student_path
@@ -66,7 +66,7 @@ def scene_command(scene: Scene) -> str:
             f"--out {scene.directory} --size {m.width}x{m.height} --fps {fps}")
 
 
-def _open_scenes(paths: Sequence[Path]) -> dict[str, Scene]:
+def open_scenes(paths: Sequence[Path]) -> dict[str, Scene]:
     if not paths:
         raise ValueError("no scenes given")
     scenes: dict[str, Scene] = {}
@@ -87,7 +87,7 @@ def _pretrained_on(metadata: dict[str, Any]) -> set[tuple[str, int]]:
 def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
     """Evaluate every scene, write the report into ``config.out_dir`` and return ``results.json``'s object."""
     started = time.perf_counter()
-    scenes = _open_scenes(config.scenes)
+    scenes = open_scenes(config.scenes)
     student_path = Path(config.student) if config.student else default_student_path()
     loaded = load_student(student_path)
     backend = config.backend
@@ -175,24 +175,8 @@ def _trace_path(config: AccuracyConfig, name: str) -> Path:
 
 
 def _cached(config: AccuracyConfig, name: str, fingerprint: dict[str, Any]) -> SceneEvaluation | None:
-    path = _trace_path(config, name)
-    if not config.resume or not path.is_file():
-        return None
-    try:
-        stored = json.loads(path.read_text())
-        if stored.get("config") != json.loads(json.dumps(fingerprint)):
-            log.info("%s: stored traces were made with another configuration; running again", name)
-            return None
-        log.info("%s: reusing %s", name, path)
-        return SceneEvaluation.from_dict(stored["evaluation"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("%s: cannot reuse %s (%s); running again", name, path, exc)
-        return None
+    return load_trace(_trace_path(config, name), fingerprint) if config.resume else None
 
 
 def _store(config: AccuracyConfig, name: str, fingerprint: dict[str, Any], evaluation: SceneEvaluation) -> None:
-    path = _trace_path(config, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"config": fingerprint, "evaluation": evaluation.to_dict()}))
-    tmp.replace(path)
+    store_trace(_trace_path(config, name), fingerprint, evaluation)

@@ -24,7 +24,7 @@ from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
-from shadowtutor.evaluation.simulated_link import KeyFrameRecord, SimulatedLink, SimulatedServer
+from shadowtutor.evaluation.simulated_link import KeyFrameRecord, LinkCodecs, SimulatedLink, SimulatedServer
 from shadowtutor.models.inference import InferenceBackend, build_inference_backend
 from shadowtutor.models.student import DistillMode, StudentNet
 from shadowtutor.teachers import Teacher
@@ -132,12 +132,14 @@ def evaluate_scene(
     threads: int | None = None,
     on_frame: Callable[[int, dict[str, float]], None] | None = None,
     settings: Sequence[str] = SETTING_KEYS,
+    link: LinkCodecs | None = None,
 ) -> SceneEvaluation:
     """Run the ``settings`` (keys of :data:`SETTING_KEYS`) over ``frames`` (BGR uint8, one size).
 
     Settings of one distillation mode share one server (see
-    :class:`~shadowtutor.evaluation.simulated_link.SimulatedServer`). ``on_frame(index,
-    running mean mIoU per setting)`` is called after each frame (progress).
+    :class:`~shadowtutor.evaluation.simulated_link.SimulatedServer`); ``link`` puts the
+    protocol's codecs on what crosses the simulated link (None: the paper's raw accounting).
+    ``on_frame(index, running mean mIoU per setting)`` is called after each frame (progress).
     """
     unknown = [key for key in settings if key not in SETTING_KEYS]
     if unknown or not settings:
@@ -162,8 +164,10 @@ def evaluate_scene(
             if setting.mode not in servers:
                 mode_params = dataclasses.replace(params, mode=setting.mode)
                 distiller = Distiller(copy.deepcopy(student), mode_params, background)
-                servers[setting.mode] = SimulatedServer(distiller, teacher_label)
+                servers[setting.mode] = SimulatedServer(distiller, teacher_label, link)
             edge = build_inference_backend(backend, student, threads)
+            if servers[setting.mode].welcome is not None:
+                edge.apply(servers[setting.mode].welcome)
             runs[setting.key] = _DistilledRun(setting, servers[setting.mode], edge, params)
     wild = build_inference_backend(backend, student, threads) if WILD in settings else None
     traces = {**({WILD: SettingTrace()} if wild else {}), **{key: run.trace for key, run in runs.items()}}

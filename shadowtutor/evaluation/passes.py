@@ -19,6 +19,7 @@ from typing import Any
 
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.evaluation.harness import SETTING_KEYS, SceneEvaluation, evaluate_scene
+from shadowtutor.evaluation.simulated_link import LinkCodecs
 
 # Settings evaluated together in one pass over a scene.
 PASSES = (("p1", "p8"), ("wild", "f1"))
@@ -40,6 +41,7 @@ class ScenePass:
     params: AlgorithmParams = AlgorithmParams()
     backend: str = "torch"
     threads: int | None = None
+    link: LinkCodecs | None = None  # codecs on the simulated link (None: the paper's raw accounting)
 
     def __post_init__(self) -> None:
         unknown = set(self.settings) - set(SETTING_KEYS)
@@ -70,7 +72,7 @@ def run_pass(job: ScenePass, on_frames: Callable[[int], None] | None = None) -> 
 
     return evaluate_scene(
         job.name, itertools.islice(scene.frames(job.size), job.frames), teacher, loaded.model,
-        loaded.class_names, job.params, job.backend, job.threads, on_frame, job.settings,
+        loaded.class_names, job.params, job.backend, job.threads, on_frame, job.settings, job.link,
     )
 
 

@@ -7,8 +7,12 @@ polls once per frame after a key frame and waits (:meth:`SimulatedUpdate.wait` f
 arrival) at MIN_STRIDE frames, so ``delay_frames=1`` is the paper's P-1 / F-1 and
 ``delay_frames=8`` (= MIN_STRIDE) its P-8.
 
-Bytes follow the paper's accounting (Table 4): the key frame goes up as raw BGR bytes, the
-update comes down as float32 tensors; the real wire codecs may compress both.
+Without :class:`LinkCodecs`, bytes follow the paper's accounting (Table 4): the key frame goes
+up as raw BGR bytes, the update comes down as float32 tensors. With them, what crosses the
+link is what the real protocol sends: the key frame is encoded and the server trains on the
+decoded frame, the weights go through the server's :class:`UpdateEncoder` (the edge starts
+from the decoded full weights and receives exactly what it would decode), and the bytes are
+whole KEY_FRAME and UPDATE messages.
 """
 
 from __future__ import annotations
@@ -20,15 +24,52 @@ import numpy as np
 import torch
 
 from shadowtutor.algorithms.client_loop import UpdateOutcome
-from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.algorithms.distill import Distiller, DistillResult
+from shadowtutor.protocol.codecs import (
+    DELTA_WEIGHT_CODECS,
+    FLOAT_WEIGHT_CODECS,
+    FRAME_CODECS,
+    decode_frame,
+    encode_frame,
+)
+from shadowtutor.protocol.messages import KeyFrame, Update, encode
+from shadowtutor.protocol.weight_sync import UpdateEncoder
 
 WeightUpdate = dict[str, torch.Tensor]
 LabelFor = Callable[[int, np.ndarray], np.ndarray]  # (frame index, frame) -> teacher labels
 
 
 @dataclass(frozen=True)
+class LinkCodecs:
+    """The protocol's codecs on a simulated link, as a real session would have agreed them.
+
+    ``weight_codec`` (a float codec) carries the full weights the edge starts from;
+    ``delta_codec``, when set, carries partial updates. ``train_from_held`` False lets the
+    server train on from its own float weights instead of those the edge holds (the real
+    server's rule is True; the other exists to measure the difference).
+    """
+
+    frame_codec: str = "raw"
+    frame_quality: int | None = None  # jpeg / webp; None: the codec's default
+    weight_codec: str = "f32"
+    delta_codec: str | None = None
+    train_from_held: bool = True
+
+    def __post_init__(self) -> None:
+        if self.frame_codec not in FRAME_CODECS:
+            raise ValueError(f"unknown frame codec {self.frame_codec!r}: choose from {', '.join(FRAME_CODECS)}")
+        if self.weight_codec not in FLOAT_WEIGHT_CODECS:
+            raise ValueError(f"full weights need a float codec ({', '.join(FLOAT_WEIGHT_CODECS)}), "
+                             f"got {self.weight_codec!r}")
+        if self.delta_codec is not None and self.delta_codec not in DELTA_WEIGHT_CODECS:
+            raise ValueError(f"unknown delta codec {self.delta_codec!r}: choose from {', '.join(DELTA_WEIGHT_CODECS)}")
+        if self.frame_quality is not None and not 1 <= self.frame_quality <= 100:
+            raise ValueError(f"frame quality must lie in 1..100, got {self.frame_quality}")
+
+
+@dataclass(frozen=True)
 class KeyFrameRecord:
-    """What the server did for one key frame."""
+    """What the server did for one key frame (bytes: see the module docstring)."""
 
     frame_index: int
     steps: int
@@ -78,10 +119,18 @@ class SimulatedServer:
     answered by the same training, done once; an edge that sends another frame is an error.
     """
 
-    def __init__(self, distiller: Distiller, label_for: LabelFor) -> None:
+    def __init__(self, distiller: Distiller, label_for: LabelFor, codecs: LinkCodecs | None = None) -> None:
         self.distiller = distiller
         self.label_for = label_for
+        self.codecs = codecs
         self._answers: list[Answer] = []
+        self._encoder: UpdateEncoder | None = None
+        self.welcome: WeightUpdate | None = None  # with codecs: the full weights every edge starts from
+        if codecs is not None:
+            self._encoder = UpdateEncoder(codecs.weight_codec, codecs.delta_codec)
+            self._encoder.full(distiller.student.state_dict())
+            self.welcome = {key: value.clone() for key, value in self._encoder.held.state.items()}
+            self._sync_student()
 
     def answer(self, position: int, frame_index: int, frame: np.ndarray) -> Answer:
         """The answer to an edge's ``position``-th key frame (0-based), training if no edge sent it yet."""
@@ -95,21 +144,48 @@ class SimulatedServer:
             return outcome, record
         if position != len(self._answers):
             raise RuntimeError(f"key frame #{position} sent before #{len(self._answers)}")
-        label = self.label_for(frame_index, frame)
-        result = self.distiller.train(frame, label)
-        state = self.distiller.student.state_dict()
-        update = {key: state[key].detach().clone() for key in self.distiller.trainable_keys}
+        if self.codecs is None:
+            label = self.label_for(frame_index, frame)
+            result = self.distiller.train(frame, label)
+            state = self.distiller.student.state_dict()
+            update = {key: state[key].detach().clone() for key in self.distiller.trainable_keys}
+            bytes_up, bytes_down = int(frame.nbytes), update_bytes(update)
+        else:
+            result, update, bytes_up, bytes_down = self._answer_encoded(position, frame_index, frame)
         record = KeyFrameRecord(
             frame_index=frame_index,
             steps=result.steps,
             metric=result.metric,
             initial_metric=result.initial_metric,
             step_seconds=tuple(result.step_seconds),
-            bytes_up=int(frame.nbytes),
-            bytes_down=update_bytes(update),
+            bytes_up=bytes_up,
+            bytes_down=bytes_down,
         )
         self._answers.append((UpdateOutcome(result.metric, update, result.steps), record))
         return self._answers[-1]
+
+    def _answer_encoded(
+        self, position: int, frame_index: int, frame: np.ndarray
+    ) -> tuple[DistillResult, WeightUpdate, int, int]:
+        """The server's work on the frame as the edge encodes it; the update as the edge decodes it."""
+        codecs, encoder = self.codecs, self._encoder
+        height, width = frame.shape[:2]
+        sent = encode_frame(frame, codecs.frame_codec, codecs.frame_quality)
+        seen = decode_frame(sent, codecs.frame_codec, width, height)
+        seen = seen if seen.flags.writeable else seen.copy()
+        result = self.distiller.train(seen, self.label_for(frame_index, seen))
+        blob = encoder.partial(self.distiller.student.state_dict(), self.distiller.trainable_keys)
+        update = {desc["name"]: encoder.held.state[desc["name"]].clone() for desc in blob.tensors}
+        self._sync_student()
+        key_frame = KeyFrame(position, frame_index, position, codecs.frame_codec, width, height, payload=sent)
+        answer = Update(position, position, position + 1, result.metric, result.initial_metric, result.steps, False,
+                        blob.tensors, distill_ms=1000.0 * sum(result.step_seconds), payload=blob.payload)
+        return result, update, len(encode(key_frame)), len(encode(answer))
+
+    def _sync_student(self) -> None:
+        """The real server's rule: train on from the weights the edge holds."""
+        if self.codecs is not None and self.codecs.train_from_held:
+            self.distiller.student.load_state_dict(self._encoder.held.state, strict=False)
 
 
 @dataclass

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import zstandard
 
+from shadowtutor.protocol.defaults import DEFAULT_FRAME_QUALITY
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 
 FRAME_CODECS = ("raw", "jpeg", "webp", "png")
@@ -18,8 +19,6 @@ LABEL_CODECS = ("png", "raw")
 FLOAT_WEIGHT_CODECS = ("f32", "f16", "f32+zstd", "f16+zstd")
 DELTA_WEIGHT_CODECS = ("q8delta+zstd", "q8chdelta+zstd")  # int8 deltas, one scale per tensor / per channel
 WEIGHT_CODECS = FLOAT_WEIGHT_CODECS + DELTA_WEIGHT_CODECS
-# Quality of the lossy frame codecs when none is given (1..100).
-DEFAULT_FRAME_QUALITY = {"jpeg": 90, "webp": 80}
 MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 ZSTD_LEVEL = 3
 

@@ -33,7 +33,7 @@ def test_defaults() -> None:
     assert settings.edge_id  # the hostname
     assert settings.mode == "distill" and settings.metrics_port == 9108 and settings.metrics_host == "0.0.0.0"
     assert settings.frame_codecs == ("jpeg", "raw") and settings.frame_quality is None
-    assert settings.weight_codecs == ("f16+zstd", "f32+zstd", "f32")
+    assert settings.weight_codecs == ("q8delta+zstd", "f16+zstd", "f32+zstd", "f32")
     assert settings.output_dir is None and settings.max_frames is None and settings.resize is None
 
 

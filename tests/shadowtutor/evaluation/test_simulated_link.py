@@ -9,9 +9,16 @@ import torch
 from shadowtutor.algorithms.client_loop import ClientLoop, UpdateOutcome
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
-from shadowtutor.evaluation.simulated_link import SimulatedLink, SimulatedServer, SimulatedUpdate, update_bytes
+from shadowtutor.evaluation.simulated_link import (
+    LinkCodecs,
+    SimulatedLink,
+    SimulatedServer,
+    SimulatedUpdate,
+    update_bytes,
+)
 from shadowtutor.models.inference import TorchBackend
 from shadowtutor.models.student import StudentNet
+from shadowtutor.protocol.codecs import decode_frame, decode_tensors, encode_frame, encode_tensors
 from shadowtutor.scenes.io import Scene
 
 
@@ -110,6 +117,64 @@ def test_edges_with_the_same_key_frames_share_the_training(tiny_scene: Path) -> 
     assert calls == [0, 8] and fast.records[0] is slow.records[0]
     with pytest.raises(RuntimeError, match="diverged"):
         slow.submit(9, frames[9])
+
+
+def _codec_server(scene: Scene, codecs: LinkCodecs, seen: list[np.ndarray]) -> SimulatedServer:
+    torch.manual_seed(0)
+
+    def label_for(index: int, frame: np.ndarray) -> np.ndarray:
+        seen.append(frame)
+        return scene.label(index)
+
+    params = AlgorithmParams(max_updates=2, threshold=0.99)
+    return SimulatedServer(Distiller(StudentNet(9), params, background=8), label_for, codecs)
+
+
+def test_with_codecs_the_server_trains_on_the_decoded_frame_and_the_edge_gets_what_it_would_decode(
+    tiny_scene: Path,
+) -> None:
+    scene = Scene.open(tiny_scene)
+    frames = list(scene.frames())
+    seen: list[np.ndarray] = []
+    server = _codec_server(scene, LinkCodecs("jpeg", 50, "f16+zstd", "q8delta+zstd"), seen)
+    # the edge starts from the full weights as they arrive in f16 (WELCOME), and so does the server
+    torch.manual_seed(0)
+    student = StudentNet(9)  # the one _codec_server made
+    welcome = encode_tensors(student.state_dict(), "f16+zstd")
+    expected = decode_tensors(welcome.tensors, welcome.payload, "f16+zstd")
+    assert all(torch.equal(server.welcome[k], v) for k, v in expected.items())
+    link = SimulatedLink(server, 1)
+    update = link.submit(0, frames[0])
+    update.wait(None)
+    jpeg = encode_frame(frames[0], "jpeg", 50)
+    assert np.array_equal(seen[0], decode_frame(jpeg, "jpeg", 96, 64)) and not np.array_equal(seen[0], frames[0])
+    outcome, record = update.result(), link.records[0]
+    assert record.steps > 0 and outcome.payload  # the trained tensors, as absolute values
+    trained = server.distiller.student.state_dict()
+    assert all(torch.equal(value, trained[key]) for key, value in outcome.payload.items())  # trains on from them
+    assert len(jpeg) < record.bytes_up < len(jpeg) + 200  # the whole KEY_FRAME message
+    assert record.bytes_down < update_bytes(outcome.payload) / 3  # int8 deltas, zstd'd, with the UPDATE header
+
+
+def test_trained_from_float_the_server_keeps_its_own_weights(tiny_scene: Path) -> None:
+    scene = Scene.open(tiny_scene)
+    server = _codec_server(scene, LinkCodecs("raw", None, "f32", "q8delta+zstd", train_from_held=False), [])
+    update = SimulatedLink(server, 1).submit(0, next(scene.frames()))
+    update.wait(None)
+    trained = server.distiller.student.state_dict()
+    differs = [key for key, value in update.result().payload.items() if not torch.equal(value, trained[key])]
+    assert differs  # the edge holds the quantised weights, the server its float ones
+
+
+def test_link_codecs_are_checked() -> None:
+    with pytest.raises(ValueError, match="float codec"):
+        LinkCodecs(weight_codec="q8delta+zstd")
+    with pytest.raises(ValueError, match="delta codec"):
+        LinkCodecs(delta_codec="f16")
+    with pytest.raises(ValueError, match="frame codec"):
+        LinkCodecs("gif")
+    with pytest.raises(ValueError, match="quality"):
+        LinkCodecs("jpeg", 0)
 
 
 def test_delay_must_be_positive() -> None:
