@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.evaluation.harness import SceneEvaluation
 from shadowtutor.evaluation.machine import machine_info
@@ -113,6 +115,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
         "teacher": config.teacher,
         "backend": backend,
         "workers": config.workers,
+        "threads": config.threads or (1 if config.workers > 1 else torch.get_num_threads()),
         "params": config.params.to_dict(),
         "student": {"path": str(student_path), "sha256": student_sha, "metadata": loaded.metadata},
         "machine": machine_info(),
@@ -150,6 +153,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
     for name, scene in scenes.items():
         cached = _cached(config, name, fingerprints[name])
         if cached is not None:
+            meta.setdefault("reused_scenes", []).append(name)
             finish(name, cached)
             continue
         jobs += [

@@ -3,9 +3,10 @@
 All settings start from the same pre-trained student and see the same frames in lock-step;
 every setting has its own edge copy of the student (an inference backend); the distilled
 ones reach a server copy with its optimiser through a
-:class:`~shadowtutor.evaluation.simulated_link.SimulatedLink` (P-1 and P-8 share one server:
-they send the same key frames and the server's training does not depend on the delay). Each frame's mIoU is measured
-against the teacher's label of that frame (key and non-key frames alike, as in Table 6).
+:class:`~shadowtutor.evaluation.simulated_link.SimulatedLink` (P-1 and P-8 share one
+server: they send the same key frames, and the server's training does not depend on the
+delay). Each frame's mIoU is measured against the teacher's label of that frame (key and
+non-key frames alike, as in Table 6).
 """
 
 from __future__ import annotations

@@ -52,16 +52,33 @@ def _rows(
     return rows
 
 
-def render_markdown(results: Mapping[str, Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
+def _run_lines(results: Mapping[str, Mapping[str, Any]], meta: Mapping[str, Any]) -> list[str]:
     machine = meta.get("machine", {})
+    frames = meta.get("frames_per_scene", "all")
+    scope = "Every frame of each scene" if frames == "all" else f"The first {frames} frames of each scene"
+    per_scene = ", ".join(f"{name} {r['seconds']:.0f} s" for name, r in results.items() if "seconds" in r)
+    lines = [
+        f"{scope} at {meta.get('size', '?')}; teacher `{meta.get('teacher', '?')}`; student inference "
+        f"backend `{meta.get('backend', '?')}`; {meta.get('workers', 1)} worker process(es) with "
+        f"{meta.get('threads', machine.get('torch_threads', '?'))} torch / ONNX Runtime thread(s) each.",
+        f"Algorithm parameters: `{json.dumps(meta.get('params', {}))}`.",
+        f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} CPUs; torch "
+        f"{machine.get('torch', '?')}, onnxruntime {machine.get('onnxruntime', '?')}.",
+    ]
+    if per_scene:
+        lines.append(f"Harness time per scene (its two passes together): {per_scene}.")
+    if "wall_seconds" in meta:
+        reused = meta.get("reused_scenes", [])
+        lines.append(f"Wall time of this invocation: {meta['wall_seconds']:.0f} s"
+                     + (f" (reused stored traces of {', '.join(reused)})." if reused else "."))
+    return lines
+
+
+def render_markdown(results: Mapping[str, Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
     lines = [
         "# Accuracy benchmark: the paper's Tables 6, 5 and 2 on generated scenes",
         "",
-        f"{meta.get('frames_per_scene', '?')} frames per scene at {meta.get('size', '?')}, teacher "
-        f"`{meta.get('teacher', '?')}`, student inference backend `{meta.get('backend', '?')}`, "
-        f"parameters {json.dumps(meta.get('params', {}))}.",
-        f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} CPUs, "
-        f"{machine.get('torch_threads', '?')} torch threads, torch {machine.get('torch', '?')}.",
+        *_run_lines(results, meta),
         "",
         "Commands:",
         "",

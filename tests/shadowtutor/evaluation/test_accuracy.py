@@ -44,5 +44,6 @@ def test_run_writes_the_report_and_resumes(tiny_scene: Path, tmp_path: Path) -> 
     stamp = trace.stat().st_mtime_ns
     assert run_accuracy(config) == results  # reused, not recomputed
     assert trace.stat().st_mtime_ns == stamp
+    assert json.loads((out / "meta.json").read_text())["reused_scenes"] == [name]
     shorter = run_accuracy(AccuracyConfig(**{**config.__dict__, "frames": 12}))
     assert shorter[name]["frames"] == 12 and trace.stat().st_mtime_ns != stamp

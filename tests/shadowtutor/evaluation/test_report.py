@@ -21,8 +21,13 @@ def _result(wild: float, p8: float) -> dict:
 def test_markdown_has_the_three_tables_with_averages() -> None:
     results = {"a": _result(10.0, 70.0), "b": _result(20.0, 80.0)}
     meta = {"command": "shadowtutor bench accuracy --scenes a b", "scene_commands": ["shadowtutor scenes make x"],
-            "notes": ["timings are noisy"], "plots": {"a": "plots/a.png"}, "size": "320x180"}
+            "notes": ["timings are noisy"], "plots": {"a": "plots/a.png"}, "size": "320x180",
+            "frames_per_scene": 600, "wall_seconds": 61.2, "reused_scenes": ["b"]}
+    results["a"]["seconds"] = 30.4
     text = render_markdown(results, meta)
+    assert "The first 600 frames of each scene at 320x180" in text
+    assert "Harness time per scene (its two passes together): a 30 s." in text
+    assert "Wall time of this invocation: 61 s (reused stored traces of b)." in text
     assert "| a | fixed | people | 10.00 | 71.00 | 70.00 | 69.00 |" in text
     assert "| **average** |  |  | 15.00 | 76.00 | 75.00 | 74.00 |" in text
     assert "| 3.032 | 4.483 |" in text  # MB per key frame, partial and full
