@@ -18,8 +18,9 @@ def keep_torch_threads():
 
 def test_pretrain_writes_a_checkpoint(tmp_path: Path) -> None:
     out = tmp_path / "student.pt"
-    code = main(["pretrain", "--out", str(out), "--presets", "fixed-animals", "--frames", "3", "--size", "64x48",
-                 "--epochs", "1", "--seed", "2000", "--threads", "1", "--no-progress"])
+    code = main(["pretrain", "--out", str(out), "--presets", "fixed-animals", "--scenes-per-preset", "1",
+                 "--frames", "3", "--size", "64x48", "--epochs", "1", "--seed", "2000", "--threads", "1",
+                 "--no-progress"])
     assert code == 0
     info = load_student(out).metadata["pretrain"]
     assert info["scenes"] == [{"preset": "fixed-animals", "seed": 2000, "frames": 3}]

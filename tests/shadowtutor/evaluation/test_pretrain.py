@@ -10,7 +10,8 @@ from shadowtutor.evaluation.pretrain import load_scene_samples, pretrain, train_
 from shadowtutor.evaluation.pretrain_config import EVAL_SEED_LIMIT, PretrainConfig, pretrain_scenes
 from shadowtutor.models.checkpoint import load_student, save_student
 
-TINY = PretrainConfig(presets=("fixed-people", "moving-street"), frames=4, size=(64, 48), epochs=2)
+TINY = PretrainConfig(presets=("fixed-people", "moving-street"), scenes_per_preset=1, frames=4, size=(64, 48),
+                      epochs=2)
 
 
 def test_seeds_below_the_evaluation_limit_are_refused() -> None:
