@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     results.update(
         command=invoked_command(),
         machine=machine_info(),
-        student=str(student_path),
+        student=str(args.student) if args.student else f"the packaged pre-trained student ({student_path.name})",
         frames_source=f"generated scene {FRAMES_PRESET} seed {FRAMES_SEED} (decoded from its MPEG-4 video)",
         notes=list(args.note),
     )

@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# Environment variables that change how many threads the math libraries use, or how they wait.
+THREAD_ENV = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
 
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo`` on Linux, else what ``platform`` knows)."""
@@ -39,4 +42,5 @@ def machine_info() -> dict[str, Any]:
         "onnxruntime": _version("onnxruntime"),
         "numpy": _version("numpy"),
         "opencv": _version("cv2"),
+        "thread_env": {k: os.environ[k] for k in THREAD_ENV if k in os.environ},
     }

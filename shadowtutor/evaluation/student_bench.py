@@ -141,7 +141,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         "the last upsampling, channels-last, per-class argmax); `onnx` = the FastStudent graph in ONNX",
         "Runtime. Agreement: fraction of pixels labelled as the reference labels them.",
         "",
-        "| Size | Threads | Backend | mean (ms) | p50 (ms) | p90 (ms) | FPS | agreement | speed-up |",
+        "| Size | Threads | Backend | mean (ms) | p50 (ms) | p90 (ms) | FPS | agreement (%) | speed-up |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in results["runs"]:
@@ -149,7 +149,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         for name, r in run["backends"].items():
             lines.append(
                 f"| {run['size']} | {run['threads']} | {name} | {r['mean_ms']:.1f} | {r['p50_ms']:.1f} | "
-                f"{r['p90_ms']:.1f} | {r['fps']:.2f} | {r['agreement']:.6f} | {reference / r['mean_ms']:.2f}x |"
+                f"{r['p90_ms']:.1f} | {r['fps']:.2f} | {100 * r['agreement']:.5f} | {reference / r['mean_ms']:.2f}x |"
             )
     lines += ["", "Installing a weight update (`load_weights`), mean ms:", "",
               "| Threads | Backend | partial update | full update |", "|---|---|---|---|"]
