@@ -13,21 +13,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from shadowtutor.evaluation.pretrain_config import DEFAULT_PRESETS, EVAL_SEED_LIMIT, PretrainConfig
 
     defaults = PretrainConfig()
-    p = subparsers.add_parser("pretrain", help="pre-train the student on generated scenes (not the evaluated ones)")
+    p = subparsers.add_parser(
+        "pretrain", help="pre-train the student on generated scenes (not the evaluated ones)",
+        description="Pre-train the student on generated scenes of seeds >= 1000 (seeds below are kept for "
+                    "evaluation). The packaged student was made with the defaults: "
+                    "shadowtutor pretrain --out shadowtutor/assets/student_pretrained.pt --threads 1",
+    )
     p.add_argument("--out", type=Path, required=True, help="checkpoint to write")
     p.add_argument("--presets", "--scenes-presets", nargs="+", default=list(DEFAULT_PRESETS), metavar="PRESET",
                    help="scene presets to train on (default: all seven)")
-    p.add_argument("--scenes-per-preset", type=positive_int, default=defaults.scenes_per_preset)
-    p.add_argument("--frames", type=positive_int, default=defaults.frames, help="frames per scene")
+    p.add_argument("--scenes-per-preset", type=positive_int, default=defaults.scenes_per_preset,
+                   help=f"scenes (seeds) per preset (default {defaults.scenes_per_preset})")
+    p.add_argument("--frames", type=positive_int, default=defaults.frames,
+                   help=f"frames per scene (default {defaults.frames})")
     p.add_argument("--size", type=frame_size, default=defaults.size, help="frame size WxH (default 320x180)")
-    p.add_argument("--epochs", type=positive_int, default=defaults.epochs)
+    p.add_argument("--epochs", type=positive_int, default=defaults.epochs, help=f"default {defaults.epochs}")
     p.add_argument("--seed", type=int, default=defaults.seed,
                    help=f"first scene seed and training seed (>= {EVAL_SEED_LIMIT}; lower seeds are "
                         "reserved for evaluation scenes)")
-    p.add_argument("--lr", type=float, default=defaults.learning_rate, help="Adam learning rate")
+    p.add_argument("--lr", type=float, default=defaults.learning_rate,
+                   help=f"Adam learning rate, cosine decay (default {defaults.learning_rate})")
     p.add_argument("--init", type=Path, help="start from this student checkpoint instead of random weights")
     p.add_argument("--work", type=Path, help="keep the generated scenes here (default: a temporary directory)")
-    p.add_argument("--threads", type=positive_int, help="torch threads")
+    p.add_argument("--threads", type=positive_int,
+                   help="torch threads (results are bit-identical for the same count and torch version)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=run)
 
