@@ -10,7 +10,10 @@ from typing import Any
 
 @contextmanager
 def png_figure(path: Path, dpi: int = 72, **subplots: Any) -> Iterator[tuple[Any, Any]]:
-    """``plt.subplots(**subplots)`` for the ``with`` block, then laid out and saved to ``path``; always closed."""
+    """``plt.subplots(**subplots)`` for the ``with`` block, then laid out and saved to ``path``; always closed.
+
+    Laid out by ``tight_layout`` unless ``subplots`` chose a layout engine (e.g. ``layout="constrained"``).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,7 +22,8 @@ def png_figure(path: Path, dpi: int = 72, **subplots: Any) -> Iterator[tuple[Any
     fig, axes = plt.subplots(**subplots)
     try:
         yield fig, axes
-        fig.tight_layout()
+        if fig.get_layout_engine() is None:
+            fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=dpi)
     finally:

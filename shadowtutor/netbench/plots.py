@@ -26,8 +26,9 @@ def _panels(
     dpi: int = 72,
 ) -> Path:
     scenes = list(results.scenes)
-    subplots = dict(ncols=len(scenes), figsize=(4.2 * len(scenes), 3.6), squeeze=False, sharey=True)
-    with png_figure(path, dpi, **subplots) as (_, axes):
+    subplots = dict(ncols=len(scenes), figsize=(4.2 * len(scenes), 3.9), squeeze=False, sharey=True,
+                    layout="constrained")
+    with png_figure(path, dpi, **subplots) as (fig, axes):
         for axis, scene in zip(axes[0], scenes, strict=True):
             for variant in results.variants():
                 runs = sorted((m for (s, _, v), m in metrics.items() if s == scene and v == variant),
@@ -49,7 +50,7 @@ def _panels(
                 axis.set_yscale("log")
             axis.grid(alpha=0.3)
         axes[0][0].set_ylabel(ylabel)
-        axes[0][0].legend(fontsize="small")
+        fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside upper center", ncol=4, fontsize="small")
     return path
 
 

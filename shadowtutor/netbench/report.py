@@ -195,8 +195,9 @@ def _bytes(results: Results, metrics: Metrics, high: float, plots: dict[str, str
             continue
         other = mean_or_none([m.bytes_per_frame for k, m in metrics.items() if k[1] == high and k[2] == v])
         if other:
-            lines.append(f"- ShadowTutor sends {100 * (1 - shadow / other):.1f} % fewer bytes per frame than "
-                         f"{_title(v)} (means over the scenes at {high:g} Mbps).")
+            saving = 1 - shadow / other
+            lines.append(f"- ShadowTutor sends {100 * abs(saving):.1f} % {'fewer' if saving >= 0 else 'more'} bytes "
+                         f"per frame than {_title(v)} (means over the scenes at {high:g} Mbps).")
     return [*lines, ""]
 
 

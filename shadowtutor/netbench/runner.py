@@ -90,10 +90,11 @@ def agent_codec_defaults() -> dict[str, object]:
     """The edge agent's default codec settings (what ShadowTutor's runs use unless a variant overrides them)."""
     from edge_agent.settings import EdgeSettings
 
-    return {
+    values = {
         f.name: f.default if f.default is not MISSING else f.default_factory()
         for f in fields(EdgeSettings) if "codec" in f.name or "quality" in f.name
     }
+    return {name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}  # as JSON has them
 
 
 def source_revision() -> str:

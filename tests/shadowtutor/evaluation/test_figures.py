@@ -21,3 +21,10 @@ def test_a_failing_drawing_writes_nothing_and_still_closes(tmp_path: Path) -> No
     with pytest.raises(RuntimeError), png_figure(path) as (fig, _):
         raise RuntimeError("drawing failed")
     assert not path.exists() and not plt.fignum_exists(fig.number)
+
+
+def test_a_chosen_layout_engine_is_kept(tmp_path: Path) -> None:
+    with png_figure(tmp_path / "plot.png", layout="constrained") as (fig, axis):
+        axis.plot([0, 1])
+        fig.legend(["line"], loc="outside upper center")
+    assert (tmp_path / "plot.png").stat().st_size > 0

@@ -49,6 +49,8 @@ def test_the_page_has_the_papers_tables_and_states_both_ratios() -> None:
     assert "| to server | 0.1000 | 0.0270 | 0.1730 |" in text  # MB per key frame
     assert "Within the bounds: FPS in 4 of 4 runs, Mbps in 4 of 4 runs." in text
     assert "![FPS against bandwidth](fps.png)" in text and "REGEN" in text and "A note." in text
+    assert "- ShadowTutor sends 37.9 % more bytes per frame than naive (JPEG)" in text  # 40 kB vs 29 kB
+    assert "- ShadowTutor sends 77.1 % fewer bytes per frame than naive (raw)" in text  # 40 kB vs 175 kB
     assert "shared with other engineers" in text and "not a Jetson" in text and "as fast as it can" in text
 
 

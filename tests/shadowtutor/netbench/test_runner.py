@@ -39,7 +39,8 @@ def test_server_work_comes_from_the_real_servers_metric_names() -> None:
 def test_the_meta_names_the_agents_codec_defaults_and_the_code_revision() -> None:
     defaults = agent_codec_defaults()
     settings = EdgeSettings(server="ws://h:1", source="v.mp4")
-    assert defaults["frame_codecs"] == settings.frame_codecs and defaults["weight_codecs"] == settings.weight_codecs
+    assert defaults["frame_codecs"] == list(settings.frame_codecs)
+    assert defaults["weight_codecs"] == list(settings.weight_codecs)
     assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?|unknown", source_revision())
 
 
