@@ -5,11 +5,12 @@ makes the next version. An UPDATE is partial (the trainable tensors that changed
 key frame's ``base_version`` is the version last sent to this edge, and full otherwise.
 
 The session's :class:`UpdateEncoder` mirrors the weights the edge holds (what it decoded,
-bit for bit). After every blob sent, this edge's student is set to those held weights, so
-distillation always continues from exactly what the edge runs: with a lossy codec (f16,
-quantised deltas) the server and the edge never drift apart, the next key frame's metric is
-measured on the edge's real model, and a quantisation error is corrected by later training
-instead of being hidden by the server's own float weights.
+bit for bit), and every delta is taken against that mirror. Distillation continues from the
+server's own float weights, not from the held ones: with a lossy codec the next delta then
+also carries the rounding left out of the last one (error feedback), so the edge stays within
+half a quantisation step of the server, small changes are never rounded away for good, and
+what the server learns does not depend on the codec (docs/protocol.md, "Held weights", and the
+measurements in docs/results/traffic_budget.md).
 
 The model methods run in a distillation worker thread; the session's connection calls them
 one at a time, in key-frame order.
@@ -128,7 +129,6 @@ class EdgeSession:
         if self.distiller is None:
             return Welcome(**common)
         blob = self.encoder.full(self.distiller.student.state_dict())
-        self._train_from_held(self.distiller)
         return Welcome(**common, tensors=blob.tensors, payload=blob.payload)
 
     def distill(self, seq: int, frame: np.ndarray, labels: np.ndarray, base_version: int, teacher_ms: float) -> Update:
@@ -160,17 +160,12 @@ class EdgeSession:
         full = force_full or base_version != self.version
         state = distiller.student.state_dict()
         blob = self.encoder.full(state) if full else self.encoder.partial(state, distiller.trainable_keys)
-        self._train_from_held(distiller)
         self.version += 1
         return Update(
             seq=seq, base_version=base_version, version=self.version, metric=float(metric),
             initial_metric=float(initial_metric), steps=steps, full=full, tensors=blob.tensors,
             teacher_ms=teacher_ms, distill_ms=distill_ms, payload=blob.payload,
         )
-
-    def _train_from_held(self, distiller: Distiller) -> None:
-        """Set this edge's student to the weights the edge holds (in place: the optimiser keeps its state)."""
-        distiller.student.load_state_dict(self.encoder.held.state, strict=False)
 
     def _require_distiller(self) -> Distiller:
         if self.distiller is None:

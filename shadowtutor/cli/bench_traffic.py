@@ -12,8 +12,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "traffic",
         help="bytes per key frame at 720p and P-8 mIoU for frame / weight codec settings (the traffic budget)",
-        description="Settings are FRAME[@QUALITY]/WEIGHT_CODECS[/float], e.g. jpeg@80/q8delta+zstd,f16+zstd: "
-        "the weight codecs as an edge offers them; /float: the server trains on from its own float weights. "
+        description="Settings are FRAME[@QUALITY]/WEIGHT_CODECS[/held], e.g. jpeg@80/q8delta+zstd,f16+zstd: "
+        "the weight codecs as an edge offers them; /held: the server trains on from the weights the edge holds "
+        "instead of its own float weights. "
         "The uncompressed setting (raw/f32) and the agent's defaults are always run.",
     )
     p.add_argument("--scenes", nargs="+", type=Path, required=True, metavar="DIR", help="scene directories")

@@ -44,16 +44,16 @@ class LinkCodecs:
     """The protocol's codecs on a simulated link, as a real session would have agreed them.
 
     ``weight_codec`` (a float codec) carries the full weights the edge starts from;
-    ``delta_codec``, when set, carries partial updates. ``train_from_held`` False lets the
-    server train on from its own float weights instead of those the edge holds (the real
-    server's rule is True; the other exists to measure the difference).
+    ``delta_codec``, when set, carries partial updates. ``train_from_held`` True sets the
+    server's student to the weights the edge holds after every update; the real server trains
+    on from its own float weights (False), and the other rule exists to measure the difference.
     """
 
     frame_codec: str = "raw"
     frame_quality: int | None = None  # jpeg / webp; None: the codec's default
     weight_codec: str = "f32"
     delta_codec: str | None = None
-    train_from_held: bool = True
+    train_from_held: bool = False
 
     def __post_init__(self) -> None:
         if self.frame_codec not in FRAME_CODECS:
@@ -183,7 +183,7 @@ class SimulatedServer:
         return result, update, len(encode(key_frame)), len(encode(answer))
 
     def _sync_student(self) -> None:
-        """The real server's rule: train on from the weights the edge holds."""
+        """With ``train_from_held``: train on from the weights the edge holds."""
         if self.codecs is not None and self.codecs.train_from_held:
             self.distiller.student.load_state_dict(self._encoder.held.state, strict=False)
 

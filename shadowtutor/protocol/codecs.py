@@ -218,6 +218,22 @@ def _parse_descriptors(tensors: list[dict[str, Any]]) -> list[tuple[str, tuple[i
     return list(shapes.items())
 
 
+def _decompress(payload: bytes, total: int) -> bytes:
+    """At most ``total + 1`` bytes out of a zstd frame: no more memory than that, whatever its header declares."""
+    chunks, size = [], 0
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(payload) as reader:
+            while size <= total:
+                chunk = reader.read(total + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+    except zstandard.ZstdError as exc:
+        raise _bad(ErrorCode.BAD_MESSAGE, f"weight payload is not valid zstd: {exc}") from None
+    return b"".join(chunks)
+
+
 def decode_tensors(tensors: list[dict[str, Any]], payload: bytes, codec: str) -> dict[str, torch.Tensor]:
     """Inverse of :func:`encode_tensors`: float32 tensors (dequantised deltas for a delta codec).
 
@@ -232,10 +248,7 @@ def decode_tensors(tensors: list[dict[str, Any]], payload: bytes, codec: str) ->
     if total > MAX_DECOMPRESSED_BYTES:
         raise _bad(ErrorCode.TOO_LARGE, f"tensor blob of {total} bytes exceeds {MAX_DECOMPRESSED_BYTES}")
     if fmt.compressed:
-        try:
-            payload = zstandard.ZstdDecompressor().decompress(payload, max_output_size=total)
-        except zstandard.ZstdError as exc:
-            raise _bad(ErrorCode.BAD_MESSAGE, f"weight payload is not valid zstd: {exc}") from None
+        payload = _decompress(payload, total)
     if len(payload) != total:
         raise _bad(ErrorCode.BAD_MESSAGE, f"weight payload has {len(payload)} bytes, descriptors say {total}")
     scales = np.frombuffer(payload, dtype=_SCALE, count=sum(scale_counts))

@@ -49,16 +49,24 @@ class HeldWeights:
 
 
 def _float32(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.detach().to("cpu", torch.float32).contiguous()
+    """A float32 CPU copy (never a view of a parameter that training changes in place)."""
+    return tensor.detach().to("cpu", torch.float32, copy=True).contiguous()
 
 
 class UpdateEncoder:
     """The server's side of one session: encodes weights for the edge and mirrors what it holds.
 
     ``weight_codec`` (a float codec) carries full weights; ``delta_codec``, when agreed,
-    carries partial updates as quantised deltas against :attr:`held`. Partial updates name
-    only the tensors whose value on the wire differs from the held one, so a key frame whose
-    distillation changed nothing gets an update with no tensors.
+    carries partial updates as quantised deltas against :attr:`held`. The server's own weights
+    may stay off the held ones (it trains on from its float weights): each delta then also
+    carries what earlier rounding left out (error feedback), so the edge stays within half a
+    quantisation step of the server instead of drifting.
+
+    A partial update names only the tensors that changed: with a float codec, those whose
+    value on the wire differs from the held one; with a delta codec, those whose value differs
+    both from the held one and from the value last sent for it. So a key frame whose
+    distillation changed nothing gets an update with no tensors, and a rounding residual alone
+    waits for the tensor's next real change.
     """
 
     def __init__(self, weight_codec: str, delta_codec: str | None = None) -> None:
@@ -69,11 +77,13 @@ class UpdateEncoder:
         self.weight_codec = weight_codec
         self.delta_codec = delta_codec
         self.held = HeldWeights()
+        self._sent: dict[str, torch.Tensor] = {}  # the server's value of each tensor when it was last sent
 
     def full(self, state: Mapping[str, torch.Tensor]) -> TensorBlob:
         """Every tensor of ``state`` in the float codec; the edge will hold what it decodes."""
         blob = encode_tensors(state, self.weight_codec)
         self.held.replace(decode_tensors(blob.tensors, blob.payload, self.weight_codec))
+        self._sent = {key: _float32(value) for key, value in state.items()}
         return blob
 
     def partial(self, state: Mapping[str, torch.Tensor], keys: list[str]) -> TensorBlob:
@@ -84,8 +94,10 @@ class UpdateEncoder:
             raise ValueError(f"partial update before full weights: {missing[:3]} are not held")
         if self.delta_codec is not None:
             values = {key: _float32(state[key]) for key in keys}
-            deltas = {key: value - held[key] for key, value in values.items() if not torch.equal(value, held[key])}
-            blob = encode_tensors(deltas, self.delta_codec)
+            changed = [key for key, value in values.items()
+                       if not torch.equal(value, held[key]) and not torch.equal(value, self._sent[key])]
+            blob = encode_tensors({key: values[key] - held[key] for key in changed}, self.delta_codec)
+            self._sent.update({key: values[key] for key in changed})
             self.held.apply(decode_tensors(blob.tensors, blob.payload, self.delta_codec), delta=True)
             return blob
         blob = encode_tensors({key: state[key] for key in keys}, self.weight_codec)

@@ -48,7 +48,7 @@ def test_versions_partial_full_and_resync() -> None:
     assert "secret-token" not in info.model_dump_json()
 
 
-def test_a_delta_session_keeps_the_edge_the_mirror_and_the_student_bit_identical() -> None:
+def test_a_delta_session_keeps_the_edge_and_the_mirror_bit_identical_and_near_the_student() -> None:
     torch.manual_seed(0)
     params = AlgorithmParams(max_updates=2, threshold=0.99)
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
@@ -67,8 +67,10 @@ def test_a_delta_session_keeps_the_edge_the_mirror_and_the_student_bit_identical
         sent += len(update.tensors)
         edge.apply(decode_tensors(update.tensors, update.payload, "q8delta+zstd"), delta=True)
         student = s.distiller.student.state_dict()
-        for key, value in edge.state.items():  # training goes on from exactly what the edge holds
-            assert torch.equal(value, s.encoder.held.state[key]) and torch.equal(value, student[key]), key
+        for key, value in edge.state.items():
+            assert torch.equal(value, s.encoder.held.state[key]), key
+            # the server trains on from its float weights; the edge is within half a step (f16 or int8) of them
+            assert torch.allclose(value, student[key], atol=0.02, rtol=1e-3), key
     assert sent > 0
     full = s.resync(have_version=0)
     assert full.full and decode_tensors(full.tensors, full.payload, "f16+zstd").keys() == edge.state.keys()

@@ -136,8 +136,8 @@ def test_with_codecs_the_server_trains_on_the_decoded_frame_and_the_edge_gets_wh
     scene = Scene.open(tiny_scene)
     frames = list(scene.frames())
     seen: list[np.ndarray] = []
-    server = _codec_server(scene, LinkCodecs("jpeg", 50, "f16+zstd", "q8delta+zstd"), seen)
-    # the edge starts from the full weights as they arrive in f16 (WELCOME), and so does the server
+    server = _codec_server(scene, LinkCodecs("jpeg", 50, "f16+zstd", "q8delta+zstd", train_from_held=True), seen)
+    # the edge starts from the full weights as they arrive in f16 (WELCOME), and so does this server
     torch.manual_seed(0)
     student = StudentNet(9)  # the one _codec_server made
     welcome = encode_tensors(student.state_dict(), "f16+zstd")
@@ -152,13 +152,14 @@ def test_with_codecs_the_server_trains_on_the_decoded_frame_and_the_edge_gets_wh
     assert record.steps > 0 and outcome.payload  # the trained tensors, as absolute values
     trained = server.distiller.student.state_dict()
     assert all(torch.equal(value, trained[key]) for key, value in outcome.payload.items())  # trains on from them
+    assert all(torch.equal(value, trained[key]) for key, value in server.welcome.items() if key not in outcome.payload)
     assert len(jpeg) < record.bytes_up < len(jpeg) + 200  # the whole KEY_FRAME message
     assert record.bytes_down < update_bytes(outcome.payload) / 3  # int8 deltas, zstd'd, with the UPDATE header
 
 
-def test_trained_from_float_the_server_keeps_its_own_weights(tiny_scene: Path) -> None:
+def test_by_default_the_server_trains_on_from_its_own_float_weights(tiny_scene: Path) -> None:
     scene = Scene.open(tiny_scene)
-    server = _codec_server(scene, LinkCodecs("raw", None, "f32", "q8delta+zstd", train_from_held=False), [])
+    server = _codec_server(scene, LinkCodecs("raw", None, "f32", "q8delta+zstd"), [])
     update = SimulatedLink(server, 1).submit(0, next(scene.frames()))
     update.wait(None)
     trained = server.distiller.student.state_dict()

@@ -22,11 +22,11 @@ RAW_720P = 1280 * 720 * 3
 
 def test_settings_are_parsed_as_a_session_would_agree_them() -> None:
     assert parse_setting("jpeg@70/f32") == LinkCodecs("jpeg", 70, "f32")
-    assert parse_setting("webp/q8delta+zstd,f16+zstd/float") == LinkCodecs(
-        "webp", DEFAULT_FRAME_QUALITY["webp"], "f16+zstd", "q8delta+zstd", train_from_held=False)
+    assert parse_setting("webp/q8delta+zstd,f16+zstd/held") == LinkCodecs(
+        "webp", DEFAULT_FRAME_QUALITY["webp"], "f16+zstd", "q8delta+zstd", train_from_held=True)
     assert parse_setting("raw/f16+zstd,q8delta+zstd") == LinkCodecs("raw", None, "f16+zstd")  # the edge's order
-    assert label_of(parse_setting("jpeg@80/q8chdelta+zstd,f32/float")) == (
-        "jpeg@80 / q8chdelta+zstd (full: f32), trained from float")
+    assert label_of(parse_setting("jpeg@80/q8chdelta+zstd,f32/held")) == (
+        "jpeg@80 / q8chdelta+zstd (full: f32), trained from the held weights")
     assert label_of(BASELINE) == "raw / f32"
 
 
@@ -44,7 +44,7 @@ def test_the_defaults_are_what_a_default_edge_and_server_agree() -> None:
 
     edge = EdgeSettings(server="ws://h", source="0")
     link = default_setting()
-    assert link.frame_codec == edge.frame_codecs[0] and link.train_from_held
+    assert link.frame_codec == edge.frame_codecs[0] and not link.train_from_held
     assert link.frame_quality == DEFAULT_FRAME_QUALITY.get(link.frame_codec)
     assert link.delta_codec in edge.weight_codecs and link.weight_codec in edge.weight_codecs
 

@@ -126,6 +126,17 @@ def test_delta_decoder_refuses_bad_scales(scale: float) -> None:
         decode_tensors([{"name": "x", "shape": [2]}], zstandard.ZstdCompressor().compress(raw), "q8delta+zstd")
 
 
+def test_a_zstd_header_declaring_a_huge_size_is_refused_without_allocating_it() -> None:
+    payload = bytearray(encode_tensors({"x": torch.ones(10)}, "f32+zstd").payload)
+    payload[4] ^= 192  # the frame header's content size becomes enormous
+    with pytest.raises(ProtocolError) as info:
+        decode_tensors([{"name": "x", "shape": [10]}], bytes(payload), "f32+zstd")
+    assert info.value.code is ErrorCode.BAD_MESSAGE
+    bomb = zstandard.ZstdCompressor().compress(bytes(10_000_000))  # 10 MB of zeros in a few hundred bytes
+    with pytest.raises(ProtocolError, match="descriptors say 40"):
+        decode_tensors([{"name": "x", "shape": [10]}], bomb, "f32+zstd")
+
+
 def test_duplicate_tensor_names_are_bad_messages() -> None:
     blob = encode_tensors({"x": torch.ones(2)}, "f32")
     with pytest.raises(ProtocolError, match="twice"):

@@ -30,29 +30,28 @@ def edge_receives(edge: HeldWeights, blob, codec: str, full: bool) -> None:
                           ("f32+zstd", "q8chdelta+zstd")])
 def test_server_mirror_and_edge_hold_bit_identical_weights(weight_codec: str, delta_codec: str | None) -> None:
     server, edge = UpdateEncoder(weight_codec, delta_codec), HeldWeights()
-    edge_receives(edge, server.full(initial_state()), weight_codec, full=True)
-    state = dict(server.held.state)
+    state = initial_state()  # the server's float weights: it trains on from them, whatever the edge holds
+    edge_receives(edge, server.full(state), weight_codec, full=True)
     partial_codec = delta_codec or weight_codec
     generator = torch.Generator().manual_seed(1)
-    for step in range(12):
+    for step in range(12):  # in place, as an optimiser changes parameters
         if step % 3 == 0:
-            state["back.weight"] = state["back.weight"] + 0.01 * torch.randn(6, 8, 1, 1, generator=generator)
+            state["back.weight"].add_(0.01 * torch.randn(6, 8, 1, 1, generator=generator))
         elif step % 3 == 1:
-            state["back.bias"] = state["back.bias"] - 0.05
+            state["back.bias"].sub_(0.05)
         blob = server.partial(state, KEYS)  # step % 3 == 2: distillation changed nothing
         edge_receives(edge, blob, partial_codec, full=False)
         assert len(blob.tensors) == (0 if step % 3 == 2 else 1)
         assert list(edge.state) == list(server.held.state)
         assert all(torch.equal(edge.state[k], server.held.state[k]) for k in edge.state), step
-        state = dict(server.held.state)  # the server trains on from what the edge holds
     assert torch.equal(edge.state["front.weight"], server.held.state["front.weight"])
 
 
 def test_an_unchanged_tensor_is_left_out_and_nothing_changed_is_an_empty_update() -> None:
     for weight_codec, delta_codec in (("f32", None), ("f16+zstd", "q8delta+zstd")):
         server = UpdateEncoder(weight_codec, delta_codec)
-        server.full(initial_state())
-        state = dict(server.held.state)
+        state = initial_state()
+        server.full(state)
         assert server.partial(state, KEYS).tensors == []
         state["back.bias"] = state["back.bias"] + 1.0
         assert [t["name"] for t in server.partial(state, KEYS).tensors] == ["back.bias"]
@@ -70,6 +69,16 @@ def test_quantisation_error_does_not_accumulate(delta_codec: str) -> None:
     # 200 equal steps: a drift that kept each step's rounding error would be far off by now
     error = (server.held.state["back.weight"] - state["back.weight"]).abs().max()
     assert error <= 1e-3 / 127
+
+
+def test_a_server_training_from_what_the_edge_holds_sends_no_zero_deltas() -> None:
+    server = UpdateEncoder("f16+zstd", "q8delta+zstd")
+    server.full(initial_state())
+    state = dict(server.held.state)
+    state["back.bias"] = state["back.bias"] + 0.3
+    assert [t["name"] for t in server.partial(state, KEYS).tensors] == ["back.bias"]
+    state = dict(server.held.state)  # reset to the held weights: nothing new to send
+    assert server.partial(state, KEYS).tensors == []
 
 
 def test_an_update_that_does_not_fit_is_refused_and_changes_nothing() -> None:
