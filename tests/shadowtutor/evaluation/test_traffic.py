@@ -71,14 +71,16 @@ def test_a_run_compares_every_setting_with_the_uncompressed_one_and_reuses_its_t
     # a second run with the same configuration only reads the stored traces
     monkeypatch.setattr(traffic, "run_passes", lambda *args: pytest.fail("should reuse the traces"))
     again = run_traffic(config)
+    assert (again["meta"]["runs"], again["meta"]["runs_reused"], results["meta"]["runs_reused"]) == (3, 3, 0)
     assert [s["scenes"][name]["miou"] for s in again["settings"]] == [baseline["miou"], defaults["miou"], jpeg["miou"]]
 
 
 def test_the_verdict_says_by_how_much_a_setting_misses() -> None:
-    mean = {"largest_key_frame_bytes_720p": 350_000.0, "worst_miou_difference": -1.5, "key_frame_bytes_720p": 303_000}
+    mean = {"largest_key_frame_bytes_720p": 350_000.0, "miou_difference": -1.5, "worst_miou_difference": -3.0,
+            "key_frame_bytes_720p": 303_000}
     v = verdict({"mean": mean})
     assert (v["met"], v["bytes_met"], v["miou_met"]) == (False, False, False)
     assert v["bytes_over_target"] == 50_000 and v["miou_points_short"] == pytest.approx(0.5)
     assert v["fraction_of_paper"] == pytest.approx(0.1)
-    mean.update(largest_key_frame_bytes_720p=300_000.0, worst_miou_difference=-1.0)
+    mean.update(largest_key_frame_bytes_720p=300_000.0, miou_difference=-1.0)  # a worse single scene is no miss
     assert verdict({"mean": mean})["met"]

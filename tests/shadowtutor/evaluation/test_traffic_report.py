@@ -23,12 +23,13 @@ def setting(label: str, frame: float, update: float, diffs: dict[str, float]) ->
     return result
 
 
-def results(default_frame: float) -> dict[str, Any]:
+def results(default_frame: float, diffs: dict[str, float] | None = None) -> dict[str, Any]:
     return {
         "meta": {"command": "shadowtutor bench traffic --scenes a b", "scene_commands": ["shadowtutor scenes make a"],
                  "size": "320x180", "frames_per_scene": {"a": 300, "b": 300}, "setting": "P-8", "teacher": "labels",
                  "backend": "onnx", "workers": 2, "frame_samples": 10, "student": {"path": "s.pt", "sha256": "ab" * 32},
-                 "machine": {"cpu_model": "test CPU"}, "wall_seconds": 600.0,
+                 "machine": {"cpu_model": "test CPU"}, "wall_seconds": 600.0, "runs": 4,
+                 "runs_reused": 0, "run_seconds": 1200.0,
                  "defaults": {"frame_codecs": ["jpeg", "raw"], "frame_quality": {"jpeg": 80},
                               "weight_codecs": ["q8delta+zstd", "f16+zstd"]},
                  "notes": ["a note"]},
@@ -36,7 +37,8 @@ def results(default_frame: float) -> dict[str, Any]:
         "baseline": "raw / f32",
         "defaults": "jpeg@80 / q8delta+zstd (full: f16+zstd)",
         "settings": [setting("raw / f32", 2_765_000, 415_000, {"a": 0.0, "b": 0.0}),
-                     setting("jpeg@80 / q8delta+zstd (full: f16+zstd)", default_frame, 60_000, {"a": -0.4, "b": 0.3})],
+                     setting("jpeg@80 / q8delta+zstd (full: f16+zstd)", default_frame, 60_000,
+                             diffs or {"a": -0.4, "b": 0.3})],
     }
 
 
@@ -53,3 +55,6 @@ def test_the_report_leads_with_the_defaults_and_the_verdict(tmp_path: Path) -> N
 
 def test_a_missed_target_says_by_how_much() -> None:
     assert "**Target missed** (20.0 kB over 300.0 kB)" in render_markdown(results(260_000))
+    text = render_markdown(results(200_000, {"a": -2.0, "b": -0.6}))
+    assert "**Target missed** (0.30 mIoU points beyond the 1-point margin)" in text
+    assert "P-8 mIoU -1.30 points against uncompressed over the scenes (-2.00 on the worst one)" in text
