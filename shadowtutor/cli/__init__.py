@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "services.cli",
     "edge_agent.cli",
     "shadowtutor.cli.tokens",
+    "shadowtutor.cli.demo",
 )
 
 
@@ -35,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(arguments)
+    args.argv = arguments
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.handler(args) or 0)

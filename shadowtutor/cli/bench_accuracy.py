@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.jobs,
         resume=not args.no_resume,
         progress=not args.no_progress,
-        command=invoked_command(),
+        command=invoked_command(args),
         notes=tuple(args.note),
     )
     results = run_accuracy(config)

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         scenes=tuple(args.scenes), out_dir=args.out, work_dir=args.work_dir,
         bandwidths=args.bandwidths, frames=args.frames, size=args.size, variants=variants,
         student=args.student, latency_ms=args.tbf_latency_ms, delay_ms=args.delay_ms, resume=args.resume,
-        command=invoked_command(),
+        command=invoked_command(args),
     )
     results = run_network_bench(config)
     results_path = args.out / "results.json"

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
         results = run_student_bench(loaded.model, frames_for, config)
     results.update(
-        command=invoked_command(),
+        command=invoked_command(args),
         machine=machine_info(),
         student=str(args.student) if args.student else f"the packaged pre-trained student ({student_path.name})",
         frames_source=f"generated scene {FRAMES_PRESET} seed {FRAMES_SEED} (decoded from its MPEG-4 video)",

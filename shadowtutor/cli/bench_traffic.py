@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     config = TrafficConfig(
         scenes=tuple(args.scenes), out_dir=args.out, settings=tuple(args.settings or DEFAULT_SWEEP),
         frames=args.frames, size=args.size, student=args.student, backend=args.backend, threads=args.threads,
-        workers=args.jobs, resume=not args.no_resume, progress=not args.no_progress, command=invoked_command(),
+        workers=args.jobs, resume=not args.no_resume, progress=not args.no_progress, command=invoked_command(args),
         notes=tuple(args.note),
     )
     results = run_traffic(config)

@@ -26,9 +26,8 @@ def positive_int(text: str) -> int:
     return value
 
 
-def invoked_command() -> str:
-    """The command line this process was started with, as ``shadowtutor ...`` (for reports)."""
+def invoked_command(args: argparse.Namespace) -> str:
+    """The command line that was parsed into ``args``, as ``shadowtutor ...`` (for reports)."""
     import shlex
-    import sys
 
-    return shlex.join(["shadowtutor", *sys.argv[1:]])
+    return shlex.join(["shadowtutor", *args.argv])

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     )
     with tempfile.TemporaryDirectory(prefix="shadowtutor-pretrain-") as tmp:
         result = pretrain(config, args.work or Path(tmp), progress=not args.no_progress)
-    result.metadata["pretrain"]["command"] = invoked_command()
+    result.metadata["pretrain"]["command"] = invoked_command(args)
     save_student(args.out, result.model, result.class_names, result.metadata)
     info = result.metadata["pretrain"]
     print(f"wrote {args.out}: {info['samples']} frames x {config.epochs} epochs = {info['steps']} steps, "
