@@ -1,0 +1,82 @@
+"""The demo's report: figures read from the agents' summaries and label maps, compared fairly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shadowtutor.demo.report import RunReport, render_markdown, run_report, write_report
+from shadowtutor.scenes.generator import make_scene
+from shadowtutor.scenes.io import Scene
+from shadowtutor.teachers.label_store import write_label
+
+FRAMES = 6
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
+    out = tmp_path_factory.mktemp("scene") / "fixed-street"
+    return Scene.open(make_scene("fixed-street", FRAMES, 1, out, size=(64, 36), progress=False))
+
+
+def write_run(
+    run_dir: Path, scene: Scene, *, mode: str, correct: bool, handshake: int, sent: int, received: int
+) -> Path:
+    """An agent's output as the agent writes it: summary.json and one label map per frame."""
+    labels = run_dir / "labels"
+    labels.mkdir(parents=True)
+    for index in range(FRAMES):
+        truth = scene.label(index)
+        write_label(labels, index, truth if correct else np.zeros_like(truth))
+    summary = {
+        "mode": mode, "frames": FRAMES, "labelled_frames": FRAMES, "fps": 12.5, "key_frame_ratio": 0.5,
+        "bytes_sent": sent, "bytes_received": received, "updates_applied": 2, "handshake_bytes_sent": 100,
+        "handshake_bytes_received": handshake - 100, "waited_seconds": 0.25, "wall_seconds": 0.5,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    return run_dir
+
+
+def test_run_report_scores_the_label_maps_against_the_teacher(tmp_path: Path, scene: Scene) -> None:
+    right = run_report(write_run(tmp_path / "a", scene, mode="naive", correct=True, handshake=300, sent=600,
+                                 received=600), scene)
+    wrong = run_report(write_run(tmp_path / "b", scene, mode="distill", correct=False, handshake=300, sent=600,
+                                 received=600), scene)
+    assert right.miou_percent == pytest.approx(100.0)
+    assert wrong.miou_percent < 100.0
+    assert right.bytes_per_frame == pytest.approx(1200 / FRAMES)
+    assert right.steady_bytes_per_frame == pytest.approx(900 / FRAMES)
+
+
+def test_a_missing_label_map_is_an_error_naming_the_frame(tmp_path: Path, scene: Scene) -> None:
+    run_dir = write_run(tmp_path / "a", scene, mode="distill", correct=True, handshake=300, sent=1, received=1)
+    (run_dir / "labels" / "000003.png").unlink()
+    with pytest.raises(FileNotFoundError, match="frame 3"):
+        run_report(run_dir, scene)
+
+
+def report(mode: str, sent: int, received: int, handshake: int) -> RunReport:
+    return RunReport(mode=mode, frames=10, labelled_frames=10, fps=5.0, key_frame_ratio=0.1, bytes_sent=sent,
+                     bytes_received=received, updates_applied=1, handshake_bytes=handshake, waited_seconds=1.0,
+                     wall_seconds=2.0, miou_percent=50.0)
+
+
+def test_the_summary_states_the_saving_over_the_run_and_after_the_handshake(tmp_path: Path) -> None:
+    shadow = report("distill", sent=10_000, received=1_010_000, handshake=1_000_000)  # 102 kB/frame, 2 after
+    naive = report("naive", sent=500_000, received=20_000, handshake=0)  # 52 kB per frame
+    markdown = render_markdown(tmp_path / "scene", shadow, naive)
+    assert "2.0x the bytes per frame of naive offloading over the whole run" in markdown
+    assert "96.2 % fewer bytes per frame than it after the one-time model download" in markdown
+    assert "| of which the handshake (ShadowTutor: the model) | 1.00 MB | 0.00 MB |" in markdown
+
+
+def test_write_report_writes_markdown_and_json(tmp_path: Path) -> None:
+    shadow, naive = report("distill", 1000, 2000, 500), report("naive", 9000, 1000, 100)
+    markdown = write_report(tmp_path, tmp_path / "scene", shadow, naive)
+    assert (tmp_path / "report.md").read_text() == markdown
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["shadowtutor"]["steady_bytes_per_frame"] == pytest.approx(250.0)
+    assert data["naive"]["bytes_per_frame"] == pytest.approx(1000.0)
