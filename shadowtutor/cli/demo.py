@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shadowtutor.cli.options import frame_size, positive_int
+from shadowtutor.cli.options import frame_size, invoked_command, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from shadowtutor.demo.run import DemoConfig, run_demo
 
     config = DemoConfig(out=args.out, preset=args.preset, frames=args.frames, seed=args.seed, size=args.size,
-                        fps=args.fps, cache_dir=args.cache_dir)
+                        fps=args.fps, cache_dir=args.cache_dir, command=invoked_command(args))
     _, _, markdown = run_demo(config)
     print()
     print(markdown)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from shadowtutor.algorithms.metrics import miou
+from shadowtutor.evaluation.machine import machine_info
 from shadowtutor.scenes.io import Scene
 from shadowtutor.teachers.label_store import read_label
 
@@ -92,7 +93,7 @@ def _comparison(shadow: float, naive: float) -> str:
     return f"{ratio:.1f}x the bytes per frame of"
 
 
-def render_markdown(scene_dir: Path, shadow: RunReport, naive: RunReport) -> str:
+def render_markdown(scene_dir: Path, shadow: RunReport, naive: RunReport, command: str, machine: dict[str, Any]) -> str:
     rows: list[tuple[str, str, str]] = [
         ("frames labelled", f"{shadow.labelled_frames}/{shadow.frames}", f"{naive.labelled_frames}/{naive.frames}"),
         ("throughput (FPS)", f"{shadow.fps:.1f}", f"{naive.fps:.1f}"),
@@ -110,7 +111,8 @@ def render_markdown(scene_dir: Path, shadow: RunReport, naive: RunReport) -> str
     lines = [
         "# ShadowTutor demo",
         "",
-        f"Scene: `{scene_dir.name}` ({shadow.frames} frames)",
+        f"Scene: `{scene_dir.name}` ({shadow.frames} frames). Made by `{command}` on {machine['cpu_model']} "
+        f"({machine['cpu_count']} cores), torch {machine['torch']}, no GPU used.",
         "",
         "| | ShadowTutor | naive offloading |",
         "|---|---:|---:|",
@@ -136,10 +138,13 @@ def _as_json(report: RunReport) -> dict[str, Any]:
     }
 
 
-def write_report(out_dir: Path, scene_dir: Path, shadow: RunReport, naive: RunReport) -> str:
-    markdown = render_markdown(scene_dir, shadow, naive)
+def write_report(out_dir: Path, scene_dir: Path, shadow: RunReport, naive: RunReport, command: str) -> str:
+    machine = machine_info()
+    markdown = render_markdown(scene_dir, shadow, naive, command, machine)
     (out_dir / "report.md").write_text(markdown)
     data: dict[str, Any] = {
+        "command": command,
+        "machine": machine,
         "scene": str(scene_dir),
         "shadowtutor": _as_json(shadow),
         "naive": _as_json(naive),

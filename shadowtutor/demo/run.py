@@ -30,6 +30,7 @@ class DemoConfig:
     fps: float = 30.0
     cache_dir: Path | None = None
     teacher_args: tuple[str, ...] = field(default=())  # extra `serve` flags; default: the scene's labels
+    command: str = "shadowtutor demo"  # for the report
     ready_timeout: float = 120.0
     run_timeout: float = 1800.0
 
@@ -70,4 +71,4 @@ def run_demo(config: DemoConfig) -> tuple[RunReport, RunReport, str]:
         naive_dir = _run_agent(config, scene_dir, url, "naive", logs)
     scene = Scene.open(scene_dir)
     shadow, naive = run_report(shadow_dir, scene), run_report(naive_dir, scene)
-    return shadow, naive, write_report(config.out, scene_dir, shadow, naive)
+    return shadow, naive, write_report(config.out, scene_dir, shadow, naive, config.command)

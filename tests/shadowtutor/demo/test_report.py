@@ -67,7 +67,9 @@ def report(mode: str, sent: int, received: int, handshake: int) -> RunReport:
 def test_the_summary_states_the_saving_over_the_run_and_after_the_handshake(tmp_path: Path) -> None:
     shadow = report("distill", sent=10_000, received=1_010_000, handshake=1_000_000)  # 102 kB/frame, 2 after
     naive = report("naive", sent=500_000, received=20_000, handshake=0)  # 52 kB per frame
-    markdown = render_markdown(tmp_path / "scene", shadow, naive)
+    machine = {"cpu_model": "Some CPU", "cpu_count": 2, "torch": "2.x"}
+    markdown = render_markdown(tmp_path / "scene", shadow, naive, "shadowtutor demo --frames 10", machine)
+    assert "Made by `shadowtutor demo --frames 10` on Some CPU (2 cores)" in markdown
     assert "2.0x the bytes per frame of naive offloading over the whole run" in markdown
     assert "96.2 % fewer bytes per frame than it after the one-time model download" in markdown
     assert "| of which the handshake (ShadowTutor: the model) | 1.00 MB | 0.00 MB |" in markdown
@@ -75,8 +77,9 @@ def test_the_summary_states_the_saving_over_the_run_and_after_the_handshake(tmp_
 
 def test_write_report_writes_markdown_and_json(tmp_path: Path) -> None:
     shadow, naive = report("distill", 1000, 2000, 500), report("naive", 9000, 1000, 100)
-    markdown = write_report(tmp_path, tmp_path / "scene", shadow, naive)
+    markdown = write_report(tmp_path, tmp_path / "scene", shadow, naive, "shadowtutor demo")
     assert (tmp_path / "report.md").read_text() == markdown
     data = json.loads((tmp_path / "report.json").read_text())
+    assert data["command"] == "shadowtutor demo" and data["machine"]["cpu_count"] >= 1
     assert data["shadowtutor"]["steady_bytes_per_frame"] == pytest.approx(250.0)
     assert data["naive"]["bytes_per_frame"] == pytest.approx(1000.0)
