@@ -150,7 +150,8 @@ class EdgeAgent:
                 StudentRuntime(s.backend), s.class_names, lambda have, why: transport.request_resync(have, why)
             )
         transport = EdgeTransport(s.server, hello, student, self.metrics,
-                                  Backoff(s.reconnect_min, s.reconnect_max), s.frame_quality, **transport_security(s))
+                                  Backoff(s.reconnect_min, s.reconnect_max), s.frame_quality, **transport_security(s),
+                                  ping_interval=s.ping_interval, ping_timeout=s.ping_timeout)
         transport.start()
         try:
             info = transport.wait_first_welcome(s.startup_timeout, self.stop_event)

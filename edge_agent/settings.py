@@ -75,6 +75,11 @@ class EdgeSettings:
         10.0, "longest wait, s, for an update at MIN_STRIDE (and for a label map in naive mode)"
     )
     startup_timeout: float = _setting(60.0, "longest wait, s, for the server's first WELCOME before failing")
+    ping_interval: float = _setting(20.0, "seconds between keepalive pings to the server")
+    ping_timeout: float = _setting(
+        20.0, "seconds a ping's pong may take before the connection counts as dead and is reconnected "
+        "(a cut network is noticed within ping_interval + ping_timeout)"
+    )
     reconnect_min: float = _setting(0.5, "first reconnect delay, s (doubles per failure, jittered)")
     reconnect_max: float = _setting(15.0, "cap of the reconnect delay, s")
     source_retries: int = _setting(10, "reopen attempts for a live source that dropped, before giving up")
@@ -110,7 +115,7 @@ class EdgeSettings:
             raise SettingsError(f"max_frames must be positive, got {self.max_frames}")
         if self.max_fps is not None and self.max_fps <= 0:
             raise SettingsError(f"max_fps must be positive, got {self.max_fps}")
-        for name in ("wait_timeout", "startup_timeout", "reconnect_min"):
+        for name in ("wait_timeout", "startup_timeout", "ping_interval", "ping_timeout", "reconnect_min"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.reconnect_max < self.reconnect_min:
@@ -254,6 +259,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_fps": _parse_optional_float,
     "wait_timeout": float,
     "startup_timeout": float,
+    "ping_interval": float,
+    "ping_timeout": float,
     "reconnect_min": float,
     "reconnect_max": float,
     "source_retries": int,

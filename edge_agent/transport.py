@@ -194,9 +194,13 @@ class EdgeTransport:
         handshake_timeout: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
         token: Callable[[], str | None] | None = None,
+        ping_interval: float = 20.0,
+        ping_timeout: float = 20.0,
     ) -> None:
         """``ssl_context`` verifies a ``wss://`` server (default: the system's CA store); ``token``
-        gives the HELLO's token at each connection (so that a rotated token file is picked up)."""
+        gives the HELLO's token at each connection (so that a rotated token file is picked up).
+        A connection whose keepalive ping gets no pong within ``ping_timeout`` is dropped and
+        reconnected, so a dead link is noticed within ``ping_interval + ping_timeout``."""
         if hello.mode == "distill" and weights is None:
             raise ValueError("distill mode needs a weight sink for the server's weights")
         self.url = url
@@ -208,6 +212,8 @@ class EdgeTransport:
         self.handshake_timeout = handshake_timeout
         self.ssl_context = ssl_context
         self.token = token
+        self.ping_interval = ping_interval
+        self.ping_timeout = ping_timeout
         self.stats = TransportStats()
         self.session: SessionInfo | None = None  # the current session, None while disconnected
         self.fatal: TransportError | None = None  # a refusal or certificate error: the run cannot go on
@@ -356,7 +362,7 @@ class EdgeTransport:
         hello = dataclasses.replace(self.hello, token=self.token()) if self.token is not None else self.hello
         async with connect(
             self.url, max_size=MAX_MESSAGE_BYTES, compression=None, open_timeout=self.handshake_timeout,
-            close_timeout=3, **tls,
+            close_timeout=3, ping_interval=self.ping_interval, ping_timeout=self.ping_timeout, **tls,
         ) as ws:
             await self._send(ws, encode(hello))
             info = await self._handshake(ws)

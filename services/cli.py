@@ -86,6 +86,8 @@ def run_serve(args: argparse.Namespace) -> int:
         port=settings.port,
         log_level=settings.log_level,
         ws_max_size=settings.max_message_bytes,
+        ws_ping_interval=settings.ping_interval,
+        ws_ping_timeout=settings.ping_timeout,
         timeout_graceful_shutdown=10,
         **tls_options(settings),
     )

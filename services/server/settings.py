@@ -41,6 +41,17 @@ class ServerSettings(BaseSettings):
         "together; more are refused before the upgrade (HTTP 403); default 2 x max_sessions + 16"
     )
     hello_timeout: float = Field(10.0, gt=0, description="seconds a new WebSocket may take to send its HELLO")
+    ping_interval: float = Field(
+        20.0, gt=0, description="seconds between WebSocket keepalive pings to each edge (shadowtutor serve)"
+    )
+    ping_timeout: float = Field(
+        20.0, gt=0, description="seconds a ping's pong may take before the connection counts as dead and is closed "
+        "(a cut network is noticed within ping_interval + ping_timeout)"
+    )
+    send_timeout: float = Field(
+        60.0, gt=0, description="seconds one message to an edge may wait for the edge to read; past it the "
+        "session ends with send_timeout (an edge that stopped reading)"
+    )
 
     # -- security (docs/security.md) ------------------------------------------------------------
     tls_cert: Path | None = Field(None, description="PEM certificate (chain) to serve https:// and wss:// with")

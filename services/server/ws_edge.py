@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -271,9 +271,23 @@ class EdgeConnection:
     async def _send(self, message: Message) -> None:
         data = encode(message)
         async with self._send_lock:
-            await self.ws.send_bytes(data)
+            await self._within_send_timeout(self.ws.send_bytes(data))
         self.traffic.bytes_out += len(data)
         self.metrics.sent_bytes.inc(len(data))
+
+    async def _within_send_timeout(self, sending: Awaitable[None]) -> None:
+        """A send or close that waits longer than ``send_timeout`` for the edge to read: SEND_TIMEOUT.
+
+        (The WebSocket layer stops accepting data while its buffer is full; an edge that stopped
+        reading would otherwise hold its session, and the messages queued for it, forever.)
+        """
+        timeout = self.runtime.settings.send_timeout
+        try:
+            await asyncio.wait_for(sending, timeout)
+        except asyncio.TimeoutError:
+            raise ProtocolError(
+                ErrorCode.SEND_TIMEOUT, f"the edge has not read the server's messages for {timeout:g} s"
+            ) from None
 
     async def _send_error(self, code: ErrorCode, text: str, *, seq: int | None = None, fatal: bool = False) -> None:
         self.metrics.errors.labels(code=code.value).inc()
@@ -290,11 +304,13 @@ class EdgeConnection:
             await self._close(code.close, text)
         except (WebSocketDisconnect, RuntimeError, OSError):
             pass  # the edge went away first
+        except ProtocolError:
+            pass  # SEND_TIMEOUT: the edge does not read, so it gets neither the ERROR nor the close
 
     async def _close(self, close_code: int, reason: str) -> None:
         if self.ws.application_state == WebSocketState.CONNECTED:
             reason_bytes = reason.encode()[:MAX_CLOSE_REASON_BYTES]
-            await self.ws.close(close_code, reason_bytes.decode(errors="ignore"))
+            await self._within_send_timeout(self.ws.close(close_code, reason_bytes.decode(errors="ignore")))
 
     async def _in_pool(self, fn: Callable[..., T], *args: Any) -> T:
         """Run CPU/GPU work in the distillation pool, off the event loop."""

@@ -33,6 +33,7 @@ class ErrorCode(str, Enum):
     UNAUTHORIZED = "unauthorized"  # missing, wrong or revoked token for the HELLO's edge_id
     SESSION_REPLACED = "session_replaced"  # a newer connection with the same edge_id took over
     TEACHER_FAILED = "teacher_failed"  # the teacher could not label this key frame; the session goes on
+    SEND_TIMEOUT = "send_timeout"  # the edge did not read the server's messages in time: the session is closed
     INTERNAL = "internal"
 
     @property
@@ -53,6 +54,7 @@ _CLOSE_CODES = {
     ErrorCode.UNAUTHORIZED: CloseCode.POLICY_VIOLATION,
     ErrorCode.SESSION_REPLACED: CloseCode.POLICY_VIOLATION,
     ErrorCode.TEACHER_FAILED: CloseCode.INTERNAL_ERROR,
+    ErrorCode.SEND_TIMEOUT: CloseCode.TRY_AGAIN_LATER,
     ErrorCode.INTERNAL: CloseCode.INTERNAL_ERROR,
 }
 
