@@ -82,7 +82,7 @@ class EdgeConnection:
         except WebSocketDisconnect:
             pass
         except ProtocolError as exc:
-            log.warning("%s: %s", self._who(), exc)
+            log.warning("%s: %s", self._who(), str(exc))  # the text: a kept record must not keep the session
             await self._fail(exc.code, exc.message)
         except Exception:
             log.exception("%s: internal error", self._who())
