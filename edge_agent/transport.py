@@ -199,8 +199,9 @@ class EdgeTransport:
     ) -> None:
         """``ssl_context`` verifies a ``wss://`` server (default: the system's CA store); ``token``
         gives the HELLO's token at each connection (so that a rotated token file is picked up).
-        A connection whose keepalive ping gets no pong within ``ping_timeout`` is dropped and
-        reconnected, so a dead link is noticed within ``ping_interval + ping_timeout``."""
+        A connection whose keepalive ping gets no pong within ``ping_timeout``, or whose message
+        cannot go out within ``ping_interval + ping_timeout``, is dropped and reconnected: a dead
+        link is noticed within ``ping_interval + ping_timeout`` (plus the closing handshake's 3 s)."""
         if hello.mode == "distill" and weights is None:
             raise ValueError("distill mode needs a weight sink for the server's weights")
         self.url = url
@@ -214,6 +215,7 @@ class EdgeTransport:
         self.token = token
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
+        self.send_timeout = ping_interval + ping_timeout  # longest a message may wait to go out
         self.stats = TransportStats()
         self.session: SessionInfo | None = None  # the current session, None while disconnected
         self.fatal: TransportError | None = None  # a refusal or certificate error: the run cannot go on
@@ -443,11 +445,17 @@ class EdgeTransport:
             if item.seq is not None:  # register first: the reply may come before send() returns
                 session.outstanding[item.seq] = item
             try:
-                await self._send(session.ws, item.data)
+                await asyncio.wait_for(self._send(session.ws, item.data), self.send_timeout)
                 self.stats.frames_sent += int(item.seq is not None)
-            except WebSocketException:  # the receive loop sees the closed connection and tears down
+            except (WebSocketException, asyncio.TimeoutError) as exc:  # the receive loop tears down
                 if item.pending is not None:
                     item.pending.resolve(None)
+                if isinstance(exc, asyncio.TimeoutError):
+                    # The link takes no more bytes (cut, or the server stopped reading). The keepalive cannot
+                    # tell: its pings wait behind this message. Drop the connection; the agent reconnects.
+                    log.warning("a message to the server could not go out in %g s; dropping the connection",
+                                self.send_timeout)
+                    session.ws.transport.abort()
                 return
 
     async def _send(self, ws: ClientConnection, data: bytes) -> None:
