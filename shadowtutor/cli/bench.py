@@ -14,6 +14,7 @@ BENCH_MODULES = (
     "shadowtutor.cli.bench_student",
     "shadowtutor.cli.bench_network",
     "shadowtutor.cli.bench_traffic",
+    "shadowtutor.cli.bench_load",
 )
 
 

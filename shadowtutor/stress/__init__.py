@@ -1,0 +1,1 @@
+"""Stress tools that run against a live server: load (``load*.py``) and fuzzing."""
