@@ -1,0 +1,46 @@
+"""The real server app (``create_app``) under uvicorn in a thread of the test process.
+
+For end-to-end tests that need to reach inside the server (its session registry, a teacher
+object of the test's own) while edges connect over a real socket as real processes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from services.server.runtime import ServerRuntime
+from tests.support.processes import free_port, wait_http_ok
+
+
+@contextmanager
+def serve_in_thread(app: FastAPI, **config: Any) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1 until the block ends; yields its base URL once ``/readyz`` answers.
+
+    ``config`` goes to ``uvicorn.Config`` (e.g. ``ws_ping_interval``).
+    """
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **config))
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        wait_http_ok(f"{base}/readyz", timeout=60)
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def runtime_of(app: FastAPI) -> ServerRuntime:
+    return app.state.runtime
