@@ -14,7 +14,7 @@ from shadowtutor.demo.processes import free_port, shadowtutor_command
 EDGES, SECONDS, RATE = 4, 30, 1.0
 # Bound on the server's memory growth from the first to the last quarter of the run (means of 1 s samples).
 # Sessions allocate their student, optimiser and weight mirror when they open, before the first quarter,
-# so what grows after that is allocator noise: measured +5 to +10 MiB here (glibc arenas of the
+# so what grows after that is allocator noise: measured +5 to +12 MiB here (glibc arenas of the
 # distillation and to_thread pools, torch's CPU caches). About 90 key frames separate the two quarters'
 # means, so 48 MiB catches any leak of ~0.5 MiB or more per key frame: a kept UPDATE blob (0.4 MB as f32)
 # or frame buffer of a larger size, a copy of the student (1.9 MB), a session's state never freed.
