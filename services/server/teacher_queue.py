@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from services.server.metrics import ServerMetrics
+from shadowtutor.teachers.base import TeacherError
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,9 @@ class TeacherQueue:
         except TeacherFailed as exc:
             return exc
         except Exception as exc:  # backend errors, out of memory: this frame fails, the queue goes on
-            log.warning("teacher failed on frame %d: %s", request.frame_index, exc, exc_info=True)
+            # (a TeacherError refuses the input, e.g. a frame index an edge sent that has no label: no traceback)
+            log.warning("teacher failed on frame %d: %s", request.frame_index, exc,
+                        exc_info=not isinstance(exc, TeacherError))
             return TeacherFailed(f"the teacher failed on frame {request.frame_index}: {exc}")
 
 

@@ -117,6 +117,9 @@ class EdgeConnection:
             for task in tasks:
                 task.cancel()
         await asyncio.wait(tasks)  # (not gather: its cancellation escapes anyio's cancel scopes)
+        for task in tasks - done:  # one may fail instead of stopping (a send the edge's disconnect broke):
+            if not task.cancelled():  # that is no news, but asyncio logs an unretrieved exception as an error
+                task.exception()
         for task in done - {evicted}:
             task.result()  # re-raises the reason the session ended
         if self._eviction is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +117,7 @@ def encode_labels(labels: np.ndarray, codec: str = "png") -> bytes:
 
 def decode_labels(payload: bytes, codec: str, width: int, height: int) -> np.ndarray:
     if codec == "raw":
-        if len(payload) != width * height:
+        if width <= 0 or height <= 0 or len(payload) != width * height:
             raise _bad(ErrorCode.BAD_FRAME, f"raw label map of {len(payload)} bytes, expected {width * height}")
         return np.frombuffer(payload, dtype=np.uint8).reshape(height, width)
     if codec != "png":
@@ -241,7 +242,7 @@ def decode_tensors(tensors: list[dict[str, Any]], payload: bytes, codec: str) ->
     """
     fmt = _weight_format(codec)
     shapes = _parse_descriptors(tensors)
-    counts = [int(np.prod(shape, dtype=np.int64)) for _, shape in shapes]
+    counts = [math.prod(shape) for _, shape in shapes]  # Python ints: an int64 product can wrap to 0
     scale_counts = [_scale_count(shape, fmt) if fmt.delta else 0 for _, shape in shapes]
     scale_bytes = sum(scale_counts) * _SCALE.itemsize
     total = scale_bytes + sum(counts) * fmt.item.itemsize

@@ -41,7 +41,11 @@ class LabelsTeacher(TeacherBase):
 
     def _load(self, frame_index: int, height: int, width: int) -> np.ndarray:
         path = label_path(self.labels_dir, frame_index)
-        if not path.is_file():
+        try:
+            stored = path.is_file()
+        except OSError as exc:  # e.g. a frame index so large that the file name is too long
+            raise TeacherError(f"no stored label for frame {frame_index}: {exc.strerror}") from None
+        if not stored:
             raise TeacherError(f"no stored label for frame {frame_index}: {path} does not exist")
         labels = read_label(path)
         if labels.max() >= len(self.class_names):

@@ -7,6 +7,7 @@ frame with the frame's own first channel so that every answer can be matched to 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Sequence
 
@@ -15,6 +16,7 @@ import pytest
 
 from services.server.metrics import ServerMetrics
 from services.server.teacher_queue import TeacherFailed, TeacherQueue
+from shadowtutor.teachers.base import TeacherError
 from tests.support.prometheus import sample_value
 
 
@@ -130,3 +132,33 @@ def test_label_before_start_is_an_error() -> None:
 
     with pytest.raises(RuntimeError, match="not started"):
         asyncio.run(main())
+
+
+class RefusingTeacher:
+    """Refuses every frame index but 0, as the labels teacher refuses an index it has no label for."""
+
+    name = "refusing"
+    class_names = ("thing", "background")
+
+    def label(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> np.ndarray:
+        if frame_index != 0:
+            raise TeacherError(f"no stored label for frame {frame_index}")
+        return np.ones(frame_bgr.shape[:2], dtype=np.uint8)
+
+
+def test_a_refused_input_fails_its_frame_without_a_traceback_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    # found by `shadowtutor fuzz`: an edge's absurd frame_index logged a full traceback per key frame
+    async def main() -> list:
+        queue = TeacherQueue(RefusingTeacher(), ServerMetrics(), max_batch=1)
+        queue.start()
+        try:
+            return await asyncio.gather(*(queue.label(frame(1), i) for i in (0, 10**300)), return_exceptions=True)
+        finally:
+            await queue.stop()
+
+    with caplog.at_level(logging.WARNING, logger="services.server.teacher_queue"):
+        ok, refused = asyncio.run(main())
+    assert ok.labels.shape == (4, 6)
+    assert isinstance(refused, TeacherFailed) and "no stored label" in str(refused)
+    (record,) = [r for r in caplog.records if "teacher failed" in r.getMessage()]
+    assert not record.exc_info

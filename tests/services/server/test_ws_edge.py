@@ -3,6 +3,9 @@ scene, real distillation and the real codecs (Starlette's in-process WebSocket t
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import logging
 import threading
 import time
 from typing import Any
@@ -15,6 +18,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from services.server.app import create_app
 from services.server.settings import ServerSettings
+from services.server.ws_edge import EdgeConnection
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import decode_labels, decode_tensors, encode_frame
@@ -282,3 +286,27 @@ def test_server_stays_responsive_while_the_teacher_works(settings: ServerSetting
             finally:
                 teacher.release.set()
             assert wire.expect(Update).version == 1
+
+
+def test_a_task_failing_while_the_session_ends_is_not_logged_as_unretrieved(
+    client: TestClient, scene: TinyScene, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # found by `shadowtutor fuzz` (an edge sending RESYNC_REQUEST and hanging up at once): the worker's send
+    # failed as it was cancelled, asyncio.wait_for then raises the send's error instead of CancelledError,
+    # and asyncio logged "Task exception was never retrieved" with a traceback. This worker does the same.
+    failed = threading.Event()
+
+    async def work(self: EdgeConnection, inbox: Any) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            failed.set()
+            raise WebSocketDisconnect(1006) from None
+
+    monkeypatch.setattr(EdgeConnection, "_work", work)
+    with caplog.at_level(logging.ERROR), client.websocket_connect("/v1/edge") as ws:
+        open_session(ws, scene)
+    assert failed.wait(10)
+    time.sleep(0.2)  # the connection's handler returns
+    gc.collect()
+    assert "never retrieved" not in caplog.text

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 import zstandard
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from shadowtutor.protocol.codecs import (
@@ -231,3 +231,73 @@ def test_delta_decoder_on_random_well_framed_content_raises_only_protocol_errors
     except ProtocolError:
         return
     assert len(raw) == size and torch.isfinite(out["t"]).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["raw", "png", "bmp"]), st.binary(max_size=256), st.integers(-2, 20), st.integers(-2, 20))
+@example("raw", b"", 0, -1)  # a negative size made numpy's reshape raise ValueError, not a typed error
+@example("raw", b"\0" * 4, -2, -2)
+def test_label_decoder_on_random_payloads_raises_only_protocol_errors(codec: str, payload: bytes, width: int,
+                                                                      height: int) -> None:
+    try:
+        labels = decode_labels(payload, codec, width, height)
+    except ProtocolError:
+        return
+    assert labels.shape == (height, width) and labels.dtype == np.uint8
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_label_decoder_on_damaged_png_label_maps(data: st.DataObject) -> None:
+    payload = bytearray(encode_labels(np.arange(48, dtype=np.uint8).reshape(6, 8) % 9, "png"))
+    for index in data.draw(st.lists(st.integers(0, len(payload) - 1), max_size=4)):
+        payload[index] ^= data.draw(st.integers(1, 255))
+    cut = data.draw(st.integers(0, len(payload)))
+    try:
+        labels = decode_labels(bytes(payload[:cut]), "png", 8, 6)
+    except ProtocolError:
+        return
+    assert labels.shape == (6, 8)
+
+
+DESCRIPTOR_VALUES = st.none() | st.booleans() | st.integers(-5, 2**40) | st.floats() | st.text(max_size=3)
+DESCRIPTORS = st.lists(
+    st.one_of(
+        st.fixed_dictionaries({"name": st.sampled_from(["a", "b"]) | DESCRIPTOR_VALUES,
+                               "shape": st.lists(st.sampled_from([0, 1, 2, 3, 16, 2**30, 2**31 - 1])
+                                                 | DESCRIPTOR_VALUES, max_size=4) | DESCRIPTOR_VALUES}),
+        DESCRIPTOR_VALUES,
+        st.lists(DESCRIPTOR_VALUES, max_size=2),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(WEIGHT_CODECS), DESCRIPTORS, st.binary(max_size=96))
+@example("f32", [{"name": "t", "shape": [2**30, 2**30, 16]}], b"")  # 2**64 values: an int64 count wrapped to 0
+@example("q8delta+zstd", [{"name": "t", "shape": [2**30] * 4}], b"")
+def test_tensor_decoder_on_any_descriptors_raises_only_protocol_errors(codec: str, tensors: list,
+                                                                       payload: bytes) -> None:
+    """The header's ``tensors`` list is the edge's or server's JSON: any value must give a typed error."""
+    try:
+        out = decode_tensors(tensors, payload, codec)
+    except ProtocolError as exc:
+        assert exc.code in (ErrorCode.BAD_MESSAGE, ErrorCode.TOO_LARGE)
+        return
+    assert [(name, list(t.shape)) for name, t in out.items()] == [(d["name"], d["shape"]) for d in tensors]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([c for c in FLOAT_WEIGHT_CODECS if c.endswith("+zstd")]),
+       st.lists(st.integers(0, 6), max_size=3), st.data())
+def test_float_zstd_decoder_on_random_well_framed_content(codec: str, shape: list[int], data: st.DataObject) -> None:
+    size = int(np.prod(shape, dtype=np.int64)) * (2 if codec.startswith("f16") else 4)
+    raw = data.draw(st.binary(min_size=max(0, size - 3), max_size=size + 3))
+    frame = zstandard.ZstdCompressor(write_content_size=data.draw(st.booleans())).compress(raw)
+    try:
+        out = decode_tensors([{"name": "t", "shape": shape}], frame, codec)
+    except ProtocolError:
+        assert len(raw) != size
+        return
+    assert len(raw) == size and list(out["t"].shape) == shape

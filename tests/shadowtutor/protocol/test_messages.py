@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import json
 import struct
+import typing
+from dataclasses import fields
 
 import pytest
 from hypothesis import given, settings
@@ -8,6 +11,7 @@ from hypothesis import strategies as st
 
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import (
+    MESSAGE_TYPES,
     PREFIX,
     Error,
     Hello,
@@ -84,3 +88,35 @@ def test_decode_of_valid_prefix_with_random_header(type_id: int, body: bytes) ->
         decode(PREFIX.pack(b"ST", 1, type_id, len(body)) + body)
     except ProtocolError:
         pass
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(MESSAGE_TYPES)), st.data())
+def test_decode_of_real_field_names_with_any_json_values(type_id: int, data: st.DataObject) -> None:
+    """Every known field with any JSON value (or left out): a typed error, or a message whose fields conform."""
+    cls = MESSAGE_TYPES[type_id]
+    names = [f.name for f in fields(cls) if f.name != "payload"]
+    header = data.draw(st.fixed_dictionaries({}, optional={name: JSON for name in names}))
+    try:
+        message = decode(PREFIX.pack(b"ST", 1, type_id, 0)[:4] + _header_bytes(header))
+    except ProtocolError as exc:
+        assert exc.code is ErrorCode.BAD_MESSAGE
+        return
+    hints = typing.get_type_hints(cls)
+    for name in names:
+        value = getattr(message, name)
+        assert value == header.get(name, value)
+        if hints[name] in (int, float, str, bool):
+            assert type(value) is hints[name]
+
+
+def _header_bytes(header: dict) -> bytes:
+    raw = json.dumps(header).encode()
+    return struct.pack(">I", len(raw)) + raw

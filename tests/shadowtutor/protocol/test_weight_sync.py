@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shadowtutor.protocol.codecs import DELTA_WEIGHT_CODECS, decode_tensors, is_delta_codec
 from shadowtutor.protocol.errors import ProtocolError
@@ -99,3 +101,27 @@ def test_full_weights_need_a_float_codec_and_partials_need_full_weights_first() 
         UpdateEncoder("f32", "f16")
     with pytest.raises(ValueError, match="before full weights"):
         UpdateEncoder("f32").partial(initial_state(), KEYS)
+
+
+SHAPES = st.lists(st.integers(0, 3), max_size=3).map(tuple)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["a", "b", "c"]), SHAPES, max_size=3), st.booleans(), st.data())
+def test_held_weights_take_any_decoded_update_whole_or_not_at_all(update_shapes: dict, delta: bool,
+                                                                 data: st.DataObject) -> None:
+    """Whatever names and shapes an update carries: it sets every tensor it names, or raises and changes nothing."""
+    held = HeldWeights()
+    held.replace({"a": torch.zeros(2, 3), "b": torch.ones(3)})
+    before = {name: tensor.clone() for name, tensor in held.state.items()}
+    update = {name: torch.full(shape, data.draw(st.floats(-4, 4, width=32))) for name, shape in update_shapes.items()}
+    try:
+        new = held.apply(update, delta=delta)
+    except ProtocolError:
+        assert held.state.keys() == before.keys()
+        assert all(torch.equal(held.state[name], before[name]) for name in before)
+        return
+    for name, value in update.items():
+        expected = before[name] + value if delta else value
+        assert torch.equal(new[name], expected) and torch.equal(held.state[name], expected)
+    assert all(torch.equal(held.state[name], before[name]) for name in before.keys() - update.keys())

@@ -48,6 +48,8 @@ def test_clear_errors(tmp_path: Path) -> None:
         teacher.label(FRAME)
     with pytest.raises(TeacherError, match="no stored label for frame 3"):
         teacher.label(FRAME, frame_index=3)
+    with pytest.raises(TeacherError, match="no stored label for frame 1000"):  # a file name too long (fuzzing)
+        teacher.label(FRAME, frame_index=10**300)
     few = build_teacher("labels", labels_dir=tmp_path, class_names=["person", "background"])
     with pytest.raises(TeacherError, match="holds class .* but there are 2 classes"):
         few.label(FRAME, frame_index=0)
