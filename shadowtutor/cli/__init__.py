@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "edge_agent.cli",
     "shadowtutor.cli.tokens",
     "shadowtutor.cli.demo",
+    "shadowtutor.cli.fuzz",
 )
 
 

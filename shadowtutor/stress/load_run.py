@@ -160,11 +160,12 @@ def server_under_load(config: LoadConfig, scene_dir: Path, log_dir: Path) -> Ite
                            serve_args, process.log_path)
 
 
-def log_problems(path: Path | None, limit: int = 20) -> list[str]:
-    """Lines of the server's log at ERROR or CRITICAL, and tracebacks (the first ``limit``)."""
+def log_problems(path: Path | None, limit: int = 20, pattern: re.Pattern[str] = LOG_PROBLEM) -> list[str]:
+    """Lines of the server's log that ``pattern`` finds (default: at ERROR or CRITICAL, and tracebacks), the
+    first ``limit``."""
     if path is None or not path.exists():
         return []
-    lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if LOG_PROBLEM.search(line)]
+    lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if pattern.search(line)]
     return lines[:limit] + ([f"... and {len(lines) - limit} more"] if len(lines) > limit else [])
 
 

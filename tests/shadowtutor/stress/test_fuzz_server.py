@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from shadowtutor.stress.fuzz_server import LOG_PROBLEM, synthetic_frames
+from shadowtutor.stress.load_run import log_problems
+
+
+def test_the_log_pattern_finds_tracebacks_and_unhandled_exceptions(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("\n".join([
+        "INFO: session opened",
+        "WARNING services.server.ws_edge: edge 'x': bad_message: header is not JSON",
+        "WARNING services.server.ws_edge: edge (before HELLO): the first message must be HELLO, not ERROR",
+        "ERROR asyncio: Task exception was never retrieved",
+        "Traceback (most recent call last):",
+        "ERROR services.server.ws_edge: edge 'y': internal error",
+        "ERROR:    Exception in ASGI application",
+        "INFO: fine",
+    ]))
+    assert log_problems(log, pattern=LOG_PROBLEM) == [
+        "ERROR asyncio: Task exception was never retrieved", "Traceback (most recent call last):",
+        "ERROR services.server.ws_edge: edge 'y': internal error", "ERROR:    Exception in ASGI application",
+    ]
+    assert log_problems(log, limit=1, pattern=LOG_PROBLEM)[1] == "... and 3 more"
+
+
+def test_synthetic_frames_repeat_by_seed() -> None:
+    frames = synthetic_frames(32, 24, 3, seed=1)
+    assert len(frames) == 3 and frames[0].shape == (24, 32, 3) and (frames[0] != frames[1]).any()
+    assert all((a == b).all() for a, b in zip(frames, synthetic_frames(32, 24, 3, seed=1), strict=True))
