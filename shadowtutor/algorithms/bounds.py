@@ -79,6 +79,8 @@ def advise_max_updates(lat: Latencies, min_stride: int, min_fps: float, limit: i
 
     None when even zero updates miss ``min_fps``; ``limit`` when distillation is free.
     """
+    if not min_fps > 0:
+        raise ValueError(f"min_fps must be > 0, got {min_fps}")
     if throughput_lower(lat, min_stride, 0) < min_fps:
         return None
     if lat.t_sd == 0:

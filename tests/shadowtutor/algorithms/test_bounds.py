@@ -47,3 +47,11 @@ def test_bounds_command_rejects_bad_input(capsys: pytest.CaptureFixture[str]) ->
                  "--s-net-mb", "3"])
     assert code == 2
     assert "t_si" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("min_fps", ["0", "-5", "nan"])
+def test_advice_needs_a_positive_fps_floor(min_fps: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bounds", "--t-si", "0.143", "--t-sd", "0.013", "--t-ti", "0.044", "--t-net", "0.303",
+                 "--s-net-mb", "3.032", "--advise-max-updates", "--min-fps", min_fps])
+    assert code == 2
+    assert "min_fps must be > 0" in capsys.readouterr().err

@@ -86,3 +86,62 @@ def test_size_mismatch_is_an_error() -> None:
     frame, label = _scene()
     with pytest.raises(ValueError, match="differ"):
         Distiller(_student(), AlgorithmParams(), background=2).train(frame, label[:10])
+
+
+class _ScriptedMetric:
+    """Stands in for mIoU with a fixed sequence and records the trainable weights at each call.
+
+    Call 0 scores the student before training, call i the student after step i; the script makes
+    Algorithm 1's decisions hand-worked instead of depending on how training happens to go.
+    """
+
+    def __init__(self, student: StudentNet, script: list[float]) -> None:
+        self.student, self.script = student, script
+        self.weights_seen: list[dict[str, torch.Tensor]] = []
+
+    def __call__(self, *_args: object) -> float:
+        keys = self.student.trainable_keys("partial")
+        state = self.student.state_dict()
+        self.weights_seen.append({k: state[k].clone() for k in keys})
+        return self.script[len(self.weights_seen) - 1]
+
+
+def _run_scripted(monkeypatch: pytest.MonkeyPatch, script: list[float], **params: object):
+    frame, label = _scene()
+    student = _student()
+    metric = _ScriptedMetric(student, script)
+    monkeypatch.setattr("shadowtutor.algorithms.distill.miou", metric)
+    result = Distiller(student, AlgorithmParams(**params), background=2).train(frame, label)
+    return student, metric, result
+
+
+def _holds(student: StudentNet, weights: dict[str, torch.Tensor]) -> bool:
+    state = student.state_dict()
+    return all(torch.equal(state[k], v) for k, v in weights.items())
+
+
+def test_step_cap_restores_the_best_student_not_the_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    # before: 0.5; after steps 1..3: 0.6, 0.7 (best), 0.65 -> three steps, the student of step 2.
+    student, metric, result = _run_scripted(monkeypatch, [0.5, 0.6, 0.7, 0.65], max_updates=3)
+    assert result.steps == 3 and result.metric == 0.7 and result.initial_metric == 0.5
+    assert len(metric.weights_seen) == 4
+    assert not _holds(student, metric.weights_seen[3]) and _holds(student, metric.weights_seen[2])
+
+
+def test_no_step_improves_on_the_start_so_the_start_comes_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    student, metric, result = _run_scripted(monkeypatch, [0.5, 0.4, 0.3], max_updates=2)
+    assert result.steps == 2 and result.metric == 0.5
+    assert _holds(student, metric.weights_seen[0])
+
+
+def test_training_stops_at_the_first_metric_above_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0.8 after step 1 is not above THRESHOLD 0.8, so training goes on; 0.85 after step 2 is: it stops.
+    student, metric, result = _run_scripted(monkeypatch, [0.5, 0.8, 0.85, 0.99], threshold=0.8, max_updates=8)
+    assert result.steps == 2 and result.metric == 0.85
+    assert len(metric.weights_seen) == 3 and _holds(student, metric.weights_seen[2])
+
+
+def test_a_first_metric_at_threshold_skips_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    student, metric, result = _run_scripted(monkeypatch, [0.8], threshold=0.8)
+    assert result.skipped and result.metric == 0.8 and len(metric.weights_seen) == 1
+    assert _holds(student, metric.weights_seen[0])
