@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # System packages the test suite uses from Debian, installed non-interactively; safe to run again:
-# prometheus (prometheus and promtool: config and rule checks, rule unit tests, live PromQL tests)
-# and the ShellCheck linter (the shell scripts in docker/ and .ci/).
+# prometheus (prometheus and promtool: config and rule checks, rule unit tests, live PromQL tests),
+# the ShellCheck linter (the shell scripts in docker/ and .ci/), and iproute2 (ip and tc: network
+# namespaces and shaped links for the network-cut fault test and the bench network smoke test).
 # (hadolint, docker-compose and the Compose schema come from PyPI with the dev extra.)
 set -euo pipefail
 
-packages=(prometheus shellcheck)
-commands=(prometheus promtool shellcheck)
+packages=(prometheus shellcheck iproute2)
+commands=(prometheus promtool shellcheck ip tc)
 
 missing=0
 for command in "${commands[@]}"; do

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -20,6 +21,16 @@ class AlgorithmParams:
     box_dilation: float = 0.15
 
     def __post_init__(self) -> None:
+        # Checked by type first: the values may come from a peer's JSON (the WELCOME), where a stride
+        # of 8.5 or true would otherwise pass the range checks and break the client loop's counting.
+        for name in ("min_stride", "max_stride", "max_updates"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an integer, got {value!r}")
+        for name in ("threshold", "learning_rate", "object_weight", "box_dilation"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise TypeError(f"{name} must be a finite number, got {value!r}")
         if not 0.0 < self.threshold < 1.0:
             raise ValueError(f"threshold must lie in (0, 1), got {self.threshold}")
         if not 1 <= self.min_stride <= self.max_stride:
@@ -30,11 +41,18 @@ class AlgorithmParams:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         if self.mode not in ("partial", "full"):
             raise ValueError(f"mode must be 'partial' or 'full', got {self.mode!r}")
+        if self.object_weight <= 0:
+            raise ValueError(f"object_weight must be > 0, got {self.object_weight}")
+        if self.box_dilation < 0:
+            raise ValueError(f"box_dilation must be >= 0, got {self.box_dilation}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AlgorithmParams:
+        """The parameters in ``data`` (other keys ignored); TypeError or ValueError for bad values."""
+        if not isinstance(data, dict):
+            raise TypeError(f"parameters must be an object, got {type(data).__name__}")
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         return cls(**known)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shadowtutor.cli.options import frame_size, invoked_command, positive_int
+from shadowtutor.cli.options import add_algorithm_options, algorithm_params, frame_size, invoked_command, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-resume", action="store_true", help="recompute scenes whose traces are stored")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--note", action="append", default=[], help="a note for results.md (repeatable)")
+    add_algorithm_options(p)
     p.set_defaults(handler=run)
 
 
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         teacher_options=_teacher_options(args.teacher_option),
         backend=args.backend,
         threads=args.threads,
+        params=algorithm_params(args),
         workers=args.jobs,
         resume=not args.no_resume,
         progress=not args.no_progress,

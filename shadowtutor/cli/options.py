@@ -3,6 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shadowtutor.algorithms.params import AlgorithmParams
+
+# Flags of the paper's algorithm parameters (section 5.3): flag -> AlgorithmParams field, type.
+_ALGORITHM_FLAGS = {
+    "--threshold": ("threshold", float),
+    "--min-stride": ("min_stride", int),
+    "--max-stride": ("max_stride", int),
+    "--max-updates": ("max_updates", int),
+    "--learning-rate": ("learning_rate", float),
+}
 
 
 def frame_size(text: str) -> tuple[int, int]:
@@ -31,3 +44,21 @@ def invoked_command(args: argparse.Namespace) -> str:
     import shlex
 
     return shlex.join(["shadowtutor", *args.argv])
+
+
+def add_algorithm_options(parser: argparse.ArgumentParser) -> None:
+    """``--threshold``, ``--min-stride``, ``--max-stride``, ``--max-updates``, ``--learning-rate``."""
+    from shadowtutor.algorithms.params import AlgorithmParams
+
+    defaults = AlgorithmParams()
+    group = parser.add_argument_group("algorithm parameters (default: the paper's)")
+    for flag, (name, kind) in _ALGORITHM_FLAGS.items():
+        group.add_argument(flag, dest=name, type=kind, help=f"default {getattr(defaults, name)}")
+
+
+def algorithm_params(args: argparse.Namespace) -> AlgorithmParams:
+    """The parameters the flags of :func:`add_algorithm_options` give (ValueError when out of range)."""
+    from shadowtutor.algorithms.params import AlgorithmParams
+
+    given = {name: getattr(args, name) for name, _ in _ALGORITHM_FLAGS.values() if getattr(args, name) is not None}
+    return AlgorithmParams(**given)

@@ -46,6 +46,26 @@ def test_bench_accuracy_end_to_end(tmp_path: Path, student: Path, capsys: pytest
     assert "moving-street-s4: Wild" in capsys.readouterr().out
 
 
+def test_bench_accuracy_takes_the_algorithm_parameters(tmp_path: Path, student: Path) -> None:
+    scene = make_scene("fixed-people", 10, 5, tmp_path / "fixed-people-s5", size=(64, 48), progress=False)
+    out = tmp_path / "out"
+    code = main(["bench", "accuracy", "--scenes", str(scene), "--student", str(student), "--out", str(out),
+                 "--size", "48x32", "--backend", "torch", "--threads", "1", "--no-progress",
+                 "--threshold", "0.6", "--min-stride", "2", "--max-stride", "4", "--max-updates", "1"])
+    assert code == 0
+    params = json.loads((out / "meta.json").read_text())["params"]
+    assert (params["threshold"], params["min_stride"], params["max_stride"], params["max_updates"]) == (0.6, 2, 4, 1)
+    assert params["learning_rate"] == 0.01  # not given: the paper's
+    result = json.loads((out / "results.json").read_text())["fixed-people-s5"]
+    assert result["mean_distill_steps_partial"] <= 1
+    assert result["key_frame_ratio"] >= 100 * 3 / 10  # a key frame at least every 4 frames
+
+
+def test_bench_accuracy_refuses_out_of_range_algorithm_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "accuracy", "--scenes", "x", "--min-stride", "9", "--max-stride", "8"]) == 2
+    assert "min_stride" in capsys.readouterr().err
+
+
 def test_bench_accuracy_refuses_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "accuracy", "--scenes", str(tmp_path / "absent")]) == 2
     assert "absent" in capsys.readouterr().err

@@ -1,0 +1,73 @@
+"""Algorithm parameters: the paper's defaults, and the WELCOME's ``params`` object as a peer may send it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shadowtutor.algorithms.params import AlgorithmParams
+
+
+def test_defaults_are_the_papers() -> None:
+    params = AlgorithmParams()
+    assert (params.threshold, params.min_stride, params.max_stride, params.max_updates) == (0.8, 8, 64, 8)
+    assert (params.learning_rate, params.mode, params.object_weight) == (0.01, "partial", 5.0)
+
+
+def test_round_trip_through_a_dict() -> None:
+    params = AlgorithmParams(threshold=0.7, min_stride=4, max_stride=32, max_updates=3, mode="full")
+    assert AlgorithmParams.from_dict(params.to_dict()) == params
+    assert AlgorithmParams.from_dict({**params.to_dict(), "future_key": 1}) == params
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("min_stride", 8.5, TypeError),  # the MIN_STRIDE wait would never fire
+        ("max_stride", True, TypeError),
+        ("max_updates", "8", TypeError),
+        ("threshold", None, TypeError),
+        ("threshold", math.nan, TypeError),
+        ("learning_rate", math.inf, TypeError),
+        ("threshold", 1.0, ValueError),
+        ("min_stride", 0, ValueError),
+        ("max_updates", -1, ValueError),
+        ("mode", "half", ValueError),
+        ("object_weight", 0, ValueError),
+        ("box_dilation", -0.1, ValueError),
+    ],
+)
+def test_bad_values_are_refused_with_the_fields_name(field: str, value: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match=field):
+        AlgorithmParams.from_dict({field: value})
+
+
+def test_a_non_object_is_refused() -> None:
+    with pytest.raises(TypeError, match="object"):
+        AlgorithmParams.from_dict([8, 64])  # type: ignore[arg-type]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+FIELDS = st.sampled_from(list(AlgorithmParams.__dataclass_fields__) + ["other"])
+
+
+@given(st.dictionaries(FIELDS, JSON_VALUES | st.integers(0, 100) | st.floats(0, 1), max_size=9))
+def test_any_params_object_gives_valid_params_or_a_clear_error(data: dict[str, object]) -> None:
+    try:
+        params = AlgorithmParams.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        assert str(exc)
+        return
+    for name in ("min_stride", "max_stride", "max_updates"):
+        value = getattr(params, name)
+        assert type(value) is int and value >= 0
+    assert 1 <= params.min_stride <= params.max_stride
+    assert 0 < params.threshold < 1 and math.isfinite(params.learning_rate) and params.learning_rate > 0
+    assert params.mode in ("partial", "full")
