@@ -53,14 +53,22 @@ def _check_cell(check: object) -> str:
     return f"{check.value:.2f} in [{check.low:.2f}, {check.high:.2f}]: {mark}"
 
 
+def _load(meta: dict[str, object]) -> str:
+    """The load average recorded at the end of the run (a busy machine makes timings noisy), if any."""
+    load = meta.get("load_average_at_end")
+    if not isinstance(load, list) or len(load) != 3:
+        return ""
+    return f" (load average at the end of the run: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} over 1 / 5 / 15 min)"
+
+
 def _setup(results: Results) -> list[str]:
     meta, machine = results.meta, results.meta.get("machine", {})
     link = meta.get("link", {})
     lines = [
         "## Setup", "",
-        f"- Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores **shared with other "
-        "engineers' work while this ran** (timings are noisier than on a quiet machine). Server and edge run on "
-        f"the same CPU, each with {meta.get('process_env', {}).get('OMP_NUM_THREADS', '?')} thread(s); the edge is "
+        f"- Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores{_load(meta)}. "
+        "Server and edge run on the same CPU, "
+        f"each with {meta.get('process_env', {}).get('OMP_NUM_THREADS', '?')} thread(s); the edge is "
         "an x86 CPU, not a Jetson, and there is no GPU: the teacher is each scene's ground truth (the `labels` "
         "teacher, as fast as reading a PNG) and distillation runs on the CPU.",
         "- Link: the server and the edge agent run as the real `shadowtutor serve` and `shadowtutor edge` "

@@ -11,6 +11,7 @@ interrupted sweep keeps what it finished (``resume`` skips those runs next time)
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -89,11 +90,14 @@ class NetworkBenchConfig:
 def agent_codec_defaults() -> dict[str, object]:
     """The edge agent's default codec settings (what ShadowTutor's runs use unless a variant overrides them)."""
     from edge_agent.settings import EdgeSettings
+    from shadowtutor.protocol.defaults import DEFAULT_FRAME_QUALITY
 
     values = {
         f.name: f.default if f.default is not MISSING else f.default_factory()
         for f in fields(EdgeSettings) if "codec" in f.name or "quality" in f.name
     }
+    if values.get("frame_quality") is None:  # None: each lossy codec's default quality
+        values["frame_quality"] = dict(DEFAULT_FRAME_QUALITY)
     return {name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}  # as JSON has them
 
 
@@ -182,6 +186,7 @@ class NetworkBench:
                         results.add(record)
                         results.save(self.results_path)
                         print(_one_line(record))
+        results.meta["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]  # others' work shows here
         results.save(self.results_path)
         return results
 

@@ -51,7 +51,15 @@ def test_the_page_has_the_papers_tables_and_states_both_ratios() -> None:
     assert "![FPS against bandwidth](fps.png)" in text and "REGEN" in text and "A note." in text
     assert "- ShadowTutor sends 37.9 % more bytes per frame than naive (JPEG)" in text  # 40 kB vs 29 kB
     assert "- ShadowTutor sends 77.1 % fewer bytes per frame than naive (raw)" in text  # 40 kB vs 175 kB
-    assert "shared with other engineers" in text and "not a Jetson" in text and "as fast as it can" in text
+    assert "not a Jetson" in text and "as fast as it can" in text
+    assert "- Machine: Test CPU, 2 cores. Server and edge" in text  # no load recorded: nothing said of it
+
+
+def test_the_setup_names_the_load_the_run_recorded() -> None:
+    results = made_up_results()
+    results.meta["load_average_at_end"] = [5.25, 4.0, 3.125]
+    text = render_markdown(results, {"fps": "fps.png", "bytes": "bytes.png"})
+    assert "2 cores (load average at the end of the run: 5.25 / 4.00 / 3.12 over 1 / 5 / 15 min)." in text
 
 
 def test_a_bound_miss_is_listed_with_its_size() -> None:

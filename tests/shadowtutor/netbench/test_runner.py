@@ -22,6 +22,7 @@ from shadowtutor.netbench.runner import (
     server_work_from_metrics,
     source_revision,
 )
+from shadowtutor.protocol.defaults import DEFAULT_FRAME_QUALITY
 
 
 def test_server_work_comes_from_the_real_servers_metric_names() -> None:
@@ -41,6 +42,7 @@ def test_the_meta_names_the_agents_codec_defaults_and_the_code_revision() -> Non
     settings = EdgeSettings(server="ws://h:1", source="v.mp4")
     assert defaults["frame_codecs"] == list(settings.frame_codecs)
     assert defaults["weight_codecs"] == list(settings.weight_codecs)
+    assert settings.frame_quality is None and defaults["frame_quality"] == dict(DEFAULT_FRAME_QUALITY)
     assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?|unknown", source_revision())
 
 
