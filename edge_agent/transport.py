@@ -516,7 +516,7 @@ class EdgeTransport:
             self.stats.update_roundtrips.append(roundtrip)
             if self.observer:
                 self.observer.on_roundtrip(roundtrip)
-            item.pending.resolve(UpdateOutcome(message.metric, update, message.steps))
+            item.pending.resolve(UpdateOutcome(message.metric, update, message.steps, message.initial_metric))
         elif message.full:
             self.weights.stage(update)
         else:

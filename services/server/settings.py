@@ -111,6 +111,10 @@ class ServerSettings(BaseSettings):
     learning_rate: float | None = Field(None, description="Adam learning rate (default 0.01)")
     min_stride: int | None = Field(None, description="Algorithm 2 MIN_STRIDE (default 8)")
     max_stride: int | None = Field(None, description="Algorithm 2 MAX_STRIDE (default 64)")
+    stride_metric: Literal["after", "before"] | None = Field(
+        None, description="metric Algorithm 2 scales the stride by: after distillation (default, the paper) "
+        "or before it (how the edge's student did on the key frame)"
+    )
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -196,6 +200,7 @@ class ServerSettings(BaseSettings):
             "learning_rate": self.learning_rate,
             "min_stride": self.min_stride,
             "max_stride": self.max_stride,
+            "stride_metric": self.stride_metric,
         }
         return AlgorithmParams(**{k: v for k, v in given.items() if v is not None})
 

@@ -29,9 +29,10 @@ Payload = TypeVar("Payload")
 class UpdateOutcome(Generic[Payload]):
     """What the server answers to one key frame: the student's metric and the weight update."""
 
-    metric: float
+    metric: float  # after distillation
     payload: Payload
     steps: int = 0
+    initial_metric: float | None = None  # before distillation: the score of the student the edge ran
 
 
 class PendingUpdate(Protocol[Payload]):
@@ -115,7 +116,12 @@ class ClientLoop(Generic[Payload]):
         if outcome is None:
             return None
         self.runtime.apply(outcome.payload)
-        self.stride = next_stride(self.stride, outcome.metric, self.params)
+        self.stride = next_stride(self.stride, self._stride_metric(outcome), self.params)
+        return outcome.metric
+
+    def _stride_metric(self, outcome: UpdateOutcome[Payload]) -> float:
+        if self.params.stride_metric == "before" and outcome.initial_metric is not None:
+            return outcome.initial_metric
         return outcome.metric
 
     def result_is_pending(self) -> bool:

@@ -1,12 +1,18 @@
-"""The paper's algorithm parameters (section 5.3) in one typed place."""
+"""The paper's algorithm parameters (section 5.3) in one typed place (no torch import)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from shadowtutor.models.student import DistillMode
+if TYPE_CHECKING:  # a type only: this module stays free of torch, for the command line's parsers
+    from shadowtutor.models.student import DistillMode
+
+# Which metric Algorithm 2 scales the stride by: "after" distillation (the paper), or "before" it, the
+# score the edge's current student got on the key frame (how stale it had become over the last stride).
+StrideMetric = Literal["after", "before"]
+STRIDE_METRICS: tuple[StrideMetric, ...] = ("after", "before")
 
 
 @dataclass(frozen=True)
@@ -19,6 +25,7 @@ class AlgorithmParams:
     mode: DistillMode = "partial"
     object_weight: float = 5.0
     box_dilation: float = 0.15
+    stride_metric: StrideMetric = "after"
 
     def __post_init__(self) -> None:
         # Checked by type first: the values may come from a peer's JSON (the WELCOME), where a stride
@@ -41,6 +48,8 @@ class AlgorithmParams:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         if self.mode not in ("partial", "full"):
             raise ValueError(f"mode must be 'partial' or 'full', got {self.mode!r}")
+        if self.stride_metric not in STRIDE_METRICS:
+            raise ValueError(f"stride_metric must be one of {STRIDE_METRICS}, got {self.stride_metric!r}")
         if self.object_weight <= 0:
             raise ValueError(f"object_weight must be > 0, got {self.object_weight}")
         if self.box_dilation < 0:

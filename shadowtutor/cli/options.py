@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.params import STRIDE_METRICS, AlgorithmParams
 
 # Flags of the paper's algorithm parameters (section 5.3): flag -> AlgorithmParams field, type.
 _ALGORITHM_FLAGS = {
@@ -48,17 +46,17 @@ def invoked_command(args: argparse.Namespace) -> str:
 
 def add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     """``--threshold``, ``--min-stride``, ``--max-stride``, ``--max-updates``, ``--learning-rate``."""
-    from shadowtutor.algorithms.params import AlgorithmParams
-
     defaults = AlgorithmParams()
     group = parser.add_argument_group("algorithm parameters (default: the paper's)")
     for flag, (name, kind) in _ALGORITHM_FLAGS.items():
         group.add_argument(flag, dest=name, type=kind, help=f"default {getattr(defaults, name)}")
+    group.add_argument("--stride-metric", choices=STRIDE_METRICS,
+                       help="the metric Algorithm 2 scales the stride by: after distillation (default, the paper) "
+                            "or before it (the score of the student the edge ran)")
 
 
 def algorithm_params(args: argparse.Namespace) -> AlgorithmParams:
     """The parameters the flags of :func:`add_algorithm_options` give (ValueError when out of range)."""
-    from shadowtutor.algorithms.params import AlgorithmParams
-
-    given = {name: getattr(args, name) for name, _ in _ALGORITHM_FLAGS.values() if getattr(args, name) is not None}
+    names = [name for name, _ in _ALGORITHM_FLAGS.values()] + ["stride_metric"]
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     return AlgorithmParams(**given)

@@ -161,7 +161,7 @@ class SimulatedServer:
             bytes_up=bytes_up,
             bytes_down=bytes_down,
         )
-        self._answers.append((UpdateOutcome(result.metric, update, result.steps), record))
+        self._answers.append((UpdateOutcome(result.metric, update, result.steps, result.initial_metric), record))
         return self._answers[-1]
 
     def _answer_encoded(

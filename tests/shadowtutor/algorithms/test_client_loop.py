@@ -113,3 +113,35 @@ def test_next_key_frame_waits_for_an_outstanding_update_when_the_wait_times_out(
         loop.process(FRAME)
     assert transport.sent == [0, 20]  # no second key frame until the first update landed
     assert runtime.applied[0] == (0, 20)
+
+
+class _ScoredTransport(FakeTransport):
+    """Answers every key frame with metric 1.0 after distillation and 0.4 before it."""
+
+    def submit(self, frame_index: int, frame: np.ndarray) -> FakePending:
+        self.sent.append(frame_index)
+        self.pendings.append(FakePending(UpdateOutcome(1.0, frame_index, 3, initial_metric=0.4), self.delay))
+        return self.pendings[-1]
+
+
+def test_the_stride_follows_the_metric_after_distillation_by_default() -> None:
+    loop = ClientLoop(AlgorithmParams(min_stride=4, max_stride=64), FakeRuntime(), _ScoredTransport(1.0, 1))
+    strides = [loop.process(FRAME).stride for _ in range(13)]
+    assert strides[0] == 8 and strides[8] == 16  # 1.0 after distillation doubles it: 4 -> 8 -> 16
+
+
+def test_the_stride_can_follow_the_metric_before_distillation() -> None:
+    # 0.4 before distillation (THRESHOLD 0.8) halves the stride: 16 -> 8 -> 4, clamped at MIN_STRIDE 4.
+    params = AlgorithmParams(min_stride=4, max_stride=64, stride_metric="before")
+    loop = ClientLoop(params, FakeRuntime(), _ScoredTransport(1.0, 1))
+    loop.stride = loop.step = 16
+    results = [loop.process(FRAME) for _ in range(13)]
+    assert [r.index for r in results if r.is_key_frame] == [0, 8, 12]
+    assert [r.stride for r in results if r.is_key_frame] == [8, 4, 4]
+    assert [r.applied_metric for r in results if r.applied_metric is not None] == [1.0, 1.0, 1.0]
+
+
+def test_without_an_initial_metric_the_stride_falls_back_to_the_metric_after() -> None:
+    params = AlgorithmParams(min_stride=4, stride_metric="before")
+    loop = ClientLoop(params, FakeRuntime(), FakeTransport(1.0, 1))  # outcomes carry no initial metric
+    assert [loop.process(FRAME).stride for _ in range(2)][0] == 8

@@ -15,6 +15,7 @@ def test_defaults_are_the_papers() -> None:
     params = AlgorithmParams()
     assert (params.threshold, params.min_stride, params.max_stride, params.max_updates) == (0.8, 8, 64, 8)
     assert (params.learning_rate, params.mode, params.object_weight) == (0.01, "partial", 5.0)
+    assert params.stride_metric == "after"  # Algorithm 2 as written: the metric after distillation
 
 
 def test_round_trip_through_a_dict() -> None:
@@ -38,6 +39,7 @@ def test_round_trip_through_a_dict() -> None:
         ("mode", "half", ValueError),
         ("object_weight", 0, ValueError),
         ("box_dilation", -0.1, ValueError),
+        ("stride_metric", "median", ValueError),
     ],
 )
 def test_bad_values_are_refused_with_the_fields_name(field: str, value: object, error: type[Exception]) -> None:
