@@ -15,8 +15,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="fuzz a live server (random, mutated, truncated, oversize, out-of-order messages) and check it "
         "answers every case as documented and stays healthy",
         description="Fuzz a live ShadowTutor server for a budget of seconds and/or cases, deterministic by "
-        "seed. Without --server, a server is started on loopback (labels teacher, a small generated scene) and "
-        "its log is checked for tracebacks. Writes PREFIX.json and PREFIX.md; exits 1 on any violation.",
+        "seed. Without --server, a server is started on loopback (labels teacher, a small generated scene, "
+        "tokens required, wrong ones fuzzed) and its log is checked for tracebacks. Writes PREFIX.json and "
+        "PREFIX.md; exits 1 on any violation.",
     )
     p.add_argument("--server", help="ws(s):// or http(s):// URL of the server (default: start a local one)")
     p.add_argument("--seconds", type=float, default=None, help="time budget (default 60 s when "

@@ -215,6 +215,8 @@ def _hello_fields(b: _Builder) -> Generated:
     }
     name = b.rng.choice(sorted(variants))
     changes, code = variants[name]
+    if "edge_id" in changes and t.token is not None:  # the token is checked first: it is not this edge id's
+        code = "unauthorized"
     return name, None, (Send(b.hello(**changes)),), Expect(CLOSE, frozenset({code}), require=code)
 
 
@@ -387,6 +389,31 @@ def _edge_error(b: _Builder) -> Generated:
     return f"ERROR {code!r} from the edge", b.hello(), (Send(error),), Expect(CONTINUE, frozenset())
 
 
+def _auth(b: _Builder) -> Generated:
+    """HELLOs whose token the server must refuse (``unauthorized``, close 1008) before any model data.
+
+    Only a target that knows its own valid token (a server with tokens) can say what must be
+    refused; against any other server these HELLOs may be admitted, and any documented answer is right.
+    """
+    t, rng = b.target, b.rng
+    made_up = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") for _ in range(43))
+    if t.token is None:
+        return "a made-up token (the server's tokens are unknown)", None, (Send(b.hello(token=made_up)),), Expect(ANY)
+    flipped = t.token[:-1] + ("A" if t.token[-1] != "A" else "B")
+    variants: dict[str, bytes] = {
+        "no token": b.hello(token=None),
+        "empty token": b.hello(token=""),
+        "a made-up token": b.hello(token=made_up),
+        "the token with its last character changed": b.hello(token=flipped),
+        "the token with a character added": b.hello(token=t.token + rng.choice("A0-_")),
+        "the token cut short": b.hello(token=t.token[: rng.randrange(len(t.token))]),
+        "a token of 513 characters": b.hello(token=(t.token * 20)[:513]),
+        "the token under another edge id": t.hello(f"{b.edge_id}-other"),
+    }
+    name = rng.choice(sorted(variants))
+    return name, None, (Send(variants[name]),), Expect(CLOSE, frozenset({"unauthorized"}), require="unauthorized")
+
+
 def _valid(b: _Builder) -> Generated:
     rng, t = b.rng, b.target
     codec = rng.choice(("raw", "jpeg", "png", "webp"))
@@ -414,6 +441,7 @@ CATEGORIES: dict[str, Callable[[_Builder], Generated]] = {
     "disconnect": _disconnect,
     "resync": _resync,
     "edge_error": _edge_error,
+    "auth": _auth,
     "valid": _valid,
 }
 

@@ -27,6 +27,8 @@ from shadowtutor.stress.fuzz_client import run_case
 from shadowtutor.stress.fuzz_health import Canary, check_health
 from shadowtutor.stress.fuzz_judge import outcome, violations
 from shadowtutor.stress.fuzz_server import (
+    LOCAL_CANARY_ID,
+    LOCAL_EDGE_ID,
     LOCAL_MAX_MESSAGE_BYTES,
     LOG_PROBLEM,
     ServerUnderTest,
@@ -140,9 +142,12 @@ def _server(config: FuzzConfig, log_dir: Path,
 
 
 def _target(config: FuzzConfig, server: ServerUnderTest, frames: tuple[Any, ...], max_bytes: int) -> Target:
+    """What every case's edge sends; against the local server, as the edge the fuzzer issued a token for."""
     width, height = config.frame_size
-    return Target(tuple(server.readyz["class_names"]), width, height, frames, max_bytes, config.token,
-                  config.edge_id)
+    token, edge_id = config.token, config.edge_id
+    if server.local:
+        token, edge_id = server.tokens[LOCAL_EDGE_ID], LOCAL_EDGE_ID
+    return Target(tuple(server.readyz["class_names"]), width, height, frames, max_bytes, token, edge_id)
 
 
 def run_fuzz(config: FuzzConfig, out: TextIO = sys.stderr) -> dict[str, Any]:
@@ -190,9 +195,12 @@ def _canary(config: FuzzConfig, server: ServerUnderTest, target: Target,
             context: ssl.SSLContext | None) -> Canary | None:
     if not config.canary_enabled:
         return None
+    token, edge_id = config.canary_token, config.canary_edge_id or f"fuzz-canary-{os.getpid()}"
+    if server.local:
+        token, edge_id = server.tokens[LOCAL_CANARY_ID], LOCAL_CANARY_ID
     canary_target = Target(target.class_names, target.width, target.height, target.frames,
-                           target.max_message_bytes, config.canary_token)
-    canary = Canary(server.ws_url, canary_target, config.canary_edge_id or f"fuzz-canary-{os.getpid()}",
+                           target.max_message_bytes, token)
+    canary = Canary(server.ws_url, canary_target, edge_id,
                     interval=config.canary_interval, timeout=config.timeout, ssl_context=context)
     canary.start()
     return canary

@@ -1,8 +1,10 @@
 """The server under fuzzing: a given URL, or a ``shadowtutor serve`` process started on loopback.
 
 The local server serves a small generated scene with its labels as the teacher (instant), so
-the fuzzer's CPU goes to the protocol and to a little distillation. Its log is scanned after
-the run for tracebacks and unhandled exceptions (:func:`log_problems`).
+the fuzzer's CPU goes to the protocol and to a little distillation. It requires tokens, as a
+deployed server does: the fuzzer issues one for the edge id of every case and one for the
+canary, so that authentication is fuzzed too. Its log is scanned after the run for tracebacks
+and unhandled exceptions (:func:`log_problems`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ LOG_PROBLEM = re.compile(
 )
 LOCAL_MAX_MESSAGE_BYTES = 2**20  # small, so that oversize cases stay cheap
 LOCAL_HELLO_TIMEOUT = 3.0
+LOCAL_EDGE_ID = "fuzz-edge"  # every case's edge id against the local server (its token is issued for it)
+LOCAL_CANARY_ID = "fuzz-canary"
 
 
 @dataclass
@@ -39,6 +43,7 @@ class ServerUnderTest:
     serve_args: list[str] = field(default_factory=list)
     log_path: Path | None = None
     process: Any = None  # a ManagedProcess when local
+    tokens: dict[str, str] = field(default_factory=dict)  # edge id -> token the fuzzer issued (local server)
 
     def exit_code(self) -> int | None:
         return None if self.process is None else self.process.returncode
@@ -72,27 +77,38 @@ def remote_server(url: str, ssl_context: ssl.SSLContext | None) -> ServerUnderTe
     return ServerUnderTest(ws_url, base, readyz, version, local=False)
 
 
-def local_serve_args(scene_dir: Path, port: int) -> list[str]:
+def local_serve_args(scene_dir: Path, port: int, tokens_file: Path) -> list[str]:
     return ["serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "info",
             "--teacher", "labels", "--labels-dir", str(scene_dir), "--max-updates", "2", "--distill-workers", "1",
-            "--max-message-bytes", str(LOCAL_MAX_MESSAGE_BYTES), "--hello-timeout", str(LOCAL_HELLO_TIMEOUT)]
+            "--max-message-bytes", str(LOCAL_MAX_MESSAGE_BYTES), "--hello-timeout", str(LOCAL_HELLO_TIMEOUT),
+            "--tokens-file", str(tokens_file)]
+
+
+def issue_local_tokens(tokens_file: Path) -> dict[str, str]:
+    """A fresh tokens file with a token for the cases' edge id and one for the canary's."""
+    from services.server.tokens import issue_token
+
+    tokens_file.unlink(missing_ok=True)
+    return {edge_id: issue_token(tokens_file, "edges", edge_id) for edge_id in (LOCAL_EDGE_ID, LOCAL_CANARY_ID)}
 
 
 @contextmanager
 def local_server(scene_dir: Path, log_dir: Path, ready_timeout: float = 180.0) -> Iterator[ServerUnderTest]:
-    """``shadowtutor serve`` on a free loopback port, one thread for torch; stopped (SIGTERM) on exit."""
+    """``shadowtutor serve`` on a free loopback port, one thread for torch, tokens required; stopped on exit."""
     from importlib.metadata import version
 
     from shadowtutor.demo.processes import free_port, shadowtutor_command, start_process, wait_http_ok
 
     port = free_port()
-    args = local_serve_args(scene_dir, port)
+    tokens_file = log_dir / "fuzz-tokens.json"
+    tokens = issue_local_tokens(tokens_file)
+    args = local_serve_args(scene_dir, port, tokens_file)
     base = f"http://127.0.0.1:{port}"
     with start_process(shadowtutor_command(*args), name="fuzz-server", log_dir=log_dir,
                        env={"OMP_NUM_THREADS": "1"}) as process:
         readyz = json.loads(wait_http_ok(f"{base}/readyz", timeout=ready_timeout, process=process))
         yield ServerUnderTest(f"ws://127.0.0.1:{port}/v1/edge", base, readyz, version("shadowtutor"), local=True,
-                              serve_args=args[1:], log_path=process.log_path, process=process)
+                              serve_args=args[1:], log_path=process.log_path, process=process, tokens=tokens)
 
 
 def scene_frames(scene_dir: Path) -> tuple[np.ndarray, ...]:

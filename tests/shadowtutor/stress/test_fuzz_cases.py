@@ -117,3 +117,30 @@ def test_target_checks_its_frames() -> None:
         Target(CLASSES, 32, 24, ())
     with pytest.raises(ValueError, match="uint8 24x32x3"):
         Target(CLASSES, 32, 24, (np.zeros((24, 31, 3), np.uint8),))
+
+
+def test_auth_cases_present_wrong_tokens_and_expect_unauthorized() -> None:
+    token = "T" * 43
+    target = Target(CLASSES, 32, 24, synthetic_frames(32, 24, 4, seed=0), token=token, edge_id="cam-1")
+    cases = [make_case(5, i, target, ("auth",)) for i in range(60)]
+    assert len({c.variant for c in cases}) == 8
+    for case in cases:
+        assert case.hello is None and case.expect.end == CLOSE and case.expect.require == "unauthorized"
+        (step,) = case.steps
+        hello = decode(step.data)
+        assert isinstance(hello, Hello)
+        assert (hello.edge_id, hello.token) != ("cam-1", token)  # never the right pair
+
+
+def test_auth_cases_against_a_server_whose_tokens_are_unknown_accept_any_answer(target: Target) -> None:
+    case = make_case(5, 0, target, ("auth",))
+    assert case.expect.end == ANY
+
+
+def test_under_tokens_a_refused_edge_id_is_unauthorized_first() -> None:
+    target = Target(CLASSES, 32, 24, synthetic_frames(32, 24, 4, seed=0), token="T" * 43, edge_id="cam-1")
+    cases = [make_case(2, i, target, ("hello_fields",)) for i in range(80)]
+    for case in cases:
+        hello = decode(case.steps[0].data)
+        wrong_id = hello.edge_id != "cam-1"
+        assert (case.expect.require == "unauthorized") == wrong_id, case.variant
