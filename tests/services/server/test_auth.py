@@ -51,6 +51,17 @@ def test_edge_needs_its_own_active_token(tokens_file: Path, caplog: pytest.LogCa
     assert "600 characters" in reasons and token not in reasons and other not in reasons
 
 
+@pytest.mark.parametrize("token", ["\ud800", "t\u00f6ken", "\U0001f600" * 3])
+def test_a_token_outside_ascii_is_refused_not_an_error(tokens_file: Path, token: str,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    issue_token(tokens_file, "edges", "cam-1")
+    auth = Authenticator(tokens_file)
+    with caplog.at_level(logging.WARNING, "services.server.auth"):
+        for edge_id in ("cam-1", "cam-9"):  # a known edge id, and one the file lacks (the time-burning path)
+            refused(auth, edge_id, token)
+    assert "characters outside ASCII" in caplog.text
+
+
 def test_revoke_and_rotation_are_seen_without_restart(tokens_file: Path) -> None:
     old = issue_token(tokens_file, "edges", "cam-1")
     auth = Authenticator(tokens_file)
