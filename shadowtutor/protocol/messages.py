@@ -170,9 +170,30 @@ def decode(data: bytes | bytearray | memoryview | str) -> Message:
         header = json.loads(data[PREFIX.size : PREFIX.size + header_len].decode())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(ErrorCode.BAD_MESSAGE, f"header is not JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, "header is nested too deeply") from None
     if not isinstance(header, dict):
         raise ProtocolError(ErrorCode.BAD_MESSAGE, "header must be a JSON object")
+    _require_unicode_text(header)
     return _build(cls, header, data[PREFIX.size + header_len :])
+
+
+def _require_unicode_text(header: dict[str, Any]) -> None:
+    """Every string in the header (keys too) must be encodable Unicode: JSON's escapes can spell lone
+    surrogates, which would fail later, far from here (in a log line, a hash, a JSON response)."""
+    pending: list[Any] = [header]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, str) and not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                raise ProtocolError(ErrorCode.BAD_MESSAGE, "header text holds a lone surrogate") from None
 
 
 def _build(cls: type[Message], header: dict[str, Any], payload: bytes) -> Message:

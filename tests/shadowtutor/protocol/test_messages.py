@@ -120,3 +120,36 @@ def test_decode_of_real_field_names_with_any_json_values(type_id: int, data: st.
 def _header_bytes(header: dict) -> bytes:
     raw = json.dumps(header).encode()
     return struct.pack(">I", len(raw)) + raw
+
+
+def _raw_message(type_id: int, header_text: bytes) -> bytes:
+    return PREFIX.pack(b"ST", 1, type_id, len(header_text)) + header_text
+
+
+@pytest.mark.parametrize(
+    ("header_text", "reason"),
+    [
+        (b"[" * 60_000, "nested too deeply"),  # json's recursion limit: was a RecursionError, not a typed error
+        (b'{"x":' * 12_000, "nested too deeply"),
+        (b'{"edge_id": "\\ud800"}', "lone surrogate"),  # was accepted: failed later in a hash or a response
+        (b'{"a": {"b": ["\\udfff"]}}', "lone surrogate"),
+        (b'{"\\ud800": 1}', "lone surrogate"),
+    ],
+)
+def test_headers_that_python_parses_but_cannot_use_are_bad_messages(header_text: bytes, reason: str) -> None:
+    with pytest.raises(ProtocolError, match=reason) as info:
+        decode(_raw_message(Hello.TYPE, header_text))
+    assert info.value.code is ErrorCode.BAD_MESSAGE
+
+
+@given(st.text(st.characters(codec=None, exclude_categories=()), max_size=12))
+def test_any_text_field_decodes_to_encodable_text_or_a_bad_message(text: str) -> None:
+    """JSON escapes (what ``json.dumps`` writes for a lone surrogate) must never yield unencodable text."""
+    header = {"edge_id": "cam", "class_names": ["a"], "frame_width": 2, "frame_height": 2, "agent": text}
+    try:
+        hello = decode(_raw_message(Hello.TYPE, json.dumps(header).encode()))
+    except ProtocolError as exc:
+        assert exc.code is ErrorCode.BAD_MESSAGE and "surrogate" in exc.message
+        return
+    assert isinstance(hello, Hello) and hello.agent == text
+    hello.agent.encode()
