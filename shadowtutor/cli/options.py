@@ -45,7 +45,8 @@ def invoked_command(args: argparse.Namespace) -> str:
 
 
 def add_algorithm_options(parser: argparse.ArgumentParser) -> None:
-    """``--threshold``, ``--min-stride``, ``--max-stride``, ``--max-updates``, ``--learning-rate``."""
+    """The algorithm parameters as flags: ``--threshold``, ``--min-stride``, ``--max-stride``,
+    ``--max-updates``, ``--learning-rate`` and ``--stride-metric``."""
     defaults = AlgorithmParams()
     group = parser.add_argument_group("algorithm parameters (default: the paper's)")
     for flag, (name, kind) in _ALGORITHM_FLAGS.items():
