@@ -144,8 +144,8 @@ class Authenticator:
             return "no token in HELLO" if kind == "edges" else "no token"
         if len(token) > MAX_TOKEN_CHARS:
             return f"a token of {len(token)} characters (at most {MAX_TOKEN_CHARS})"
-        if not token.isascii():  # issued tokens are URL-safe base64; JSON can carry lone surrogates that no
-            return "a token with characters outside ASCII"  # hash could encode (found by `shadowtutor fuzz`)
+        if not token.isascii():  # issued tokens are URL-safe base64: anything else is refused unhashed
+            return "a token with characters outside ASCII"
         entry = table.entries(kind).get(name)
         if entry is None or not entry.active:
             burn_time(token)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-if TYPE_CHECKING:
-    from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.params import AlgorithmParams, StrideMetric  # no torch: the CLI stays quick
 
 ENV_PREFIX = "SHADOWTUTOR_"
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
@@ -111,7 +110,7 @@ class ServerSettings(BaseSettings):
     learning_rate: float | None = Field(None, description="Adam learning rate (default 0.01)")
     min_stride: int | None = Field(None, description="Algorithm 2 MIN_STRIDE (default 8)")
     max_stride: int | None = Field(None, description="Algorithm 2 MAX_STRIDE (default 64)")
-    stride_metric: Literal["after", "before"] | None = Field(
+    stride_metric: StrideMetric | None = Field(
         None, description="metric Algorithm 2 scales the stride by: after distillation (default, the paper) "
         "or before it (how the edge's student did on the key frame)"
     )
@@ -190,9 +189,7 @@ class ServerSettings(BaseSettings):
         return self.max_connections or 2 * self.max_sessions + 16
 
     def algorithm_params(self) -> AlgorithmParams:
-        """The parameters sent in WELCOME (imported lazily: they pull in torch)."""
-        from shadowtutor.algorithms.params import AlgorithmParams
-
+        """The parameters sent in WELCOME."""
         given = {
             "mode": self.distill_mode,
             "threshold": self.threshold,

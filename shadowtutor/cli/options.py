@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from shadowtutor.algorithms.params import STRIDE_METRICS, AlgorithmParams
 
-# Flags of the paper's algorithm parameters (section 5.3): flag -> AlgorithmParams field, type.
-_ALGORITHM_FLAGS = {
-    "--threshold": ("threshold", float),
-    "--min-stride": ("min_stride", int),
-    "--max-stride": ("max_stride", int),
-    "--max-updates": ("max_updates", int),
-    "--learning-rate": ("learning_rate", float),
+# Flags of the algorithm parameters (the paper's section 5.3): flag -> AlgorithmParams field, argparse keywords.
+_ALGORITHM_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "--threshold": ("threshold", {"type": float}),
+    "--min-stride": ("min_stride", {"type": int}),
+    "--max-stride": ("max_stride", {"type": int}),
+    "--max-updates": ("max_updates", {"type": int}),
+    "--learning-rate": ("learning_rate", {"type": float}),
+    "--stride-metric": ("stride_metric", {"choices": STRIDE_METRICS, "help": "the metric Algorithm 2 scales the "
+                                          "stride by: after distillation (default, the paper) or before it (the "
+                                          "score of the student the edge ran)"}),
 }
 
 
@@ -49,15 +53,11 @@ def add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     ``--max-updates``, ``--learning-rate`` and ``--stride-metric``."""
     defaults = AlgorithmParams()
     group = parser.add_argument_group("algorithm parameters (default: the paper's)")
-    for flag, (name, kind) in _ALGORITHM_FLAGS.items():
-        group.add_argument(flag, dest=name, type=kind, help=f"default {getattr(defaults, name)}")
-    group.add_argument("--stride-metric", choices=STRIDE_METRICS,
-                       help="the metric Algorithm 2 scales the stride by: after distillation (default, the paper) "
-                            "or before it (the score of the student the edge ran)")
+    for flag, (name, keywords) in _ALGORITHM_FLAGS.items():
+        group.add_argument(flag, dest=name, **{"help": f"default {getattr(defaults, name)}", **keywords})
 
 
 def algorithm_params(args: argparse.Namespace) -> AlgorithmParams:
     """The parameters the flags of :func:`add_algorithm_options` give (ValueError when out of range)."""
-    names = [name for name, _ in _ALGORITHM_FLAGS.values()] + ["stride_metric"]
-    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    given = {name: getattr(args, name) for name, _ in _ALGORITHM_FLAGS.values() if getattr(args, name) is not None}
     return AlgorithmParams(**given)

@@ -20,21 +20,8 @@ import numpy as np
 
 from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.image_header import PNG_SIGNATURE
-from shadowtutor.protocol.messages import (
-    MAGIC,
-    PREFIX,
-    PROTOCOL_VERSION,
-    Error,
-    Hello,
-    KeyFrame,
-    Labels,
-    ResyncRequest,
-    Update,
-    Welcome,
-    decode,
-    encode,
-)
-from shadowtutor.stress.fuzz_mutate import mutate_bytes, mutate_header, pack
+from shadowtutor.protocol.messages import Error, Hello, KeyFrame, Labels, ResyncRequest, Update, Welcome, decode, encode
+from shadowtutor.stress.fuzz_mutate import mutate_bytes, mutate_header, pack, pack_raw
 
 # The probe that ends a case: a RESYNC_REQUEST with this version (its answer is the full UPDATE
 # with this base_version), or in naive mode a KEY_FRAME with this seq (answered by its LABELS).
@@ -194,8 +181,7 @@ def _header_fields(b: _Builder) -> Generated:
     if rng.random() < 0.1:  # JSON that parses only with unbounded recursion: refused as such, not a crash
         depth = rng.choice((2_000, 10_000, 30_000))
         nested = (b'{"edge_id":' if rng.random() < 0.5 else b"[") * depth
-        hello = PREFIX.pack(MAGIC, PROTOCOL_VERSION, Hello.TYPE, len(nested)) + nested
-        return f"header nested {depth} deep", None, (Send(hello),), Expect(
+        return f"header nested {depth} deep", None, (Send(pack_raw(Hello.TYPE, nested)),), Expect(
             CLOSE, frozenset({"bad_message"}), require="bad_message")
     if rng.random() < 0.4:
         name, header = mutate_header(b.target.hello_header(b.edge_id), rng)

@@ -25,7 +25,12 @@ WRONG_VALUES: tuple[Any, ...] = (
 def pack(type_id: int, header: Any, payload: bytes = b"", *, version: int = PROTOCOL_VERSION) -> bytes:
     """An envelope with ``header`` serialised as JSON, whatever its content (``json.dumps`` rules)."""
     raw = json.dumps(header, separators=(",", ":")).encode()  # ASCII: non-ASCII text is \u-escaped
-    return PREFIX.pack(MAGIC, version, type_id, len(raw)) + raw + payload
+    return pack_raw(type_id, raw, payload, version=version)
+
+
+def pack_raw(type_id: int, header: bytes, payload: bytes = b"", *, version: int = PROTOCOL_VERSION) -> bytes:
+    """An envelope around header bytes as they are (JSON or not)."""
+    return PREFIX.pack(MAGIC, version, type_id, len(header)) + header + payload
 
 
 def header_span(data: bytes) -> tuple[int, int]:
