@@ -1,37 +1,42 @@
-"""``shadowtutor edge``: run the edge agent (flags, or ``SHADOWTUTOR_*`` environment variables)."""
+"""``shadowtutor edge``: run the edge agent (flags, or ``SHADOWTUTOR_*`` environment variables).
+
+Every :class:`~edge_agent.settings.EdgeSettings` field is a flag (``--wait-timeout`` for
+``wait_timeout``), built the same way as the server's (:mod:`shadowtutor.cli.settings_flags`).
+"""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import os
 import signal
 import sys
 
-from edge_agent.settings import BOOLEAN_SETTINGS, EdgeSettings, env_var
+from edge_agent.settings import EdgeSettings
+from shadowtutor.cli.settings_flags import add_settings_flags, given_flags
+
+DEST_PREFIX = "edge_"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "edge",
         help="run the edge agent: the student on every frame, key frames to the server",
-        description="Each flag can also be given as the environment variable named in its help; a flag wins.",
+        description="Run the edge agent. Every flag can also be given as the environment variable named in its "
+        "help; a flag wins.",
     )
-    for f in dataclasses.fields(EdgeSettings):
-        flag = "--" + f.name.replace("_", "-")
-        text = f"{f.metadata['help']} [{env_var(f.name)}]"
-        if f.name in BOOLEAN_SETTINGS:
-            p.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=text)
-        else:
-            p.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(), help=text)
+    add_settings_flags(p, EdgeSettings, DEST_PREFIX)
     p.set_defaults(handler=run)
+
+
+def settings_from_args(args: argparse.Namespace) -> EdgeSettings:
+    """Settings from the environment, overridden by the flags that were given (a SettingsError if bad)."""
+    return EdgeSettings(**given_flags(args, DEST_PREFIX))
 
 
 def run(args: argparse.Namespace) -> int:
     from edge_agent.agent import EdgeAgent
 
-    agent = EdgeAgent(EdgeSettings.from_sources(vars(args), os.environ))
+    agent = EdgeAgent(settings_from_args(args))
 
     def stop(signum: int, _frame: object) -> None:
         print(f"shadowtutor edge: {signal.Signals(signum).name}: finishing the current frame", file=sys.stderr)

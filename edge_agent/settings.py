@@ -1,148 +1,234 @@
 """The agent's configuration: one typed object built once from flags, ``SHADOWTUTOR_*`` variables and defaults.
 
-Every field ``name`` can be set by the flag ``--name`` (dashes for underscores) or the
-environment variable ``SHADOWTUTOR_NAME``; a flag wins over the environment, which wins
-over the default. Values from both places go through the same parsers, so a bad value
-gives the same :class:`SettingsError` wherever it came from.
+Configured like the server (:mod:`shadowtutor.cli.settings_flags`): every field ``name``
+reads the environment variable ``SHADOWTUTOR_NAME`` and is the flag ``--name`` of
+``shadowtutor edge`` (dashes for underscores); a flag wins over the variable, which wins
+over the default. A bad value raises :class:`SettingsError` naming the flag or variable.
+
+To add a setting, add one field: ``name: type = Field(default, description="help text")``
+(constraints such as ``gt=0`` in ``Field``; checks across fields in :meth:`_consistent`).
+This module imports neither torch nor OpenCV, so that the CLI stays quick.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
 from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.cli.settings_flags import ENV_PREFIX, describe_validation_error
+from shadowtutor.models.backends import STUDENT_BACKENDS
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_WEIGHT_CODECS
 
-ENV_PREFIX = "SHADOWTUTOR_"
 EDGE_PATH = "/v1/edge"
-MODES = ("distill", "naive")
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+Mode = Literal["distill", "naive"]
+# Comma-separated in flags and variables ("jpeg,raw"), not JSON.
+CommaList = Annotated[tuple[str, ...], NoDecode]
+FrameSize = Annotated[tuple[int, int] | None, NoDecode]
 
 
 class SettingsError(ValueError):
     """A setting has a value the agent cannot use; the message names the setting."""
 
 
-_REQUIRED = object()
-
-
-def _setting(default: Any, help_text: str, secret: bool = False) -> Any:
-    """A settings field with its help text (the CLI builds its flags from these); a secret stays out of repr."""
-    if default is _REQUIRED:
-        return field(metadata={"help": help_text})
-    if callable(default):
-        return field(default_factory=default, metadata={"help": help_text})
-    return field(default=default, metadata={"help": help_text}, repr=not secret)
-
-
-@dataclass(frozen=True)
-class EdgeSettings:
+class EdgeSettings(BaseSettings):
     """Everything the agent needs to run; validated on construction."""
 
-    server: str = _setting(_REQUIRED, "server URL, ws(s):// or http(s)://HOST:PORT; the path defaults to /v1/edge")
-    source: str = _setting(
-        _REQUIRED, "video file, camera index or /dev/videoN, rtsp:// or http:// URL, or a GStreamer pipeline (has '!')"
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True, frozen=True)
+
+    # -- the server and the camera ------------------------------------------------------------
+    server: str = Field(description="server URL, ws(s):// or http(s)://HOST:PORT; the path defaults to /v1/edge")
+    source: str = Field(
+        description="video file, camera index or /dev/videoN, rtsp:// or http:// URL, or a GStreamer pipeline (has '!')"
     )
-    edge_id: str = _setting(socket.gethostname, "this edge's name in the server and in metrics (default: hostname)")
-    token: str | None = _setting(None, "this edge's token (shadowtutor token new); prefer --token-file", secret=True)
-    token_file: Path | None = _setting(None, "file holding this edge's token, reread at every connection")
-    ca_file: Path | None = _setting(None, "PEM CA bundle that signs the server's certificate (default: the system's)")
-    client_cert: Path | None = _setting(None, "PEM client certificate, for a server that requires one (mutual TLS)")
-    client_key: Path | None = _setting(None, "PEM private key of client_cert")
-    mode: str = _setting("distill", "distill (ShadowTutor) or naive (every frame labelled by the server)")
-    class_names: tuple[str, ...] = _setting(LVS_CLASSES, "comma-separated classes; must equal the server's")
-    frame_codecs: tuple[str, ...] = _setting(DEFAULT_FRAME_CODECS, "key-frame codecs offered, in preference order")
-    frame_quality: int | None = _setting(
-        None, "quality of jpeg and webp key frames, 1..100 (default: the codec's own; docs/protocol.md)"
+    edge_id: str = Field(
+        default_factory=socket.gethostname, min_length=1,
+        description="this edge's name in the server and in metrics (default: hostname)",
     )
-    weight_codecs: tuple[str, ...] = _setting(
-        DEFAULT_WEIGHT_CODECS, "weight codecs offered, in preference order (a delta codec needs a float one too)"
+    mode: Mode = Field("distill", description="distill (ShadowTutor) or naive (every frame labelled by the server)")
+
+    # -- security (docs/security.md) ------------------------------------------------------------
+    token: str | None = Field(
+        None, repr=False, description="this edge's token (shadowtutor token new); prefer --token-file"
     )
-    backend: str = _setting(
-        "auto", "student inference: cuda (GPU), torch (fast CPU graph), onnx (ONNX Runtime, CPU), reference, "
-        "or auto (cuda when there is a GPU, else torch)"
+    token_file: Path | None = Field(None, description="file holding this edge's token, reread at every connection")
+    ca_file: Path | None = Field(
+        None, description="PEM CA bundle that signs the server's certificate (default: the system's)"
     )
-    resize: tuple[int, int] | None = _setting(None, "resize every frame to WIDTHxHEIGHT")
-    max_frames: int | None = _setting(None, "stop after this many frames")
-    max_fps: float | None = _setting(None, "process at most this many frames per second (play a file like a camera)")
-    wait_timeout: float = _setting(
-        10.0, "longest wait, s, for an update at MIN_STRIDE (and for a label map in naive mode)"
+    client_cert: Path | None = Field(
+        None, description="PEM client certificate, for a server that requires one (mutual TLS)"
     )
-    startup_timeout: float = _setting(60.0, "longest wait, s, for the server's first WELCOME before failing")
-    ping_interval: float = _setting(20.0, "seconds between keepalive pings to the server")
-    ping_timeout: float = _setting(
-        20.0, "seconds a ping's pong may take before the connection counts as dead and is reconnected "
-        "(a cut network is noticed within ping_interval + ping_timeout)"
+    client_key: Path | None = Field(None, description="PEM private key of client_cert")
+
+    # -- protocol -------------------------------------------------------------------------------
+    class_names: CommaList = Field(LVS_CLASSES, description="comma-separated classes; must equal the server's")
+    frame_codecs: CommaList = Field(
+        DEFAULT_FRAME_CODECS, description="key-frame codecs offered, in preference order"
     )
-    reconnect_min: float = _setting(0.5, "first reconnect delay, s (doubles per failure, jittered)")
-    reconnect_max: float = _setting(15.0, "cap of the reconnect delay, s")
-    source_retries: int = _setting(10, "reopen attempts for a live source that dropped, before giving up")
-    output_dir: Path | None = _setting(None, "directory for summary.json, labels/NNNNNN.png and overlay.mp4")
-    save_labels: bool = _setting(True, "write every frame's label map as labels/NNNNNN.png (needs output dir)")
-    overlay: bool = _setting(False, "write overlay.mp4: label colours blended over the frames (needs output dir)")
+    frame_quality: int | None = Field(
+        None, ge=1, le=100,
+        description="quality of jpeg and webp key frames, 1..100 (default: the codec's own; docs/protocol.md)",
+    )
+    weight_codecs: CommaList = Field(
+        DEFAULT_WEIGHT_CODECS,
+        description="weight codecs offered, in preference order (a delta codec needs a float one too)",
+    )
+
+    # -- the student and the frames -------------------------------------------------------------
+    backend: str = Field(
+        "auto", description="student inference: cuda (GPU), torch (fast CPU graph), onnx (ONNX Runtime, CPU), "
+        "reference, or auto (cuda when there is a GPU, else torch)"
+    )
+    resize: FrameSize = Field(None, description="resize every frame to WIDTHxHEIGHT")
+    max_frames: int | None = Field(None, gt=0, description="stop after this many frames")
+    max_fps: float | None = Field(
+        None, gt=0, description="process at most this many frames per second (play a file like a camera)"
+    )
+
+    # -- timing and reconnection ----------------------------------------------------------------
+    wait_timeout: float = Field(
+        10.0, gt=0, description="longest wait, s, for an update at MIN_STRIDE (and for a label map in naive mode)"
+    )
+    startup_timeout: float = Field(
+        60.0, gt=0, description="longest wait, s, for the server's first WELCOME before failing"
+    )
+    ping_interval: float = Field(20.0, gt=0, description="seconds between keepalive pings to the server")
+    ping_timeout: float = Field(
+        20.0, gt=0, description="seconds a ping's pong may take before the connection counts as dead and is "
+        "reconnected (a cut network is noticed within ping_interval + ping_timeout)"
+    )
+    reconnect_min: float = Field(0.5, gt=0, description="first reconnect delay, s (doubles per failure, jittered)")
+    reconnect_max: float = Field(15.0, gt=0, description="cap of the reconnect delay, s")
+    source_retries: int = Field(
+        10, ge=0, description="reopen attempts for a live source that dropped, before giving up"
+    )
+
+    # -- outputs --------------------------------------------------------------------------------
+    output_dir: Path | None = Field(
+        None, description="directory for summary.json, labels/NNNNNN.png and overlay.mp4"
+    )
+    save_labels: bool = Field(
+        True, description="write every frame's label map as labels/NNNNNN.png (needs output dir)"
+    )
+    overlay: bool = Field(
+        False, description="write overlay.mp4: label colours blended over the frames (needs output dir)"
+    )
     # 0.0.0.0 so that a Prometheus outside the container or device can scrape the exporter.
-    metrics_host: str = _setting("0.0.0.0", "address of the Prometheus exporter (127.0.0.1 keeps it local)")
-    metrics_port: int = _setting(9108, "port of the Prometheus exporter; 0 disables it")
-    linger: float = _setting(0.0, "keep /metrics up this many seconds after the run (for a last scrape)")
+    metrics_host: str = Field(
+        "0.0.0.0", description="address of the Prometheus exporter (127.0.0.1 keeps it local)"
+    )
+    metrics_port: int = Field(9108, ge=0, le=65535, description="port of the Prometheus exporter; 0 disables it")
+    linger: float = Field(
+        0.0, ge=0, description="keep /metrics up this many seconds after the run (for a last scrape)"
+    )
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "server", normalise_server_url(self.server))
-        if not self.source:
-            raise SettingsError("source is empty; give a video file, camera index, URL or GStreamer pipeline")
-        if not self.edge_id:
-            raise SettingsError("edge_id is empty")
-        _check_choice("mode", self.mode, MODES)
-        from edge_agent.runtime import BACKENDS  # imports torch: not at CLI start
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise SettingsError(describe_validation_error(exc, values)) from None
 
-        _check_choice("backend", self.backend, BACKENDS)
-        if len(self.class_names) < 2 or len(set(self.class_names)) != len(self.class_names):
-            raise SettingsError(f"class_names must be at least two distinct names, got {list(self.class_names)}")
+    # -- parsing (the same for flags and variables) ---------------------------------------------
+    @field_validator(
+        "token", "token_file", "ca_file", "client_cert", "client_key", "output_dir", "frame_quality", "max_frames",
+        "max_fps", mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return value.strip() or None
+        return value
+
+    @field_validator("class_names", "frame_codecs", "weight_codecs", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(item.strip() for item in value.split(",") if item.strip())
+        return value
+
+    @field_validator("resize", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if not value.strip():
+                return None
+            width, sep, height = value.lower().partition("x")
+            if not sep:
+                raise ValueError(f"expected WIDTHxHEIGHT, got {value!r}")
+            return width, height
+        return value
+
+    # -- checks ---------------------------------------------------------------------------------
+    @field_validator("server")
+    @classmethod
+    def _server_url(cls, value: str) -> str:
+        return normalise_server_url(value)
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str) -> str:
+        if not value:
+            raise ValueError("source is empty; give a video file, camera index, URL or GStreamer pipeline")
+        return value
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, value: str) -> str:
+        if value not in STUDENT_BACKENDS:
+            raise ValueError(f"backend must be one of {list(STUDENT_BACKENDS)}, got {value!r}")
+        return value
+
+    @field_validator("class_names")
+    @classmethod
+    def _classes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(value) < 2 or len(set(value)) != len(value):
+            raise ValueError(f"class_names must be at least two distinct names, got {list(value)}")
+        return value
+
+    @field_validator("frame_codecs", "weight_codecs")
+    @classmethod
+    def _codecs(cls, offered: tuple[str, ...], info: Any) -> tuple[str, ...]:
         from shadowtutor.protocol.codecs import FRAME_CODECS, WEIGHT_CODECS  # imports torch: not at CLI start
 
-        _check_codecs("frame_codecs", self.frame_codecs, FRAME_CODECS)
-        _check_codecs("weight_codecs", self.weight_codecs, WEIGHT_CODECS)
-        if self.frame_quality is not None and not 1 <= self.frame_quality <= 100:
-            raise SettingsError(f"frame_quality must lie in 1..100, got {self.frame_quality}")
-        if self.resize is not None and min(self.resize) <= 0:
-            raise SettingsError(f"resize must be positive, got {self.resize}")
-        if self.max_frames is not None and self.max_frames <= 0:
-            raise SettingsError(f"max_frames must be positive, got {self.max_frames}")
-        if self.max_fps is not None and self.max_fps <= 0:
-            raise SettingsError(f"max_fps must be positive, got {self.max_fps}")
-        for name in ("wait_timeout", "startup_timeout", "ping_interval", "ping_timeout", "reconnect_min"):
-            if getattr(self, name) <= 0:
-                raise SettingsError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.reconnect_max < self.reconnect_min:
-            raise SettingsError(f"reconnect_max ({self.reconnect_max}) is below reconnect_min ({self.reconnect_min})")
-        if self.source_retries < 0 or self.linger < 0:
-            raise SettingsError("source_retries and linger must be >= 0")
-        if not 0 <= self.metrics_port <= 65535:
-            raise SettingsError(f"metrics_port must lie in 0..65535 (0 disables), got {self.metrics_port}")
-        if self.overlay and self.output_dir is None:
-            raise SettingsError("overlay needs output_dir")
-        self._check_security()
+        known = FRAME_CODECS if info.field_name == "frame_codecs" else WEIGHT_CODECS
+        if not offered:
+            raise ValueError(f"{info.field_name} is empty")
+        unknown = [c for c in offered if c not in known]
+        if unknown:
+            raise ValueError(f"unknown codec(s) {unknown}; known: {list(known)}")
+        return offered
 
-    def _check_security(self) -> None:
+    @field_validator("resize")
+    @classmethod
+    def _positive_size(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
+        if value is not None and min(value) <= 0:
+            raise ValueError(f"resize must be positive, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EdgeSettings:
+        if self.reconnect_max < self.reconnect_min:
+            raise ValueError(f"reconnect_max ({self.reconnect_max}) is below reconnect_min ({self.reconnect_min})")
+        if self.overlay and self.output_dir is None:
+            raise ValueError("overlay needs output_dir")
         if self.token is not None and self.token_file is not None:
-            raise SettingsError("give token or token_file, not both")
-        if self.token is not None and not self.token.strip():
-            raise SettingsError("token is empty")
+            raise ValueError("give token or token_file, not both")
         self.read_token()  # a missing or empty token file fails now, not at the first connection
         if (self.client_cert is None) != (self.client_key is None):
-            raise SettingsError("client_cert and client_key go together: give both or neither")
+            raise ValueError("client_cert and client_key go together: give both or neither")
         tls_files = {"ca_file": self.ca_file, "client_cert": self.client_cert, "client_key": self.client_key}
         for name, path in tls_files.items():
             if path is not None and not path.is_file():
-                raise SettingsError(f"{name}: no such file {path}")
+                raise ValueError(f"{name}: no such file {path}")
         given = [name for name, path in tls_files.items() if path is not None]
         if given and not self.server.startswith("wss://"):
-            raise SettingsError(f"{', '.join(given)} need a wss:// (or https://) server, got {self.server}")
+            raise ValueError(f"{', '.join(given)} need a wss:// (or https://) server, got {self.server}")
+        return self
 
     def read_token(self) -> str | None:
         """The token to send in HELLO: ``token``, or the content of ``token_file`` (reread each call)."""
@@ -156,36 +242,11 @@ class EdgeSettings:
             raise SettingsError(f"token_file: {self.token_file} is empty")
         return token
 
-    @classmethod
-    def from_sources(cls, flags: Mapping[str, Any], environ: Mapping[str, str]) -> EdgeSettings:
-        """Build from parsed flags (``None`` = not given) over ``SHADOWTUTOR_*`` variables over defaults."""
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = flags.get(f.name)
-            origin = f"--{f.name.replace('_', '-')}"
-            if raw is None:
-                raw, origin = environ.get(env_var(f.name)), env_var(f.name)
-            if raw is None:
-                continue
-            try:
-                values[f.name] = _PARSERS.get(f.name, str)(raw)
-            except (TypeError, ValueError) as exc:
-                raise SettingsError(f"{origin}: {exc}") from None
-        for required in ("server", "source"):
-            if required not in values:
-                raise SettingsError(f"{required} is required: pass --{required} or set {env_var(required)}")
-        return cls(**values)
-
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in ("output_dir", "token_file", "ca_file", "client_cert", "client_key"):
-            out[name] = str(out[name]) if out[name] else None
-        out["token"] = "***" if self.token else None  # never written out
+        """The settings as JSON has them; the token is never written out."""
+        out = self.model_dump(mode="json")
+        out["token"] = "***" if self.token else None
         return out
-
-
-def env_var(name: str) -> str:
-    return ENV_PREFIX + name.upper()
 
 
 def normalise_server_url(url: str) -> str:
@@ -196,83 +257,3 @@ def normalise_server_url(url: str) -> str:
         raise SettingsError(f"server must be a ws://, wss://, http:// or https:// URL with a host, got {url!r}")
     path = parts.path if parts.path not in ("", "/") else EDGE_PATH
     return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise SettingsError(f"{name} must be one of {list(choices)}, got {value!r}")
-
-
-def _check_codecs(name: str, offered: tuple[str, ...], known: tuple[str, ...]) -> None:
-    if not offered:
-        raise SettingsError(f"{name} is empty")
-    unknown = [c for c in offered if c not in known]
-    if unknown:
-        raise SettingsError(f"{name}: unknown codec(s) {unknown}; known: {list(known)}")
-
-
-def _parse_bool(raw: str | bool) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = raw.strip().lower()
-    if text in _TRUE | _FALSE:
-        return text in _TRUE
-    raise ValueError(f"expected a boolean (1/0, true/false, yes/no, on/off), got {raw!r}")
-
-
-def _parse_list(raw: str) -> tuple[str, ...]:
-    return tuple(item.strip() for item in raw.split(",") if item.strip())
-
-
-def _parse_size(raw: str) -> tuple[int, int] | None:
-    if raw.strip() == "":
-        return None
-    width, sep, height = raw.lower().partition("x")
-    if not sep:
-        raise ValueError(f"expected WIDTHxHEIGHT, got {raw!r}")
-    return int(width), int(height)
-
-
-def _parse_optional_int(raw: str) -> int | None:
-    return int(raw) if raw.strip() else None
-
-
-def _parse_optional_float(raw: str) -> float | None:
-    return float(raw) if raw.strip() else None
-
-
-def _parse_optional_path(raw: str) -> Path | None:
-    return Path(raw) if raw.strip() else None
-
-
-def _parse_optional_str(raw: str) -> str | None:
-    return raw.strip() or None
-
-
-_PARSERS: dict[str, Callable[[Any], Any]] = {
-    "class_names": _parse_list,
-    "frame_codecs": _parse_list,
-    "weight_codecs": _parse_list,
-    "frame_quality": _parse_optional_int,
-    "resize": _parse_size,
-    "max_frames": _parse_optional_int,
-    "max_fps": _parse_optional_float,
-    "wait_timeout": float,
-    "startup_timeout": float,
-    "ping_interval": float,
-    "ping_timeout": float,
-    "reconnect_min": float,
-    "reconnect_max": float,
-    "source_retries": int,
-    "output_dir": _parse_optional_path,
-    "token": _parse_optional_str,
-    "token_file": _parse_optional_path,
-    "ca_file": _parse_optional_path,
-    "client_cert": _parse_optional_path,
-    "client_key": _parse_optional_path,
-    "save_labels": _parse_bool,
-    "overlay": _parse_bool,
-    "metrics_port": int,
-    "linger": float,
-}
-BOOLEAN_SETTINGS = ("save_labels", "overlay")

@@ -10,7 +10,8 @@ import argparse
 import logging
 from typing import Any
 
-from services.server.settings import ENV_PREFIX, ServerSettings
+from services.server.settings import ServerSettings
+from shadowtutor.cli.settings_flags import add_settings_flags, build_settings, given_flags
 
 DEST_PREFIX = "serve_"
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
@@ -23,35 +24,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the ShadowTutor server under uvicorn. Every flag can also be given as the "
         "environment variable named in its help; a flag wins.",
     )
-    for name, field in ServerSettings.model_fields.items():
-        switch = {"nargs": "?", "const": "true"} if field.annotation is bool else {}  # --protect-metrics alone
-        p.add_argument(
-            "--" + name.replace("_", "-"),
-            dest=DEST_PREFIX + name,
-            default=argparse.SUPPRESS,
-            metavar=name.upper(),
-            help=f"{field.description} [env {ENV_PREFIX}{name.upper()}{_default_text(field)}]",
-            **switch,
-        )
+    add_settings_flags(p, ServerSettings, DEST_PREFIX)
     p.set_defaults(handler=run_serve)
-
-
-def _default_text(field: Any) -> str:
-    default = field.get_default(call_default_factory=True)
-    return "" if default is None or default == {} else f"; default {default}"
 
 
 def settings_from_args(args: argparse.Namespace) -> ServerSettings:
     """Settings from the environment, overridden by the flags that were given."""
-    from pydantic import ValidationError
-
-    given = {
-        key[len(DEST_PREFIX):]: value for key, value in vars(args).items() if key.startswith(DEST_PREFIX)
-    }
     try:
-        return ServerSettings(**given)
-    except ValidationError as exc:
-        raise ValueError(f"bad server settings:\n{exc}") from None
+        return build_settings(ServerSettings, given_flags(args, DEST_PREFIX))
+    except ValueError as exc:
+        raise ValueError(f"bad server settings: {exc}") from None
 
 
 def tls_options(settings: ServerSettings) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shadowtutor.algorithms.params import AlgorithmParams, StrideMetric  # no torch: the CLI stays quick
+from shadowtutor.cli.settings_flags import ENV_PREFIX
 
-ENV_PREFIX = "SHADOWTUTOR_"
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 CommaList = Annotated[tuple[str, ...] | None, NoDecode]
 

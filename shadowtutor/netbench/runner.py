@@ -17,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -93,8 +93,8 @@ def agent_codec_defaults() -> dict[str, object]:
     from shadowtutor.protocol.defaults import DEFAULT_FRAME_QUALITY
 
     values = {
-        f.name: f.default if f.default is not MISSING else f.default_factory()
-        for f in fields(EdgeSettings) if "codec" in f.name or "quality" in f.name
+        name: f.get_default(call_default_factory=True)
+        for name, f in EdgeSettings.model_fields.items() if "codec" in name or "quality" in name
     }
     if values.get("frame_quality") is None:  # None: each lossy codec's default quality
         values["frame_quality"] = dict(DEFAULT_FRAME_QUALITY)

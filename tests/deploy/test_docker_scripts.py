@@ -62,7 +62,8 @@ def test_select_requirements_keeps_core_and_chosen_extras_only() -> None:
     module = _load_select_requirements()
     selected = module.select("shadowtutor", {"edge"})
     names = {module.normalise(re.split(r"[<>=!~\[ ]", r)[0]) for r in selected}
-    assert {"torch", "torchvision", "numpy", "websockets", "prometheus-client"} <= names
+    assert {"torch", "numpy", "zstandard", "pydantic-settings", "websockets", "prometheus-client"} <= names
+    assert not {"torchvision", "scikit-image", "matplotlib", "tqdm"} & names  # server, scenes, bench extras
     assert "fastapi" not in names and "shadowtutor" not in names
 
 

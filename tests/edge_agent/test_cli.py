@@ -39,7 +39,7 @@ def test_missing_source_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_bad_flag_value_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["edge", "--server", "ws://h", "--source", "0", "--frame-quality", "200"]) == 2
-    assert "frame_quality must lie in 1..100" in capsys.readouterr().err
+    assert "--frame-quality: Input should be less than or equal to 100" in capsys.readouterr().err
 
 
 def test_refused_edge_exits_non_zero(stand_in: StandInServer, tmp_path: Path,

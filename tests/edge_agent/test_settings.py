@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -8,7 +10,10 @@ from edge_agent.settings import EdgeSettings, SettingsError, normalise_server_ur
 
 
 def build(flags: dict | None = None, env: dict | None = None) -> EdgeSettings:
-    return EdgeSettings.from_sources(flags or {}, env or {})
+    """Settings from ``flags`` (``None`` = not given) over exactly the ``SHADOWTUTOR_*`` variables ``env``."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SHADOWTUTOR_")} | (env or {})
+    with mock.patch.dict(os.environ, environ, clear=True):
+        return EdgeSettings(**{k: v for k, v in (flags or {}).items() if v is not None})
 
 
 def test_flags_win_over_environment_over_defaults() -> None:
@@ -56,14 +61,15 @@ def test_server_url_normalisation(url: str, expected: str) -> None:
         ({"source": "x"}, "server is required: pass --server or set SHADOWTUTOR_SERVER"),
         ({"server": "ws://h"}, "source is required"),
         ({"server": "h:8000", "source": "x"}, "server must be a ws://"),
-        ({"server": "ws://h", "source": "x", "mode": "fast"}, "mode must be one of"),
+        ({"server": "ws://h", "source": "x", "mode": "fast"}, "--mode: Input should be 'distill' or 'naive'"),
         ({"server": "ws://h", "source": "x", "frame_codecs": "jpeg,gif"}, r"unknown codec\(s\) \['gif'\]"),
         ({"server": "ws://h", "source": "x", "resize": "320"}, "--resize: expected WIDTHxHEIGHT"),
-        ({"server": "ws://h", "source": "x", "wait_timeout": "soon"}, "--wait-timeout: could not convert"),
-        ({"server": "ws://h", "source": "x", "overlay": "maybe"}, "--overlay: expected a boolean"),
+        ({"server": "ws://h", "source": "x", "wait_timeout": "soon"}, "--wait-timeout: Input should be a valid number"),
+        ({"server": "ws://h", "source": "x", "overlay": "maybe"}, "--overlay: Input should be a valid boolean"),
         ({"server": "ws://h", "source": "x", "overlay": True}, "overlay needs output_dir"),
         ({"server": "ws://h", "source": "x", "reconnect_min": "5", "reconnect_max": "1"}, "reconnect_max"),
-        ({"server": "ws://h", "source": "x", "metrics_port": "70000"}, "metrics_port"),
+        ({"server": "ws://h", "source": "x", "metrics_port": "70000"},
+         "--metrics-port: Input should be less than or equal to 65535"),
         ({"server": "ws://h", "source": "x", "class_names": "a,a"}, "distinct"),
     ],
 )
@@ -75,6 +81,8 @@ def test_bad_values_say_what_is_wrong(flags: dict, message: str) -> None:
 def test_environment_errors_name_the_variable() -> None:
     with pytest.raises(SettingsError, match="SHADOWTUTOR_MAX_FRAMES"):
         build({"server": "ws://h", "source": "x"}, {"SHADOWTUTOR_MAX_FRAMES": "ten"})
+    with pytest.raises(SettingsError, match="SHADOWTUTOR_SOURCE: source is empty"):
+        build({"server": "ws://h"}, {"SHADOWTUTOR_SOURCE": ""})
 
 
 def test_token_and_tls_settings(tmp_path: Path) -> None:
