@@ -1,9 +1,10 @@
 """Print the requirements of an installed distribution for some extras, one per line.
 
 Used by install-shadowtutor.sh inside the images: it leaves out what the base image already
-provides outside pip, which pip cannot see and would install a second time. Today that is
-OpenCV: the L4T images ship their own build with GStreamer (for CSI cameras), and a PyPI
-opencv wheel installed over it would shadow it.
+provides under another distribution name or outside pip, which pip would install a second time.
+Today that is OpenCV: the L4T images ship their own build with GStreamer (for CSI cameras), and a
+PyPI opencv wheel installed over it would shadow it; and ONNX Runtime: the Jetson image installs
+onnxruntime-gpu (same module), which PyPI's CPU-only onnxruntime would replace.
 
     python3 select_requirements.py shadowtutor --extras edge
 """
@@ -22,6 +23,8 @@ PROVIDED_MODULES = {
     "opencv-python-headless": "cv2",
     "opencv-contrib-python": "cv2",
     "opencv-contrib-python-headless": "cv2",
+    # The Jetson image installs onnxruntime-gpu (NVIDIA's build for JetPack) before ShadowTutor.
+    "onnxruntime": "onnxruntime",
 }
 _REQUIREMENT = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?P<rest>[^;]*?)\s*(?:;\s*(?P<marker>.+))?$")
 _EXTRA_MARKER = re.compile(r"""^extra\s*==\s*["'](?P<extra>[^"']+)["']$""")

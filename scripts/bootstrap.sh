@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Create .venv and install ShadowTutor with its development extras (idempotent).
-# TORCH_SPEC overrides the PyTorch pin (e.g. on aarch64: "torch==2.9.1 torchvision==0.24.1").
+# Create .venv and install ShadowTutor with its development extras (idempotent), every package at
+# the exact version of constraints.txt (made by scripts/lock-constraints.sh; PyTorch 2.14.1 there).
+# TORCH_SPEC installs another PyTorch instead (e.g. on aarch64: "torch==2.9.1 torchvision==0.24.1");
+# the lock's PyTorch and CUDA pins are then left out, the others still apply.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-TORCH_SPEC=${TORCH_SPEC:-"torch==2.14.1 torchvision==0.29.1"}
+TORCH_SPEC=${TORCH_SPEC:-}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
+constraints=constraints.txt
+if [ -n "$TORCH_SPEC" ]; then
+  constraints=$(mktemp)
+  trap 'rm -f "$constraints"' EXIT
+  grep -viE '^(torch|torchvision|triton|nvidia-[a-z0-9-]+|cuda-[a-z-]+)==' constraints.txt >"$constraints"
+fi
 .venv/bin/python -m pip install -q --upgrade pip
 # shellcheck disable=SC2086
-.venv/bin/python -m pip install -q $TORCH_SPEC
-.venv/bin/python -m pip install -q -e ".[dev]"
+.venv/bin/python -m pip install -q --constraint "$constraints" ${TORCH_SPEC:-torch torchvision}
+.venv/bin/python -m pip install -q --constraint "$constraints" -e ".[dev]"
 echo "ShadowTutor installed in .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

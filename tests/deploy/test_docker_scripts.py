@@ -1,5 +1,6 @@
 """The helpers in docker/ that the images run: the edge entry point, the requirement selection
-that keeps an image's own OpenCV, and the installer that keeps an image's own torch."""
+that keeps an image's own OpenCV and ONNX Runtime, and the installer that keeps an image's own
+torch and installs everything else at its constraints.txt version."""
 
 from __future__ import annotations
 
@@ -75,6 +76,13 @@ def test_select_requirements_leaves_out_opencv_only_where_the_image_has_cv2(monk
     assert any(r.startswith("opencv-python-headless") for r in module.select("shadowtutor", {"edge"}))
 
 
+def test_select_requirements_leaves_out_onnxruntime_where_the_image_has_a_gpu_build(monkeypatch) -> None:
+    module = _load_select_requirements()
+    monkeypatch.setattr(module, "image_has", lambda name: name == "onnxruntime")  # the Jetson's onnxruntime-gpu
+    selected = module.select("shadowtutor", {"edge", "onnx"})
+    assert any(r.startswith("onnx>=") for r in selected) and not any(r.startswith("onnxruntime") for r in selected)
+
+
 def test_select_requirements_refuses_unknown_extras() -> None:
     result = subprocess.run(
         [sys.executable, str(DOCKER_DIR / "select_requirements.py"), "shadowtutor", "--extras", "edge,gpu"],
@@ -83,7 +91,7 @@ def test_select_requirements_refuses_unknown_extras() -> None:
     assert result.returncode == 2 and "no extra ['gpu']" in result.stderr
 
 
-def test_installer_pins_the_images_torch_and_installs_in_two_steps(tmp_path: Path) -> None:
+def test_installer_pins_the_images_torch_and_the_lock_and_installs_in_two_steps(tmp_path: Path) -> None:
     # A stand-in `python3` for the image's: `-m pip` is recorded (the image's torch and numpy are
     # "installed"), anything else runs the real interpreter (select_requirements.py).
     log = tmp_path / "pip.log"
@@ -97,14 +105,29 @@ if [ "$1 $2" = "-m pip" ]; then
 fi
 exec {sys.executable} "$@"
 """)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "constraints.txt").write_text("# the lock\nTorch==2.14.1\nwebsockets==15.0\nzstandard==0.25.0\n")
     result = subprocess.run(
-        [str(DOCKER_DIR / "install-shadowtutor.sh"), "/src", "edge", "/wheels/extra.whl"],
+        [str(DOCKER_DIR / "install-shadowtutor.sh"), str(src), "edge", "/wheels/extra.whl"],
         env={**os.environ, "PYTHON": str(tmp_path / "python3")}, capture_output=True, text=True, check=False,
     )
     assert result.returncode == 0, result.stderr
     first, second = [line for line in log.read_text().splitlines() if line.startswith("pip ")]
-    assert first == "pip install --no-cache-dir --no-deps /src"
+    assert first == f"pip install --no-cache-dir --no-deps {src}"
     assert second.startswith("pip install --no-cache-dir --constraint ") and second.endswith("/wheels/extra.whl")
     indented = [line.strip() for line in log.read_text().splitlines() if line.startswith("  ")]
-    assert indented[:2] == ["numpy==1.26.4", "torch==2.5.1+cu124"]
+    # The image's torch and numpy, then the lock without its own torch pin.
+    assert indented[:5] == ["numpy==1.26.4", "torch==2.5.1+cu124", "# the lock", "websockets==15.0",
+                            "zstandard==0.25.0"]
     assert "prometheus-client>=0.20" in indented and "fastapi" not in " ".join(indented)
+
+
+def test_constraints_pin_the_torch_that_the_server_image_and_ci_use() -> None:
+    pins = dict(line.split("==") for line in (REPO_ROOT / "constraints.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert "scikit-image" in pins and "fastapi" in pins and "onnxruntime" in pins  # every extra is locked
+    dockerfile = (REPO_ROOT / "Dockerfile.server").read_text()
+    assert f"ARG PYTORCH_VERSION={pins['torch']}\n" in dockerfile
+    edge = (REPO_ROOT / "Dockerfile.edge").read_text()
+    assert f"ARG TORCH_VERSION={pins['torch']}\n" in edge
