@@ -1,44 +1,29 @@
 """The student on the edge: inference and weight installation through a backend, nothing about versions.
 
-Backends (``--backend``): ``cuda`` runs :class:`StudentNet` on the GPU (a Jetson); ``reference``,
-``torch`` (the faster rewritten graph) and ``onnx`` (the same graph in ONNX Runtime) run on
-the CPU (see :mod:`shadowtutor.models.inference`); ``auto`` picks ``cuda`` when a GPU is
-available, else ``torch``. All give the same labels up to float rounding.
+Backends (``--backend``, :mod:`shadowtutor.models.backends`): ``onnx-trt`` and ``onnx-cuda`` run
+the student's ONNX graph on the GPU (a Jetson) through ONNX Runtime's TensorRT or CUDA provider,
+``cuda`` runs :class:`StudentNet` on the GPU in PyTorch; ``reference``, ``torch`` (the faster
+rewritten graph) and ``onnx`` (the same graph in ONNX Runtime) run on the CPU (see
+:mod:`shadowtutor.models.inference`); ``auto`` picks the fastest this machine runs, and falls back
+to the next when one fails to start. All give the same labels up to float rounding.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
 
 import numpy as np
 import torch
 
+from shadowtutor.models.backends import STUDENT_BACKENDS, BackendUnavailableError, resolve_backend
 from shadowtutor.models.checkpoint import student_from_state_dict
-from shadowtutor.models.inference import (
-    BACKEND_KINDS,
-    InferenceBackend,
-    ReferenceBackend,
-    build_inference_backend,
-    check_frame,
-    onnx_available,
-)
+from shadowtutor.models.inference import InferenceBackend, ReferenceBackend, build_inference_backend, check_frame
 from shadowtutor.models.student import StudentNet, normalise_frame
 
-BACKENDS = ("auto", "cuda", *BACKEND_KINDS)
-
-
-def resolve_backend(name: str) -> str:
-    """The concrete backend for ``name``; an error when this machine cannot run it."""
-    if name not in BACKENDS:
-        raise ValueError(f"unknown student backend {name!r}: choose one of {', '.join(BACKENDS)}")
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "torch"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("student backend 'cuda': PyTorch sees no CUDA device here")
-    if name == "onnx" and not onnx_available():
-        raise RuntimeError("student backend 'onnx' needs onnx and onnxruntime (pip install 'shadowtutor[onnx]')")
-    return name
+BACKENDS = STUDENT_BACKENDS
+log = logging.getLogger(__name__)
 
 
 class CudaBackend(ReferenceBackend):
@@ -59,20 +44,36 @@ class StudentRuntime:
     """The edge's student; empty until :meth:`load` gets full weights (the server's WELCOME)."""
 
     def __init__(self, backend: str = "auto") -> None:
-        self.backend_kind = resolve_backend(backend)
+        self.candidates = resolve_backend(backend)  # a named backend this machine lacks fails here, at start
         self.backend: InferenceBackend | None = None
         self.class_names: tuple[str, ...] = ()
+
+    @property
+    def backend_kind(self) -> str:
+        """The backend in use (before the first load: the one that will be tried first)."""
+        return self.backend.kind if self.backend is not None else self.candidates[0]
 
     @property
     def loaded(self) -> bool:
         return self.backend is not None
 
     def load(self, state: Mapping[str, torch.Tensor], class_names: tuple[str, ...]) -> None:
-        """Replace the model by one built from a complete state dict (a checkpoint error if it is not)."""
+        """Replace the model by one built from a complete state dict (a checkpoint error if it is not).
+
+        A backend that fails to start (a GPU provider that ONNX Runtime could not load) hands over
+        to the next candidate of ``auto``, for good; a named backend's failure is an error.
+        """
         student = student_from_state_dict(state, class_names)
-        self.backend = CudaBackend(student) if self.backend_kind == "cuda" else build_inference_backend(
-            self.backend_kind, student
-        )
+        while True:
+            kind = self.candidates[0]
+            try:
+                self.backend = CudaBackend(student) if kind == "cuda" else build_inference_backend(kind, student)
+                break
+            except BackendUnavailableError as exc:
+                if len(self.candidates) == 1:
+                    raise
+                self.candidates.pop(0)
+                log.warning("%s; falling back to student backend %r", exc, self.candidates[0])
         self.class_names = tuple(class_names)
 
     def update(self, tensors: Mapping[str, torch.Tensor]) -> None:

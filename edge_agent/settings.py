@@ -81,8 +81,9 @@ class EdgeSettings(BaseSettings):
 
     # -- the student and the frames -------------------------------------------------------------
     backend: str = Field(
-        "auto", description="student inference: cuda (GPU), torch (fast CPU graph), onnx (ONNX Runtime, CPU), "
-        "reference, or auto (cuda when there is a GPU, else torch)"
+        "auto", description="student inference: onnx-trt, onnx-cuda (ONNX Runtime's TensorRT, CUDA provider: "
+        "GPU, onnxruntime-gpu), cuda (PyTorch, GPU), onnx (ONNX Runtime, CPU), torch (fast CPU graph), reference, "
+        "or auto (the fastest available: onnx-cuda, cuda, onnx, torch)"
     )
     resize: FrameSize = Field(None, description="resize every frame to WIDTHxHEIGHT")
     max_frames: int | None = Field(None, gt=0, description="stop after this many frames")

@@ -7,9 +7,10 @@ is the same as ``load_weights``, so a backend is a
 
 * ``reference``: :class:`StudentNet` as written, plain PyTorch float32 (the baseline);
 * ``torch``: :class:`~shadowtutor.models.fast_student.FastStudent` in PyTorch;
-* ``onnx``: the same graph in ONNX Runtime (needs the ``onnx`` extra).
+* ``onnx``: the same graph in ONNX Runtime (needs the ``onnx`` extra); ``onnx-cuda`` and
+  ``onnx-trt`` run it on a GPU (:mod:`shadowtutor.models.backends`).
 
-All three give the same labels up to float rounding (``shadowtutor bench student`` measures
+All give the same labels up to float rounding (``shadowtutor bench student`` measures
 the agreement). The torch backends use ``torch.get_num_threads()`` threads; ``threads``
 sets ONNX Runtime's.
 """
@@ -23,10 +24,11 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from shadowtutor.models.backends import CPU_BACKENDS, ONNX_PROVIDERS, onnxruntime_providers
 from shadowtutor.models.fast_student import FastStudent, channel_argmax, check_update
 from shadowtutor.models.student import StudentNet, normalise_frame
 
-BACKEND_KINDS = ("reference", "torch", "onnx")
+BACKEND_KINDS = CPU_BACKENDS
 
 
 class InferenceBackend(Protocol):
@@ -89,22 +91,18 @@ class TorchBackend:
 
 
 def onnx_available() -> bool:
-    try:
-        import onnx  # noqa: F401
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return onnxruntime_providers() is not None
 
 
 def build_inference_backend(kind: str, student: StudentNet, threads: int | None = None) -> InferenceBackend:
-    """A backend of ``kind`` (one of :data:`BACKEND_KINDS`) holding a copy of ``student``."""
+    """A backend of ``kind`` (one of :data:`BACKEND_KINDS`, or an ONNX GPU kind) holding a copy of ``student``."""
     if kind == "reference":
         return ReferenceBackend(student)
     if kind == "torch":
         return TorchBackend(student)
-    if kind == "onnx":
+    if kind in ONNX_PROVIDERS:
         from shadowtutor.models.onnx_student import OnnxBackend
 
-        return OnnxBackend(student, threads=threads)
-    raise ValueError(f"unknown inference backend {kind!r}: choose one of {', '.join(BACKEND_KINDS)}")
+        return OnnxBackend(student, threads=threads, kind=kind)
+    known = (*BACKEND_KINDS, *(k for k in ONNX_PROVIDERS if k not in BACKEND_KINDS))
+    raise ValueError(f"unknown inference backend {kind!r}: choose one of {', '.join(known)}")

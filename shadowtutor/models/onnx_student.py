@@ -1,4 +1,5 @@
-"""The student run by ONNX Runtime: the fastest CPU path that ``shadowtutor bench student`` measured.
+"""The student run by ONNX Runtime: the fastest CPU path that ``shadowtutor bench student`` measured,
+and the GPU path through ONNX Runtime's CUDA and TensorRT execution providers (a Jetson).
 
 The exported graph is :class:`~shadowtutor.models.fast_student.FastStudent` (pixel-mean
 subtraction, instance normalisation for the frame-statistics BatchNorm, folded head, argmax
@@ -6,7 +7,12 @@ inside): ``frame`` uint8 ``(H, W, 3)`` in, ``labels`` uint8 ``(H, W)`` out, any 
 
 Weight updates rebuild the session from the exported model with new initializer values.
 (Overriding initializers through ``SessionOptions.add_initializer`` gives wrong labels once
-ORT's layout optimisations are on, so the model bytes themselves are rewritten.)
+ORT's layout optimisations are on, so the model bytes themselves are rewritten.) Under TensorRT
+that builds a new engine per update; its timing cache (kept on disk) makes the rebuilds faster.
+
+TensorRT runs in FP16 when, on the first frame, its labels agree with the FP32 labels of the same
+weights (the torch graph on the CPU) on at least :data:`FP16_MIN_AGREEMENT` of the pixels; else it
+rebuilds in FP32 and says so.
 """
 
 from __future__ import annotations
@@ -14,20 +20,45 @@ from __future__ import annotations
 import copy
 import functools
 import io
+import logging
+import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from shadowtutor.models.fast_student import FastStudent
+from shadowtutor.models.backends import ONNX_PROVIDERS, BackendUnavailableError
+from shadowtutor.models.fast_student import FastStudent, channel_argmax
 from shadowtutor.models.inference import check_frame
 from shadowtutor.models.student import StudentNet
 
 ONNX_OPSET = 17
 INPUT_NAME = "frame"
 OUTPUT_NAME = "labels"
+# Least fraction of pixels whose FP16 label equals the FP32 one for TensorRT to keep FP16.
+FP16_MIN_AGREEMENT = 0.995
+TENSORRT_CACHE_ENV = "SHADOWTUTOR_TENSORRT_CACHE"
+
+log = logging.getLogger(__name__)
+
+
+def tensorrt_cache_dir() -> str:
+    """TensorRT's timing cache folder: ``$SHADOWTUTOR_TENSORRT_CACHE``, else ``~/.cache/shadowtutor/tensorrt``."""
+    default = os.path.join(os.path.expanduser("~"), ".cache", "shadowtutor", "tensorrt")
+    return os.environ.get(TENSORRT_CACHE_ENV) or default
+
+
+def provider_options(provider: str, fp16: bool) -> dict[str, str]:
+    """ONNX Runtime options of one execution provider (TensorRT: precision and the timing cache)."""
+    if provider != "TensorrtExecutionProvider":
+        return {}
+    cache = tensorrt_cache_dir()
+    os.makedirs(cache, exist_ok=True)
+    # No engine cache: ORT would reuse an engine built with older weights (it does not notice new
+    # initializer values). The timing cache depends on layer shapes only, so it stays valid.
+    return {"trt_fp16_enable": str(fp16), "trt_timing_cache_enable": "True", "trt_timing_cache_path": cache}
 
 
 def _require_onnx() -> tuple[Any, Any]:
@@ -90,44 +121,80 @@ def with_weights(template: bytes, fast: FastStudent) -> bytes:
 
 
 class OnnxBackend:
-    """Student inference through ONNX Runtime; holds its own copy of the student."""
+    """Student inference through ONNX Runtime; holds its own copy of the student.
 
-    kind = "onnx"
+    ``kind`` (``onnx``, ``onnx-cuda``, ``onnx-trt``) picks the execution providers
+    (:data:`~shadowtutor.models.backends.ONNX_PROVIDERS`); a session that ONNX Runtime could not
+    start on the first of them (no GPU, missing CUDA or TensorRT libraries: ORT then silently runs
+    on the CPU) is a :class:`BackendUnavailableError`.
+    """
 
     def __init__(
         self,
         student: StudentNet,
         threads: int | None = None,
-        providers: Sequence[str] | None = None,
+        kind: str = "onnx",
         spin: bool = False,
     ) -> None:
         """``spin``: let ORT's idle worker threads busy-wait for the next frame (a little lower
         latency, but they burn CPU that decoding, networking or training in the same process need)."""
+        if kind not in ONNX_PROVIDERS:
+            raise ValueError(f"unknown ONNX backend {kind!r}: choose one of {', '.join(ONNX_PROVIDERS)}")
         _, ort = _require_onnx()
         self._ort = ort
+        self.kind = kind
         self.fast = FastStudent(copy.deepcopy(student).cpu().eval())
         self._template = export_fast_student(student.num_classes)
-        available = ort.get_available_providers()
-        self.providers = list(providers) if providers else [
-            p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available
-        ]
+        self.providers = ONNX_PROVIDERS[kind]
+        # TensorRT starts in FP16 and keeps it if the first frame's labels agree with FP32 ones.
+        self.fp16 = kind == "onnx-trt"
+        self._check_fp16 = self.fp16
+        self.fp16_agreement: float | None = None
         self.options = ort.SessionOptions()
         self.options.intra_op_num_threads = threads or torch.get_num_threads()
         self.options.inter_op_num_threads = 1
         self.options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         self._session = self._build_session()
 
+    @property
+    def precision(self) -> str:
+        return "fp16" if self.fp16 else "fp32"
+
     def _build_session(self) -> Any:
-        return self._ort.InferenceSession(
-            with_weights(self._template, self.fast), self.options, providers=self.providers
-        )
+        providers = [(p, provider_options(p, self.fp16)) for p in self.providers]
+        session = self._ort.InferenceSession(with_weights(self._template, self.fast), self.options, providers=providers)
+        if self.providers[0] not in session.get_providers():
+            raise BackendUnavailableError(
+                f"student backend {self.kind!r}: ONNX Runtime could not start {self.providers[0]} (the session "
+                f"runs on {session.get_providers()}); its log above says why"
+            )
+        return session
 
     def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
         """Labels ``uint8 (H, W)`` of one BGR ``uint8 (H, W, 3)`` frame."""
-        return self._session.run(None, {INPUT_NAME: check_frame(frame_bgr)})[0]
+        frame = check_frame(frame_bgr)
+        labels = self._session.run(None, {INPUT_NAME: frame})[0]
+        if self._check_fp16:
+            self._check_fp16 = False
+            labels = self._keep_fp16_if_it_agrees(frame, labels)
+        return labels
+
+    def _keep_fp16_if_it_agrees(self, frame: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            reference = channel_argmax(self.fast.logits(torch.from_numpy(frame))).numpy()
+        self.fp16_agreement = float(np.mean(labels == reference))
+        if self.fp16_agreement >= FP16_MIN_AGREEMENT:
+            log.info("student backend %s: FP16, its labels agree with FP32 on %.3f%% of the first frame's pixels",
+                     self.kind, 100 * self.fp16_agreement)
+            return labels
+        log.warning("student backend %s: FP16 labels agree with FP32 on only %.3f%% of the first frame's pixels "
+                    "(< %.1f%%): running in FP32", self.kind, 100 * self.fp16_agreement, 100 * FP16_MIN_AGREEMENT)
+        self.fp16 = False
+        self._session = self._build_session()
+        return self._session.run(None, {INPUT_NAME: frame})[0]
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
-        """Install a (partial) student ``state_dict`` and rebuild the session (tens of ms)."""
+        """Install a (partial) student ``state_dict`` and rebuild the session (tens of ms on a CPU)."""
         self.fast.load_weights(update)
         self._session = self._build_session()
 

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from edge_agent.runtime import BACKENDS, StudentRuntime, resolve_backend
+from edge_agent.runtime import BACKENDS, StudentRuntime
 from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.models.backends import BackendUnavailableError, onnxruntime_providers, resolve_backend
 from shadowtutor.models.checkpoint import CheckpointError
 from shadowtutor.models.fast_student import WeightUpdateError
 from shadowtutor.models.inference import onnx_available
@@ -74,13 +75,49 @@ def test_bad_weights_are_rejected(student: StudentNet) -> None:
 
 
 def test_backend_choice() -> None:
-    assert resolve_backend("auto") == ("cuda" if torch.cuda.is_available() else "torch")
-    assert set(BACKENDS) == {"auto", "cuda", "reference", "torch", "onnx"}
+    # auto: the fastest available; on this CPU-only machine with PyPI's onnxruntime that is ONNX
+    # Runtime (docs/results/student_bench.md), then the torch graph.
+    gpu = torch.cuda.is_available()
+    if not gpu and onnx_available():
+        assert resolve_backend("auto") == ["onnx", "torch"]
+    assert resolve_backend("auto")[-1] == "torch"
+    assert set(BACKENDS) == {"auto", "onnx-trt", "onnx-cuda", "cuda", "reference", "torch", "onnx"}
     with pytest.raises(ValueError, match="unknown student backend 'tpu'"):
         resolve_backend("tpu")
-    if not torch.cuda.is_available():
-        with pytest.raises(RuntimeError, match="no CUDA device"):
+    if not gpu:
+        with pytest.raises(BackendUnavailableError, match="no CUDA device"):
             resolve_backend("cuda")
+
+
+@pytest.mark.skipif(not onnx_available(), reason="onnx extra not installed")
+@pytest.mark.parametrize(("backend", "provider"), [("onnx-cuda", "CUDAExecutionProvider"),
+                                                   ("onnx-trt", "TensorrtExecutionProvider")])
+def test_gpu_onnx_backends_say_what_is_missing(backend: str, provider: str) -> None:
+    # The real onnxruntime of this (GPU-less) machine: PyPI's CPU build has neither GPU provider.
+    if provider in onnxruntime_providers():
+        pytest.skip(f"this onnxruntime has {provider}")
+    with pytest.raises(BackendUnavailableError, match=f"needs ONNX Runtime's {provider}.*install onnxruntime-gpu"):
+        StudentRuntime(backend)
+
+
+@pytest.mark.skipif(not onnx_available(), reason="onnx extra not installed")
+def test_auto_falls_back_when_a_gpu_provider_cannot_start(student: StudentNet, monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    # No GPU here: auto is made to try onnx-cuda first, as on a machine whose onnxruntime-gpu lists
+    # the CUDA provider but cannot start it (no device, missing libraries). The real ONNX Runtime
+    # then runs the session on the CPU instead, which the backend notices and refuses.
+    monkeypatch.setattr("shadowtutor.models.backends.AUTO_ORDER", ("onnx-cuda", "onnx", "torch"))
+    monkeypatch.setattr("shadowtutor.models.backends.unavailable_reason", lambda kind: None)
+    runtime = StudentRuntime("auto")
+    assert runtime.backend_kind == "onnx-cuda"
+    with caplog.at_level("WARNING", "edge_agent.runtime"):
+        runtime.load(student.state_dict(), LVS_CLASSES)
+    assert runtime.backend_kind == "onnx" and (runtime.infer(frame()) == plain_labels(student)).mean() > 0.999
+    assert "could not start CUDAExecutionProvider" in caplog.text
+    assert "falling back to student backend 'onnx'" in caplog.text
+    named = StudentRuntime("onnx-cuda")  # a named backend does not fall back
+    with pytest.raises(BackendUnavailableError, match="could not start CUDAExecutionProvider"):
+        named.load(student.state_dict(), LVS_CLASSES)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -50,3 +50,44 @@ def test_an_update_reaches_the_session() -> None:
     winner = torch.zeros(9, 32, 1, 1)
     backend.load_weights({"out_conv3.weight": winner, "out_conv3.bias": torch.arange(9.0)})
     assert (backend.infer(frame) == 8).all()  # the largest bias wins everywhere
+
+
+class _DisagreeingSession:
+    """Stands in for a TensorRT FP16 session whose labels drift (no GPU here to build a real one)."""
+
+    def run(self, _outputs: object, feeds: dict) -> list[np.ndarray]:
+        return [np.zeros(feeds["frame"].shape[:2], np.uint8)]
+
+
+def test_fp16_is_kept_only_where_its_labels_agree_with_fp32(caplog: pytest.LogCaptureFixture) -> None:
+    from shadowtutor.models.onnx_student import FP16_MIN_AGREEMENT
+
+    torch.manual_seed(3)
+    student = StudentNet(9).eval()
+    frame = np.ascontiguousarray(data.coffee()[::4, ::4, ::-1])
+    expected = ReferenceBackend(student).infer(frame)
+    # The real CPU session as the "FP16" one: its labels agree, so FP16 stays.
+    agreeing = OnnxBackend(student, threads=1)
+    agreeing.fp16 = agreeing._check_fp16 = True
+    assert np.mean(agreeing.infer(frame) == expected) >= 0.999
+    assert agreeing.precision == "fp16" and agreeing.fp16_agreement >= FP16_MIN_AGREEMENT
+    # A drifting FP16 session: the first frame falls back to FP32 (a rebuilt real session).
+    drifting = OnnxBackend(student, threads=1)
+    drifting.fp16 = drifting._check_fp16 = True
+    drifting._session = _DisagreeingSession()
+    with caplog.at_level("WARNING", "shadowtutor.models.onnx_student"):
+        assert np.mean(drifting.infer(frame) == expected) >= 0.999
+    assert drifting.precision == "fp32" and drifting.fp16_agreement < FP16_MIN_AGREEMENT
+    assert "running in FP32" in caplog.text
+    assert drifting.infer(frame).shape == expected.shape  # checked once: no second comparison
+
+
+def test_tensorrt_options_keep_no_engine_but_a_timing_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shadowtutor.models.onnx_student import provider_options
+
+    monkeypatch.setenv("SHADOWTUTOR_TENSORRT_CACHE", str(tmp_path / "trt"))
+    options = provider_options("TensorrtExecutionProvider", fp16=True)
+    assert options == {"trt_fp16_enable": "True", "trt_timing_cache_enable": "True",
+                       "trt_timing_cache_path": str(tmp_path / "trt")}
+    assert (tmp_path / "trt").is_dir() and "trt_engine_cache_enable" not in options
+    assert provider_options("CUDAExecutionProvider", fp16=True) == {}
