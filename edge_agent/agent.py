@@ -28,6 +28,7 @@ from edge_agent.runtime import StudentRuntime
 from edge_agent.settings import EdgeSettings
 from edge_agent.sinks import LABELS_DIR, OVERLAY_FILE, LabelSink, OverlayVideoSink, PngLabelSink, ThreadedSink
 from edge_agent.sources import SourceError, VideoSource
+from edge_agent.tegrastats import TegrastatsMonitor
 from edge_agent.tls import transport_security
 from edge_agent.transport import EdgeTransport, SessionInfo
 from edge_agent.versioning import VersionedStudent
@@ -86,6 +87,7 @@ class EdgeAgent:
         self.stop_event = threading.Event()
         self.metrics = EdgeMetrics(settings.edge_id)
         self.metrics_port: int | None = None  # the bound port once the exporter runs
+        self.tegrastats: TegrastatsMonitor | None = None  # Jetson power and thermal gauges, on a Jetson
 
     def request_stop(self) -> None:
         """Finish the current frame, then shut down (safe from a signal handler or another thread)."""
@@ -98,6 +100,8 @@ class EdgeAgent:
                 self.stop_event.wait(self.settings.linger)  # a last scrape
             return summary
         finally:
+            if self.tegrastats is not None:
+                self.tegrastats.stop()
             self.metrics.stop()
 
     def _run(self) -> RunSummary:
@@ -113,6 +117,7 @@ class EdgeAgent:
             if s.metrics_port:
                 self.metrics_port = self.metrics.serve(s.metrics_host, s.metrics_port)
                 log.info("metrics on http://%s:%d/metrics", s.metrics_host, self.metrics_port)
+                self.tegrastats = TegrastatsMonitor.start_if_available(self.metrics.registry, s.edge_id)
             summary = RunSummary(s.edge_id, s.mode, s.source, s.server)
             sinks = ThreadedSink(self._open_sinks(source.fps))
             try:
