@@ -10,7 +10,6 @@ to the next when one fails to start. All give the same labels up to float roundi
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Mapping
 
@@ -19,25 +18,10 @@ import torch
 
 from shadowtutor.models.backends import STUDENT_BACKENDS, BackendUnavailableError, resolve_backend
 from shadowtutor.models.checkpoint import student_from_state_dict
-from shadowtutor.models.inference import InferenceBackend, ReferenceBackend, build_inference_backend, check_frame
-from shadowtutor.models.student import StudentNet, normalise_frame
+from shadowtutor.models.inference import InferenceBackend, build_inference_backend
 
 BACKENDS = STUDENT_BACKENDS
 log = logging.getLogger(__name__)
-
-
-class CudaBackend(ReferenceBackend):
-    """:class:`StudentNet` as written, on the GPU (updates load as in the reference backend)."""
-
-    kind = "cuda"
-
-    def __init__(self, student: StudentNet) -> None:
-        self.student = copy.deepcopy(student).cuda().eval()
-
-    def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
-        with torch.inference_mode():
-            logits = self.student(normalise_frame(check_frame(frame_bgr), "cuda"))
-            return logits[0].argmax(0).to(torch.uint8).cpu().numpy()
 
 
 class StudentRuntime:
@@ -67,7 +51,7 @@ class StudentRuntime:
         while True:
             kind = self.candidates[0]
             try:
-                self.backend = CudaBackend(student) if kind == "cuda" else build_inference_backend(kind, student)
+                self.backend = build_inference_backend(kind, student)
                 break
             except BackendUnavailableError as exc:
                 if len(self.candidates) == 1:

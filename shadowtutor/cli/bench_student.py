@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--frames", type=positive_int, default=30, help="timed frames per size and backend")
     p.add_argument("--warmup", type=int, default=3, help="untimed frames first")
     p.add_argument("--backends", default="reference,torch,onnx",
-                   help="comma-separated backends (reference is required; default reference,torch,onnx)")
+                   help="comma-separated backends (reference is required; default reference,torch,onnx; on a GPU "
+                   "also onnx-cuda, onnx-trt, cuda)")
     p.add_argument("--threads", type=_threads, default=(),
                    help="comma-separated thread counts to measure (default: torch's current count)")
     p.add_argument("--student", type=Path, help="student checkpoint (default: the packaged pre-trained one)")

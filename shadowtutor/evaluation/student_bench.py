@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shadowtutor.models.inference import BACKEND_KINDS, InferenceBackend, build_inference_backend
+from shadowtutor.models.inference import BACKEND_KINDS, BUILDABLE_BACKENDS, InferenceBackend, build_inference_backend
 from shadowtutor.models.student import StudentNet
 
 Size = tuple[int, int]
@@ -36,9 +36,9 @@ class StudentBenchConfig:
     def __post_init__(self) -> None:
         if REFERENCE not in self.backends:
             raise ValueError(f"the backends must include {REFERENCE!r} (agreement is measured against it)")
-        unknown = set(self.backends) - set(BACKEND_KINDS)
+        unknown = set(self.backends) - set(BUILDABLE_BACKENDS)
         if unknown:
-            raise ValueError(f"unknown backends {sorted(unknown)}; known: {', '.join(BACKEND_KINDS)}")
+            raise ValueError(f"unknown backends {sorted(unknown)}; known: {', '.join(BUILDABLE_BACKENDS)}")
         if self.frames <= 0 or self.warmup < 0 or self.update_trials <= 0 or not self.sizes:
             raise ValueError("frames and update_trials must be positive, warmup >= 0, and sizes non-empty")
 

@@ -24,11 +24,12 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from shadowtutor.models.backends import CPU_BACKENDS, ONNX_PROVIDERS, onnxruntime_providers
+from shadowtutor.models.backends import CPU_BACKENDS, ONNX_PROVIDERS, STUDENT_BACKENDS, onnxruntime_providers
 from shadowtutor.models.fast_student import FastStudent, channel_argmax, check_update
 from shadowtutor.models.student import StudentNet, normalise_frame
 
 BACKEND_KINDS = CPU_BACKENDS
+BUILDABLE_BACKENDS = tuple(kind for kind in STUDENT_BACKENDS if kind != "auto")
 
 
 class InferenceBackend(Protocol):
@@ -90,19 +91,35 @@ class TorchBackend:
     apply = load_weights
 
 
+class CudaBackend(ReferenceBackend):
+    """:class:`StudentNet` as written, on the GPU (updates load as in the reference backend)."""
+
+    kind = "cuda"
+
+    def __init__(self, student: StudentNet) -> None:
+        self.student = copy.deepcopy(student).cuda().eval()
+
+    def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            logits = self.student(normalise_frame(check_frame(frame_bgr), "cuda"))
+            return logits[0].argmax(0).to(torch.uint8).cpu().numpy()
+
+
 def onnx_available() -> bool:
     return onnxruntime_providers() is not None
 
 
 def build_inference_backend(kind: str, student: StudentNet, threads: int | None = None) -> InferenceBackend:
-    """A backend of ``kind`` (one of :data:`BACKEND_KINDS`, or an ONNX GPU kind) holding a copy of ``student``."""
+    """A backend of ``kind`` (a :data:`~shadowtutor.models.backends.STUDENT_BACKENDS` name but ``auto``)
+    holding a copy of ``student``."""
     if kind == "reference":
         return ReferenceBackend(student)
     if kind == "torch":
         return TorchBackend(student)
+    if kind == "cuda":
+        return CudaBackend(student)
     if kind in ONNX_PROVIDERS:
         from shadowtutor.models.onnx_student import OnnxBackend
 
         return OnnxBackend(student, threads=threads, kind=kind)
-    known = (*BACKEND_KINDS, *(k for k in ONNX_PROVIDERS if k not in BACKEND_KINDS))
-    raise ValueError(f"unknown inference backend {kind!r}: choose one of {', '.join(known)}")
+    raise ValueError(f"unknown inference backend {kind!r}: choose one of {', '.join(BUILDABLE_BACKENDS)}")
