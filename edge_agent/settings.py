@@ -8,6 +8,7 @@ gives the same :class:`SettingsError` wherever it came from.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -30,6 +31,12 @@ class SettingsError(ValueError):
 
 
 _REQUIRED = object()
+
+
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/shadowtutor``, else ``~/.local/state/shadowtutor`` (the images set /data/output/state)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "shadowtutor"
 
 
 def _setting(default: Any, help_text: str, secret: bool = False) -> Any:
@@ -74,7 +81,10 @@ class EdgeSettings:
     wait_timeout: float = _setting(
         10.0, "longest wait, s, for an update at MIN_STRIDE (and for a label map in naive mode)"
     )
-    startup_timeout: float = _setting(60.0, "longest wait, s, for the server's first WELCOME before failing")
+    startup_timeout: float = _setting(
+        10.0, "longest wait, s, at start for the server: then distill mode labels with its own student "
+        "(the last weights held, or the packaged one) and joins later; naive mode fails"
+    )
     ping_interval: float = _setting(20.0, "seconds between keepalive pings to the server")
     ping_timeout: float = _setting(
         20.0, "seconds a ping's pong may take before the connection counts as dead and is reconnected "
@@ -84,12 +94,26 @@ class EdgeSettings:
     reconnect_max: float = _setting(15.0, "cap of the reconnect delay, s")
     source_retries: int = _setting(10, "reopen attempts for a live source that dropped, before giving up")
     output_dir: Path | None = _setting(None, "directory for summary.json, labels/NNNNNN.png and overlay.mp4")
-    save_labels: bool = _setting(True, "write every frame's label map as labels/NNNNNN.png (needs output dir)")
     overlay: bool = _setting(False, "write overlay.mp4: label colours blended over the frames (needs output dir)")
     # 0.0.0.0 so that a Prometheus outside the container or device can scrape the exporter.
     metrics_host: str = _setting("0.0.0.0", "address of the Prometheus exporter (127.0.0.1 keeps it local)")
     metrics_port: int = _setting(9108, "port of the Prometheus exporter; 0 disables it")
     linger: float = _setting(0.0, "keep /metrics up this many seconds after the run (for a last scrape)")
+    # --- field operations (retention, offline state) ---
+    save_labels: bool = _setting(
+        False, "write every frame's label map as labels/NNNNNN.png (needs output dir; bounded by labels_max_*)"
+    )
+    labels_max_bytes: int = _setting(
+        1024**3, "most bytes of label maps kept (K/M/G suffixes; 0 = no bound): the oldest are removed first"
+    )
+    labels_max_age: float = _setting(
+        0.0, "oldest label map kept, seconds (s/m/h/d suffixes; 0 = no bound): older ones are removed"
+    )
+    state_dir: Path | None = _setting(
+        default_state_dir, "where the last weights held are kept, to label with them when the next start is offline "
+        "('' = off; default $XDG_STATE_HOME/shadowtutor or ~/.local/state/shadowtutor)"
+    )
+    state_save_interval: float = _setting(60.0, "least seconds between two saves of the held weights to state_dir")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "server", normalise_server_url(self.server))
@@ -122,6 +146,8 @@ class EdgeSettings:
             raise SettingsError(f"reconnect_max ({self.reconnect_max}) is below reconnect_min ({self.reconnect_min})")
         if self.source_retries < 0 or self.linger < 0:
             raise SettingsError("source_retries and linger must be >= 0")
+        if self.labels_max_bytes < 0 or self.labels_max_age < 0 or self.state_save_interval < 0:
+            raise SettingsError("labels_max_bytes, labels_max_age and state_save_interval must be >= 0")
         if not 0 <= self.metrics_port <= 65535:
             raise SettingsError(f"metrics_port must lie in 0..65535 (0 disables), got {self.metrics_port}")
         if self.overlay and self.output_dir is None:
@@ -178,7 +204,7 @@ class EdgeSettings:
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in ("output_dir", "token_file", "ca_file", "client_cert", "client_key"):
+        for name in ("output_dir", "token_file", "ca_file", "client_cert", "client_key", "state_dir"):
             out[name] = str(out[name]) if out[name] else None
         out["token"] = "***" if self.token else None  # never written out
         return out
@@ -249,6 +275,30 @@ def _parse_optional_str(raw: str) -> str | None:
     return raw.strip() or None
 
 
+_BYTE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_SECOND_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _parse_bytes(raw: str | int) -> int:
+    """``500M``, ``2G``, ``1048576`` (binary units; a trailing ``B`` or ``iB`` is allowed)."""
+    if isinstance(raw, int):
+        return raw
+    text = raw.strip().lower().removesuffix("b").removesuffix("i")
+    unit = text[-1:] if text[-1:] in _BYTE_UNITS and text[-1:] else ""
+    return int(float(text[: len(text) - len(unit)]) * _BYTE_UNITS[unit])
+
+
+def _parse_seconds(raw: str | float) -> float:
+    """``90``, ``90s``, ``30m``, ``12h``, ``7d``."""
+    if isinstance(raw, (int, float)):
+        return float(raw)
+    text = raw.strip().lower()
+    unit = text[-1:] if text[-1:].isalpha() else ""
+    if unit not in _SECOND_UNITS:
+        raise ValueError(f"expected seconds with an optional s/m/h/d suffix, got {raw!r}")
+    return float(text[: len(text) - len(unit)]) * _SECOND_UNITS[unit]
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "class_names": _parse_list,
     "frame_codecs": _parse_list,
@@ -274,5 +324,9 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "overlay": _parse_bool,
     "metrics_port": int,
     "linger": float,
+    "labels_max_bytes": _parse_bytes,
+    "labels_max_age": _parse_seconds,
+    "state_dir": _parse_optional_path,
+    "state_save_interval": float,
 }
 BOOLEAN_SETTINGS = ("save_labels", "overlay")
