@@ -241,8 +241,9 @@ class EdgeAgent:
         # Before the first session the paper's defaults; each session's WELCOME brings the server's.
         loop = ClientLoop(info.params if info else AlgorithmParams(), student, transport, wait_timeout=s.wait_timeout)
         state = self._state_file()
-        keeper = StateKeeper(state, s.server, s.state_save_interval, lambda: self.metrics.output_dropped("state")) \
-            if state is not None else None
+        keeper = None
+        if state is not None:
+            keeper = StateKeeper(state, s.server, s.state_save_interval, lambda: self.metrics.output_dropped("state"))
         seen = 0
         try:
             for frame in frames:

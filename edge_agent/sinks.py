@@ -108,7 +108,7 @@ class PngLabelSink:
     def _evict(self) -> None:
         oldest_kept = self.clock() - self.max_age
         removed = 0
-        for path, (size, written) in list(self._files.items()):
+        for path, (_size, written) in list(self._files.items()):
             over_size = self.max_bytes > 0 and self.total_bytes > self.max_bytes
             too_old = self.max_age > 0 and written < oldest_kept
             if not (over_size or too_old):

@@ -130,8 +130,8 @@ def start_process(
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(
-            guarded(os.getpid(), list(args)), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=full_env,
-            cwd=cwd, start_new_session=True,
+            guarded(os.getpid(), list(args)), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=full_env, cwd=cwd, start_new_session=True,
         )
     return ManagedProcess(name, popen, log_path)
 
