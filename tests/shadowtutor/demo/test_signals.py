@@ -4,6 +4,7 @@ kernel ends them (the orphan guard). Real processes; Linux only (/proc, PR_SET_P
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from shadowtutor.demo.orphan_guard import guarded
+from shadowtutor.demo.processes import exit_on_signals
 from tests.support.processes import ManagedProcess, shadowtutor_command, start_process
 
 pytestmark = [
@@ -85,3 +87,13 @@ def test_the_guard_ends_a_child_whose_parent_is_killed(tmp_path: Path) -> None:
     while running(child):
         assert time.monotonic() < deadline, "the guarded child outlived its killed parent"
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_leave_like_ctrl_c(signum: int) -> None:
+    before = signal.getsignal(signum)
+    with pytest.raises(SystemExit) as leaving, exit_on_signals("test"):
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # interrupted by the handler
+    assert leaving.value.code == 128 + signum
+    assert signal.getsignal(signum) is before  # restored after the block
