@@ -1,7 +1,9 @@
 """The edge agent: source -> client loop (Algorithm 4) over the WebSocket transport -> sinks and metrics.
 
-Distill mode runs the paper's client loop on every frame; naive mode (the baseline) sends
-every frame and waits for the server's label map. Both end cleanly at the end of a file,
+Distill mode runs the paper's client loop on every frame, from the first frame on: when the
+server does not answer at start it labels with its own student (the last weights it held, kept
+in ``state_dir``, or the packaged one) and joins when the server comes back. Naive mode (the
+baseline) sends every frame and waits for the server's label map. Both end cleanly at the end of a file,
 after ``max_frames``, or when :meth:`EdgeAgent.request_stop` is called (SIGINT/SIGTERM in
 the CLI): the current frame is finished, the socket closed with 1000, the sinks flushed,
 and a :class:`RunSummary` returned (and written to ``OUTPUT_DIR/summary.json``).
@@ -28,11 +30,13 @@ from edge_agent.runtime import StudentRuntime
 from edge_agent.settings import EdgeSettings
 from edge_agent.sinks import LABELS_DIR, OVERLAY_FILE, LabelSink, OverlayVideoSink, PngLabelSink, ThreadedSink
 from edge_agent.sources import SourceError, VideoSource
+from edge_agent.state import StateKeeper, initial_student, state_path
 from edge_agent.tegrastats import TegrastatsMonitor
 from edge_agent.tls import transport_security
 from edge_agent.transport import EdgeTransport, SessionInfo
 from edge_agent.versioning import VersionedStudent
 from shadowtutor.algorithms.client_loop import ClientLoop
+from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
 from shadowtutor.protocol.messages import Hello
 
@@ -53,6 +57,10 @@ class RunSummary:
     labelled_frames: int = 0  # frames with a label map (all of them in distill mode)
     key_frames: int = 0  # frames the loop chose as key frames (naive mode: every frame)
     frames_sent: int = 0  # frames that went out on the socket (fewer than key_frames while disconnected)
+    key_frames_dropped: int = 0  # key frames chosen while no session was open: labelled, not sent
+    label_writes_dropped: dict[str, int] = field(default_factory=dict)  # failed output writes, by output
+    initial_student: dict[str, Any] | None = None  # the edge's own weights it started with (distill mode)
+    state_saves: int = 0  # times the held weights were saved to state_dir
     updates_applied: int = 0  # weight updates installed, WELCOME weights excluded
     updates_rejected: int = 0  # incremental updates whose base the edge did not hold (each asked a resync)
     versions_applied: list[dict[str, Any]] = field(default_factory=list)  # in installation order
@@ -119,11 +127,12 @@ class EdgeAgent:
                 log.info("metrics on http://%s:%d/metrics", s.metrics_host, self.metrics_port)
                 self.tegrastats = TegrastatsMonitor.start_if_available(self.metrics.registry, s.edge_id)
             summary = RunSummary(s.edge_id, s.mode, s.source, s.server)
-            sinks = ThreadedSink(self._open_sinks(source.fps))
+            sinks = ThreadedSink(self._open_sinks(source.fps), observer=self.metrics)
             try:
                 self._run_session(itertools.chain([first], frames), (first.shape[1], first.shape[0]), sinks, summary)
             finally:
                 sinks.close()
+                summary.label_writes_dropped = dict(sinks.dropped)
         finally:
             source.close()
         summary.wall_seconds = time.monotonic() - started
@@ -137,7 +146,8 @@ class EdgeAgent:
         s = self.settings
         sinks: list[LabelSink] = []
         if s.output_dir is not None and s.save_labels:
-            sinks.append(PngLabelSink(s.output_dir / LABELS_DIR))
+            sinks.append(PngLabelSink(s.output_dir / LABELS_DIR, max_bytes=s.labels_max_bytes,
+                                      max_age=s.labels_max_age, observer=self.metrics))
         if s.overlay and s.output_dir is not None:
             background = background_index(s.class_names) if "background" in s.class_names else None
             sinks.append(OverlayVideoSink(s.output_dir / OVERLAY_FILE, fps, background))
@@ -150,18 +160,28 @@ class EdgeAgent:
         hello = Hello(s.edge_id, list(s.class_names), size[0], size[1], s.mode, "shadowtutor-student",
                       list(s.frame_codecs), list(s.weight_codecs), None, agent_name())
         student = None
+        own_weights = False
         if s.mode == "distill":
             student = VersionedStudent(
                 StudentRuntime(s.backend), s.class_names, lambda have, why: transport.request_resync(have, why)
             )
+            local = initial_student(self._state_file(), s.class_names)
+            if local is not None:
+                student.start_with(local.tensors)
+                summary.initial_student = local.describe()
+                own_weights = True
         transport = EdgeTransport(s.server, hello, student, self.metrics,
                                   Backoff(s.reconnect_min, s.reconnect_max), s.frame_quality, **transport_security(s),
                                   ping_interval=s.ping_interval, ping_timeout=s.ping_timeout)
         transport.start()
         try:
-            info = transport.wait_first_welcome(s.startup_timeout, self.stop_event)
-            summary.handshake_bytes_sent = transport.stats.bytes_sent
-            summary.handshake_bytes_received = transport.stats.bytes_received
+            if own_weights:
+                info = transport.wait_first_attempt(s.startup_timeout, self.stop_event)
+                if info is None:
+                    log.warning("no session with %s yet (%s): labelling with the %s student, joining when it answers",
+                                s.server, transport.last_error, summary.initial_student["origin"])
+            else:  # naive mode, or no student of its own: nothing to label with before the server answers
+                info = transport.wait_first_welcome(s.startup_timeout, self.stop_event)
             frames = self._timed(self._limited(frames, summary), summary)
             if student is None:
                 self._run_naive(frames, transport, sinks, summary)
@@ -169,6 +189,9 @@ class EdgeAgent:
                 self._run_distill(frames, transport, student, info, sinks, summary)
         finally:
             transport.close()
+            summary.handshake_bytes_sent = transport.stats.handshake_bytes_sent
+            summary.handshake_bytes_received = transport.stats.handshake_bytes_received
+            summary.key_frames_dropped = transport.stats.key_frames_dropped
             summary.frames_sent = transport.stats.frames_sent
             summary.bytes_sent = transport.stats.bytes_sent
             summary.bytes_received = transport.stats.bytes_received
@@ -177,6 +200,10 @@ class EdgeAgent:
             summary.resyncs_requested = transport.stats.resyncs_requested
             summary.server_errors = dict(transport.stats.errors)
             summary.update_roundtrip_seconds = list(transport.stats.update_roundtrips)
+
+    def _state_file(self) -> Path | None:
+        s = self.settings
+        return state_path(s.state_dir, s.edge_id) if s.state_dir is not None else None
 
     def _limited(self, frames: Iterable[np.ndarray], summary: RunSummary) -> Iterator[np.ndarray]:
         """The frames until the source ends, ``max_frames`` is reached or a stop is requested, at most ``max_fps``."""
@@ -207,38 +234,60 @@ class EdgeAgent:
         frames: Iterable[np.ndarray],
         transport: EdgeTransport,
         student: VersionedStudent,
-        info: SessionInfo,
+        info: SessionInfo | None,
         sinks: LabelSink,
         summary: RunSummary,
     ) -> None:
-        loop = ClientLoop(info.params, student, transport, wait_timeout=self.settings.wait_timeout)
-        student.sync()  # the first WELCOME's weights
-        seen = len(student.history)
-        for frame in frames:
-            if transport.fatal is not None:
-                raise transport.fatal
-            student.frame_index = loop.frame_index
-            student.sync()
-            result = loop.process(frame)
-            sinks.write(result.index, frame, result.labels)
-            summary.frames += 1
-            summary.labelled_frames += 1
-            summary.key_frames += int(result.is_key_frame)
-            summary.waited_seconds += result.waited_seconds
-            self.metrics.frame_done(result.is_key_frame, result.stride)
-            if result.applied_metric is not None:
-                summary.last_metric = result.applied_metric
-                self.metrics.student_metric.set(result.applied_metric)
-            for entry in student.history[seen:]:
-                if entry.origin != "welcome":
-                    self.metrics.updates_applied.inc()
-            seen = len(student.history)
+        """The client loop on every frame; ``info`` None: no session yet (labels with the edge's own student).
+
+        Offline, key frames fail at once (counted as dropped), so the loop never waits at MIN_STRIDE.
+        """
+        s = self.settings
+        # Before the first session the paper's defaults; each session's WELCOME brings the server's.
+        loop = ClientLoop(info.params if info else AlgorithmParams(), student, transport, wait_timeout=s.wait_timeout)
+        state = self._state_file()
+        keeper = None
+        if state is not None:
+            keeper = StateKeeper(state, s.server, s.state_save_interval, lambda: self.metrics.output_dropped("state"))
+        seen = 0
+        try:
+            for frame in frames:
+                if transport.fatal is not None:
+                    raise transport.fatal
+                student.frame_index = loop.frame_index
+                student.sync()  # full weights that arrived on their own: a WELCOME, a resync answer
+                session = transport.session
+                if session is not None and session.params != loop.params:
+                    loop.retune(session.params)
+                self._distill_frame(frame, loop, sinks, summary)
+                if len(student.history) > seen:
+                    self.metrics.updates_applied.inc(
+                        sum(1 for entry in student.history[seen:] if entry.origin != "welcome"))
+                    seen = len(student.history)
+                    if keeper is not None:
+                        keeper.held(student.held.state, s.class_names, student.session_id, student.version)
+        finally:
+            if keeper is not None:
+                keeper.flush()
+                summary.state_saves = keeper.saves
         if loop.pending is not None and transport.connected:
-            loop.pending.wait(self.settings.wait_timeout)  # let the last answer land so its bytes are counted
+            loop.pending.wait(s.wait_timeout)  # let the last answer land so its bytes are counted
         summary.final_stride = loop.stride
         summary.versions_applied = [entry.to_dict() for entry in student.history]
         summary.updates_applied = student.updates_applied
         summary.updates_rejected = student.rejected
+
+    def _distill_frame(self, frame: np.ndarray, loop: ClientLoop, sinks: LabelSink, summary: RunSummary) -> None:
+        result = loop.process(frame)
+        sinks.write(result.index, frame, result.labels)
+        summary.frames += 1
+        summary.labelled_frames += 1
+        summary.key_frames += int(result.is_key_frame)
+        summary.waited_seconds += result.waited_seconds
+        self.metrics.frame_done(result.is_key_frame, result.stride)
+        if result.applied_metric is not None:
+            summary.last_metric = result.applied_metric
+            self.metrics.student_metric.set(result.applied_metric)
 
     def _run_naive(
         self, frames: Iterable[np.ndarray], transport: EdgeTransport, sinks: LabelSink, summary: RunSummary

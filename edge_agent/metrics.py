@@ -9,6 +9,7 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
+OUTPUTS = ("labels", "overlay", "state")  # the values of shadowtutor_edge_output_dropped_total's output label
 ROUNDTRIP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -67,6 +68,20 @@ class EdgeMetrics:
         )
         self.resyncs = make(Counter, "shadowtutor_edge_resyncs_total", "Full-weight resyncs requested")
         self.reconnects = make(Counter, "shadowtutor_edge_reconnects_total", "Sessions opened after the first")
+        self.key_frames_dropped = make(
+            Counter, "shadowtutor_edge_key_frames_dropped_total",
+            "Key frames not sent because no session was open (offline: labelled, not queued)",
+        )
+        self._outputs_dropped = Counter(
+            "shadowtutor_edge_output_dropped_total",
+            "Writes an output dropped because it failed (disk full, I/O error); inference went on",
+            ["edge_id", "output"], registry=self.registry,
+        )
+        for output in OUTPUTS:  # present at 0 before the first failure
+            self._outputs_dropped.labels(edge_id=edge_id, output=output)
+        self.labels_removed_total = make(
+            Counter, "shadowtutor_edge_labels_removed_total", "Label-map files removed by retention (oldest first)"
+        )
 
     # -- per frame, from the agent ---------------------------------------------------------
 
@@ -82,6 +97,14 @@ class EdgeMetrics:
         self.updates_applied.inc()
         if metric is not None:
             self.student_metric.set(metric)
+
+    # -- OutputObserver (writer thread) ------------------------------------------------------
+
+    def output_dropped(self, output: str) -> None:
+        self._outputs_dropped.labels(edge_id=self.edge_id, output=output).inc()
+
+    def labels_removed(self, count: int) -> None:
+        self.labels_removed_total.inc(count)
 
     # -- TransportObserver -------------------------------------------------------------------
 
@@ -102,6 +125,9 @@ class EdgeMetrics:
 
     def on_resync(self) -> None:
         self.resyncs.inc()
+
+    def on_key_frame_dropped(self) -> None:
+        self.key_frames_dropped.inc()
 
     # -- exposition --------------------------------------------------------------------------
 

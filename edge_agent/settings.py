@@ -12,6 +12,7 @@ This module imports neither torch nor OpenCV, so that the CLI stays quick.
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -34,6 +35,36 @@ FrameSize = Annotated[tuple[int, int] | None, NoDecode]
 
 class SettingsError(ValueError):
     """A setting has a value the agent cannot use; the message names the setting."""
+
+
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/shadowtutor``, else ``~/.local/state/shadowtutor`` (the images set /data/output/state)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "shadowtutor"
+
+
+_BYTE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_SECOND_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_bytes(raw: str | int) -> int:
+    """``500M``, ``2G``, ``1048576`` (binary units; a trailing ``B`` or ``iB`` is allowed)."""
+    if isinstance(raw, int):
+        return raw
+    text = raw.strip().lower().removesuffix("b").removesuffix("i")
+    unit = text[-1:] if text[-1:] in _BYTE_UNITS and text[-1:] else ""
+    return int(float(text[: len(text) - len(unit)]) * _BYTE_UNITS[unit])
+
+
+def parse_seconds(raw: str | float) -> float:
+    """``90``, ``90s``, ``30m``, ``12h``, ``7d``."""
+    if isinstance(raw, (int, float)):
+        return float(raw)
+    text = raw.strip().lower()
+    unit = text[-1:] if text[-1:].isalpha() else ""
+    if unit not in _SECOND_UNITS:
+        raise ValueError(f"expected seconds with an optional s/m/h/d suffix, got {raw!r}")
+    return float(text[: len(text) - len(unit)]) * _SECOND_UNITS[unit]
 
 
 class EdgeSettings(BaseSettings):
@@ -96,7 +127,8 @@ class EdgeSettings(BaseSettings):
         10.0, gt=0, description="longest wait, s, for an update at MIN_STRIDE (and for a label map in naive mode)"
     )
     startup_timeout: float = Field(
-        60.0, gt=0, description="longest wait, s, for the server's first WELCOME before failing"
+        10.0, gt=0, description="longest wait, s, at start for the server: then distill mode labels with its own "
+        "student (the last weights held, or the packaged one) and joins later; naive mode fails"
     )
     ping_interval: float = Field(20.0, gt=0, description="seconds between keepalive pings to the server")
     ping_timeout: float = Field(
@@ -113,9 +145,6 @@ class EdgeSettings(BaseSettings):
     output_dir: Path | None = Field(
         None, description="directory for summary.json, labels/NNNNNN.png and overlay.mp4"
     )
-    save_labels: bool = Field(
-        True, description="write every frame's label map as labels/NNNNNN.png (needs output dir)"
-    )
     overlay: bool = Field(
         False, description="write overlay.mp4: label colours blended over the frames (needs output dir)"
     )
@@ -128,6 +157,27 @@ class EdgeSettings(BaseSettings):
         0.0, ge=0, description="keep /metrics up this many seconds after the run (for a last scrape)"
     )
 
+    # -- field operations: label retention, offline state -----------------------------------------
+    save_labels: bool = Field(
+        False, description="write every frame's label map as labels/NNNNNN.png (needs output dir; bounded by "
+        "labels_max_*)"
+    )
+    labels_max_bytes: int = Field(
+        1024**3, ge=0,
+        description="most bytes of label maps kept (K/M/G suffixes; 0 = no bound): the oldest are removed first",
+    )
+    labels_max_age: float = Field(
+        0.0, ge=0, description="oldest label map kept, seconds (s/m/h/d suffixes; 0 = no bound): older ones are removed"
+    )
+    state_dir: Path | None = Field(
+        default_factory=default_state_dir,
+        description="where the last weights held are kept, to label with them when the next start is offline "
+        "('' = off; default $XDG_STATE_HOME/shadowtutor or ~/.local/state/shadowtutor)",
+    )
+    state_save_interval: float = Field(
+        60.0, ge=0, description="least seconds between two saves of the held weights to state_dir"
+    )
+
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
@@ -137,13 +187,23 @@ class EdgeSettings(BaseSettings):
     # -- parsing (the same for flags and variables) ---------------------------------------------
     @field_validator(
         "token", "token_file", "ca_file", "client_cert", "client_key", "output_dir", "frame_quality", "max_frames",
-        "max_fps", mode="before",
+        "max_fps", "state_dir", mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         if isinstance(value, str):
             return value.strip() or None
         return value
+
+    @field_validator("labels_max_bytes", mode="before")
+    @classmethod
+    def _bytes(cls, value: Any) -> Any:
+        return parse_bytes(value) if isinstance(value, str) else value
+
+    @field_validator("labels_max_age", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any) -> Any:
+        return parse_seconds(value) if isinstance(value, str) else value
 
     @field_validator("class_names", "frame_codecs", "weight_codecs", mode="before")
     @classmethod

@@ -1,13 +1,17 @@
-"""Where each frame's label map goes: PNG files, a callback, an overlay video.
+"""Where each frame's label map goes: PNG files (with retention), a callback, an overlay video.
 
 Sinks run on a writer thread behind a bounded queue (:class:`ThreadedSink`), so disk
-stalls do not slow inference, and no label map is ever dropped (a full queue blocks).
+stalls do not slow inference (a full queue blocks, so a healthy disk gets every label map).
+A write that fails with an ``OSError`` (disk full, I/O error) is dropped and reported to the
+observer: inference goes on. Any other sink error ends the run.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -26,10 +30,21 @@ PALETTE_BGR = np.array(
 )
 
 
+log = logging.getLogger(__name__)
+
+
 class LabelSink(Protocol):
     def write(self, frame_index: int, frame: np.ndarray, labels: np.ndarray) -> None: ...
 
     def close(self) -> None: ...
+
+
+class OutputObserver(Protocol):
+    """Told (on the writer thread) what the outputs dropped and what retention removed."""
+
+    def output_dropped(self, output: str) -> None: ...
+
+    def labels_removed(self, count: int) -> None: ...
 
 
 def label_path(directory: Path, frame_index: int) -> Path:
@@ -37,24 +52,88 @@ def label_path(directory: Path, frame_index: int) -> Path:
 
 
 class PngLabelSink:
-    """``DIR/NNNNNN.png``: the label map as an 8-bit single-channel PNG (pixel value = class index)."""
+    """``DIR/NNNNNN.png``: the label map as an 8-bit single-channel PNG (pixel value = class index).
 
-    def __init__(self, directory: str | Path, compression: int = 1) -> None:
+    Retention: after each write, the oldest files (by write time; files already in ``DIR`` at
+    start count too) are removed while the PNGs total more than ``max_bytes`` or are older than
+    ``max_age`` seconds (``0`` = no bound). A write that fails removes its partial file.
+    """
+
+    name = "labels"
+
+    def __init__(
+        self,
+        directory: str | Path,
+        compression: int = 1,
+        max_bytes: int = 0,
+        max_age: float = 0.0,
+        observer: OutputObserver | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._params = [cv2.IMWRITE_PNG_COMPRESSION, compression]  # 1: fast, still lossless
+        self.max_bytes = max_bytes
+        self.max_age = max_age
+        self.observer = observer
+        self.clock = clock
+        self.total_bytes = 0
+        self._files: dict[Path, tuple[int, float]] = {}  # path -> (size, written at), oldest first
+        for path in sorted(self.directory.glob("*.png"), key=_mtime):  # a restarted agent keeps the bound
+            stat = path.stat()
+            self._files[path] = (stat.st_size, stat.st_mtime)
+            self.total_bytes += stat.st_size
 
     def write(self, frame_index: int, frame: np.ndarray, labels: np.ndarray) -> None:
         path = label_path(self.directory, frame_index)
-        if not cv2.imwrite(str(path), labels, self._params):
-            raise OSError(f"could not write label map {path}")
+        ok, encoded = cv2.imencode(".png", labels, self._params)
+        if not ok:
+            raise ValueError(f"OpenCV cannot encode label map {frame_index} as PNG")
+        self._forget(path)  # a restarted run writes the same names again
+        try:
+            with open(path, "wb") as out:
+                out.write(encoded.tobytes())
+        except OSError:
+            path.unlink(missing_ok=True)  # no partial file left behind
+            raise
+        self._files[path] = (encoded.nbytes, self.clock())
+        self.total_bytes += encoded.nbytes
+        self._evict()
+
+    def _forget(self, path: Path) -> None:
+        entry = self._files.pop(path, None)
+        if entry is not None:
+            self.total_bytes -= entry[0]
+
+    def _evict(self) -> None:
+        oldest_kept = self.clock() - self.max_age
+        removed = 0
+        for path, (_size, written) in list(self._files.items()):
+            over_size = self.max_bytes > 0 and self.total_bytes > self.max_bytes
+            too_old = self.max_age > 0 and written < oldest_kept
+            if not (over_size or too_old):
+                break
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.warning("retention cannot remove %s: %s", path, exc)
+            self._forget(path)
+            removed += 1
+        if removed and self.observer is not None:
+            self.observer.labels_removed(removed)
 
     def close(self) -> None:
         pass
 
 
+def _mtime(path: Path) -> float:
+    return path.stat().st_mtime
+
+
 class CallbackSink:
     """Calls ``callback(frame_index, frame, labels)`` for each frame (for library users)."""
+
+    name = "callback"
 
     def __init__(self, callback: Callable[[int, np.ndarray, np.ndarray], None]) -> None:
         self.callback = callback
@@ -79,7 +158,12 @@ def overlay(frame: np.ndarray, labels: np.ndarray, background: int | None, alpha
 
 
 class OverlayVideoSink:
-    """An MP4 (``mp4v``) of the frames with their label maps blended over them; opened at the first frame."""
+    """An MP4 (``mp4v``) of the frames with their label maps blended over them; opened at the first frame.
+
+    OpenCV's writer reports no error on a full disk: only a failure to open it is seen (``OSError``).
+    """
+
+    name = "overlay"
 
     def __init__(self, path: str | Path, fps: float, background: int | None) -> None:
         self.path = Path(path)
@@ -106,11 +190,20 @@ _STOP = object()
 
 
 class ThreadedSink:
-    """Feeds several sinks from a writer thread; ``close`` flushes everything and re-raises a write error."""
+    """Feeds several sinks from a writer thread; ``close`` flushes everything.
 
-    def __init__(self, sinks: Sequence[LabelSink], max_queue: int = 64) -> None:
+    A sink's ``OSError`` drops that one write (``dropped`` and the observer's ``output_dropped``
+    count it, by the sink's ``name``); any other error is re-raised on the next ``write`` or at
+    ``close``, and the remaining items are drained unwritten.
+    """
+
+    def __init__(
+        self, sinks: Sequence[LabelSink], max_queue: int = 64, observer: OutputObserver | None = None
+    ) -> None:
         self.sinks = list(sinks)
-        self.written = 0
+        self.observer = observer
+        self.written = 0  # frames every sink took
+        self.dropped: dict[str, int] = {}  # writes dropped on an OSError, by sink name
         self._queue: queue.Queue = queue.Queue(maxsize=max_queue)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="edge-sinks", daemon=True)
@@ -126,11 +219,25 @@ class ThreadedSink:
             if self._error is not None:
                 continue  # drain so that writers never block after a failure
             try:
-                for sink in self.sinks:
-                    sink.write(*item)
-                self.written += 1
+                if all([self._write(sink, item) for sink in self.sinks]):
+                    self.written += 1
             except Exception as exc:  # reported to the inference thread on its next write or at close
                 self._error = exc
+
+    def _write(self, sink: LabelSink, item: tuple[int, np.ndarray, np.ndarray]) -> bool:
+        """Write to one sink; False when an ``OSError`` dropped the write."""
+        try:
+            sink.write(*item)
+            return True
+        except OSError as exc:
+            name = getattr(sink, "name", type(sink).__name__)
+            self.dropped[name] = self.dropped.get(name, 0) + 1
+            if self.dropped[name] == 1 or self.dropped[name] % 1000 == 0:  # a full disk fails every frame
+                log.warning("dropped label map %d in output %s (%d dropped so far): %s",
+                            item[0], name, self.dropped[name], exc)
+            if self.observer is not None:
+                self.observer.output_dropped(name)
+            return False
 
     def close(self) -> None:
         if self._thread.is_alive():

@@ -4,7 +4,8 @@ An asyncio loop in a background thread owns the connection: it connects, says HE
 installs the WELCOME's weights, sends what the inference thread queued and resolves the
 replies, and reconnects with jittered exponential backoff when the link drops. The
 inference thread only ever encodes a frame and hands it over (:meth:`EdgeTransport.submit`
-returns at once); while disconnected, submissions fail at once (their result is ``None``).
+returns at once); while disconnected, submissions fail at once (their result is ``None``)
+and are counted as dropped: nothing is queued while offline.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ class TransportObserver(Protocol):
 
     def on_resync(self) -> None: ...
 
+    def on_key_frame_dropped(self) -> None: ...
+
 
 @dataclass
 class TransportStats:
@@ -117,6 +120,9 @@ class TransportStats:
     messages_sent: int = 0
     messages_received: int = 0
     frames_sent: int = 0  # KEY_FRAME messages sent
+    key_frames_dropped: int = 0  # frames submitted while no session was open (not sent, not queued)
+    handshake_bytes_sent: int = 0  # HELLO of the first session
+    handshake_bytes_received: int = 0  # WELCOME of the first session
     sessions: list[str] = field(default_factory=list)  # session ids, in the order of their WELCOME
     resyncs_requested: int = 0
     errors: dict[str, int] = field(default_factory=dict)  # ERROR messages received, by code
@@ -222,6 +228,8 @@ class EdgeTransport:
         self.last_error = "no connection attempt yet"
         self._seq = itertools.count(1)
         self._welcomed = threading.Event()
+        self._attempted = threading.Event()  # the first connection attempt got a WELCOME or failed
+        self._drop_lock = threading.Lock()
         self._started = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -263,6 +271,20 @@ class EdgeTransport:
             raise TransportError(f"the server at {self.url} went away right after the handshake: {self.last_error}")
         return info
 
+    def wait_first_attempt(self, timeout: float, stop: threading.Event | None = None) -> SessionInfo | None:
+        """Block until the first connection attempt got a WELCOME or failed (at most ``timeout`` s, or a ``stop``).
+
+        Returns the session, or None when there is none (the transport keeps reconnecting in the
+        background); a refusal or certificate error raises.
+        """
+        deadline = time.monotonic() + timeout
+        while not self._attempted.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            if (stop is not None and stop.is_set()) or time.monotonic() >= deadline:
+                break
+        if self.fatal is not None:
+            raise self.fatal
+        return self.session
+
     def submit(self, frame_index: int, frame: np.ndarray) -> Pending[UpdateOutcome[WeightUpdate]]:
         """Send a key frame (distill mode); the pending resolves with the server's update, or None."""
         base = self.weights.version if self.weights is not None else 0
@@ -289,6 +311,7 @@ class EdgeTransport:
     def _send_frame(self, kind: str, frame_index: int, frame: np.ndarray, base_version: int) -> Pending:
         info = self.session
         if info is None:
+            self._drop_key_frame()
             return Pending.failed()
         payload = encode_frame(frame, info.frame_codec, self.frame_quality)
         seq = next(self._seq)
@@ -309,6 +332,7 @@ class EdgeTransport:
         """On the network thread: queue for the current session, or fail at once when there is none."""
         if self._active is None:
             if item.pending is not None:
+                self._drop_key_frame()
                 item.pending.resolve(None)
             return
         if item.kind == "resync":
@@ -316,6 +340,13 @@ class EdgeTransport:
             if self.observer:
                 self.observer.on_resync()
         self._active.queue.put_nowait(item)
+
+    def _drop_key_frame(self) -> None:
+        """Count a frame that found no session (called on either thread)."""
+        with self._drop_lock:
+            self.stats.key_frames_dropped += 1
+        if self.observer:
+            self.observer.on_key_frame_dropped()
 
     # -- network thread --------------------------------------------------------------------
 
@@ -333,11 +364,13 @@ class EdgeTransport:
                 self.fatal = CertificateError(self.url, exc.verify_message or str(exc))
                 log.error("%s", self.fatal)
                 self._welcomed.set()  # wake wait_first_welcome
+                self._attempted.set()
                 break
             except ServerRefusedError as exc:
                 log.error("%s", exc)
                 self.fatal = exc
                 self._welcomed.set()  # wake wait_first_welcome
+                self._attempted.set()
                 break
             except (OSError, asyncio.TimeoutError, WebSocketException, ProtocolError, _SessionLost) as exc:
                 self.last_error = _describe(exc)
@@ -345,6 +378,7 @@ class EdgeTransport:
             except Exception as exc:  # a defect here must not end the thread: inference relies on reconnects
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("unexpected error in the connection to %s; reconnecting", self.url)
+            self._attempted.set()
             if self._closing.is_set():
                 break
             delay = self.backoff.next_delay()
@@ -362,16 +396,21 @@ class EdgeTransport:
     async def _connect_once(self) -> None:
         tls = {"ssl": self.ssl_context} if self.ssl_context is not None else {}
         hello = dataclasses.replace(self.hello, token=self.token()) if self.token is not None else self.hello
+        sent_before, received_before = self.stats.bytes_sent, self.stats.bytes_received
         async with connect(
             self.url, max_size=MAX_MESSAGE_BYTES, compression=None, open_timeout=self.handshake_timeout,
             close_timeout=3, ping_interval=self.ping_interval, ping_timeout=self.ping_timeout, **tls,
         ) as ws:
             await self._send(ws, encode(hello))
             info = await self._handshake(ws)
+            if len(self.stats.sessions) == 1:
+                self.stats.handshake_bytes_sent = self.stats.bytes_sent - sent_before
+                self.stats.handshake_bytes_received = self.stats.bytes_received - received_before
             session = _Session(ws, info)
             self._active = session
             self.session = info
             self._welcomed.set()
+            self._attempted.set()
             if self.observer:
                 self.observer.on_connected(True)
                 if self.stats.reconnects:

@@ -85,6 +85,15 @@ class VersionedStudent:
         self._staged: WeightUpdate | None = None
         self._lock = threading.Lock()
 
+    def start_with(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Full weights of the edge's own (packaged or saved) to label with until a server's arrive.
+
+        They belong to no session (version -1): no server is told of them, and the first
+        WELCOME replaces them.
+        """
+        self.runtime.load(tensors, self.class_names)
+        self.held.replace(tensors)
+
     def stage(self, update: WeightUpdate) -> None:
         """Queue full weights for the next :meth:`sync` (any thread); a newer staging replaces an older one."""
         if not update.full:

@@ -2,6 +2,10 @@
 
 Every :class:`~services.server.settings.ServerSettings` field is a flag (``--max-sessions``
 for ``max_sessions``); a flag given wins over its ``SHADOWTUTOR_*`` environment variable.
+
+The teacher and the student load before the server listens: one that cannot load (an unknown
+teacher, missing weights, a missing or damaged checkpoint) ends the command with status 2 and
+one line on stderr, so a supervisor sees the failure instead of a live process that is never ready.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from shadowtutor.cli.settings_flags import add_settings_flags, build_settings, g
 
 DEST_PREFIX = "serve_"
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+class ServerStartError(RuntimeError):
+    """The server's models cannot load; the message is one line (the CLI prints it and exits 2)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,6 +56,17 @@ def tls_options(settings: ServerSettings) -> dict[str, Any]:
     return options
 
 
+def load_or_fail(settings: ServerSettings) -> Any:
+    """The server's models (:func:`~services.server.loading.load_models`), or :class:`ServerStartError`."""
+    from services.server.loading import load_models
+
+    try:
+        return load_models(settings)
+    except Exception as exc:  # whatever a teacher backend raises: one line, no traceback
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise ServerStartError(f"cannot start: {detail[:500]}") from None
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -62,8 +81,9 @@ def run_serve(args: argparse.Namespace) -> int:
     elif settings.host not in LOOPBACK_HOSTS:
         log.warning("no TLS: tokens, frames and weights cross the network in clear; pass --tls-cert and "
                     "--tls-key, or terminate TLS at a reverse proxy (docs/security.md)")
+    app = create_app(settings, models=load_or_fail(settings))
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,

@@ -16,6 +16,13 @@ PEER_STUDENT = Path(
 )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _edge_state_in_a_temporary_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Edge agents started by tests (in-process and child processes) keep their state in a temporary
+    directory, never in the user's ~/.local/state (edge_agent/settings.py: state_dir's default)."""
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+
+
 @pytest.fixture
 def peer_student_path() -> Path:
     if not PEER_STUDENT.is_file():

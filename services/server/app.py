@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from services.server import routes_rest, ws_edge
+from services.server.loading import LoadedModels
 from services.server.metrics import ServerMetrics
 from services.server.runtime import ServerRuntime
 from services.server.settings import ServerSettings
@@ -22,15 +23,18 @@ def _package_version() -> str:
         return "unknown"
 
 
-def create_app(settings: ServerSettings | None = None, *, teacher: Any | None = None) -> FastAPI:
-    """Build the server app; models load in the background once the app starts (see ``/readyz``).
+def create_app(
+    settings: ServerSettings | None = None, *, teacher: Any | None = None, models: LoadedModels | None = None
+) -> FastAPI:
+    """Build the server app; without ``models`` they load in the background once the app starts (``/readyz``).
 
     ``settings`` defaults to ``ServerSettings()`` (the environment). ``teacher``, when given,
     is used instead of building ``settings.teacher``: any object with ``name``,
     ``class_names`` and ``label(frame_bgr, frame_index)`` (and optionally ``label_batch``).
+    ``models``, from :func:`~services.server.loading.load_models`, makes the app ready at start.
     """
     settings = settings or ServerSettings()
-    runtime = ServerRuntime(settings, ServerMetrics(), teacher=teacher)
+    runtime = ServerRuntime(settings, ServerMetrics(), teacher=teacher, models=models)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

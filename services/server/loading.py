@@ -1,10 +1,16 @@
-"""Building the teacher and the base student from the settings (both run in a worker thread)."""
+"""Building the teacher, the device and the base student from the settings (:func:`load_models`).
+
+``shadowtutor serve`` calls it before it listens, so that a server whose models cannot load
+exits at once with the reason; an app made by ``create_app`` alone calls it in the background
+(``/readyz`` tells the progress or the failure).
+"""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +18,7 @@ from typing import Any
 import torch
 
 from services.server.settings import ServerSettings
+from shadowtutor.classes import background_index
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.student import StudentNet
 
@@ -32,6 +39,39 @@ class BaseStudent:
         model = StudentNet(len(self.class_names))
         model.load_state_dict(self.state_dict)
         return model
+
+
+@dataclass(frozen=True)
+class LoadedModels:
+    """What a server needs before it can take an edge."""
+
+    teacher: Any
+    base_student: BaseStudent
+    device: torch.device
+
+
+def load_models(
+    settings: ServerSettings, teacher: Any | None = None, progress: Callable[[str], None] = lambda step: None
+) -> LoadedModels:
+    """The teacher (``teacher`` if given, else built from the settings), the device and the base student.
+
+    Blocking; ``progress`` is told each step. Any failure raises (a ``TeacherError``,
+    ``CheckpointError``, ``ValueError`` for classes that do not match, ...).
+    """
+    if teacher is None:
+        progress(f"loading the {settings.teacher!r} teacher")
+        teacher = load_teacher(settings)
+    class_names = tuple(teacher.class_names)
+    background_index(class_names)  # distillation weights pixels near non-background objects
+    progress("loading the student")
+    device = torch.device(_resolve_device(settings.device))
+    return LoadedModels(teacher, load_base_student(settings.student, class_names), device)
+
+
+def _resolve_device(device: str) -> str:
+    from shadowtutor.teachers.device import resolve_torch_device
+
+    return resolve_torch_device(device)
 
 
 def teacher_options(settings: ServerSettings) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """What one running server holds: settings, metrics, sessions, the models and the worker pools.
 
-Loading runs in the background after start-up so that ``/healthz`` answers at once and
-``/readyz`` says what is still loading (or why loading failed).
+Models given to the runtime (``shadowtutor serve`` loads them before it listens) are used at
+once; without them loading runs in the background after start-up, so that ``/healthz``
+answers at once and ``/readyz`` says what is still loading (or why loading failed).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 
 from services.server.auth import Authenticator
 from services.server.limits import KeyFrameLimits
-from services.server.loading import BaseStudent, load_base_student, load_teacher
+from services.server.loading import BaseStudent, LoadedModels, load_models
 from services.server.metrics import ServerMetrics
 from services.server.session import SessionRegistry
 from services.server.settings import ServerSettings
@@ -28,7 +29,10 @@ log = logging.getLogger(__name__)
 
 
 class ServerRuntime:
-    def __init__(self, settings: ServerSettings, metrics: ServerMetrics, teacher: Any | None = None) -> None:
+    def __init__(
+        self, settings: ServerSettings, metrics: ServerMetrics, teacher: Any | None = None,
+        models: LoadedModels | None = None,
+    ) -> None:
         self.settings = settings
         self.metrics = metrics
         self.params = settings.algorithm_params()
@@ -42,6 +46,7 @@ class ServerRuntime:
         self.device = torch.device("cpu")
         self.not_ready_reason = "the server is starting"
         self.distill_pool = ThreadPoolExecutor(settings.distill_workers, thread_name_prefix="shadowtutor-distill")
+        self._models = models
         self._loader: asyncio.Task[None] | None = None
         self._token_watch: asyncio.Task[None] | None = None
 
@@ -57,7 +62,10 @@ class ServerRuntime:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._loader = loop.create_task(self._load(), name="load-models")
+        if self._models is not None:
+            self._install(self._models)
+        else:
+            self._loader = loop.create_task(self._load(), name="load-models")
         if not self.auth.enabled:
             log.warning(
                 "AUTHENTICATION IS OFF: any client can connect as any edge and read /v1/sessions; "
@@ -80,21 +88,20 @@ class ServerRuntime:
         self.distill_pool.shutdown(wait=False, cancel_futures=True)
 
     async def _load(self) -> None:
-        settings = self.settings
+        def progress(step: str) -> None:
+            self.not_ready_reason = step
+
         try:
-            if self.teacher is None:
-                self.not_ready_reason = f"loading the {settings.teacher!r} teacher"
-                self.teacher = await asyncio.to_thread(load_teacher, settings)
-            class_names = tuple(self.teacher.class_names)
-            background_index(class_names)  # distillation weights pixels near non-background objects
-            self.not_ready_reason = "loading the student"
-            self.device = torch.device(await asyncio.to_thread(_resolve_device, settings.device))
-            self.base_student = await asyncio.to_thread(load_base_student, settings.student, class_names)
+            models = await asyncio.to_thread(load_models, self.settings, self.teacher, progress)
         except Exception as exc:  # any loading failure: report it on /readyz and in the log
             self.not_ready_reason = f"loading failed: {exc}"
             log.error("the server cannot become ready: %s", exc, exc_info=True)
             return
-        queue = TeacherQueue(self.teacher, self.metrics, settings.teacher_batch_size)
+        self._install(models)
+
+    def _install(self, models: LoadedModels) -> None:
+        self.teacher, self.base_student, self.device = models.teacher, models.base_student, models.device
+        queue = TeacherQueue(self.teacher, self.metrics, self.settings.teacher_batch_size)
         queue.start()
         self.teacher_queue = queue
         self.not_ready_reason = ""
@@ -103,7 +110,7 @@ class ServerRuntime:
             "ready: teacher %r, student from %s, classes %s, distillation on %s",
             getattr(self.teacher, "name", type(self.teacher).__name__),
             self.base_student.source,
-            list(class_names),
+            list(self.base_student.class_names),
             self.device,
         )
 
@@ -133,8 +140,3 @@ class ServerRuntime:
             "device": str(self.device),
         }
 
-
-def _resolve_device(device: str) -> str:
-    from shadowtutor.teachers.device import resolve_torch_device
-
-    return resolve_torch_device(device)

@@ -124,6 +124,11 @@ class ClientLoop(Generic[Payload]):
             return outcome.initial_metric
         return outcome.metric
 
+    def retune(self, params: AlgorithmParams) -> None:
+        """Go on under new parameters (a new session's); the stride is kept within their bounds."""
+        self.params = params
+        self.stride = min(max(self.stride, params.min_stride), params.max_stride)
+
     def result_is_pending(self) -> bool:
         return not self.updated
 

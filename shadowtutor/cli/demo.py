@@ -24,11 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from shadowtutor.demo.processes import exit_on_signals
     from shadowtutor.demo.run import DemoConfig, run_demo
 
     config = DemoConfig(out=args.out, preset=args.preset, frames=args.frames, seed=args.seed, size=args.size,
                         fps=args.fps, cache_dir=args.cache_dir, command=invoked_command(args))
-    _, _, markdown = run_demo(config)
+    with exit_on_signals("shadowtutor demo"):  # SIGTERM, SIGHUP: the children are stopped as on Ctrl-C
+        _, _, markdown = run_demo(config)
     print()
     print(markdown)
     print(f"report: {args.out / 'report.md'}; overlay video: {args.out / 'shadowtutor' / 'overlay.mp4'}")

@@ -12,10 +12,15 @@ Typical use::
 Output (stdout and stderr together) goes to ``<log_dir>/<name>.log`` rather than a pipe, so
 a chatty process never blocks on a full pipe and the log survives for the failure message.
 ``wait_http_ok`` and ``follow_agent`` raise :class:`ProcessFailed`.
+
+No child outlives its parent: each runs under :mod:`shadowtutor.demo.orphan_guard` (the kernel
+sends it SIGTERM when the parent dies, SIGKILL included), and :func:`exit_on_signals` turns
+SIGTERM and SIGHUP into the same orderly exit as Ctrl-C, which stops the children.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -24,11 +29,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 
 from tqdm import tqdm
+
+from shadowtutor.demo.orphan_guard import guarded
 
 LOOPBACK = "127.0.0.1"
 
@@ -115,17 +122,38 @@ def start_process(
     """Start ``args`` with this environment plus ``env``, its output into ``log_dir/name.log``.
 
     The child gets its own session, so a Ctrl-C in the terminal running the tests does not
-    reach it; :meth:`ManagedProcess.stop` (or leaving the ``with`` block) ends it.
+    reach it; :meth:`ManagedProcess.stop` (or leaving the ``with`` block) ends it, and so does
+    the end of the thread that called this (on Linux: the parent's death, see orphan_guard).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(
-            list(args), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=full_env,
-            cwd=cwd, start_new_session=True,
+            guarded(os.getpid(), list(args)), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=full_env, cwd=cwd, start_new_session=True,
         )
     return ManagedProcess(name, popen, log_path)
+
+
+@contextlib.contextmanager
+def exit_on_signals(name: str, signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP end the program like Ctrl-C: ``SystemExit(128 + signum)`` is
+    raised in the main thread, so ``finally`` blocks and ``with`` blocks stop the children. A second
+    signal kills at once (the default action); the children then end through the orphan guard."""
+
+    def leave(signum: int, _frame: FrameType | None) -> None:
+        for other in signums:
+            signal.signal(other, signal.SIG_DFL)
+        print(f"{name}: {signal.Signals(signum).name}: stopping the child processes", file=sys.stderr)
+        raise SystemExit(128 + signum)
+
+    previous = {signum: signal.signal(signum, leave) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def wait_http_ok(url: str, *, timeout: float = 60.0, process: ManagedProcess | None = None) -> bytes:

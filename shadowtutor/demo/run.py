@@ -41,6 +41,7 @@ def _run_agent(config: DemoConfig, scene: Path, server_url: str, mode: str, logs
     args = shadowtutor_command(
         "edge", "--server", server_url, "--source", str(scene / "video.mp4"), "--mode", mode,
         "--edge-id", f"demo-{mode}", "--output-dir", str(run_dir), "--save-labels",
+        "--state-dir", str(config.out / "edge-state"),
         "--overlay" if mode == "distill" else "--no-overlay", "--metrics-port", "0",
     )
     agent = start_process(args, name=f"edge-{mode}", log_dir=logs, env=half_cores_env())

@@ -9,6 +9,7 @@ Two formats load:
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,10 @@ def load_student(path: str | Path, class_names: tuple[str, ...] | None = None) -
         raise CheckpointError(f"student checkpoint not found: {path}")
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:  # torch's message is a page on weights_only; its gist is this
+        raise CheckpointError(
+            f"cannot read student checkpoint {path}: not a PyTorch checkpoint, or damaged (unpickling failed)"
+        ) from exc
     except Exception as exc:  # torch raises several types for corrupt files
         raise CheckpointError(f"cannot read student checkpoint {path}: {exc}") from exc
     if not isinstance(blob, Mapping):

@@ -259,6 +259,8 @@ class NetworkBench:
             "--source", str(server.scene.directory / VIDEO_NAME), "--mode", variant.mode,
             "--edge-id", f"{server.name}-{variant.name}", "--output-dir", str(run_dir), "--save-labels",
             "--no-overlay", "--metrics-port", "0", "--max-frames", str(frames), *variant.edge_args,
+            # every run starts from the server's WELCOME, as in the paper: no state, time for a slow link
+            "--state-dir", "", "--startup-timeout", "120",
         ]
         if c.size is not None:
             args += ["--resize", f"{c.size[0]}x{c.size[1]}"]

@@ -59,7 +59,7 @@ def test_server_reserves_a_gpu_and_reports_health(compose: dict) -> None:
     server = compose["services"]["server"]
     (device,) = server["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
-    assert "/healthz" in " ".join(server["healthcheck"]["test"])
+    assert "/readyz" in " ".join(server["healthcheck"]["test"])  # readiness: the models are loaded
     assert any(str(p).endswith(":8000") for p in server["ports"])
     assert server["build"]["dockerfile"] == "Dockerfile.server"
 
@@ -71,6 +71,16 @@ def test_edge_service_is_opt_in_and_reaches_the_server(compose: dict) -> None:
     assert edge["profiles"] == ["edge"] and edge["build"]["dockerfile"] == "Dockerfile.edge"
     assert edge["environment"]["SHADOWTUTOR_SERVER"] == "ws://server:8000/v1/edge"
     assert edge["depends_on"]["server"]["condition"] == "service_healthy"
+
+
+def test_edge_outputs_and_state_are_on_a_volume_and_label_maps_bounded(compose: dict) -> None:
+    edge = compose["services"]["edge"]
+    env = edge["environment"]
+    output = env["SHADOWTUTOR_OUTPUT_DIR"]
+    volumes = {spec.split(":")[1]: spec.split(":")[0] for spec in edge["volumes"]}
+    assert volumes[output] in compose["volumes"]  # a named volume, kept across container restarts
+    assert env["SHADOWTUTOR_STATE_DIR"].startswith(output + "/")
+    assert env["SHADOWTUTOR_SAVE_LABELS"].endswith(":-false}") and env["SHADOWTUTOR_LABELS_MAX_BYTES"] != "0"
 
 
 def test_everything_built_or_mounted_from_the_repository_exists(compose: dict) -> None:

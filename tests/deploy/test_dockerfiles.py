@@ -112,3 +112,15 @@ def test_copied_files_are_in_the_build_context(name: str) -> None:
                 for path in [match, *files]:
                     relative = path.relative_to(REPO_ROOT).as_posix()
                     assert not is_ignored(relative, patterns), f"{name}: COPY {relative} is in .dockerignore"
+
+
+def test_the_server_image_checks_readiness_not_liveness() -> None:
+    """A server whose models did not load must turn unhealthy: /readyz, not /healthz."""
+    (check,) = [args for kind, args in instructions(REPO_ROOT / "Dockerfile.server") if kind == "HEALTHCHECK"]
+    assert "/readyz" in check and "/healthz" not in check
+
+
+@pytest.mark.parametrize("name", ["Dockerfile.edge", "Dockerfile.jetson"])
+def test_edge_images_keep_their_state_under_the_output_volume(name: str) -> None:
+    env = " ".join(args for kind, args in instructions(REPO_ROOT / name) if kind == "ENV")
+    assert "SHADOWTUTOR_OUTPUT_DIR=/data/output" in env and "SHADOWTUTOR_STATE_DIR=/data/output/state" in env

@@ -19,6 +19,7 @@ from edge_agent.transport import ServerRefusedError
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.protocol.errors import ErrorCode
 from tests.edge_agent.test_sources import write_video
+from tests.support.prometheus import sample_value
 from tests.support.stand_in_server import StandInServer, naive_labels
 
 
@@ -30,7 +31,7 @@ def video(tmp_path: Path) -> Path:
 def settings(server: StandInServer, video: Path, out: Path, **overrides: object) -> EdgeSettings:
     values = dict(server=server.url, source=str(video), output_dir=out, metrics_port=0, backend="reference",
                   frame_codecs=("raw",), weight_codecs=("f32",), reconnect_min=0.05, reconnect_max=0.2,
-                  startup_timeout=10.0)
+                  startup_timeout=10.0, save_labels=True, state_dir=out / "state")
     values.update(overrides)
     return EdgeSettings(**values)
 
@@ -61,6 +62,19 @@ def test_distill_run_labels_every_frame_and_counts_every_byte(
     assert values["shadowtutor_edge_student_metric"] == pytest.approx(stand_in.metric)
     assert values["shadowtutor_edge_connected"] == 0  # closed at the end
     assert json.loads((out / "summary.json").read_text()) == json.loads(json.dumps(summary.to_dict()))
+
+
+def test_a_full_disk_neither_stops_nor_slows_labelling(
+    stand_in: StandInServer, video: Path, tmp_path: Path, full_disk: Path
+) -> None:
+    out = full_disk.parent  # out/labels is on the full file system; summary.json beside it is not
+    agent = EdgeAgent(settings(stand_in, video, out))
+    summary = agent.run()
+    assert summary.frames == summary.labelled_frames == 40 and summary.updates_applied >= 9
+    assert summary.label_writes_dropped == {"labels": 40}
+    text = agent.metrics.exposition().decode()
+    assert sample_value(text, "shadowtutor_edge_output_dropped_total", edge_id=summary.edge_id, output="labels") == 40
+    assert sample_value(text, "shadowtutor_edge_frames_total", edge_id=summary.edge_id) == 40
 
 
 def test_naive_run_keeps_the_servers_label_maps(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ def test_sigint_finishes_the_frame_closes_with_1000_and_writes_the_summary(
     out = tmp_path / "out"
     process = start_process(
         shadowtutor_command("edge", "--server", stand_in.url, "--source", str(video), "--output-dir", str(out),
-                            "--metrics-port", "0", "--max-fps", "20", "--backend", "torch"),
+                            "--save-labels", "--metrics-port", "0", "--max-fps", "20", "--backend", "torch"),
         name="edge", log_dir=tmp_path,
     )
     try:

@@ -21,6 +21,9 @@ EXPECTED_NAMES = {
     "shadowtutor_edge_updates_applied_total",
     "shadowtutor_edge_resyncs_total",
     "shadowtutor_edge_reconnects_total",
+    "shadowtutor_edge_key_frames_dropped_total",
+    "shadowtutor_edge_output_dropped_total",
+    "shadowtutor_edge_labels_removed_total",
 }
 
 
@@ -32,6 +35,9 @@ def exercised() -> EdgeMetrics:
     metrics.on_roundtrip(0.3)
     metrics.on_reconnect()
     metrics.on_resync()
+    metrics.on_key_frame_dropped()
+    metrics.output_dropped("labels")
+    metrics.labels_removed(3)
     for i in range(5):
         metrics.frame_done(i == 0, stride=8)
     metrics.updates_applied.inc()

@@ -40,6 +40,20 @@ def test_defaults() -> None:
     assert settings.frame_codecs == ("jpeg", "raw") and settings.frame_quality is None
     assert settings.weight_codecs == ("q8delta+zstd", "f16+zstd", "f32+zstd", "f32")
     assert settings.output_dir is None and settings.max_frames is None and settings.resize is None
+    assert settings.save_labels is False and settings.labels_max_bytes == 1024**3 and settings.labels_max_age == 0
+    assert settings.state_dir is not None and settings.state_dir.name == "shadowtutor"
+
+
+def test_retention_and_state_settings_take_units_and_an_empty_state_dir_turns_it_off() -> None:
+    settings = build({"server": "ws://h", "source": "x", "labels_max_bytes": "500M", "labels_max_age": "12h",
+                      "state_dir": "", "state_save_interval": "5"}, {"SHADOWTUTOR_SAVE_LABELS": "true"})
+    assert settings.save_labels is True and settings.labels_max_bytes == 500 * 1024**2
+    assert settings.labels_max_age == 12 * 3600 and settings.state_dir is None and settings.state_save_interval == 5
+    assert build({"server": "ws://h", "source": "x", "labels_max_bytes": "2GiB"}).labels_max_bytes == 2 * 1024**3
+    for bad, message in (({"labels_max_age": "3w"}, "s/m/h/d"), ({"labels_max_bytes": "-1"}, "greater than or equal to 0"),
+                         ({"labels_max_bytes": "lots"}, "--labels-max-bytes")):
+        with pytest.raises(SettingsError, match=message):
+            build({"server": "ws://h", "source": "x", **bad})
 
 
 @pytest.mark.parametrize(

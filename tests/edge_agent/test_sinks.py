@@ -73,9 +73,86 @@ def test_threaded_sink_keeps_order_and_every_frame() -> None:
 
 def test_a_failing_sink_is_reported_not_swallowed() -> None:
     def fail(index: int, _frame: np.ndarray, _labels: np.ndarray) -> None:
-        raise OSError("disk full")
+        raise ValueError("a defect in the callback")
 
     sink = ThreadedSink([CallbackSink(fail)])
     sink.write(0, frame(), labels(0))
-    with pytest.raises(RuntimeError, match="disk full"):
+    with pytest.raises(RuntimeError, match="a defect in the callback"):
         sink.close()
+
+
+class Recorder:
+    """An OutputObserver that remembers what it was told."""
+
+    def __init__(self) -> None:
+        self.dropped: list[str] = []
+        self.removed = 0
+
+    def output_dropped(self, output: str) -> None:
+        self.dropped.append(output)
+
+    def labels_removed(self, count: int) -> None:
+        self.removed += count
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def png_sizes(directory: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in directory.glob("*.png")}
+
+
+def test_retention_by_size_keeps_the_newest_files_within_the_bound(tmp_path: Path) -> None:
+    one = PngLabelSink(tmp_path / "probe")
+    one.write(0, frame(), labels(0).astype(np.uint8))
+    size = one.total_bytes  # every map below encodes to about this size
+    recorder = Recorder()
+    sink = PngLabelSink(tmp_path / "labels", max_bytes=int(size * 5.5), observer=recorder)
+    for i in range(20):
+        sink.write(i, frame(), labels(i).astype(np.uint8))
+        on_disk = png_sizes(tmp_path / "labels")
+        assert sum(on_disk.values()) == sink.total_bytes <= size * 5.5 + size // 2
+    assert sorted(on_disk) == [f"{i:06d}.png" for i in range(15, 20)]  # the oldest went first
+    assert recorder.removed == 15
+
+
+def test_retention_by_age_removes_older_files_and_counts_files_found_at_start(tmp_path: Path) -> None:
+    directory = tmp_path / "labels"
+    PngLabelSink(directory).write(99, frame(), labels(0).astype(np.uint8))  # left by an earlier run
+    clock, recorder = Clock(), Recorder()
+    clock.now = (directory / "000099.png").stat().st_mtime + 30
+    sink = PngLabelSink(directory, max_age=60, observer=recorder, clock=clock)
+    assert sink.total_bytes > 0
+    for i in range(6):
+        sink.write(i, frame(), labels(i).astype(np.uint8))
+        clock.now += 10
+    # frames 0..5 written at t+30 .. t+80 (t: the earlier file's time); at t+90 the earlier file is > 60 s old
+    sink.write(6, frame(), labels(6).astype(np.uint8))
+    assert sorted(png_sizes(directory)) == [f"{i:06d}.png" for i in range(7)] and recorder.removed == 1
+    clock.now += 1  # t+91: frame 0 (t+30) is now > 60 s old too
+    sink.write(7, frame(), labels(7).astype(np.uint8))
+    assert sorted(png_sizes(directory)) == [f"{i:06d}.png" for i in range(1, 8)]
+    assert recorder.removed == 2 and sink.total_bytes == sum(png_sizes(directory).values())
+
+
+def test_rewriting_a_name_is_not_counted_twice(tmp_path: Path) -> None:
+    sink = PngLabelSink(tmp_path / "labels")
+    for _ in range(3):
+        sink.write(0, frame(), labels(0).astype(np.uint8))
+    assert sink.total_bytes == sum(png_sizes(tmp_path / "labels").values())
+
+
+def test_a_full_disk_drops_writes_and_says_so_without_stopping(full_disk: Path) -> None:
+    recorder, seen = Recorder(), []
+    sink = ThreadedSink([PngLabelSink(full_disk), CallbackSink(lambda i, _f, _l: seen.append(i))], observer=recorder)
+    for i in range(10):
+        sink.write(i, frame(), labels(i).astype(np.uint8))
+    sink.close()  # no error: the writes were dropped, not fatal
+    assert seen == list(range(10))  # the other outputs got every frame
+    assert recorder.dropped == ["labels"] * 10 and sink.dropped == {"labels": 10} and sink.written == 0
+    assert not [p for p in full_disk.glob("*.png") if p.is_file() and p.stat().st_size]  # no partial files

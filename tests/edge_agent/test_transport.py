@@ -53,6 +53,9 @@ class RecordingObserver:
     def on_resync(self) -> None:
         self.events.append(("resync",))
 
+    def on_key_frame_dropped(self) -> None:
+        self.events.append(("dropped",))
+
     def total(self, index: int) -> int:
         return sum(e[index] for e in self.events if e[0] == "bytes")
 
@@ -196,6 +199,8 @@ def test_server_gone_fails_pending_fast_and_inference_goes_on(stand_in: StandInS
         assert all(r.labels.shape == (HEIGHT, WIDTH) for r in results)
         assert edge.student.version == 0
         assert ("connected", False) in edge.observer.events
+        dropped = sum(r.is_key_frame for r in results)  # no session: nothing queued, every one counted
+        assert edge.transport.stats.key_frames_dropped == dropped == edge.observer.events.count(("dropped",))
 
 
 def test_reconnect_with_backoff_replaces_the_weights() -> None:
@@ -298,6 +303,18 @@ def test_no_server_fails_startup_with_a_clear_error() -> None:
         with pytest.raises(TransportError, match=r"no WELCOME from ws://127.0.0.1:9/v1/edge within 1 s"):
             edge.transport.wait_first_welcome(1)
         assert time.monotonic() - started < 3
+
+
+def test_the_first_attempt_ends_at_once_without_a_server_and_waits_for_a_welcome_with_one(
+    stand_in: StandInServer,
+) -> None:
+    with Edge("ws://127.0.0.1:9/v1/edge", backoff=Backoff(5, 5)) as edge:
+        started = time.monotonic()
+        assert edge.transport.wait_first_attempt(10) is None  # refused at once: no need to wait 10 s
+        assert time.monotonic() - started < 2 and "ConnectionRefused" in edge.transport.last_error
+    with Edge(stand_in.url) as edge:
+        assert edge.transport.wait_first_attempt(10).session_id == "s1"
+        assert edge.transport.stats.handshake_bytes_received == stand_in.bytes_sent > 100_000  # the WELCOME
 
 
 def test_submit_does_not_block_on_a_slow_server(stand_in: StandInServer) -> None:

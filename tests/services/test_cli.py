@@ -15,6 +15,8 @@ from websockets.sync.client import connect
 
 from services.cli import settings_from_args, tls_options
 from shadowtutor.cli import build_parser, main
+from shadowtutor.models.checkpoint import save_student
+from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.messages import Hello, KeyFrame, Update, Welcome, decode, encode
 from tests.support.processes import free_port, shadowtutor_command, start_process, wait_http_ok
@@ -90,3 +92,36 @@ def test_serve_process_end_to_end(tmp_path: Path, scene: TinyScene, student_path
     logs = server.logs()
     assert "ready: teacher 'labels'" in logs and "Application shutdown complete" in logs
     assert "of edge 'proc-edge' ended: 1 key frames" in logs
+
+
+def test_a_server_whose_teacher_cannot_load_exits_at_once_with_one_line(tmp_path: Path) -> None:
+    port = free_port()
+    command = shadowtutor_command("serve", "--port", str(port), "--teacher", "foo", "--device", "cpu")
+    with start_process(command, name="server", log_dir=tmp_path) as server:
+        assert server.wait(60) == 2  # before it ever listened: nothing to probe, a supervisor sees the exit
+    lines = [line for line in server.logs().splitlines() if line.strip()]
+    assert lines == ["shadowtutor serve: error: cannot start: unknown teacher 'foo': choose one of maskrcnn, "
+                     "detectron2, onnx, labels"], server.logs()
+
+
+@pytest.mark.parametrize("student", ["missing", "corrupt", "other classes", "teacher weights missing"])
+def test_a_student_or_teacher_weights_that_cannot_load_end_serve_with_one_line(
+    tmp_path: Path, scene: TinyScene, capsys: pytest.CaptureFixture[str], student: str
+) -> None:
+    flags = ["--teacher", "labels", "--labels-dir", str(scene.directory)]
+    if student == "missing":
+        flags += ["--student", str(tmp_path / "gone.pt")]
+        expected = f"student checkpoint not found: {tmp_path / 'gone.pt'}"
+    elif student == "corrupt":
+        (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+        flags += ["--student", str(tmp_path / "bad.pt")]
+        expected = "not a PyTorch checkpoint, or damaged"
+    elif student == "other classes":
+        flags += ["--student", str(save_student(tmp_path / "s.pt", StudentNet(3), ("a", "b", "c")))]
+        expected = "they must be the same list in the same order"
+    else:
+        flags = ["--teacher", "maskrcnn", "--weights-path", str(tmp_path / "none.pth")]
+        expected = f"Mask R-CNN weights not found: {tmp_path / 'none.pth'}"
+    assert main(["serve", "--port", str(free_port()), "--device", "cpu", *flags]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("shadowtutor serve: error: cannot start: ") and expected in line, line

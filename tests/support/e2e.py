@@ -137,7 +137,7 @@ def start_edge(
     process = start_process(
         place.command(shadowtutor_command(
             "edge", "--server", server_url, "--source", str(scene / "video.mp4"),
-            "--edge-id", edge_id, "--output-dir", str(out), "--backend", "torch",
+            "--edge-id", edge_id, "--output-dir", str(out), "--save-labels", "--backend", "torch",
             "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port), "--linger", "120",
             "--wait-timeout", "30", "--reconnect-min", "0.2", "--reconnect-max", "1", *flags,
         )),

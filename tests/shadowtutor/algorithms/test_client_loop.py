@@ -145,3 +145,15 @@ def test_without_an_initial_metric_the_stride_falls_back_to_the_metric_after() -
     params = AlgorithmParams(min_stride=4, stride_metric="before")
     loop = ClientLoop(params, FakeRuntime(), FakeTransport(1.0, 1))  # outcomes carry no initial metric
     assert [loop.process(FRAME).stride for _ in range(2)][0] == 8
+
+
+def test_retune_takes_a_new_sessions_parameters_and_keeps_the_stride_within_them() -> None:
+    runtime, transport = FakeRuntime(), FakeTransport(1.0, 1)
+    loop = ClientLoop(AlgorithmParams(), runtime, transport)
+    for _ in range(60):
+        loop.process(FRAME)
+    assert loop.stride == 64
+    loop.retune(AlgorithmParams(min_stride=4, max_stride=16))
+    assert loop.stride == 16 and loop.params.min_stride == 4
+    loop.retune(AlgorithmParams(min_stride=32, max_stride=64))
+    assert loop.stride == 32
