@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from edge_agent.versioning import VersionedStudent
 from shadowtutor.algorithms.client_loop import ClientLoop
 from shadowtutor.classes import background_index
 from shadowtutor.protocol.messages import Hello
+from shadowtutor.version import package_version
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,8 @@ class EdgeAgent:
             )
         transport = EdgeTransport(s.server, hello, student, self.metrics,
                                   Backoff(s.reconnect_min, s.reconnect_max), s.frame_quality, **transport_security(s),
-                                  ping_interval=s.ping_interval, ping_timeout=s.ping_timeout)
+                                  ping_interval=s.ping_interval, ping_timeout=s.ping_timeout,
+                                  report=self.metrics.telemetry)
         transport.start()
         try:
             info = transport.wait_first_welcome(s.startup_timeout, self.stop_event)
@@ -208,7 +209,7 @@ class EdgeAgent:
     ) -> None:
         loop = ClientLoop(info.params, student, transport, wait_timeout=self.settings.wait_timeout)
         student.sync()  # the first WELCOME's weights
-        seen = len(student.history)
+        seen = self._note_installs(student, 0)
         for frame in frames:
             if transport.fatal is not None:
                 raise transport.fatal
@@ -220,20 +221,24 @@ class EdgeAgent:
             summary.labelled_frames += 1
             summary.key_frames += int(result.is_key_frame)
             summary.waited_seconds += result.waited_seconds
-            self.metrics.frame_done(result.is_key_frame, result.stride)
+            self.metrics.frame_done(result.is_key_frame, result.inference_seconds,
+                                    result.waited_seconds if result.blocked else None, result.stride)
+            seen = self._note_installs(student, seen)
             if result.applied_metric is not None:
                 summary.last_metric = result.applied_metric
-                self.metrics.student_metric.set(result.applied_metric)
-            for entry in student.history[seen:]:
-                if entry.origin != "welcome":
-                    self.metrics.updates_applied.inc()
-            seen = len(student.history)
+                self.metrics.student_scored(result.applied_metric)
         if loop.pending is not None and transport.connected:
             loop.pending.wait(self.settings.wait_timeout)  # let the last answer land so its bytes are counted
         summary.final_stride = loop.stride
         summary.versions_applied = [entry.to_dict() for entry in student.history]
         summary.updates_applied = student.updates_applied
         summary.updates_rejected = student.rejected
+
+    def _note_installs(self, student: VersionedStudent, seen: int) -> int:
+        """Tell the metrics about the versions installed since ``seen`` entries of the history; the new count."""
+        for entry in student.history[seen:]:
+            self.metrics.weights_installed(entry.version, welcome=entry.origin == "welcome")
+        return len(student.history)
 
     def _run_naive(
         self, frames: Iterable[np.ndarray], transport: EdgeTransport, sinks: LabelSink, summary: RunSummary
@@ -245,10 +250,11 @@ class EdgeAgent:
             pending = transport.request_labels(index, frame)
             pending.wait(self.settings.wait_timeout)
             reply = pending.result() if pending.done() else None
-            summary.waited_seconds += time.monotonic() - started
+            waited = time.monotonic() - started
+            summary.waited_seconds += waited
             summary.frames += 1
             summary.key_frames += 1
-            self.metrics.frame_done(True)
+            self.metrics.frame_done(True, blocked_seconds=waited)
             if reply is None:
                 log.warning("frame %d got no label map from the server", index)
                 continue
@@ -257,10 +263,7 @@ class EdgeAgent:
 
 
 def agent_name() -> str:
-    try:
-        return f"shadowtutor-edge/{metadata.version('shadowtutor')}"
-    except metadata.PackageNotFoundError:
-        return "shadowtutor-edge"
+    return f"shadowtutor-edge/{package_version()}"
 
 
 def write_summary(path: Path, summary: RunSummary) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from fastapi import FastAPI
@@ -13,13 +12,7 @@ from services.server import routes_rest, ws_edge
 from services.server.metrics import ServerMetrics
 from services.server.runtime import ServerRuntime
 from services.server.settings import ServerSettings
-
-
-def _package_version() -> str:
-    try:
-        return version("shadowtutor")
-    except PackageNotFoundError:
-        return "unknown"
+from shadowtutor.version import package_version
 
 
 def create_app(settings: ServerSettings | None = None, *, teacher: Any | None = None) -> FastAPI:
@@ -30,7 +23,8 @@ def create_app(settings: ServerSettings | None = None, *, teacher: Any | None = 
     ``class_names`` and ``label(frame_bgr, frame_index)`` (and optionally ``label_batch``).
     """
     settings = settings or ServerSettings()
-    runtime = ServerRuntime(settings, ServerMetrics(), teacher=teacher)
+    metrics = ServerMetrics(settings.max_edge_series, settings.edge_series_retention)
+    runtime = ServerRuntime(settings, metrics, teacher=teacher)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -42,7 +36,7 @@ def create_app(settings: ServerSettings | None = None, *, teacher: Any | None = 
 
     app = FastAPI(
         title="ShadowTutor server",
-        version=_package_version(),
+        version=package_version(),
         summary="Key frames in, distilled student weights out (protocol: docs/protocol.md)",
         lifespan=lifespan,
     )
