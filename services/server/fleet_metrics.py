@@ -6,7 +6,7 @@ scraping any edge. Cardinality is bounded: at most ``max_edges`` edges have seri
 edge whose session ended keeps its series (``connected`` 0) for ``retention`` seconds, then they
 are removed; when all slots are taken, the edge that ended longest ago gives up its slot, and
 when every slot is held by a connected edge a newcomer gets none (counted in
-``shadowtutor_server_edge_series_overflow_total``) until one frees.
+``shadowtutor_server_fleet_overflow_total``) until one frees.
 """
 
 from __future__ import annotations
@@ -160,10 +160,10 @@ class FleetCollector(Collector):
             records = sorted(self._records.values(), key=lambda r: r.edge_id)
             overflow = self.overflow
         labels = ["edge_id"]
-        yield _gauge("shadowtutor_server_edge_series_edges", "Edges with per-edge series now (at most "
+        yield _gauge("shadowtutor_server_fleet_edges", "Edges with per-edge series now (at most "
                      "max_edge_series)", [], [([], len(records))])
         overflow_family = CounterMetricFamily(
-            "shadowtutor_server_edge_series_overflow", "Sessions and reports of edges left without per-edge "
+            "shadowtutor_server_fleet_overflow", "Sessions and reports of edges left without per-edge "
             "series because max_edge_series edges held them", labels=[])
         overflow_family.add_metric([], overflow)
         yield overflow_family

@@ -11,7 +11,8 @@ import yaml
 from tests.deploy.prometheus_stack import ALERT_RULES, PROMETHEUS_DIR
 
 RULE_TESTS = Path(__file__).with_name("alerts_test.yml")
-EXPECTED_ALERTS = {"EdgeDown", "ThroughputCollapse", "TrafficSpike", "ServerDown", "ServerErrors", "TeacherNotReady"}
+EXPECTED_ALERTS = {"EdgeDown", "ThroughputCollapse", "TrafficSpike", "StudentNotUpdated", "ServerDown", "ServerErrors",
+                   "TeacherNotReady", "EdgeSeriesCapReached"}
 
 
 def test_promtool_accepts_the_configuration(run_tool) -> None:

@@ -108,8 +108,8 @@ def test_the_cap_on_edges_with_series() -> None:
     fleet.report("c", report())
     text = exposition(fleet)
     assert edges_in(text) == {"a", "b"}
-    assert sample_value(text, "shadowtutor_server_edge_series_overflow_total") == 2  # c's session and report
-    assert sample_value(text, "shadowtutor_server_edge_series_edges") == 2
+    assert sample_value(text, "shadowtutor_server_fleet_overflow_total") == 2  # c's session and report
+    assert sample_value(text, "shadowtutor_server_fleet_edges") == 2
     fleet.session_ended("a", "a")
     clock.now += 1
     fleet.session_ended("b", "b")
@@ -117,7 +117,7 @@ def test_the_cap_on_edges_with_series() -> None:
     text = exposition(fleet)
     assert edges_in(text) == {"b", "c"}
     assert sample_value(text, "shadowtutor_server_edge_frames_total", edge_id="c") == 20
-    assert sample_value(text, "shadowtutor_server_edge_series_overflow_total") == 2
+    assert sample_value(text, "shadowtutor_server_fleet_overflow_total") == 2
     fleet.session_ended("c", "c")
     fleet.report("c", report())  # after its session: nothing to attach it to, no new slot
     assert fleet.edges == 2
