@@ -222,7 +222,7 @@ class EdgeAgent:
             summary.key_frames += int(result.is_key_frame)
             summary.waited_seconds += result.waited_seconds
             self.metrics.frame_done(result.is_key_frame, result.inference_seconds,
-                                    result.waited_seconds if result.blocked else None, result.stride)
+                                    result.waited_seconds if result.wait_settled else None, result.stride)
             seen = self._note_installs(student, seen)
             if result.applied_metric is not None:
                 summary.last_metric = result.applied_metric

@@ -34,7 +34,7 @@ from shadowtutor.version import package_version
 ROUNDTRIP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # Student inference per frame: the paper's Jetson figure is 0.143 s; a desktop CPU takes ~0.01 s.
 INFERENCE_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
-# Waits at MIN_STRIDE: mostly 0 (the update came in time), else up to a round trip.
+# Waits at MIN_STRIDE, one per key frame: mostly 0 (the update came in time), else up to a round trip.
 BLOCKED_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -85,7 +85,7 @@ class EdgeMetrics:
         )
         self.blocked = make(
             Histogram, "shadowtutor_edge_blocked_seconds",
-            "Time waited at MIN_STRIDE for a pending update (naive mode: for each frame's labels)",
+            "Time waited at MIN_STRIDE for each key frame's update, 0 when in time (naive mode: for each frame's labels)",
             buckets=BLOCKED_BUCKETS,
         )
         self.roundtrip = make(

@@ -45,8 +45,8 @@ GAUGES = {
 }
 HISTOGRAMS = {
     "inference_seconds": ("inference_seconds", "Student inference time per frame on the edge (T_SI)"),
-    "blocked_seconds": ("blocked_seconds", "Time the edge waited at MIN_STRIDE for a pending update "
-                                           "(naive mode: for each frame's labels)"),
+    "blocked_seconds": ("blocked_seconds", "Time the edge waited at MIN_STRIDE for each key frame's update, "
+                                           "0 when in time (naive mode: for each frame's labels)"),
     "roundtrip_seconds": ("update_roundtrip_seconds", "Time from sending a key frame to receiving its update"),
 }
 
