@@ -51,7 +51,8 @@ class EdgeMetrics:
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         Info("shadowtutor_edge_build", "The agent's package and Python versions", ["edge_id"],
-             registry=r).labels(edge_id=edge_id).info({"version": package_version(), "python": platform.python_version()})
+             registry=r).labels(edge_id=edge_id).info(
+            {"version": package_version(), "python": platform.python_version()})
 
         def parent(kind, name, doc, **kwargs):
             return kind(name, doc, ["edge_id"], registry=r, **kwargs)
@@ -85,7 +86,7 @@ class EdgeMetrics:
         )
         self.blocked = make(
             Histogram, "shadowtutor_edge_blocked_seconds",
-            "Time waited at MIN_STRIDE for each key frame's update, 0 when in time (naive mode: for each frame's labels)",
+            "Time waited at MIN_STRIDE for each key frame's update, 0 when in time (naive: each frame's labels)",
             buckets=BLOCKED_BUCKETS,
         )
         self.roundtrip = make(

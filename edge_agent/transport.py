@@ -202,8 +202,9 @@ class EdgeTransport:
         ping_timeout: float = 20.0,
         report: Callable[[], Telemetry] | None = None,
     ) -> None:
-        """``report`` makes the TELEMETRY sent when a WELCOME asks for it. ``ssl_context`` verifies a ``wss://`` server (default: the system's CA store); ``token``
-        gives the HELLO's token at each connection (so that a rotated token file is picked up).
+        """``report`` makes the TELEMETRY sent when a WELCOME asks for it. ``ssl_context`` verifies a
+        ``wss://`` server (default: the system's CA store); ``token`` gives the HELLO's token at each
+        connection (so that a rotated token file is picked up).
         A connection whose keepalive ping gets no pong within ``ping_timeout``, or whose message
         cannot go out within ``ping_interval + ping_timeout``, is dropped and reconnected: a dead
         link is noticed within ``ping_interval + ping_timeout`` (plus the closing handshake's 3 s)."""

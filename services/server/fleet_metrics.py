@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -71,7 +71,7 @@ class _Open:
     session_id: str
     mode: str
     agent: str
-    sessions: int = field(default=1)
+    sessions: int = 1
 
 
 class FleetCollector(Collector):
@@ -121,13 +121,6 @@ class FleetCollector(Collector):
             record = self._records.get(edge_id) or self._admit(edge_id)
             if record is not None:
                 record.report, record.report_time = report, self._wall_clock()
-
-    @property
-    def edges(self) -> int:
-        """Edges with series now."""
-        with self._lock:
-            self._expire()
-            return len(self._records)
 
     def _admit(self, edge_id: str) -> EdgeRecord | None:
         """Give a waiting edge a slot if one is free or can be freed; else count the overflow."""

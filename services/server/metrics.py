@@ -31,7 +31,9 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 class ServerMetrics:
     """Every series the server exports; label values are created up front so they read 0, not absent."""
 
-    def __init__(self, max_edge_series: int = DEFAULT_MAX_EDGES, edge_series_retention: float = DEFAULT_RETENTION) -> None:
+    def __init__(
+        self, max_edge_series: int = DEFAULT_MAX_EDGES, edge_series_retention: float = DEFAULT_RETENTION
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)

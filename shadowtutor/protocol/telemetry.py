@@ -38,7 +38,7 @@ class HistogramSnapshot:
     def cumulative(self) -> list[tuple[float, int]]:
         """``(upper bound, observations up to it)`` per bucket, the last bound ``inf``: Prometheus' buckets."""
         totals, running = [], 0
-        for bound, count in zip((*self.bounds, math.inf), self.counts):
+        for bound, count in zip((*self.bounds, math.inf), self.counts, strict=True):
             running += count
             totals.append((bound, running))
         return totals
@@ -51,7 +51,7 @@ class HistogramSnapshot:
         """From Prometheus-style ``(upper bound, cumulative count)`` pairs ending with ``inf``, and the sum."""
         bounds = tuple(bound for bound, _ in buckets[:-1])
         cumulative = [int(count) for _, count in buckets]
-        counts = tuple(c - p for c, p in zip(cumulative, [0, *cumulative[:-1]]))
+        counts = tuple(c - p for c, p in zip(cumulative, [0, *cumulative[:-1]], strict=True))
         return cls(bounds, counts, float(total))
 
     @classmethod
@@ -62,7 +62,7 @@ class HistogramSnapshot:
         bounds, counts, total = value.get("buckets"), value.get("counts"), value.get("sum")
         if not isinstance(bounds, list) or not all(_is_number(b) and math.isfinite(b) for b in bounds):
             raise bad("buckets must be a list of finite numbers")
-        if not 0 < len(bounds) <= MAX_BUCKETS or any(a >= b for a, b in zip(bounds, bounds[1:])):
+        if not 0 < len(bounds) <= MAX_BUCKETS or any(a >= b for a, b in zip(bounds[:-1], bounds[1:], strict=True)):
             raise bad(f"buckets must be 1 to {MAX_BUCKETS} strictly increasing bounds")
         if not isinstance(counts, list) or len(counts) != len(bounds) + 1 or not all(map(_is_count, counts)):
             raise bad("counts must be one non-negative integer per bucket plus one above the last bound")

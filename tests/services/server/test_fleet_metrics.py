@@ -120,4 +120,4 @@ def test_the_cap_on_edges_with_series() -> None:
     assert sample_value(text, "shadowtutor_server_fleet_overflow_total") == 2
     fleet.session_ended("c", "c")
     fleet.report("c", report())  # after its session: nothing to attach it to, no new slot
-    assert fleet.edges == 2
+    assert sample_value(exposition(fleet), "shadowtutor_server_fleet_edges") == 2
