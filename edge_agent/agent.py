@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from shadowtutor.algorithms.client_loop import ClientLoop
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
 from shadowtutor.protocol.messages import Hello
+from shadowtutor.version import package_version
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,8 @@ class EdgeAgent:
                 own_weights = True
         transport = EdgeTransport(s.server, hello, student, self.metrics,
                                   Backoff(s.reconnect_min, s.reconnect_max), s.frame_quality, **transport_security(s),
-                                  ping_interval=s.ping_interval, ping_timeout=s.ping_timeout)
+                                  ping_interval=s.ping_interval, ping_timeout=s.ping_timeout,
+                                  report=self.metrics.telemetry)
         transport.start()
         try:
             if own_weights:
@@ -261,9 +262,7 @@ class EdgeAgent:
                     loop.retune(session.params)
                 self._distill_frame(frame, loop, sinks, summary)
                 if len(student.history) > seen:
-                    self.metrics.updates_applied.inc(
-                        sum(1 for entry in student.history[seen:] if entry.origin != "welcome"))
-                    seen = len(student.history)
+                    seen = self._note_installs(student, seen)
                     if keeper is not None:
                         keeper.held(student.held.state, s.class_names, student.session_id, student.version)
         finally:
@@ -284,10 +283,17 @@ class EdgeAgent:
         summary.labelled_frames += 1
         summary.key_frames += int(result.is_key_frame)
         summary.waited_seconds += result.waited_seconds
-        self.metrics.frame_done(result.is_key_frame, result.stride)
+        self.metrics.frame_done(result.is_key_frame, result.inference_seconds,
+                                result.waited_seconds if result.wait_settled else None, result.stride)
         if result.applied_metric is not None:
             summary.last_metric = result.applied_metric
-            self.metrics.student_metric.set(result.applied_metric)
+            self.metrics.student_scored(result.applied_metric)
+
+    def _note_installs(self, student: VersionedStudent, seen: int) -> int:
+        """Tell the metrics about the versions installed since ``seen`` entries of the history; the new count."""
+        for entry in student.history[seen:]:
+            self.metrics.weights_installed(entry.version, welcome=entry.origin == "welcome")
+        return len(student.history)
 
     def _run_naive(
         self, frames: Iterable[np.ndarray], transport: EdgeTransport, sinks: LabelSink, summary: RunSummary
@@ -299,10 +305,11 @@ class EdgeAgent:
             pending = transport.request_labels(index, frame)
             pending.wait(self.settings.wait_timeout)
             reply = pending.result() if pending.done() else None
-            summary.waited_seconds += time.monotonic() - started
+            waited = time.monotonic() - started
+            summary.waited_seconds += waited
             summary.frames += 1
             summary.key_frames += 1
-            self.metrics.frame_done(True)
+            self.metrics.frame_done(True, blocked_seconds=waited)
             if reply is None:
                 log.warning("frame %d got no label map from the server", index)
                 continue
@@ -311,10 +318,7 @@ class EdgeAgent:
 
 
 def agent_name() -> str:
-    try:
-        return f"shadowtutor-edge/{metadata.version('shadowtutor')}"
-    except metadata.PackageNotFoundError:
-        return "shadowtutor-edge"
+    return f"shadowtutor-edge/{package_version()}"
 
 
 def write_summary(path: Path, summary: RunSummary) -> None:

@@ -1,38 +1,42 @@
-"""The edge's Prometheus exporter (default port 9108); every series is labelled ``edge_id``.
+"""The edge's figures: a Prometheus exporter (pull, default port 9108) and the TELEMETRY report (push).
 
-The metric names are a contract with the dashboards and alert rules in ``dashboards/``.
+Every ``shadowtutor_edge_*`` series is labelled ``edge_id``; the registry also carries the
+process collector (CPU, memory, file descriptors) and ``shadowtutor_edge_build_info``. The same
+figures go to the server in TELEMETRY (:meth:`EdgeMetrics.telemetry`), which exports them per
+edge as ``shadowtutor_server_edge_*``: the dashboards need no edge scraped. Gauges that are not
+known yet (the student's metric before the first update, stride and weights in naive mode) are
+absent, not 0. The metric names are a contract with the dashboards and alert rules in ``dashboards/``.
 """
 
 from __future__ import annotations
 
+import platform
+import threading
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+    start_http_server,
+)
+from prometheus_client.metrics import MetricWrapperBase
+
+from shadowtutor.protocol.messages import Telemetry
+from shadowtutor.protocol.telemetry import HistogramSnapshot
+from shadowtutor.version import package_version
 
 OUTPUTS = ("labels", "overlay", "state")  # the values of shadowtutor_edge_output_dropped_total's output label
 ROUNDTRIP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-
-
-class FpsMeter:
-    """Frames per second, exponentially smoothed over the intervals between frames."""
-
-    def __init__(self, smoothing: float = 0.1) -> None:
-        if not 0 < smoothing <= 1:
-            raise ValueError(f"smoothing must lie in (0, 1], got {smoothing}")
-        self.smoothing = smoothing
-        self._last: float | None = None
-        self._interval: float | None = None
-
-    def tick(self, now: float | None = None) -> float:
-        """Count one frame; returns the smoothed rate (0 until two frames were seen)."""
-        now = time.monotonic() if now is None else now
-        if self._last is not None:
-            interval = max(now - self._last, 1e-9)
-            self._interval = (
-                interval if self._interval is None else self._interval + self.smoothing * (interval - self._interval)
-            )
-        self._last = now
-        return 1.0 / self._interval if self._interval else 0.0
+# Student inference per frame: the paper's Jetson figure is 0.143 s; a desktop CPU takes ~0.01 s.
+INFERENCE_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+# Waits at MIN_STRIDE, one per key frame: mostly 0 (the update came in time), else up to a round trip.
+BLOCKED_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class EdgeMetrics:
@@ -42,21 +46,49 @@ class EdgeMetrics:
         self.registry = registry or CollectorRegistry()
         self.edge_id = edge_id
         self._server = None
-        self._fps_meter = FpsMeter()
+        self._last_install: float | None = None  # monotonic time the weights last changed
+        self._lock = threading.Lock()
+        r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        Info("shadowtutor_edge_build", "The agent's package and Python versions", ["edge_id"],
+             registry=r).labels(edge_id=edge_id).info(
+            {"version": package_version(), "python": platform.python_version()})
+
+        def parent(kind, name, doc, **kwargs):
+            return kind(name, doc, ["edge_id"], registry=r, **kwargs)
 
         def make(kind, name, doc, **kwargs):
-            return kind(name, doc, ["edge_id"], registry=self.registry, **kwargs).labels(edge_id=edge_id)
+            return parent(kind, name, doc, **kwargs).labels(edge_id=edge_id)
 
-        self.frames = make(Counter, "shadowtutor_edge_frames_total", "Frames labelled by the edge")
+        self.frames = make(Counter, "shadowtutor_edge_frames_total", "Frames labelled by the edge (rate(): FPS)")
         self.key_frames = make(Counter, "shadowtutor_edge_key_frames_total", "Key frames sent to the server")
-        self.fps = make(Gauge, "shadowtutor_edge_fps", "Frames per second, smoothed")
         self.sent_bytes = make(Counter, "shadowtutor_edge_sent_bytes_total", "Bytes of WebSocket messages sent")
         self.received_bytes = make(
             Counter, "shadowtutor_edge_received_bytes_total", "Bytes of WebSocket messages received"
         )
-        self.stride = make(Gauge, "shadowtutor_edge_stride", "Frames between key frames now in force")
-        self.student_metric = make(
-            Gauge, "shadowtutor_edge_student_metric", "The student's metric (mIoU 0..1) in the last update"
+        self.waited = make(
+            Counter, "shadowtutor_edge_waited_seconds_total", "Seconds inference waited for the server"
+        )
+        # absent until known:
+        self.stride = parent(Gauge, "shadowtutor_edge_stride", "Frames between key frames now in force")
+        self.student_metric = parent(
+            Gauge, "shadowtutor_edge_student_metric", "The student's metric (mIoU 0..1) in the last applied update"
+        )
+        self.weights_version = parent(
+            Gauge, "shadowtutor_edge_weights_version", "Version of the weights held (in the current session)"
+        )
+        self.last_update = parent(
+            Gauge, "shadowtutor_edge_last_update_timestamp_seconds", "Unix time the weights last changed"
+        )
+        self.inference = make(
+            Histogram, "shadowtutor_edge_inference_seconds", "Student inference time per frame (T_SI)",
+            buckets=INFERENCE_BUCKETS,
+        )
+        self.blocked = make(
+            Histogram, "shadowtutor_edge_blocked_seconds",
+            "Time waited at MIN_STRIDE for each key frame's update, 0 when in time (naive: each frame's labels)",
+            buckets=BLOCKED_BUCKETS,
         )
         self.roundtrip = make(
             Histogram, "shadowtutor_edge_update_roundtrip_seconds",
@@ -85,18 +117,35 @@ class EdgeMetrics:
 
     # -- per frame, from the agent ---------------------------------------------------------
 
-    def frame_done(self, is_key_frame: bool, stride: int | None = None) -> None:
+    def frame_done(
+        self, is_key_frame: bool, inference_seconds: float | None = None, blocked_seconds: float | None = None,
+        stride: int | None = None,
+    ) -> None:
+        """One frame done: its student inference time (None: no student, naive mode) and how long it waited
+        for the server, if it had to."""
         self.frames.inc()
         if is_key_frame:
             self.key_frames.inc()
+        if inference_seconds is not None:
+            self.inference.observe(inference_seconds)
+        if blocked_seconds is not None:
+            self.blocked.observe(blocked_seconds)
+            self.waited.inc(blocked_seconds)
         if stride is not None:
-            self.stride.set(stride)
-        self.fps.set(self._fps_meter.tick())
+            self.stride.labels(edge_id=self.edge_id).set(stride)
 
-    def update_applied(self, metric: float | None) -> None:
-        self.updates_applied.inc()
-        if metric is not None:
-            self.student_metric.set(metric)
+    def weights_installed(self, version: int, welcome: bool) -> None:
+        """The student now holds ``version`` (``welcome``: a session's first weights, not an update)."""
+        with self._lock:
+            self._last_install = time.monotonic()
+        self.weights_version.labels(edge_id=self.edge_id).set(version)
+        self.last_update.labels(edge_id=self.edge_id).set_to_current_time()
+        if not welcome:
+            self.updates_applied.inc()
+
+    def student_scored(self, metric: float) -> None:
+        """The metric of the update just applied: the student's score on its key frame."""
+        self.student_metric.labels(edge_id=self.edge_id).set(metric)
 
     # -- OutputObserver (writer thread) ------------------------------------------------------
 
@@ -129,6 +178,24 @@ class EdgeMetrics:
     def on_key_frame_dropped(self) -> None:
         self.key_frames_dropped.inc()
 
+    # -- the TELEMETRY report ----------------------------------------------------------------
+
+    def telemetry(self) -> Telemetry:
+        """The figures now, as the TELEMETRY message the server turns into ``shadowtutor_server_edge_*``."""
+        with self._lock:
+            since = None if self._last_install is None else time.monotonic() - self._last_install
+        stride, version = _value(self.stride), _value(self.weights_version)
+        return Telemetry(
+            frames=int(_value(self.frames)), key_frames=int(_value(self.key_frames)),
+            updates_applied=int(_value(self.updates_applied)), resyncs=int(_value(self.resyncs)),
+            reconnects=int(_value(self.reconnects)), bytes_sent=int(_value(self.sent_bytes)),
+            bytes_received=int(_value(self.received_bytes)), waited_seconds=_value(self.waited),
+            stride=None if stride is None else int(stride), student_metric=_value(self.student_metric),
+            weights_version=None if version is None else int(version), seconds_since_update=since,
+            inference_seconds=_snapshot(self.inference), blocked_seconds=_snapshot(self.blocked),
+            roundtrip_seconds=_snapshot(self.roundtrip),
+        )
+
     # -- exposition --------------------------------------------------------------------------
 
     def exposition(self) -> bytes:
@@ -145,3 +212,23 @@ class EdgeMetrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def _value(metric: MetricWrapperBase) -> float | None:
+    """The one sample of a counter or gauge (labelled child or parent without children: None)."""
+    for family in metric.collect():
+        for sample in family.samples:
+            if sample.name == family.name or sample.name == family.name + "_total":
+                return sample.value
+    return None
+
+
+def _snapshot(histogram: MetricWrapperBase) -> dict | None:
+    buckets, total = [], 0.0
+    for family in histogram.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                buckets.append((float(sample.labels["le"]), sample.value))
+            elif sample.name.endswith("_sum"):
+                total = sample.value
+    return HistogramSnapshot.from_cumulative(buckets, total).to_wire() if buckets else None

@@ -5,7 +5,8 @@ installs the WELCOME's weights, sends what the inference thread queued and resol
 replies, and reconnects with jittered exponential backoff when the link drops. The
 inference thread only ever encodes a frame and hands it over (:meth:`EdgeTransport.submit`
 returns at once); while disconnected, submissions fail at once (their result is ``None``)
-and are counted as dropped: nothing is queued while offline.
+and are counted as dropped: nothing is queued while offline. When the WELCOME asks for
+TELEMETRY, the network thread sends ``report()`` at that interval.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import math
 import ssl
 import threading
 import time
@@ -40,6 +42,7 @@ from shadowtutor.protocol.messages import (
     Labels,
     Message,
     ResyncRequest,
+    Telemetry,
     Update,
     Welcome,
     decode,
@@ -140,6 +143,7 @@ class SessionInfo:
     frame_codec: str
     weight_codec: str  # full weights
     delta_codec: str | None = None  # partial updates as quantised deltas, when agreed
+    telemetry_interval: float | None = None  # seconds between TELEMETRY reports the server asked for
 
     def update_codec(self, full: bool) -> str:
         """The codec of an UPDATE's blob."""
@@ -157,7 +161,7 @@ class LabelsReply:
 
 @dataclass
 class _Outgoing:
-    kind: str  # "key_frame", "labels" or "resync"
+    kind: str  # "key_frame", "labels", "resync" or "telemetry"
     data: bytes
     seq: int | None = None
     pending: Pending | None = None
@@ -202,9 +206,11 @@ class EdgeTransport:
         token: Callable[[], str | None] | None = None,
         ping_interval: float = 20.0,
         ping_timeout: float = 20.0,
+        report: Callable[[], Telemetry] | None = None,
     ) -> None:
-        """``ssl_context`` verifies a ``wss://`` server (default: the system's CA store); ``token``
-        gives the HELLO's token at each connection (so that a rotated token file is picked up).
+        """``report`` makes the TELEMETRY sent when a WELCOME asks for it. ``ssl_context`` verifies a
+        ``wss://`` server (default: the system's CA store); ``token`` gives the HELLO's token at each
+        connection (so that a rotated token file is picked up).
         A connection whose keepalive ping gets no pong within ``ping_timeout``, or whose message
         cannot go out within ``ping_interval + ping_timeout``, is dropped and reconnected: a dead
         link is noticed within ``ping_interval + ping_timeout`` (plus the closing handshake's 3 s)."""
@@ -221,6 +227,7 @@ class EdgeTransport:
         self.token = token
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
+        self.report = report
         self.send_timeout = ping_interval + ping_timeout  # longest a message may wait to go out
         self.stats = TransportStats()
         self.session: SessionInfo | None = None  # the current session, None while disconnected
@@ -415,7 +422,9 @@ class EdgeTransport:
                 self.observer.on_connected(True)
                 if self.stats.reconnects:
                     self.observer.on_reconnect()
-            sender = asyncio.create_task(self._send_queued(session))
+            helpers = [asyncio.create_task(self._send_queued(session))]
+            if self.report is not None and info.telemetry_interval:
+                helpers.append(asyncio.create_task(self._report_every(session, info.telemetry_interval)))
             try:
                 async for data in ws:
                     self._count_received(data)
@@ -423,7 +432,8 @@ class EdgeTransport:
             finally:
                 self._active = None
                 self.session = None
-                sender.cancel()
+                for helper in helpers:
+                    helper.cancel()
                 session.fail_all()
                 if self.observer:
                     self.observer.on_connected(False)
@@ -469,7 +479,11 @@ class EdgeTransport:
             self.weights.stage(
                 WeightUpdate(welcome.session_id, welcome.version, welcome.version, True, tensors, "welcome")
             )
-        return SessionInfo(welcome.session_id, params, welcome.frame_codec, welcome.weight_codec, welcome.delta_codec)
+        interval = welcome.telemetry_interval
+        if interval is not None and not (math.isfinite(interval) and interval >= 1.0):
+            raise ProtocolError(ErrorCode.BAD_MESSAGE, f"WELCOME telemetry_interval {interval!r}: at least 1 s or null")
+        return SessionInfo(welcome.session_id, params, welcome.frame_codec, welcome.weight_codec, welcome.delta_codec,
+                           interval)
 
     def _offered(self, welcome: Welcome) -> bool:
         """The WELCOME's codecs were offered: a float codec for full weights, a delta codec (if any) for deltas."""
@@ -477,6 +491,12 @@ class EdgeTransport:
         return (welcome.frame_codec in hello.frame_codecs and welcome.weight_codec in hello.weight_codecs
                 and not is_delta_codec(welcome.weight_codec)
                 and (delta is None or (delta in hello.weight_codecs and is_delta_codec(delta))))
+
+    async def _report_every(self, session: _Session, interval: float) -> None:
+        """Queue a TELEMETRY report every ``interval`` seconds, behind what is already queued."""
+        while True:
+            await asyncio.sleep(interval)
+            session.queue.put_nowait(_Outgoing("telemetry", encode(self.report())))
 
     async def _send_queued(self, session: _Session) -> None:
         while True:

@@ -6,6 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests judge correctness, not speed: on a loaded 2-core machine one example can take
+# longer than Hypothesis' default 200 ms deadline, which would fail a correct test.
+settings.register_profile("shadowtutor", deadline=None)
+settings.load_profile("shadowtutor")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PEER_STUDENT = Path(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from fastapi import FastAPI
@@ -14,13 +13,7 @@ from services.server.loading import LoadedModels
 from services.server.metrics import ServerMetrics
 from services.server.runtime import ServerRuntime
 from services.server.settings import ServerSettings
-
-
-def _package_version() -> str:
-    try:
-        return version("shadowtutor")
-    except PackageNotFoundError:
-        return "unknown"
+from shadowtutor.version import package_version
 
 
 def create_app(
@@ -34,7 +27,8 @@ def create_app(
     ``models``, from :func:`~services.server.loading.load_models`, makes the app ready at start.
     """
     settings = settings or ServerSettings()
-    runtime = ServerRuntime(settings, ServerMetrics(), teacher=teacher, models=models)
+    metrics = ServerMetrics(settings.max_edge_series, settings.edge_series_retention)
+    runtime = ServerRuntime(settings, metrics, teacher=teacher, models=models)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -46,7 +40,7 @@ def create_app(
 
     app = FastAPI(
         title="ShadowTutor server",
-        version=_package_version(),
+        version=package_version(),
         summary="Key frames in, distilled student weights out (protocol: docs/protocol.md)",
         lifespan=lifespan,
     )

@@ -1,21 +1,27 @@
 """The server's Prometheus metrics, on a registry owned by one app (never the global one).
 
 The names are a contract with the dashboards and alert rules: change them only together.
+Per-edge series (``shadowtutor_server_edge_*``) come from :mod:`services.server.fleet_metrics`.
 """
 
 from __future__ import annotations
+
+import platform
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
+    Info,
     PlatformCollector,
     ProcessCollector,
     generate_latest,
 )
 
+from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION, FleetCollector
 from shadowtutor.protocol.errors import ErrorCode
+from shadowtutor.version import package_version
 
 PREFIX = "shadowtutor_server_"
 MODES = ("distill", "naive")
@@ -25,11 +31,18 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 class ServerMetrics:
     """Every series the server exports; label values are created up front so they read 0, not absent."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, max_edge_series: int = DEFAULT_MAX_EDGES, edge_series_retention: float = DEFAULT_RETENTION
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         r = self.registry
+        self.fleet = FleetCollector(max_edge_series, edge_series_retention)
+        r.register(self.fleet)
+        Info(f"{PREFIX}build", "The server's package and Python versions", registry=r).info(
+            {"version": package_version(), "python": platform.python_version()}
+        )
         self.sessions = Gauge(f"{PREFIX}sessions", "Edges connected now", registry=r)
         self.key_frames = Counter(
             f"{PREFIX}key_frames", "Key frames received, by session mode", ["mode"], registry=r

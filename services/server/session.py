@@ -92,6 +92,7 @@ class EdgeSession:
     traffic: Traffic
     distiller: Distiller | None  # None in naive mode
     delta_codec: str | None = None  # partial updates as quantised deltas (else in weight_codec)
+    telemetry_interval: float | None = None  # seconds between the edge's TELEMETRY; None: none asked for
     encoder: UpdateEncoder = field(init=False, repr=False, compare=False)  # mirrors what the edge holds
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     connected_since: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
@@ -125,6 +126,7 @@ class EdgeSession:
             params=self.params.to_dict(),
             class_names=list(self.hello.class_names),
             delta_codec=self.delta_codec,
+            telemetry_interval=self.telemetry_interval,
         )
         if self.distiller is None:
             return Welcome(**common)

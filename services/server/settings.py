@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
 from shadowtutor.algorithms.params import AlgorithmParams, StrideMetric  # no torch: the CLI stays quick
 from shadowtutor.cli.settings_flags import ENV_PREFIX
 
@@ -103,6 +104,19 @@ class ServerSettings(BaseSettings):
         4, ge=1, description="key frames queued per session before the server stops reading from that edge"
     )
 
+    # -- fleet metrics: per-edge series on /metrics from the edges' TELEMETRY (docs/deploy.md) ------
+    edge_report_interval: float = Field(
+        10.0, ge=0, description="seconds between the TELEMETRY reports each edge is asked for in WELCOME "
+        "(at least 1); 0 = ask for none (no per-edge figures beyond sessions)"
+    )
+    max_edge_series: int = Field(
+        DEFAULT_MAX_EDGES, ge=0, description="most edges with per-edge series on /metrics; past it the edge "
+        "that disconnected longest ago gives up its series, or a newcomer gets none (counted)"
+    )
+    edge_series_retention: float = Field(
+        DEFAULT_RETENTION, ge=0, description="seconds an edge's series stay on /metrics after its session ended"
+    )
+
     # -- the paper's algorithm parameters (sent to every edge in WELCOME) ---------------------
     distill_mode: Literal["partial", "full"] | None = Field(None, description="partial (default) or full")
     threshold: float | None = Field(None, description="Algorithm 1 THRESHOLD (default 0.8)")
@@ -114,6 +128,13 @@ class ServerSettings(BaseSettings):
         None, description="metric Algorithm 2 scales the stride by: after distillation (default, the paper) "
         "or before it (how the edge's student did on the key frame)"
     )
+
+    @field_validator("edge_report_interval")
+    @classmethod
+    def _report_interval(cls, value: float) -> float:
+        if 0 < value < 1:
+            raise ValueError("edge_report_interval must be 0 (off) or at least 1 second")
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -8,7 +8,8 @@ encoding run in the distillation thread pool.
 Before any model data is sent, the HELLO must come within ``hello_timeout`` and carry the
 edge's token (when authentication is on). Key frames over the edge's rate are dropped before
 decoding (``services.server.limits``), and an encoded frame must declare the HELLO's size in
-its header before it is decoded (no decompression bombs).
+its header before it is decoded (no decompression bombs). TELEMETRY reports, when WELCOME asked
+for them, go to the per-edge series of ``/metrics`` (``services.server.fleet_metrics``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,18 @@ from services.server.teacher_queue import TeacherFailed
 from shadowtutor.protocol.codecs import decode_frame, encode_labels
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.image_header import check_declared_size
-from shadowtutor.protocol.messages import Error, Hello, KeyFrame, Labels, Message, ResyncRequest, decode, encode
+from shadowtutor.protocol.messages import (
+    Error,
+    Hello,
+    KeyFrame,
+    Labels,
+    Message,
+    ResyncRequest,
+    Telemetry,
+    decode,
+    encode,
+)
+from shadowtutor.protocol.telemetry import check_telemetry
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -90,6 +102,7 @@ class EdgeConnection:
         finally:
             if self.session is not None:
                 self.runtime.sessions.remove(self.session)
+                self.metrics.fleet.session_ended(self.session.hello.edge_id, self.session.session_id)
                 log.info(
                     "session %s of edge %r ended: %d key frames, %d bytes in, %d bytes out",
                     self.session.session_id, self.session.hello.edge_id, self.session.stats.key_frames,
@@ -159,9 +172,11 @@ class EdgeConnection:
             params=runtime.params,
             traffic=self.traffic,
             distiller=distiller,
+            telemetry_interval=runtime.settings.edge_report_interval or None,
             evict=self.evict,
         )
         runtime.sessions.add(session)
+        self.metrics.fleet.session_opened(hello.edge_id, session.session_id, hello.mode, hello.agent)
         return session
 
     async def _read(self, inbox: asyncio.Queue[KeyFrame | ResyncRequest]) -> None:
@@ -176,6 +191,8 @@ class EdgeConnection:
                     await inbox.put(message)
             elif isinstance(message, ResyncRequest) and session.mode == "distill":
                 await inbox.put(message)
+            elif isinstance(message, Telemetry) and session.telemetry_interval is not None:
+                self.metrics.fleet.report(session.hello.edge_id, check_telemetry(message))
             elif isinstance(message, Error):
                 log.warning("%s reports %s: %s", self._who(), message.code, message.message)
                 if message.fatal:

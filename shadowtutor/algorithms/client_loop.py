@@ -67,6 +67,10 @@ class FrameResult:
     stride: int  # stride in force after this frame
     applied_metric: float | None  # metric of the update applied after this frame, if any
     waited_seconds: float  # time blocked on the network after this frame
+    # This frame settled its key frame's wait at MIN_STRIDE: it waited there (waited_seconds long), or
+    # the update came in time and was applied before (0 s). Once per key frame whose update resolves.
+    wait_settled: bool = False
+    inference_seconds: float = 0.0  # the student's inference on this frame (the paper's T_SI)
 
 
 class ClientLoop(Generic[Payload]):
@@ -96,20 +100,25 @@ class ClientLoop(Generic[Payload]):
             self.pending = self.transport.submit(index, frame)
             self.step = 0
             self.updated = False
+        start = time.perf_counter()
         labels = self.runtime.infer(frame)
+        inference = time.perf_counter() - start
         self.step += 1
         waited = 0.0
+        settled = False
         applied_metric = None
         if not self.updated and self.pending is not None:
             if self.step == self.params.min_stride:
+                settled = True
                 start = time.perf_counter()
                 self.pending.wait(self.wait_timeout)
                 waited = time.perf_counter() - start
             if self.pending.done():
+                settled = settled or self.step < self.params.min_stride
                 applied_metric = self._resolve(self.pending)
                 self.updated = True
                 self.pending = None
-        return FrameResult(index, labels, is_key, self.stride, applied_metric, waited)
+        return FrameResult(index, labels, is_key, self.stride, applied_metric, waited, settled, inference)
 
     def _resolve(self, pending: PendingUpdate[Payload]) -> float | None:
         outcome = pending.result()

@@ -68,6 +68,7 @@ class Welcome(Message):
     class_names: list[str]
     tensors: list[dict[str, Any]] = field(default_factory=list)
     delta_codec: str | None = None
+    telemetry_interval: float | None = None  # seconds between TELEMETRY reports; None: send none
 
 
 @dataclass
@@ -137,8 +138,32 @@ class Error(Message):
     seq: int | None = None
 
 
+@dataclass
+class Telemetry(Message):
+    """Edge -> server, every WELCOME ``telemetry_interval`` seconds: the edge's own figures, for the
+    server's ``/metrics``. Counters count since the agent started (over reconnects); ``None`` is
+    "not known yet" (no update applied, naive mode). Histograms: see :mod:`shadowtutor.protocol.telemetry`."""
+
+    TYPE: ClassVar[int] = 8
+    frames: int
+    key_frames: int
+    updates_applied: int
+    resyncs: int
+    reconnects: int
+    bytes_sent: int
+    bytes_received: int
+    waited_seconds: float
+    stride: int | None = None
+    student_metric: float | None = None
+    weights_version: int | None = None
+    seconds_since_update: float | None = None
+    inference_seconds: dict[str, Any] | None = None
+    blocked_seconds: dict[str, Any] | None = None
+    roundtrip_seconds: dict[str, Any] | None = None
+
+
 MESSAGE_TYPES: dict[int, type[Message]] = {
-    cls.TYPE: cls for cls in (Hello, Welcome, KeyFrame, Update, ResyncRequest, Labels, Error)
+    cls.TYPE: cls for cls in (Hello, Welcome, KeyFrame, Update, ResyncRequest, Labels, Error, Telemetry)
 }
 
 

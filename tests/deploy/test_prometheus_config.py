@@ -1,5 +1,7 @@
-"""dashboards/prometheus: promtool accepts the configuration and the rules, the rules' unit tests
-(alerts_test.yml) pass, and the jobs the alerts name are the jobs the configuration scrapes."""
+"""dashboards/prometheus and dashboards/alertmanager: promtool accepts the configuration and the rules,
+the rules' unit tests (alerts_test.yml) pass, the jobs the alerts name are the jobs the configuration
+scrapes, every alert links its runbook in docs/deploy.md, and amtool accepts the Alertmanager
+configuration, with its documented receiver integrations switched on too."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ from pathlib import Path
 
 import yaml
 
-from tests.deploy.prometheus_stack import ALERT_RULES, PROMETHEUS_DIR
+from tests.deploy.prometheus_stack import ALERT_RULES, PROMETHEUS_DIR, REPO_ROOT
 
+ALERTMANAGER_CONFIG = REPO_ROOT / "dashboards" / "alertmanager" / "alertmanager.yml"
 RULE_TESTS = Path(__file__).with_name("alerts_test.yml")
-EXPECTED_ALERTS = {"EdgeDown", "ThroughputCollapse", "TrafficSpike", "ServerDown", "ServerErrors", "TeacherNotReady"}
+EXPECTED_ALERTS = {"EdgeDown", "ThroughputCollapse", "TrafficSpike", "StudentNotUpdated", "ServerDown", "ServerErrors",
+                   "TeacherNotReady", "EdgeSeriesCapReached"}
 
 
 def test_promtool_accepts_the_configuration(run_tool) -> None:
@@ -46,3 +50,41 @@ def test_the_alerts_name_jobs_that_are_scraped() -> None:
     assert named and named <= jobs
     rule_files = [PROMETHEUS_DIR / f for f in config["rule_files"]]
     assert rule_files == [ALERT_RULES]
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_alert_links_its_runbook_section_in_deploy_md() -> None:
+    anchors, fenced = set(), False
+    for line in (REPO_ROOT / "docs" / "deploy.md").read_text().splitlines():
+        fenced ^= line.startswith("```")
+        if line.startswith("#") and not fenced:
+            anchors.add(_slug(line.lstrip("#")))
+    rules = [rule for group in yaml.safe_load(ALERT_RULES.read_text())["groups"] for rule in group["rules"]]
+    for rule in rules:
+        if "alert" in rule:
+            page, _, anchor = rule["annotations"]["runbook_url"].partition("#")
+            assert page == "docs/deploy.md" and anchor in anchors, rule["alert"]
+
+
+def test_alertmanager_accepts_its_configuration(run_tool) -> None:
+    result = run_tool("amtool", "check-config", str(ALERTMANAGER_CONFIG))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 receivers" in result.stdout
+
+
+def test_the_documented_receiver_integrations_are_valid(run_tool, tmp_path: Path) -> None:
+    """The configuration with its commented-out examples (webhook, e-mail, Slack) switched on."""
+    lines = ALERTMANAGER_CONFIG.read_text().splitlines()
+    start = lines.index("receivers:")
+    body = [line.replace("    # ", "    ", 1) for line in lines[start:] if not re.match(r"    # [A-Z]", line)]
+    enabled = tmp_path / "alertmanager.yml"
+    enabled.write_text("\n".join(lines[:start] + body) + "\n")
+    result = run_tool("amtool", "check-config", str(enabled))
+    assert result.returncode == 0, result.stdout + result.stderr
+    receiver = yaml.safe_load(enabled.read_text())["receivers"][0]
+    assert {"webhook_configs", "email_configs", "slack_configs"} <= set(receiver)

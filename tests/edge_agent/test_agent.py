@@ -18,6 +18,8 @@ from edge_agent.sinks import CallbackSink
 from edge_agent.transport import ServerRefusedError
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.protocol.errors import ErrorCode
+from shadowtutor.protocol.messages import Telemetry
+from shadowtutor.protocol.telemetry import check_telemetry
 from tests.edge_agent.test_sources import write_video
 from tests.support.prometheus import sample_value
 from tests.support.stand_in_server import StandInServer, naive_labels
@@ -158,3 +160,34 @@ def test_summary_times_the_frame_loop_and_each_update_apart_from_the_handshake(
     assert 0 < summary.handshake_bytes_received < summary.bytes_received
     assert len(summary.update_roundtrip_seconds) == summary.key_frames >= 1
     assert all(0 < rt < summary.loop_seconds for rt in summary.update_roundtrip_seconds)
+
+
+@pytest.mark.parametrize("mode", ["distill", "naive"])
+def test_the_agent_reports_its_figures_when_the_server_asks(
+    stand_in: StandInServer, video: Path, tmp_path: Path, mode: str
+) -> None:
+    stand_in.telemetry_interval = 1.0
+    agent = EdgeAgent(settings(stand_in, video, tmp_path / "out", mode=mode, max_fps=16))  # 40 frames: 2.5 s
+    summary = agent.run()
+    (session,) = stand_in.sessions
+    reports = [m for m in session.received if isinstance(m, Telemetry)]
+    assert len(reports) >= 2, reports
+    frames = [r.frames for r in reports]
+    assert frames == sorted(frames) and 0 < frames[-1] <= summary.frames
+    last = check_telemetry(reports[-1])  # valid by the protocol's rules
+    assert last.telemetry.bytes_sent <= summary.bytes_sent
+    assert (summary.bytes_sent, summary.bytes_received) == (stand_in.bytes_received, stand_in.bytes_sent)
+    if mode == "distill":
+        assert last.telemetry.student_metric == pytest.approx(stand_in.metric)
+        assert last.telemetry.weights_version >= 1 and last.telemetry.stride >= 1
+        assert last.histograms["inference_seconds"].count == last.telemetry.frames
+    else:  # no student: no score, stride, version or inference time
+        assert (last.telemetry.student_metric, last.telemetry.stride, last.telemetry.weights_version) == (
+            None, None, None)
+        assert last.histograms["inference_seconds"].count == 0
+        assert last.histograms["blocked_seconds"].count == last.telemetry.frames
+
+
+def test_no_reports_to_a_server_that_does_not_ask(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
+    EdgeAgent(settings(stand_in, video, tmp_path / "out", max_fps=16, max_frames=24)).run()  # 1.5 s
+    assert not [m for m in stand_in.sessions[0].received if isinstance(m, Telemetry)]

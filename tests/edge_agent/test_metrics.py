@@ -1,21 +1,29 @@
 from __future__ import annotations
 
+import time
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from edge_agent.metrics import EdgeMetrics, FpsMeter
+from edge_agent.metrics import EdgeMetrics
+from shadowtutor.protocol.messages import decode, encode
+from shadowtutor.protocol.telemetry import check_telemetry
 from tests.support.prometheus import promtool_check
 
 EXPECTED_NAMES = {
+    "shadowtutor_edge_build_info",
     "shadowtutor_edge_frames_total",
     "shadowtutor_edge_key_frames_total",
-    "shadowtutor_edge_fps",
     "shadowtutor_edge_sent_bytes_total",
     "shadowtutor_edge_received_bytes_total",
+    "shadowtutor_edge_waited_seconds_total",
     "shadowtutor_edge_stride",
     "shadowtutor_edge_student_metric",
+    "shadowtutor_edge_weights_version",
+    "shadowtutor_edge_last_update_timestamp_seconds",
+    "shadowtutor_edge_inference_seconds",
+    "shadowtutor_edge_blocked_seconds",
     "shadowtutor_edge_update_roundtrip_seconds",
     "shadowtutor_edge_connected",
     "shadowtutor_edge_updates_applied_total",
@@ -38,18 +46,19 @@ def exercised() -> EdgeMetrics:
     metrics.on_key_frame_dropped()
     metrics.output_dropped("labels")
     metrics.labels_removed(3)
+    metrics.weights_installed(0, welcome=True)
     for i in range(5):
-        metrics.frame_done(i == 0, stride=8)
-    metrics.updates_applied.inc()
-    metrics.student_metric.set(0.83)
+        metrics.frame_done(i == 0, 0.02, 0.5 if i == 3 else None, stride=8)
+    metrics.weights_installed(1, welcome=False)
+    metrics.student_scored(0.83)
     return metrics
 
 
-def samples(text: str) -> dict[str, float]:
+def samples(text: str, edge_only: bool = True) -> dict[str, float]:
     out = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name.endswith("_created"):
+            if sample.name.endswith("_created") or not sample.name.startswith("shadowtutor_"):
                 continue
             assert sample.labels.get("edge_id") == "cam-1", sample
             if "le" not in sample.labels:
@@ -57,15 +66,19 @@ def samples(text: str) -> dict[str, float]:
     return out
 
 
-def test_exactly_the_agreed_names_all_labelled_edge_id() -> None:
-    text = exercised().exposition().decode()
+def shadowtutor_names(text: str) -> set[str]:
     names = {
         sample.name.removesuffix("_created").removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
         for family in text_string_to_metric_families(text)
         for sample in family.samples
+        if sample.name.startswith("shadowtutor_")
     }
-    names = {n if n in EXPECTED_NAMES else n + "_total" for n in names}
-    assert names == EXPECTED_NAMES
+    return {n if n in EXPECTED_NAMES else n + "_total" for n in names}
+
+
+def test_exactly_the_agreed_names_all_labelled_edge_id() -> None:
+    text = exercised().exposition().decode()
+    assert shadowtutor_names(text) == EXPECTED_NAMES
     values = samples(text)
     assert values["shadowtutor_edge_frames_total"] == 5
     assert values["shadowtutor_edge_key_frames_total"] == 1
@@ -73,9 +86,44 @@ def test_exactly_the_agreed_names_all_labelled_edge_id() -> None:
     assert values["shadowtutor_edge_received_bytes_total"] == 250
     assert values["shadowtutor_edge_stride"] == 8
     assert values["shadowtutor_edge_student_metric"] == 0.83
+    assert values["shadowtutor_edge_weights_version"] == 1
+    assert values["shadowtutor_edge_updates_applied_total"] == 1  # the WELCOME's weights are no update
+    assert abs(values["shadowtutor_edge_last_update_timestamp_seconds"] - time.time()) < 60
     assert values["shadowtutor_edge_connected"] == 1
     assert values["shadowtutor_edge_update_roundtrip_seconds_count"] == 1
-    assert values["shadowtutor_edge_fps"] > 0
+    assert values["shadowtutor_edge_inference_seconds_count"] == 5
+    assert values["shadowtutor_edge_blocked_seconds_count"] == 1
+    assert values["shadowtutor_edge_waited_seconds_total"] == 0.5
+    assert values["shadowtutor_edge_build_info"] == 1
+    assert "process_cpu_seconds_total" in text  # the process collector
+
+
+def test_unknown_gauges_are_absent_not_zero() -> None:
+    """Before the first update (and in naive mode) there is no student score, stride or weights version."""
+    metrics = EdgeMetrics("cam-1")
+    metrics.frame_done(True, blocked_seconds=0.1)  # a naive frame
+    names = shadowtutor_names(metrics.exposition().decode())
+    for absent in ("stride", "student_metric", "weights_version", "last_update_timestamp_seconds"):
+        assert f"shadowtutor_edge_{absent}" not in names
+    report = metrics.telemetry()
+    assert (report.stride, report.student_metric, report.weights_version, report.seconds_since_update) == (
+        None, None, None, None)
+    assert sum(report.inference_seconds["counts"]) == 0  # no student ran
+
+
+def test_telemetry_carries_the_exported_figures() -> None:
+    metrics = exercised()
+    report = check_telemetry(decode(encode(metrics.telemetry())))  # what the server receives, checked
+    t = report.telemetry
+    assert (t.frames, t.key_frames, t.updates_applied, t.resyncs, t.reconnects) == (5, 1, 1, 1, 1)
+    assert (t.bytes_sent, t.bytes_received, t.stride, t.weights_version) == (1000, 250, 8, 1)
+    assert t.student_metric == 0.83 and t.waited_seconds == 0.5
+    assert 0 <= t.seconds_since_update < 60
+    inference = report.histograms["inference_seconds"]
+    assert inference.count == 5 and inference.sum == pytest.approx(0.1)
+    assert inference.cumulative()[-1] == (float("inf"), 5)
+    assert report.histograms["blocked_seconds"].count == 1
+    assert report.histograms["roundtrip_seconds"].count == 1
 
 
 def test_served_over_http() -> None:
@@ -91,10 +139,3 @@ def test_served_over_http() -> None:
 
 def test_promtool_accepts_the_exposition() -> None:
     promtool_check(exercised().exposition().decode())  # skips where promtool is not installed
-
-
-def test_fps_is_smoothed() -> None:
-    meter = FpsMeter(smoothing=0.5)
-    assert meter.tick(0.0) == 0.0
-    assert meter.tick(0.1) == pytest.approx(10)
-    assert meter.tick(0.3) == pytest.approx(1 / 0.15)

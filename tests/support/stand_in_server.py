@@ -38,6 +38,7 @@ from shadowtutor.protocol.messages import (
     Labels,
     Message,
     ResyncRequest,
+    Telemetry,
     Update,
     Welcome,
     decode,
@@ -74,7 +75,8 @@ class StandInSession:
 class StandInServer:
     """Knobs: ``refuse`` (answer HELLO with this fatal error), ``reply_delay`` (seconds before each
     answer), ``stale_next`` (the next update names a base the edge does not hold), ``fail_next``
-    (the next key frame gets a non-fatal teacher_failed), ``metric`` (reported in updates)."""
+    (the next key frame gets a non-fatal teacher_failed), ``metric`` (reported in updates),
+    ``telemetry_interval`` (asked for in WELCOME; the TELEMETRY that comes is kept in ``received``)."""
 
     def __init__(self, seed: int = 0, params: AlgorithmParams | None = None) -> None:
         self.weights = initial_weights(seed)
@@ -85,6 +87,7 @@ class StandInServer:
         self.stale_next = False
         self.fail_next = False
         self.metric = 0.9
+        self.telemetry_interval: float | None = None
         self.sessions: list[StandInSession] = []
         self.hellos = 0
         self.bytes_sent = 0
@@ -171,7 +174,8 @@ class StandInServer:
             blob = self._blob(session, full=True) if hello.mode == "distill" else None
             await self._send(ws, session, Welcome(
                 session.session_id, 0, frame_codec, weight_codec, self.params.to_dict(), list(LVS_CLASSES),
-                blob.tensors if blob else [], delta_codec, payload=blob.payload if blob else b"",
+                blob.tensors if blob else [], delta_codec, self.telemetry_interval,
+                payload=blob.payload if blob else b"",
             ))
             async for data in ws:
                 self.bytes_received += len(data)
@@ -186,6 +190,8 @@ class StandInServer:
     async def _answer(self, ws: ServerConnection, session: StandInSession, message: Message) -> None:
         if isinstance(message, ResyncRequest):
             await self._send_update(ws, session, session.last_seq, base=message.have_version, full=True)
+            return
+        if isinstance(message, Telemetry) and self.telemetry_interval is not None:
             return
         if not isinstance(message, KeyFrame):
             raise AssertionError(f"the edge sent {message!r}")

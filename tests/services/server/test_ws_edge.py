@@ -23,7 +23,7 @@ from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import decode_labels, decode_tensors, encode_frame
 from shadowtutor.protocol.errors import CloseCode, ErrorCode
-from shadowtutor.protocol.messages import Error, Hello, KeyFrame, Labels, ResyncRequest, Update, Welcome
+from shadowtutor.protocol.messages import Error, Hello, KeyFrame, Labels, ResyncRequest, Telemetry, Update, Welcome
 from tests.services.conftest import wait_ready
 from tests.support.prometheus import sample_value
 from tests.support.scene import TinyScene
@@ -310,3 +310,41 @@ def test_a_task_failing_while_the_session_ends_is_not_logged_as_unretrieved(
     time.sleep(0.2)  # the connection's handler returns
     gc.collect()
     assert "never retrieved" not in caplog.text
+
+
+def telemetry(frames: int, **fields: Any) -> Telemetry:
+    return Telemetry(frames=frames, key_frames=1, updates_applied=1, resyncs=0, reconnects=0, bytes_sent=100,
+                     bytes_received=200, waited_seconds=0.0, **fields)
+
+
+def test_telemetry_becomes_the_edges_series_on_metrics(client: TestClient, scene: TinyScene) -> None:
+    with client.websocket_connect("/v1/edge") as ws:
+        wire, welcome = open_session(ws, scene, edge_id="cam-7")
+        assert welcome.telemetry_interval == 10.0  # the default edge_report_interval
+        wire.send(telemetry(5))
+        wire.send(telemetry(9, stride=8, student_metric=0.5, weights_version=1))
+        wire.send(key_frame(scene, seq=0, base_version=0))  # answered after both reports were read
+        wire.expect(Update)
+        text = client.get("/metrics").text
+        assert sample_value(text, "shadowtutor_server_edge_frames_total", edge_id="cam-7") == 9
+        assert sample_value(text, "shadowtutor_server_edge_student_metric", edge_id="cam-7") == 0.5
+        assert sample_value(text, "shadowtutor_server_edge_connected", edge_id="cam-7") == 1
+    text = client.get("/metrics").text
+    assert sample_value(text, "shadowtutor_server_edge_connected", edge_id="cam-7") == 0  # kept a while
+
+
+def test_telemetry_with_impossible_values_is_a_bad_message(client: TestClient, scene: TinyScene) -> None:
+    with client.websocket_connect("/v1/edge") as ws:
+        wire, _ = open_session(ws, scene)
+        wire.send(telemetry(-3))
+        assert "TELEMETRY.frames" in expect_close(wire, ErrorCode.BAD_MESSAGE).message
+
+
+def test_telemetry_the_server_did_not_ask_for_is_unexpected(settings: ServerSettings, scene: TinyScene) -> None:
+    with TestClient(create_app(settings.model_copy(update={"edge_report_interval": 0.0}))) as client:
+        wait_ready(client)
+        with client.websocket_connect("/v1/edge") as ws:
+            wire, welcome = open_session(ws, scene)
+            assert welcome.telemetry_interval is None
+            wire.send(telemetry(1))
+            expect_close(wire, ErrorCode.UNEXPECTED_MESSAGE)

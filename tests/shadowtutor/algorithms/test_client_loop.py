@@ -157,3 +157,15 @@ def test_retune_takes_a_new_sessions_parameters_and_keeps_the_stride_within_them
     assert loop.stride == 16 and loop.params.min_stride == 4
     loop.retune(AlgorithmParams(min_stride=32, max_stride=64))
     assert loop.stride == 32
+
+
+def test_each_resolved_key_frame_settles_its_wait_at_min_stride_once() -> None:
+    """wait_settled marks one frame per key frame: where the update was applied in time (before
+    MIN_STRIDE, no wait) or where the loop waited for it at MIN_STRIDE. Inference is timed per frame."""
+    _, _, in_time = _run(metric=0.8, delay=1, frames=24)  # applied right after each key frame
+    assert [r.index for r in in_time if r.wait_settled] == [0, 8, 16]
+    assert all(r.waited_seconds == 0.0 for r in in_time)
+    _, transport, late = _run(metric=0.8, delay=100, frames=24)  # only the wait at MIN_STRIDE brings it
+    assert [r.index for r in late if r.wait_settled] == [7, 15, 23]
+    assert [len(p.waits) for p in transport.pendings] == [1, 1, 1]
+    assert all(r.inference_seconds >= 0.0 for r in late)

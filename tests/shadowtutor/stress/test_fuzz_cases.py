@@ -144,3 +144,32 @@ def test_under_tokens_a_refused_edge_id_is_unauthorized_first() -> None:
         hello = decode(case.steps[0].data)
         wrong_id = hello.edge_id != "cam-1"
         assert (case.expect.require == "unauthorized") == wrong_id, case.variant
+
+
+@pytest.mark.parametrize("asks", [True, False])
+def test_telemetry_cases_expect_what_the_protocol_says(target: Target, asks: bool) -> None:
+    """Reports the receiver's rules accept keep the session; the others are refused as bad_message;
+    a server that asked for no TELEMETRY refuses both as unexpected."""
+    from dataclasses import replace
+
+    from shadowtutor.protocol.errors import ProtocolError
+    from shadowtutor.protocol.telemetry import check_telemetry
+
+    asked = replace(target, telemetry=asks)
+    seen = set()
+    for i in range(60):
+        case = make_case(9, i, asked, ("telemetry",))
+        valid = True
+        for step in case.steps:
+            try:
+                check_telemetry(decode(step.data))
+            except ProtocolError:
+                valid = False
+        seen.add(valid)
+        if not asks:
+            assert (case.expect.end, case.expect.require) == (CLOSE, "unexpected_message"), case.variant
+        elif valid:
+            assert case.expect.end == CONTINUE and case.expect.codes == frozenset(), case.variant
+        else:
+            assert (case.expect.end, case.expect.require) == (CLOSE, "bad_message"), case.variant
+    assert seen == {True, False}

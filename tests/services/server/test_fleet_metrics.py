@@ -1,0 +1,123 @@
+"""Per-edge series from TELEMETRY: values, absent gauges, the cap on edges, retention after a session."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from services.server.fleet_metrics import FleetCollector
+from shadowtutor.protocol.messages import Telemetry
+from shadowtutor.protocol.telemetry import EdgeReport, check_telemetry
+from tests.support.prometheus import promtool_check, sample_value
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def report(frames: int = 10, **fields) -> EdgeReport:
+    values = dict(frames=frames, key_frames=2, updates_applied=1, resyncs=0, reconnects=0, bytes_sent=500,
+                  bytes_received=900, waited_seconds=0.25)
+    return check_telemetry(Telemetry(**{**values, **fields}))
+
+
+def exposition(fleet: FleetCollector) -> str:
+    registry = CollectorRegistry()
+    registry.register(fleet)
+    return generate_latest(registry).decode()
+
+
+def edges_in(text: str) -> set[str]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {s.labels["edge_id"] for f in text_string_to_metric_families(text) for s in f.samples
+            if f.name == "shadowtutor_server_edge_connected"}
+
+
+def test_a_report_becomes_the_edges_series() -> None:
+    clock, wall = Clock(), Clock()
+    fleet = FleetCollector(clock=clock, wall_clock=wall)
+    fleet.session_opened("cam-1", "s1", "distill", "shadowtutor-edge/1.0")
+    histogram = {"buckets": [0.01, 0.1], "counts": [3, 6, 1], "sum": 0.5}
+    fleet.report("cam-1", report(stride=16, student_metric=0.75, weights_version=4, seconds_since_update=3.0,
+                                 inference_seconds=histogram))
+    text = exposition(fleet)
+    edge = {"edge_id": "cam-1"}
+    assert sample_value(text, "shadowtutor_server_edge_connected", **edge) == 1
+    assert sample_value(text, "shadowtutor_server_edge_frames_total", **edge) == 10
+    assert sample_value(text, "shadowtutor_server_edge_sent_bytes_total", **edge) == 500
+    assert sample_value(text, "shadowtutor_server_edge_waited_seconds_total", **edge) == 0.25
+    assert sample_value(text, "shadowtutor_server_edge_stride", **edge) == 16
+    assert sample_value(text, "shadowtutor_server_edge_student_metric", **edge) == 0.75
+    assert sample_value(text, "shadowtutor_server_edge_weights_version", **edge) == 4
+    assert sample_value(text, "shadowtutor_server_edge_last_update_timestamp_seconds", **edge) == wall.now - 3.0
+    assert sample_value(text, "shadowtutor_server_edge_inference_seconds_bucket", **edge, le="0.1") == 9
+    assert sample_value(text, "shadowtutor_server_edge_inference_seconds_bucket", **edge, le="+Inf") == 10
+    assert sample_value(text, "shadowtutor_server_edge_inference_seconds_sum", **edge) == 0.5
+    assert sample_value(text, "shadowtutor_server_edge_info", **edge, mode="distill",
+                        agent="shadowtutor-edge/1.0") == 1
+    promtool_check(text)
+
+
+def test_unknown_figures_are_absent_not_zero() -> None:
+    """A naive edge, or one before its first update: no student score, stride or version series."""
+    fleet = FleetCollector()
+    fleet.session_opened("naive-1", "s1", "naive", "")
+    fleet.report("naive-1", report())
+    text = exposition(fleet)
+    assert sample_value(text, "shadowtutor_server_edge_frames_total", edge_id="naive-1") == 10
+    for name in ("student_metric", "stride", "weights_version", "last_update_timestamp_seconds"):
+        with pytest.raises(KeyError):
+            sample_value(text, f"shadowtutor_server_edge_{name}", edge_id="naive-1")
+
+
+def test_an_ended_session_keeps_its_series_for_the_retention_then_loses_them() -> None:
+    clock = Clock()
+    fleet = FleetCollector(retention=60, clock=clock)
+    fleet.session_opened("cam-1", "s1", "distill", "")
+    fleet.report("cam-1", report())
+    fleet.session_ended("cam-1", "s1")
+    clock.now += 59
+    assert sample_value(exposition(fleet), "shadowtutor_server_edge_connected", edge_id="cam-1") == 0
+    clock.now += 2
+    assert edges_in(exposition(fleet)) == set()
+
+
+def test_a_replaced_session_ending_late_leaves_the_new_one_connected() -> None:
+    fleet = FleetCollector()
+    fleet.session_opened("cam-1", "old", "distill", "")
+    fleet.session_opened("cam-1", "new", "distill", "")
+    fleet.session_ended("cam-1", "old")
+    text = exposition(fleet)
+    assert sample_value(text, "shadowtutor_server_edge_connected", edge_id="cam-1") == 1
+    assert sample_value(text, "shadowtutor_server_edge_sessions_total", edge_id="cam-1") == 2
+
+
+def test_the_cap_on_edges_with_series() -> None:
+    """At most max_edges edges: an ended edge gives up its slot (the longest ended first); while every slot
+    is held by a connected edge, a newcomer gets none and is counted, and gets its series once one frees."""
+    clock = Clock()
+    fleet = FleetCollector(max_edges=2, clock=clock)
+    for edge in ("a", "b"):
+        fleet.session_opened(edge, edge, "distill", "")
+    fleet.session_opened("c", "c", "distill", "")
+    fleet.report("c", report())
+    text = exposition(fleet)
+    assert edges_in(text) == {"a", "b"}
+    assert sample_value(text, "shadowtutor_server_fleet_overflow_total") == 2  # c's session and report
+    assert sample_value(text, "shadowtutor_server_fleet_edges") == 2
+    fleet.session_ended("a", "a")
+    clock.now += 1
+    fleet.session_ended("b", "b")
+    fleet.report("c", report(frames=20))  # a's slot (ended first) goes to c
+    text = exposition(fleet)
+    assert edges_in(text) == {"b", "c"}
+    assert sample_value(text, "shadowtutor_server_edge_frames_total", edge_id="c") == 20
+    assert sample_value(text, "shadowtutor_server_fleet_overflow_total") == 2
+    fleet.session_ended("c", "c")
+    fleet.report("c", report())  # after its session: nothing to attach it to, no new slot
+    assert sample_value(exposition(fleet), "shadowtutor_server_fleet_edges") == 2
