@@ -9,7 +9,8 @@ runs it with onnxruntime. It knows one LVS class, ``person``; everything else is
 The model was trained on people filling a video call's frame. A street camera shows people at a
 fraction of the frame's height, so the teacher also runs it on overlapping tiles of
 ``tile_height`` pixels (the model's 16:9 aspect, 40 % overlap) and marks a pixel ``person`` where
-the whole frame or any tile says so. Its real CPU cost is the sum of those passes.
+the whole frame or any tile says so (a tile more than 35 % "person" is ignored, see
+``MAX_TILE_FRACTION``). Its real CPU cost is the sum of those passes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ MODEL = PackagedFile(
 SOURCE_CLASSES = ("background", "person")  # the model's answer: 0 = no, 1 = person
 MODEL_ASPECT = 256 / 144  # width / height of the landscape model's input
 TILE_OVERLAP = 0.4
+# A tile with no one in it sometimes comes back largely "person" (a lawn's texture); a person that
+# fills a tile is large enough for the whole-frame pass, so such a tile's answer is dropped.
+MAX_TILE_FRACTION = 0.35
 
 
 def default_model_path(class_names: Sequence[str] = LVS_CLASSES) -> Path:
@@ -51,11 +55,11 @@ def install_model(class_names: Sequence[str] = LVS_CLASSES, out: Path | None = N
     from shadowtutor.teachers.tflite_to_onnx import convert_segmenter
 
     names = check_class_names(class_names)
-    out = out or default_model_path(names)
-    tflite = fetch_packaged_file(MODEL, assets_dir() / "models" / Path(MODEL.member).name)
     lut = class_lut(SOURCE_CLASSES, names)
     if lut[1] == background_index(names):
         raise TeacherError(f"the task classes {list(names)} have no 'person': this teacher would label nothing")
+    out = out or default_model_path(names)
+    tflite = fetch_packaged_file(MODEL, assets_dir() / "models" / Path(MODEL.member).name)
     return convert_segmenter(
         tflite, out, lut.tolist(), names,
         metadata={"source": f"{MODEL.package}:{MODEL.member}", "licence": MODEL.licence},
@@ -109,9 +113,11 @@ class MediaPipeTeacher(TeacherBase):
         labels = np.full((height, width), self._background, dtype=label_dtype(len(self.class_names)))
         boxes = tile_boxes(width, height, self.tile_height)
         crops = [np.ascontiguousarray(frame[y : y + h, x : x + w]) for x, y, w, h in boxes]
-        for (x, y, w, h), tile in zip(boxes, self._model.label_batch(crops), strict=True):
-            region = labels[y : y + h, x : x + w]
+        for i, ((x, y, w, h), tile) in enumerate(zip(boxes, self._model.label_batch(crops), strict=True)):
             found = tile != self._background
+            if i and found.mean() > MAX_TILE_FRACTION:
+                continue
+            region = labels[y : y + h, x : x + w]
             region[found] = tile[found]
         return labels
 
@@ -119,5 +125,6 @@ class MediaPipeTeacher(TeacherBase):
         return [self._label_one(frame) for frame in frames]
 
     def _details(self) -> dict[str, Any]:
-        return {"model_path": str(self.model_path), "tile_height": self.tile_height, "licence": MODEL.licence,
+        return {"model_path": str(self.model_path), "tile_height": self.tile_height,
+                "max_tile_fraction": MAX_TILE_FRACTION, "licence": MODEL.licence,
                 "source": f"{MODEL.package}:{MODEL.member}"}
