@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output directory (default runs/demo)")
     p.add_argument("--clip", default="vtest", help="real clip (default vtest; see `shadowtutor scenes fetch-real`)")
     p.add_argument("--teacher", default="mediapipe", help="the server's teacher for a real clip (default mediapipe)")
-    p.add_argument("--width", type=positive_int, default=640, help="a real clip's width, aspect kept (default 640)")
+    p.add_argument("--width", type=positive_int, default=480, help="a real clip's width, aspect kept (default 480)")
     p.add_argument("--generated", action="store_true",
                    help="a generated scene instead, its ground truth as the teacher (--preset, --seed, --size, --fps)")
     p.add_argument("--frames", type=positive_int, default=300, help="frames (a real clip: its first ones; default 300)")

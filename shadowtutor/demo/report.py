@@ -85,7 +85,8 @@ def run_report(run_dir: Path, scene: Scene, server: ServerTime) -> RunReport:
         waited_seconds=summary["waited_seconds"],
         wall_seconds=summary["wall_seconds"],
         miou_percent=mean_miou_against_teacher(run_dir / "labels", scene),
-        edge_seconds_per_frame=max(summary["loop_seconds"] - summary["waited_seconds"], 0.0) / max(summary["frames"], 1),
+        edge_seconds_per_frame=max(summary["loop_seconds"] - summary["waited_seconds"], 0.0)
+        / max(summary["frames"], 1),
         teacher_seconds=server.teacher_seconds,
         distill_seconds=server.distill_seconds,
     )
@@ -122,7 +123,9 @@ class Prediction:
     naive_fps: float  # one frame in flight: 1 / (T_TI + T_NET)
 
 
-def predict(edge_seconds_per_frame: float, params: AlgorithmParams = AlgorithmParams()) -> Prediction:
+def predict(edge_seconds_per_frame: float) -> Prediction:
+    """The bounds for this edge's ``t_si`` with the paper's server times and the default parameters."""
+    params = AlgorithmParams()
     lat = Latencies(t_si=max(edge_seconds_per_frame, 1e-6), t_sd=PAPER_T_SD, t_ti=PAPER_T_TI, t_net=PAPER_T_NET,
                     s_net_bytes=PAPER_S_NET_BYTES)
     return Prediction(lat.t_si, throughput_lower(lat, params.min_stride, params.max_updates),

@@ -20,7 +20,7 @@ from shadowtutor.demo.processes import (
     wait_http_ok,
 )
 from shadowtutor.demo.report import RunReport, run_report, write_report
-from shadowtutor.demo.server_time import ServerTime, scrape_server_time
+from shadowtutor.demo.server_time import scrape_server_time
 from shadowtutor.scenes.cache import cached_scene
 from shadowtutor.scenes.io import Scene
 from shadowtutor.scenes.real import clip_info, real_scene, scaled_size
@@ -38,7 +38,7 @@ class DemoConfig:
     out: Path
     clip: str | None = "vtest"  # a real clip (shadowtutor.scenes.real), or None for a generated scene
     teacher: str = "mediapipe"  # the real clip's teacher
-    width: int = 640  # a real clip is scaled to this width
+    width: int = 480  # a real clip is scaled to this width
     preset: str = "fixed-street"  # generated scene: preset, seed, size, fps
     frames: int = 300  # a real clip's first frames (all of a shorter one)
     seed: int = 7

@@ -81,7 +81,8 @@ class _Converter:
         for i in range(self.model.OperatorCodesLength()):
             code = self.model.OperatorCodes(i)
             custom = code.CustomCode()
-            self.opnames.append(custom.decode() if custom else builtin[max(code.BuiltinCode(), code.DeprecatedBuiltinCode())])
+            builtin_code = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+            self.opnames.append(custom.decode() if custom else builtin[builtin_code])
         for i in range(self.sub.TensorsLength()):
             value = _tensor_value(self.model, self.sub.Tensors(i))
             if value is not None:
