@@ -170,3 +170,13 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return directory
+
+
+def make_real_command(scene: Scene) -> str:
+    """The command that makes this real scene again (in the default scene cache)."""
+    m = scene.meta
+    if not m.preset.startswith(REAL_PRESET_PREFIX):
+        raise SceneError(f"{scene.directory} is not a real clip's scene (preset {m.preset!r})")
+    teacher = json.loads((scene.directory / TEACHER_FILE).read_text())["backend"]
+    return (f"shadowtutor scenes make-real --clip {m.preset[len(REAL_PRESET_PREFIX):]} --frames {m.frames} "
+            f"--width {m.width} --teacher {teacher}")
