@@ -179,6 +179,11 @@ def render_markdown(scene_dir: Path, shadow: RunReport, naive: RunReport, comman
         f"over the whole run, and {_comparison(shadow.steady_bytes_per_frame, naive.steady_bytes_per_frame)} "
         "it after the one-time model download.",
         "",
+        "The edge waits for an update at most its wait timeout at MIN_STRIDE frames after a key frame;",
+        "when the server answers later (distillation on this CPU), inference goes on with the weights it",
+        "has and the next key frame waits for the answer, so the key-frame ratio here can be lower than",
+        "Algorithm 2 alone would give (`shadowtutor bench accuracy` on the same scene shows that one).",
+        "",
         "## Prediction, not measured: this edge with the paper's GPU server",
         "",
         f"The paper's throughput bounds (eqs. 14-15) with this edge's own time per frame t_si = "
