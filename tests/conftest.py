@@ -34,3 +34,29 @@ def peer_student_path() -> Path:
     if not PEER_STUDENT.is_file():
         pytest.skip(f"the authors' checkpoint is absent ({PEER_STUDENT}); set SHADOWTUTOR_PEER_STUDENT")
     return PEER_STUDENT
+
+
+def _installed(path: Path, what: str) -> Path:
+    """``path`` if setup put it there; otherwise skip, except under CI, where bootstrap must have."""
+    if not path.is_file():
+        message = f"{what} is not installed ({path} is missing): run scripts/bootstrap.sh"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture
+def mediapipe_model() -> Path:
+    """The real teacher's converted model, as `shadowtutor teacher install mediapipe` left it."""
+    from shadowtutor.teachers.mediapipe import default_model_path
+
+    return _installed(default_model_path(), "the mediapipe teacher")
+
+
+@pytest.fixture
+def real_clips() -> dict[str, Path]:
+    """The real clips, as `shadowtutor scenes fetch-real` left them."""
+    from shadowtutor.scenes.real import REAL_CLIPS
+
+    return {name: _installed(clip.path, f"the real clip {name}") for name, clip in REAL_CLIPS.items()}

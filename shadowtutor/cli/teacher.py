@@ -36,6 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     label.add_argument("--max-frames", type=int, help="stop after this many frames")
     label.add_argument("--no-progress", action="store_true", help="no progress bar")
     label.set_defaults(handler=run_label)
+    install = commands.add_parser("install", help="fetch a registry-packaged teacher model and convert it (setup)")
+    install.add_argument("kind", choices=["mediapipe"], help="mediapipe: person segmentation from the mediapipe wheel")
+    install.add_argument("--class-names", help="comma-separated task classes (default: the LVS list)")
+    install.set_defaults(handler=run_install)
 
 
 def teacher_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -77,4 +81,14 @@ def run_label(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     print(f"wrote {written} label maps ({len(teacher.class_names)} classes) to {args.out}")
+    return 0
+
+
+def run_install(args: argparse.Namespace) -> int:
+    from shadowtutor.classes import LVS_CLASSES
+    from shadowtutor.teachers.mediapipe import MODEL, install_model
+
+    names = tuple(args.class_names.split(",")) if args.class_names else LVS_CLASSES
+    path = install_model(names)
+    print(f"installed the {args.kind} teacher: {path} (from {MODEL.package}, {MODEL.licence})")
     return 0

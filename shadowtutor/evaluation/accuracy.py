@@ -32,6 +32,7 @@ from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.inference import onnx_available
 from shadowtutor.models.pretrained import default_student_path
 from shadowtutor.scenes.io import Scene
+from shadowtutor.scenes.real import REAL_PRESET_PREFIX, make_real_command
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ def sha256_of(path: Path) -> str:
 
 def scene_command(scene: Scene) -> str:
     m = scene.meta
+    if m.preset.startswith(REAL_PRESET_PREFIX):
+        return make_real_command(scene)
     fps = int(m.fps) if float(m.fps).is_integer() else m.fps
     return (f"shadowtutor scenes make --preset {m.preset} --frames {m.frames} --seed {m.seed} "
             f"--out {scene.directory} --size {m.width}x{m.height} --fps {fps}")
@@ -100,7 +103,15 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
     student_sha = sha256_of(student_path)
     notes = list(config.notes)
     if config.teacher == "labels":
-        notes.append("The teacher is each scene's ground truth (labels teacher), so mIoU is against the truth.")
+        real = sorted(n for n, s in scenes.items() if s.meta.preset.startswith(REAL_PRESET_PREFIX))
+        generated = sorted(set(scenes) - set(real))
+        if generated:
+            notes.append(f"The teacher of {', '.join(generated)} is the scene's ground truth (labels teacher), "
+                         "so mIoU is against the truth.")
+        if real:
+            notes.append(f"The teacher of {', '.join(real)} is the labels a real teacher made of the real clip "
+                         "(labels teacher over them; the scene's teacher.json names it), so mIoU is against that "
+                         "teacher, not a ground truth.")
     for name, scene in scenes.items():
         if (scene.meta.preset, scene.meta.seed) in pretrained_on:
             warning = f"scene {name} ({scene.meta.preset}, seed {scene.meta.seed}) was used to pre-train the student"

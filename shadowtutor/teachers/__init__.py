@@ -1,7 +1,7 @@
 """Teachers: frame in, per-pixel class labels out (issue 2, point 3).
 
 ``build_teacher(kind, **options)`` makes one of :data:`TEACHER_KINDS` (``maskrcnn``,
-``detectron2``, ``onnx``, ``labels``); every teacher has ``name``, ``class_names``,
+``detectron2``, ``onnx``, ``labels``, ``mediapipe``); every teacher has ``name``, ``class_names``,
 ``label``, ``label_batch`` and ``describe``. Backends import their heavy libraries only
 when built.
 """

@@ -18,6 +18,7 @@ TEACHER_KINDS: dict[str, str] = {
     "detectron2": "shadowtutor.teachers.detectron2:Detectron2Teacher",
     "onnx": "shadowtutor.teachers.onnx:OnnxTeacher",
     "labels": "shadowtutor.teachers.labels:LabelsTeacher",
+    "mediapipe": "shadowtutor.teachers.mediapipe:MediaPipeTeacher",
 }
 
 

@@ -58,3 +58,18 @@ def test_a_malformed_size_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
         main(["scenes", "make", "--preset", "fixed-people", "--frames", "3", "--out", "x", "--size", "big"])
     assert exit_info.value.code == 2
     assert "WIDTHxHEIGHT" in capsys.readouterr().err
+
+
+def test_make_real_prints_the_scene_directory_of_a_real_clip(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mediapipe_model: Path, real_clips: dict[str, Path]
+) -> None:
+    code = main(["scenes", "make-real", "--clip", "bikes", "--frames", "5", "--width", "96",
+                 "--cache-dir", str(tmp_path)])
+    assert code == 0
+    directory = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert directory == tmp_path / "real" / "bikes_5f_96x40_mediapipe" and (directory / "scene.json").is_file()
+
+
+def test_fetch_real_with_an_unknown_clip_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scenes", "fetch-real", "--clip", "nope"]) != 0
+    assert "unknown real clip 'nope'" in capsys.readouterr().err

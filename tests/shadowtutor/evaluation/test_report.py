@@ -43,3 +43,15 @@ def test_write_report_keeps_results_json_to_scenes(tmp_path: Path) -> None:
     assert list(stored) == ["a"] and all(k in stored["a"] for k in REQUIRED)
     assert json.loads((tmp_path / "out" / "meta.json").read_text())["machine"]["cpu_model"] == "x"
     assert (tmp_path / "out" / "results.md").read_text().startswith("# Accuracy benchmark")
+
+
+def test_each_scene_stands_beside_the_papers_row_of_its_camera_and_category() -> None:
+    results = {"vtest": _result(10.0, 70.0) | {"preset": "real:vtest"},
+               "odd": _result(10.0, 60.0) | {"camera": "fixed", "category": "plants", "preset": "real:odd"}}
+    text = render_markdown(results, {})
+    assert text.startswith("# Accuracy benchmark: the paper's Tables 6, 5 and 2 on real clips\n")
+    # ours (P-8, its key frames), then the paper's fixed/people row: Tables 6 and 5, then Table 7 (7 FPS)
+    assert "| vtest | fixed | people | 70.00 | 5.50 | 81.39 | 1.96 | 80.08 | 1.97 |" in text
+    assert "| odd | fixed | plants | 60.00 | 5.50 | - | - | - | - |" in text
+    assert "| **paper's average** |  |  |  |  | 71.29 | 5.38 | 65.31 | 6.32 |" in text
+    assert "on generated scenes" in render_markdown({"a": _result(10.0, 70.0)}, {})

@@ -10,7 +10,7 @@ from shadowtutor.teachers.labels import LabelsTeacher
 
 
 def test_registry_builds_by_name_and_checks_options(tmp_path) -> None:
-    assert set(TEACHER_KINDS) == {"maskrcnn", "detectron2", "onnx", "labels"}
+    assert set(TEACHER_KINDS) == {"maskrcnn", "detectron2", "onnx", "labels", "mediapipe"}
     teacher = build_teacher("labels", labels_dir=tmp_path, class_names=["person", "background"])
     assert isinstance(teacher, LabelsTeacher)
     with pytest.raises(TeacherError, match="unknown teacher 'yolo'.*maskrcnn"):

