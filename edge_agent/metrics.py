@@ -6,6 +6,7 @@ The metric names are a contract with the dashboards and alert rules in ``dashboa
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
@@ -67,6 +68,16 @@ class EdgeMetrics:
         )
         self.resyncs = make(Counter, "shadowtutor_edge_resyncs_total", "Full-weight resyncs requested")
         self.reconnects = make(Counter, "shadowtutor_edge_reconnects_total", "Sessions opened after the first")
+        self.change_based_frames = Counter(
+            "shadowtutor_edge_change_based_frames_total",
+            "Frames of the change-based student by how they ran: change (change-based), full (full evaluation "
+            "through the caches), fallback (the full-frame backend)", ["edge_id", "mode"], registry=self.registry,
+        )
+        self.changed_fraction = Gauge(
+            "shadowtutor_edge_changed_fraction",
+            "Fraction of each layer's input positions that changed in the last frame run change-based",
+            ["edge_id", "layer"], registry=self.registry,
+        )
 
     # -- per frame, from the agent ---------------------------------------------------------
 
@@ -77,6 +88,12 @@ class EdgeMetrics:
         if stride is not None:
             self.stride.set(stride)
         self.fps.set(self._fps_meter.tick())
+
+    def change_based_frame(self, mode: str, changed: Mapping[str, float]) -> None:
+        """One frame of the change-based student; ``changed``: per layer (a fixed set of names)."""
+        self.change_based_frames.labels(edge_id=self.edge_id, mode=mode).inc()
+        for layer, fraction in changed.items():
+            self.changed_fraction.labels(edge_id=self.edge_id, layer=layer).set(fraction)
 
     def update_applied(self, metric: float | None) -> None:
         self.updates_applied.inc()

@@ -90,6 +90,15 @@ class EdgeSettings:
     metrics_host: str = _setting("0.0.0.0", "address of the Prometheus exporter (127.0.0.1 keeps it local)")
     metrics_port: int = _setting(9108, "port of the Prometheus exporter; 0 disables it")
     linger: float = _setting(0.0, "keep /metrics up this many seconds after the run (for a last scrape)")
+    # --- change-based inference ---
+    change_based: bool = _setting(
+        False, "label static-camera frames change-based: recompute only what changed since the last frames "
+        "(CPU; frames that changed too much go to the backend, torch or onnx)"
+    )
+    change_thresholds: Path | None = _setting(
+        None, "change-threshold file (shadowtutor change-based calibrate); default: the packaged student's"
+    )
+    change_scale: float = _setting(1.0, "multiply every change threshold: above 1 faster and less exact, 0 exact")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "server", normalise_server_url(self.server))
@@ -126,6 +135,7 @@ class EdgeSettings:
             raise SettingsError(f"metrics_port must lie in 0..65535 (0 disables), got {self.metrics_port}")
         if self.overlay and self.output_dir is None:
             raise SettingsError("overlay needs output_dir")
+        self._check_change_based()
         self._check_security()
 
     def _check_security(self) -> None:
@@ -143,6 +153,28 @@ class EdgeSettings:
         given = [name for name, path in tls_files.items() if path is not None]
         if given and not self.server.startswith("wss://"):
             raise SettingsError(f"{', '.join(given)} need a wss:// (or https://) server, got {self.server}")
+
+    def _check_change_based(self) -> None:
+        if not self.change_based:
+            if self.change_thresholds is not None:
+                raise SettingsError("change_thresholds needs change_based")
+            return
+        if self.backend in ("cuda", "reference"):
+            raise SettingsError(f"change_based runs with the torch or onnx backend (or auto), not {self.backend}")
+        from shadowtutor.acceleration.change_based.thresholds import ThresholdFileError  # imports torch
+
+        try:
+            self.change_based_options().thresholds()  # a bad file or scale fails now
+        except (ThresholdFileError, ValueError) as exc:
+            raise SettingsError(f"change_based: {exc}") from None
+
+    def change_based_options(self) -> Any:
+        """The student's :class:`~shadowtutor.acceleration.change_based.backend.ChangeBasedOptions`, or None."""
+        if not self.change_based:
+            return None
+        from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
+
+        return ChangeBasedOptions(self.change_thresholds, self.change_scale)
 
     def read_token(self) -> str | None:
         """The token to send in HELLO: ``token``, or the content of ``token_file`` (reread each call)."""
@@ -178,7 +210,7 @@ class EdgeSettings:
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in ("output_dir", "token_file", "ca_file", "client_cert", "client_key"):
+        for name in ("output_dir", "token_file", "ca_file", "client_cert", "client_key", "change_thresholds"):
             out[name] = str(out[name]) if out[name] else None
         out["token"] = "***" if self.token else None  # never written out
         return out
@@ -274,5 +306,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "overlay": _parse_bool,
     "metrics_port": int,
     "linger": float,
+    "change_based": _parse_bool,
+    "change_thresholds": _parse_optional_path,
+    "change_scale": float,
 }
-BOOLEAN_SETTINGS = ("save_labels", "overlay")
+BOOLEAN_SETTINGS = ("save_labels", "overlay", "change_based")

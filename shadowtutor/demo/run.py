@@ -31,6 +31,7 @@ class DemoConfig:
     cache_dir: Path | None = None
     teacher_args: tuple[str, ...] = field(default=())  # extra `serve` flags; default: the scene's labels
     command: str = "shadowtutor demo"  # for the report
+    change_based: bool = False  # the ShadowTutor edge labels change-based (--change-based)
     ready_timeout: float = 120.0
     run_timeout: float = 1800.0
 
@@ -42,6 +43,7 @@ def _run_agent(config: DemoConfig, scene: Path, server_url: str, mode: str, logs
         "edge", "--server", server_url, "--source", str(scene / "video.mp4"), "--mode", mode,
         "--edge-id", f"demo-{mode}", "--output-dir", str(run_dir), "--save-labels",
         "--overlay" if mode == "distill" else "--no-overlay", "--metrics-port", "0",
+        *(("--change-based",) if config.change_based and mode == "distill" else ()),
     )
     agent = start_process(args, name=f"edge-{mode}", log_dir=logs, env=half_cores_env())
     try:

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
 
 from shadowtutor.models.fast_student import FastStudent, channel_argmax, check_update
 from shadowtutor.models.student import StudentNet, normalise_frame
+
+if TYPE_CHECKING:
+    from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
 
 BACKEND_KINDS = ("reference", "torch", "onnx")
 
@@ -97,14 +100,26 @@ def onnx_available() -> bool:
     return True
 
 
-def build_inference_backend(kind: str, student: StudentNet, threads: int | None = None) -> InferenceBackend:
-    """A backend of ``kind`` (one of :data:`BACKEND_KINDS`) holding a copy of ``student``."""
+def build_inference_backend(
+    kind: str, student: StudentNet, threads: int | None = None, change_based: ChangeBasedOptions | None = None
+) -> InferenceBackend:
+    """A backend of ``kind`` (one of :data:`BACKEND_KINDS`) holding a copy of ``student``.
+
+    With ``change_based``, frames of a static camera run change-based
+    (:mod:`shadowtutor.acceleration.change_based`) and the ``kind`` backend takes the rest.
+    """
     if kind == "reference":
-        return ReferenceBackend(student)
-    if kind == "torch":
-        return TorchBackend(student)
-    if kind == "onnx":
+        backend: InferenceBackend = ReferenceBackend(student)
+    elif kind == "torch":
+        backend = TorchBackend(student)
+    elif kind == "onnx":
         from shadowtutor.models.onnx_student import OnnxBackend
 
-        return OnnxBackend(student, threads=threads)
-    raise ValueError(f"unknown inference backend {kind!r}: choose one of {', '.join(BACKEND_KINDS)}")
+        backend = OnnxBackend(student, threads=threads)
+    else:
+        raise ValueError(f"unknown inference backend {kind!r}: choose one of {', '.join(BACKEND_KINDS)}")
+    if change_based is None:
+        return backend
+    from shadowtutor.acceleration.change_based.backend import ChangeBasedBackend
+
+    return ChangeBasedBackend(backend, student, change_based)

@@ -92,3 +92,18 @@ def test_fps_is_smoothed() -> None:
     assert meter.tick(0.0) == 0.0
     assert meter.tick(0.1) == pytest.approx(10)
     assert meter.tick(0.3) == pytest.approx(1 / 0.15)
+
+
+def test_change_based_frames_and_changed_fraction_per_layer() -> None:
+    metrics = EdgeMetrics("cam-1")
+    metrics.change_based_frame("full", {"in_conv1": 1.0, "out_conv1": 1.0})
+    metrics.change_based_frame("change", {"in_conv1": 0.02, "out_conv1": 0.1})
+    metrics.change_based_frame("fallback", {})
+    text = metrics.exposition().decode()
+    series = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "edge_id"))): s.value
+              for family in text_string_to_metric_families(text) for s in family.samples
+              if not s.name.endswith("_created")}
+    assert series[("shadowtutor_edge_change_based_frames_total", (("mode", "change"),))] == 1
+    assert series[("shadowtutor_edge_change_based_frames_total", (("mode", "fallback"),))] == 1
+    assert series[("shadowtutor_edge_changed_fraction", (("layer", "in_conv1"),))] == 0.02
+    assert series[("shadowtutor_edge_changed_fraction", (("layer", "out_conv1"),))] == 0.1

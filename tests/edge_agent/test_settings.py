@@ -107,3 +107,27 @@ def test_bad_security_settings_say_what_is_wrong(tmp_path: Path, flags: dict, me
     paths = {k: str(tmp_path / v) if k != "token" and k != "server" else v for k, v in flags.items()}
     with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(")", r"\)")):
         build({"server": "ws://a:1", "source": "0", **paths})
+
+
+def test_change_based_settings(tmp_path: Path) -> None:
+    from shadowtutor.acceleration.change_based.thresholds import threshold_document, zero_thresholds
+
+    assert build({"server": "ws://h", "source": "x"}).change_based_options() is None
+    options = build({"server": "ws://h", "source": "x"}, {"SHADOWTUTOR_CHANGE_BASED": "1",
+                                                          "SHADOWTUTOR_CHANGE_SCALE": "2"}).change_based_options()
+    assert options.scale == 2.0 and options.thresholds_file is None
+    good = tmp_path / "t.json"
+    good.write_text(threshold_document(zero_thresholds(), "test"))
+    settings = build({"server": "ws://h", "source": "x", "change_based": True, "change_thresholds": str(good)})
+    assert settings.change_based_options().thresholds() == zero_thresholds()
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ({"change_based": True, "change_thresholds": "/nonexistent.json"}, "cannot read change-threshold file"),
+    ({"change_based": True, "change_scale": "-1"}, "scale must be"),
+    ({"change_based": True, "backend": "cuda"}, "torch or onnx backend"),
+    ({"change_thresholds": "t.json"}, "change_thresholds needs change_based"),
+])
+def test_bad_change_based_settings_say_what_is_wrong(flags: dict, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        build({"server": "ws://h", "source": "x", **flags})
