@@ -42,7 +42,7 @@ _STAGE_OF_MODULE = {"out_conv3": "out_conv2"}
 
 # Measured by `shadowtutor bench change-based` (docs/results/change_based/): see README there.
 DEFAULT_FALLBACK_FRACTION = 0.25
-DEFAULT_DENSE_FRACTION = 0.4
+DEFAULT_DENSE_FRACTION = 0.5
 DEFAULT_REFRESH_INTERVAL = 300
 
 FrameMode = str  # "change" (change-based), "full" (full evaluation through the caches), "fallback"

@@ -15,6 +15,9 @@ import torch
 import torch.nn.functional as F
 
 
+PATCH_CHUNK_FLOATS = 1 << 17  # 512 kB of gathered patches per matrix multiplication
+
+
 @dataclass
 class Change:
     """New values ``values (n, C)`` at flat positions ``index (n,)`` of an ``(H, W)`` map."""
@@ -99,16 +102,24 @@ class SparseConv:
         return out.permute(0, 2, 3, 1).reshape(self.out_positions, -1)
 
     def at(self, source: PaddedMap, out_index: torch.Tensor) -> torch.Tensor:
-        """Outputs at the flat output positions ``out_index``, ``(n, Cout)``."""
+        """Outputs at the flat output positions ``out_index``, ``(n, Cout)``.
+
+        Patches are gathered and multiplied in chunks that stay in the CPU's cache: one big
+        patch matrix costs several times more once it spills to memory.
+        """
         if out_index.numel() > self.dense_fraction * self.out_positions:
             return self.dense(source).index_select(0, out_index)
         ph, pw = self.padding
         oy = torch.div(out_index, self.out_w, rounding_mode="floor")
         ox = out_index - oy * self.out_w
         base = (oy * self.stride + (1 - ph)) * (self.in_w + 2) + ox * self.stride + (1 - pw)
-        rows = (base.unsqueeze(1) + self.offsets).flatten()
-        patches = source.data.index_select(0, rows).view(out_index.numel(), -1)
-        return torch.addmm(self.bias, patches, self.matrix)
+        out = torch.empty(out_index.numel(), self.matrix.shape[1])
+        chunk = max(64, PATCH_CHUNK_FLOATS // self.matrix.shape[0])
+        for start in range(0, out_index.numel(), chunk):
+            rows = (base[start:start + chunk].unsqueeze(1) + self.offsets).flatten()
+            patches = source.data.index_select(0, rows).view(-1, self.matrix.shape[0])
+            torch.addmm(self.bias, patches, self.matrix, out=out[start:start + chunk])
+        return out
 
 
 class BilinearUpsample:
