@@ -9,12 +9,16 @@ full instead, through the same caches:
   once; the stages before keep their caches (with partial distillation: the whole front);
 * when more than ``fallback_fraction`` of the frame's pixels changed (camera moved, scene cut,
   lighting jump), the frame goes to ``full_frame`` (the plain backend), and the caches are
-  rebuilt by a full evaluation on the first frame that changes less.
+  rebuilt by a full evaluation on the first frame that changes less;
+* the measured cut-over: both paths are timed as they run (smoothed), and when change-based
+  frames cost more than a ``full_frame`` one, the next ``backoff_frames`` frames go to
+  ``full_frame``; then change-based execution is tried again.
 """
 
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -44,6 +48,8 @@ _STAGE_OF_MODULE = {"out_conv3": "out_conv2"}
 DEFAULT_FALLBACK_FRACTION = 0.25
 DEFAULT_DENSE_FRACTION = 0.5
 DEFAULT_REFRESH_INTERVAL = 300
+DEFAULT_BACKOFF_FRAMES = 60
+SMOOTHING = 0.3
 
 FrameMode = str  # "change" (change-based), "full" (full evaluation through the caches), "fallback"
 
@@ -68,6 +74,7 @@ class ChangeBasedStudent:
         fallback_fraction: float = DEFAULT_FALLBACK_FRACTION,
         dense_fraction: float = DEFAULT_DENSE_FRACTION,
         refresh_interval: int = DEFAULT_REFRESH_INTERVAL,
+        backoff_frames: int = DEFAULT_BACKOFF_FRAMES,
     ) -> None:
         if not 0 <= fallback_fraction <= 1 or not 0 <= dense_fraction <= 1:
             raise ValueError("fallback_fraction and dense_fraction must lie in [0, 1]")
@@ -83,6 +90,10 @@ class ChangeBasedStudent:
         self.full_from = 0  # index into STAGES of the first stage that must run in full; len(STAGES) = none
         self.since_refresh = 0
         self.stats = ChangeStats()
+        self.backoff_frames = backoff_frames
+        self.backoff = 0  # frames left that go to the fallback because change-based frames were slower
+        self.fallback_seconds: float | None = None  # smoothed time of a fallback frame
+        self.change_seconds: float | None = None  # smoothed time of a change-based frame
 
     # -- weights -------------------------------------------------------------------------------
 
@@ -99,22 +110,42 @@ class ChangeBasedStudent:
     # -- frames --------------------------------------------------------------------------------
 
     def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
-        frame = torch.from_numpy(check_frame(frame_bgr))
+        frame_bgr = check_frame(frame_bgr)
+        frame = torch.from_numpy(frame_bgr)
         size = (frame.shape[0], frame.shape[1])
         with torch.inference_mode():
             if size != self.size:
                 self._build(size, keep_caches=False)
+                if self.full_frame is not None:
+                    self._fallback(frame_bgr, frame, 1.0)  # times the fallback once: the guard's yardstick
                 return self._run(frame, None, 0, 1.0)
-            moved = self.input.moved(frame, self.thresholds["in_conv1"])
+            moved = self.input.moved(frame_bgr, self.thresholds["in_conv1"])
             fraction = moved.numel() / (size[0] * size[1])
-            if fraction > self.fallback_fraction:
-                self.input.accept(frame)
-                self.full_from = 0
-                self.stats = ChangeStats("fallback", fraction)
-                return self.full_frame(frame_bgr)
+            if fraction > self.fallback_fraction or self.backoff > 0:
+                self.backoff = max(0, self.backoff - 1)
+                return self._fallback(frame_bgr, frame, fraction)
             if self.full_from == 0 or self.since_refresh >= self.refresh_interval:
                 return self._run(frame, None, 0, fraction)
-            return self._run(frame, moved, self.full_from, fraction)
+            start = time.perf_counter()
+            labels = self._run(frame, moved, self.full_from, fraction)
+            self._guard(time.perf_counter() - start)
+            return labels
+
+    def _fallback(self, frame_bgr: np.ndarray, frame: torch.Tensor, fraction: float) -> np.ndarray:
+        self.input.accept(frame)
+        self.full_from = 0
+        self.stats = ChangeStats("fallback", fraction)
+        start = time.perf_counter()
+        labels = self.full_frame(frame_bgr)
+        self.fallback_seconds = _smoothed(self.fallback_seconds, time.perf_counter() - start)
+        return labels
+
+    def _guard(self, seconds: float) -> None:
+        """Measured cut-over: when change-based frames cost more than the fallback, back off to it for a while."""
+        self.change_seconds = _smoothed(self.change_seconds, seconds)
+        if self.fallback_seconds is not None and self.change_seconds > self.fallback_seconds:
+            self.backoff = self.backoff_frames
+            self.change_seconds = None
 
     def _run(self, frame: torch.Tensor, moved: torch.Tensor | None, full_from: int, fraction: float) -> np.ndarray:
         taus = self.thresholds
@@ -206,6 +237,10 @@ class ChangeBasedStudent:
             _carry(old["blocks"][name], block)
         for name, up in self.ups.items():
             _carry(old["ups"][name], up)
+
+
+def _smoothed(previous: float | None, value: float) -> float:
+    return value if previous is None else previous + SMOOTHING * (value - previous)
 
 
 _CACHES = ("reference", "input", "x", "preact", "short", "long", "sums", "source", "logits", "labels",

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-
 PATCH_CHUNK_FLOATS = 1 << 17  # 512 kB of gathered patches per matrix multiplication
 
 

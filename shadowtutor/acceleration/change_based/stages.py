@@ -11,6 +11,7 @@ equals the layer applied to its effective input; at threshold 0 that is the true
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -88,10 +89,11 @@ class InputStage:
         self.input = PaddedMap(h, w, 3)
         self.mean = torch.tensor(PIXEL_MEAN_BGR, dtype=torch.float32)
 
-    def moved(self, frame: torch.Tensor, tau: float) -> torch.Tensor:
-        """Flat positions where ``frame`` differs from the reference by more than ``tau`` in any channel."""
-        diff = torch.maximum(frame, self.reference).sub_(torch.minimum(frame, self.reference))
-        return flat_nonzero(diff.amax(2) > tau)
+    def moved(self, frame: np.ndarray, tau: float) -> torch.Tensor:
+        """Flat positions where ``frame`` differs from the reference by more than ``tau`` in any channel
+        (OpenCV's vectorised absdiff and max: several times faster than the same in torch)."""
+        blue, green, red = cv2.split(cv2.absdiff(frame, self.reference.numpy()))
+        return torch.from_numpy(np.flatnonzero(cv2.max(cv2.max(blue, green), red) > tau))
 
     def step(self, frame: torch.Tensor, moved: torch.Tensor | None) -> Change | None:
         """``moved`` from :meth:`moved`, or None: the whole frame (a full evaluation)."""

@@ -97,7 +97,7 @@ def test_a_large_change_falls_back_to_the_full_frame_backend(student) -> None:
     runner.infer(frames[0])
     shifted = np.ascontiguousarray(np.roll(frames[1], 7, axis=1))  # the camera turned
     assert np.array_equal(runner.infer(shifted), full.infer(shifted))
-    assert runner.stats.mode == "fallback" and calls == [1]
+    assert runner.stats.mode == "fallback" and calls == [1, 1]  # the first frame times the fallback once
     turned = np.ascontiguousarray(np.roll(frames[2], 7, axis=1))  # the camera stays there
     assert np.array_equal(runner.infer(turned), full.infer(turned))  # caches rebuilt in full
     assert runner.stats.mode == "full"
@@ -126,3 +126,15 @@ def test_periodic_refresh_and_new_sizes_run_in_full(student) -> None:
     assert modes == ["full", "change", "change", "full"]
     runner.infer(np.zeros((HEIGHT + 8, WIDTH, 3), np.uint8))
     assert runner.stats.mode == "full"
+
+
+def test_change_based_frames_slower_than_the_fallback_back_off_to_it(student) -> None:
+    frames = _scene(5)
+    instant = TorchBackend(student).infer(frames[0])
+    runner = ChangeBasedStudent(student, zero_thresholds(), lambda frame: instant, backoff_frames=2)
+    modes = []
+    for frame in frames:
+        runner.infer(frame)
+        modes.append(runner.stats.mode)
+    # the fallback here costs microseconds: one change-based frame shows it does not pay
+    assert modes == ["full", "change", "fallback", "fallback", "full"]
