@@ -83,12 +83,14 @@ def bench_clip(student: StudentNet, clip: Clip, options: ChangeBasedOptions, thr
     return result
 
 
-def cutover_samples(student: StudentNet, clips: Sequence[Clip], options: ChangeBasedOptions,
-                    threads: int, warmup: int) -> list[tuple[float, float]]:
-    """(input changed fraction, change-based ms / fastest full-frame ms) per frame, fallback off."""
+def cutover_samples(student: StudentNet, clips: Sequence[Clip], options: ChangeBasedOptions, threads: int,
+                    warmup: int) -> tuple[list[tuple[float, float]], list[dict[str, float]]]:
+    """(input changed fraction, change-based ms / fastest full-frame ms) per frame with the fallback off,
+    and per clip the mean changed fraction per layer."""
     kinds = full_frame_kinds()
-    samples = []
+    samples, per_clip = [], []
     for clip in clips:
+        fractions = []
         fastest = build_inference_backend(kinds[-1], student, threads)
         runner = ChangeBasedBackend(fastest, student, replace(options, fallback_fraction=1.0)).runner
         runner.refresh_interval = len(clip.frames) + 1
@@ -98,7 +100,10 @@ def cutover_samples(student: StudentNet, clips: Sequence[Clip], options: ChangeB
             change_s, _ = _timed(runner.infer, frame)
             if index >= warmup and runner.stats.mode == "change":
                 samples.append((runner.stats.input_fraction, change_s / full_s))
-    return samples
+                fractions.append(runner.stats.changed)
+        per_clip.append({name: float(np.mean([f[name] for f in fractions])) for name in fractions[0]}
+                        if fractions else {})
+    return samples, per_clip
 
 
 def cutover_point(samples: Sequence[tuple[float, float]]) -> dict[str, Any]:
@@ -119,7 +124,10 @@ def run_change_based_bench(student: StudentNet, clips: Sequence[Clip], options: 
     torch.set_num_threads(threads)
     try:
         runs = [bench_clip(student, clip, options, threads, warmup) for clip in clips]
-        cutover = cutover_point(cutover_samples(student, clips, options, threads, warmup))
+        samples, forced_fractions = cutover_samples(student, clips, options, threads, warmup)
+        cutover = cutover_point(samples)
+        for run, fractions in zip(runs, forced_fractions, strict=True):
+            run["changed_fraction_fallback_off"] = fractions
     finally:
         torch.set_num_threads(previous)
     return {"threads": threads, "runs": runs, "cutover": cutover,
@@ -194,14 +202,16 @@ def render_markdown(results: dict[str, Any]) -> str:
             f"{ms['change-based']:.1f} | {run['speedup_vs_same_backend']:.2f}x | {run['speedup_vs_fastest']:.2f}x | "
             f"{100 * run['agreement']:.3f} | {score} | {modes['change']} / {modes['full']} / {modes['fallback']} |"
         )
-    layer_names = next((list(r["changed_fraction"]) for r in results["runs"] if r["changed_fraction"]), [])
-    if layer_names:
-        lines += ["", "Changed fraction per layer input (mean over change-based frames, %):", "",
+    for key, title in (("changed_fraction", "mean over the change-based frames above"),
+                       ("changed_fraction_fallback_off", "every frame change-based: the cut-over pass below")):
+        layer_names = next((list(r[key]) for r in results["runs"] if r.get(key)), [])
+        if not layer_names:
+            continue
+        lines += ["", f"Changed fraction per layer input ({title}, %):", "",
                   "| layer | " + " | ".join(r["clip"] for r in results["runs"]) + " |",
                   "|---|" + "---|" * len(results["runs"])]
         for name in layer_names:
-            cells = [f"{100 * r['changed_fraction'][name]:.1f}" if r["changed_fraction"] else "—"
-                     for r in results["runs"]]
+            cells = [f"{100 * r[key][name]:.1f}" if r.get(key) else "—" for r in results["runs"]]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     cut = results["cutover"]
     lines += ["", "Cut-over (fallback off): change-based ms / full-frame fallback ms by fraction of input pixels "
