@@ -87,11 +87,19 @@ class SparseConv:
         return self.out_h * self.out_w
 
     def affected(self, index: torch.Tensor) -> torch.Tensor:
-        """Output positions whose receptive field contains any input position in ``index``."""
-        mask = torch.zeros(self.in_h * self.in_w)
-        mask[index] = 1.0
-        pooled = F.max_pool2d(mask.view(1, 1, self.in_h, self.in_w), self.kernel, self.stride, self.padding)
-        return flat_nonzero(pooled)
+        """Output positions whose receptive field contains any input position in ``index``.
+
+        Input row ``y`` is read by output rows ``oy`` with ``oy * stride == y + ph - ky`` for a tap
+        ``ky``: enumerated per changed position (cheaper than pooling a whole-map mask).
+        """
+        iy = torch.div(index, self.in_w, rounding_mode="floor")
+        ix = index - iy * self.in_w
+        rows, row_ok = _reading_outputs(iy, self.padding[0], self.kernel[0], self.stride, self.out_h)
+        cols, col_ok = _reading_outputs(ix, self.padding[1], self.kernel[1], self.stride, self.out_w)
+        flat = rows.unsqueeze(2) * self.out_w + cols.unsqueeze(1)
+        mask = torch.zeros(self.out_positions, dtype=torch.bool)
+        mask[flat[row_ok.unsqueeze(2) & col_ok.unsqueeze(1)]] = True
+        return flat_nonzero(mask)
 
     def dense(self, source: PaddedMap) -> torch.Tensor:
         """All outputs, ``(out_h * out_w, Cout)``."""
@@ -119,6 +127,15 @@ class SparseConv:
             patches = source.data.index_select(0, rows).view(-1, self.matrix.shape[0])
             torch.addmm(self.bias, patches, self.matrix, out=out[start:start + chunk])
         return out
+
+
+def _reading_outputs(position: torch.Tensor, padding: int, kernel: int, stride: int,
+                     size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per input coordinate, the ``kernel`` candidate output coordinates reading it, and which are real."""
+    target = (position + padding).unsqueeze(1) - torch.arange(kernel)
+    out = torch.div(target, stride, rounding_mode="floor")
+    valid = (target >= 0) & (target - out * stride == 0) & (out < size)
+    return out.clamp(0, size - 1), valid
 
 
 class BilinearUpsample:

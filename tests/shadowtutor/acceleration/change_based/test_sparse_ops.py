@@ -46,3 +46,15 @@ def test_sparse_upsampling_equals_interpolate(size_in, size_out) -> None:
     bumped[changed] += 1
     moved = (up.dense(bumped) - up.dense(source)).abs().amax(1) > 0
     assert set(moved.nonzero().squeeze(1).tolist()) <= affected
+
+
+@pytest.mark.parametrize(("kernel", "stride", "padding"), [((3, 3), 2, (1, 1)), ((3, 3), 1, (1, 1)),
+                                                          ((1, 3), 1, (0, 1)), ((3, 1), 1, (1, 0))])
+def test_affected_positions_equal_pooling_the_change_mask(kernel, stride, padding) -> None:
+    h, w = 13, 10
+    conv = SparseConv(torch.zeros(1, 1, *kernel), torch.zeros(1), stride, padding, (h, w), 0.5)
+    changed = torch.randperm(h * w, generator=torch.Generator().manual_seed(2))[:9].sort().values
+    mask = torch.zeros(h * w)
+    mask[changed] = 1
+    pooled = F.max_pool2d(mask.view(1, 1, h, w), kernel, stride, padding).flatten()
+    assert conv.affected(changed).tolist() == pooled.nonzero().squeeze(1).tolist()
