@@ -163,7 +163,8 @@ class EdgeAgent:
         own_weights = False
         if s.mode == "distill":
             student = VersionedStudent(
-                StudentRuntime(s.backend), s.class_names, lambda have, why: transport.request_resync(have, why)
+                StudentRuntime(s.backend, s.change_based_options()), s.class_names,
+                lambda have, why: transport.request_resync(have, why),
             )
             local = initial_student(self._state_file(), s.class_names)
             if local is not None:
@@ -260,7 +261,7 @@ class EdgeAgent:
                 session = transport.session
                 if session is not None and session.params != loop.params:
                     loop.retune(session.params)
-                self._distill_frame(frame, loop, sinks, summary)
+                self._distill_frame(frame, loop, student, sinks, summary)
                 if len(student.history) > seen:
                     seen = self._note_installs(student, seen)
                     if keeper is not None:
@@ -276,7 +277,9 @@ class EdgeAgent:
         summary.updates_applied = student.updates_applied
         summary.updates_rejected = student.rejected
 
-    def _distill_frame(self, frame: np.ndarray, loop: ClientLoop, sinks: LabelSink, summary: RunSummary) -> None:
+    def _distill_frame(
+        self, frame: np.ndarray, loop: ClientLoop, student: VersionedStudent, sinks: LabelSink, summary: RunSummary
+    ) -> None:
         result = loop.process(frame)
         sinks.write(result.index, frame, result.labels)
         summary.frames += 1
@@ -285,6 +288,9 @@ class EdgeAgent:
         summary.waited_seconds += result.waited_seconds
         self.metrics.frame_done(result.is_key_frame, result.inference_seconds,
                                 result.waited_seconds if result.wait_settled else None, result.stride)
+        change = student.runtime.change_stats
+        if change is not None:
+            self.metrics.change_based_frame(change.mode, change.changed)
         if result.applied_metric is not None:
             summary.last_metric = result.applied_metric
             self.metrics.student_scored(result.applied_metric)

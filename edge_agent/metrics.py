@@ -13,6 +13,7 @@ from __future__ import annotations
 import platform
 import threading
 import time
+from collections.abc import Mapping
 
 from prometheus_client import (
     CollectorRegistry,
@@ -114,6 +115,16 @@ class EdgeMetrics:
         self.labels_removed_total = make(
             Counter, "shadowtutor_edge_labels_removed_total", "Label-map files removed by retention (oldest first)"
         )
+        self.change_based_frames = Counter(
+            "shadowtutor_edge_change_based_frames_total",
+            "Frames of the change-based student by how they ran: change (change-based), full (full evaluation "
+            "through the caches), fallback (the full-frame backend)", ["edge_id", "mode"], registry=self.registry,
+        )
+        self.changed_fraction = Gauge(
+            "shadowtutor_edge_changed_fraction",
+            "Fraction of each layer's input positions that changed in the last frame run change-based",
+            ["edge_id", "layer"], registry=self.registry,
+        )
 
     # -- per frame, from the agent ---------------------------------------------------------
 
@@ -154,6 +165,12 @@ class EdgeMetrics:
 
     def labels_removed(self, count: int) -> None:
         self.labels_removed_total.inc(count)
+
+    def change_based_frame(self, mode: str, changed: Mapping[str, float]) -> None:
+        """One frame of the change-based student; ``changed``: per layer (a fixed set of names)."""
+        self.change_based_frames.labels(edge_id=self.edge_id, mode=mode).inc()
+        for layer, fraction in changed.items():
+            self.changed_fraction.labels(edge_id=self.edge_id, layer=layer).set(fraction)
 
     # -- TransportObserver -------------------------------------------------------------------
 

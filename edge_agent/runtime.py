@@ -6,6 +6,10 @@ the student's ONNX graph on the GPU (a Jetson) through ONNX Runtime's TensorRT o
 rewritten graph) and ``onnx`` (the same graph in ONNX Runtime) run on the CPU (see
 :mod:`shadowtutor.models.inference`); ``auto`` picks the fastest this machine runs, and falls back
 to the next when one fails to start. All give the same labels up to float rounding.
+
+With change-based inference (``--change-based``) a CPU backend is wrapped by the change-based
+student (:mod:`shadowtutor.acceleration.change_based`); ``auto`` then picks ``onnx`` when it is
+installed (the fastest full-frame fallback), else ``torch``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from shadowtutor.acceleration.change_based.backend import ChangeBasedBackend, ChangeBasedOptions
+from shadowtutor.acceleration.change_based.runner import ChangeStats
 from shadowtutor.models.backends import STUDENT_BACKENDS, BackendUnavailableError, resolve_backend
 from shadowtutor.models.checkpoint import student_from_state_dict
 from shadowtutor.models.inference import InferenceBackend, build_inference_backend
@@ -27,8 +33,10 @@ log = logging.getLogger(__name__)
 class StudentRuntime:
     """The edge's student; empty until :meth:`load` gets full weights (the server's WELCOME)."""
 
-    def __init__(self, backend: str = "auto") -> None:
-        self.candidates = resolve_backend(backend)  # a named backend this machine lacks fails here, at start
+    def __init__(self, backend: str = "auto", change_based: ChangeBasedOptions | None = None) -> None:
+        # a named backend this machine lacks fails here, at start
+        self.candidates = resolve_backend(backend, change_based=change_based is not None)
+        self.change_based = change_based
         self.backend: InferenceBackend | None = None
         self.class_names: tuple[str, ...] = ()
 
@@ -51,7 +59,7 @@ class StudentRuntime:
         while True:
             kind = self.candidates[0]
             try:
-                self.backend = build_inference_backend(kind, student)
+                self.backend = build_inference_backend(kind, student, change_based=self.change_based)
                 break
             except BackendUnavailableError as exc:
                 if len(self.candidates) == 1:
@@ -67,6 +75,11 @@ class StudentRuntime:
     def infer(self, frame: np.ndarray) -> np.ndarray:
         """Per-pixel class labels ``(H, W)`` uint8 for one BGR uint8 frame."""
         return self._require_backend().infer(frame)
+
+    @property
+    def change_stats(self) -> ChangeStats | None:
+        """What the last frame did, when the student runs change-based."""
+        return self.backend.stats if isinstance(self.backend, ChangeBasedBackend) else None
 
     def _require_backend(self) -> InferenceBackend:
         if self.backend is None:

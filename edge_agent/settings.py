@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.cli.settings_flags import ENV_PREFIX, describe_validation_error
-from shadowtutor.models.backends import STUDENT_BACKENDS
+from shadowtutor.models.backends import CHANGE_BASED_FALLBACKS, STUDENT_BACKENDS
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_WEIGHT_CODECS
 
 EDGE_PATH = "/v1/edge"
@@ -178,6 +178,18 @@ class EdgeSettings(BaseSettings):
         60.0, ge=0, description="least seconds between two saves of the held weights to state_dir"
     )
 
+    # -- change-based inference (static cameras; shadowtutor.acceleration.change_based) ----------
+    change_based: bool = Field(
+        False, description="label static-camera frames change-based: recompute only what changed since the last "
+        "frames (CPU; frames that changed too much go to the backend, torch or onnx)"
+    )
+    change_thresholds: Path | None = Field(
+        None, description="change-threshold file (shadowtutor change-based calibrate); default: the packaged student's"
+    )
+    change_scale: float = Field(
+        1.0, ge=0, description="multiply every change threshold: above 1 faster and less exact, 0 exact"
+    )
+
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
@@ -187,7 +199,7 @@ class EdgeSettings(BaseSettings):
     # -- parsing (the same for flags and variables) ---------------------------------------------
     @field_validator(
         "token", "token_file", "ca_file", "client_cert", "client_key", "output_dir", "frame_quality", "max_frames",
-        "max_fps", "state_dir", mode="before",
+        "max_fps", "state_dir", "change_thresholds", mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
@@ -277,6 +289,7 @@ class EdgeSettings(BaseSettings):
             raise ValueError(f"reconnect_max ({self.reconnect_max}) is below reconnect_min ({self.reconnect_min})")
         if self.overlay and self.output_dir is None:
             raise ValueError("overlay needs output_dir")
+        self._check_change_based()
         if self.token is not None and self.token_file is not None:
             raise ValueError("give token or token_file, not both")
         self.read_token()  # a missing or empty token file fails now, not at the first connection
@@ -290,6 +303,28 @@ class EdgeSettings(BaseSettings):
         if given and not self.server.startswith("wss://"):
             raise ValueError(f"{', '.join(given)} need a wss:// (or https://) server, got {self.server}")
         return self
+
+    def _check_change_based(self) -> None:
+        if not self.change_based:
+            if self.change_thresholds is not None:
+                raise ValueError("change_thresholds needs change_based")
+            return
+        if self.backend not in ("auto", *CHANGE_BASED_FALLBACKS):
+            raise ValueError(f"change_based runs with the torch or onnx backend (or auto), not {self.backend}")
+        from shadowtutor.acceleration.change_based.thresholds import ThresholdFileError  # imports torch
+
+        try:
+            self.change_based_options().thresholds()  # a bad file or scale fails now
+        except (ThresholdFileError, ValueError) as exc:
+            raise ValueError(f"change_based: {exc}") from None
+
+    def change_based_options(self) -> Any:
+        """The student's :class:`~shadowtutor.acceleration.change_based.backend.ChangeBasedOptions`, or None."""
+        if not self.change_based:
+            return None
+        from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
+
+        return ChangeBasedOptions(self.change_thresholds, self.change_scale)
 
     def read_token(self) -> str | None:
         """The token to send in HELLO: ``token``, or the content of ``token_file`` (reread each call)."""

@@ -53,6 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--student", type=Path, help="student checkpoint for the server (default: its packaged one)")
     p.add_argument("--tbf-latency-ms", type=float, default=100.0, help="tbf queue bound, ms (default 100)")
     p.add_argument("--delay-ms", type=float, default=0.0, help="netem one-way delay per direction (default 0: off)")
+    p.add_argument("--change-based", action="store_true",
+                   help="ShadowTutor edges label change-based (shadowtutor edge --change-based)")
     p.add_argument("--resume", action="store_true", help="keep the runs already in OUT/results.json")
     p.set_defaults(handler=run)
 
@@ -74,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         scenes=tuple(args.scenes), out_dir=args.out, work_dir=args.work_dir,
         bandwidths=args.bandwidths, frames=args.frames, size=args.size, variants=variants,
         student=args.student, latency_ms=args.tbf_latency_ms, delay_ms=args.delay_ms, resume=args.resume,
-        command=invoked_command(args),
+        command=invoked_command(args), change_based=args.change_based,
     )
     results = run_network_bench(config)
     results_path = args.out / "results.json"

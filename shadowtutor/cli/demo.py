@@ -26,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--size", type=frame_size, default=(640, 360), help="generated scene WIDTHxHEIGHT (default 640x360)")
     p.add_argument("--fps", type=float, default=30.0, help="generated scene frame rate")
     p.add_argument("--cache-dir", type=Path, help="scene cache (default ~/.cache/shadowtutor/scenes)")
+    p.add_argument("--change-based", action="store_true",
+                   help="the ShadowTutor edge labels change-based (shadowtutor edge --change-based)")
     p.set_defaults(handler=run)
 
 
@@ -35,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
 
     config = DemoConfig(out=args.out, clip=None if args.generated else args.clip, teacher=args.teacher,
                         width=args.width, preset=args.preset, frames=args.frames, seed=args.seed, size=args.size,
-                        fps=args.fps, cache_dir=args.cache_dir, command=invoked_command(args))
+                        fps=args.fps, cache_dir=args.cache_dir, command=invoked_command(args),
+                        change_based=args.change_based)
     with exit_on_signals("shadowtutor demo"):  # SIGTERM, SIGHUP: the children are stopped as on Ctrl-C
         _, _, markdown = run_demo(config)
     print()

@@ -46,6 +46,7 @@ class DemoConfig:
     fps: float = 30.0
     cache_dir: Path | None = None
     command: str = "shadowtutor demo"  # for the report
+    change_based: bool = False  # the ShadowTutor edge labels change-based (--change-based)
     ready_timeout: float = 120.0
     run_timeout: float = 1800.0
 
@@ -72,6 +73,7 @@ def _run_agent(config: DemoConfig, scene: Path, server_url: str, mode: str, logs
         "--edge-id", f"demo-{mode}", "--output-dir", str(run_dir), "--save-labels",
         "--state-dir", str(config.out / "edge-state"),
         "--overlay" if mode == "distill" else "--no-overlay", "--metrics-port", "0",
+        *(("--change-based",) if config.change_based and mode == "distill" else ()),
     )
     agent = start_process(args, name=f"edge-{mode}", log_dir=logs, env=half_cores_env())
     try:

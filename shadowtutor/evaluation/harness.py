@@ -16,7 +16,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from shadowtutor.evaluation.simulated_link import KeyFrameRecord, LinkCodecs, Si
 from shadowtutor.models.inference import InferenceBackend, build_inference_backend
 from shadowtutor.models.student import DistillMode, StudentNet
 from shadowtutor.teachers import Teacher
+
+if TYPE_CHECKING:
+    from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
 
 
 @dataclass(frozen=True)
@@ -134,12 +137,14 @@ def evaluate_scene(
     on_frame: Callable[[int, dict[str, float]], None] | None = None,
     settings: Sequence[str] = SETTING_KEYS,
     link: LinkCodecs | None = None,
+    change_based: ChangeBasedOptions | None = None,
 ) -> SceneEvaluation:
     """Run the ``settings`` (keys of :data:`SETTING_KEYS`) over ``frames`` (BGR uint8, one size).
 
     Settings of one distillation mode share one server (see
     :class:`~shadowtutor.evaluation.simulated_link.SimulatedServer`); ``link`` puts the
-    protocol's codecs on what crosses the simulated link (None: the paper's raw accounting).
+    protocol's codecs on what crosses the simulated link (None: the paper's raw accounting);
+    ``change_based`` runs the edges' students change-based.
     ``on_frame(index, running mean mIoU per setting)`` is called after each frame (progress).
     """
     unknown = [key for key in settings if key not in SETTING_KEYS]
@@ -166,11 +171,11 @@ def evaluate_scene(
                 mode_params = dataclasses.replace(params, mode=setting.mode)
                 distiller = Distiller(copy.deepcopy(student), mode_params, background)
                 servers[setting.mode] = SimulatedServer(distiller, teacher_label, link)
-            edge = build_inference_backend(backend, student, threads)
+            edge = build_inference_backend(backend, student, threads, change_based)
             if servers[setting.mode].welcome is not None:
                 edge.apply(servers[setting.mode].welcome)
             runs[setting.key] = _DistilledRun(setting, servers[setting.mode], edge, params)
-    wild = build_inference_backend(backend, student, threads) if WILD in settings else None
+    wild = build_inference_backend(backend, student, threads, change_based) if WILD in settings else None
     traces = {**({WILD: SettingTrace()} if wild else {}), **{key: run.trace for key, run in runs.items()}}
     start = time.perf_counter()
     size: tuple[int, int] | None = None

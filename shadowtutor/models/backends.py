@@ -29,6 +29,9 @@ ONNX_PROVIDERS = {
 # it labels a little slower, but installs a weight update in tens of milliseconds, while TensorRT
 # builds a new engine for every update (seconds on a Jetson), so TensorRT is chosen by name only.
 AUTO_ORDER = ("onnx-cuda", "cuda", "onnx", "torch")
+# Change-based inference (shadowtutor.acceleration.change_based) runs on the CPU in PyTorch and
+# hands frames where too much changed to one of these full-frame backends, fastest first.
+CHANGE_BASED_FALLBACKS = ("onnx", "torch")
 
 
 class BackendUnavailableError(RuntimeError):
@@ -71,12 +74,16 @@ def unavailable_reason(kind: str) -> str | None:
     return None
 
 
-def resolve_backend(name: str) -> list[str]:
+def resolve_backend(name: str, change_based: bool = False) -> list[str]:
     """The backends to try for ``name``, in order: ``auto`` gives every available one of :data:`AUTO_ORDER`
     (the next is the fallback when one fails to start); a name gives itself, or a
-    :class:`BackendUnavailableError` saying what is missing."""
+    :class:`BackendUnavailableError` saying what is missing. With ``change_based`` only the
+    :data:`CHANGE_BASED_FALLBACKS` qualify."""
+    order = CHANGE_BASED_FALLBACKS if change_based else AUTO_ORDER
+    if change_based and name not in ("auto", *order):
+        raise ValueError(f"change-based inference runs with the {' or '.join(order)} backend, not {name}")
     if name == "auto":
-        return [kind for kind in AUTO_ORDER if unavailable_reason(kind) is None]
+        return [kind for kind in order if unavailable_reason(kind) is None]
     reason = unavailable_reason(name)
     if reason is not None:
         raise BackendUnavailableError(reason)

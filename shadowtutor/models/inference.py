@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -27,6 +27,9 @@ import torch
 from shadowtutor.models.backends import CPU_BACKENDS, ONNX_PROVIDERS, STUDENT_BACKENDS, onnxruntime_providers
 from shadowtutor.models.fast_student import FastStudent, channel_argmax, check_update
 from shadowtutor.models.student import StudentNet, normalise_frame
+
+if TYPE_CHECKING:
+    from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
 
 BACKEND_KINDS = CPU_BACKENDS
 BUILDABLE_BACKENDS = tuple(kind for kind in STUDENT_BACKENDS if kind != "auto")
@@ -109,17 +112,29 @@ def onnx_available() -> bool:
     return onnxruntime_providers() is not None
 
 
-def build_inference_backend(kind: str, student: StudentNet, threads: int | None = None) -> InferenceBackend:
+def build_inference_backend(
+    kind: str, student: StudentNet, threads: int | None = None, change_based: ChangeBasedOptions | None = None
+) -> InferenceBackend:
     """A backend of ``kind`` (a :data:`~shadowtutor.models.backends.STUDENT_BACKENDS` name but ``auto``)
-    holding a copy of ``student``."""
+    holding a copy of ``student``.
+
+    With ``change_based``, frames of a static camera run change-based
+    (:mod:`shadowtutor.acceleration.change_based`) and the ``kind`` backend takes the rest.
+    """
     if kind == "reference":
-        return ReferenceBackend(student)
-    if kind == "torch":
-        return TorchBackend(student)
-    if kind == "cuda":
-        return CudaBackend(student)
-    if kind in ONNX_PROVIDERS:
+        backend: InferenceBackend = ReferenceBackend(student)
+    elif kind == "torch":
+        backend = TorchBackend(student)
+    elif kind == "cuda":
+        backend = CudaBackend(student)
+    elif kind in ONNX_PROVIDERS:
         from shadowtutor.models.onnx_student import OnnxBackend
 
-        return OnnxBackend(student, threads=threads, kind=kind)
-    raise ValueError(f"unknown inference backend {kind!r}: choose one of {', '.join(BUILDABLE_BACKENDS)}")
+        backend = OnnxBackend(student, threads=threads, kind=kind)
+    else:
+        raise ValueError(f"unknown inference backend {kind!r}: choose one of {', '.join(BUILDABLE_BACKENDS)}")
+    if change_based is None:
+        return backend
+    from shadowtutor.acceleration.change_based.backend import ChangeBasedBackend
+
+    return ChangeBasedBackend(backend, student, change_based)

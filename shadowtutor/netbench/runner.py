@@ -74,6 +74,7 @@ class NetworkBenchConfig:
     delay_ms: float = 0.0
     resume: bool = False
     command: str = ""
+    change_based: bool = False  # ShadowTutor edges label change-based (--change-based)
     ready_timeout: float = 180.0
     run_timeout: float = 900.0
 
@@ -262,6 +263,8 @@ class NetworkBench:
             # every run starts from the server's WELCOME, as in the paper: no state, time for a slow link
             "--state-dir", "", "--startup-timeout", "120",
         ]
+        if c.change_based and variant.mode == "distill":
+            args.append("--change-based")
         if c.size is not None:
             args += ["--resize", f"{c.size[0]}x{c.size[1]}"]
         work_before, wire_before = server.work(), link.byte_counters(link.edge)

@@ -76,3 +76,18 @@ def test_server_crash_mid_run_agent_labels_every_frame_and_resyncs(
     totals = server_totals(port)  # the second server saw exactly what crossed after the restart
     assert totals["received"] == summary["bytes_sent"] - sent_before
     assert totals["sent"] == summary["bytes_received"] - received_before
+
+
+def test_a_change_based_edge_labels_every_frame_and_installs_updates(
+    scene: Path, tmp_path: Path, processes: list[ManagedProcess]
+) -> None:
+    port = free_port()
+    processes.append(start_server(tmp_path, port, scene))
+    run = start_edge(tmp_path, loopback(port), scene, "edge-cb", "--max-frames", "60", "--change-based")
+    processes.append(run.process)
+    summary, metrics = run.finish(timeout=90)
+    check_edge_run(summary, metrics, run.out, 60)
+    frames = {line.split("mode=")[1].split('"')[1]: float(line.rsplit(" ", 1)[1])
+              for line in metrics.splitlines() if line.startswith("shadowtutor_edge_change_based_frames_total{")}
+    assert sum(frames.values()) == 60 and frames.get("full", 0) >= 1  # the first frame builds the caches
+    assert "shadowtutor_edge_changed_fraction{" in metrics or set(frames) == {"full", "fallback"}

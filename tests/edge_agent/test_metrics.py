@@ -139,3 +139,18 @@ def test_served_over_http() -> None:
 
 def test_promtool_accepts_the_exposition() -> None:
     promtool_check(exercised().exposition().decode())  # skips where promtool is not installed
+
+
+def test_change_based_frames_and_changed_fraction_per_layer() -> None:
+    metrics = EdgeMetrics("cam-1")
+    metrics.change_based_frame("full", {"in_conv1": 1.0, "out_conv1": 1.0})
+    metrics.change_based_frame("change", {"in_conv1": 0.02, "out_conv1": 0.1})
+    metrics.change_based_frame("fallback", {})
+    text = metrics.exposition().decode()
+    series = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "edge_id"))): s.value
+              for family in text_string_to_metric_families(text) for s in family.samples
+              if not s.name.endswith("_created")}
+    assert series[("shadowtutor_edge_change_based_frames_total", (("mode", "change"),))] == 1
+    assert series[("shadowtutor_edge_change_based_frames_total", (("mode", "fallback"),))] == 1
+    assert series[("shadowtutor_edge_changed_fraction", (("layer", "in_conv1"),))] == 0.02
+    assert series[("shadowtutor_edge_changed_fraction", (("layer", "out_conv1"),))] == 0.1

@@ -127,3 +127,29 @@ def test_cuda_backend_matches_the_plain_student(student: StudentNet) -> None:
     assert (runtime.infer(frame()) == plain_labels(student)).mean() > 0.999
     runtime.update({"out_conv3.bias": torch.arange(9, dtype=torch.float32) * 100})
     assert (runtime.infer(frame()) == 8).all()
+
+
+def test_change_based_student_labels_as_its_backend_and_follows_updates(student: StudentNet) -> None:
+    from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
+
+    exact = ChangeBasedOptions(scale=0.0)  # thresholds 0: the same labels as full-frame inference
+    runtime = StudentRuntime("torch", exact)
+    plain = StudentRuntime("torch")
+    for r in (runtime, plain):
+        r.load(student.state_dict(), LVS_CLASSES)
+    assert runtime.backend.kind == "torch+change-based" and plain.change_stats is None
+    frames = [frame(), frame().copy()]
+    frames[1][5:15, 5:20] = 255
+    for f in frames:
+        assert np.array_equal(runtime.infer(f), plain.infer(f))
+    assert runtime.change_stats.mode == "change"
+    update = {k: v + 0.1 for k, v in student.state_dict().items() if k.startswith("dec3.")}
+    for r in (runtime, plain):
+        r.update(update)
+    assert np.array_equal(runtime.infer(frames[0]), plain.infer(frames[0]))
+
+
+def test_change_based_backend_choice() -> None:
+    assert resolve_backend("auto", change_based=True)[0] == ("onnx" if onnx_available() else "torch")
+    with pytest.raises(ValueError, match="onnx or torch backend, not cuda"):
+        resolve_backend("cuda", change_based=True)

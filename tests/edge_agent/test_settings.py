@@ -50,7 +50,8 @@ def test_retention_and_state_settings_take_units_and_an_empty_state_dir_turns_it
     assert settings.save_labels is True and settings.labels_max_bytes == 500 * 1024**2
     assert settings.labels_max_age == 12 * 3600 and settings.state_dir is None and settings.state_save_interval == 5
     assert build({"server": "ws://h", "source": "x", "labels_max_bytes": "2GiB"}).labels_max_bytes == 2 * 1024**3
-    for bad, message in (({"labels_max_age": "3w"}, "s/m/h/d"), ({"labels_max_bytes": "-1"}, "greater than or equal to 0"),
+    for bad, message in (({"labels_max_age": "3w"}, "s/m/h/d"),
+                         ({"labels_max_bytes": "-1"}, "greater than or equal to 0"),
                          ({"labels_max_bytes": "lots"}, "--labels-max-bytes")):
         with pytest.raises(SettingsError, match=message):
             build({"server": "ws://h", "source": "x", **bad})
@@ -129,3 +130,27 @@ def test_bad_security_settings_say_what_is_wrong(tmp_path: Path, flags: dict, me
     paths = {k: str(tmp_path / v) if k != "token" and k != "server" else v for k, v in flags.items()}
     with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(")", r"\)")):
         build({"server": "ws://a:1", "source": "0", **paths})
+
+
+def test_change_based_settings(tmp_path: Path) -> None:
+    from shadowtutor.acceleration.change_based.thresholds import threshold_document, zero_thresholds
+
+    assert build({"server": "ws://h", "source": "x"}).change_based_options() is None
+    options = build({"server": "ws://h", "source": "x"}, {"SHADOWTUTOR_CHANGE_BASED": "1",
+                                                          "SHADOWTUTOR_CHANGE_SCALE": "2"}).change_based_options()
+    assert options.scale == 2.0 and options.thresholds_file is None
+    good = tmp_path / "t.json"
+    good.write_text(threshold_document(zero_thresholds(), "test"))
+    settings = build({"server": "ws://h", "source": "x", "change_based": True, "change_thresholds": str(good)})
+    assert settings.change_based_options().thresholds() == zero_thresholds()
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ({"change_based": True, "change_thresholds": "/nonexistent.json"}, "cannot read change-threshold file"),
+    ({"change_based": True, "change_scale": "-1"}, "--change-scale: Input should be greater than or equal to 0"),
+    ({"change_based": True, "backend": "cuda"}, "torch or onnx backend"),
+    ({"change_thresholds": "t.json"}, "change_thresholds needs change_based"),
+])
+def test_bad_change_based_settings_say_what_is_wrong(flags: dict, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        build({"server": "ws://h", "source": "x", **flags})

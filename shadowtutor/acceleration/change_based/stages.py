@@ -1,0 +1,273 @@
+"""The student's layers as change-based stages: each keeps the caches it needs between frames.
+
+A stage takes the :class:`~shadowtutor.acceleration.change_based.sparse_ops.Change` of its
+input (or None: nothing changed), detects which input positions moved by more than its
+threshold against the value it last computed with (that value is kept: the *effective* input),
+recomputes only the outputs whose receptive field holds such a position, and hands their new
+values on. With ``full=True`` a stage takes its whole input as changed and recomputes every
+output (first frame, periodic refresh, after a weight update). Every cached output therefore
+equals the layer applied to its effective input; at threshold 0 that is the true input.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from shadowtutor.acceleration.change_based.sparse_ops import (
+    BilinearUpsample,
+    Change,
+    PaddedMap,
+    SparseConv,
+    flat_nonzero,
+)
+from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock
+
+Size = tuple[int, int]
+
+
+def conv_output_size(size: Size, stride: int) -> Size:
+    """Size after a 3x3 convolution with padding 1 and ``stride`` (the student's strided layers)."""
+    return (size[0] - 1) // stride + 1, (size[1] - 1) // stride + 1
+
+
+def union(indices: list[torch.Tensor], positions: int) -> torch.Tensor:
+    """Sorted union of flat position sets."""
+    if len(indices) == 1:
+        return indices[0]
+    mask = torch.zeros(positions, dtype=torch.bool)
+    for index in indices:
+        mask[index] = True
+    return flat_nonzero(mask)
+
+
+def detect(stored: torch.Tensor, rows: torch.Tensor, change: Change, tau: float) -> torch.Tensor:
+    """Positions of ``change`` that moved by more than ``tau`` (any channel) from ``stored[rows]``;
+    those are written into ``stored``. Returns the indices into ``change`` that moved."""
+    old = stored.index_select(0, rows)
+    moved = flat_nonzero((change.values - old).abs_().amax(1) > tau)
+    stored[rows[moved]] = change.values[moved]
+    return moved
+
+
+class ConvStage:
+    """Change detection on a padded input map, then a sparse convolution."""
+
+    def __init__(self, conv: SparseConv, channels: int) -> None:
+        self.conv = conv
+        self.input = PaddedMap(conv.in_h, conv.in_w, channels)
+        self.changed_fraction = 0.0
+
+    def step(self, change: Change | None, tau: float, full: bool) -> Change | None:
+        changed = None
+        if change is not None:
+            rows = self.input.padded_index(change.index)
+            if full:
+                self.input.data[rows] = change.values
+            else:
+                changed = change.index[detect(self.input.data, rows, change, tau)]
+        positions = self.input.height * self.input.width
+        if full:
+            self.changed_fraction = 1.0
+            return Change(torch.arange(self.conv.out_positions), self.conv.dense(self.input))
+        self.changed_fraction = 0.0 if changed is None else changed.numel() / positions
+        if changed is None or changed.numel() == 0:
+            return None
+        out_index = self.conv.affected(changed)
+        return Change(out_index, self.conv.at(self.input, out_index))
+
+
+class InputStage:
+    """The frame (BGR uint8) and ``in_conv1``: changes are pixels that moved more than tau grey levels."""
+
+    def __init__(self, conv: SparseConv) -> None:
+        self.conv = conv
+        h, w = conv.in_h, conv.in_w
+        self.reference = torch.zeros(h, w, 3, dtype=torch.uint8)
+        self.input = PaddedMap(h, w, 3)
+        self.mean = torch.tensor(PIXEL_MEAN_BGR, dtype=torch.float32)
+
+    def moved(self, frame: np.ndarray, tau: float) -> torch.Tensor:
+        """Flat positions where ``frame`` differs from the reference by more than ``tau`` in any channel
+        (OpenCV's vectorised absdiff and max: several times faster than the same in torch)."""
+        blue, green, red = cv2.split(cv2.absdiff(frame, self.reference.numpy()))
+        return torch.from_numpy(np.flatnonzero(cv2.max(cv2.max(blue, green), red) > tau))
+
+    def step(self, frame: torch.Tensor, moved: torch.Tensor | None) -> Change | None:
+        """``moved`` from :meth:`moved`, or None: the whole frame (a full evaluation)."""
+        if moved is None:
+            self.reference.copy_(frame)
+            self.input.write_all(frame.reshape(-1, 3).float() - self.mean)
+            return Change(torch.arange(self.conv.out_positions), self.conv.dense(self.input))
+        if moved.numel() == 0:
+            return None
+        pixels = frame.view(-1, 3).index_select(0, moved)
+        self.reference.view(-1, 3)[moved] = pixels
+        self.input.data[self.input.padded_index(moved)] = pixels.float() - self.mean
+        out_index = self.conv.affected(moved)
+        return Change(out_index, self.conv.at(self.input, out_index))
+
+    def accept(self, frame: torch.Tensor) -> None:
+        """Take ``frame`` as the reference without computing (it went to the full-frame fallback)."""
+        self.reference.copy_(frame)
+
+
+class BlockStage:
+    """A :class:`StudentBlock` whose normalisation follows the frame's statistics exactly.
+
+    The block input's per-channel sums are updated (float64) from the positions that changed,
+    so the mean and variance are always the current frame's, as in full-frame inference. When
+    they move, every position of the normalised map moves a little: the block's threshold is
+    applied to the normalised map (all positions), so only the positions that moved by more
+    than it are recomputed; at threshold 0 everything is, and the result is exact.
+    """
+
+    def __init__(self, block: StudentBlock, in_size: Size, dense_fraction: float) -> None:
+        norm = block.preact_path[0]
+        self.channels = norm.num_features
+        self.gamma = norm.weight.detach().double()
+        self.beta = norm.bias.detach().double()
+        self.eps = norm.eps
+        self.in_size = in_size
+        self.positions = in_size[0] * in_size[1]
+        self.stride = block.stride
+        self.out_size = conv_output_size(in_size, block.stride)
+        first = block.long_path[0]
+        self.out_channels = first.out_channels
+        weight, bias = first.weight.detach(), first.bias.detach()
+        self.has_short_conv = block.short_path is not None
+        if self.has_short_conv:  # the 1x1 shortcut is the centre tap of a 3x3 conv on the same input
+            short = F.pad(block.short_path.weight.detach(), (1, 1, 1, 1))
+            weight, bias = torch.cat([weight, short]), torch.cat([bias, block.short_path.bias.detach()])
+        self.first = SparseConv(weight, bias, block.stride, (1, 1), in_size, dense_fraction)
+        conv2, conv3 = block.long_path[2], block.long_path[3]
+        self.conv2 = ConvStage(SparseConv(conv2.weight, conv2.bias, 1, (0, 1), self.out_size, dense_fraction),
+                               self.out_channels)
+        self.conv3 = ConvStage(SparseConv(conv3.weight, conv3.bias, 1, (1, 0), self.out_size, dense_fraction),
+                               self.out_channels)
+        out_positions = self.out_size[0] * self.out_size[1]
+        self.x = torch.zeros(self.positions, self.channels)
+        self.preact = PaddedMap(*in_size, self.channels)
+        self.short = torch.zeros(out_positions, self.out_channels)
+        self.long = torch.zeros(out_positions, self.out_channels)
+        self.sums = torch.zeros(2, self.channels, dtype=torch.float64)
+        self.changed_fraction = 0.0
+
+    def _normalisation(self, exact: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scale and shift of the normalisation now; ``exact`` recomputes the sums from ``x`` first."""
+        if exact:
+            x = self.x.double()
+            self.sums = torch.stack([x.sum(0), (x * x).sum(0)])
+        mean = self.sums[0] / self.positions
+        var = (self.sums[1] / self.positions - mean * mean).clamp(min=0)
+        scale = self.gamma / (var + self.eps).sqrt()
+        return scale.float(), (self.beta - mean * scale).float()
+
+    def _take(self, change: Change, offset: int) -> None:
+        """Write one (concatenated) part of the input into ``x`` and its sums."""
+        columns = slice(offset, offset + change.values.shape[1])
+        old = self.x.index_select(0, change.index)[:, columns].double()
+        new = change.values.double()
+        self.x[change.index, columns] = change.values
+        self.sums[0, columns] += (new - old).sum(0)
+        self.sums[1, columns] += (new * new - old * old).sum(0)
+
+    def step(self, parts: list[tuple[Change | None, int]], taus: dict[str, float], name: str,
+             full: bool) -> Change | None:
+        """``parts``: the changes of the concatenated inputs with their first channel."""
+        given = [(change, offset) for change, offset in parts if change is not None]
+        for change, offset in given:
+            self._take(change, offset)
+        if full:
+            scale, shift = self._normalisation(exact=True)
+            self.preact.write_all(torch.relu(self.x * scale + shift))
+            self.changed_fraction = 1.0
+            out_index = torch.arange(self.short.shape[0])
+            first = self.first.dense(self.preact)
+        elif given:
+            scale, shift = self._normalisation(exact=False)
+            normalised = torch.relu(self.x * scale + shift)
+            stored = self.preact.interior().reshape(self.positions, self.channels)
+            changed = flat_nonzero((normalised - stored).abs_().amax(1) > taus[name])
+            self.preact.data[self.preact.padded_index(changed)] = normalised.index_select(0, changed)
+            self.changed_fraction = changed.numel() / self.positions
+            out_index = self.first.affected(changed) if changed.numel() else changed
+            first = self.first.at(self.preact, out_index) if changed.numel() else None
+        else:
+            self.changed_fraction = 0.0
+            out_index, first = torch.empty(0, dtype=torch.long), None
+        h1 = None
+        if first is not None:
+            self.short[out_index] = self._shortcut(first, out_index)
+            h1 = Change(out_index, torch.relu(first[:, : self.out_channels]))
+        h2 = self.conv2.step(h1, taus[f"{name}.conv2"], full)
+        h3 = self.conv3.step(h2, taus[f"{name}.conv3"], full)
+        if h3 is not None:
+            self.long[h3.index] = h3.values
+            out_index = union([out_index, h3.index], self.short.shape[0]) if out_index.numel() else h3.index
+        if out_index.numel() == 0:
+            return None
+        return Change(out_index, self.short.index_select(0, out_index) + self.long.index_select(0, out_index))
+
+    def _shortcut(self, first: torch.Tensor, out_index: torch.Tensor) -> torch.Tensor:
+        if self.has_short_conv:
+            return first[:, self.out_channels:]
+        if self.stride == 1:
+            return self.x.index_select(0, out_index)
+        oy = torch.div(out_index, self.out_size[1], rounding_mode="floor")
+        ox = out_index - oy * self.out_size[1]
+        return self.x.index_select(0, oy * self.stride * self.in_size[1] + ox * self.stride)
+
+
+class UpsampleStage:
+    """Bilinear upsampling; keeps its (dense) input."""
+
+    def __init__(self, in_size: Size, out_size: Size, channels: int, dense_fraction: float) -> None:
+        self.up = BilinearUpsample(in_size, out_size)
+        self.source = torch.zeros(in_size[0] * in_size[1], channels)
+        self.out_positions = out_size[0] * out_size[1]
+        self.dense_fraction = dense_fraction
+
+    def step(self, change: Change | None, full: bool) -> Change | None:
+        if change is not None:
+            self.source[change.index] = change.values
+        if full:
+            return Change(torch.arange(self.out_positions), self.up.dense(self.source))
+        if change is None:
+            return None
+        out_index = self.up.affected(change.index)
+        if out_index.numel() > self.dense_fraction * self.out_positions:
+            return Change(out_index, self.up.dense(self.source).index_select(0, out_index))
+        return Change(out_index, self.up.at(self.source, out_index))
+
+
+class LabelStage:
+    """Logits -> final bilinear upsampling -> argmax, recomputed only where the logits moved."""
+
+    def __init__(self, in_size: Size, out_size: Size, classes: int, dense_fraction: float) -> None:
+        self.up = BilinearUpsample(in_size, out_size)
+        self.logits = torch.zeros(in_size[0] * in_size[1], classes)
+        self.labels = torch.zeros(out_size[0] * out_size[1], dtype=torch.uint8)
+        self.out_size = out_size
+        self.dense_fraction = dense_fraction
+        self.changed_fraction = 0.0
+
+    def step(self, change: Change | None, tau: float, full: bool) -> np.ndarray:
+        self.changed_fraction = 0.0
+        if full:
+            if change is not None:
+                self.logits[change.index] = change.values
+            self.changed_fraction = 1.0
+            self.labels.copy_(self.up.dense(self.logits).argmax(1))
+        elif change is not None:
+            moved = change.index[detect(self.logits, change.index, change, tau)]
+            self.changed_fraction = moved.numel() / self.logits.shape[0]
+            if moved.numel():
+                out_index = self.up.affected(moved)
+                if out_index.numel() > self.dense_fraction * self.labels.numel():
+                    self.labels.copy_(self.up.dense(self.logits).argmax(1))
+                else:
+                    self.labels[out_index] = self.up.at(self.logits, out_index).argmax(1).to(torch.uint8)
+        return self.labels.view(self.out_size).numpy().copy()
