@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "shadowtutor.cli.tokens",
     "shadowtutor.cli.demo",
     "shadowtutor.cli.fuzz",
+    "shadowtutor.cli.regions",
 )
 
 

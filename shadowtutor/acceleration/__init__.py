@@ -1,0 +1,1 @@
+"""Ways to label video frames faster than running the student on every whole frame."""
