@@ -147,7 +147,8 @@ class EdgeAgent:
         student = None
         if s.mode == "distill":
             student = VersionedStudent(
-                StudentRuntime(s.backend), s.class_names, lambda have, why: transport.request_resync(have, why)
+                StudentRuntime(s.backend, s.flow_path_config()), s.class_names,
+                lambda have, why: transport.request_resync(have, why),
             )
         transport = EdgeTransport(s.server, hello, student, self.metrics,
                                   Backoff(s.reconnect_min, s.reconnect_max), s.frame_quality, **transport_security(s),
@@ -221,6 +222,7 @@ class EdgeAgent:
             summary.key_frames += int(result.is_key_frame)
             summary.waited_seconds += result.waited_seconds
             self.metrics.frame_done(result.is_key_frame, result.stride)
+            self.metrics.regions_done(student.runtime.last_regions)
             if result.applied_metric is not None:
                 summary.last_metric = result.applied_metric
                 self.metrics.student_metric.set(result.applied_metric)

@@ -6,10 +6,16 @@ The metric names are a contract with the dashboards and alert rules in ``dashboa
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
+if TYPE_CHECKING:
+    from shadowtutor.acceleration.regions.labeller import FrameRegions
+
 ROUNDTRIP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+KEY_AGE_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+REGION_PATHS = ("segment", "flow")
 
 
 class FpsMeter:
@@ -67,6 +73,16 @@ class EdgeMetrics:
         )
         self.resyncs = make(Counter, "shadowtutor_edge_resyncs_total", "Full-weight resyncs requested")
         self.reconnects = make(Counter, "shadowtutor_edge_reconnects_total", "Sessions opened after the first")
+        # The flow path (--flow-path): regions per path, and the age of the keys they were warped from.
+        regions = Counter("shadowtutor_edge_regions_total", "Frame regions labelled, by path: segment (the "
+                          "student) or flow (warped from the region's key)", ["edge_id", "path"],
+                          registry=self.registry)
+        self.regions = {path: regions.labels(edge_id=edge_id, path=path) for path in REGION_PATHS}
+        self.region_key_age = make(
+            Histogram, "shadowtutor_edge_region_key_age_frames",
+            "Frames since each region's key was segmented, after each frame (0: segmented now)",
+            buckets=KEY_AGE_BUCKETS,
+        )
 
     # -- per frame, from the agent ---------------------------------------------------------
 
@@ -77,6 +93,14 @@ class EdgeMetrics:
         if stride is not None:
             self.stride.set(stride)
         self.fps.set(self._fps_meter.tick())
+
+    def regions_done(self, frame: FrameRegions | None) -> None:
+        """Count one frame's regions by path (nothing without the flow path)."""
+        if frame is None:
+            return
+        for path, age in zip(frame.paths, frame.key_ages, strict=True):
+            self.regions[path].inc()
+            self.region_key_age.observe(age)
 
     def update_applied(self, metric: float | None) -> None:
         self.updates_applied.inc()

@@ -4,6 +4,13 @@ Backends (``--backend``): ``cuda`` runs :class:`StudentNet` on the GPU (a Jetson
 ``torch`` (the faster rewritten graph) and ``onnx`` (the same graph in ONNX Runtime) run on
 the CPU (see :mod:`shadowtutor.models.inference`); ``auto`` picks ``cuda`` when a GPU is
 available, else ``torch``. All give the same labels up to float rounding.
+
+With a :class:`~shadowtutor.acceleration.regions.labeller.FlowPathConfig` (``--flow-path``)
+frames are labelled region by region, each region segmented by the student or warped from
+its key by optical flow (seed 004 / DVSNet). Any change of weights (WELCOME, resync, update)
+makes every region key stale, so no label made by an older student is warped further. Key
+frames and Algorithm 2 are untouched: the key frame goes to the server as captured, and the
+score the stride follows is the server's, on the student's whole-frame segmentation.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from shadowtutor.acceleration.regions.labeller import FlowPathConfig, FrameRegions, RegionLabeller
 from shadowtutor.models.checkpoint import student_from_state_dict
 from shadowtutor.models.inference import (
     BACKEND_KINDS,
@@ -58,10 +66,13 @@ class CudaBackend(ReferenceBackend):
 class StudentRuntime:
     """The edge's student; empty until :meth:`load` gets full weights (the server's WELCOME)."""
 
-    def __init__(self, backend: str = "auto") -> None:
+    def __init__(self, backend: str = "auto", flow_path: FlowPathConfig | None = None) -> None:
         self.backend_kind = resolve_backend(backend)
         self.backend: InferenceBackend | None = None
         self.class_names: tuple[str, ...] = ()
+        self.regions: RegionLabeller | None = None
+        if flow_path is not None:
+            self.regions = flow_path.build(lambda part: self._require_backend().infer(part))
 
     @property
     def loaded(self) -> bool:
@@ -74,14 +85,26 @@ class StudentRuntime:
             self.backend_kind, student
         )
         self.class_names = tuple(class_names)
+        if self.regions is not None:
+            self.regions.invalidate_keys()
 
     def update(self, tensors: Mapping[str, torch.Tensor]) -> None:
         """Overwrite some of the model's tensors (a partial update); unknown names or shapes are an error."""
         self._require_backend().load_weights(tensors)
+        if self.regions is not None:
+            self.regions.invalidate_keys()
 
     def infer(self, frame: np.ndarray) -> np.ndarray:
         """Per-pixel class labels ``(H, W)`` uint8 for one BGR uint8 frame."""
+        if self.regions is not None:
+            self._require_backend()
+            return self.regions.label(check_frame(frame))
         return self._require_backend().infer(frame)
+
+    @property
+    def last_regions(self) -> FrameRegions | None:
+        """The paths the last frame's regions took (None without the flow path)."""
+        return self.regions.last if self.regions is not None else None
 
     def _require_backend(self) -> InferenceBackend:
         if self.backend is None:

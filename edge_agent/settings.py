@@ -12,11 +12,14 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_WEIGHT_CODECS
+
+if TYPE_CHECKING:
+    from shadowtutor.acceleration.regions.labeller import FlowPathConfig
 
 ENV_PREFIX = "SHADOWTUTOR_"
 EDGE_PATH = "/v1/edge"
@@ -90,6 +93,17 @@ class EdgeSettings:
     metrics_host: str = _setting("0.0.0.0", "address of the Prometheus exporter (127.0.0.1 keeps it local)")
     metrics_port: int = _setting(9108, "port of the Prometheus exporter; 0 disables it")
     linger: float = _setting(0.0, "keep /metrics up this many seconds after the run (for a last scrape)")
+    # --- regions / flow path ---
+    flow_path: bool = _setting(
+        False, "label frames region by region: a region the decision network trusts is warped from its last "
+        "segmentation by optical flow instead of segmented (seed 004 / DVSNet)"
+    )
+    regions: int = _setting(4, "regions per frame for the flow path (a grid as square as possible)")
+    decision_threshold: float = _setting(
+        0.95, "confidence score (predicted agreement of flow and student, 0..1) the flow path needs"
+    )
+    max_key_age: int = _setting(15, "frames a region's segmentation may be warped before it is segmented again")
+    decision_network: Path | None = _setting(None, "decision network file (default: the packaged one)")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "server", normalise_server_url(self.server))
@@ -127,6 +141,24 @@ class EdgeSettings:
         if self.overlay and self.output_dir is None:
             raise SettingsError("overlay needs output_dir")
         self._check_security()
+        self._check_flow_path()
+
+    def _check_flow_path(self) -> None:
+        from shadowtutor.acceleration.regions.grid import RegionConfigError
+
+        try:
+            self.flow_path_config()
+        except RegionConfigError as exc:
+            raise SettingsError(str(exc)) from None
+        if self.decision_network is not None and not self.decision_network.is_file():
+            raise SettingsError(f"decision_network: no such file {self.decision_network}")
+
+    def flow_path_config(self) -> FlowPathConfig | None:
+        """The flow path's configuration (validated even when it is off), or None when it is off."""
+        from shadowtutor.acceleration.regions.labeller import FlowPathConfig
+
+        config = FlowPathConfig(self.decision_threshold, self.regions, self.max_key_age, self.decision_network)
+        return config if self.flow_path else None
 
     def _check_security(self) -> None:
         if self.token is not None and self.token_file is not None:
@@ -178,7 +210,7 @@ class EdgeSettings:
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in ("output_dir", "token_file", "ca_file", "client_cert", "client_key"):
+        for name in ("output_dir", "token_file", "ca_file", "client_cert", "client_key", "decision_network"):
             out[name] = str(out[name]) if out[name] else None
         out["token"] = "***" if self.token else None  # never written out
         return out
@@ -274,5 +306,10 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "overlay": _parse_bool,
     "metrics_port": int,
     "linger": float,
+    "regions": int,
+    "decision_threshold": float,
+    "max_key_age": int,
+    "decision_network": _parse_optional_path,
+    "flow_path": _parse_bool,
 }
-BOOLEAN_SETTINGS = ("save_labels", "overlay")
+BOOLEAN_SETTINGS = ("save_labels", "overlay", "flow_path")

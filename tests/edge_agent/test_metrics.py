@@ -21,6 +21,8 @@ EXPECTED_NAMES = {
     "shadowtutor_edge_updates_applied_total",
     "shadowtutor_edge_resyncs_total",
     "shadowtutor_edge_reconnects_total",
+    "shadowtutor_edge_regions_total",
+    "shadowtutor_edge_region_key_age_frames",
 }
 
 
@@ -70,6 +72,23 @@ def test_exactly_the_agreed_names_all_labelled_edge_id() -> None:
     assert values["shadowtutor_edge_connected"] == 1
     assert values["shadowtutor_edge_update_roundtrip_seconds_count"] == 1
     assert values["shadowtutor_edge_fps"] > 0
+
+
+def test_regions_counted_per_path_with_key_ages() -> None:
+    from shadowtutor.acceleration.regions.labeller import FrameRegions
+
+    metrics = EdgeMetrics("cam-1")
+    metrics.regions_done(None)  # no flow path: nothing counted
+    metrics.regions_done(FrameRegions(("segment",) * 4, (0, 0, 0, 0), (None,) * 4))
+    metrics.regions_done(FrameRegions(("flow", "flow", "segment", "flow"), (1, 1, 0, 1), (0.97, 0.96, 0.5, 0.99)))
+    families = {f.name: f for f in text_string_to_metric_families(metrics.exposition().decode())}
+    by_path = {s.labels["path"]: s.value for s in families["shadowtutor_edge_regions"].samples
+               if s.name.endswith("_total")}
+    assert by_path == {"segment": 5, "flow": 3}
+    ages = {s.name: s.value for s in families["shadowtutor_edge_region_key_age_frames"].samples
+            if "le" not in s.labels}
+    assert ages["shadowtutor_edge_region_key_age_frames_count"] == 8
+    assert ages["shadowtutor_edge_region_key_age_frames_sum"] == 3
 
 
 def test_served_over_http() -> None:

@@ -20,13 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from shadowtutor.acceleration.regions.decision import DecisionNetwork, region_features
+from shadowtutor.acceleration.regions.decision import (
+    DecisionNetwork,
+    default_decision_network_path,
+    load_decision_network,
+    region_features,
+)
 from shadowtutor.acceleration.regions.flow import FlowEstimator, FlowResult
-from shadowtutor.acceleration.regions.grid import RegionConfigError, RegionGrid, crop, inner
+from shadowtutor.acceleration.regions.grid import RegionConfigError, RegionGrid, crop, grid_shape, inner
 
 SEGMENT, FLOW = "segment", "flow"
 PATHS = (SEGMENT, FLOW)
@@ -180,3 +186,26 @@ class RegionLabeller:
             region_labels = np.ascontiguousarray(crop(labels, inner(grid.boxes[r], context)))
             out[y0:y1, x0:x1] = region_labels
             self.keys[r] = RegionKey(parts[r].copy(), region_labels, t, self.generation)
+
+
+@dataclass(frozen=True)
+class FlowPathConfig:
+    """How an edge runs the flow path: regions, the decision network and its threshold, the key age bound."""
+
+    threshold: float = 0.95
+    regions: int = 4
+    max_key_age: int = 15
+    network: Path | None = None  # None: the packaged decision network
+
+    def __post_init__(self) -> None:
+        grid_shape(self.regions)
+        if not 0 <= self.threshold <= 1:
+            raise RegionConfigError(f"decision threshold must lie in [0, 1], got {self.threshold}")
+        if self.max_key_age < 1:
+            raise RegionConfigError(f"max key age must be >= 1 frame, got {self.max_key_age}")
+
+    def build(self, segment: Callable[[np.ndarray], np.ndarray]) -> RegionLabeller:
+        """A labeller over ``segment`` (the student); loads the decision network (an error if it is missing)."""
+        network, _meta = load_decision_network(self.network or default_decision_network_path())
+        return RegionLabeller(segment, DecisionPolicy(network, self.threshold), self.regions,
+                              max_key_age=self.max_key_age)
