@@ -15,6 +15,7 @@ BENCH_MODULES = (
     "shadowtutor.cli.bench_network",
     "shadowtutor.cli.bench_traffic",
     "shadowtutor.cli.bench_load",
+    "shadowtutor.cli.bench_regions",
 )
 
 

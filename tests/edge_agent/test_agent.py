@@ -144,3 +144,21 @@ def test_summary_times_the_frame_loop_and_each_update_apart_from_the_handshake(
     assert 0 < summary.handshake_bytes_received < summary.bytes_received
     assert len(summary.update_roundtrip_seconds) == summary.key_frames >= 1
     assert all(0 < rt < summary.loop_seconds for rt in summary.update_roundtrip_seconds)
+
+
+def test_flow_path_leaves_key_frames_and_updates_as_they_were(
+    stand_in: StandInServer, video: Path, tmp_path: Path
+) -> None:
+    plain = EdgeAgent(settings(stand_in, video, tmp_path / "plain")).run()
+    agent = EdgeAgent(settings(stand_in, video, tmp_path / "flow", flow_path=True, decision_threshold=0.0,
+                               max_key_age=3))
+    summary = agent.run()
+    assert summary.frames == summary.labelled_frames == 40
+    # Algorithm 2 is untouched: as many key frames (the loop waits for each update at MIN_STRIDE), all sent.
+    assert summary.key_frames == plain.key_frames == summary.frames_sent
+    families = {f.name: f for f in text_string_to_metric_families(agent.metrics.exposition().decode())}
+    by_path = {s.labels["path"]: s.value for s in families["shadowtutor_edge_regions"].samples
+               if s.name.endswith("_total")}
+    assert by_path["segment"] + by_path["flow"] == 4 * 40 and by_path["flow"] > 0
+    # every weight change makes the keys stale: the frame after it is segmented whole
+    assert by_path["segment"] >= 4 * len(summary.versions_applied)

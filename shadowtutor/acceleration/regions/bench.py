@@ -30,7 +30,6 @@ from shadowtutor.acceleration.regions.labeller import (
     FLOW,
     DecisionPolicy,
     FixedIntervalPolicy,
-    PathPolicy,
     RegionLabeller,
 )
 from shadowtutor.algorithms.metrics import miou
@@ -41,21 +40,27 @@ STUDENT = "student"
 
 @dataclass(frozen=True)
 class RegionBenchConfig:
-    thresholds: tuple[float, ...] = (0.9, 0.93, 0.95, 0.97)
+    decisions: tuple[tuple[float, int], ...] = ((0.9, 4), (0.93, 4), (0.95, 4), (0.95, 15))  # (threshold, max age)
     intervals: tuple[int, ...] = (2, 3, 4, 6)
     regions: int = 4
-    max_key_age: int = 15
     warmup: int = 3
 
-    def method_names(self) -> list[str]:
-        return [STUDENT, *(f"dn@{t:g}" for t in self.thresholds), *(f"fixed@{k}" for k in self.intervals)]
+    def __post_init__(self) -> None:
+        if not self.decisions or len(self.intervals) < 2:
+            raise ValueError("need at least one decision setting and two fixed intervals (to interpolate)")
+
+
+def decision_name(threshold: float, max_age: int) -> str:
+    return f"dn@{threshold:g}/age{max_age}"
 
 
 def _labellers(segment: Segment, network: DecisionNetwork, config: RegionBenchConfig) -> dict[str, RegionLabeller]:
-    policies: dict[str, PathPolicy] = {f"dn@{t:g}": DecisionPolicy(network, t) for t in config.thresholds}
-    policies.update({f"fixed@{k}": FixedIntervalPolicy(k) for k in config.intervals})
-    return {name: RegionLabeller(segment, policy, config.regions, max_key_age=config.max_key_age)
-            for name, policy in policies.items()}
+    labellers = {decision_name(t, age): RegionLabeller(segment, DecisionPolicy(network, t), config.regions,
+                                                       max_key_age=age)
+                 for t, age in config.decisions}
+    labellers.update({f"fixed@{k}": RegionLabeller(segment, FixedIntervalPolicy(k), config.regions, max_key_age=k)
+                      for k in config.intervals})
+    return labellers
 
 
 def run_clip(frames: Iterable[np.ndarray], truth: Iterable[np.ndarray] | None, segment: Segment,
@@ -167,3 +172,78 @@ def flow_study(frames: Sequence[np.ndarray], segment: Segment, ages: Sequence[in
         row["ms_per_region"] = 1000 * float(np.mean(times))
         rows.append(row)
     return rows
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.2f}"
+
+
+def group_table(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """One Table III-style table: a row per method."""
+    base = summary[STUDENT]["miou"]
+    lines = ["| method | mIoU (%) | lost (points) | FPS | speed-up | regions warped (%) | agreement with student (%) "
+             "| fixed interval at this speed-up: mIoU (%) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, row in summary.items():
+        lost = "—" if base is None or row["miou"] is None else f"{100 * (base - row['miou']):.2f}"
+        fixed = fixed_interval_at(summary, row["speedup"]) if name.startswith("dn@") else None
+        lines.append(f"| {name} | {_pct(row['miou'])} | {lost} | {row['fps']:.1f} | {row['speedup']:.2f}x | "
+                     f"{100 * row['flow_fraction']:.0f} | {_pct(row['agreement'])} | {_pct(fixed)} |")
+    return lines
+
+
+def acceptance(summary: dict[str, dict[str, Any]], min_speedup: float = 2.0, max_lost: float = 0.03) -> list[str]:
+    """The issue's target on one group: >= 2x the student's FPS at <= 3 mIoU points lost, DN against fixed."""
+    base = summary[STUDENT]["miou"]
+    lines = []
+    for name, row in summary.items():
+        if name == STUDENT or row["miou"] is None:
+            continue
+        ok = row["speedup"] >= min_speedup and base - row["miou"] <= max_lost + 1e-9
+        verdict = f"{name}: {row['speedup']:.2f}x at {100 * (base - row['miou']):.2f} points lost: " + (
+            "meets the target" if ok else "misses the target")
+        fixed = fixed_interval_at(summary, row["speedup"]) if name.startswith("dn@") else None
+        if fixed is not None:
+            diff = 100 * (row["miou"] - fixed)
+            verdict += f"; {'beats' if diff > 0 else 'does not beat'} the fixed interval at the same speed-up " \
+                       f"by {diff:+.2f} points"
+        lines.append(f"- {verdict}")
+    return lines
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        "# Region flow path (seed 004 / DVSNet on one device)",
+        "",
+        f"Machine: {m['cpu_model']}, {m['cpu_count']} CPUs, torch threads {m['torch_threads']}, OpenCV "
+        f"{m['opencv']}; CPU only and shared with other jobs: speeds are ratios within this run (methods "
+        "timed round-robin frame by frame). Student: " + results["student"] + "; backend " + results["backend"]
+        + ". Decision network: " + results["decision_network"] + ".",
+        "",
+        "```",
+        results["command"],
+        "```",
+        "",
+        "Methods: `student` = the student on every whole frame; `dn@T/ageA` = 4 regions, the decision network "
+        "with threshold T picks each frame's path, a key is never warped more than A frames; `fixed@K` = "
+        "regions segmented every K frames and warped by DIS flow in between (the fixed-interval baseline). "
+        "The last column interpolates the fixed-interval runs to the decision network's speed-up.",
+        "",
+    ]
+    for group, data in results["groups"].items():
+        lines += [f"## {group}", "", data["about"], "", *group_table(data["summary"]), ""]
+        if data["summary"][STUDENT]["miou"] is not None:
+            lines += [*acceptance(data["summary"]), ""]
+    lines += ["## The student's context: a region segmented alone", "", results["context_about"], "",
+              "| segmented | agreement with the whole frame's labels (%) | mIoU vs truth (%) |", "|---|---|---|",
+              *(f"| {r['context']} | {_pct(r['agreement'])} | {_pct(r['miou'])} |" for r in results["context_study"]),
+              "", "## Flow method", "", results["flow_about"], ""]
+    ages = [k for k in results["flow_study"][0] if k.startswith("agreement_age_")]
+    lines += ["| method | ms per region (flow + warp) | "
+              + " | ".join(f"agreement at key age {k.rsplit('_', 1)[1]} (%)" for k in ages) + " |",
+              "|---|---|" + "---|" * len(ages)]
+    lines += [f"| {r['method']} | {r['ms_per_region']:.2f} | " + " | ".join(_pct(r[k]) for k in ages) + " |"
+              for r in results["flow_study"]]
+    lines += ["", *(f"Note: {note}" for note in results.get("notes", [])), ""]
+    return "\n".join(lines)

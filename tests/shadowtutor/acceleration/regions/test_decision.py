@@ -57,3 +57,13 @@ def test_save_load_round_trip_and_bad_files(tmp_path: Path) -> None:
     torch.save({"format": "something else"}, tmp_path / "other.pt")
     with pytest.raises(DecisionNetworkError, match="not a decision network"):
         load_decision_network(tmp_path / "other.pt")
+
+
+def test_numpy_scores_equal_the_torch_forward() -> None:
+    torch.manual_seed(1)
+    network = DecisionNetwork()
+    network.set_standardisation(torch.randn(50, FEATURE_COUNT) * 3 + 1)
+    x = np.random.default_rng(1).normal(size=(5, FEATURE_COUNT)).astype(np.float32)
+    with torch.no_grad():
+        expected = network(torch.from_numpy(x)).numpy()
+    assert np.allclose(network.scores(x), expected, atol=1e-6)
