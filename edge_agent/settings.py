@@ -100,9 +100,9 @@ class EdgeSettings:
     )
     regions: int = _setting(4, "regions per frame for the flow path (a grid as square as possible)")
     decision_threshold: float = _setting(
-        0.95, "confidence score (predicted agreement of flow and student, 0..1) the flow path needs"
+        0.93, "confidence score (predicted agreement of flow and student, 0..1) the flow path needs"
     )
-    max_key_age: int = _setting(15, "frames a region's segmentation may be warped before it is segmented again")
+    max_key_age: int = _setting(4, "frames a region's segmentation may be warped before it is segmented again")
     decision_network: Path | None = _setting(None, "decision network file (default: the packaged one)")
 
     def __post_init__(self) -> None:

@@ -85,6 +85,9 @@ EDGE_METRICS = tuple(
         ("connected", "gauge"),
         ("updates_applied_total", "counter"),
     )
+) + (
+    MetricSpec("shadowtutor_edge_regions_total", "counter", ("edge_id", "path")),  # --flow-path
+    MetricSpec("shadowtutor_edge_region_key_age_frames", "histogram", ("edge_id",)),
 )
 
 

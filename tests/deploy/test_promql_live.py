@@ -28,7 +28,8 @@ from tests.deploy.prometheus_stack import (
 prometheus_client = pytest.importorskip("prometheus_client")
 TICK_SECONDS = 0.2
 EDGE_IDS = ("edge-a", "edge-b")
-LABEL_VALUES = {"mode": ("distill", "naive"), "code": ("bad_frame", "teacher_failed"), "edge_id": EDGE_IDS}
+LABEL_VALUES = {"mode": ("distill", "naive"), "code": ("bad_frame", "teacher_failed"), "edge_id": EDGE_IDS,
+                "path": ("segment", "flow")}
 # Per tick: what a counter adds, the value a gauge holds, what a histogram observes. An edge
 # labels 30 frames/s with a key frame every 8th frame; the server sees no errors.
 SAMPLES = {
@@ -52,6 +53,8 @@ SAMPLES = {
     "shadowtutor_edge_update_roundtrip_seconds": 0.15,
     "shadowtutor_edge_connected": 1,
     "shadowtutor_edge_updates_applied_total": 0.5,
+    "shadowtutor_edge_regions_total": 12,  # 4 regions x 6 frames, half on each path
+    "shadowtutor_edge_region_key_age_frames": 2,
 }
 UPDATES = {"counter": "inc", "gauge": "set", "histogram": "observe"}
 KINDS = {

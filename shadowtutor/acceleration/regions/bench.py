@@ -40,8 +40,8 @@ STUDENT = "student"
 
 @dataclass(frozen=True)
 class RegionBenchConfig:
-    decisions: tuple[tuple[float, int], ...] = ((0.9, 4), (0.93, 4), (0.95, 4), (0.95, 15))  # (threshold, max age)
-    intervals: tuple[int, ...] = (2, 3, 4, 6)
+    decisions: tuple[tuple[float, int], ...] = ((0.9, 4), (0.93, 3), (0.93, 4), (0.95, 4), (0.95, 15))  # (thr, max age)
+    intervals: tuple[int, ...] = (2, 3, 4, 5, 6)
     regions: int = 4
     warmup: int = 3
 
