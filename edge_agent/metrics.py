@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 ROUNDTRIP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 KEY_AGE_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-REGION_PATHS = ("segment", "flow")
+REGION_PATHS = ("segment", "flow")  # shadowtutor.acceleration.regions.labeller.SEGMENT and FLOW
 
 
 class FpsMeter:

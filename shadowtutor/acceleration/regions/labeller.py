@@ -35,7 +35,6 @@ from shadowtutor.acceleration.regions.flow import FlowEstimator, FlowResult
 from shadowtutor.acceleration.regions.grid import RegionConfigError, RegionGrid, crop, grid_shape, inner
 
 SEGMENT, FLOW = "segment", "flow"
-PATHS = (SEGMENT, FLOW)
 
 
 class PathPolicy(Protocol):

@@ -36,6 +36,6 @@ def test_summary_speedups_and_interpolated_baseline() -> None:
     assert bench.fixed_interval_at(summary, 3.0) == pytest.approx(0.46)
     assert bench.fixed_interval_at(summary, 5.0) is None  # no extrapolation
     lines = bench.acceptance(summary)
-    assert any("dn@0.9/age4: 3.00x at 3.00 points lost: meets the target; beats the fixed interval" in line
-               and "+1.00 points" in line for line in lines)
+    assert any("dn@0.9/age4: 3.00x at 3.00 points lost: meets the target; against the fixed interval" in line
+               and "+1.00 points (better)" in line for line in lines)
     assert "| fixed@4 | 44.00 | 6.00 | 20.0 | 4.00x | 75 |" in "\n".join(bench.group_table(summary))
