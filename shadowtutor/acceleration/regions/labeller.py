@@ -11,7 +11,7 @@ student (:meth:`RegionLabeller.invalidate_keys`, called after a weight update).
 The student's context: with ``margin=None`` (the default) a frame where any region needs the
 segmentation path is segmented whole and every region gets a new key, because the student
 normalises each layer by the statistics of what it sees and needs the whole scene: segmenting
-a 2x2 region alone, even with a 32-pixel margin, cost 10 mIoU points against the truth on a
+a 2x2 region alone, even with a 32-pixel margin, cost about 9 mIoU points against the truth on a
 moving street scene (docs/results/regions/). With ``margin=M`` only the regions that need
 it are segmented, in one student call on the box holding them and M pixels around them.
 """
