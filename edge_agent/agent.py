@@ -147,7 +147,7 @@ class EdgeAgent:
         student = None
         if s.mode == "distill":
             student = VersionedStudent(
-                StudentRuntime(s.backend, s.flow_path_config()), s.class_names,
+                StudentRuntime(s.backend, s.flow_path_config(), s.cluster), s.class_names,
                 lambda have, why: transport.request_resync(have, why),
             )
         transport = EdgeTransport(s.server, hello, student, self.metrics,

@@ -104,6 +104,10 @@ class EdgeSettings:
     )
     max_key_age: int = _setting(4, "frames a region's segmentation may be warped before it is segmented again")
     decision_network: Path | None = _setting(None, "decision network file (default: the packaged one)")
+    cluster: str | None = _setting(
+        None, "Ray cluster HOST:PORT (or auto) whose worker nodes label the regions (seed 004); start it with "
+        "`ray start --head` here, join workers with `ray start --address HOST:PORT`; uses the flow-path settings"
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "server", normalise_server_url(self.server))
@@ -152,6 +156,8 @@ class EdgeSettings:
             raise SettingsError(str(exc)) from None
         if self.decision_network is not None and not self.decision_network.is_file():
             raise SettingsError(f"decision_network: no such file {self.decision_network}")
+        if self.cluster is not None and ":" not in self.cluster and self.cluster != "auto":
+            raise SettingsError(f"cluster must be HOST:PORT of a Ray cluster or auto, got {self.cluster!r}")
 
     def flow_path_config(self) -> FlowPathConfig | None:
         """The flow path's configuration (validated even when it is off), or None when it is off."""
@@ -311,5 +317,6 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_key_age": int,
     "decision_network": _parse_optional_path,
     "flow_path": _parse_bool,
+    "cluster": _parse_optional_str,
 }
 BOOLEAN_SETTINGS = ("save_labels", "overlay", "flow_path")

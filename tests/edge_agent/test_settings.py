@@ -69,6 +69,7 @@ def test_server_url_normalisation(url: str, expected: str) -> None:
         ({"server": "ws://h", "source": "x", "decision_threshold": "2"}, "decision threshold must lie in"),
         ({"server": "ws://h", "source": "x", "max_key_age": "0"}, "max key age"),
         ({"server": "ws://h", "source": "x", "decision_network": "/nonexistent.pt"}, "decision_network: no such"),
+        ({"server": "ws://h", "source": "x", "cluster": "somewhere"}, "cluster must be HOST:PORT"),
     ],
 )
 def test_bad_values_say_what_is_wrong(flags: dict, message: str) -> None:

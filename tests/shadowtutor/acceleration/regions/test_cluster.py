@@ -90,3 +90,16 @@ def test_unreachable_address_is_a_clear_error() -> None:
 def test_no_workers_is_an_error() -> None:
     with pytest.raises(ClusterError, match="no workers"):
         ClusterMaster([])
+
+
+def test_the_edge_runtime_labels_on_the_cluster_and_sends_it_every_update(cluster: Cluster) -> None:
+    from edge_agent.runtime import StudentRuntime
+
+    torch.manual_seed(0)
+    runtime = StudentRuntime("torch", FlowPathConfig(threshold=0.0, max_key_age=2), cluster=cluster.address)
+    runtime.load(StudentNet(len(LVS_CLASSES)).state_dict(), LVS_CLASSES)
+    frames = panning(4, size=(96, 64))
+    assert all(runtime.infer(f).shape == (64, 96) for f in frames[:3])
+    runtime.update({"out_conv3.bias": torch.arange(9, dtype=torch.float32) * 100})
+    assert runtime.master is not None and runtime.master.generation == 1
+    assert (runtime.infer(frames[3]) == 8).all()  # every worker holds the new weights; no stale key is warped
