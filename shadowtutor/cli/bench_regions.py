@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", default="torch", help="student backend (reference, torch, onnx)")
     p.add_argument("--threads", type=positive_int, default=1, help="torch and OpenCV threads (default 1)")
     p.add_argument("--decision-network", type=Path, help="default: the packaged one")
+    p.add_argument("--cluster-workers", nargs="*", type=positive_int, default=[],
+                   help="also run the edge cluster with these numbers of worker nodes (Ray nodes on this machine)")
+    p.add_argument("--cluster-frames", type=positive_int, default=60, help="frames per moving scene for the cluster")
     p.add_argument("--out", type=Path, help="write JSON here and Markdown beside it (.md)")
     p.add_argument("--note", action="append", default=[], help="a note for the Markdown (repeatable)")
     p.set_defaults(handler=run)
@@ -87,6 +90,25 @@ def run(args: argparse.Namespace) -> int:
                      "truth: agreement with the student on the whole frame stands in for accuracy.",
             "summary": bench.summarise([clip])}
         print(f"{video.name} done", flush=True)
+    cluster = None
+    if args.cluster_workers:
+        from edge_agent.runtime import CLUSTER_MARGIN
+        from shadowtutor.acceleration.regions.labeller import FlowPathConfig
+
+        clips = [(list(s.frames())[:args.cluster_frames], list(s.labels())[:args.cluster_frames])
+                 for s in (scene(p, args.seeds[0]) for p in MOVING)]
+        flow_config = FlowPathConfig(regions=config.regions)
+        cluster = {
+            "about": f"Scenes {', '.join(MOVING)}, seed {args.seeds[0]}, the first {args.cluster_frames} frames. "
+                     f"`1+N` = this process as the master and N Ray worker nodes of one CPU each, all on this "
+                     f"{machine_info()['cpu_count']}-CPU machine (CPU-bound: more workers than cores share them). "
+                     f"Each worker decides per region (threshold {flow_config.threshold}, max key age "
+                     f"{flow_config.max_key_age}) and segments a region with {CLUSTER_MARGIN} pixels of context. "
+                     "The student alone ran first on the same frames; the runs are sequential, not interleaved.",
+            "rows": bench.cluster_rows(clips, backend.infer, student.model.state_dict(), student.class_names,
+                                       network, flow_config, CLUSTER_MARGIN, args.cluster_workers, classes),
+        }
+        print("cluster done", flush=True)
     study = scene(MOVING[0], args.seeds[0])
     study_frames = list(study.frames())[:16]
     results = {
@@ -94,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         "student": f"the packaged pre-trained student ({default_student_path().name})", "backend": args.backend,
         "decision_network": f"{network_path.name}, {meta.get('command', 'made elsewhere')}",
         "groups": groups,
+        "cluster": cluster,
         "context_about": f"{MOVING[0]} seed {args.seeds[0]}, frames 0..15: each of 4 regions segmented alone "
                          "(with a margin of context) and reassembled, against the whole frame segmented at once.",
         "context_study": bench.context_study(study_frames, [study.label(i, args.size) for i in range(16)],

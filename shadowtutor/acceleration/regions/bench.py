@@ -30,6 +30,7 @@ from shadowtutor.acceleration.regions.labeller import (
     FLOW,
     DecisionPolicy,
     FixedIntervalPolicy,
+    FlowPathConfig,
     RegionLabeller,
 )
 from shadowtutor.algorithms.metrics import miou
@@ -236,6 +237,12 @@ def render_markdown(results: dict[str, Any]) -> str:
         lines += [f"## {group}", "", data["about"], "", *group_table(data["summary"]), ""]
         if data["summary"][STUDENT]["miou"] is not None:
             lines += [*acceptance(data["summary"]), ""]
+    if results.get("cluster"):
+        c = results["cluster"]
+        lines += ["## Edge cluster on this machine (Ray)", "", c["about"], "",
+                  "| configuration | mIoU (%) | lost (points) | FPS | speed-up |", "|---|---|---|---|---|",
+                  *(f"| {name} | {_pct(r['miou'])} | {r['lost_points']:.2f} | {r['fps']:.1f} | {r['speedup']:.2f}x |"
+                    for name, r in c["rows"].items()), ""]
     lines += ["## The student's context: a region segmented alone", "", results["context_about"], "",
               "| segmented | agreement with the whole frame's labels (%) | mIoU vs truth (%) |", "|---|---|---|",
               *(f"| {r['context']} | {_pct(r['agreement'])} | {_pct(r['miou'])} |" for r in results["context_study"]),
@@ -248,3 +255,47 @@ def render_markdown(results: dict[str, Any]) -> str:
               for r in results["flow_study"]]
     lines += ["", *(f"Note: {note}" for note in results.get("notes", [])), ""]
     return "\n".join(lines)
+
+
+def cluster_rows(clips: Sequence[tuple[list[np.ndarray], list[np.ndarray]]], segment: Segment,
+                 student_state: dict, class_names: tuple[str, ...], network: DecisionNetwork,
+                 config: FlowPathConfig, margin: int, counts: Sequence[int], num_classes: int) -> dict[str, Any]:
+    """The edge cluster with 1, 2, ... worker nodes of one CPU each, all Ray nodes on this machine.
+
+    The student alone runs first on the same frames, in the same process, as the reference; the
+    cluster runs follow one after the other (each with its own fresh Ray cluster).
+    """
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from shadowtutor.acceleration.regions.cluster import ClusterMaster, connect, start_workers
+
+    def measure(label_all: Callable[[list[np.ndarray]], list[np.ndarray]]) -> dict[str, Any]:
+        seconds, scores = 0.0, []
+        for frames, truth in clips:
+            start = time.perf_counter()
+            outputs = label_all(frames)
+            seconds += time.perf_counter() - start
+            scores += [miou(o, t, num_classes) for o, t in zip(outputs, truth, strict=True)]
+        frames_total = sum(len(f) for f, _ in clips)
+        return {"fps": frames_total / seconds, "miou": float(np.mean(scores))}
+
+    rows = {STUDENT: measure(lambda frames: [segment(f) for f in frames])}
+    for count in counts:
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+        try:
+            for _ in range(count):
+                cluster.add_node(num_cpus=1)
+            connect(cluster.address)
+            master = ClusterMaster(start_workers(student_state, class_names, network, config, margin),
+                                   config.regions, in_flight=count + 1)
+            list(master.label_stream(clips[0][0][:2]))  # actors started and warm
+            rows[f"1+{count}"] = measure(lambda frames, m=master: [labels for _, labels in m.label_stream(frames)])
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+    base = rows[STUDENT]
+    for row in rows.values():
+        row["speedup"] = row["fps"] / base["fps"]
+        row["lost_points"] = 100 * (base["miou"] - row["miou"])
+    return rows
