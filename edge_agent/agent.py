@@ -223,6 +223,7 @@ class EdgeAgent:
             summary.waited_seconds += result.waited_seconds
             self.metrics.frame_done(result.is_key_frame, result.stride)
             self.metrics.regions_done(student.runtime.last_regions)
+            self.metrics.cluster_done(student.runtime.cluster_state)
             if result.applied_metric is not None:
                 summary.last_metric = result.applied_metric
                 self.metrics.student_metric.set(result.applied_metric)

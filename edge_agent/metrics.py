@@ -83,6 +83,11 @@ class EdgeMetrics:
             "Frames since each region's key was segmented, after each frame (0: segmented now)",
             buckets=KEY_AGE_BUCKETS,
         )
+        # The edge cluster (--cluster): its live workers and the regions left waiting for an idle one.
+        self.cluster_workers = make(Gauge, "shadowtutor_edge_cluster_workers", "Live workers of the edge cluster")
+        self.region_queue_depth = make(
+            Gauge, "shadowtutor_edge_region_queue_depth", "Regions waiting for an idle cluster worker, last frame"
+        )
 
     # -- per frame, from the agent ---------------------------------------------------------
 
@@ -101,6 +106,12 @@ class EdgeMetrics:
         for path, age in zip(frame.paths, frame.key_ages, strict=True):
             self.regions[path].inc()
             self.region_key_age.observe(age)
+
+    def cluster_done(self, state: tuple[int, int] | None) -> None:
+        """Record the cluster's live workers and queue depth (nothing without a cluster)."""
+        if state is not None:
+            self.cluster_workers.set(state[0])
+            self.region_queue_depth.set(state[1])
 
     def update_applied(self, metric: float | None) -> None:
         self.updates_applied.inc()

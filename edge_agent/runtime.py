@@ -138,6 +138,11 @@ class StudentRuntime:
         self.master = ClusterMaster(workers, config.regions)
 
     @property
+    def cluster_state(self) -> tuple[int, int] | None:
+        """Live workers and the regions waiting for one after the last frame (None without a cluster)."""
+        return (self.master.live_workers, self.master.queue_depth) if self.master is not None else None
+
+    @property
     def last_regions(self) -> FrameRegions | None:
         """The paths the last frame's regions took (None without the flow path)."""
         return self.regions.last if self.regions is not None else None

@@ -88,6 +88,8 @@ EDGE_METRICS = tuple(
 ) + (
     MetricSpec("shadowtutor_edge_regions_total", "counter", ("edge_id", "path")),  # --flow-path
     MetricSpec("shadowtutor_edge_region_key_age_frames", "histogram", ("edge_id",)),
+    MetricSpec("shadowtutor_edge_cluster_workers", "gauge", ("edge_id",)),  # --cluster
+    MetricSpec("shadowtutor_edge_region_queue_depth", "gauge", ("edge_id",)),
 )
 
 

@@ -55,6 +55,8 @@ SAMPLES = {
     "shadowtutor_edge_updates_applied_total": 0.5,
     "shadowtutor_edge_regions_total": 12,  # 4 regions x 6 frames, half on each path
     "shadowtutor_edge_region_key_age_frames": 2,
+    "shadowtutor_edge_cluster_workers": 3,
+    "shadowtutor_edge_region_queue_depth": 1,
 }
 UPDATES = {"counter": "inc", "gauge": "set", "histogram": "observe"}
 KINDS = {

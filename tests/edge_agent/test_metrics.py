@@ -23,6 +23,8 @@ EXPECTED_NAMES = {
     "shadowtutor_edge_reconnects_total",
     "shadowtutor_edge_regions_total",
     "shadowtutor_edge_region_key_age_frames",
+    "shadowtutor_edge_cluster_workers",
+    "shadowtutor_edge_region_queue_depth",
 }
 
 
@@ -89,6 +91,15 @@ def test_regions_counted_per_path_with_key_ages() -> None:
             if "le" not in s.labels}
     assert ages["shadowtutor_edge_region_key_age_frames_count"] == 8
     assert ages["shadowtutor_edge_region_key_age_frames_sum"] == 3
+
+
+def test_cluster_workers_and_queue_depth() -> None:
+    metrics = EdgeMetrics("cam-1")
+    metrics.cluster_done(None)
+    assert samples(metrics.exposition().decode())["shadowtutor_edge_cluster_workers"] == 0
+    metrics.cluster_done((3, 1))
+    values = samples(metrics.exposition().decode())
+    assert values["shadowtutor_edge_cluster_workers"] == 3 and values["shadowtutor_edge_region_queue_depth"] == 1
 
 
 def test_served_over_http() -> None:

@@ -133,6 +133,11 @@ class ClusterMaster:
         self.global_keys: dict[int, RegionKey] = {}  # GlobalKeyBuffer
         self.generation = 0
         self.reassigned = 0
+        self.queue_depth = 0  # regions left waiting for an idle worker after the last dispatch
+
+    @property
+    def live_workers(self) -> int:
+        return sum(w is not None for w in self.workers)
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
         """Install a weight update on every worker; keys made by the old student are stale everywhere."""
@@ -168,6 +173,7 @@ class ClusterMaster:
                 t, r = inputs.popleft()
                 worker = self.idle.popleft()
                 pending[worker.process.remote(refs[t], t, r, self._key_for(worker, r))] = (worker, t, r)
+            self.queue_depth = len(inputs)
             if next_out == next_in and exhausted:
                 return
             if not pending:
