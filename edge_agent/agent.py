@@ -163,7 +163,9 @@ class EdgeAgent:
         own_weights = False
         if s.mode == "distill":
             student = VersionedStudent(
-                StudentRuntime(s.backend, s.change_based_options()), s.class_names,
+                StudentRuntime(s.backend, change_based=s.change_based_options(), flow_path=s.flow_path_config(),
+                               cluster=s.cluster),
+                s.class_names,
                 lambda have, why: transport.request_resync(have, why),
             )
             local = initial_student(self._state_file(), s.class_names)
@@ -291,6 +293,8 @@ class EdgeAgent:
         change = student.runtime.change_stats
         if change is not None:
             self.metrics.change_based_frame(change.mode, change.changed)
+        self.metrics.regions_done(student.runtime.last_regions)
+        self.metrics.cluster_done(student.runtime.cluster_state)
         if result.applied_metric is not None:
             summary.last_metric = result.applied_metric
             self.metrics.student_scored(result.applied_metric)

@@ -14,6 +14,7 @@ import platform
 import threading
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CollectorRegistry,
@@ -32,12 +33,18 @@ from shadowtutor.protocol.messages import Telemetry
 from shadowtutor.protocol.telemetry import HistogramSnapshot
 from shadowtutor.version import package_version
 
+if TYPE_CHECKING:
+    from shadowtutor.acceleration.regions.labeller import FrameRegions
+
 OUTPUTS = ("labels", "overlay", "state")  # the values of shadowtutor_edge_output_dropped_total's output label
 ROUNDTRIP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # Student inference per frame: the paper's Jetson figure is 0.143 s; a desktop CPU takes ~0.01 s.
 INFERENCE_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 # Waits at MIN_STRIDE, one per key frame: mostly 0 (the update came in time), else up to a round trip.
 BLOCKED_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+KEY_AGE_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+REGION_PATHS = ("segment", "flow")  # shadowtutor.acceleration.regions.labeller.SEGMENT and FLOW
+
 
 
 class EdgeMetrics:
@@ -125,6 +132,21 @@ class EdgeMetrics:
             "Fraction of each layer's input positions that changed in the last frame run change-based",
             ["edge_id", "layer"], registry=self.registry,
         )
+        # The flow path (--flow-path): regions per path, and the age of the keys they were warped from.
+        regions = Counter("shadowtutor_edge_regions_total", "Frame regions labelled, by path: segment (the "
+                          "student) or flow (warped from the region's key)", ["edge_id", "path"],
+                          registry=self.registry)
+        self.regions = {path: regions.labels(edge_id=edge_id, path=path) for path in REGION_PATHS}
+        self.region_key_age = make(
+            Histogram, "shadowtutor_edge_region_key_age_frames",
+            "Frames since each region's key was segmented, after each frame (0: segmented now)",
+            buckets=KEY_AGE_BUCKETS,
+        )
+        # The edge cluster (--cluster): its live workers and the regions left waiting for an idle one.
+        self.cluster_workers = make(Gauge, "shadowtutor_edge_cluster_workers", "Live workers of the edge cluster")
+        self.region_queue_depth = make(
+            Gauge, "shadowtutor_edge_region_queue_depth", "Regions waiting for an idle cluster worker, last frame"
+        )
 
     # -- per frame, from the agent ---------------------------------------------------------
 
@@ -171,6 +193,20 @@ class EdgeMetrics:
         self.change_based_frames.labels(edge_id=self.edge_id, mode=mode).inc()
         for layer, fraction in changed.items():
             self.changed_fraction.labels(edge_id=self.edge_id, layer=layer).set(fraction)
+
+    def regions_done(self, frame: FrameRegions | None) -> None:
+        """Count one frame's regions by path (nothing without the flow path)."""
+        if frame is None:
+            return
+        for path, age in zip(frame.paths, frame.key_ages, strict=True):
+            self.regions[path].inc()
+            self.region_key_age.observe(age)
+
+    def cluster_done(self, state: tuple[int, int] | None) -> None:
+        """Record the cluster's live workers and queue depth (nothing without a cluster)."""
+        if state is not None:
+            self.cluster_workers.set(state[0])
+            self.region_queue_depth.set(state[1])
 
     # -- TransportObserver -------------------------------------------------------------------
 

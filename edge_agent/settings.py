@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -25,6 +25,9 @@ from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.cli.settings_flags import ENV_PREFIX, describe_validation_error
 from shadowtutor.models.backends import CHANGE_BASED_FALLBACKS, STUDENT_BACKENDS
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_WEIGHT_CODECS
+
+if TYPE_CHECKING:
+    from shadowtutor.acceleration.regions.labeller import FlowPathConfig
 
 EDGE_PATH = "/v1/edge"
 Mode = Literal["distill", "naive"]
@@ -190,6 +193,24 @@ class EdgeSettings(BaseSettings):
         1.0, ge=0, description="multiply every change threshold: above 1 faster and less exact, 0 exact"
     )
 
+    # -- regions / flow path and the edge cluster (seed 004; shadowtutor.acceleration.regions) ---
+    flow_path: bool = Field(
+        False, description="label frames region by region: a region the decision network trusts is warped from its "
+        "last segmentation by optical flow instead of segmented (seed 004 / DVSNet)"
+    )
+    regions: int = Field(4, description="regions per frame for the flow path (a grid as square as possible)")
+    decision_threshold: float = Field(
+        0.93, description="confidence score (predicted agreement of flow and student, 0..1) the flow path needs"
+    )
+    max_key_age: int = Field(
+        4, description="frames a region's segmentation may be warped before it is segmented again"
+    )
+    decision_network: Path | None = Field(None, description="decision network file (default: the packaged one)")
+    cluster: str | None = Field(
+        None, description="Ray cluster HOST:PORT (or auto) whose worker nodes label the regions (seed 004); start it "
+        "with `ray start --head` here, join workers with `ray start --address HOST:PORT`; uses the flow-path settings"
+    )
+
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
@@ -199,7 +220,7 @@ class EdgeSettings(BaseSettings):
     # -- parsing (the same for flags and variables) ---------------------------------------------
     @field_validator(
         "token", "token_file", "ca_file", "client_cert", "client_key", "output_dir", "frame_quality", "max_frames",
-        "max_fps", "state_dir", "change_thresholds", mode="before",
+        "max_fps", "state_dir", "change_thresholds", "decision_network", "cluster", mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
@@ -290,6 +311,7 @@ class EdgeSettings(BaseSettings):
         if self.overlay and self.output_dir is None:
             raise ValueError("overlay needs output_dir")
         self._check_change_based()
+        self._check_flow_path()
         if self.token is not None and self.token_file is not None:
             raise ValueError("give token or token_file, not both")
         self.read_token()  # a missing or empty token file fails now, not at the first connection
@@ -317,6 +339,27 @@ class EdgeSettings(BaseSettings):
             self.change_based_options().thresholds()  # a bad file or scale fails now
         except (ThresholdFileError, ValueError) as exc:
             raise ValueError(f"change_based: {exc}") from None
+
+    def _check_flow_path(self) -> None:
+        from shadowtutor.acceleration.regions.grid import RegionConfigError
+
+        try:
+            self.flow_path_config()
+        except RegionConfigError as exc:
+            raise ValueError(str(exc)) from None
+        if self.decision_network is not None and not self.decision_network.is_file():
+            raise ValueError(f"decision_network: no such file {self.decision_network}")
+        if self.cluster is not None and ":" not in self.cluster and self.cluster != "auto":
+            raise ValueError(f"cluster must be HOST:PORT of a Ray cluster or auto, got {self.cluster!r}")
+        if self.change_based and (self.flow_path or self.cluster is not None):
+            raise ValueError("change_based (static cameras) and flow_path/cluster (moving cameras) exclude each other")
+
+    def flow_path_config(self) -> FlowPathConfig | None:
+        """The flow path's configuration (validated even when it is off), or None when it is off."""
+        from shadowtutor.acceleration.regions.labeller import FlowPathConfig
+
+        config = FlowPathConfig(self.decision_threshold, self.regions, self.max_key_age, self.decision_network)
+        return config if self.flow_path else None
 
     def change_based_options(self) -> Any:
         """The student's :class:`~shadowtutor.acceleration.change_based.backend.ChangeBasedOptions`, or None."""

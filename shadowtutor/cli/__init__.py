@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "shadowtutor.cli.demo",
     "shadowtutor.cli.fuzz",
     "shadowtutor.cli.change_based",
+    "shadowtutor.cli.regions",
 )
 
 

@@ -103,7 +103,11 @@ EDGE_METRICS = tuple(
     for name, kind in (*REPORTED, ("connected", "gauge"), ("key_frames_dropped_total", "counter"),
                        ("labels_removed_total", "counter"))
 ) + (MetricSpec("shadowtutor_edge_build_info", "gauge", ("edge_id", "version", "python")),
-     MetricSpec("shadowtutor_edge_output_dropped_total", "counter", ("edge_id", "output")))
+     MetricSpec("shadowtutor_edge_output_dropped_total", "counter", ("edge_id", "output")),
+     MetricSpec("shadowtutor_edge_regions_total", "counter", ("edge_id", "path")),  # --flow-path
+     MetricSpec("shadowtutor_edge_region_key_age_frames", "histogram", ("edge_id",)),
+     MetricSpec("shadowtutor_edge_cluster_workers", "gauge", ("edge_id",)),  # --cluster
+     MetricSpec("shadowtutor_edge_region_queue_depth", "gauge", ("edge_id",)))
 
 
 def series_names(specs: Sequence[MetricSpec]) -> set[str]:

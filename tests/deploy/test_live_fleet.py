@@ -66,7 +66,7 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
             "edge", "--server", f"ws://{LOOPBACK}:{port}/v1/edge", "--source", str(scene / "video.mp4"),
             "--edge-id", EDGE_ID, "--max-fps", str(EDGE_MAX_FPS), "--output-dir", str(edge_out),
             "--no-save-labels", "--no-overlay", "--metrics-host", LOOPBACK, "--metrics-port", str(metrics_port),
-            "--linger", "60",
+            "--linger", "60", "--flow-path",  # the flow path on, so that its panels have values too
         )
         with start_process(edge_args, name="edge", log_dir=logs, env=ENV) as edge:
             wait_http_ok(f"http://{LOOPBACK}:{metrics_port}/metrics", timeout=90, process=edge)

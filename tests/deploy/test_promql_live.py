@@ -32,7 +32,7 @@ TICK_SECONDS = 0.2
 EDGE_IDS = ("edge-a", "edge-b")
 LABEL_VALUES = {"mode": ("distill", "naive"), "code": ("bad_frame", "teacher_failed"), "edge_id": EDGE_IDS,
                 "agent": ("shadowtutor-edge/1.0",), "version": ("1.0",), "python": ("3.11.2",),
-                "output": ("labels", "overlay", "state")}
+                "output": ("labels", "overlay", "state"), "path": ("segment", "flow")}
 # Per tick: what a counter adds, the value a gauge holds (a callable: its value then), what a
 # histogram observes. An edge labels 30 frames/s with a key frame every 8th frame; the server sees
 # no errors.
@@ -77,6 +77,10 @@ SAMPLES = {
     "shadowtutor_server_errors_total": 0,
     "shadowtutor_server_teacher_ready": 1,
     "shadowtutor_server_teacher_queue_depth": 0,
+    "shadowtutor_edge_regions_total": 12,  # 4 regions x 6 frames, half on each path
+    "shadowtutor_edge_region_key_age_frames": 2,
+    "shadowtutor_edge_cluster_workers": 3,
+    "shadowtutor_edge_region_queue_depth": 1,
 }
 UPDATES = {"counter": "inc", "gauge": "set", "histogram": "observe"}
 KINDS = {

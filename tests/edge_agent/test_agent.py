@@ -191,3 +191,21 @@ def test_the_agent_reports_its_figures_when_the_server_asks(
 def test_no_reports_to_a_server_that_does_not_ask(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
     EdgeAgent(settings(stand_in, video, tmp_path / "out", max_fps=16, max_frames=24)).run()  # 1.5 s
     assert not [m for m in stand_in.sessions[0].received if isinstance(m, Telemetry)]
+
+
+def test_flow_path_leaves_key_frames_and_updates_as_they_were(
+    stand_in: StandInServer, video: Path, tmp_path: Path
+) -> None:
+    plain = EdgeAgent(settings(stand_in, video, tmp_path / "plain")).run()
+    agent = EdgeAgent(settings(stand_in, video, tmp_path / "flow", flow_path=True, decision_threshold=0.0,
+                               max_key_age=3))
+    summary = agent.run()
+    assert summary.frames == summary.labelled_frames == 40
+    # Algorithm 2 is untouched: as many key frames (the loop waits for each update at MIN_STRIDE), all sent.
+    assert summary.key_frames == plain.key_frames == summary.frames_sent
+    families = {f.name: f for f in text_string_to_metric_families(agent.metrics.exposition().decode())}
+    by_path = {s.labels["path"]: s.value for s in families["shadowtutor_edge_regions"].samples
+               if s.name.endswith("_total")}
+    assert by_path["segment"] + by_path["flow"] == 4 * 40 and by_path["flow"] > 0
+    # every weight change makes the keys stale: the frame after it is segmented whole
+    assert by_path["segment"] >= 4 * len(summary.versions_applied)

@@ -32,6 +32,10 @@ EXPECTED_NAMES = {
     "shadowtutor_edge_key_frames_dropped_total",
     "shadowtutor_edge_output_dropped_total",
     "shadowtutor_edge_labels_removed_total",
+    "shadowtutor_edge_regions_total",
+    "shadowtutor_edge_region_key_age_frames",
+    "shadowtutor_edge_cluster_workers",
+    "shadowtutor_edge_region_queue_depth",
 }
 
 
@@ -124,6 +128,32 @@ def test_telemetry_carries_the_exported_figures() -> None:
     assert inference.cumulative()[-1] == (float("inf"), 5)
     assert report.histograms["blocked_seconds"].count == 1
     assert report.histograms["roundtrip_seconds"].count == 1
+
+
+def test_regions_counted_per_path_with_key_ages() -> None:
+    from shadowtutor.acceleration.regions.labeller import FrameRegions
+
+    metrics = EdgeMetrics("cam-1")
+    metrics.regions_done(None)  # no flow path: nothing counted
+    metrics.regions_done(FrameRegions(("segment",) * 4, (0, 0, 0, 0), (None,) * 4))
+    metrics.regions_done(FrameRegions(("flow", "flow", "segment", "flow"), (1, 1, 0, 1), (0.97, 0.96, 0.5, 0.99)))
+    families = {f.name: f for f in text_string_to_metric_families(metrics.exposition().decode())}
+    by_path = {s.labels["path"]: s.value for s in families["shadowtutor_edge_regions"].samples
+               if s.name.endswith("_total")}
+    assert by_path == {"segment": 5, "flow": 3}
+    ages = {s.name: s.value for s in families["shadowtutor_edge_region_key_age_frames"].samples
+            if "le" not in s.labels}
+    assert ages["shadowtutor_edge_region_key_age_frames_count"] == 8
+    assert ages["shadowtutor_edge_region_key_age_frames_sum"] == 3
+
+
+def test_cluster_workers_and_queue_depth() -> None:
+    metrics = EdgeMetrics("cam-1")
+    metrics.cluster_done(None)
+    assert samples(metrics.exposition().decode())["shadowtutor_edge_cluster_workers"] == 0
+    metrics.cluster_done((3, 1))
+    values = samples(metrics.exposition().decode())
+    assert values["shadowtutor_edge_cluster_workers"] == 3 and values["shadowtutor_edge_region_queue_depth"] == 1
 
 
 def test_served_over_http() -> None:

@@ -63,6 +63,28 @@ def test_partial_update_changes_the_labels_as_in_the_plain_student(student: Stud
     assert (runtime.infer(frame()) == plain_labels(student)).mean() > 0.999
 
 
+def test_flow_path_warps_between_segmentations_and_refreshes_keys_after_updates(student: StudentNet) -> None:
+    from shadowtutor.acceleration.regions.labeller import FlowPathConfig
+    from tests.support.motion import panning
+
+    plain = StudentRuntime("torch")
+    plain.load(student.state_dict(), LVS_CLASSES)
+    runtime = StudentRuntime("torch", flow_path=FlowPathConfig(threshold=0.0, max_key_age=2))  # trust the flow path always
+    runtime.load(student.state_dict(), LVS_CLASSES)
+    frames = panning(5, size=(96, 64))
+    paths = []
+    for f in frames[:4]:
+        labels = runtime.infer(f)
+        paths.append(runtime.last_regions.paths[0])
+        if paths[-1] == "segment":
+            assert (labels == plain.infer(f)).all()  # the segmentation path is the student on the whole frame
+    assert paths == ["segment", "flow", "flow", "segment"]  # the key age bound
+    runtime.update({"out_conv3.bias": torch.arange(9, dtype=torch.float32) * 100})
+    assert (runtime.infer(frames[4]) == 8).all()  # the new student's labels at once, nothing warped from the old
+    assert runtime.last_regions.paths == ("segment",) * 4
+    assert plain.last_regions is None
+
+
 def test_bad_weights_are_rejected(student: StudentNet) -> None:
     runtime = StudentRuntime("reference")
     with pytest.raises(CheckpointError, match="missing"):
@@ -133,7 +155,7 @@ def test_change_based_student_labels_as_its_backend_and_follows_updates(student:
     from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
 
     exact = ChangeBasedOptions(scale=0.0)  # thresholds 0: the same labels as full-frame inference
-    runtime = StudentRuntime("torch", exact)
+    runtime = StudentRuntime("torch", change_based=exact)
     plain = StudentRuntime("torch")
     for r in (runtime, plain):
         r.load(student.state_dict(), LVS_CLASSES)

@@ -86,11 +86,26 @@ def test_server_url_normalisation(url: str, expected: str) -> None:
         ({"server": "ws://h", "source": "x", "metrics_port": "70000"},
          "--metrics-port: Input should be less than or equal to 65535"),
         ({"server": "ws://h", "source": "x", "class_names": "a,a"}, "distinct"),
+        ({"server": "ws://h", "source": "x", "regions": "0"}, "regions must be a positive integer"),
+        ({"server": "ws://h", "source": "x", "decision_threshold": "2"}, "decision threshold must lie in"),
+        ({"server": "ws://h", "source": "x", "max_key_age": "0"}, "max key age"),
+        ({"server": "ws://h", "source": "x", "decision_network": "/nonexistent.pt"}, "decision_network: no such"),
+        ({"server": "ws://h", "source": "x", "cluster": "somewhere"}, "cluster must be HOST:PORT"),
     ],
 )
 def test_bad_values_say_what_is_wrong(flags: dict, message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         build(flags)
+
+
+def test_flow_path_settings() -> None:
+    off = build({"server": "ws://h", "source": "x"})
+    assert off.flow_path is False and off.flow_path_config() is None
+    on = build({"server": "ws://h", "source": "x", "flow_path": True},
+               {"SHADOWTUTOR_REGIONS": "6", "SHADOWTUTOR_DECISION_THRESHOLD": "0.9", "SHADOWTUTOR_MAX_KEY_AGE": "8"})
+    config = on.flow_path_config()
+    assert config is not None
+    assert (config.regions, config.threshold, config.max_key_age, config.network) == (6, 0.9, 8, None)
 
 
 def test_environment_errors_name_the_variable() -> None:

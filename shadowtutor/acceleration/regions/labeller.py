@@ -1,0 +1,212 @@
+"""One device's region labeller (DVSNet on one edge): per region, the segmentation path or the flow path.
+
+For every frame each region either runs the *segmentation path* (the student on the region
+and a context margin; its labels become the region's new key) or the *flow path* (dense
+flow from the region to its key, the key's labels warped by it). A policy picks the path:
+the decision network with a threshold (:class:`DecisionPolicy`), or a fixed key interval
+(:class:`FixedIntervalPolicy`, DVSNet's baseline). Either way a region is segmented when it
+has no key, its key is older than ``max_key_age`` frames, or its key was made by an older
+student (:meth:`RegionLabeller.invalidate_keys`, called after a weight update).
+
+The student's context: with ``margin=None`` (the default) a frame where any region needs the
+segmentation path is segmented whole and every region gets a new key, because the student
+normalises each layer by the statistics of what it sees and needs the whole scene: segmenting
+a 2x2 region alone, even with a 32-pixel margin, cost about 9 mIoU points against the truth on a
+moving street scene (docs/results/regions/). With ``margin=M`` only the regions that need
+it are segmented, in one student call on the box holding them and M pixels around them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from shadowtutor.acceleration.regions.decision import (
+    DecisionNetwork,
+    default_decision_network_path,
+    load_decision_network,
+    region_features,
+)
+from shadowtutor.acceleration.regions.flow import FlowEstimator, FlowResult
+from shadowtutor.acceleration.regions.grid import RegionConfigError, RegionGrid, crop, grid_shape, inner
+
+SEGMENT, FLOW = "segment", "flow"
+
+
+class PathPolicy(Protocol):
+    needs_flow: bool  # whether it decides from flow features (then flow runs for every keyed region)
+
+    def take_flow(self, features: np.ndarray, ages: np.ndarray, together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """For regions with a usable key: which take the flow path, and their scores (if any).
+
+        ``together``: the regions share one path (the whole frame is segmented or none of it).
+        """
+
+
+class DecisionPolicy:
+    """DVSNet's rule: the flow path where the decision network's score reaches ``threshold``."""
+
+    needs_flow = True
+
+    def __init__(self, network: DecisionNetwork, threshold: float) -> None:
+        if not 0 <= threshold <= 1:
+            raise RegionConfigError(f"decision threshold must lie in [0, 1], got {threshold}")
+        self.network = network
+        self.threshold = threshold
+
+    def take_flow(self, features: np.ndarray, ages: np.ndarray, together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        scores = self.network.scores(features)
+        if together:  # the frame's predicted agreement: the mean over its equal-sized regions
+            return np.full(len(scores), float(scores.mean()) >= self.threshold), scores
+        return scores >= self.threshold, scores
+
+
+class FixedIntervalPolicy:
+    """The baseline: a region is segmented every ``interval`` frames and warped in between."""
+
+    needs_flow = False
+
+    def __init__(self, interval: int) -> None:
+        if interval < 1:
+            raise RegionConfigError(f"key interval must be >= 1, got {interval}")
+        self.interval = interval
+
+    def take_flow(self, features: np.ndarray, ages: np.ndarray, together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        take = ages < self.interval
+        return (np.full(len(take), bool(take.all())) if together else take), None
+
+
+@dataclass
+class RegionKey:
+    grey: np.ndarray  # the region at the flow scale
+    labels: np.ndarray  # the segmentation path's labels of the region
+    frame: int
+    generation: int  # the student that made it
+
+
+@dataclass(frozen=True)
+class FrameRegions:
+    """What happened to one frame's regions."""
+
+    paths: tuple[str, ...]
+    key_ages: tuple[int, ...]  # frames since each region's key, after this frame (0 = segmented now)
+    scores: tuple[float | None, ...]
+
+
+class RegionLabeller:
+    """Labels whole frames region by region; ``segment(frame_part) -> labels`` is the student."""
+
+    def __init__(
+        self,
+        segment: Callable[[np.ndarray], np.ndarray],
+        policy: PathPolicy,
+        regions: int = 4,
+        margin: int | None = None,
+        max_key_age: int = 15,
+        flow: FlowEstimator | None = None,
+    ) -> None:
+        if max_key_age < 1:
+            raise RegionConfigError(f"max key age must be >= 1 frame, got {max_key_age}")
+        RegionGrid(64 * regions, 64 * regions, regions, margin or 0)  # a bad count or margin fails now
+        self.segment = segment
+        self.policy = policy
+        self.regions = regions
+        self.margin = margin
+        self.max_key_age = max_key_age
+        self.flow = flow or FlowEstimator()
+        self.grid: RegionGrid | None = None
+        self.keys: list[RegionKey | None] = []
+        self.generation = 0
+        self.frame_index = 0
+        self.last: FrameRegions | None = None
+
+    def invalidate_keys(self) -> None:
+        """The student changed: every key it made before is stale, so each region is segmented next."""
+        self.generation += 1
+
+    def label(self, frame: np.ndarray) -> np.ndarray:
+        """Labels ``uint8 (H, W)`` of one BGR frame; :attr:`last` says which path each region took."""
+        t = self.frame_index
+        self.frame_index += 1
+        if self.grid is None or not self.grid.fits(frame):
+            self.grid = RegionGrid(frame.shape[1], frame.shape[0], self.regions, self.margin or 0)
+            self.keys = [None] * self.regions
+        grey = self.flow.small_grey(frame)
+        parts = [crop(grey, self.flow.small_box(box)) for box in self.grid.boxes]
+        flowed, flows, scores = self._choose(t, parts)
+        segmented = [r for r in range(self.regions) if r not in flowed]
+        out = np.empty(frame.shape[:2], dtype=np.uint8)
+        if segmented:
+            self._segment(frame, t, parts, segmented, out)
+        for r in flowed:
+            key = self.keys[r]
+            assert key is not None
+            x0, y0, x1, y1 = self.grid.boxes[r]
+            result = flows.get(r) or self.flow.estimate(parts[r], key.grey)
+            out[y0:y1, x0:x1] = self.flow.warp_labels(key.labels, result)
+        self.last = FrameRegions(
+            tuple(FLOW if r in flowed else SEGMENT for r in range(self.regions)),
+            tuple(t - key.frame for key in self.keys),  # type: ignore[union-attr]
+            tuple(scores.get(r) for r in range(self.regions)),
+        )
+        return out
+
+    def _choose(self, t: int, parts: list[np.ndarray]) -> tuple[list[int], dict[int, FlowResult], dict[int, float]]:
+        """The regions that take the flow path, the flows computed for the decision, and the scores."""
+        keys = self.keys
+        keyed = [r for r, key in enumerate(keys)
+                 if key is not None and key.generation == self.generation and t - key.frame <= self.max_key_age]
+        together = self.margin is None  # one student call for the whole frame: all regions share a path
+        if not keyed or (together and len(keyed) < self.regions):
+            return [], {}, {}
+        ages = np.array([t - keys[r].frame for r in keyed], dtype=np.int64)  # type: ignore[union-attr]
+        flows: dict[int, FlowResult] = {}
+        features = np.zeros((len(keyed), 0), dtype=np.float32)
+        if self.policy.needs_flow:
+            flows = {r: self.flow.estimate(parts[r], keys[r].grey) for r in keyed}  # type: ignore[union-attr]
+            features = np.stack([region_features(flows[r], int(age), self.max_key_age)
+                                 for r, age in zip(keyed, ages, strict=True)])
+        take, scores = self.policy.take_flow(features, ages, together)
+        score_of = {r: float(scores[i]) for i, r in enumerate(keyed)} if scores is not None else {}
+        return [r for r, ok in zip(keyed, take, strict=True) if ok], flows, score_of
+
+    def _segment(self, frame: np.ndarray, t: int, parts: list[np.ndarray], regions: list[int], out: np.ndarray) -> None:
+        """The segmentation path for ``regions``: one student call, new keys."""
+        grid = self.grid
+        assert grid is not None
+        context = grid.context_box(regions) if self.margin is not None else (0, 0, grid.width, grid.height)
+        labels = self.segment(np.ascontiguousarray(crop(frame, context)))
+        for r in regions:
+            x0, y0, x1, y1 = grid.boxes[r]
+            region_labels = np.ascontiguousarray(crop(labels, inner(grid.boxes[r], context)))
+            out[y0:y1, x0:x1] = region_labels
+            self.keys[r] = RegionKey(parts[r].copy(), region_labels, t, self.generation)
+
+
+@dataclass(frozen=True)
+class FlowPathConfig:
+    """How an edge runs the flow path: regions, the decision network and its threshold, the key age bound."""
+
+    # Defaults chosen on the decision network's own training scenes (seed 3000), judged on others in
+    # docs/results/regions/bench.md.
+    threshold: float = 0.93
+    regions: int = 4
+    max_key_age: int = 4
+    network: Path | None = None  # None: the packaged decision network
+
+    def __post_init__(self) -> None:
+        grid_shape(self.regions)
+        if not 0 <= self.threshold <= 1:
+            raise RegionConfigError(f"decision threshold must lie in [0, 1], got {self.threshold}")
+        if self.max_key_age < 1:
+            raise RegionConfigError(f"max key age must be >= 1 frame, got {self.max_key_age}")
+
+    def build(self, segment: Callable[[np.ndarray], np.ndarray]) -> RegionLabeller:
+        """A labeller over ``segment`` (the student); loads the decision network (an error if it is missing)."""
+        network, _meta = load_decision_network(self.network or default_decision_network_path())
+        return RegionLabeller(segment, DecisionPolicy(network, self.threshold), self.regions,
+                              max_key_age=self.max_key_age)

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shadowtutor.acceleration.regions.flow import FLOW_METHODS, FlowEstimator
+from tests.support.motion import textured
+
+
+@pytest.mark.parametrize("method", FLOW_METHODS)
+def test_warping_follows_a_translation(method: str) -> None:
+    key = textured()
+    current = np.roll(key, shift=(8, 12), axis=(0, 1))  # the scene moved 12 px right, 8 px down
+    key_labels = np.zeros(key.shape[:2], dtype=np.uint8)
+    key_labels[60:120, 100:200] = 5
+    true_labels = np.roll(key_labels, shift=(8, 12), axis=(0, 1))
+    flow = FlowEstimator(method)
+    result = flow.estimate(flow.small_grey(current), flow.small_grey(key))
+    warped = flow.warp_labels(key_labels, result)
+    inside = (slice(16, -16), slice(16, -16))  # away from the wrapped-around border
+    assert (warped[inside] == true_labels[inside]).mean() > 0.97  # DIS: 1.0, Farneback: 0.977
+    assert (key_labels[inside] == true_labels[inside]).mean() < 0.95  # warping did something
+    assert result.residual.mean() < result.difference
+
+
+def test_unknown_method_and_bad_scale() -> None:
+    with pytest.raises(ValueError, match="unknown flow method"):
+        FlowEstimator("lucas-kanade")
+    with pytest.raises(ValueError, match="scale"):
+        FlowEstimator(scale=0)

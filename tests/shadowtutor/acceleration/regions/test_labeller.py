@@ -1,0 +1,123 @@
+"""The region labeller's bookkeeping, with a simple real segmenter (a grey threshold) standing in for
+the student: the student's own labels are covered by tests/edge_agent/test_runtime.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shadowtutor.acceleration.regions.decision import DecisionNetwork
+from shadowtutor.acceleration.regions.grid import RegionConfigError
+from shadowtutor.acceleration.regions.labeller import (
+    FLOW,
+    SEGMENT,
+    DecisionPolicy,
+    FixedIntervalPolicy,
+    FlowPathConfig,
+    RegionLabeller,
+)
+from tests.support.motion import panning, textured
+
+
+class ThresholdSegmenter:
+    """Labels 1 where the grey level is above 128; records the shape of every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def __call__(self, image: np.ndarray) -> np.ndarray:
+        self.calls.append(image.shape[:2])
+        return (image.mean(axis=2) > 128).astype(np.uint8)
+
+
+class ConstantNetwork(DecisionNetwork):
+    """A decision network that gives every region the same score (to drive the threshold)."""
+
+    def __init__(self, score: float) -> None:
+        super().__init__()
+        self.score = score
+
+    def scores(self, features: np.ndarray) -> np.ndarray:
+        return np.full(len(features), self.score, dtype=np.float32)
+
+
+def test_fixed_interval_segments_every_k_frames_and_warps_between() -> None:
+    segment = ThresholdSegmenter()
+    labeller = RegionLabeller(segment, FixedIntervalPolicy(3))
+    frames = panning(7)
+    paths = []
+    for frame in frames:
+        labels = labeller.label(frame)
+        paths.append(labeller.last.paths)
+        assert labels.shape == frame.shape[:2]
+        agreement = (labels == segment(frame)).mean()
+        assert agreement == 1.0 if labeller.last.paths[0] == SEGMENT else agreement > 0.9
+    assert [p[0] for p in paths] == [SEGMENT, FLOW, FLOW, SEGMENT, FLOW, FLOW, SEGMENT]
+    assert all(len(set(p)) == 1 for p in paths)  # whole-frame context: the regions share a path
+    assert labeller.last.key_ages == (0, 0, 0, 0)
+
+
+def test_decision_threshold_picks_the_path_and_key_age_is_bounded() -> None:
+    trusting = RegionLabeller(ThresholdSegmenter(), DecisionPolicy(ConstantNetwork(0.9), 0.8), max_key_age=2)
+    doubting = RegionLabeller(ThresholdSegmenter(), DecisionPolicy(ConstantNetwork(0.7), 0.8), max_key_age=2)
+    trusted, doubted = [], []
+    for frame in panning(6):
+        trusting.label(frame)
+        doubting.label(frame)
+        trusted.append(trusting.last.paths[0])
+        doubted.append(doubting.last.paths[0])
+        assert trusting.last.scores[0] in (None, pytest.approx(0.9))
+    assert trusted == [SEGMENT, FLOW, FLOW, SEGMENT, FLOW, FLOW]  # a key older than 2 frames is segmented
+    assert doubted == [SEGMENT] * 6
+
+
+def test_a_weight_update_makes_every_key_stale() -> None:
+    labeller = RegionLabeller(ThresholdSegmenter(), FixedIntervalPolicy(10))
+    frames = panning(4)
+    labeller.label(frames[0])
+    labeller.label(frames[1])
+    assert labeller.last.paths == (FLOW,) * 4
+    labeller.invalidate_keys()
+    labeller.label(frames[2])
+    assert labeller.last.paths == (SEGMENT,) * 4
+    labeller.label(frames[3])
+    assert labeller.last.paths == (FLOW,) * 4
+
+
+def test_with_a_margin_only_the_needed_regions_are_segmented() -> None:
+    segment = ThresholdSegmenter()
+    network = ConstantNetwork(0.9)
+    labeller = RegionLabeller(segment, DecisionPolicy(network, 0.5), regions=4, margin=16)
+    frames = panning(3)
+    labeller.label(frames[0])
+    assert segment.calls == [(180, 320)]  # no keys yet: the whole frame
+    labeller.keys[3] = None  # region 3 (bottom right) lost its key
+    labels = labeller.label(frames[1])
+    assert labeller.last.paths == (FLOW, FLOW, FLOW, SEGMENT)
+    assert segment.calls[-1] == (90 + 16, 160 + 16)  # region 3 and its margin, nothing else
+    assert (labels[90:, 160:] == ThresholdSegmenter()(frames[1])[90:, 160:]).mean() > 0.95
+
+
+def test_a_new_frame_size_starts_over() -> None:
+    labeller = RegionLabeller(ThresholdSegmenter(), FixedIntervalPolicy(5))
+    labeller.label(panning(1)[0])
+    labeller.label(textured(120, 160))
+    assert labeller.last.paths == (SEGMENT,) * 4
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"regions": 0}, "regions must be a positive integer"),
+    ({"threshold": 1.5}, "threshold"),
+    ({"max_key_age": 0}, "max key age"),
+])
+def test_bad_flow_path_config_is_a_clear_error(kwargs: dict, match: str) -> None:
+    with pytest.raises(RegionConfigError, match=match):
+        FlowPathConfig(**kwargs)
+
+
+def test_config_builds_a_labeller_with_the_packaged_network() -> None:
+    labeller = FlowPathConfig(threshold=0.0, regions=6, max_key_age=4).build(ThresholdSegmenter())
+    for frame in panning(3):
+        labeller.label(frame)
+    assert labeller.last.paths == (FLOW,) * 6
+    assert all(0 <= s <= 1 for s in labeller.last.scores)
