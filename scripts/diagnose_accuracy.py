@@ -10,6 +10,9 @@ docs/results/accuracy_diagnosis.md (issue 12, point 5).
    size: the metric after each step (partial distillation, no rollback), the share of key frames
    passing 0.8, and the per-class IoU after MAX_UPDATES (8) steps.
 
+Both also count the classes a prediction shows that the frame's label lacks: each adds an IoU of 0
+to the frame's mIoU (eq. 1 counts classes present in the prediction or the label).
+
 Usage: ``python scripts/diagnose_accuracy.py --scenes DIR... --out FILE.json``
 """
 
@@ -66,6 +69,15 @@ def size_recall(pred: np.ndarray, label: np.ndarray, hits: np.ndarray, totals: n
             totals[b] += int(mask.sum())
 
 
+def frame_terms(pred: np.ndarray, label: np.ndarray) -> tuple[int, float]:
+    """Classes the prediction shows that the label lacks (each adds an IoU of 0 to the frame's mIoU),
+    and the frame's mIoU over the label's classes only."""
+    shown, present = set(np.unique(pred).tolist()), set(np.unique(label).tolist())
+    conf = confusion(pred, label)
+    inter, union = np.diag(conf), conf.sum(0) + conf.sum(1) - np.diag(conf)
+    return len(shown - present), float(np.mean([inter[c] / union[c] for c in present]))
+
+
 def predict(model: torch.nn.Module, frame: np.ndarray) -> np.ndarray:
     with torch.inference_mode():
         return model(normalise_frame(frame)).argmax(1)[0].numpy()
@@ -75,6 +87,7 @@ def wild(scenes: list[Scene], student_path: Path, size: tuple[int, int], every: 
     model = load_student(student_path).model.eval()
     conf = np.zeros((NUM, NUM), np.int64)
     per_frame, hits, totals = [], np.zeros(len(SIZE_BINS) - 1), np.zeros(len(SIZE_BINS) - 1)
+    extra, label_only = [], []
     pixel_share = np.zeros(NUM)
     for scene in scenes:
         for index, frame in enumerate(scene.frames(size)):
@@ -84,6 +97,9 @@ def wild(scenes: list[Scene], student_path: Path, size: tuple[int, int], every: 
             pred = predict(model, frame)
             conf += confusion(pred, label)
             per_frame.append(miou(pred, label, NUM))
+            terms = frame_terms(pred, label)
+            extra.append(terms[0])
+            label_only.append(terms[1])
             size_recall(pred, label, hits, totals)
             pixel_share += np.bincount(label.ravel(), minlength=NUM)
     return {
@@ -91,6 +107,8 @@ def wild(scenes: list[Scene], student_path: Path, size: tuple[int, int], every: 
         "frames": len(per_frame),
         "mean_frame_miou": float(np.mean(per_frame)),
         "frames_at_or_above_threshold": float(np.mean(np.array(per_frame) >= PAPER.threshold)),
+        "mean_classes_shown_but_absent": float(np.mean(extra)),
+        "mean_frame_miou_over_label_classes": float(np.mean(label_only)),
         "class_iou": class_iou(conf),
         "class_pixel_share": {n: float(pixel_share[c] / pixel_share.sum()) for c, n in enumerate(LVS_CLASSES)},
         "recall_by_region_size": [
@@ -103,7 +121,7 @@ def wild(scenes: list[Scene], student_path: Path, size: tuple[int, int], every: 
 
 def distill(scenes: list[Scene], student_path: Path, size: tuple[int, int], lr: float, key_every: int,
             steps: int) -> dict:
-    curves, conf8 = [], np.zeros((NUM, NUM), np.int64)
+    curves, conf8, extra, label_only = [], np.zeros((NUM, NUM), np.int64), [], []
     for scene in scenes:
         for index, frame in enumerate(scene.frames(size)):
             if index % key_every:
@@ -123,7 +141,11 @@ def distill(scenes: list[Scene], student_path: Path, size: tuple[int, int], lr: 
                 logits = model(x)
                 curve.append(miou(logits.argmax(1)[0], target, NUM))
                 if step + 1 == PAPER.max_updates:
-                    conf8 += confusion(logits.argmax(1)[0].numpy(), label)
+                    pred = logits.argmax(1)[0].numpy()
+                    conf8 += confusion(pred, label)
+                    terms = frame_terms(pred, label)
+                    extra.append(terms[0])
+                    label_only.append(terms[1])
             curves.append(curve)
     arr = np.array(curves)
     reach = [int(np.argmax(c >= PAPER.threshold)) if (c >= PAPER.threshold).any() else None for c in arr]
@@ -133,6 +155,8 @@ def distill(scenes: list[Scene], student_path: Path, size: tuple[int, int], lr: 
         "share_reaching_threshold_within_max_updates": float(np.mean([r is not None and r <= 8 for r in reach])),
         f"share_reaching_threshold_within_{steps}": float(np.mean([r is not None for r in reach])),
         "class_iou_after_max_updates": class_iou(conf8),
+        "mean_classes_shown_but_absent_after_max_updates": float(np.mean(extra)),
+        "mean_miou_over_label_classes_after_max_updates": float(np.mean(label_only)),
     }
 
 
@@ -145,6 +169,7 @@ def main() -> int:
     p.add_argument("--key-every", type=int, default=100)
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--learning-rates", nargs="+", type=float, default=[0.003, 0.01, 0.03])
+    p.add_argument("--parts", nargs="+", choices=("wild", "distill"), default=["wild", "distill"])
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
     torch.set_num_threads(1)
@@ -156,9 +181,10 @@ def main() -> int:
         "command": " ".join(["python", *sys.argv]),
         "student": str(student), "scenes": [dataclasses.asdict(s.meta) | {"dir": str(s.directory)} for s in scenes],
         "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread",
-        "wild": [wild(scenes, student, size, args.every) for size in sizes],
+        "wild": [wild(scenes, student, size, args.every) for size in sizes] if "wild" in args.parts else [],
         "distill": [distill(scenes, student, size, lr, args.key_every, args.steps)
-                    for size in sizes for lr in (args.learning_rates if size == sizes[0] else [PAPER.learning_rate])],
+                    for size in sizes for lr in (args.learning_rates if size == sizes[0] else [PAPER.learning_rate])]
+        if "distill" in args.parts else [],
     }
     result["seconds"] = time.perf_counter() - start
     args.out.parent.mkdir(parents=True, exist_ok=True)
