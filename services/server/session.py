@@ -133,11 +133,15 @@ class EdgeSession:
         blob = self.encoder.full(self.distiller.student.state_dict())
         return Welcome(**common, tensors=blob.tensors, payload=blob.payload)
 
-    def distill(self, seq: int, frame: np.ndarray, labels: np.ndarray, base_version: int, teacher_ms: float) -> Update:
-        """Algorithm 1 on this edge's student, then the UPDATE for the key frame ``seq``."""
+    def distill(
+        self, seq: int, frame: np.ndarray, labels: np.ndarray, base_version: int, teacher_ms: float,
+        boxes: np.ndarray | None = None,
+    ) -> Update:
+        """Algorithm 1 on this edge's student (``boxes``: the teacher's instance boxes, if any), then
+        the UPDATE for the key frame ``seq``."""
         distiller = self._require_distiller()
         start = time.perf_counter()
-        result = distiller.train(frame, labels)
+        result = distiller.train(frame, labels, boxes)
         seconds = time.perf_counter() - start
         self.stats.distilled += 1
         self.stats.steps += result.steps

@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
-from shadowtutor.algorithms.params import AlgorithmParams, StrideMetric  # no torch: the CLI stays quick
+from shadowtutor.algorithms.params import AlgorithmParams, Restore, StrideMetric, WeightMap  # no torch: quick CLI
 from shadowtutor.cli.settings_flags import ENV_PREFIX
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
@@ -128,6 +128,14 @@ class ServerSettings(BaseSettings):
         None, description="metric Algorithm 2 scales the stride by: after distillation (default, the paper) "
         "or before it (how the edge's student did on the key frame)"
     )
+    restore: Restore | None = Field(
+        None, description="what Algorithm 1 rolls back to the best student: weights (default) or weights+adam "
+        "(the authors: Adam's state too)"
+    )
+    weight_map: WeightMap | None = Field(
+        None, description="boxes the loss weights x5: the teacher's instances (the authors; label regions for a "
+        "teacher without instances) or regions of the label map (default)"
+    )
 
     @field_validator("edge_report_interval")
     @classmethod
@@ -219,6 +227,8 @@ class ServerSettings(BaseSettings):
             "min_stride": self.min_stride,
             "max_stride": self.max_stride,
             "stride_metric": self.stride_metric,
+            "restore": self.restore,
+            "weight_map": self.weight_map,
         }
         return AlgorithmParams(**{k: v for k, v in given.items() if v is not None})
 

@@ -1,9 +1,10 @@
 """One queue for the teacher work of every session.
 
 The teacher runs in a single worker thread (one model, one GPU stream). Requests that
-queue up while the teacher is busy are labelled together in one ``label_batch`` call when
-the teacher has it; if a batch fails, its frames are retried one by one so that a bad
-frame fails only its own request.
+queue up while the teacher is busy are labelled together in one batched call (with the
+instances' boxes where the teacher gives them: :func:`shadowtutor.teachers.teach_batch`);
+if a batch fails, its frames are retried one by one so that a bad frame fails only its own
+request.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from services.server.metrics import ServerMetrics
-from shadowtutor.teachers.base import TeacherError
+from shadowtutor.teachers.base import TeacherError, Teaching, teach_batch
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class TeacherFailed(Exception):
 class TeacherResult:
     labels: np.ndarray
     seconds: float  # from queueing to labels
+    boxes: np.ndarray | None = None  # the teacher's instance boxes (N, 4), where it gives them
 
 
 @dataclass
@@ -96,21 +98,21 @@ class TeacherQueue:
                 else:
                     seconds = done - request.queued_at
                     self.metrics.teacher_latency.observe(seconds)
-                    request.future.set_result(TeacherResult(outcome, seconds))
+                    request.future.set_result(TeacherResult(outcome.labels, seconds, outcome.boxes))
 
-    def _label_all(self, batch: list[_Request]) -> list[np.ndarray | TeacherFailed]:
+    def _label_all(self, batch: list[_Request]) -> list[Teaching | TeacherFailed]:
         """Runs in the teacher thread."""
-        if len(batch) > 1 and hasattr(self.teacher, "label_batch"):
+        if len(batch) > 1:
             try:
-                labels = self.teacher.label_batch([r.frame for r in batch], [r.frame_index for r in batch])
-                return [self._checked(r, out) for r, out in zip(batch, labels, strict=True)]
+                taught = teach_batch(self.teacher, [r.frame for r in batch], [r.frame_index for r in batch])
+                return [self._checked(r, out) for r, out in zip(batch, taught, strict=True)]
             except Exception as exc:  # any backend failure: retry one by one to find the bad frame
                 log.warning("teacher batch of %d failed (%s); labelling one by one", len(batch), exc)
         return [self._label_one(r) for r in batch]
 
-    def _label_one(self, request: _Request) -> np.ndarray | TeacherFailed:
+    def _label_one(self, request: _Request) -> Teaching | TeacherFailed:
         try:
-            return self._checked(request, self.teacher.label(request.frame, request.frame_index))
+            return self._checked(request, teach_batch(self.teacher, [request.frame], [request.frame_index])[0])
         except TeacherFailed as exc:
             return exc
         except Exception as exc:  # backend errors, out of memory: this frame fails, the queue goes on
@@ -120,9 +122,10 @@ class TeacherQueue:
             return TeacherFailed(f"the teacher failed on frame {request.frame_index}: {exc}")
 
 
-    def _checked(self, request: _Request, labels: Any) -> np.ndarray:
-        """The teacher's answer if it is a label map of the frame's size with known classes."""
-        labels = np.asarray(labels)
+    def _checked(self, request: _Request, taught: Teaching) -> Teaching:
+        """The teacher's answer if it is a label map of the frame's size with known classes (and boxes
+        ``(N, 4)`` if any)."""
+        labels = np.asarray(taught.labels)
         if labels.shape != request.frame.shape[:2]:
             raise TeacherFailed(
                 f"the teacher returned labels of shape {labels.shape} for a frame of {request.frame.shape[:2]}"
@@ -130,7 +133,10 @@ class TeacherQueue:
         num_classes = len(self.teacher.class_names)
         if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0 or labels.max() >= num_classes:
             raise TeacherFailed(f"the teacher returned labels outside 0..{num_classes - 1} ({labels.dtype})")
-        return labels
+        boxes = None if taught.boxes is None else np.asarray(taught.boxes, dtype=np.float32)
+        if boxes is not None and (boxes.ndim != 2 or boxes.shape[1] != 4 or not np.isfinite(boxes).all()):
+            raise TeacherFailed(f"the teacher returned instance boxes of shape {boxes.shape}, not finite (N, 4)")
+        return Teaching(labels, boxes)
 
 
 def _fail_all(requests: list[_Request], error: TeacherFailed) -> None:

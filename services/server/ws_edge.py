@@ -265,7 +265,7 @@ class EdgeConnection:
             )
             return
         update = await self._in_pool(
-            session.distill, key_frame.seq, frame, labelled.labels, key_frame.base_version, teacher_ms
+            session.distill, key_frame.seq, frame, labelled.labels, key_frame.base_version, teacher_ms, labelled.boxes
         )
         self.metrics.distill_latency.observe(update.distill_ms / 1000.0)
         self.metrics.distill_steps.inc(update.steps)

@@ -2,17 +2,24 @@
 
 In partial mode the frozen front runs once per key frame and only the back is trained
 and re-run each step: the same arithmetic as the paper's PartialBackward, less work.
+
+The loop follows the authors' ``dod_server.py``: a step whose metric passes THRESHOLD ends
+the loop with that student; otherwise, after MAX_UPDATES steps, a student worse than the best
+seen is rolled back to the best (``params.restore``: its trainable weights, or the weights
+together with Adam's state, as the authors' deep copy of model and optimiser does).
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
-from shadowtutor.algorithms.loss import object_weight_map, weighted_cross_entropy
+from shadowtutor.algorithms.loss import key_frame_weights, weighted_cross_entropy
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.student import StudentNet, normalise_frame
@@ -52,12 +59,25 @@ class Distiller:
             return self.student(x)
         return self.student.forward_back(front)  # type: ignore[arg-type]
 
-    def _snapshot(self) -> dict[str, torch.Tensor]:
+    def _snapshot(self) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
+        """The trainable weights, and Adam's state too when ``params.restore`` asks for it."""
         state = self.student.state_dict()
-        return {key: state[key].detach().clone() for key in self.trainable_keys}
+        weights = {key: state[key].detach().clone() for key in self.trainable_keys}
+        adam = copy.deepcopy(self.optimizer.state_dict()) if self.params.restore == "weights+adam" else None
+        return weights, adam
 
-    def train(self, frame_bgr: np.ndarray, label: np.ndarray) -> DistillResult:
-        """Run Algorithm 1 on one key frame; the student ends as the best one seen."""
+    def _restore(self, snapshot: tuple[dict[str, torch.Tensor], dict[str, Any] | None]) -> None:
+        weights, adam = snapshot
+        self.student.load_state_dict(weights, strict=False)
+        if adam is not None:
+            self.optimizer.load_state_dict(adam)
+
+    def train(self, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None) -> DistillResult:
+        """Run Algorithm 1 on one key frame; the student ends as the best one seen.
+
+        ``boxes``: the teacher's instance boxes ``(N, 4)`` (``x0, y0, x1, y1``) for the
+        ``instances`` weight map, or None.
+        """
         if frame_bgr.shape[:2] != label.shape:
             raise ValueError(f"frame {frame_bgr.shape[:2]} and label {label.shape} differ in size")
         params = self.params
@@ -76,14 +96,12 @@ class Distiller:
         if best_metric >= params.threshold:
             return result
 
-        weights = torch.from_numpy(
-            object_weight_map(label, self.background, params.object_weight, params.box_dilation)
-        ).to(self.device)
-        best_is_current = True
-        saved_best: dict[str, torch.Tensor] = {}
+        weights = torch.from_numpy(key_frame_weights(label, boxes, self.background, params)).to(self.device)
+        metric = best_metric
+        saved_best = None  # None while the current student is the best one seen
         for _ in range(params.max_updates):
             start = time.perf_counter()
-            if best_is_current:
+            if saved_best is None:
                 saved_best = self._snapshot()  # about to move away from the best student
             loss = weighted_cross_entropy(logits, target, weights)
             self.optimizer.zero_grad(set_to_none=True)
@@ -93,12 +111,13 @@ class Distiller:
             metric = miou(logits.argmax(1)[0], target, num_classes)
             result.step_seconds.append(time.perf_counter() - start)
             result.steps += 1
-            best_is_current = metric > best_metric
-            if best_is_current:
-                best_metric = metric
             if metric > params.threshold:
                 break
-        if not best_is_current:
-            self.student.load_state_dict(saved_best, strict=False)
-        result.metric = best_metric
+            if metric > best_metric:
+                best_metric, saved_best = metric, None
+        else:
+            if metric < best_metric:
+                self._restore(saved_best)
+                metric = best_metric
+        result.metric = metric
         return result

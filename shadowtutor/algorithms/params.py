@@ -13,6 +13,15 @@ if TYPE_CHECKING:  # a type only: this module stays free of torch, for the comma
 # score the edge's current student got on the key frame (how stale it had become over the last stride).
 StrideMetric = Literal["after", "before"]
 STRIDE_METRICS: tuple[StrideMetric, ...] = ("after", "before")
+# What Algorithm 1 restores when it ends on a worse student than its best: the trainable weights only, or
+# the weights with Adam's state as it was then (the authors deep-copy the model with its optimiser).
+Restore = Literal["weights", "weights+adam"]
+RESTORES: tuple[Restore, ...] = ("weights", "weights+adam")
+# Where the loss's object weight comes from: the teacher's instance boxes (the authors: every Mask R-CNN
+# instance above its score threshold, any class), or boxes of the connected non-background regions of the
+# label map (any teacher). "instances" falls back to "regions" for a teacher that gives no boxes.
+WeightMap = Literal["instances", "regions"]
+WEIGHT_MAPS: tuple[WeightMap, ...] = ("instances", "regions")
 
 
 @dataclass(frozen=True)
@@ -26,6 +35,8 @@ class AlgorithmParams:
     object_weight: float = 5.0
     box_dilation: float = 0.15
     stride_metric: StrideMetric = "after"
+    restore: Restore = "weights"
+    weight_map: WeightMap = "regions"
 
     def __post_init__(self) -> None:
         # Checked by type first: the values may come from a peer's JSON (the WELCOME), where a stride
@@ -50,6 +61,10 @@ class AlgorithmParams:
             raise ValueError(f"mode must be 'partial' or 'full', got {self.mode!r}")
         if self.stride_metric not in STRIDE_METRICS:
             raise ValueError(f"stride_metric must be one of {STRIDE_METRICS}, got {self.stride_metric!r}")
+        if self.restore not in RESTORES:
+            raise ValueError(f"restore must be one of {RESTORES}, got {self.restore!r}")
+        if self.weight_map not in WEIGHT_MAPS:
+            raise ValueError(f"weight_map must be one of {WEIGHT_MAPS}, got {self.weight_map!r}")
         if self.object_weight <= 0:
             raise ValueError(f"object_weight must be > 0, got {self.object_weight}")
         if self.box_dilation < 0:

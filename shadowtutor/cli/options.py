@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from shadowtutor.algorithms.params import STRIDE_METRICS, AlgorithmParams
+from shadowtutor.algorithms.params import RESTORES, STRIDE_METRICS, WEIGHT_MAPS, AlgorithmParams
 
 # Flags of the algorithm parameters (the paper's section 5.3): flag -> AlgorithmParams field, argparse keywords.
 _ALGORITHM_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -17,6 +17,11 @@ _ALGORITHM_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "--stride-metric": ("stride_metric", {"choices": STRIDE_METRICS, "help": "the metric Algorithm 2 scales the "
                                           "stride by: after distillation (default, the paper) or before it (the "
                                           "score of the student the edge ran)"}),
+    "--restore": ("restore", {"choices": RESTORES, "help": "what Algorithm 1 rolls back to its best student: the "
+                              "weights, or the weights with Adam's state (the authors)"}),
+    "--weight-map": ("weight_map", {"choices": WEIGHT_MAPS, "help": "boxes the loss weights x5: the teacher's "
+                                    "instance boxes (the authors; label regions for a teacher without them) or "
+                                    "the label map's regions"}),
 }
 
 
@@ -50,7 +55,7 @@ def invoked_command(args: argparse.Namespace) -> str:
 
 def add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     """The algorithm parameters as flags: ``--threshold``, ``--min-stride``, ``--max-stride``,
-    ``--max-updates``, ``--learning-rate`` and ``--stride-metric``."""
+    ``--max-updates``, ``--learning-rate``, ``--stride-metric``, ``--restore`` and ``--weight-map``."""
     defaults = AlgorithmParams()
     group = parser.add_argument_group("algorithm parameters (default: the paper's)")
     for flag, (name, keywords) in _ALGORITHM_FLAGS.items():

@@ -28,7 +28,7 @@ from shadowtutor.classes import background_index
 from shadowtutor.evaluation.simulated_link import KeyFrameRecord, LinkCodecs, SimulatedLink, SimulatedServer
 from shadowtutor.models.inference import InferenceBackend, build_inference_backend
 from shadowtutor.models.student import DistillMode, StudentNet
-from shadowtutor.teachers import Teacher
+from shadowtutor.teachers import Teacher, Teaching, teach_batch
 
 if TYPE_CHECKING:
     from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
@@ -156,9 +156,9 @@ def evaluate_scene(
         )
     num_classes = len(class_names)
     background = background_index(class_names)
-    current: list[tuple[int, np.ndarray]] = []  # the frame being processed and its teacher label
+    current: list[tuple[int, Teaching]] = []  # the frame being processed and its teacher's answer
 
-    def teacher_label(frame_index: int, frame: np.ndarray) -> np.ndarray:
+    def teacher_label(frame_index: int, frame: np.ndarray) -> Teaching:
         if not current or current[0][0] != frame_index:
             raise RuntimeError(f"key frame {frame_index} submitted out of step with the harness")
         return current[0][1]
@@ -184,8 +184,9 @@ def evaluate_scene(
             size = (frame.shape[1], frame.shape[0])
         elif (frame.shape[1], frame.shape[0]) != size:
             raise ValueError(f"frame {index} is {frame.shape[1]}x{frame.shape[0]}, earlier ones {size[0]}x{size[1]}")
-        label = teacher.label(frame, index)
-        current[:] = [(index, label)]
+        taught = teach_batch(teacher, [frame], [index])[0]
+        label = taught.labels
+        current[:] = [(index, taught)]
         if wild is not None:
             traces[WILD].miou.append(miou(wild.infer(frame), label, num_classes))
         for run in runs.values():

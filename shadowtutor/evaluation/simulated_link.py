@@ -34,9 +34,10 @@ from shadowtutor.protocol.codecs import (
 )
 from shadowtutor.protocol.messages import KeyFrame, Update, encode
 from shadowtutor.protocol.weight_sync import UpdateEncoder
+from shadowtutor.teachers.base import Teaching
 
 WeightUpdate = dict[str, torch.Tensor]
-LabelFor = Callable[[int, np.ndarray], np.ndarray]  # (frame index, frame) -> teacher labels
+LabelFor = Callable[[int, np.ndarray], Teaching]  # (frame index, frame) -> the teacher's labels and boxes
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,8 @@ class SimulatedServer:
         if position != len(self._answers):
             raise RuntimeError(f"key frame #{position} sent before #{len(self._answers)}")
         if self.codecs is None:
-            label = self.label_for(frame_index, frame)
-            result = self.distiller.train(frame, label)
+            taught = self.label_for(frame_index, frame)
+            result = self.distiller.train(frame, taught.labels, taught.boxes)
             state = self.distiller.student.state_dict()
             update = {key: state[key].detach().clone() for key in self.distiller.trainable_keys}
             bytes_up, bytes_down = int(frame.nbytes), update_bytes(update)
@@ -173,7 +174,8 @@ class SimulatedServer:
         sent = encode_frame(frame, codecs.frame_codec, codecs.frame_quality)
         seen = decode_frame(sent, codecs.frame_codec, width, height)
         seen = seen if seen.flags.writeable else seen.copy()
-        result = self.distiller.train(seen, self.label_for(frame_index, seen))
+        taught = self.label_for(frame_index, seen)
+        result = self.distiller.train(seen, taught.labels, taught.boxes)
         blob = encoder.partial(self.distiller.student.state_dict(), self.distiller.trainable_keys)
         update = {desc["name"]: encoder.held.state[desc["name"]].clone() for desc in blob.tensors}
         self._sync_student()

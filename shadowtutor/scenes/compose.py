@@ -2,7 +2,8 @@
 
 The image gets bilinear, premultiplied-alpha blending (soft edges); the label gets the class
 of every pixel whose warped coverage is at least one half, painted in z-order, so each label
-pixel holds the top-most object's class and no mixed values ever appear.
+pixel holds the top-most object's class and no mixed values ever appear. An optional instance
+map gets each placement's instance number by the same rule (the visible part of each object).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class Placement:
     texture: np.ndarray  # (h, w, 3) uint8, premultiplied (zero outside the mask)
     mask: np.ndarray  # (h, w) uint8, 0 or 255
     affine: np.ndarray  # (2, 3) float64
+    instance: int = 0  # the object this layer belongs to (1, 2, ...; 0: none)
 
 
 def sprite_affine(anchor: tuple[float, float], position: tuple[float, float], scale: float,
@@ -64,8 +66,9 @@ def warp_layer(placement: Placement, box: tuple[int, int, int, int]) -> tuple[np
             cv2.warpAffine(placement.mask, m, dsize, **flags))
 
 
-def paste(image: np.ndarray, label: np.ndarray, placement: Placement) -> None:
-    """Draw ``placement`` over ``image`` (float32 BGR, H x W x 3) and ``label`` (uint8 H x W), in place."""
+def paste(image: np.ndarray, label: np.ndarray, placement: Placement, instances: np.ndarray | None = None) -> None:
+    """Draw ``placement`` over ``image`` (float32 BGR, H x W x 3) and ``label`` (uint8 H x W), in place;
+    ``instances`` (int32 H x W), if given, gets ``placement.instance`` where ``label`` gets its class."""
     box = footprint(placement, (image.shape[1], image.shape[0]))
     if box is None:
         return
@@ -75,4 +78,7 @@ def paste(image: np.ndarray, label: np.ndarray, placement: Placement) -> None:
     roi = image[y0:y1, x0:x1]
     roi *= 1 - alpha
     roi += texture
-    label[y0:y1, x0:x1][coverage >= 128] = placement.class_index
+    covered = coverage >= 128
+    label[y0:y1, x0:x1][covered] = placement.class_index
+    if instances is not None:
+        instances[y0:y1, x0:x1][covered] = placement.instance

@@ -3,7 +3,9 @@
 A scene is a sequence of shots separated by hard cuts. Each shot draws (from its own random
 stream, seeded by the scene seed and the shot index) a background canvas, a camera path, a
 cast of objects with trajectories and pre-rendered sprites, and a lighting drift; frames are
-then rendered independently, so rendering is deterministic by seed.
+then rendered independently, so rendering is deterministic by seed. Each frame also gets the
+boxes of its instances (each object's layers of one class form one instance, boxed where it is
+visible), as a detector's instances would give them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from shadowtutor.scenes.backgrounds import make_background
 from shadowtutor.scenes.camera import camera_path
 from shadowtutor.scenes.compose import Placement, paste, sprite_affine
 from shadowtutor.scenes.io import (
+    INSTANCES_NAME,
     LABELS_DIR,
     META_NAME,
     VIDEO_NAME,
@@ -31,6 +34,7 @@ from shadowtutor.scenes.io import (
     SceneError,
     SceneMeta,
     Size,
+    instances_json,
     label_path,
 )
 from shadowtutor.scenes.lighting import Lighting
@@ -39,7 +43,7 @@ from shadowtutor.scenes.presets import ScenePreset, get_preset
 from shadowtutor.scenes.sprites import PHASES, Sprite, make_sprite
 
 # Bump when the same arguments would render a different scene (invalidates cached scenes).
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: instances.json
 MIN_SIDE = 16
 _PNG_FLAGS = [cv2.IMWRITE_PNG_COMPRESSION, 1]
 
@@ -48,6 +52,7 @@ _PNG_FLAGS = [cv2.IMWRITE_PNG_COMPRESSION, 1]
 class RenderedFrame:
     image: np.ndarray  # (H, W, 3) BGR uint8, before video encoding
     label: np.ndarray  # (H, W) uint8 class indices
+    instances: np.ndarray  # (N, 5) int64: class index, x0, y0, x1, y1 (exclusive) of each visible instance
 
 
 def _cast(rng: np.random.Generator, preset: ScenePreset) -> list[str]:
@@ -99,8 +104,9 @@ class Shot:
                                   mirror=track.facing[frame] < 0)
             affine = (camera @ world)[:2]
             for layer in sprite.layers:
-                out.append(Placement(self._class_index[layer.class_name], layer.textures[phase],
-                                     layer.masks[phase], affine))
+                class_index = self._class_index[layer.class_name]
+                instance = 1 + k * len(self._class_index) + class_index  # one per object and class
+                out.append(Placement(class_index, layer.textures[phase], layer.masks[phase], affine, instance))
         return out
 
     def background_view(self, frame: int) -> np.ndarray:
@@ -116,9 +122,21 @@ class Shot:
     def render(self, frame: int) -> RenderedFrame:
         image = self.background_view(frame)
         label = np.full((self.size[1], self.size[0]), self._background_index, np.uint8)
+        instances = np.zeros(label.shape, np.int32)
+        classes = {}
         for placement in self.placements(frame):
-            paste(image, label, placement)
-        return RenderedFrame(self.lighting.apply(image, frame), label)
+            paste(image, label, placement, instances)
+            classes[placement.instance] = placement.class_index
+        return RenderedFrame(self.lighting.apply(image, frame), label, instance_boxes(instances, classes))
+
+
+def instance_boxes(instances: np.ndarray, classes: dict[int, int]) -> np.ndarray:
+    """``(N, 5)`` rows ``class, x0, y0, x1, y1`` (exclusive ends) of the numbers in an instance map."""
+    rows = []
+    for instance in np.unique(instances[instances > 0]):
+        ys, xs = np.nonzero(instances == instance)
+        rows.append((classes[int(instance)], xs.min(), ys.min(), xs.max() + 1, ys.max() + 1))
+    return np.array(rows, np.int64).reshape(-1, 5)
 
 
 def check_size(size: Size) -> Size:
@@ -199,14 +217,17 @@ def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Pat
                                  renderer.size)
         if not writer.isOpened():
             raise RuntimeError("OpenCV cannot open an 'mp4v' video writer")
+        boxes = []
         try:
             bar = tqdm(renderer, total=frames, desc=renderer.preset.name, unit="frame", disable=not progress)
             for index, frame in enumerate(bar):
                 writer.write(frame.image)
                 if not cv2.imwrite(str(label_path(tmp, index)), frame.label, _PNG_FLAGS):
                     raise RuntimeError(f"cannot write {label_path(tmp, index)}")
+                boxes.append(frame.instances)
         finally:
             writer.release()
+        (tmp / INSTANCES_NAME).write_text(instances_json(boxes))
         (tmp / META_NAME).write_text(renderer.meta.to_json())
         Scene.open(tmp)  # the encoder wrote every frame at the right size
         if out.exists():

@@ -7,6 +7,7 @@ A scene is a directory::
     DIR/labels/000001.png  into ``class_names``; ``cv2.imread(p, cv2.IMREAD_UNCHANGED)`` gives (H, W) uint8
     ...
     DIR/scene.json         the metadata below
+    DIR/instances.json     the boxes of each frame's instances (optional: scenes made before it lack it)
 
 ``scene.json`` holds one object::
 
@@ -19,6 +20,9 @@ A scene is a directory::
      "category": "animals" | "people" | "street",
      "cuts": [240, 480],                 # frames that start a new shot (new background and objects)
      "description": "..."}
+
+``instances.json`` holds ``{"format": "shadowtutor-instances/1", "frames": [[[c, x0, y0, x1, y1], ...], ...]}``:
+per frame, each visible instance's class index and pixel box (``x1``, ``y1`` exclusive).
 
 Label ``i`` is the ground truth of frame ``i``: the class of the top-most object covering a pixel,
 ``background`` where none does. Labels are never anti-aliased; the video is lossy (the labels are
@@ -43,6 +47,8 @@ SCENE_FORMAT = "shadowtutor-scene/1"
 VIDEO_NAME = "video.mp4"
 LABELS_DIR = "labels"
 META_NAME = "scene.json"
+INSTANCES_NAME = "instances.json"
+INSTANCES_FORMAT = "shadowtutor-instances/1"
 CAMERA_REGIMES = ("fixed", "moving", "egocentric")
 
 Size = tuple[int, int]  # (width, height), as OpenCV takes it
@@ -139,6 +145,22 @@ class SceneMeta:
         return cls.from_dict(data)
 
 
+def instances_json(frames: list[np.ndarray]) -> str:
+    """``instances.json``'s text for per-frame ``(N, 5)`` rows ``class, x0, y0, x1, y1``."""
+    return json.dumps({"format": INSTANCES_FORMAT, "frames": [f.tolist() for f in frames]}, separators=(",", ":"))
+
+
+def read_instances(path: Path, frames: int) -> list[np.ndarray]:
+    """Per-frame ``(N, 5)`` int64 rows of an ``instances.json`` written for ``frames`` frames."""
+    try:
+        data = json.loads(path.read_text())
+        if data.get("format") != INSTANCES_FORMAT or len(data["frames"]) != frames:
+            raise SceneError(f"{path}: not {INSTANCES_FORMAT} with {frames} frames")
+        return [np.array(rows, np.int64).reshape(-1, 5) for rows in data["frames"]]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise SceneError(f"cannot read {path}: {exc}") from exc
+
+
 def _check_size(size: Size | None) -> None:
     if size is not None and (len(size) != 2 or min(size) <= 0):
         raise ValueError(f"size must be (width, height) with positive values, got {size}")
@@ -150,6 +172,7 @@ class Scene:
     def __init__(self, directory: Path, meta: SceneMeta) -> None:
         self.directory = directory
         self.meta = meta
+        self._instances: list[np.ndarray] | None = None
 
     @classmethod
     def open(cls, directory: str | Path) -> Scene:
@@ -217,6 +240,24 @@ class Scene:
         if size is not None and (label.shape[1], label.shape[0]) != tuple(size):
             label = cv2.resize(label, tuple(size), interpolation=cv2.INTER_NEAREST)
         return label
+
+    @property
+    def has_instances(self) -> bool:
+        return (self.directory / INSTANCES_NAME).is_file()
+
+    def boxes(self, index: int, size: Size | None = None) -> np.ndarray:
+        """Frame ``index``'s instance boxes ``(N, 4)`` float32 ``x0, y0, x1, y1``, scaled to ``size``."""
+        _check_size(size)
+        if not 0 <= index < self.meta.frames:
+            raise IndexError(f"frame {index} out of range for a scene of {self.meta.frames} frames")
+        if self._instances is None:
+            if not self.has_instances:
+                raise SceneError(f"{self.directory} has no {INSTANCES_NAME} (a scene made before it existed)")
+            self._instances = read_instances(self.directory / INSTANCES_NAME, self.meta.frames)
+        boxes = self._instances[index][:, 1:].astype(np.float32)
+        if size is not None:
+            boxes *= np.array([size[0] / self.meta.width, size[1] / self.meta.height] * 2, np.float32)
+        return boxes
 
     def labels(self, size: Size | None = None) -> Iterator[np.ndarray]:
         for index in range(self.meta.frames):

@@ -1,13 +1,17 @@
 """The teacher interface: a BGR frame in, a per-pixel class-index map out.
 
 Callers type against :class:`Teacher`; backends subclass :class:`TeacherBase`, which
-checks the input and routes single frames through the batched path.
+checks the input and routes single frames through the batched path. Teachers that know
+instances (Mask R-CNN, scenes with their ground truth) also give the instances' boxes,
+through :meth:`TeacherBase.teach_batch`; :func:`teach_batch` asks any teacher for a
+:class:`Teaching` (boxes None where the teacher gives none).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -37,6 +41,27 @@ class Teacher(Protocol):
     def describe(self) -> dict[str, Any]:
         """JSON-ready summary: ``backend``, ``device``, ``class_names`` and backend details."""
         ...
+
+
+@dataclass(frozen=True)
+class Teaching:
+    """A teacher's answer for one frame: the label map and, where the teacher has instances, their
+    boxes ``(N, 4)`` float ``x0, y0, x1, y1`` in the frame's pixels (every instance the teacher kept,
+    of any class, including those its label map cannot show)."""
+
+    labels: np.ndarray
+    boxes: np.ndarray | None = None
+
+
+def teach_batch(teacher: Teacher, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None) -> list[Teaching]:
+    """``teacher.teach_batch`` where the teacher has it, else its labels without boxes (from ``label_batch``,
+    or ``label`` frame by frame for a teacher that has only that)."""
+    if hasattr(teacher, "teach_batch"):
+        return teacher.teach_batch(frames, frame_indices)  # type: ignore[no-any-return]
+    if len(frames) > 1 and hasattr(teacher, "label_batch"):
+        return [Teaching(labels) for labels in teacher.label_batch(frames, frame_indices)]
+    indices = [None] * len(frames) if frame_indices is None else list(frame_indices)
+    return [Teaching(teacher.label(frame, index)) for frame, index in zip(frames, indices, strict=True)]
 
 
 def label_dtype(num_classes: int) -> type[np.integer]:
@@ -97,20 +122,35 @@ class TeacherBase(ABC):
     def label_batch(
         self, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None = None
     ) -> list[np.ndarray]:
+        checked, indices = self._checked(frames, frame_indices)
+        return self._label_batch(checked, indices) if checked else []
+
+    def teach_batch(
+        self, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None = None
+    ) -> list[Teaching]:
+        """Like :meth:`label_batch`, with the instances' boxes where the backend has them."""
+        checked, indices = self._checked(frames, frame_indices)
+        return self._teach_batch(checked, indices) if checked else []
+
+    @staticmethod
+    def _checked(
+        frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None
+    ) -> tuple[list[np.ndarray], list[int] | None]:
         checked = [check_frame(f) for f in frames]
-        if frame_indices is not None:
-            indices: list[int] | None = [int(i) for i in frame_indices]
-            if len(indices) != len(checked):
-                raise TeacherError(f"{len(checked)} frames but {len(indices)} frame indices")
-        else:
-            indices = None
-        if not checked:
-            return []
-        return self._label_batch(checked, indices)
+        if frame_indices is None:
+            return checked, None
+        indices = [int(i) for i in frame_indices]
+        if len(indices) != len(checked):
+            raise TeacherError(f"{len(checked)} frames but {len(indices)} frame indices")
+        return checked, indices
 
     @abstractmethod
     def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
         """Label checked frames; each result is ``(H, W)`` of :func:`label_dtype` for its frame."""
+
+    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
+        """Labels and boxes of checked frames; backends that know instances override it."""
+        return [Teaching(labels) for labels in self._label_batch(frames, frame_indices)]
 
     def _details(self) -> dict[str, Any]:
         """Backend-specific entries for :meth:`describe`."""
@@ -123,3 +163,14 @@ class TeacherBase(ABC):
             "class_names": list(self.class_names),
             **self._details(),
         }
+
+
+class InstanceTeacherBase(TeacherBase):
+    """A backend that knows instances: it implements :meth:`_teach_batch`, the labels come from it."""
+
+    @abstractmethod
+    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
+        """Labels and instance boxes of checked frames."""
+
+    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+        return [teaching.labels for teaching in self._teach_batch(frames, frame_indices)]

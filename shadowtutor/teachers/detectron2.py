@@ -3,7 +3,8 @@
 detectron2 is not on PyPI; where it is not importable, building this teacher raises a
 :class:`TeacherError` that points to its install guide and to the ``maskrcnn`` teacher.
 Frames go through the model zoo config's own test-time resize, as ``DefaultPredictor``
-does, but several at a time.
+does, but several at a time; with ``native_resolution`` they go in at their own size, as the
+authors fed their 720p frames to the model (``dod_common.get_teacher``).
 """
 
 from __future__ import annotations
@@ -15,36 +16,45 @@ from typing import Any
 import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.teachers.base import TeacherBase, TeacherError, check_class_names, check_threshold
+from shadowtutor.teachers.base import InstanceTeacherBase, TeacherError, Teaching, check_class_names, check_threshold
 from shadowtutor.teachers.class_maps import COCO_CLASSES, checked_class_lut
 from shadowtutor.teachers.device import resolve_torch_device
-from shadowtutor.teachers.instances import paint_instances
+from shadowtutor.teachers.instances import PaintOrder, check_paint_order, kept_boxes, paint_instances
 
 DEFAULT_CONFIG = "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml"
 INSTALL_GUIDE = "https://detectron2.readthedocs.io/en/latest/tutorials/install.html"
 
 
-def instances_to_labels(
-    instances: Any, class_lut: np.ndarray, background: int, num_classes: int, score_threshold: float
-) -> np.ndarray:
-    """detectron2 ``Instances`` (``pred_masks``, ``scores``, ``pred_classes`` over COCO's 80
-    contiguous ids) -> an ``(H, W)`` map of task class indices."""
+def instances_to_teaching(
+    instances: Any,
+    class_lut: np.ndarray,
+    background: int,
+    num_classes: int,
+    score_threshold: float,
+    paint_order: PaintOrder = "score",
+) -> Teaching:
+    """detectron2 ``Instances`` (``pred_masks``, ``pred_boxes``, ``scores``, ``pred_classes`` over COCO's
+    80 contiguous ids) -> an ``(H, W)`` map of task class indices and the kept instances' boxes."""
     if not hasattr(instances, "pred_masks"):
         raise TeacherError("the detectron2 model gives no instance masks: use an InstanceSegmentation config")
-    return paint_instances(
+    scores = instances.scores.cpu().numpy()
+    labels = paint_instances(
         instances.pred_masks.cpu().numpy(),
-        instances.scores.cpu().numpy(),
+        scores,
         instances.pred_classes.cpu().numpy(),
         class_lut,
         background,
         num_classes,
         score_threshold,
+        order=paint_order,
     )
+    return Teaching(labels, kept_boxes(instances.pred_boxes.tensor.cpu().numpy(), scores, score_threshold))
 
 
-class Detectron2Teacher(TeacherBase):
+class Detectron2Teacher(InstanceTeacherBase):
     """``config`` names a detectron2 model zoo config; ``weights_path`` a local checkpoint
-    (else the zoo's URL, fetched into detectron2's cache)."""
+    (else the zoo's URL, fetched into detectron2's cache); ``native_resolution`` skips the
+    config's test-time resize; ``paint_order`` as in :func:`paint_instances`."""
 
     name = "detectron2"
 
@@ -55,11 +65,15 @@ class Detectron2Teacher(TeacherBase):
         config: str = DEFAULT_CONFIG,
         device: str = "auto",
         score_threshold: float = 0.5,
+        native_resolution: bool = False,
+        paint_order: PaintOrder = "score",
     ) -> None:
         self.class_names = check_class_names(class_names)
         self._lut = checked_class_lut(COCO_CLASSES, self.class_names, "COCO")
         self._background = background_index(self.class_names)
         self.score_threshold = check_threshold("score_threshold", score_threshold)
+        self.native_resolution = _flag("native_resolution", native_resolution)
+        self.paint_order = check_paint_order(paint_order)
         try:
             from detectron2 import model_zoo
             from detectron2.checkpoint import DetectionCheckpointer
@@ -97,23 +111,43 @@ class Detectron2Teacher(TeacherBase):
         )
         self._rgb_input = cfg.INPUT.FORMAT == "RGB"
 
-    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
         import torch
 
         inputs = []
         for frame in frames:
             image = frame[:, :, ::-1] if self._rgb_input else frame
-            image = self._resize.get_transform(image).apply_image(image)
+            if not self.native_resolution:
+                image = self._resize.get_transform(image).apply_image(image)
             tensor = torch.as_tensor(np.ascontiguousarray(image.transpose(2, 0, 1)), dtype=torch.float32)
             inputs.append({"image": tensor, "height": frame.shape[0], "width": frame.shape[1]})
         with torch.inference_mode():
             outputs = self._model(inputs)
         return [
-            instances_to_labels(
-                out["instances"], self._lut, self._background, len(self.class_names), self.score_threshold
+            instances_to_teaching(
+                out["instances"], self._lut, self._background, len(self.class_names), self.score_threshold,
+                self.paint_order,
             )
             for out in outputs
         ]
 
     def _details(self) -> dict[str, Any]:
-        return {"config": self.config, "weights": self.weights_source, "score_threshold": self.score_threshold}
+        return {
+            "config": self.config,
+            "weights": self.weights_source,
+            "score_threshold": self.score_threshold,
+            "native_resolution": self.native_resolution,
+            "paint_order": self.paint_order,
+        }
+
+
+def _flag(name: str, value: bool | str) -> bool:
+    """A boolean option, also from text (``--teacher-option native_resolution=true``)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise TeacherError(f"{name} must be true or false, got {value!r}")

@@ -1,18 +1,37 @@
 """Instance masks (Mask R-CNN output) -> one semantic label map.
 
 Painting rule: instances scoring below ``score_threshold`` and instances whose class maps to
-the background are dropped; the rest are painted in ascending score order, so where masks
-overlap the highest-scoring instance ends on top (equal scores: the later one in the
-detector's order wins). A pixel belongs to a mask when the mask is ``True`` there (bool
+the background are dropped; the rest are painted in ascending ``order``: ``score`` (where masks
+overlap the highest-scoring instance ends on top; equal scores: the later one in the
+detector's order wins) or ``class``, the authors' rule (``dod_server.sem_seg_label``: each task
+class's masks together, in class-index order, so a later class such as bicycle lies over an
+earlier one such as person, whatever the scores). A pixel belongs to a mask when the mask is ``True`` there (bool
 masks) or its probability is above ``mask_threshold``; pixels no kept mask covers are
 background.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from shadowtutor.teachers.base import TeacherError, label_dtype
+
+PaintOrder = Literal["score", "class"]
+PAINT_ORDERS: tuple[PaintOrder, ...] = ("score", "class")
+
+
+def check_paint_order(order: str) -> PaintOrder:
+    if order not in PAINT_ORDERS:
+        raise TeacherError(f"paint_order must be one of {PAINT_ORDERS}, got {order!r}")
+    return order  # type: ignore[return-value]
+
+
+def kept_boxes(boxes: np.ndarray, scores: np.ndarray, score_threshold: float = 0.5) -> np.ndarray:
+    """The ``(N, 4)`` float32 boxes of the instances scoring at least ``score_threshold``, of any class
+    (the authors weight the loss near every detected object, not only the task's classes)."""
+    return np.asarray(boxes, dtype=np.float32).reshape(-1, 4)[np.asarray(scores) >= score_threshold]
 
 
 def paint_instances(
@@ -24,6 +43,7 @@ def paint_instances(
     num_classes: int,
     score_threshold: float = 0.5,
     mask_threshold: float = 0.5,
+    order: PaintOrder = "score",
 ) -> np.ndarray:
     """Paint ``N`` instances into an ``(H, W)`` map of task class indices.
 
@@ -43,6 +63,7 @@ def paint_instances(
     out = np.full(masks.shape[1:], background, dtype=label_dtype(num_classes))
     task_ids = class_lut[class_ids.astype(np.int64)]
     keep = np.flatnonzero((scores >= score_threshold) & (task_ids != background))
-    for i in keep[np.argsort(scores[keep], kind="stable")]:
+    key = scores[keep] if check_paint_order(order) == "score" else task_ids[keep]
+    for i in keep[np.argsort(key, kind="stable")]:
         out[masks[i] if masks.dtype == np.bool_ else masks[i] > mask_threshold] = task_ids[i]
     return out

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.teachers.base import TeacherBase, TeacherError, check_class_names, check_threshold
+from shadowtutor.teachers.base import InstanceTeacherBase, TeacherError, Teaching, check_class_names, check_threshold
 from shadowtutor.teachers.class_maps import COCO_CATEGORY_NAMES, checked_class_lut
 from shadowtutor.teachers.device import resolve_torch_device
-from shadowtutor.teachers.instances import paint_instances
+from shadowtutor.teachers.instances import PaintOrder, check_paint_order, kept_boxes, paint_instances
 
 if TYPE_CHECKING:
     import torch
@@ -75,11 +75,12 @@ def build_maskrcnn(state_dict: Mapping[str, torch.Tensor], **model_options: Any)
     return model.eval()
 
 
-class MaskRCNNTeacher(TeacherBase):
+class MaskRCNNTeacher(InstanceTeacherBase):
     """Mask R-CNN instances above ``score_threshold`` painted into the task's classes.
 
     ``min_size``/``max_size`` set the detector's own input resize (torchvision's 800/1333);
-    painting follows :func:`shadowtutor.teachers.instances.paint_instances`.
+    painting follows :func:`shadowtutor.teachers.instances.paint_instances` in ``paint_order``.
+    The boxes it gives are those of every kept instance, of any COCO class.
     """
 
     name = "maskrcnn"
@@ -94,6 +95,7 @@ class MaskRCNNTeacher(TeacherBase):
         mask_threshold: float = 0.5,
         min_size: int = 800,
         max_size: int = 1333,
+        paint_order: PaintOrder = "score",
     ) -> None:
         self.class_names = check_class_names(class_names)
         self._lut = checked_class_lut(COCO_CATEGORY_NAMES, self.class_names, "COCO")
@@ -103,13 +105,14 @@ class MaskRCNNTeacher(TeacherBase):
         if not 0 < int(min_size) <= int(max_size):
             raise TeacherError(f"need 0 < min_size <= max_size, got {min_size} and {max_size}")
         self.min_size, self.max_size = int(min_size), int(max_size)
+        self.paint_order = check_paint_order(paint_order)
         self.device = resolve_torch_device(device)
         state_dict, self.weights_source = load_maskrcnn_state_dict(weights_path, weights_url)
         self._model = build_maskrcnn(
             state_dict, min_size=self.min_size, max_size=self.max_size, box_score_thresh=self.score_threshold
         ).to(self.device)
 
-    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
         import torch
 
         with torch.inference_mode():
@@ -117,18 +120,21 @@ class MaskRCNNTeacher(TeacherBase):
                 torch.from_numpy(f).to(self.device).permute(2, 0, 1).flip(0).float().div_(255) for f in frames
             ]
             outputs = self._model(images)
-            return [
-                paint_instances(
+            taught = []
+            for out in outputs:
+                scores = out["scores"].cpu().numpy()
+                labels = paint_instances(
                     (out["masks"][:, 0] > self.mask_threshold).cpu().numpy(),
-                    out["scores"].cpu().numpy(),
+                    scores,
                     out["labels"].cpu().numpy(),
                     self._lut,
                     self._background,
                     len(self.class_names),
                     self.score_threshold,
+                    order=self.paint_order,
                 )
-                for out in outputs
-            ]
+                taught.append(Teaching(labels, kept_boxes(out["boxes"].cpu().numpy(), scores, self.score_threshold)))
+            return taught
 
     def _details(self) -> dict[str, Any]:
         return {
@@ -138,4 +144,5 @@ class MaskRCNNTeacher(TeacherBase):
             "mask_threshold": self.mask_threshold,
             "min_size": self.min_size,
             "max_size": self.max_size,
+            "paint_order": self.paint_order,
         }

@@ -69,7 +69,8 @@ def test_flow_path_warps_between_segmentations_and_refreshes_keys_after_updates(
 
     plain = StudentRuntime("torch")
     plain.load(student.state_dict(), LVS_CLASSES)
-    runtime = StudentRuntime("torch", flow_path=FlowPathConfig(threshold=0.0, max_key_age=2))  # trust the flow path always
+    # threshold 0: trust the flow path always
+    runtime = StudentRuntime("torch", flow_path=FlowPathConfig(threshold=0.0, max_key_age=2))
     runtime.load(student.state_dict(), LVS_CLASSES)
     frames = panning(5, size=(96, 64))
     paths = []

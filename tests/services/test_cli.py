@@ -19,6 +19,7 @@ from shadowtutor.models.checkpoint import save_student
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.messages import Hello, KeyFrame, Update, Welcome, decode, encode
+from shadowtutor.teachers.registry import TEACHER_KINDS
 from tests.support.processes import free_port, shadowtutor_command, start_process, wait_http_ok
 from tests.support.prometheus import sample_value
 from tests.support.scene import TinyScene
@@ -100,8 +101,8 @@ def test_a_server_whose_teacher_cannot_load_exits_at_once_with_one_line(tmp_path
     with start_process(command, name="server", log_dir=tmp_path) as server:
         assert server.wait(60) == 2  # before it ever listened: nothing to probe, a supervisor sees the exit
     lines = [line for line in server.logs().splitlines() if line.strip()]
-    assert lines == ["shadowtutor serve: error: cannot start: unknown teacher 'foo': choose one of maskrcnn, "
-                     "detectron2, onnx, labels"], server.logs()
+    assert lines == ["shadowtutor serve: error: cannot start: unknown teacher 'foo': choose one of "
+                     + ", ".join(TEACHER_KINDS)], server.logs()
 
 
 @pytest.mark.parametrize("student", ["missing", "corrupt", "other classes", "teacher weights missing"])

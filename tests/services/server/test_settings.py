@@ -30,6 +30,8 @@ def test_environment_then_explicit_values(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setenv("SHADOWTUTOR_TEACHER_OPTIONS", '{"class_names": ["a", "background"]}')
     monkeypatch.setenv("SHADOWTUTOR_MAX_UPDATES", "3")
     monkeypatch.setenv("SHADOWTUTOR_STRIDE_METRIC", "before")
+    monkeypatch.setenv("SHADOWTUTOR_RESTORE", "weights+adam")
+    monkeypatch.setenv("SHADOWTUTOR_WEIGHT_MAP", "instances")
     monkeypatch.setenv("SHADOWTUTOR_LOG_LEVEL", "DEBUG")
     settings = ServerSettings()
     assert (settings.port, settings.teacher, settings.labels_dir) == (9001, "labels", tmp_path)
@@ -37,6 +39,8 @@ def test_environment_then_explicit_values(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert settings.teacher_options == {"class_names": ["a", "background"]}
     assert settings.algorithm_params().max_updates == 3
     assert settings.algorithm_params().stride_metric == "before"
+    params = settings.algorithm_params()
+    assert (params.restore, params.weight_map) == ("weights+adam", "instances")
     assert ServerSettings(port="9002", max_updates=5).port == 9002  # explicit values (the CLI's) win
 
 
@@ -48,6 +52,8 @@ def test_environment_then_explicit_values(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("threshold", "1.5", "threshold must lie in (0, 1)"),
         ("min_stride", "80", "min_stride <= max_stride"),
         ("stride_metric", "median", "'after' or 'before'"),
+        ("restore", "optimizer", "'weights' or 'weights+adam'"),
+        ("weight_map", "boxes", "'instances' or 'regions'"),
         ("teacher_options", "{not json", "must be a JSON object"),
         ("max_sessions", "0", "greater than or equal to 1"),
         ("log_level", "loud", "'critical', 'error', 'warning', 'info' or 'debug'"),

@@ -16,7 +16,7 @@ import pytest
 
 from services.server.metrics import ServerMetrics
 from services.server.teacher_queue import TeacherFailed, TeacherQueue
-from shadowtutor.teachers.base import TeacherError
+from shadowtutor.teachers.base import TeacherError, Teaching
 from tests.support.prometheus import sample_value
 
 
@@ -162,3 +162,35 @@ def test_a_refused_input_fails_its_frame_without_a_traceback_in_the_log(caplog: 
     assert isinstance(refused, TeacherFailed) and "no stored label" in str(refused)
     (record,) = [r for r in caplog.records if "teacher failed" in r.getMessage()]
     assert not record.exc_info
+
+
+class InstanceTeacher:
+    """Gives instance boxes with its labels (as Mask R-CNN does); frame 3's boxes are malformed."""
+
+    name = "instances"
+    class_names = ("thing", "background")
+
+    def teach_batch(self, frames: Sequence[np.ndarray], frame_indices: Sequence[int]) -> list[Teaching]:
+        return [
+            Teaching(np.ones(f.shape[:2], np.uint8), np.zeros((2, 3)) if i == 3 else np.array([[0, 0, i, i]]))
+            for f, i in zip(frames, frame_indices, strict=True)
+        ]
+
+
+def test_instance_boxes_pass_through_and_malformed_ones_fail_their_frame() -> None:
+    async def main() -> list:
+        queue = TeacherQueue(InstanceTeacher(), ServerMetrics(), max_batch=4)
+        queue.start()
+        try:
+            return await asyncio.gather(*(queue.label(frame(1), i) for i in (2, 3)), return_exceptions=True)
+        finally:
+            await queue.stop()
+
+    ok, malformed = asyncio.run(main())
+    assert ok.boxes.dtype == np.float32 and ok.boxes.tolist() == [[0, 0, 2, 2]]
+    assert isinstance(malformed, TeacherFailed) and "instance boxes of shape (2, 3)" in str(malformed)
+
+
+def test_a_teacher_without_instances_gives_no_boxes() -> None:
+    results, _ = run_queue(RecordingTeacher(), [1, 2], max_batch=8)
+    assert all(r.boxes is None for r in results)

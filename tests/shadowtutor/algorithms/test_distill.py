@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.algorithms.loss import object_weight_map, weighted_cross_entropy
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.student import StudentNet, normalise_frame
@@ -145,3 +149,62 @@ def test_a_first_metric_at_threshold_skips_training(monkeypatch: pytest.MonkeyPa
     student, metric, result = _run_scripted(monkeypatch, [0.8], threshold=0.8)
     assert result.skipped and result.metric == 0.8 and len(metric.weights_seen) == 1
     assert _holds(student, metric.weights_seen[0])
+
+
+def _authors_algorithm1(
+    student: StudentNet, params: AlgorithmParams, key_frames: list[tuple[np.ndarray, np.ndarray]], background: int
+) -> tuple[list[int], int, StudentNet]:
+    """A reference of the authors' loop (``dod_server.main``): the best student is a deep copy of the model
+    *with* its Adam optimiser, or, for ``restore="weights"``, a copy of the weights only.
+    Returns the steps per key frame, the number of rollbacks and the final student."""
+    optimizer = torch.optim.Adam(student.set_trainable(params.mode), lr=params.learning_rate)
+    steps, rollbacks = [], 0
+    for frame, label in key_frames:
+        x, target = normalise_frame(frame), torch.as_tensor(label).long()
+        student.train()
+        pred = student(x)
+        acc = miou(pred.argmax(1)[0], target, student.num_classes)
+        if acc >= params.threshold:
+            steps.append(0)
+            continue
+        weight = torch.from_numpy(object_weight_map(label, background))
+        best_acc, best = acc, copy.deepcopy((student, optimizer))
+        for step in range(params.max_updates):  # noqa: B007 (read after the loop)
+            loss = weighted_cross_entropy(pred, target, weight)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            pred = student(x)
+            acc = miou(pred.argmax(1)[0], target, student.num_classes)
+            if acc > params.threshold:
+                break
+            if acc > best_acc:
+                best_acc, best = acc, copy.deepcopy((student, optimizer))
+        else:
+            if acc < best_acc:
+                rollbacks += 1
+                if params.restore == "weights+adam":
+                    student, optimizer = best
+                else:
+                    student.load_state_dict(best[0].state_dict())
+        steps.append(step + 1)
+    return steps, rollbacks, student
+
+
+@pytest.mark.parametrize("restore", ["weights", "weights+adam"])
+def test_restore_matches_the_authors_deep_copy_of_model_and_adam(restore: str) -> None:
+    """Steps per key frame and the final weights equal the reference's, bit for bit; rolling Adam
+    back too ('weights+adam', the authors' deep copy) gives another run than the weights alone."""
+    key_frames = [_scene(seed) for seed in range(6)]
+    params = AlgorithmParams(threshold=0.99, max_updates=4, learning_rate=0.05, mode="full", restore=restore)
+    distiller = Distiller(_student(), params, background=2)
+    ours = [distiller.train(frame, label).steps for frame, label in key_frames]
+    reference, rollbacks, expected = _authors_algorithm1(_student(), params, key_frames, background=2)
+    assert rollbacks > 0  # the case the two restores differ in happens
+    assert ours == reference
+    for key, value in expected.state_dict().items():
+        assert torch.equal(distiller.student.state_dict()[key], value), key
+    other = dataclasses.replace(params, restore="weights" if restore == "weights+adam" else "weights+adam")
+    _, _, other_student = _authors_algorithm1(_student(), other, key_frames, background=2)
+    assert any(not torch.equal(v, other_student.state_dict()[k]) for k, v in expected.state_dict().items())
+

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from shadowtutor.algorithms.loss import object_weight_map, weighted_cross_entropy
+from shadowtutor.algorithms.loss import box_weight_map, key_frame_weights, object_weight_map, weighted_cross_entropy
+from shadowtutor.algorithms.params import AlgorithmParams
 
 BACKGROUND = 0
 
@@ -77,3 +78,38 @@ def test_object_pixels_cost_five_times_as_much() -> None:
     cost_object = float(weighted_cross_entropy(wrong_in_object, target, weights)) - base
     cost_background = float(weighted_cross_entropy(wrong_in_background, target, weights)) - base
     assert cost_object == pytest.approx(5.0 * cost_background, rel=1e-5)
+
+
+def _authors_loss_mask(boxes: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """``dod_server.loss_mask`` on the CPU: boxes times the expander matrix, int(), clamp, inclusive ends."""
+    s = 0.15 / 2 + 1
+    expander = torch.tensor([[s, 0, 1 - s, 0], [0, s, 0, 1 - s], [1 - s, 0, s, 0], [0, 1 - s, 0, s]])
+    expanded = torch.matmul(boxes, expander).int()
+    expanded[:, 0].clamp_(min=0, max=width)
+    expanded[:, 1].clamp_(min=0, max=height)
+    expanded[:, 2].clamp_(min=0, max=width)
+    expanded[:, 3].clamp_(min=0, max=height)
+    mask = torch.ones((height, width))
+    for x1, y1, x2, y2 in expanded:
+        mask[y1:y2 + 1, x1:x2 + 1] = 5.0
+    return mask
+
+
+def test_instance_boxes_weigh_as_in_the_authors_code() -> None:
+    rng = np.random.default_rng(0)
+    corners = rng.uniform(-20, 150, (12, 2, 2)).astype(np.float32)
+    boxes = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)  # x0, y0, x1, y1; some off-frame
+    expected = _authors_loss_mask(torch.from_numpy(boxes), 90, 120).numpy()
+    np.testing.assert_array_equal(box_weight_map(boxes, (90, 120)), expected)
+    np.testing.assert_array_equal(box_weight_map(np.zeros((0, 4)), (4, 5)), np.ones((4, 5), np.float32))
+
+
+def test_the_weight_map_option_picks_the_boxes() -> None:
+    label, boxes = _one_object(), np.array([[0.0, 0.0, 2.0, 2.0]])
+    regions = object_weight_map(label, BACKGROUND)
+    instances = AlgorithmParams(weight_map="instances")
+    by_regions = AlgorithmParams(weight_map="regions")
+    expected = box_weight_map(boxes, (20, 20))
+    np.testing.assert_array_equal(key_frame_weights(label, boxes, BACKGROUND, instances), expected)
+    np.testing.assert_array_equal(key_frame_weights(label, None, BACKGROUND, instances), regions)  # no boxes: regions
+    np.testing.assert_array_equal(key_frame_weights(label, boxes, BACKGROUND, by_regions), regions)

@@ -51,10 +51,12 @@ def test_bench_accuracy_takes_the_algorithm_parameters(tmp_path: Path, student: 
     out = tmp_path / "out"
     code = main(["bench", "accuracy", "--scenes", str(scene), "--student", str(student), "--out", str(out),
                  "--size", "48x32", "--backend", "torch", "--threads", "1", "--no-progress",
-                 "--threshold", "0.6", "--min-stride", "2", "--max-stride", "4", "--max-updates", "1"])
+                 "--threshold", "0.6", "--min-stride", "2", "--max-stride", "4", "--max-updates", "1",
+                 "--restore", "weights+adam", "--weight-map", "instances"])
     assert code == 0
     params = json.loads((out / "meta.json").read_text())["params"]
     assert (params["threshold"], params["min_stride"], params["max_stride"], params["max_updates"]) == (0.6, 2, 4, 1)
+    assert (params["restore"], params["weight_map"]) == ("weights+adam", "instances")
     assert params["learning_rate"] == 0.01  # not given: the paper's
     result = json.loads((out / "results.json").read_text())["fixed-people-s5"]
     assert result["mean_distill_steps_partial"] <= 1

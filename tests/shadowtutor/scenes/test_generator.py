@@ -163,3 +163,25 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(RuntimeError, match="cannot write"):
         make_scene("fixed-people", 3, 0, tmp_path / "scene", size=(32, 32), progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_instance_boxes_are_the_visible_extent_of_each_object() -> None:
+    # Each box is tight around pixels of its class; the boxes of a class cover all of its pixels.
+    for frame in list(SceneRenderer("fixed-people", 40, seed=4, size=(160, 90)))[::13]:
+        assert frame.instances.shape[1] == 5 and len(frame.instances)
+        covered = np.zeros(frame.label.shape, bool)
+        for class_index, x0, y0, x1, y1 in frame.instances:
+            inside = frame.label[y0:y1, x0:x1] == class_index
+            assert inside[0].any() and inside[-1].any() and inside[:, 0].any() and inside[:, -1].any()
+            covered[y0:y1, x0:x1] |= inside
+        assert (covered == (frame.label != BACKGROUND)).all()
+
+
+def test_the_written_scene_reads_its_boxes_back(small_scene: Path, small_scene_args: dict) -> None:
+    args = dict(small_scene_args)
+    renderer = SceneRenderer(args.pop("preset"), args.pop("frames"), args.pop("seed"), **args)
+    scene = Scene.open(small_scene)
+    for index, rendered in enumerate(renderer):
+        np.testing.assert_array_equal(scene.boxes(index), rendered.instances[:, 1:])
+    half = (scene.meta.width // 2, scene.meta.height // 2)
+    np.testing.assert_allclose(scene.boxes(0, half), renderer.shot(0).render(0).instances[:, 1:] / 2)

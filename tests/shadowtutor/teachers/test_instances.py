@@ -61,3 +61,15 @@ def test_no_instances_and_bad_shapes() -> None:
         paint_instances(np.zeros((1, 3, 5)), np.ones(1), np.array([91]), LUT, BG, 9)
     with pytest.raises(TeacherError, match=r"\(N, H, W\)"):
         paint_instances(np.zeros((3, 5)), np.ones(1), np.array([1]), LUT, BG, 9)
+
+
+def test_class_order_paints_the_later_class_on_top_whatever_the_scores() -> None:
+    # the authors' rule (dod_server.sem_seg_label): bicycle (index 1) over person (index 0)
+    person = box_mask(6, 8, 0, 0, 6, 5)
+    bicycle = box_mask(6, 8, 3, 2, 6, 8)
+    by_score = paint([person, bicycle], [0.95, 0.6], [1, 2])
+    by_class = paint([person, bicycle], [0.95, 0.6], [1, 2], order="class")
+    bicycle_index = LVS_CLASSES.index("bicycle")
+    assert (by_score[3:6, 2:5] == PERSON).all() and (by_class[3:6, 2:5] == bicycle_index).all()
+    with pytest.raises(TeacherError, match="paint_order"):
+        paint([person], [0.9], [1], order="depth")

@@ -59,3 +59,23 @@ def test_clear_errors(tmp_path: Path) -> None:
         build_teacher("labels", labels_dir=bare)
     write_label_metadata(bare, ("person", "background"))
     assert build_teacher("labels", labels_dir=bare).class_names == ("person", "background")
+
+
+def test_a_generated_scene_gives_its_instance_boxes(tmp_path: Path) -> None:
+    from shadowtutor.scenes.generator import make_scene
+    from shadowtutor.scenes.io import INSTANCES_NAME, Scene
+
+    scene_dir = make_scene("fixed-street", 3, seed=5, out=tmp_path / "scene", size=(64, 36), progress=False)
+    teacher = build_teacher("labels", labels_dir=scene_dir)
+    (taught,) = teacher.teach_batch([np.zeros((72, 128, 3), np.uint8)], [2])  # twice the scene's size
+    np.testing.assert_array_equal(taught.boxes, Scene.open(scene_dir).boxes(2) * 2)
+    assert taught.labels.shape == (72, 128) and teacher.describe()["instances"]
+    (scene_dir / INSTANCES_NAME).unlink()  # a scene made before instances.json: labels only
+    (bare,) = build_teacher("labels", labels_dir=scene_dir).teach_batch([np.zeros((36, 64, 3), np.uint8)], [0])
+    assert bare.boxes is None
+
+
+def test_handmade_labels_have_no_boxes(tmp_path: Path) -> None:
+    stored = make_scene(tmp_path)
+    (taught,) = build_teacher("labels", labels_dir=tmp_path).teach_batch([FRAME], [1])
+    assert (taught.labels == stored[1]).all() and taught.boxes is None

@@ -68,6 +68,14 @@ def test_forward_paints_the_detectors_instances(random_weights: Path, frames: li
     lut = checked_class_lut(COCO_CATEGORY_NAMES, names, "COCO")
     expected = paint_instances(raw["masks"].numpy(), raw["scores"].numpy(), raw["labels"].numpy(), lut, 1, 2)
     assert (labels == expected).all() and (labels == 0).any()
+    # the boxes of every detection above the threshold, of any class; class painting order as an option
+    by_class = MaskRCNNTeacher(class_names=names, weights_path=random_weights, paint_order="class", **SMALL)
+    (taught,) = by_class.teach_batch([frame])
+    keep = raw["scores"].numpy() >= 0.5
+    np.testing.assert_array_equal(taught.boxes, raw["boxes"].numpy()[keep])
+    class_order = paint_instances(raw["masks"].numpy(), raw["scores"].numpy(), raw["labels"].numpy(), lut, 1, 2,
+                                  order="class")
+    assert (taught.labels == class_order).all() and by_class.describe()["paint_order"] == "class"
 
 
 def test_torchvision_reference_checkpoint_and_bad_files(random_weights: Path, tmp_path: Path) -> None:
