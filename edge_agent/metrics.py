@@ -14,7 +14,7 @@ import platform
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -30,22 +30,18 @@ from prometheus_client import (
 from prometheus_client.metrics import MetricWrapperBase
 
 from shadowtutor.protocol.messages import Telemetry
-from shadowtutor.protocol.telemetry import HistogramSnapshot
+from shadowtutor.protocol.telemetry import CHANGE_MODES, OUTPUTS, REGION_PATHS, HistogramSnapshot
 from shadowtutor.version import package_version
 
 if TYPE_CHECKING:
     from shadowtutor.acceleration.regions.labeller import FrameRegions
 
-OUTPUTS = ("labels", "overlay", "state")  # the values of shadowtutor_edge_output_dropped_total's output label
 ROUNDTRIP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # Student inference per frame: the paper's Jetson figure is 0.143 s; a desktop CPU takes ~0.01 s.
 INFERENCE_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 # Waits at MIN_STRIDE, one per key frame: mostly 0 (the update came in time), else up to a round trip.
 BLOCKED_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 KEY_AGE_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-REGION_PATHS = ("segment", "flow")  # shadowtutor.acceleration.regions.labeller.SEGMENT and FLOW
-
-
 
 class EdgeMetrics:
     """The edge's series in their own registry; also the transport's observer."""
@@ -56,6 +52,8 @@ class EdgeMetrics:
         self._server = None
         self._last_install: float | None = None  # monotonic time the weights last changed
         self._lock = threading.Lock()
+        self._flow_path = False  # a frame went through the flow path: its figures are reported
+        self._cluster = False  # likewise the edge cluster
         r = self.registry
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
@@ -198,6 +196,7 @@ class EdgeMetrics:
         """Count one frame's regions by path (nothing without the flow path)."""
         if frame is None:
             return
+        self._flow_path = True
         for path, age in zip(frame.paths, frame.key_ages, strict=True):
             self.regions[path].inc()
             self.region_key_age.observe(age)
@@ -205,6 +204,7 @@ class EdgeMetrics:
     def cluster_done(self, state: tuple[int, int] | None) -> None:
         """Record the cluster's live workers and queue depth (nothing without a cluster)."""
         if state is not None:
+            self._cluster = True
             self.cluster_workers.set(state[0])
             self.region_queue_depth.set(state[1])
 
@@ -246,8 +246,30 @@ class EdgeMetrics:
             stride=None if stride is None else int(stride), student_metric=_value(self.student_metric),
             weights_version=None if version is None else int(version), seconds_since_update=since,
             inference_seconds=_snapshot(self.inference), blocked_seconds=_snapshot(self.blocked),
-            roundtrip_seconds=_snapshot(self.roundtrip),
+            roundtrip_seconds=_snapshot(self.roundtrip), **self._field_operations(), **self._acceleration(),
         )
+
+    def _field_operations(self) -> dict[str, Any]:
+        """Drops while offline or out of disk, retention removals: always known."""
+        dropped = _by_label(self._outputs_dropped, "output")
+        return dict(key_frames_dropped=int(_value(self.key_frames_dropped)),
+                    output_dropped={output: int(dropped[output]) for output in OUTPUTS},
+                    labels_removed=int(_value(self.labels_removed_total)))
+
+    def _acceleration(self) -> dict[str, Any]:
+        """The change-based, flow-path and cluster figures; each absent until its feature ran a frame."""
+        fields: dict[str, Any] = {}
+        modes = _by_label(self.change_based_frames, "mode")
+        if modes:
+            fields["change_based_frames"] = {mode: int(modes.get(mode, 0)) for mode in CHANGE_MODES}
+            fields["changed_fraction"] = _by_label(self.changed_fraction, "layer")
+        if self._flow_path:
+            fields["regions"] = {path: int(_value(counter)) for path, counter in self.regions.items()}
+            fields["region_key_age_frames"] = _snapshot(self.region_key_age)
+        if self._cluster:
+            fields.update(cluster_workers=int(_value(self.cluster_workers)),
+                          region_queue_depth=int(_value(self.region_queue_depth)))
+        return fields
 
     # -- exposition --------------------------------------------------------------------------
 
@@ -274,6 +296,12 @@ def _value(metric: MetricWrapperBase) -> float | None:
             if sample.name == family.name or sample.name == family.name + "_total":
                 return sample.value
     return None
+
+
+def _by_label(metric: MetricWrapperBase, label: str) -> dict[str, float]:
+    """A labelled counter's or gauge's value per value of ``label`` (children not created yet: absent)."""
+    return {sample.labels[label]: sample.value for family in metric.collect() for sample in family.samples
+            if sample.name in (family.name, family.name + "_total")}
 
 
 def _snapshot(histogram: MetricWrapperBase) -> dict | None:

@@ -20,7 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from shadowtutor.protocol.telemetry import EdgeReport
+from shadowtutor.protocol.telemetry import LABELS, STUDENT_LAYERS, EdgeReport
 
 PREFIX = "shadowtutor_server_edge_"
 DEFAULT_MAX_EDGES = 200
@@ -37,17 +37,31 @@ COUNTERS = {
     "bytes_sent": ("sent_bytes", "Bytes of WebSocket messages the edge sent"),
     "bytes_received": ("received_bytes", "Bytes of WebSocket messages the edge received"),
     "waited_seconds": ("waited_seconds", "Seconds the edge's inference waited for the server"),
+    "key_frames_dropped": ("key_frames_dropped", "Key frames the edge dropped because no session was open"),
+    "labels_removed": ("labels_removed", "Label-map files the edge's retention removed"),
+}
+# TELEMETRY's labelled counters: field -> (series name without _total, label, help); label values: LABELS
+LABELLED_COUNTERS = {
+    "output_dropped": ("output_dropped", "output", "Writes an edge output dropped (disk full, I/O error)"),
+    "change_based_frames": ("change_based_frames", "mode", "Frames of the edge's change-based student by how "
+                            "they ran: change, full (through the caches), fallback (full-frame backend)"),
+    "regions": ("regions", "path", "Frame regions the edge labelled by path: segment (the student) or flow "
+                "(warped from the region's key)"),
 }
 GAUGES = {
     "stride": ("stride", "Frames between key frames now in force on the edge"),
     "student_metric": ("student_metric", "The student's metric (mIoU 0..1) in the edge's last applied update"),
     "weights_version": ("weights_version", "Version of the weights the edge holds (in its current session)"),
+    "cluster_workers": ("cluster_workers", "Live workers of the edge's cluster"),
+    "region_queue_depth": ("region_queue_depth", "Regions waiting for an idle worker of the edge's cluster"),
 }
 HISTOGRAMS = {
     "inference_seconds": ("inference_seconds", "Student inference time per frame on the edge (T_SI)"),
     "blocked_seconds": ("blocked_seconds", "Time the edge waited at MIN_STRIDE for each key frame's update, "
                                            "0 when in time (naive mode: for each frame's labels)"),
     "roundtrip_seconds": ("update_roundtrip_seconds", "Time from sending a key frame to receiving its update"),
+    "region_key_age_frames": ("region_key_age_frames", "Frames since each region's key was segmented on the "
+                                                       "edge, after each frame (0: segmented now)"),
 }
 
 
@@ -176,8 +190,19 @@ class FleetCollector(Collector):
         for field_name, (name, doc) in COUNTERS.items():
             family = CounterMetricFamily(f"{PREFIX}{name}", doc, labels=labels)
             for r in reported:
-                family.add_metric([r.edge_id], getattr(r.report.telemetry, field_name))
+                value = getattr(r.report.telemetry, field_name)
+                if value is not None:
+                    family.add_metric([r.edge_id], value)
             yield family
+        for field_name, (name, label, doc) in LABELLED_COUNTERS.items():
+            family = CounterMetricFamily(f"{PREFIX}{name}", doc, labels=["edge_id", label])
+            for r, key, value in _keyed(reported, field_name, LABELS[field_name]):
+                family.add_metric([r.edge_id, key], value)
+            yield family
+        yield _gauge(f"{PREFIX}changed_fraction", "Fraction of each layer's input positions that changed in the "
+                     "edge's last frame run change-based", ["edge_id", "layer"],
+                     [([r.edge_id, key], value) for r, key, value in _keyed(reported, "changed_fraction",
+                                                                            STUDENT_LAYERS)])
         for field_name, (name, doc) in GAUGES.items():
             yield _gauge(f"{PREFIX}{name}", f"{doc}; absent until known", labels,
                          [([r.edge_id], getattr(r.report.telemetry, field_name)) for r in reported])
@@ -195,6 +220,13 @@ class FleetCollector(Collector):
                     buckets = [(floatToGoString(bound), count) for bound, count in snapshot.cumulative()]
                     family.add_metric([r.edge_id], buckets, snapshot.sum)
             yield family
+
+
+def _keyed(records: list[EdgeRecord], field_name: str, keys: tuple[str, ...]) -> Iterator[tuple[EdgeRecord, str, float]]:
+    """``(record, key, value)`` of a TELEMETRY object field, keys in the order of the fixed set ``keys``."""
+    for r in records:
+        values = getattr(r.report.telemetry, field_name) or {}
+        yield from ((r, key, values[key]) for key in keys if key in values)
 
 
 def _gauge(name: str, doc: str, labels: list[str], values: list[tuple[list[str], float | None]]) -> GaugeMetricFamily:

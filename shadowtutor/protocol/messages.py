@@ -160,6 +160,16 @@ class Telemetry(Message):
     inference_seconds: dict[str, Any] | None = None
     blocked_seconds: dict[str, Any] | None = None
     roundtrip_seconds: dict[str, Any] | None = None
+    # Added within version 1 (older edges leave them out); None: the feature is off or not known.
+    key_frames_dropped: int | None = None
+    output_dropped: dict[str, Any] | None = None  # output -> writes dropped
+    labels_removed: int | None = None
+    change_based_frames: dict[str, Any] | None = None  # mode -> frames
+    changed_fraction: dict[str, Any] | None = None  # student layer -> fraction in [0, 1]
+    regions: dict[str, Any] | None = None  # path -> regions
+    region_key_age_frames: dict[str, Any] | None = None
+    cluster_workers: int | None = None
+    region_queue_depth: int | None = None
 
 
 MESSAGE_TYPES: dict[int, type[Message]] = {

@@ -2,24 +2,33 @@
 
 :func:`check_telemetry` is what a receiver runs on a decoded :class:`Telemetry`: counters are
 non-negative integers below 2**63, durations finite and non-negative, the student's metric in
-[0, 1], and each histogram a :class:`HistogramSnapshot` in its wire form. A breach is
-``bad_message``, like a header of the wrong type.
+[0, 1], each histogram a :class:`HistogramSnapshot` in its wire form, and each labelled figure an
+object whose keys come from a fixed set (:data:`LABELS`: the values the server exports as labels,
+so an edge cannot add series at will). A breach is ``bad_message``, like a header of the wrong type.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shadowtutor.acceleration.change_based.thresholds import THRESHOLD_NAMES
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Telemetry
 
 MAX_BUCKETS = 32  # bounds per histogram: what one edge may add to the server's series
 MAX_COUNT = 2**63 - 1
 COUNTERS = ("frames", "key_frames", "updates_applied", "resyncs", "reconnects", "bytes_sent", "bytes_received")
-HISTOGRAMS = ("inference_seconds", "blocked_seconds", "roundtrip_seconds")
+OPTIONAL_COUNTS = ("key_frames_dropped", "labels_removed", "cluster_workers", "region_queue_depth")
+HISTOGRAMS = ("inference_seconds", "blocked_seconds", "roundtrip_seconds", "region_key_age_frames")
+OUTPUTS = ("labels", "overlay", "state")  # the edge's outputs (edge_agent.sinks)
+CHANGE_MODES = ("change", "full", "fallback")  # how a frame of the change-based student ran
+REGION_PATHS = ("segment", "flow")  # shadowtutor.acceleration.regions.labeller.SEGMENT and FLOW
+# Labelled counters: field -> the keys it may have (each key's value a count).
+LABELS = {"output_dropped": OUTPUTS, "change_based_frames": CHANGE_MODES, "regions": REGION_PATHS}
+STUDENT_LAYERS = THRESHOLD_NAMES  # the keys of changed_fraction: the student's change-threshold points
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,16 @@ def check_telemetry(message: Telemetry) -> EdgeReport:
     require(version is None or _is_count(version), "weights_version", "null or a non-negative integer")
     since = message.seconds_since_update
     require(since is None or _duration(since), "seconds_since_update", "null, or finite and >= 0")
+    for name in OPTIONAL_COUNTS:
+        value = getattr(message, name)
+        require(value is None or _is_count(value), name, f"null or an integer in [0, {MAX_COUNT}]")
+    for name, keys in LABELS.items():
+        value = getattr(message, name)
+        require(value is None or _keyed(value, keys, _is_count), name,
+                f"null or an object of {'/'.join(keys)} -> integer in [0, {MAX_COUNT}]")
+    fractions = message.changed_fraction
+    require(fractions is None or _keyed(fractions, STUDENT_LAYERS, _is_fraction), "changed_fraction",
+            "null or an object of the student's layer names -> number in [0, 1]")
     histograms = {
         name: HistogramSnapshot.from_wire(name, getattr(message, name))
         for name in HISTOGRAMS
@@ -109,6 +128,14 @@ def check_telemetry(message: Telemetry) -> EdgeReport:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _keyed(value: dict[str, Any], keys: Sequence[str], valid: Callable[[Any], bool]) -> bool:
+    return all(key in keys and valid(item) for key, item in value.items())
+
+
+def _is_fraction(value: Any) -> bool:
+    return _is_number(value) and 0.0 <= value <= 1.0
 
 
 def _is_count(value: Any) -> bool:

@@ -75,39 +75,42 @@ SERVER_METRICS = (
     MetricSpec("shadowtutor_server_fleet_overflow_total", "counter"),
 )
 # What an edge reports in TELEMETRY; the server exports it per edge as shadowtutor_server_edge_<name>
-# and the edge's own exporter as shadowtutor_edge_<name>.
+# and the edge's own exporter as shadowtutor_edge_<name>, labelled edge_id and the labels given.
 REPORTED = (
-    ("frames_total", "counter"),
-    ("key_frames_total", "counter"),
-    ("sent_bytes_total", "counter"),
-    ("received_bytes_total", "counter"),
-    ("waited_seconds_total", "counter"),
-    ("stride", "gauge"),
-    ("student_metric", "gauge"),
-    ("weights_version", "gauge"),
-    ("last_update_timestamp_seconds", "gauge"),
-    ("inference_seconds", "histogram"),
-    ("blocked_seconds", "histogram"),
-    ("update_roundtrip_seconds", "histogram"),
-    ("updates_applied_total", "counter"),
-    ("resyncs_total", "counter"),
-    ("reconnects_total", "counter"),
+    ("frames_total", "counter", ()),
+    ("key_frames_total", "counter", ()),
+    ("sent_bytes_total", "counter", ()),
+    ("received_bytes_total", "counter", ()),
+    ("waited_seconds_total", "counter", ()),
+    ("stride", "gauge", ()),
+    ("student_metric", "gauge", ()),
+    ("weights_version", "gauge", ()),
+    ("last_update_timestamp_seconds", "gauge", ()),
+    ("inference_seconds", "histogram", ()),
+    ("blocked_seconds", "histogram", ()),
+    ("update_roundtrip_seconds", "histogram", ()),
+    ("updates_applied_total", "counter", ()),
+    ("resyncs_total", "counter", ()),
+    ("reconnects_total", "counter", ()),
+    ("key_frames_dropped_total", "counter", ()),  # offline
+    ("output_dropped_total", "counter", ("output",)),  # disk full
+    ("labels_removed_total", "counter", ()),
+    ("change_based_frames_total", "counter", ("mode",)),  # --change-based
+    ("changed_fraction", "gauge", ("layer",)),
+    ("regions_total", "counter", ("path",)),  # --flow-path
+    ("region_key_age_frames", "histogram", ()),
+    ("cluster_workers", "gauge", ()),  # --cluster
+    ("region_queue_depth", "gauge", ()),
 )
 SERVER_EDGE_METRICS = tuple(
-    MetricSpec(f"shadowtutor_server_edge_{name}", kind, ("edge_id",))
-    for name, kind in (*REPORTED, ("connected", "gauge"), ("sessions_total", "counter"),
-                       ("last_report_timestamp_seconds", "gauge"))
+    MetricSpec(f"shadowtutor_server_edge_{name}", kind, ("edge_id", *labels))
+    for name, kind, labels in (*REPORTED, ("connected", "gauge", ()), ("sessions_total", "counter", ()),
+                               ("last_report_timestamp_seconds", "gauge", ()))
 ) + (MetricSpec("shadowtutor_server_edge_info", "gauge", ("edge_id", "mode", "agent")),)
 EDGE_METRICS = tuple(
-    MetricSpec(f"shadowtutor_edge_{name}", kind, ("edge_id",))
-    for name, kind in (*REPORTED, ("connected", "gauge"), ("key_frames_dropped_total", "counter"),
-                       ("labels_removed_total", "counter"))
-) + (MetricSpec("shadowtutor_edge_build_info", "gauge", ("edge_id", "version", "python")),
-     MetricSpec("shadowtutor_edge_output_dropped_total", "counter", ("edge_id", "output")),
-     MetricSpec("shadowtutor_edge_regions_total", "counter", ("edge_id", "path")),  # --flow-path
-     MetricSpec("shadowtutor_edge_region_key_age_frames", "histogram", ("edge_id",)),
-     MetricSpec("shadowtutor_edge_cluster_workers", "gauge", ("edge_id",)),  # --cluster
-     MetricSpec("shadowtutor_edge_region_queue_depth", "gauge", ("edge_id",)))
+    MetricSpec(f"shadowtutor_edge_{name}", kind, ("edge_id", *labels))
+    for name, kind, labels in (*REPORTED, ("connected", "gauge", ()))
+) + (MetricSpec("shadowtutor_edge_build_info", "gauge", ("edge_id", "version", "python")),)
 
 
 def series_names(specs: Sequence[MetricSpec]) -> set[str]:
@@ -360,12 +363,15 @@ def _has_number(result: list[dict]) -> bool:
     return any(math.isfinite(float(sample["value"][1])) for sample in result)
 
 
-def query_problems(prom: PrometheusServer, queries: Sequence[Query], known: set[str], need_value: bool) -> list[str]:
-    """What is wrong with ``queries`` on ``prom`` now: API errors, series names that ``known`` lacks,
-    and, where ``need_value``, results without a single finite number (a panel with no data)."""
+def query_problems(
+    prom: PrometheusServer, queries: Sequence[Query], known: set[str] | None, need_value: bool
+) -> list[str]:
+    """What is wrong with ``queries`` on ``prom`` now: API errors, series names that ``known`` lacks
+    (None: not checked), and, where ``need_value``, results without a single finite number (a panel
+    with no data)."""
     problems = []
     for q in queries:
-        unknown = referenced_metrics(q.expr) - known
+        unknown = referenced_metrics(q.expr) - known if known is not None else set()
         if unknown:
             problems.append(f"{q.origin}: no series named {sorted(unknown)}")
         try:
@@ -378,9 +384,12 @@ def query_problems(prom: PrometheusServer, queries: Sequence[Query], known: set[
     return problems
 
 
-def fleet_problems(prom: PrometheusServer, dashboard: Sequence[Query], rules: Sequence[Query]) -> list[str]:
+def fleet_problems(
+    prom: PrometheusServer, dashboard: Sequence[Query], rules: Sequence[Query], features_off: Sequence[Query] = ()
+) -> list[str]:
     """What is wrong now: unhealthy rules, dashboard queries without a value, rule expressions that
-    fail or read series Prometheus does not have.
+    fail or read series Prometheus does not have, and ``features_off`` queries (dashboard panels of
+    features the fleet does not run: their series do not exist) that fail.
 
     An alert's expression is empty while all is well, so a rule only has to evaluate without error
     and read existing series; alerts_test.yml checks when each alert fires.
@@ -391,18 +400,26 @@ def fleet_problems(prom: PrometheusServer, dashboard: Sequence[Query], rules: Se
         problems
         + query_problems(prom, dashboard, known, need_value=True)
         + query_problems(prom, rules, known, need_value=False)
+        + query_problems(prom, features_off, None, need_value=False)
     )
 
 
+def panels_apart(queries: Sequence[Query], titles: Sequence[str]) -> tuple[list[Query], list[Query]]:
+    """``queries`` split into those of panels other than ``titles`` and those of the panels ``titles``."""
+    inside = [q for q in queries if any(f"panel {title!r} " in q.origin for title in titles)]
+    return [q for q in queries if q not in inside], inside
+
+
 def wait_for_fleet_queries(
-    prom: PrometheusServer, dashboard: Sequence[Query], rules: Sequence[Query], timeout: float = 30
+    prom: PrometheusServer, dashboard: Sequence[Query], rules: Sequence[Query], timeout: float = 30,
+    features_off: Sequence[Query] = (),
 ) -> list[str]:
     """:func:`fleet_problems` after every rule has been evaluated, again until there are none or
     ``timeout`` seconds have passed; the problems left (empty on success)."""
     deadline = time.monotonic() + timeout
     prom.wait_for_rule_evaluations(timeout)
     while True:
-        problems = fleet_problems(prom, dashboard, rules)
+        problems = fleet_problems(prom, dashboard, rules, features_off)
         if not problems or time.monotonic() > deadline:
             return problems
         time.sleep(0.5)

@@ -26,7 +26,13 @@ from shadowtutor.demo.processes import (
     wait_http_ok,
 )
 from shadowtutor.scenes.cache import cached_scene
-from tests.deploy.prometheus_stack import ALERT_RULES, fleet_scrape_jobs, single_value, wait_for_fleet_queries
+from tests.deploy.prometheus_stack import (
+    ALERT_RULES,
+    fleet_scrape_jobs,
+    panels_apart,
+    single_value,
+    wait_for_fleet_queries,
+)
 from tests.support.prometheus import promtool_check
 
 pytestmark = pytest.mark.slow
@@ -35,6 +41,9 @@ SCENE_FRAMES = 240
 EDGE_MAX_FPS = 8  # the run lasts at least 30 s: the agent is still labelling while Prometheus is checked
 EDGE_ID = "live-edge"
 ENV = {"OMP_NUM_THREADS": "1"}  # three processes and Prometheus share two cores
+# The edge runs the flow path without a cluster, and change-based inference excludes the flow path:
+# these panels have no series (their queries must still evaluate).
+PANELS_OF_FEATURES_OFF = ("Change-based inference", "Edge cluster")
 SERVER_FLAGS = ("--teacher", "labels", "--device", "cpu", "--max-updates", "2", "--log-level", "warning",
                 "--edge-report-interval", "1")
 
@@ -78,7 +87,9 @@ def test_the_fleet_seen_through_the_server_alone(
 ) -> None:
     prom = start_prometheus(fleet_scrape_jobs(fleet.server_target, []), rule_files=[ALERT_RULES])
     prom.wait_for_scrapes(5, timeout=30)
-    problems = wait_for_fleet_queries(prom, fleet_dashboard_queries, alert_rule_queries, timeout=40)
+    shown, features_off = panels_apart(fleet_dashboard_queries, PANELS_OF_FEATURES_OFF)
+    assert features_off
+    problems = wait_for_fleet_queries(prom, shown, alert_rule_queries, timeout=40, features_off=features_off)
     assert not problems, "\n".join(problems) + "\n" + fleet.describe()
 
     assert single_value(prom, fleet_dashboard_queries, "panel 'Teacher'") == 1
@@ -87,6 +98,8 @@ def test_the_fleet_seen_through_the_server_alone(
     assert single_value(prom, fleet_dashboard_queries, "panel 'Fleet FPS'") > 0
     assert 0 < single_value(prom, fleet_dashboard_queries, "panel 'Fleet key-frame ratio'") <= 1
     assert 0 < single_value(prom, fleet_dashboard_queries, "panel 'Mean student metric'") <= 1
+    assert single_value(prom, fleet_dashboard_queries, "panel 'Mean key age'") >= 0  # the flow path, reported
+    assert not prom.query("shadowtutor_server_edge_change_based_frames_total")  # off: absent, not 0
     (edge,) = prom.query("shadowtutor_server_edge_frames_total")
     assert edge["metric"]["edge_id"] == EDGE_ID and edge["metric"]["job"] == "shadowtutor-server"
     assert not prom.query('{job="shadowtutor-edge"}')  # nothing came from the edge itself

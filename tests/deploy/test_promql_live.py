@@ -32,7 +32,11 @@ TICK_SECONDS = 0.2
 EDGE_IDS = ("edge-a", "edge-b")
 LABEL_VALUES = {"mode": ("distill", "naive"), "code": ("bad_frame", "teacher_failed"), "edge_id": EDGE_IDS,
                 "agent": ("shadowtutor-edge/1.0",), "version": ("1.0",), "python": ("3.11.2",),
-                "output": ("labels", "overlay", "state"), "path": ("segment", "flow")}
+                "output": ("labels", "overlay", "state"), "path": ("segment", "flow"),
+                "layer": ("in_conv1", "enc1", "output")}
+# A label whose values differ by metric: change_based_frames_total's mode is how a frame ran.
+METRIC_LABEL_VALUES = {f"{prefix}change_based_frames_total": {"mode": ("change", "full", "fallback")}
+                       for prefix in ("shadowtutor_server_edge_", "shadowtutor_edge_")}
 # Per tick: what a counter adds, the value a gauge holds (a callable: its value then), what a
 # histogram observes. An edge labels 30 frames/s with a key frame every 8th frame; the server sees
 # no errors.
@@ -60,6 +64,12 @@ EDGE_SAMPLES = {
     "key_frames_dropped_total": 0,
     "labels_removed_total": 0,
     "output_dropped_total": 0,
+    "change_based_frames_total": 2,  # 6 frames per tick over 3 modes
+    "changed_fraction": 0.05,
+    "regions_total": 12,  # 4 regions x 6 frames, half on each path
+    "region_key_age_frames": 2,
+    "cluster_workers": 3,
+    "region_queue_depth": 1,
 }
 SAMPLES = {
     **{f"shadowtutor_server_edge_{name}": value for name, value in EDGE_SAMPLES.items()},
@@ -77,10 +87,6 @@ SAMPLES = {
     "shadowtutor_server_errors_total": 0,
     "shadowtutor_server_teacher_ready": 1,
     "shadowtutor_server_teacher_queue_depth": 0,
-    "shadowtutor_edge_regions_total": 12,  # 4 regions x 6 frames, half on each path
-    "shadowtutor_edge_region_key_age_frames": 2,
-    "shadowtutor_edge_cluster_workers": 3,
-    "shadowtutor_edge_region_queue_depth": 1,
 }
 UPDATES = {"counter": "inc", "gauge": "set", "histogram": "observe"}
 KINDS = {
@@ -98,7 +104,7 @@ class StandInExporter:
         self.children = []
         for spec in specs:
             metric = KINDS[spec.kind](spec.name, f"stand-in for {spec.name}", spec.labels, registry=self.registry)
-            values = [LABEL_VALUES[label] for label in spec.labels]
+            values = [{**LABEL_VALUES, **METRIC_LABEL_VALUES.get(spec.name, {})}[label] for label in spec.labels]
             children = [metric.labels(*combo) for combo in _product(values)] if spec.labels else [metric]
             self.children += [(spec.kind, child, SAMPLES[spec.name]) for child in children]
         self.tick()
@@ -161,11 +167,13 @@ def test_every_dashboard_and_rule_expression_evaluates_with_no_edge_scraped(
 
 
 def test_stand_ins_serve_the_names_and_labels_of_the_real_exporters() -> None:
-    """The real exporters, each with an edge that has every figure (a session, updates, a TELEMETRY)."""
+    """The real exporters, each with an edge that has every figure (a session, updates, change-based, flow-path
+    and cluster frames, a TELEMETRY)."""
     server_metrics = pytest.importorskip("services.server.metrics")
     edge_metrics = pytest.importorskip("edge_agent.metrics")
     from prometheus_client.parser import text_string_to_metric_families
 
+    from shadowtutor.acceleration.regions.labeller import FrameRegions
     from shadowtutor.protocol.telemetry import check_telemetry
 
     edge = edge_metrics.EdgeMetrics("edge-a")
@@ -173,6 +181,9 @@ def test_stand_ins_serve_the_names_and_labels_of_the_real_exporters() -> None:
     edge.student_scored(0.8)
     edge.frame_done(True, 0.01, 0.02, stride=8)
     edge.on_roundtrip(0.2)
+    edge.change_based_frame("change", {"in_conv1": 0.1})
+    edge.regions_done(FrameRegions(("flow", "segment"), (1, 0), (0.9, None)))
+    edge.cluster_done((2, 0))
     server = server_metrics.ServerMetrics()
     server.fleet.session_opened("edge-a", "s1", "distill", "shadowtutor-edge/1.0")
     server.fleet.report("edge-a", check_telemetry(edge.telemetry()))
