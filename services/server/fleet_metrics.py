@@ -222,7 +222,9 @@ class FleetCollector(Collector):
             yield family
 
 
-def _keyed(records: list[EdgeRecord], field_name: str, keys: tuple[str, ...]) -> Iterator[tuple[EdgeRecord, str, float]]:
+def _keyed(
+    records: list[EdgeRecord], field_name: str, keys: tuple[str, ...]
+) -> Iterator[tuple[EdgeRecord, str, float]]:
     """``(record, key, value)`` of a TELEMETRY object field, keys in the order of the fixed set ``keys``."""
     for r in records:
         values = getattr(r.report.telemetry, field_name) or {}

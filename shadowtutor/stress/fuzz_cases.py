@@ -32,6 +32,7 @@ from shadowtutor.protocol.messages import (
     decode,
     encode,
 )
+from shadowtutor.protocol.telemetry import LABELS, OPTIONAL_COUNTS, STUDENT_LAYERS
 from shadowtutor.stress.fuzz_mutate import mutate_bytes, mutate_header, pack, pack_raw
 
 # The probe that ends a case: a RESYNC_REQUEST with this version (its answer is the full UPDATE
@@ -149,12 +150,20 @@ def telemetry_header(rng: random.Random) -> dict[str, Any]:
         return {"buckets": bounds, "counts": [rng.randrange(1000) for _ in range(len(bounds) + 1)],
                 "sum": rng.uniform(0, 1e4)}
 
+    def keyed(keys: tuple[str, ...], value: Callable[[], Any]) -> dict[str, Any] | None:
+        """None (the feature off, or an edge that predates the field), or some of ``keys`` with values."""
+        return rng.choice((None, {key: value() for key in rng.sample(keys, rng.randint(0, len(keys)))}))
+
     counts = {name: rng.randrange(2**40) for name in ("frames", "key_frames", "updates_applied", "resyncs",
                                                        "reconnects", "bytes_sent", "bytes_received")}
+    optional = {name: rng.choice((None, rng.randrange(2**20))) for name in OPTIONAL_COUNTS}
+    labelled = {name: keyed(keys, lambda: rng.randrange(2**40)) for name, keys in LABELS.items()}
     return Telemetry(**counts, waited_seconds=rng.uniform(0, 1e5), stride=rng.choice((None, rng.randint(1, 64))),
                      student_metric=rng.choice((None, rng.random())), weights_version=rng.choice((None, 3)),
                      seconds_since_update=rng.choice((None, rng.uniform(0, 100))), inference_seconds=histogram(),
-                     blocked_seconds=rng.choice((None, histogram())), roundtrip_seconds=histogram()).header()
+                     blocked_seconds=rng.choice((None, histogram())), roundtrip_seconds=histogram(),
+                     region_key_age_frames=rng.choice((None, histogram())), **optional, **labelled,
+                     changed_fraction=keyed(STUDENT_LAYERS, rng.random)).header()
 
 
 def probe_message(mode: str, target: Target) -> bytes:
@@ -441,6 +450,15 @@ def _telemetry(b: _Builder) -> Generated:
         "histogram of 33 bounds": {"roundtrip_seconds": {"buckets": list(range(1, 34)), "counts": [0] * 34, "sum": 0}},
         "histogram sum Infinity": {"blocked_seconds": {**histogram, "sum": float("inf")}},
         "histogram as a list": {"blocked_seconds": [1, 2]},
+        "negative key_frames_dropped": {"key_frames_dropped": -1},
+        "cluster_workers 2**63": {"cluster_workers": 2**63},
+        "output_dropped of an unknown output": {"output_dropped": {"thumbnails": 1}},
+        "regions of an unknown path": {"regions": {"segment": 1, "warp": 1}},
+        "change_based_frames negative": {"change_based_frames": {"change": -1}},
+        "changed_fraction of an unknown layer": {"changed_fraction": {"conv99": 0.5}},
+        "changed_fraction 1.5": {"changed_fraction": {"in_conv1": 1.5}},
+        "regions as a list": {"regions": [1, 2]},
+        "key-age histogram of no bounds": {"region_key_age_frames": {"buckets": [], "counts": [0], "sum": 0}},
     }
     refused = "bad_message" if b.target.telemetry else "unexpected_message"
     if rng.random() < 0.4:

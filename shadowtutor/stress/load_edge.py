@@ -78,6 +78,9 @@ class _Observer:
     def on_resync(self) -> None:
         self.resyncs += 1
 
+    def on_key_frame_dropped(self) -> None:
+        pass  # a key frame sent while disconnected resolves with no answer (turnaround None)
+
 
 @dataclass
 class CameraResult:

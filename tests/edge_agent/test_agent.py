@@ -188,6 +188,35 @@ def test_the_agent_reports_its_figures_when_the_server_asks(
         assert last.histograms["blocked_seconds"].count == last.telemetry.frames
 
 
+@pytest.mark.parametrize("feature", ["flow_path", "change_based"])
+def test_the_report_carries_the_figures_of_the_inference_path(
+    stand_in: StandInServer, video: Path, tmp_path: Path, feature: str
+) -> None:
+    """--flow-path reports regions per path and key ages, --change-based frames per mode and changed
+    fractions; the other's fields stay absent; drops and removals are always reported."""
+    stand_in.telemetry_interval = 1.0
+    options = dict(flow_path=True, decision_threshold=0.0, max_key_age=3) if feature == "flow_path" else dict(
+        change_based=True, backend="torch")
+    agent = EdgeAgent(settings(stand_in, video, tmp_path / "out", max_fps=16, **options))  # 40 frames: 2.5 s
+    summary = agent.run()
+    reports = [m for m in stand_in.sessions[0].received if isinstance(m, Telemetry)]
+    assert len(reports) >= 2, reports
+    last = check_telemetry(reports[-1])
+    report = last.telemetry
+    assert (report.key_frames_dropped, report.labels_removed) == (0, 0)
+    assert report.output_dropped == {"labels": 0, "overlay": 0, "state": 0}
+    assert report.cluster_workers is None and report.region_queue_depth is None  # no --cluster
+    if feature == "flow_path":
+        assert report.change_based_frames is None and report.changed_fraction is None
+        assert 0 < report.regions["segment"] and report.regions["segment"] + report.regions["flow"] == 4 * report.frames
+        assert last.histograms["region_key_age_frames"].count == 4 * report.frames
+    else:
+        assert report.regions is None and "region_key_age_frames" not in last.histograms
+        assert sum(report.change_based_frames.values()) == report.frames <= summary.frames
+        assert report.change_based_frames["full"] >= 1  # the first frame builds the caches
+        assert report.changed_fraction and all(0 <= f <= 1 for f in report.changed_fraction.values())
+
+
 def test_no_reports_to_a_server_that_does_not_ask(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
     EdgeAgent(settings(stand_in, video, tmp_path / "out", max_fps=16, max_frames=24)).run()  # 1.5 s
     assert not [m for m in stand_in.sessions[0].received if isinstance(m, Telemetry)]

@@ -128,6 +128,9 @@ def test_telemetry_carries_the_exported_figures() -> None:
     assert inference.cumulative()[-1] == (float("inf"), 5)
     assert report.histograms["blocked_seconds"].count == 1
     assert report.histograms["roundtrip_seconds"].count == 1
+    assert (t.key_frames_dropped, t.labels_removed) == (1, 3)
+    assert t.output_dropped == {"labels": 1, "overlay": 0, "state": 0}
+    assert (t.change_based_frames, t.regions, t.cluster_workers) == (None, None, None)  # features off
 
 
 def test_regions_counted_per_path_with_key_ages() -> None:
@@ -145,15 +148,21 @@ def test_regions_counted_per_path_with_key_ages() -> None:
             if "le" not in s.labels}
     assert ages["shadowtutor_edge_region_key_age_frames_count"] == 8
     assert ages["shadowtutor_edge_region_key_age_frames_sum"] == 3
+    report = check_telemetry(metrics.telemetry())
+    assert report.telemetry.regions == {"segment": 5, "flow": 3}
+    assert report.histograms["region_key_age_frames"].count == 8
 
 
 def test_cluster_workers_and_queue_depth() -> None:
     metrics = EdgeMetrics("cam-1")
     metrics.cluster_done(None)
     assert samples(metrics.exposition().decode())["shadowtutor_edge_cluster_workers"] == 0
+    assert metrics.telemetry().cluster_workers is None  # no cluster: not reported (the exporter's 0 aside)
     metrics.cluster_done((3, 1))
     values = samples(metrics.exposition().decode())
     assert values["shadowtutor_edge_cluster_workers"] == 3 and values["shadowtutor_edge_region_queue_depth"] == 1
+    report = check_telemetry(metrics.telemetry()).telemetry
+    assert (report.cluster_workers, report.region_queue_depth) == (3, 1)
 
 
 def test_served_over_http() -> None:
@@ -184,3 +193,6 @@ def test_change_based_frames_and_changed_fraction_per_layer() -> None:
     assert series[("shadowtutor_edge_change_based_frames_total", (("mode", "fallback"),))] == 1
     assert series[("shadowtutor_edge_changed_fraction", (("layer", "in_conv1"),))] == 0.02
     assert series[("shadowtutor_edge_changed_fraction", (("layer", "out_conv1"),))] == 0.1
+    report = check_telemetry(metrics.telemetry()).telemetry
+    assert report.change_based_frames == {"change": 1, "full": 1, "fallback": 1}
+    assert report.changed_fraction == {"in_conv1": 0.02, "out_conv1": 0.1}

@@ -75,6 +75,47 @@ def test_unknown_figures_are_absent_not_zero() -> None:
             sample_value(text, f"shadowtutor_server_edge_{name}", edge_id="naive-1")
 
 
+def test_the_acceleration_and_field_figures_become_labelled_series() -> None:
+    fleet = FleetCollector()
+    fleet.session_opened("cam-2", "s1", "distill", "")
+    fleet.report("cam-2", report(
+        key_frames_dropped=5, output_dropped={"labels": 2, "state": 1}, labels_removed=40,
+        change_based_frames={"change": 7, "full": 2, "fallback": 1}, changed_fraction={"in_conv1": 0.02, "output": 0},
+        regions={"segment": 4, "flow": 12}, region_key_age_frames={"buckets": [0, 1], "counts": [4, 12, 0], "sum": 12},
+        cluster_workers=3, region_queue_depth=1))
+    text = exposition(fleet)
+    edge = {"edge_id": "cam-2"}
+    assert sample_value(text, "shadowtutor_server_edge_key_frames_dropped_total", **edge) == 5
+    assert sample_value(text, "shadowtutor_server_edge_labels_removed_total", **edge) == 40
+    assert sample_value(text, "shadowtutor_server_edge_output_dropped_total", **edge, output="labels") == 2
+    assert sample_value(text, "shadowtutor_server_edge_output_dropped_total", **edge, output="state") == 1
+    with pytest.raises(KeyError):  # not reported: absent
+        sample_value(text, "shadowtutor_server_edge_output_dropped_total", **edge, output="overlay")
+    assert sample_value(text, "shadowtutor_server_edge_change_based_frames_total", **edge, mode="change") == 7
+    assert sample_value(text, "shadowtutor_server_edge_change_based_frames_total", **edge, mode="fallback") == 1
+    assert sample_value(text, "shadowtutor_server_edge_changed_fraction", **edge, layer="in_conv1") == 0.02
+    assert sample_value(text, "shadowtutor_server_edge_changed_fraction", **edge, layer="output") == 0
+    assert sample_value(text, "shadowtutor_server_edge_regions_total", **edge, path="flow") == 12
+    assert sample_value(text, "shadowtutor_server_edge_region_key_age_frames_bucket", **edge, le="1.0") == 16
+    assert sample_value(text, "shadowtutor_server_edge_region_key_age_frames_sum", **edge) == 12
+    assert sample_value(text, "shadowtutor_server_edge_cluster_workers", **edge) == 3
+    assert sample_value(text, "shadowtutor_server_edge_region_queue_depth", **edge) == 1
+    promtool_check(text)
+
+
+def test_figures_of_features_that_are_off_are_absent() -> None:
+    """An edge without change-based inference, flow path or cluster, or one that predates the fields."""
+    fleet = FleetCollector()
+    fleet.session_opened("plain", "s1", "distill", "")
+    fleet.report("plain", report())
+    text = exposition(fleet)
+    for name in ("key_frames_dropped_total", "labels_removed_total", "change_based_frames_total",
+                 "changed_fraction", "regions_total", "region_key_age_frames_count", "cluster_workers",
+                 "region_queue_depth"):
+        assert f"shadowtutor_server_edge_{name}{{" not in text, name
+    promtool_check(text)
+
+
 def test_an_ended_session_keeps_its_series_for_the_retention_then_loses_them() -> None:
     clock = Clock()
     fleet = FleetCollector(retention=60, clock=clock)
