@@ -7,7 +7,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from services.server.fleet_metrics import FleetCollector
 from shadowtutor.protocol.messages import Telemetry
-from shadowtutor.protocol.telemetry import EdgeReport, check_telemetry
+from shadowtutor.protocol.telemetry import (
+    HISTOGRAMS,
+    LABELS,
+    MAX_BUCKETS,
+    OPTIONAL_COUNTS,
+    STUDENT_LAYERS,
+    EdgeReport,
+    check_telemetry,
+)
 from tests.support.prometheus import promtool_check, sample_value
 
 
@@ -101,6 +109,20 @@ def test_the_acceleration_and_field_figures_become_labelled_series() -> None:
     assert sample_value(text, "shadowtutor_server_edge_cluster_workers", **edge) == 3
     assert sample_value(text, "shadowtutor_server_edge_region_queue_depth", **edge) == 1
     promtool_check(text)
+
+
+def test_one_edge_adds_at_most_191_series() -> None:
+    """docs/deploy.md, Fleet metrics: the bound per edge when every figure is at its largest."""
+    fleet = FleetCollector()
+    fleet.session_opened("big", "s1", "distill", "")
+    histogram = {"buckets": list(range(1, MAX_BUCKETS + 1)), "counts": [1] * (MAX_BUCKETS + 1), "sum": 1.0}
+    fleet.report("big", report(
+        stride=8, student_metric=0.5, weights_version=1, seconds_since_update=1.0,
+        **{name: histogram for name in HISTOGRAMS}, **{name: 1 for name in OPTIONAL_COUNTS},
+        **{name: dict.fromkeys(keys, 1) for name, keys in LABELS.items()},
+        changed_fraction=dict.fromkeys(STUDENT_LAYERS, 0.5)))
+    lines = [line for line in exposition(fleet).splitlines() if line.startswith("shadowtutor_server_edge_")]
+    assert len(lines) == 191
 
 
 def test_figures_of_features_that_are_off_are_absent() -> None:
