@@ -322,22 +322,29 @@ def test_telemetry_becomes_the_edges_series_on_metrics(client: TestClient, scene
         wire, welcome = open_session(ws, scene, edge_id="cam-7")
         assert welcome.telemetry_interval == 10.0  # the default edge_report_interval
         wire.send(telemetry(5))
-        wire.send(telemetry(9, stride=8, student_metric=0.5, weights_version=1))
+        wire.send(telemetry(9, stride=8, student_metric=0.5, weights_version=1, regions={"segment": 8, "flow": 28},
+                            output_dropped={"labels": 3}))
         wire.send(key_frame(scene, seq=0, base_version=0))  # answered after both reports were read
         wire.expect(Update)
         text = client.get("/metrics").text
         assert sample_value(text, "shadowtutor_server_edge_frames_total", edge_id="cam-7") == 9
         assert sample_value(text, "shadowtutor_server_edge_student_metric", edge_id="cam-7") == 0.5
         assert sample_value(text, "shadowtutor_server_edge_connected", edge_id="cam-7") == 1
+        assert sample_value(text, "shadowtutor_server_edge_regions_total", edge_id="cam-7", path="flow") == 28
+        assert sample_value(text, "shadowtutor_server_edge_output_dropped_total", edge_id="cam-7", output="labels") == 3
     text = client.get("/metrics").text
     assert sample_value(text, "shadowtutor_server_edge_connected", edge_id="cam-7") == 0  # kept a while
 
 
-def test_telemetry_with_impossible_values_is_a_bad_message(client: TestClient, scene: TinyScene) -> None:
+@pytest.mark.parametrize("fields", [dict(frames=-3), dict(changed_fraction={"not_a_student_layer": 0.5}),
+                                    dict(regions={"segment": 1, "teleport": 2})])
+def test_telemetry_with_impossible_values_is_a_bad_message(
+    client: TestClient, scene: TinyScene, fields: dict[str, Any]
+) -> None:
     with client.websocket_connect("/v1/edge") as ws:
         wire, _ = open_session(ws, scene)
-        wire.send(telemetry(-3))
-        assert "TELEMETRY.frames" in expect_close(wire, ErrorCode.BAD_MESSAGE).message
+        wire.send(telemetry(**{"frames": 1, **fields}))
+        assert f"TELEMETRY.{next(iter(fields))}" in expect_close(wire, ErrorCode.BAD_MESSAGE).message
 
 
 def test_telemetry_the_server_did_not_ask_for_is_unexpected(settings: ServerSettings, scene: TinyScene) -> None:
