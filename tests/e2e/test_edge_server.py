@@ -16,6 +16,7 @@ from tests.support.e2e import (
     SCENE_FRAMES,
     check_edge_run,
     loopback,
+    server_metric_samples,
     server_totals,
     start_edge,
     start_server,
@@ -82,8 +83,9 @@ def test_a_change_based_edge_labels_every_frame_and_installs_updates(
     scene: Path, tmp_path: Path, processes: list[ManagedProcess]
 ) -> None:
     port = free_port()
-    processes.append(start_server(tmp_path, port, scene))
-    run = start_edge(tmp_path, loopback(port), scene, "edge-cb", "--max-frames", "60", "--change-based")
+    processes.append(start_server(tmp_path, port, scene, "server", "--edge-report-interval", "1"))
+    run = start_edge(tmp_path, loopback(port), scene, "edge-cb", "--max-frames", "60", "--max-fps", "20",
+                     "--change-based")  # 3 s at least: reports go out every second
     processes.append(run.process)
     summary, metrics = run.finish(timeout=90)
     check_edge_run(summary, metrics, run.out, 60)
@@ -91,3 +93,7 @@ def test_a_change_based_edge_labels_every_frame_and_installs_updates(
               for line in metrics.splitlines() if line.startswith("shadowtutor_edge_change_based_frames_total{")}
     assert sum(frames.values()) == 60 and frames.get("full", 0) >= 1  # the first frame builds the caches
     assert "shadowtutor_edge_changed_fraction{" in metrics or set(frames) == {"full", "fallback"}
+    # The server exports what the edge reported (its last report came before the run's last frames).
+    reported = server_metric_samples(port, "shadowtutor_server_edge_change_based_frames_total", edge_id="edge-cb")
+    assert set(reported) == {"change", "full", "fallback"} and 0 < sum(reported.values()) <= 60
+    assert reported["full"] >= 1

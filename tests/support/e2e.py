@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from shadowtutor.netbench.netns import exec_in
 from shadowtutor.netbench.probe import http_get
 from tests.support.processes import ManagedProcess, ProcessFailed, free_port, shadowtutor_command, start_process
@@ -168,6 +170,14 @@ def check_edge_run(summary: dict[str, Any], metrics: str, out: Path, frames: int
             == summary["updates_applied"])
     assert sample_value(metrics, "shadowtutor_edge_reconnects_total", edge_id=edge_id) == summary["reconnects"]
     promtool_check(metrics)
+
+
+def server_metric_samples(port: int, name: str, **labels: str) -> dict[str, float]:
+    """The values of the samples ``name{labels, X}`` on the server's ``/metrics``, keyed by their other label X."""
+    text = _wait_http_ok(f"http://127.0.0.1:{port}/metrics").decode()
+    samples = [sample for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == name and labels.items() <= sample.labels.items()]
+    return {value: sample.value for sample in samples for key, value in sample.labels.items() if key not in labels}
 
 
 def server_totals(port: int) -> dict[str, float]:
