@@ -82,6 +82,18 @@ def run(args: argparse.Namespace) -> int:
         groups[group] = {"about": f"Scenes {', '.join(presets)}, seeds {args.seeds}, {args.frames} frames each at "
                                   f"{args.size[0]}x{args.size[1]}; mIoU against the scenes' exact truth.",
                          "summary": bench.summarise(clips)}
+    spliced_clips = []  # where adapting to content should pay: a hard cut every 12-40 frames
+    for seed in args.seeds:
+        scenes = [scene(preset, seed) for preset in (*MOVING, *EGOCENTRIC)]
+        spliced_clips.append(bench.run_clip(bench.spliced([s.frames() for s in scenes], args.frames, seed),
+                                            bench.spliced([s.labels() for s in scenes], args.frames, seed),
+                                            backend.infer, network, classes, config))
+        print(f"spliced seed {seed} done", flush=True)
+    groups["Spliced scenes, hard cuts (generated)"] = {
+        "about": f"Shots of 12-40 frames taken in turn from {', '.join((*MOVING, *EGOCENTRIC))} (frame t of the clip "
+                 f"is frame t of its shot's scene), {args.frames} frames per seed {args.seeds}: every shot starts "
+                 "with a hard cut (new background, objects and camera); mIoU against the truth.",
+        "summary": bench.summarise(spliced_clips)}
     for video in args.real:
         frames = _read_video(video, args.real_frames, args.size)
         clip = bench.run_clip(frames, None, backend.infer, network, classes, config)

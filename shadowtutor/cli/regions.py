@@ -9,7 +9,7 @@ from shadowtutor.cli.options import frame_size, invoked_command, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from shadowtutor.acceleration.regions.training import DecisionTrainingConfig
+    from shadowtutor.acceleration.regions.training import TARGETS, DecisionTrainingConfig
 
     defaults = DecisionTrainingConfig()
     p = subparsers.add_parser("regions", help="the region flow path: train its decision network")
@@ -26,6 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--frames", type=positive_int, default=defaults.frames, help="frames per scene")
     t.add_argument("--size", type=frame_size, default=defaults.size, help="frame size WxH (default 640x360)")
     t.add_argument("--epochs", type=positive_int, default=defaults.epochs)
+    t.add_argument("--target", choices=TARGETS, default=defaults.target,
+                   help="confidence score to regress: agreement with the student (DVSNet's) or accuracy "
+                        "against the truth relative to the student's (default %(default)s)")
+    t.add_argument("--spliced", action="store_true",
+                   help="also train on a clip spliced from the presets' scenes (a hard cut every 12-40 frames)")
     t.add_argument("--student", type=Path, help="student checkpoint (default: the packaged pre-trained one)")
     t.set_defaults(handler=run_train)
 
@@ -52,14 +57,15 @@ def run_train(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)  # bit-identical results for one torch version
     cv2.setNumThreads(1)
     config = DecisionTrainingConfig(presets=tuple(args.presets), seeds=tuple(args.seeds), frames=args.frames,
-                                    size=args.size, epochs=args.epochs)
+                                    size=args.size, epochs=args.epochs, target=args.target, spliced=args.spliced)
     student_path = args.student or default_student_path()
     backend = build_inference_backend("torch", load_student(student_path).model)
 
-    def scene_frames(preset: str, seed: int) -> list:
-        return list(Scene.open(cached_scene(preset, config.frames, seed, config.size, progress=False)).frames())
+    def scene(preset: str, seed: int) -> tuple[list, list]:
+        opened = Scene.open(cached_scene(preset, config.frames, seed, config.size, progress=False))
+        return list(opened.frames()), list(opened.labels())
 
-    net, report = train_decision_network(scene_frames, backend.infer, config)
+    net, report = train_decision_network(scene, backend.infer, config)
     report.update(command=invoked_command(args), machine=machine_info(),
                   student=str(args.student) if args.student else f"the packaged student ({student_path.name})")
     meta = {key: report[key] for key in ("command", "samples", "final_fit", "validation", "student")}

@@ -2,10 +2,19 @@
 
 A sample is one region at frame ``t`` with its key ``a`` frames earlier: the features the
 flow path computes (:func:`~shadowtutor.acceleration.regions.decision.region_features`) and
-the target, the fraction of the region's pixels on which the key's labels warped to ``t``
-agree with the student's labels of frame ``t`` (the segmentation path's result; both from
-whole-frame segmentations, the labeller's default). Scenes with seeds below 3000 stay out,
-so that benchmarks can judge the network on scenes it never saw.
+a target, the region's confidence score (both paths from whole-frame segmentations, the
+labeller's default):
+
+* ``student`` (DVSNet's): the fraction of pixels on which the key's labels warped to ``t``
+  agree with the student's labels of ``t``. This student flickers, so the target is noisy
+  and rewards agreeing with its mistakes (docs/results/regions/decision_study.md);
+* ``truth``: the flow path's pixel accuracy against the scene's truth relative to the
+  segmentation path's, ``min(1, 1 + acc(warped) - acc(student))``: 1 where warping loses
+  nothing, 0.95 where it mislabels 5 % more pixels than segmenting would.
+
+Besides the presets' scenes, a spliced clip (shots of 12-40 frames from the presets in turn,
+a hard cut at each) can show the network what a cut looks like. Scenes with seeds below 3000
+stay out, so that benchmarks can judge the network on scenes it never saw.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from shadowtutor.acceleration.regions.bench import spliced
 from shadowtutor.acceleration.regions.decision import FEATURE_COUNT, DecisionNetwork, region_features
 from shadowtutor.acceleration.regions.flow import FlowEstimator
 from shadowtutor.acceleration.regions.grid import RegionGrid, crop
@@ -26,6 +36,14 @@ TRAIN_SEED_FLOOR = 3000
 DEFAULT_PRESETS = ("moving-street", "moving-people", "moving-animals", "egocentric-people",
                    "fixed-street", "fixed-people", "fixed-animals")
 DEFAULT_AGES = (1, 2, 3, 4, 6, 8, 11, 15)
+TARGETS = ("student", "truth")
+TARGET_ABOUT = {
+    "student": "the fraction of the region's pixels where the key's labels warped to t agree with the student's "
+               "labels of t (DVSNet's).",
+    "truth": "the flow path's pixel accuracy against the truth relative to the segmentation path's: "
+             "min(1, 1 + acc(key's labels warped to t) - acc(student's labels of t)).",
+}
+SPLICED = "spliced"
 
 
 @dataclass(frozen=True)
@@ -41,6 +59,8 @@ class DecisionTrainingConfig:
     learning_rate: float = 3e-3
     weight_decay: float = 1e-3
     validation_preset: str = "moving-people"  # its scenes are held out of training, for the report
+    target: str = "student"  # "truth" was measured no better (docs/results/regions/decision_study.md)
+    spliced: bool = False  # also a clip spliced from the other presets' scenes, with hard cuts
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -53,6 +73,8 @@ class DecisionTrainingConfig:
             raise ValueError(f"scenes need more than {max(self.ages)} frames, got {self.frames}")
         if self.validation_preset not in self.presets or len(self.presets) < 2:
             raise ValueError("the validation preset must be one of at least two presets")
+        if self.target not in TARGETS:
+            raise ValueError(f"unknown target {self.target!r}: choose one of {', '.join(TARGETS)}")
 
 
 @dataclass
@@ -67,9 +89,10 @@ class Samples:
         self.groups.append(group)
 
 
-def scene_samples(frames: Sequence[np.ndarray], segment: Callable[[np.ndarray], np.ndarray],
-                  config: DecisionTrainingConfig, flow: FlowEstimator, group: str, samples: Samples) -> None:
-    """Add every (frame, key age, region) sample of one scene to ``samples``."""
+def scene_samples(frames: Sequence[np.ndarray], truth: Sequence[np.ndarray],
+                  segment: Callable[[np.ndarray], np.ndarray], config: DecisionTrainingConfig, flow: FlowEstimator,
+                  group: str, samples: Samples) -> None:
+    """Add every (frame, key age, region) sample of one scene (frames and their truth) to ``samples``."""
     labels = [segment(frame) for frame in frames]
     greys = [flow.small_grey(frame) for frame in frames]
     height, width = labels[0].shape
@@ -81,7 +104,12 @@ def scene_samples(frames: Sequence[np.ndarray], segment: Callable[[np.ndarray], 
                 small = flow.small_box(box)
                 result = flow.estimate(crop(greys[t], small), crop(greys[k], small))
                 warped = flow.warp_labels(np.ascontiguousarray(crop(labels[k], box)), result)
-                target = float((warped == crop(labels[t], box)).mean())
+                now = crop(labels[t], box)
+                if config.target == "student":
+                    target = float((warped == now).mean())
+                else:
+                    true = crop(truth[t], box)
+                    target = min(1.0, 1.0 + float((warped == true).mean()) - float((now == true).mean()))
                 samples.add(region_features(result, age, config.max_key_age), target, group)
 
 
@@ -110,12 +138,12 @@ def _errors(net: DecisionNetwork, features: torch.Tensor, targets: torch.Tensor)
 
 
 def train_decision_network(
-    scene_frames: Callable[[str, int], Sequence[np.ndarray]],
+    scene: Callable[[str, int], tuple[Sequence[np.ndarray], Sequence[np.ndarray]]],
     segment: Callable[[np.ndarray], np.ndarray],
     config: DecisionTrainingConfig,
     log: Callable[[str], None] = print,
 ) -> tuple[DecisionNetwork, dict[str, Any]]:
-    """Train on ``scene_frames(preset, seed)``; returns the network (fit on all scenes) and a report.
+    """Train on ``scene(preset, seed) -> (frames, truth)``; returns the network (fit on all scenes) and a report.
 
     The report holds the data summary and the error of a network fit without the validation
     preset's scenes, measured on them (how well it predicts on a kind of scene it did not see).
@@ -125,8 +153,16 @@ def train_decision_network(
     samples = Samples()
     for preset in config.presets:
         for seed in config.seeds:
-            scene_samples(scene_frames(preset, seed), segment, config, flow, preset, samples)
+            scene_samples(*scene(preset, seed), segment, config, flow, preset, samples)
             log(f"{preset} seed {seed}: {len(samples.targets)} samples so far")
+    if config.spliced:  # the validation preset stays out of it too
+        sources = [p for p in config.presets if p != config.validation_preset]
+        for seed in config.seeds:
+            scenes = [scene(p, seed) for p in sources]
+            frames = list(spliced([frames for frames, _ in scenes], config.frames, seed))
+            truth = list(spliced([truth for _, truth in scenes], config.frames, seed))
+            scene_samples(frames, truth, segment, config, flow, SPLICED, samples)
+            log(f"{SPLICED} seed {seed}: {len(samples.targets)} samples so far")
     features = torch.from_numpy(np.stack(samples.features)).reshape(-1, FEATURE_COUNT)
     targets = torch.tensor(samples.targets, dtype=torch.float32)
     held_out = torch.tensor([g == config.validation_preset for g in samples.groups])
@@ -135,7 +171,7 @@ def train_decision_network(
     per_preset = {
         preset: {"samples": int(sum(g == preset for g in samples.groups)),
                  "target_mean": float(targets[torch.tensor([g == preset for g in samples.groups])].mean())}
-        for preset in config.presets
+        for preset in (*config.presets, *((SPLICED,) if config.spliced else ()))
     }
     report = {
         "config": {**asdict(config), "flow": flow.method, "flow_scale": flow.scale},
@@ -170,8 +206,9 @@ def render_training_report(report: dict[str, Any]) -> str:
         f"Flow: {c['flow']} at scale {c['flow_scale']}. Segmentation: {report['student']}.",
         "",
         "A sample is one region at frame t with its key t-a frames before: the flow-path features and the "
-        "target, the fraction of the region's pixels where the key's labels warped to t agree with the "
-        "student's labels of t.",
+        "target, " + TARGET_ABOUT[c.get("target", "student")] + (
+            f" Spliced: a clip of shots of 12-40 frames taken in turn from the presets other than "
+            f"{c['validation_preset']}, a hard cut at each." if c.get("spliced") else ""),
         "",
         f"Samples: {report['samples']}. Target quantiles (5/25/50/75/95 %): "
         + ", ".join(f"{v_:.3f}" for v_ in report["target_quantiles"].values()) + ".",

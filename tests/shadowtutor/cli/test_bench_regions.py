@@ -17,6 +17,8 @@ def test_bench_regions_writes_its_tables(tmp_path: Path, monkeypatch: pytest.Mon
     moving = results["groups"]["Moving camera (generated)"]["summary"]
     assert set(moving) == {"student", "dn@0.9/age3", "fixed@2", "fixed@3"}
     assert 0 < moving["fixed@3"]["miou"] <= 1 and moving["student"]["speedup"] == 1
+    spliced = results["groups"]["Spliced scenes, hard cuts (generated)"]["summary"]
+    assert set(spliced) == set(moving) and 0 < spliced["fixed@2"]["miou"] <= 1
     assert [r["method"] for r in results["flow_study"]] == ["dis-ultrafast", "dis-fast", "dis-medium", "farneback"]
     markdown = out.with_suffix(".md").read_text()
     assert "shadowtutor bench regions --frames 16" in markdown and "## Egocentric camera (generated)" in markdown

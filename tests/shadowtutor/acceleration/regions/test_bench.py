@@ -35,7 +35,21 @@ def test_summary_speedups_and_interpolated_baseline() -> None:
     assert summary["fixed@2"]["speedup"] == pytest.approx(2.0)
     assert bench.fixed_interval_at(summary, 3.0) == pytest.approx(0.46)
     assert bench.fixed_interval_at(summary, 5.0) is None  # no extrapolation
+    assert bench.fixed_interval_at(summary, 0.7, along="flow_fraction") == pytest.approx(0.448)
     lines = bench.acceptance(summary)
     assert any("dn@0.9/age4: 3.00x at 3.00 points lost: meets the target; against the fixed interval" in line
-               and "+1.00 points (better)" in line for line in lines)
+               and "+1.00 points (better)" in line
+               and "at the same warped fraction: +2.20 points (better)" in line for line in lines)
     assert "| fixed@4 | 44.00 | 6.00 | 20.0 | 4.00x | 75 |" in "\n".join(bench.group_table(summary))
+    assert "| 46.00 | 44.80 |" in "\n".join(bench.group_table(summary))
+
+
+def test_spliced_clip_takes_shots_in_turn_from_its_sources() -> None:
+    sources = [[(s, t) for t in range(50)] for s in range(3)]
+    clip = list(bench.spliced(sources, 50, seed=1, shortest=5, longest=9))
+    assert [t for _, t in clip] == list(range(50))  # frame t of the clip is frame t of its source
+    shots = [s for i, (s, _) in enumerate(clip) if i == 0 or s != clip[i - 1][0]]
+    assert shots[:4] == [0, 1, 2, 0] and len(shots) >= 50 // 9
+    lengths = np.diff([i for i, (s, _) in enumerate(clip) if i == 0 or s != clip[i - 1][0]])
+    assert 5 <= lengths.min() and lengths.max() <= 9
+    assert list(bench.spliced(sources, 50, seed=1, shortest=5, longest=9)) == clip  # deterministic
