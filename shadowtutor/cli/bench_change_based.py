@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shadowtutor.cli.options import frame_size, invoked_command, positive_int
+from shadowtutor.cli.options import emit_results, frame_size, invoked_command, positive_int
 
 DEFAULT_CLIPS = ("fixed-people:1", "fixed-animals:3", "fixed-people:4", "moving-people:0", "egocentric-people:0")
 
@@ -33,7 +33,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
 
     from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
     from shadowtutor.evaluation.change_based_bench import end_to_end, render_markdown, run_change_based_bench
@@ -57,10 +56,5 @@ def run(args: argparse.Namespace) -> int:
         student=str(args.student) if args.student else f"the packaged pre-trained student ({student_path.name})",
     )
     markdown = render_markdown(results)
-    print(markdown)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
-        args.out.with_suffix(".md").write_text(markdown)
-        print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
+    emit_results(results, markdown, args.out)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shadowtutor.cli.options import frame_size, invoked_command, positive_int
+from shadowtutor.cli.options import emit_results, frame_size, invoked_command, positive_int
 
 FRAMES_PRESET = "moving-street"
 FRAMES_SEED = 0
@@ -37,7 +37,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import tempfile
 
     from shadowtutor.evaluation.machine import machine_info
@@ -69,10 +68,5 @@ def run(args: argparse.Namespace) -> int:
         notes=list(args.note),
     )
     markdown = render_markdown(results)
-    print(markdown)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
-        args.out.with_suffix(".md").write_text(markdown)
-        print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
+    emit_results(results, markdown, args.out)
     return 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
 
 from shadowtutor.algorithms.params import RESTORES, STRIDE_METRICS, WEIGHT_MAPS, AlgorithmParams
@@ -66,3 +68,13 @@ def algorithm_params(args: argparse.Namespace) -> AlgorithmParams:
     """The parameters the flags of :func:`add_algorithm_options` give (ValueError when out of range)."""
     given = {name: getattr(args, name) for name, _ in _ALGORITHM_FLAGS.values() if getattr(args, name) is not None}
     return AlgorithmParams(**given)
+
+
+def emit_results(results: dict[str, Any], markdown: str, out: Path | None) -> None:
+    """Print a benchmark's Markdown report and, with ``out``, write ``out`` (JSON) and its ``.md`` beside it."""
+    print(markdown)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2, default=list) + "\n")
+        out.with_suffix(".md").write_text(markdown)
+        print(f"wrote {out} and {out.with_suffix('.md')}")
