@@ -158,7 +158,8 @@ class EdgeAgent:
     ) -> None:
         s = self.settings
         hello = Hello(s.edge_id, list(s.class_names), size[0], size[1], s.mode, "shadowtutor-student",
-                      list(s.frame_codecs), list(s.weight_codecs), None, agent_name())
+                      list(s.frame_codecs), list(s.weight_codecs), None, agent_name(),
+                      list(s.student_size) if s.student_size is not None else None)
         student = None
         own_weights = False
         if s.mode == "distill":
@@ -168,6 +169,7 @@ class EdgeAgent:
                 s.class_names,
                 lambda have, why: transport.request_resync(have, why),
             )
+            student.runtime.set_student_size(s.student_size)  # until a WELCOME names the session's
             local = initial_student(self._state_file(), s.class_names)
             if local is not None:
                 student.start_with(local.tensors)
@@ -263,6 +265,8 @@ class EdgeAgent:
                 session = transport.session
                 if session is not None and session.params != loop.params:
                     loop.retune(session.params)
+                if session is not None and session.student_size != student.runtime.student_size:
+                    student.runtime.set_student_size(session.student_size)
                 self._distill_frame(frame, loop, student, sinks, summary)
                 if len(student.history) > seen:
                     seen = self._note_installs(student, seen)

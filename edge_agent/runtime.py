@@ -39,6 +39,7 @@ from shadowtutor.acceleration.regions.labeller import FlowPathConfig, FrameRegio
 from shadowtutor.models.backends import STUDENT_BACKENDS, BackendUnavailableError, resolve_backend
 from shadowtutor.models.checkpoint import student_from_state_dict
 from shadowtutor.models.inference import InferenceBackend, build_inference_backend, check_frame
+from shadowtutor.models.scale import infer_scaled
 
 if TYPE_CHECKING:
     from shadowtutor.acceleration.regions.cluster import ClusterMaster
@@ -66,6 +67,7 @@ class StudentRuntime:
         self.cluster_address = cluster
         self.cluster_config = flow_path or FlowPathConfig()
         self.master: ClusterMaster | None = None
+        self.student_size: tuple[int, int] | None = None  # the session's (WELCOME); None: the frame's size
         if flow_path is not None and cluster is None:
             self.regions = flow_path.build(lambda part: self._require_backend().infer(part))
 
@@ -109,6 +111,13 @@ class StudentRuntime:
         if self.master is not None:
             self.master.load_weights(tensors)
 
+    def set_student_size(self, size: tuple[int, int] | None) -> None:
+        """Run the student at ``size`` from the next frame on (:mod:`shadowtutor.models.scale`)."""
+        if size is not None and (self.regions is not None or self.cluster_address is not None):
+            raise ValueError(f"the server distils at student size {size[0]}x{size[1]}, which the flow path and "
+                             "the cluster (regions of a frame) cannot run at")
+        self.student_size = size
+
     def infer(self, frame: np.ndarray) -> np.ndarray:
         """Per-pixel class labels ``(H, W)`` uint8 for one BGR uint8 frame."""
         if self.master is not None:
@@ -116,7 +125,7 @@ class StudentRuntime:
         if self.regions is not None:
             self._require_backend()
             return self.regions.label(check_frame(frame))
-        return self._require_backend().infer(frame)
+        return infer_scaled(self._require_backend().infer, check_frame(frame), self.student_size)
 
     def _load_cluster(self, state: Mapping[str, torch.Tensor]) -> None:
         """Start the workers with these weights (first load), or send them to every worker."""

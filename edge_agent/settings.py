@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.cli.settings_flags import ENV_PREFIX, describe_validation_error
 from shadowtutor.models.backends import CHANGE_BASED_FALLBACKS, STUDENT_BACKENDS
+from shadowtutor.models.scale import setting as student_size_setting
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_WEIGHT_CODECS
 
 if TYPE_CHECKING:
@@ -120,6 +121,10 @@ class EdgeSettings(BaseSettings):
         "or auto (the fastest available: onnx-cuda, cuda, onnx, torch)"
     )
     resize: FrameSize = Field(None, description="resize every frame to WIDTHxHEIGHT")
+    student_size: FrameSize = Field(
+        None, description="WIDTHxHEIGHT the student runs at (each frame resized to it, its labels upsampled to the "
+        "frame; the server's copy trains at the same size); empty: the server's choice (native by default)"
+    )
     max_frames: int | None = Field(None, gt=0, description="stop after this many frames")
     max_fps: float | None = Field(
         None, gt=0, description="process at most this many frames per second (play a file like a camera)"
@@ -297,6 +302,11 @@ class EdgeSettings(BaseSettings):
             raise ValueError(f"unknown codec(s) {unknown}; known: {list(known)}")
         return offered
 
+    @field_validator("student_size", mode="before")
+    @classmethod
+    def _student_size(cls, value: Any) -> Any:
+        return student_size_setting(value)
+
     @field_validator("resize")
     @classmethod
     def _positive_size(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
@@ -353,6 +363,8 @@ class EdgeSettings(BaseSettings):
             raise ValueError(f"cluster must be HOST:PORT of a Ray cluster or auto, got {self.cluster!r}")
         if self.change_based and (self.flow_path or self.cluster is not None):
             raise ValueError("change_based (static cameras) and flow_path/cluster (moving cameras) exclude each other")
+        if self.student_size is not None and (self.flow_path or self.cluster is not None):
+            raise ValueError("student_size runs the student on whole frames: it excludes flow_path and cluster")
 
     def flow_path_config(self) -> FlowPathConfig | None:
         """The flow path's configuration (validated even when it is off), or None when it is off."""

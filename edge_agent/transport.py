@@ -144,6 +144,7 @@ class SessionInfo:
     weight_codec: str  # full weights
     delta_codec: str | None = None  # partial updates as quantised deltas, when agreed
     telemetry_interval: float | None = None  # seconds between TELEMETRY reports the server asked for
+    student_size: tuple[int, int] | None = None  # the student's input scale on both sides; None: the frame's
 
     def update_codec(self, full: bool) -> str:
         """The codec of an UPDATE's blob."""
@@ -483,7 +484,19 @@ class EdgeTransport:
         if interval is not None and not (math.isfinite(interval) and interval >= 1.0):
             raise ProtocolError(ErrorCode.BAD_MESSAGE, f"WELCOME telemetry_interval {interval!r}: at least 1 s or null")
         return SessionInfo(welcome.session_id, params, welcome.frame_codec, welcome.weight_codec, welcome.delta_codec,
-                           interval)
+                           interval, self._student_size(welcome))
+
+    def _student_size(self, welcome: Welcome) -> tuple[int, int] | None:
+        """The WELCOME's student size: [W, H] of positive ints, the one this edge announced if it did."""
+        size = welcome.student_size
+        if size is not None and (len(size) != 2 or min(size) <= 0):
+            raise ProtocolError(ErrorCode.BAD_MESSAGE, f"WELCOME student_size {size!r}: [W, H] positive or null")
+        if self.hello.student_size is not None and size != self.hello.student_size:
+            raise ServerRefusedError(
+                ErrorCode.INCOMPATIBLE_MODEL,
+                f"the server distils at student size {size}, this edge's student runs at {self.hello.student_size}",
+            )
+        return (size[0], size[1]) if size is not None else None
 
     def _offered(self, welcome: Welcome) -> bool:
         """The WELCOME's codecs were offered: a float codec for full weights, a delta codec (if any) for deltas."""

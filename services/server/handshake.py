@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.server.settings import ServerSettings
+from shadowtutor.models.scale import Size, format_size
 from shadowtutor.protocol.codecs import choose_codec, choose_weight_codecs
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello
@@ -19,6 +20,7 @@ class Agreement:
     frame_codec: str
     weight_codec: str  # full weights (a float codec)
     delta_codec: str | None = None  # partial updates as quantised deltas, when agreed
+    student_size: Size | None = None  # the student's input scale on both sides; None: the frame's size
 
 
 def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, ...]) -> Agreement:
@@ -47,4 +49,25 @@ def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, 
         )
     frame_codec = choose_codec(hello.frame_codecs, settings.allowed_frame_codecs(), tuple(hello.frame_codecs))
     weight_codec, delta_codec = choose_weight_codecs(hello.weight_codecs, settings.allowed_weight_codecs())
-    return Agreement(frame_codec, weight_codec, delta_codec)
+    return Agreement(frame_codec, weight_codec, delta_codec, _student_size(hello, settings))
+
+
+def _student_size(hello: Hello, settings: ServerSettings) -> Size | None:
+    """The edge's announced student size, else the server's setting (WELCOME tells the edge which).
+
+    A server with a student size refuses an edge that announces another one."""
+    if hello.student_size is None:
+        return settings.student_size
+    max_w, max_h = settings.max_frame_width, settings.max_frame_height
+    if len(hello.student_size) != 2 or not (0 < hello.student_size[0] <= max_w and 0 < hello.student_size[1] <= max_h):
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, f"student_size {hello.student_size} is not [W, H] within 1x1 .. {max_w}x{max_h}"
+        )
+    size = (hello.student_size[0], hello.student_size[1])
+    if settings.student_size is not None and size != settings.student_size:
+        raise ProtocolError(
+            ErrorCode.INCOMPATIBLE_MODEL,
+            f"this edge runs its student at {format_size(size)}, this server distils at "
+            f"{format_size(settings.student_size)}",
+        )
+    return size

@@ -122,12 +122,13 @@ class ServerRuntime:
                             session.hello.edge_id)
                 session.evict(ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked"))
 
-    def new_distiller(self) -> Distiller:
-        """A fresh copy of the base student with its own optimiser (one per distill session)."""
+    def new_distiller(self, student_size: tuple[int, int] | None = None) -> Distiller:
+        """A fresh copy of the base student with its own optimiser (one per distill session), training at
+        ``student_size`` (None: the key frame's size)."""
         if self.base_student is None:
             raise RuntimeError("the student is not loaded yet")
         student = self.base_student.instantiate()
-        return Distiller(student, self.params, background_index(self.class_names), self.device)
+        return Distiller(student, self.params, background_index(self.class_names), self.device, student_size)
 
     def readiness(self) -> dict[str, Any]:
         if not self.ready:

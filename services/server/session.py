@@ -127,11 +127,17 @@ class EdgeSession:
             class_names=list(self.hello.class_names),
             delta_codec=self.delta_codec,
             telemetry_interval=self.telemetry_interval,
+            student_size=self.student_size(),
         )
         if self.distiller is None:
             return Welcome(**common)
         blob = self.encoder.full(self.distiller.student.state_dict())
         return Welcome(**common, tensors=blob.tensors, payload=blob.payload)
+
+    def student_size(self) -> list[int] | None:
+        """``[W, H]`` both copies of the student run at (the distiller's), None: the frame's size."""
+        size = self.distiller.student_size if self.distiller is not None else None
+        return list(size) if size is not None else None
 
     def distill(
         self, seq: int, frame: np.ndarray, labels: np.ndarray, base_version: int, teacher_ms: float,

@@ -17,9 +17,11 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
 from shadowtutor.algorithms.params import AlgorithmParams, Restore, StrideMetric, WeightMap  # no torch: quick CLI
 from shadowtutor.cli.settings_flags import ENV_PREFIX
+from shadowtutor.models.scale import setting as student_size_setting
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 CommaList = Annotated[tuple[str, ...] | None, NoDecode]
+FrameSize = Annotated[tuple[int, int] | None, NoDecode]
 
 
 class ServerSettings(BaseSettings):
@@ -132,6 +134,10 @@ class ServerSettings(BaseSettings):
         None, description="what Algorithm 1 rolls back to the best student: weights (default) or weights+adam "
         "(the authors: Adam's state too)"
     )
+    student_size: FrameSize = Field(
+        None, description="WIDTHxHEIGHT the student runs at on both sides (key frames and labels resized to it, "
+        "its labels upsampled to the frame) for edges that announce none; empty or native: the frame's size"
+    )
     weight_map: WeightMap | None = Field(
         None, description="boxes the loss weights x5: the teacher's instances (the authors; label regions for a "
         "teacher without instances) or regions of the label map (default)"
@@ -143,6 +149,11 @@ class ServerSettings(BaseSettings):
         if 0 < value < 1:
             raise ValueError("edge_report_interval must be 0 (off) or at least 1 second")
         return value
+
+    @field_validator("student_size", mode="before")
+    @classmethod
+    def _student_size(cls, value: Any) -> Any:
+        return student_size_setting(value)
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -163,7 +163,9 @@ class EdgeConnection:
             raise ProtocolError(ErrorCode.SERVER_BUSY, f"the server is not ready ({runtime.not_ready_reason})")
         agreement = check_hello(hello, runtime.settings, runtime.class_names)
         runtime.sessions.reserve(hello.edge_id)
-        distiller = await self._in_pool(runtime.new_distiller) if hello.mode == "distill" else None
+        distiller = (
+            await self._in_pool(runtime.new_distiller, agreement.student_size) if hello.mode == "distill" else None
+        )
         session = EdgeSession(
             hello=hello,
             frame_codec=agreement.frame_codec,

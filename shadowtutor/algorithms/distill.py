@@ -22,6 +22,7 @@ import torch
 from shadowtutor.algorithms.loss import key_frame_weights, weighted_cross_entropy
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.models.scale import Size, boxes_to_student, check_size, frame_to_student, labels_to_student
 from shadowtutor.models.student import StudentNet, normalise_frame
 
 
@@ -46,8 +47,12 @@ class Distiller:
         params: AlgorithmParams,
         background: int,
         device: torch.device | str = "cpu",
+        student_size: Size | None = None,
     ) -> None:
+        """``student_size`` ``(W, H)``: train on key frames resized to it, with the labels downsampled by
+        nearest neighbour (:mod:`shadowtutor.models.scale`), as the edge's student sees them; None: as they come."""
         self.student = student.to(device)
+        self.student_size = check_size(student_size)
         self.params = params
         self.background = background
         self.device = torch.device(device)
@@ -80,6 +85,9 @@ class Distiller:
         """
         if frame_bgr.shape[:2] != label.shape:
             raise ValueError(f"frame {frame_bgr.shape[:2]} and label {label.shape} differ in size")
+        boxes = boxes_to_student(boxes, frame_bgr.shape, self.student_size)
+        frame_bgr = frame_to_student(frame_bgr, self.student_size)
+        label = labels_to_student(label, self.student_size)
         params = self.params
         num_classes = self.student.num_classes
         x = normalise_frame(frame_bgr, self.device)

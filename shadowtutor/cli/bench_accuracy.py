@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shadowtutor.cli.options import add_algorithm_options, algorithm_params, frame_size, invoked_command, positive_int
+from shadowtutor.cli.options import (
+    add_algorithm_options,
+    algorithm_params,
+    frame_size,
+    invoked_command,
+    positive_int,
+    student_size,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,6 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scenes", nargs="+", type=Path, required=True, metavar="DIR", help="scene directories")
     p.add_argument("--frames", type=positive_int, help="first N frames of each scene (default: all)")
     p.add_argument("--size", type=frame_size, help="run at WxH (default: each scene's size)")
+    p.add_argument("--student-size", type=student_size, metavar="WxH",
+                   help="run the student (edge and server copies) on frames resized to WxH, its labels upsampled "
+                        "to the frame (default: native, the frame's size)")
     p.add_argument("--out", type=Path, default=Path("bench-accuracy"), help="output directory")
     p.add_argument("--student", type=Path, help="student checkpoint (default: the packaged pre-trained one)")
     p.add_argument("--teacher", default="labels",
@@ -58,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         out_dir=args.out,
         frames=args.frames,
         size=args.size,
+        student_size=args.student_size,
         student=args.student,
         teacher=args.teacher,
         teacher_options=_teacher_options(args.teacher_option),

@@ -38,6 +38,16 @@ def frame_size(text: str) -> tuple[int, int]:
     return width, height
 
 
+def student_size(text: str) -> tuple[int, int] | None:
+    """``WxH`` or ``native`` -> the student's input scale (:func:`shadowtutor.models.scale.parse_size`)."""
+    from shadowtutor.models.scale import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)

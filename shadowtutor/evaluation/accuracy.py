@@ -31,6 +31,7 @@ from shadowtutor.evaluation.trace_store import load_trace, store_trace
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.inference import onnx_available
 from shadowtutor.models.pretrained import default_student_path
+from shadowtutor.models.scale import format_size
 from shadowtutor.scenes.io import Scene
 from shadowtutor.scenes.real import REAL_PRESET_PREFIX, make_real_command
 
@@ -45,6 +46,7 @@ class AccuracyConfig:
     out_dir: Path
     frames: int | None = None  # None: every frame of each scene
     size: Size | None = None  # None: each scene's own size
+    student_size: Size | None = None  # the student's input scale; None: the frame's size
     student: Path | None = None  # None: the packaged pre-trained student
     teacher: str = "labels"
     teacher_options: dict[str, Any] = field(default_factory=dict)
@@ -122,6 +124,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
         "command": config.command,
         "scene_commands": [scene_command(s) for s in scenes.values()],
         "size": "native" if config.size is None else f"{config.size[0]}x{config.size[1]}",
+        "student_size": format_size(config.student_size),
         "frames_per_scene": config.frames or "all",
         "teacher": config.teacher,
         "backend": backend,
@@ -140,6 +143,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
             "student_sha256": student_sha, "teacher": config.teacher,
             "teacher_options": {k: str(v) for k, v in config.teacher_options.items()},
             "backend": backend, "params": config.params.to_dict(),
+            **({"student_size": list(config.student_size)} if config.student_size else {}),
         }
         for name, scene in scenes.items()
     }
@@ -169,7 +173,8 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
             continue
         jobs += [
             ScenePass(name, scene.directory, settings, frames_of[name], config.size, student_path, config.teacher,
-                      config.teacher_options, config.params, backend, config.threads)
+                      config.teacher_options, config.params, backend, config.threads,
+                      student_size=config.student_size)
             for settings in PASSES
         ]
     partial: dict[str, list[SceneEvaluation]] = {}

@@ -27,6 +27,7 @@ from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
 from shadowtutor.evaluation.simulated_link import KeyFrameRecord, LinkCodecs, SimulatedLink, SimulatedServer
 from shadowtutor.models.inference import InferenceBackend, build_inference_backend
+from shadowtutor.models.scale import Size
 from shadowtutor.models.student import DistillMode, StudentNet
 from shadowtutor.teachers import Teacher, Teaching, teach_batch
 
@@ -138,13 +139,15 @@ def evaluate_scene(
     settings: Sequence[str] = SETTING_KEYS,
     link: LinkCodecs | None = None,
     change_based: ChangeBasedOptions | None = None,
+    student_size: Size | None = None,
 ) -> SceneEvaluation:
     """Run the ``settings`` (keys of :data:`SETTING_KEYS`) over ``frames`` (BGR uint8, one size).
 
     Settings of one distillation mode share one server (see
     :class:`~shadowtutor.evaluation.simulated_link.SimulatedServer`); ``link`` puts the
     protocol's codecs on what crosses the simulated link (None: the paper's raw accounting);
-    ``change_based`` runs the edges' students change-based.
+    ``change_based`` runs the edges' students change-based; ``student_size`` ``(W, H)`` runs every
+    student (edge and server copies) on frames resized to it (:mod:`shadowtutor.models.scale`).
     ``on_frame(index, running mean mIoU per setting)`` is called after each frame (progress).
     """
     unknown = [key for key in settings if key not in SETTING_KEYS]
@@ -169,13 +172,13 @@ def evaluate_scene(
         if setting.key in settings:
             if setting.mode not in servers:
                 mode_params = dataclasses.replace(params, mode=setting.mode)
-                distiller = Distiller(copy.deepcopy(student), mode_params, background)
+                distiller = Distiller(copy.deepcopy(student), mode_params, background, student_size=student_size)
                 servers[setting.mode] = SimulatedServer(distiller, teacher_label, link)
-            edge = build_inference_backend(backend, student, threads, change_based)
+            edge = build_inference_backend(backend, student, threads, change_based, student_size)
             if servers[setting.mode].welcome is not None:
                 edge.apply(servers[setting.mode].welcome)
             runs[setting.key] = _DistilledRun(setting, servers[setting.mode], edge, params)
-    wild = build_inference_backend(backend, student, threads, change_based) if WILD in settings else None
+    wild = build_inference_backend(backend, student, threads, change_based, student_size) if WILD in settings else None
     traces = {**({WILD: SettingTrace()} if wild else {}), **{key: run.trace for key, run in runs.items()}}
     start = time.perf_counter()
     size: tuple[int, int] | None = None

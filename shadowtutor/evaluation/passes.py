@@ -42,6 +42,7 @@ class ScenePass:
     backend: str = "torch"
     threads: int | None = None
     link: LinkCodecs | None = None  # codecs on the simulated link (None: the paper's raw accounting)
+    student_size: Size | None = None  # the student's input scale (None: the frame's size)
 
     def __post_init__(self) -> None:
         unknown = set(self.settings) - set(SETTING_KEYS)
@@ -73,6 +74,7 @@ def run_pass(job: ScenePass, on_frames: Callable[[int], None] | None = None) -> 
     return evaluate_scene(
         job.name, itertools.islice(scene.frames(job.size), job.frames), teacher, loaded.model,
         loaded.class_names, job.params, job.backend, job.threads, on_frame, job.settings, job.link,
+        student_size=job.student_size,
     )
 
 

@@ -60,7 +60,8 @@ def _run_lines(results: Mapping[str, Mapping[str, Any]], meta: Mapping[str, Any]
     scope = "Every frame of each scene" if frames == "all" else f"The first {frames} frames of each scene"
     per_scene = ", ".join(f"{name} {r['seconds']:.0f} s" for name, r in results.items() if "seconds" in r)
     lines = [
-        f"{scope} at {meta.get('size', '?')}; teacher `{meta.get('teacher', '?')}`; student inference "
+        f"{scope} at {meta.get('size', '?')}; student input scale {meta.get('student_size', 'native')}; "
+        f"teacher `{meta.get('teacher', '?')}`; student inference "
         f"backend `{meta.get('backend', '?')}`; {meta.get('workers', 1)} worker process(es) with "
         f"{meta.get('threads', machine.get('torch_threads', '?'))} torch / ONNX Runtime thread(s) each.",
         f"Algorithm parameters: `{json.dumps(meta.get('params', {}))}`.",

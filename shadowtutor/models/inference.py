@@ -26,6 +26,7 @@ import torch
 
 from shadowtutor.models.backends import CPU_BACKENDS, ONNX_PROVIDERS, STUDENT_BACKENDS, onnxruntime_providers
 from shadowtutor.models.fast_student import FastStudent, channel_argmax, check_update
+from shadowtutor.models.scale import Size, check_size, infer_scaled
 from shadowtutor.models.student import StudentNet, normalise_frame
 
 if TYPE_CHECKING:
@@ -108,19 +109,46 @@ class CudaBackend(ReferenceBackend):
             return logits[0].argmax(0).to(torch.uint8).cpu().numpy()
 
 
+class ScaledBackend:
+    """A backend whose student runs on frames resized to ``size`` (:mod:`shadowtutor.models.scale`);
+    its labels come back upsampled (nearest) to the frame's size."""
+
+    def __init__(self, inner: InferenceBackend, size: Size) -> None:
+        self.inner = inner
+        self.size = check_size(size)
+        self.kind = inner.kind
+
+    def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
+        return infer_scaled(self.inner.infer, check_frame(frame_bgr), self.size)
+
+    def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
+        self.inner.load_weights(update)
+
+    apply = load_weights
+
+
 def onnx_available() -> bool:
     return onnxruntime_providers() is not None
 
 
 def build_inference_backend(
-    kind: str, student: StudentNet, threads: int | None = None, change_based: ChangeBasedOptions | None = None
+    kind: str, student: StudentNet, threads: int | None = None, change_based: ChangeBasedOptions | None = None,
+    student_size: Size | None = None,
 ) -> InferenceBackend:
     """A backend of ``kind`` (a :data:`~shadowtutor.models.backends.STUDENT_BACKENDS` name but ``auto``)
     holding a copy of ``student``.
 
     With ``change_based``, frames of a static camera run change-based
     (:mod:`shadowtutor.acceleration.change_based`) and the ``kind`` backend takes the rest.
+    With ``student_size`` ``(W, H)`` the student runs on frames resized to it (:class:`ScaledBackend`).
     """
+    backend = _build_backend(kind, student, threads, change_based)
+    return backend if student_size is None else ScaledBackend(backend, student_size)
+
+
+def _build_backend(
+    kind: str, student: StudentNet, threads: int | None, change_based: ChangeBasedOptions | None
+) -> InferenceBackend:
     if kind == "reference":
         backend: InferenceBackend = ReferenceBackend(student)
     elif kind == "torch":

@@ -49,6 +49,7 @@ class Hello(Message):
     weight_codecs: list[str] = field(default_factory=lambda: ["f32"])
     token: str | None = None
     agent: str = ""
+    student_size: list[int] | None = None  # [W, H] the edge's student runs at; None: the server's choice
 
 
 @dataclass
@@ -69,6 +70,7 @@ class Welcome(Message):
     tensors: list[dict[str, Any]] = field(default_factory=list)
     delta_codec: str | None = None
     telemetry_interval: float | None = None  # seconds between TELEMETRY reports; None: send none
+    student_size: list[int] | None = None  # [W, H] both student copies run at; None: the frame's size
 
 
 @dataclass

@@ -66,6 +66,16 @@ def test_distill_run_labels_every_frame_and_counts_every_byte(
     assert json.loads((out / "summary.json").read_text()) == json.loads(json.dumps(summary.to_dict()))
 
 
+def test_a_student_size_is_announced_and_labels_come_back_at_the_frames_size(
+    stand_in: StandInServer, video: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    summary = EdgeAgent(settings(stand_in, video, out, student_size="96x64", max_frames=10)).run()
+    assert summary.labelled_frames == 10 and stand_in.sessions[0].hello.student_size == [96, 64]
+    labels = [cv2.imread(str(path), cv2.IMREAD_UNCHANGED) for path in sorted((out / "labels").glob("*.png"))]
+    assert len(labels) == 10 and all(label.shape == (48, 64) for label in labels)
+
+
 def test_a_full_disk_neither_stops_nor_slows_labelling(
     stand_in: StandInServer, video: Path, tmp_path: Path, full_disk: Path
 ) -> None:

@@ -176,3 +176,23 @@ def test_change_based_backend_choice() -> None:
     assert resolve_backend("auto", change_based=True)[0] == ("onnx" if onnx_available() else "torch")
     with pytest.raises(ValueError, match="onnx or torch backend, not cuda"):
         resolve_backend("cuda", change_based=True)
+
+
+def test_a_student_size_runs_the_student_on_the_resized_frame_with_labels_at_the_frames_size(
+    student: StudentNet,
+) -> None:
+    from shadowtutor.acceleration.regions.labeller import FlowPathConfig
+    from shadowtutor.models.scale import frame_to_student, labels_to_frame
+
+    image = np.random.default_rng(1).integers(0, 255, (96, 128, 3), dtype=np.uint8)
+    runtime = StudentRuntime("reference")
+    runtime.load(student.state_dict(), LVS_CLASSES)
+    runtime.set_student_size((64, 48))
+    labels = runtime.infer(image)
+    with torch.no_grad():
+        small = student(normalise_frame(frame_to_student(image, (64, 48)))).argmax(1)[0].to(torch.uint8).numpy()
+    assert labels.shape == (96, 128) and np.array_equal(labels, labels_to_frame(small, image.shape))
+    runtime.set_student_size(None)
+    assert (runtime.infer(frame()) == plain_labels(student)).mean() > 0.999
+    with pytest.raises(ValueError, match="flow path"):
+        StudentRuntime("torch", flow_path=FlowPathConfig()).set_student_size((64, 48))

@@ -91,6 +91,9 @@ def test_server_url_normalisation(url: str, expected: str) -> None:
         ({"server": "ws://h", "source": "x", "max_key_age": "0"}, "max key age"),
         ({"server": "ws://h", "source": "x", "decision_network": "/nonexistent.pt"}, "decision_network: no such"),
         ({"server": "ws://h", "source": "x", "cluster": "somewhere"}, "cluster must be HOST:PORT"),
+        ({"server": "ws://h", "source": "x", "student_size": "0x9"}, "--student-size: .*must be positive"),
+        ({"server": "ws://h", "source": "x", "student_size": "320x180", "flow_path": True},
+         "student_size .* excludes flow_path"),
     ],
 )
 def test_bad_values_say_what_is_wrong(flags: dict, message: str) -> None:
@@ -106,6 +109,12 @@ def test_flow_path_settings() -> None:
     config = on.flow_path_config()
     assert config is not None
     assert (config.regions, config.threshold, config.max_key_age, config.network) == (6, 0.9, 8, None)
+
+
+def test_the_student_size_setting() -> None:
+    assert build({"server": "ws://h", "source": "x"}).student_size is None
+    scaled = build({"server": "ws://h", "source": "x"}, {"SHADOWTUTOR_STUDENT_SIZE": "320x180"})
+    assert scaled.student_size == (320, 180)
 
 
 def test_environment_errors_name_the_variable() -> None:

@@ -18,8 +18,8 @@ from edge_agent.transport import EdgeTransport, LabelsReply, ServerRefusedError,
 from edge_agent.versioning import VersionedStudent
 from shadowtutor.algorithms.client_loop import ClientLoop
 from shadowtutor.classes import LVS_CLASSES
-from shadowtutor.protocol.errors import ErrorCode
-from shadowtutor.protocol.messages import Hello, KeyFrame, ResyncRequest
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import Hello, KeyFrame, ResyncRequest, Welcome
 from tests.support.stand_in_server import StandInServer, naive_labels
 
 WIDTH, HEIGHT = 48, 32
@@ -353,3 +353,22 @@ def test_a_link_that_takes_no_more_bytes_is_dropped_and_reconnected(stand_in: St
         wait_until(lambda: edge.transport.stats.reconnects == 1, 20)
         assert time.monotonic() - started < 10
         assert all(p.done() and p.result() is None for p in pendings)  # lost with the connection, none hangs
+
+
+def test_the_welcome_student_size_must_be_the_one_the_edge_announced() -> None:
+    def welcome(size: list[int] | None) -> Welcome:
+        return Welcome("s1", 0, "raw", "f32", {}, list(LVS_CLASSES), student_size=size)
+
+    def transport(size: list[int] | None) -> EdgeTransport:
+        hello = make_hello()
+        hello.student_size = size
+        return EdgeTransport("ws://127.0.0.1:9", hello, VersionedStudent(StudentRuntime("reference"), LVS_CLASSES,
+                                                                          lambda have, why: None))
+
+    assert transport(None)._student_size(welcome([32, 18])) == (32, 18)  # the server's choice
+    assert transport(None)._student_size(welcome(None)) is None
+    assert transport([32, 18])._student_size(welcome([32, 18])) == (32, 18)
+    with pytest.raises(ServerRefusedError, match="student size"):
+        transport([32, 18])._student_size(welcome(None))
+    with pytest.raises(ProtocolError, match="student_size"):
+        transport(None)._student_size(welcome([0, 18]))

@@ -174,7 +174,7 @@ class StandInServer:
             blob = self._blob(session, full=True) if hello.mode == "distill" else None
             await self._send(ws, session, Welcome(
                 session.session_id, 0, frame_codec, weight_codec, self.params.to_dict(), list(LVS_CLASSES),
-                blob.tensors if blob else [], delta_codec, self.telemetry_interval,
+                blob.tensors if blob else [], delta_codec, self.telemetry_interval, hello.student_size,
                 payload=blob.payload if blob else b"",
             ))
             async for data in ws:

@@ -53,3 +53,16 @@ def test_refusals(overrides: dict, code: ErrorCode, text: str) -> None:
     with pytest.raises(ProtocolError) as refused:
         check_hello(hello(**overrides), ServerSettings(), CLASSES)
     assert refused.value.code is code and text in refused.value.message
+
+
+def test_the_student_size_is_the_edges_else_the_servers_and_a_mismatch_is_refused() -> None:
+    assert check_hello(hello(), ServerSettings(), CLASSES).student_size is None
+    assert check_hello(hello(), ServerSettings(student_size="320x180"), CLASSES).student_size == (320, 180)
+    assert check_hello(hello(student_size=[160, 90]), ServerSettings(), CLASSES).student_size == (160, 90)
+    assert check_hello(hello(student_size=[320, 180]), ServerSettings(student_size="320x180"),
+                       CLASSES).student_size == (320, 180)
+    for size, code in (([0, 90], ErrorCode.BAD_MESSAGE), ([1921, 90], ErrorCode.BAD_MESSAGE),
+                       ([320], ErrorCode.BAD_MESSAGE), ([160, 90], ErrorCode.INCOMPATIBLE_MODEL)):
+        with pytest.raises(ProtocolError) as refused:
+            check_hello(hello(student_size=size), ServerSettings(student_size="320x180"), CLASSES)
+        assert refused.value.code is code

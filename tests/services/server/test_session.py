@@ -121,3 +121,12 @@ def test_a_new_session_of_the_same_edge_replaces_the_old_one() -> None:
     assert error.code is ErrorCode.SESSION_REPLACED and new.session_id in error.message
     registry.remove(old)  # the old connection's own clean-up later leaves the new session alone
     assert registry.all() == [new]
+
+
+def test_the_welcome_names_the_student_size_the_servers_copy_trains_at() -> None:
+    params = AlgorithmParams(max_updates=1, threshold=0.99)
+    hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    scaled = EdgeSession(hello, "raw", "f32", params, Traffic(),
+                         Distiller(StudentNet(3), params, background=2, student_size=(32, 24)))
+    assert scaled.welcome().student_size == [32, 24]
+    assert session().welcome().student_size is None and session("naive").welcome().student_size is None

@@ -54,6 +54,8 @@ def test_environment_then_explicit_values(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("stride_metric", "median", "'after' or 'before'"),
         ("restore", "optimizer", "'weights' or 'weights+adam'"),
         ("weight_map", "boxes", "'instances' or 'regions'"),
+        ("student_size", "320", "expected WIDTHxHEIGHT"),
+        ("student_size", "0x180", "must be positive"),
         ("teacher_options", "{not json", "must be a JSON object"),
         ("max_sessions", "0", "greater than or equal to 1"),
         ("log_level", "loud", "'critical', 'error', 'warning', 'info' or 'debug'"),
@@ -88,3 +90,8 @@ def test_security_defaults_and_consistency(monkeypatch: pytest.MonkeyPatch, tmp_
     ]:
         with pytest.raises(ValidationError, match=re.escape(message)):
             ServerSettings(**changes)
+
+
+def test_the_student_size_setting() -> None:
+    assert ServerSettings().student_size is None and ServerSettings(student_size="native").student_size is None
+    assert ServerSettings(student_size="320x180").student_size == (320, 180)

@@ -355,3 +355,23 @@ def test_telemetry_the_server_did_not_ask_for_is_unexpected(settings: ServerSett
             assert welcome.telemetry_interval is None
             wire.send(telemetry(1))
             expect_close(wire, ErrorCode.UNEXPECTED_MESSAGE)
+
+
+def test_a_student_size_reaches_the_welcome_and_the_server_trains_on_what_the_edge_sees(
+    client: TestClient, scene: TinyScene
+) -> None:
+    from shadowtutor.algorithms.metrics import miou
+    from shadowtutor.models.inference import ReferenceBackend
+    from shadowtutor.models.scale import frame_to_student, labels_to_student
+
+    size = (96, 64)  # the tiny scene's frames are 64x48: up-scaled here, the same code path as down
+    with client.websocket_connect("/v1/edge") as ws:
+        wire, welcome = open_session(ws, scene, student_size=list(size))
+        assert welcome.student_size == list(size)
+        edge = StudentNet(len(scene.class_names))
+        apply(edge, welcome, "f32")
+        wire.send(key_frame(scene, seq=0, base_version=0))
+        update = wire.expect(Update)
+    seen = ReferenceBackend(edge).infer(frame_to_student(scene.frames[0], size))
+    truth = labels_to_student(scene.labels[0], size)
+    assert update.initial_metric == pytest.approx(miou(seen, truth, len(scene.class_names)), abs=1e-6)
