@@ -36,7 +36,7 @@ from shadowtutor.acceleration.change_based.backend import ChangeBasedBackend, Ch
 from shadowtutor.acceleration.change_based.runner import ChangeStats
 from shadowtutor.acceleration.regions.decision import default_decision_network_path, load_decision_network
 from shadowtutor.acceleration.regions.labeller import FlowPathConfig, FrameRegions, RegionLabeller
-from shadowtutor.models.backends import STUDENT_BACKENDS, BackendUnavailableError, resolve_backend
+from shadowtutor.models.backends import BackendUnavailableError, resolve_backend
 from shadowtutor.models.checkpoint import student_from_state_dict
 from shadowtutor.models.inference import InferenceBackend, build_inference_backend, check_frame
 from shadowtutor.models.scale import infer_scaled
@@ -44,7 +44,6 @@ from shadowtutor.models.scale import infer_scaled
 if TYPE_CHECKING:
     from shadowtutor.acceleration.regions.cluster import ClusterMaster
 
-BACKENDS = STUDENT_BACKENDS
 # A cluster worker segments its region alone: 96 pixels of context cost 2.6 mIoU points against the
 # whole frame (docs/results/regions/bench.md), against 8.9 with 32.
 CLUSTER_MARGIN = 96

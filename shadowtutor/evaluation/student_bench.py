@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from shadowtutor.models.inference import BACKEND_KINDS, BUILDABLE_BACKENDS, InferenceBackend, build_inference_backend
+from shadowtutor.models.backends import CPU_BACKENDS
+from shadowtutor.models.inference import BUILDABLE_BACKENDS, InferenceBackend, build_inference_backend
 from shadowtutor.models.student import StudentNet
 
 Size = tuple[int, int]
@@ -29,7 +30,7 @@ class StudentBenchConfig:
     sizes: tuple[Size, ...] = ((1280, 720), (640, 360))
     frames: int = 30  # timed frames per size and backend
     warmup: int = 3
-    backends: tuple[str, ...] = BACKEND_KINDS
+    backends: tuple[str, ...] = CPU_BACKENDS
     threads: tuple[int, ...] = ()  # () = torch's current thread count
     update_trials: int = 5
 

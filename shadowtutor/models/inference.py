@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import torch
 
-from shadowtutor.models.backends import CPU_BACKENDS, ONNX_PROVIDERS, STUDENT_BACKENDS, onnxruntime_providers
+from shadowtutor.models.backends import ONNX_PROVIDERS, STUDENT_BACKENDS, onnxruntime_providers
 from shadowtutor.models.fast_student import FastStudent, channel_argmax, check_update
 from shadowtutor.models.scale import Size, check_size, infer_scaled
 from shadowtutor.models.student import StudentNet, normalise_frame
@@ -32,7 +32,6 @@ from shadowtutor.models.student import StudentNet, normalise_frame
 if TYPE_CHECKING:
     from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
 
-BACKEND_KINDS = CPU_BACKENDS
 BUILDABLE_BACKENDS = tuple(kind for kind in STUDENT_BACKENDS if kind != "auto")
 
 

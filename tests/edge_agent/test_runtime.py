@@ -4,9 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from edge_agent.runtime import BACKENDS, StudentRuntime
+from edge_agent.runtime import StudentRuntime
 from shadowtutor.classes import LVS_CLASSES
-from shadowtutor.models.backends import BackendUnavailableError, onnxruntime_providers, resolve_backend
+from shadowtutor.models.backends import (
+    STUDENT_BACKENDS,
+    BackendUnavailableError,
+    onnxruntime_providers,
+    resolve_backend,
+)
 from shadowtutor.models.checkpoint import CheckpointError
 from shadowtutor.models.fast_student import WeightUpdateError
 from shadowtutor.models.inference import onnx_available
@@ -104,7 +109,7 @@ def test_backend_choice() -> None:
     if not gpu and onnx_available():
         assert resolve_backend("auto") == ["onnx", "torch"]
     assert resolve_backend("auto")[-1] == "torch"
-    assert set(BACKENDS) == {"auto", "onnx-trt", "onnx-cuda", "cuda", "reference", "torch", "onnx"}
+    assert set(STUDENT_BACKENDS) == {"auto", "onnx-trt", "onnx-cuda", "cuda", "reference", "torch", "onnx"}
     with pytest.raises(ValueError, match="unknown student backend 'tpu'"):
         resolve_backend("tpu")
     if not gpu:

@@ -5,11 +5,12 @@ import pytest
 import torch
 from skimage import data
 
-from shadowtutor.models.inference import BACKEND_KINDS, build_inference_backend, check_frame, onnx_available
+from shadowtutor.models.backends import CPU_BACKENDS
+from shadowtutor.models.inference import build_inference_backend, check_frame, onnx_available
 from shadowtutor.models.student import StudentNet
 
 needs_onnx = pytest.mark.skipif(not onnx_available(), reason="onnx / onnxruntime are not installed")
-KINDS = [pytest.param(k, marks=needs_onnx) if k == "onnx" else k for k in BACKEND_KINDS]
+KINDS = [pytest.param(k, marks=needs_onnx) if k == "onnx" else k for k in CPU_BACKENDS]
 
 
 def _frames() -> list[np.ndarray]:
