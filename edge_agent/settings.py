@@ -207,6 +207,10 @@ class EdgeSettings(BaseSettings):
     decision_threshold: float = Field(
         0.93, description="confidence score (predicted agreement of flow and student, 0..1) the flow path needs"
     )
+    decision_budget: float | None = Field(
+        None, description="instead of the threshold (DVSNet's rule): the predicted loss (1 - score) a key may "
+        "accumulate over the frames warped from it, e.g. 0.1 (docs/results/regions/decision_study.md)"
+    )
     max_key_age: int = Field(
         4, description="frames a region's segmentation may be warped before it is segmented again"
     )
@@ -225,7 +229,7 @@ class EdgeSettings(BaseSettings):
     # -- parsing (the same for flags and variables) ---------------------------------------------
     @field_validator(
         "token", "token_file", "ca_file", "client_cert", "client_key", "output_dir", "frame_quality", "max_frames",
-        "max_fps", "state_dir", "change_thresholds", "decision_network", "cluster", mode="before",
+        "max_fps", "state_dir", "change_thresholds", "decision_network", "decision_budget", "cluster", mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
@@ -370,7 +374,8 @@ class EdgeSettings(BaseSettings):
         """The flow path's configuration (validated even when it is off), or None when it is off."""
         from shadowtutor.acceleration.regions.labeller import FlowPathConfig
 
-        config = FlowPathConfig(self.decision_threshold, self.regions, self.max_key_age, self.decision_network)
+        config = FlowPathConfig(self.decision_threshold, self.regions, self.max_key_age, self.decision_network,
+                                self.decision_budget)
         return config if self.flow_path else None
 
     def change_based_options(self) -> Any:

@@ -8,15 +8,16 @@ from pathlib import Path
 from shadowtutor.cli.options import emit_results, frame_size, invoked_command, positive_int
 
 MOVING = ("moving-street", "moving-people", "moving-animals")
+PATROL = ("patrol-street",)
 EGOCENTRIC = ("egocentric-people",)
 
 
 def _decision(text: str) -> tuple[float, int]:
-    threshold, _, age = text.partition(":")
+    value, _, age = text.partition(":")
     try:
-        return float(threshold), int(age or 15)
+        return float(value), int(age or 15)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected THRESHOLD:MAX_KEY_AGE such as 0.93:4, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected VALUE:MAX_KEY_AGE such as 0.93:4, got {text!r}") from None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--frames", type=positive_int, default=150, help="frames per generated scene")
     p.add_argument("--size", type=frame_size, default=(640, 360), help="frame size WxH (default 640x360)")
     p.add_argument("--decisions", nargs="+", type=_decision, default=list(defaults.decisions),
-                   metavar="THR:AGE", help="decision-network settings: threshold and max key age")
+                   metavar="THR:AGE", help="decision-network settings, DVSNet's rule: threshold and max key age")
+    p.add_argument("--budgets", nargs="+", type=_decision, default=list(defaults.budgets), metavar="BUDGET:AGE",
+                   help="decision-network settings, the budget rule: budget and max key age")
     p.add_argument("--intervals", nargs="+", type=positive_int, default=list(defaults.intervals),
                    help="fixed key intervals of the baseline")
     p.add_argument("--real", nargs="*", type=Path, default=[], help="real videos: speed and agreement only")
@@ -60,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.threads)
     cv2.setNumThreads(args.threads)
-    config = bench.RegionBenchConfig(decisions=tuple(args.decisions), intervals=tuple(args.intervals))
+    config = bench.RegionBenchConfig(decisions=tuple(args.decisions), budgets=tuple(args.budgets),
+                                     intervals=tuple(args.intervals))
     network_path = args.decision_network or default_decision_network_path()
     network, meta = load_decision_network(network_path)
     student = load_default_student()
@@ -71,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
         return Scene.open(cached_scene(preset, args.frames, seed, args.size, progress=False))
 
     groups = {}
-    for group, presets in (("Moving camera (generated)", MOVING), ("Egocentric camera (generated)", EGOCENTRIC)):
+    for group, presets in (("Moving camera (generated)", MOVING),
+                           ("Patrol camera: travels and dwells (generated)", PATROL),
+                           ("Egocentric camera (generated)", EGOCENTRIC)):
         clips = []
         for preset in presets:
             for seed in args.seeds:

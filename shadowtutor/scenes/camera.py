@@ -1,5 +1,8 @@
 """Camera regimes of the LVS videos: fixed, moving (pan and zoom) and egocentric (shake, fast turns).
 
+A moving camera may also *dwell* (``dwell_s``): it travels and holds still in turn, as a
+pan-tilt-zoom camera on a patrol tour or a vehicle in traffic does.
+
 A camera path maps the background canvas ("world", pixels) to the frame for every frame:
 ``screen = zoom * R(roll) * (world - centre) + frame_centre``. The smooth part of the centre
 (without shake and sudden turns) is what tracked subjects follow.
@@ -13,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 
-from shadowtutor.scenes.signals import smooth_noise
+from shadowtutor.scenes.signals import dwell_clock, smooth_noise
 
 Regime = Literal["fixed", "moving", "egocentric"]
 
@@ -31,6 +34,8 @@ class CameraParams:
     roll_deg: float = 0.0
     turns_per_min: float = 0.0  # sudden head turns: look away fast and back
     turn: float = 0.0  # amplitude of a turn
+    dwell_s: tuple[float, float] | None = None  # holds still this long between travels (None: never)
+    travel_s: tuple[float, float] = (1.0, 3.0)  # how long each travel between dwells lasts
 
     def __post_init__(self) -> None:
         if self.regime not in ("fixed", "moving", "egocentric"):
@@ -40,6 +45,11 @@ class CameraParams:
             raise ValueError(f"camera amplitudes must be >= 0, got {self}")
         if self.regime == "fixed" and max(values) > 0:
             raise ValueError("a fixed camera cannot pan, zoom, shake or turn")
+        if self.dwell_s is not None and not (0 < self.dwell_s[0] <= self.dwell_s[1]
+                                             and 0 < self.travel_s[0] <= self.travel_s[1]):
+            raise ValueError(f"dwell and travel times must be positive ranges (low <= high), got {self}")
+        if self.dwell_s is not None and self.regime != "moving":
+            raise ValueError("only a moving camera dwells")
 
 
 @dataclass(frozen=True)
@@ -89,9 +99,10 @@ def camera_path(params: CameraParams, frames: int, fps: float, view: tuple[int, 
         centre = np.tile(c0, (frames, 1))
         return CameraPath(view, canvas, centre, centre.copy(), np.ones(frames), np.zeros(frames))
     period = params.pan_period_s
-    smooth = c0 + np.stack([params.pan * w * smooth_noise(rng, frames, fps, period),
-                            params.tilt * h * smooth_noise(rng, frames, fps, period)], axis=1)
-    zoom = 1.0 + params.zoom * 0.5 * (1.0 + smooth_noise(rng, frames, fps, period))
+    clock = None if params.dwell_s is None else dwell_clock(rng, frames, fps, params.travel_s, params.dwell_s)
+    smooth = c0 + np.stack([params.pan * w * smooth_noise(rng, frames, fps, period, clock=clock),
+                            params.tilt * h * smooth_noise(rng, frames, fps, period, clock=clock)], axis=1)
+    zoom = 1.0 + params.zoom * 0.5 * (1.0 + smooth_noise(rng, frames, fps, period, clock=clock))
     shake = params.shake * h * np.stack([smooth_noise(rng, frames, fps, (0.1, 0.5), waves=4)
                                          for _ in range(2)], axis=1)
     turns = params.turn * w * _turns(rng, frames, fps, params.turns_per_min)

@@ -1,7 +1,14 @@
-"""Scene presets named after the paper's seven LVS categories (camera x scene)."""
+"""Scene presets named after the paper's seven LVS categories (camera x scene), and ``patrol-street``.
+
+``patrol-street`` is not one of the paper's categories: a moving street camera that travels and
+dwells in turn (a pan-tilt-zoom camera on a patrol tour, a vehicle in traffic), the case where
+how much of the view moves changes over time. Pre-training and the decision network's training
+use the seven (their ``DEFAULT_PRESETS``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -57,6 +64,7 @@ class ScenePreset:
 
 _FIXED = CameraParams("fixed")
 _MOVING = CameraParams("moving", pan=0.3, tilt=0.04, zoom=0.3, pan_period_s=(5.0, 12.0), shake=0.003)
+_PATROL = dataclasses.replace(_MOVING, dwell_s=(1.5, 4.0), travel_s=(1.0, 3.0))
 _EGOCENTRIC = CameraParams("egocentric", pan=0.25, tilt=0.06, zoom=0.1, pan_period_s=(2.5, 7.0),
                            shake=0.018, roll_deg=3.0, turns_per_min=8.0, turn=0.3)
 
@@ -77,6 +85,8 @@ PRESETS: dict[str, ScenePreset] = {p.name: p for p in (
                 "people", _MOVING, _PEOPLE, (3, 6), speed=1.2, cut_interval=240),
     ScenePreset("moving-street", "panning and zooming camera over traffic",
                 "street", _MOVING, _STREET, (4, 7), speed=1.2, cut_interval=240),
+    ScenePreset("patrol-street", "street camera on a patrol tour: pans and zooms, then dwells for seconds",
+                "street", _PATROL, _STREET, (4, 7), speed=1.2, cut_interval=240),
     ScenePreset("egocentric-people", "head-worn camera: shake, roll, sudden turns, people close by",
                 "people", _EGOCENTRIC, _PEOPLE, (3, 6), speed=1.1, scale=1.15, cut_interval=200,
                 lighting=LightingParams(brightness=0.18, colour=0.07, trend=0.15, period_s=(2.0, 8.0),

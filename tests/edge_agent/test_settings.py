@@ -89,6 +89,7 @@ def test_server_url_normalisation(url: str, expected: str) -> None:
         ({"server": "ws://h", "source": "x", "regions": "0"}, "regions must be a positive integer"),
         ({"server": "ws://h", "source": "x", "decision_threshold": "2"}, "decision threshold must lie in"),
         ({"server": "ws://h", "source": "x", "max_key_age": "0"}, "max key age"),
+        ({"server": "ws://h", "source": "x", "decision_budget": "-0.1"}, "decision budget must be > 0"),
         ({"server": "ws://h", "source": "x", "decision_network": "/nonexistent.pt"}, "decision_network: no such"),
         ({"server": "ws://h", "source": "x", "cluster": "somewhere"}, "cluster must be HOST:PORT"),
         ({"server": "ws://h", "source": "x", "student_size": "0x9"}, "--student-size: .*must be positive"),
@@ -109,6 +110,9 @@ def test_flow_path_settings() -> None:
     config = on.flow_path_config()
     assert config is not None
     assert (config.regions, config.threshold, config.max_key_age, config.network) == (6, 0.9, 8, None)
+    assert config.budget is None  # DVSNet's per-frame rule unless a budget is set
+    budget = build({"server": "ws://h", "source": "x", "flow_path": True}, {"SHADOWTUTOR_DECISION_BUDGET": "0.1"})
+    assert budget.flow_path_config() is not None and budget.flow_path_config().budget == 0.1
 
 
 def test_the_student_size_setting() -> None:

@@ -5,7 +5,9 @@ through every method before the next), so that load from other processes falls o
 them alike; the speed-up is each method's FPS over the student's in the same run. Methods:
 
 * ``student``: the student on every whole frame (the reference);
-* ``dn@THR``: regions, the decision network with threshold THR picks the path;
+* ``dn@THR``: regions, the decision network with threshold THR picks the path (DVSNet's rule);
+* ``budget@B``: regions, the decision network's predicted loss summed since the key is held
+  within the budget B (:class:`~shadowtutor.acceleration.regions.labeller.BudgetPolicy`);
 * ``fixed@K``: regions, each segmented every K frames and warped in between (DVSNet's baseline).
 
 On generated scenes mIoU is against the truth; on real clips only agreement with the
@@ -28,6 +30,7 @@ from shadowtutor.acceleration.regions.flow import FLOW_METHODS, FlowEstimator
 from shadowtutor.acceleration.regions.grid import RegionGrid, crop, inner
 from shadowtutor.acceleration.regions.labeller import (
     FLOW,
+    BudgetPolicy,
     DecisionPolicy,
     FixedIntervalPolicy,
     FlowPathConfig,
@@ -42,6 +45,7 @@ STUDENT = "student"
 @dataclass(frozen=True)
 class RegionBenchConfig:
     decisions: tuple[tuple[float, int], ...] = ((0.9, 4), (0.93, 3), (0.93, 4), (0.95, 4), (0.95, 15))  # (thr, max age)
+    budgets: tuple[tuple[float, int], ...] = ((0.06, 8), (0.1, 8), (0.15, 8))  # (budget, max age)
     intervals: tuple[int, ...] = (2, 3, 4, 5, 6)
     regions: int = 4
     warmup: int = 3
@@ -55,10 +59,22 @@ def decision_name(threshold: float, max_age: int) -> str:
     return f"dn@{threshold:g}/age{max_age}"
 
 
+def budget_name(budget: float, max_age: int) -> str:
+    return f"budget@{budget:g}/age{max_age}"
+
+
+def is_decision(name: str) -> bool:
+    """Whether a method is chosen by the decision network (either rule)."""
+    return name.startswith(("dn@", "budget@"))
+
+
 def _labellers(segment: Segment, network: DecisionNetwork, config: RegionBenchConfig) -> dict[str, RegionLabeller]:
     labellers = {decision_name(t, age): RegionLabeller(segment, DecisionPolicy(network, t), config.regions,
                                                        max_key_age=age)
                  for t, age in config.decisions}
+    labellers.update({budget_name(b, age): RegionLabeller(segment, BudgetPolicy(network, b), config.regions,
+                                                          max_key_age=age)
+                      for b, age in config.budgets})
     labellers.update({f"fixed@{k}": RegionLabeller(segment, FixedIntervalPolicy(k), config.regions, max_key_age=k)
                       for k in config.intervals})
     return labellers
@@ -212,7 +228,7 @@ def group_table(summary: dict[str, dict[str, Any]]) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|"]
     for name, row in summary.items():
         lost = "—" if base is None or row["miou"] is None else f"{100 * (base - row['miou']):.2f}"
-        dn = name.startswith("dn@")
+        dn = is_decision(name)
         fixed = fixed_interval_at(summary, row["speedup"], key) if dn else None
         same_work = fixed_interval_at(summary, row["flow_fraction"], key, "flow_fraction") if dn else None
         lines.append(f"| {name} | {_pct(row['miou'])} | {lost} | {row['fps']:.1f} | {row['speedup']:.2f}x | "
@@ -232,7 +248,7 @@ def acceptance(summary: dict[str, dict[str, Any]], min_speedup: float = 2.0, max
         verdict = f"{name}: {row['speedup']:.2f}x at {100 * (base - row['miou']):.2f} points lost: " + (
             "meets the target" if ok else "misses the target")
         for along, what in (("speedup", "speed-up"), ("flow_fraction", "warped fraction")):
-            fixed = fixed_interval_at(summary, row[along], along=along) if name.startswith("dn@") else None
+            fixed = fixed_interval_at(summary, row[along], along=along) if is_decision(name) else None
             if fixed is not None:
                 diff = 100 * (row["miou"] - fixed)
                 verdict += f"; against the fixed interval at the same {what}: {diff:+.2f} points " \
@@ -256,7 +272,9 @@ def render_markdown(results: dict[str, Any]) -> str:
         "```",
         "",
         "Methods: `student` = the student on every whole frame; `dn@T/ageA` = 4 regions, the decision network "
-        "with threshold T picks each frame's path, a key is never warped more than A frames; `fixed@K` = "
+        "with threshold T picks each frame's path (DVSNet's rule), a key is never warped more than A frames; "
+        "`budget@B/ageA` = the same network's predicted loss (1 - score) summed since the key is kept within B, "
+        "and a frame whose last loss would overrun it is segmented without computing its flow; `fixed@K` = "
         "regions segmented every K frames and warped by DIS flow in between (the fixed-interval baseline). "
         "The last two columns interpolate the fixed-interval runs to the decision network's speed-up and to its "
         "fraction of warped regions (the same number of student calls; the decision network also pays for "

@@ -27,7 +27,7 @@ import torch
 from shadowtutor.acceleration.regions.decision import DecisionNetwork, region_features
 from shadowtutor.acceleration.regions.flow import FlowEstimator
 from shadowtutor.acceleration.regions.grid import RegionGrid, crop, inner
-from shadowtutor.acceleration.regions.labeller import DecisionPolicy, FlowPathConfig, RegionKey
+from shadowtutor.acceleration.regions.labeller import FlowPathConfig, RegionKey, charge
 
 
 class ClusterError(RuntimeError):
@@ -54,7 +54,7 @@ class RegionWorker:
         self.backend = build_inference_backend("torch", student_from_state_dict(student_state, class_names))
         network = DecisionNetwork()
         network.load_state_dict(dict(network_state))
-        self.policy = DecisionPolicy(network.eval(), config.threshold)
+        self.policy = config.policy(network.eval())
         self.config = config
         self.margin = margin
         self.flow = FlowEstimator()
@@ -73,11 +73,14 @@ class RegionWorker:
         box = grid.boxes[region]
         part = crop(self.flow.small_grey(frame), self.flow.small_box(box))
         local = self.keys.get(region)
-        if local is not None and local.generation == self.generation and 0 < t - local.frame <= self.config.max_key_age:
+        if (local is not None and local.generation == self.generation
+                and 0 < t - local.frame <= self.config.max_key_age and not self.policy.due([local])[0]):
             result = self.flow.estimate(part, local.grey)
             features = region_features(result, t - local.frame, self.config.max_key_age)[None]
-            take, _ = self.policy.take_flow(features, np.array([t - local.frame]), together=False)
+            take, scores = self.policy.take_flow(features, np.array([t - local.frame]), np.array([local.spent]),
+                                                 together=False)
             if take[0]:
+                charge(local, float(scores[0]) if scores is not None else None)
                 return RegionResult(t, region, self.flow.warp_labels(local.labels, result), None)
         context = grid.margin_box(region)
         labels = np.ascontiguousarray(crop(self.backend.infer(np.ascontiguousarray(crop(frame, context))),

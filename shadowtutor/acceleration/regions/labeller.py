@@ -3,10 +3,12 @@
 For every frame each region either runs the *segmentation path* (the student on the region
 and a context margin; its labels become the region's new key) or the *flow path* (dense
 flow from the region to its key, the key's labels warped by it). A policy picks the path:
-the decision network with a threshold (:class:`DecisionPolicy`), or a fixed key interval
-(:class:`FixedIntervalPolicy`, DVSNet's baseline). Either way a region is segmented when it
-has no key, its key is older than ``max_key_age`` frames, or its key was made by an older
-student (:meth:`RegionLabeller.invalidate_keys`, called after a weight update).
+the decision network with a threshold on each frame's score (:class:`DecisionPolicy`, DVSNet's
+rule), the decision network's predicted loss accumulated since the key against a budget
+(:class:`BudgetPolicy`), or a fixed key interval (:class:`FixedIntervalPolicy`, DVSNet's
+baseline). Either way a region is segmented when it has no key, its key is older than
+``max_key_age`` frames, or its key was made by an older student
+(:meth:`RegionLabeller.invalidate_keys`, called after a weight update).
 
 The student's context: with ``margin=None`` (the default) a frame where any region needs the
 segmentation path is segmented whole and every region gets a new key, because the student
@@ -18,7 +20,7 @@ it are segmented, in one student call on the box holding them and M pixels aroun
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -40,9 +42,14 @@ SEGMENT, FLOW = "segment", "flow"
 class PathPolicy(Protocol):
     needs_flow: bool  # whether it decides from flow features (then flow runs for every keyed region)
 
-    def take_flow(self, features: np.ndarray, ages: np.ndarray, together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
+        """Which of these keyed regions are segmented now without computing their flow first."""
+
+    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
+                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """For regions with a usable key: which take the flow path, and their scores (if any).
 
+        ``spent``: each key's predicted loss accumulated while it was warped (:func:`charge`);
         ``together``: the regions share one path (the whole frame is segmented or none of it).
         """
 
@@ -58,11 +65,47 @@ class DecisionPolicy:
         self.network = network
         self.threshold = threshold
 
-    def take_flow(self, features: np.ndarray, ages: np.ndarray, together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
+        return np.zeros(len(keys), dtype=bool)
+
+    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
+                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
         scores = self.network.scores(features)
         if together:  # the frame's predicted agreement: the mean over its equal-sized regions
             return np.full(len(scores), float(scores.mean()) >= self.threshold), scores
         return scores >= self.threshold, scores
+
+
+class BudgetPolicy:
+    """The decision network's predicted loss (1 - score) summed since the key, against ``budget``.
+
+    A region is warped while the loss its key has accumulated, this frame's included, stays within
+    the budget. If the warp error grows with key age at a rate ``a``, this spaces keys by about
+    ``sqrt(2 * budget / a)``: fewer keys where the view changes slowly, more where it changes fast,
+    the spacing that minimises the mean error for a given number of keys (DVSNet's per-frame
+    threshold spaces them by ``1/a``, over-reacting; a fixed interval does not react at all).
+    Look-ahead: when the last warped frame's loss (the error only grows with age) would overrun the
+    budget, the region is *due* and is segmented without computing a flow it would not use.
+    """
+
+    needs_flow = True
+
+    def __init__(self, network: DecisionNetwork, budget: float) -> None:
+        if not budget > 0:
+            raise RegionConfigError(f"decision budget must be > 0, got {budget}")
+        self.network = network
+        self.budget = budget
+
+    def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
+        return np.array([key.spent + key.last_loss > self.budget for key in keys], dtype=bool)
+
+    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
+                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        scores = self.network.scores(features)
+        if together:
+            within = float(spent.mean()) + 1.0 - float(scores.mean()) <= self.budget
+            return np.full(len(scores), within), scores
+        return spent + 1.0 - scores <= self.budget, scores
 
 
 class FixedIntervalPolicy:
@@ -75,7 +118,11 @@ class FixedIntervalPolicy:
             raise RegionConfigError(f"key interval must be >= 1, got {interval}")
         self.interval = interval
 
-    def take_flow(self, features: np.ndarray, ages: np.ndarray, together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
+        return np.zeros(len(keys), dtype=bool)
+
+    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
+                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
         take = ages < self.interval
         return (np.full(len(take), bool(take.all())) if together else take), None
 
@@ -86,6 +133,15 @@ class RegionKey:
     labels: np.ndarray  # the segmentation path's labels of the region
     frame: int
     generation: int  # the student that made it
+    spent: float = 0.0  # the decision network's predicted loss summed over the frames warped from it
+    last_loss: float = 0.0  # the predicted loss of the last frame warped from it
+
+
+def charge(key: RegionKey, score: float | None) -> None:
+    """Book one warped frame's predicted loss (``1 - score``) on ``key`` (what :class:`BudgetPolicy` reads)."""
+    if score is not None:
+        key.last_loss = 1.0 - score
+        key.spent += key.last_loss
 
 
 @dataclass(frozen=True)
@@ -161,18 +217,26 @@ class RegionLabeller:
         keyed = [r for r, key in enumerate(keys)
                  if key is not None and key.generation == self.generation and t - key.frame <= self.max_key_age]
         together = self.margin is None  # one student call for the whole frame: all regions share a path
+        if keyed:
+            due = self.policy.due([keys[r] for r in keyed])  # type: ignore[misc]
+            keyed = [] if together and due.any() else [r for r, d in zip(keyed, due, strict=True) if not d]
         if not keyed or (together and len(keyed) < self.regions):
             return [], {}, {}
         ages = np.array([t - keys[r].frame for r in keyed], dtype=np.int64)  # type: ignore[union-attr]
+        spent = np.array([keys[r].spent for r in keyed])  # type: ignore[union-attr]
         flows: dict[int, FlowResult] = {}
         features = np.zeros((len(keyed), 0), dtype=np.float32)
         if self.policy.needs_flow:
             flows = {r: self.flow.estimate(parts[r], keys[r].grey) for r in keyed}  # type: ignore[union-attr]
             features = np.stack([region_features(flows[r], int(age), self.max_key_age)
                                  for r, age in zip(keyed, ages, strict=True)])
-        take, scores = self.policy.take_flow(features, ages, together)
+        take, scores = self.policy.take_flow(features, ages, spent, together)
         score_of = {r: float(scores[i]) for i, r in enumerate(keyed)} if scores is not None else {}
-        return [r for r, ok in zip(keyed, take, strict=True) if ok], flows, score_of
+        flowed = [r for r, ok in zip(keyed, take, strict=True) if ok]
+        frame_score = float(scores.mean()) if together and scores is not None else None
+        for r in flowed:  # shared path: every region books the frame's mean, so their sums stay equal
+            charge(keys[r], frame_score if together else score_of.get(r))  # type: ignore[arg-type]
+        return flowed, flows, score_of
 
     def _segment(self, frame: np.ndarray, t: int, parts: list[np.ndarray], regions: list[int], out: np.ndarray) -> None:
         """The segmentation path for ``regions``: one student call, new keys."""
@@ -189,7 +253,11 @@ class RegionLabeller:
 
 @dataclass(frozen=True)
 class FlowPathConfig:
-    """How an edge runs the flow path: regions, the decision network and its threshold, the key age bound."""
+    """How an edge runs the flow path: regions, the decision rule and network, the key age bound.
+
+    ``budget`` None is DVSNet's rule (a threshold on each frame's score); a number is the
+    :class:`BudgetPolicy` with that budget (``threshold`` is then unused).
+    """
 
     # Defaults chosen on the decision network's own training scenes (seed 3000), judged on others in
     # docs/results/regions/bench.md.
@@ -197,6 +265,7 @@ class FlowPathConfig:
     regions: int = 4
     max_key_age: int = 4
     network: Path | None = None  # None: the packaged decision network
+    budget: float | None = None
 
     def __post_init__(self) -> None:
         grid_shape(self.regions)
@@ -204,9 +273,16 @@ class FlowPathConfig:
             raise RegionConfigError(f"decision threshold must lie in [0, 1], got {self.threshold}")
         if self.max_key_age < 1:
             raise RegionConfigError(f"max key age must be >= 1 frame, got {self.max_key_age}")
+        if self.budget is not None and not self.budget > 0:
+            raise RegionConfigError(f"decision budget must be > 0, got {self.budget}")
+
+    def policy(self, network: DecisionNetwork) -> DecisionPolicy | BudgetPolicy:
+        """The decision rule this configuration names, over ``network``."""
+        if self.budget is None:
+            return DecisionPolicy(network, self.threshold)
+        return BudgetPolicy(network, self.budget)
 
     def build(self, segment: Callable[[np.ndarray], np.ndarray]) -> RegionLabeller:
         """A labeller over ``segment`` (the student); loads the decision network (an error if it is missing)."""
         network, _meta = load_decision_network(self.network or default_decision_network_path())
-        return RegionLabeller(segment, DecisionPolicy(network, self.threshold), self.regions,
-                              max_key_age=self.max_key_age)
+        return RegionLabeller(segment, self.policy(network), self.regions, max_key_age=self.max_key_age)

@@ -39,6 +39,13 @@ def test_egocentric_shake_is_faster_than_a_moving_pan() -> None:
     assert mean_speed("egocentric-people") > 1.5 * mean_speed("moving-people")
 
 
+def test_a_dwelling_camera_holds_still_between_travels() -> None:
+    path = camera_path(PRESETS["patrol-street"].camera, 900, 30.0, VIEW, np.random.default_rng(4))
+    speed = np.linalg.norm(np.diff(path.smooth, axis=0), axis=1)
+    assert (speed < 1e-6).mean() > 0.2  # dwells: the smooth path stands still
+    assert speed.max() > 0.2  # and it travels in between
+
+
 def test_bad_camera_params() -> None:
     with pytest.raises(ValueError, match="cannot pan"):
         CameraParams("fixed", pan=0.1)
@@ -46,3 +53,7 @@ def test_bad_camera_params() -> None:
         CameraParams("moving", zoom=-0.1)
     with pytest.raises(ValueError, match="unknown camera regime"):
         CameraParams("drone")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="positive ranges"):
+        CameraParams("moving", pan=0.1, dwell_s=(3.0, 1.0))
+    with pytest.raises(ValueError, match="only a moving camera dwells"):
+        CameraParams("egocentric", pan=0.1, dwell_s=(1.0, 2.0))

@@ -1,4 +1,4 @@
-"""The seven presets of the paper's categories, and preset validation."""
+"""The seven presets of the paper's categories, the patrol camera, and preset validation."""
 
 from __future__ import annotations
 
@@ -8,18 +8,27 @@ import pytest
 
 from shadowtutor.scenes.presets import PRESETS, get_preset
 
+PAPER_CATEGORIES = ("fixed-animals", "fixed-people", "fixed-street", "moving-animals", "moving-people",
+                    "moving-street", "egocentric-people")
+
 
 def test_the_papers_seven_categories() -> None:
-    assert sorted(PRESETS) == sorted([
-        "fixed-animals", "fixed-people", "fixed-street", "moving-animals", "moving-people",
-        "moving-street", "egocentric-people"])
-    for name, preset in PRESETS.items():
+    assert sorted(PRESETS) == sorted([*PAPER_CATEGORIES, "patrol-street"])
+    for name in PAPER_CATEGORIES:
+        preset = PRESETS[name]
         camera, category = name.split("-")
         assert preset.name == name and preset.camera.regime == camera and preset.category == category
-        assert preset.description
+        assert preset.description and preset.camera.dwell_s is None
     assert set(PRESETS["fixed-animals"].classes) == {"bird", "dog", "horse", "elephant", "giraffe"}
     assert set(PRESETS["moving-people"].classes) == {"person", "bicycle"}
     assert set(PRESETS["fixed-street"].classes) == {"person", "bicycle", "auto"}
+
+
+def test_the_patrol_camera_is_the_moving_street_camera_that_dwells() -> None:
+    patrol, street = PRESETS["patrol-street"], PRESETS["moving-street"]
+    assert patrol.camera.regime == "moving" and patrol.camera.dwell_s is not None
+    assert dataclasses.replace(patrol.camera, dwell_s=None) == street.camera
+    assert (patrol.category, patrol.class_mix, patrol.objects) == (street.category, street.class_mix, street.objects)
 
 
 def test_long_scenes_are_cut_more_often_by_faster_cameras() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shadowtutor.scenes.signals import bounce, smooth_noise
+from shadowtutor.scenes.signals import bounce, dwell_clock, smooth_noise
 
 
 def test_smooth_noise_is_bounded_smooth_and_seeded() -> None:
@@ -28,3 +28,21 @@ def test_bounce_reflects_off_the_walls(velocity: float) -> None:
 def test_bounce_needs_a_room() -> None:
     with pytest.raises(ValueError, match="low < high"):
         bounce(0.0, 1.0, 2.0, 2.0, 5)
+
+
+def test_a_dwell_clock_travels_and_holds_still_in_turn() -> None:
+    clock = dwell_clock(np.random.default_rng(3), 900, 30.0, travel_s=(1.0, 3.0), dwell_s=(1.5, 4.0))
+    speed = np.diff(clock) * 30.0  # seconds of motion per second
+    assert clock[0] == 0.0 and speed.min() >= 0.0 and speed.max() <= 1.0 + 1e-9
+    still, moving = speed < 0.01, speed > 0.99
+    assert 0.25 < still.mean() < 0.75 and 0.2 < moving.mean() < 0.7
+    starts = np.flatnonzero(still[1:] & ~still[:-1])
+    assert len(starts) >= 3  # several dwells in 30 s
+    np.testing.assert_array_equal(clock, dwell_clock(np.random.default_rng(3), 900, 30.0, (1.0, 3.0), (1.5, 4.0)))
+
+
+def test_smooth_noise_on_a_clock_stands_still_with_it() -> None:
+    clock = np.repeat(np.arange(10) / 30.0, 3)  # every instant held for 3 frames
+    signal = smooth_noise(np.random.default_rng(0), 30, 30.0, (2.0, 5.0), clock=clock)
+    np.testing.assert_array_equal(signal[0::3], signal[1::3])
+    np.testing.assert_array_equal(signal[0::3], smooth_noise(np.random.default_rng(0), 10, 30.0, (2.0, 5.0)))

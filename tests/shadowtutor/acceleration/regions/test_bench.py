@@ -14,15 +14,16 @@ def threshold_segment(image: np.ndarray) -> np.ndarray:
 
 def test_run_clip_scores_every_method_against_truth_and_student() -> None:
     network, _ = load_decision_network(default_decision_network_path())
-    config = bench.RegionBenchConfig(decisions=((0.0, 3),), intervals=(2, 4), warmup=1)
+    config = bench.RegionBenchConfig(decisions=((0.0, 3),), budgets=((0.5, 3),), intervals=(2, 4), warmup=1)
     frames = panning(9)
     truth = [threshold_segment(f) for f in frames]
     clip = bench.run_clip(frames, truth, threshold_segment, network, 2, config)
-    assert set(clip) == {"student", "dn@0/age3", "fixed@2", "fixed@4"}
+    assert set(clip) == {"student", "dn@0/age3", "budget@0.5/age3", "fixed@2", "fixed@4"}
     assert clip["student"]["miou"] == 1.0 and clip["student"]["agreement"] == 1.0
     assert all(row["frames"] == 8 for row in clip.values())
     assert clip["fixed@2"]["flow_fraction"] == pytest.approx(4 / 9)
     assert clip["dn@0/age3"]["flow_fraction"] == pytest.approx(6 / 9)  # segmented at 0, 4, 8
+    assert clip["budget@0.5/age3"]["flow_fraction"] > 0  # a generous budget warps too
     assert 0.8 < clip["fixed@4"]["miou"] < 1.0
 
 

@@ -11,6 +11,7 @@ from shadowtutor.acceleration.regions.grid import RegionConfigError
 from shadowtutor.acceleration.regions.labeller import (
     FLOW,
     SEGMENT,
+    BudgetPolicy,
     DecisionPolicy,
     FixedIntervalPolicy,
     FlowPathConfig,
@@ -71,6 +72,53 @@ def test_decision_threshold_picks_the_path_and_key_age_is_bounded() -> None:
     assert doubted == [SEGMENT] * 6
 
 
+class AgeingNetwork(DecisionNetwork):
+    """Scores that fall with the key age feature (the last one): a warp error growing at ``rate`` per frame."""
+
+    def __init__(self, rate: float, max_age: int) -> None:
+        super().__init__()
+        self.rate, self.max_age = rate, max_age
+        self.calls = 0
+
+    def scores(self, features: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        return (1.0 - self.rate * np.round(features[:, -1] * self.max_age)).astype(np.float32)
+
+
+@pytest.mark.parametrize(("rate", "spacing"), [(0.005, 6), (0.03, 3), (0.08, 2)])
+def test_budget_rule_spaces_keys_by_how_fast_the_predicted_error_grows(rate: float, spacing: int) -> None:
+    # losses 1r, 2r, 3r, ... summed within a budget of 0.1: 5, 2 and 1 warped frames between keys
+    network = AgeingNetwork(rate, max_age=15)
+    labeller = RegionLabeller(ThresholdSegmenter(), BudgetPolicy(network, 0.1), max_key_age=15)
+    paths = []
+    for frame in panning(12):
+        labeller.label(frame)
+        paths.append(labeller.last.paths[0])
+    keys = [t for t, path in enumerate(paths) if path == SEGMENT]
+    assert keys == list(range(0, 12, spacing))
+
+
+def test_budget_rule_looks_ahead_instead_of_computing_a_flow_it_would_not_use() -> None:
+    network = AgeingNetwork(0.03, max_age=15)
+    labeller = RegionLabeller(ThresholdSegmenter(), BudgetPolicy(network, 0.1), max_key_age=15)
+    for frame in panning(9):  # keys at 0, 3, 6: frames 3 and 6 are due (0.03 + 0.06 spent, last loss 0.06)
+        labeller.label(frame)
+    assert network.calls == 6  # flow and a score on the 6 warped frames only
+    surprised = RegionLabeller(ThresholdSegmenter(), BudgetPolicy(ConstantNetwork(0.5), 0.1), max_key_age=15)
+    for frame in panning(3):  # a loss of 0.5 at once (a cut): segmented on the spot, never warped
+        surprised.label(frame)
+        assert surprised.last.paths == (SEGMENT,) * 4
+
+
+def test_budget_rule_per_region_books_each_regions_own_loss() -> None:
+    network = ConstantNetwork(0.95)
+    policy = BudgetPolicy(network, 0.1)
+    take, scores = policy.take_flow(np.zeros((2, 1)), np.array([1, 1]), np.array([0.0, 0.06]), together=False)
+    assert take.tolist() == [True, False] and scores is not None
+    take, _ = policy.take_flow(np.zeros((2, 1)), np.array([1, 1]), np.array([0.0, 0.06]), together=True)
+    assert take.tolist() == [True, True]  # the mean: 0.03 + 0.05 <= 0.1
+
+
 def test_a_weight_update_makes_every_key_stale() -> None:
     labeller = RegionLabeller(ThresholdSegmenter(), FixedIntervalPolicy(10))
     frames = panning(4)
@@ -109,10 +157,20 @@ def test_a_new_frame_size_starts_over() -> None:
     ({"regions": 0}, "regions must be a positive integer"),
     ({"threshold": 1.5}, "threshold"),
     ({"max_key_age": 0}, "max key age"),
+    ({"budget": 0.0}, "budget must be > 0"),
 ])
 def test_bad_flow_path_config_is_a_clear_error(kwargs: dict, match: str) -> None:
     with pytest.raises(RegionConfigError, match=match):
         FlowPathConfig(**kwargs)
+
+
+def test_config_names_the_decision_rule() -> None:
+    network = ConstantNetwork(0.9)
+    assert isinstance(FlowPathConfig().policy(network), DecisionPolicy)
+    budget = FlowPathConfig(budget=0.2).policy(network)
+    assert isinstance(budget, BudgetPolicy) and budget.budget == 0.2
+    with pytest.raises(RegionConfigError, match="budget must be > 0"):
+        BudgetPolicy(network, -1.0)
 
 
 def test_config_builds_a_labeller_with_the_packaged_network() -> None:
