@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"scenes (seeds) per preset (default {defaults.scenes_per_preset})")
     p.add_argument("--frames", type=positive_int, default=defaults.frames,
                    help=f"frames per scene (default {defaults.frames})")
-    p.add_argument("--size", type=frame_size, default=defaults.size, help="frame size WxH (default 320x180)")
+    p.add_argument("--size", nargs="+", type=frame_size, default=list(defaults.sizes), metavar="WxH",
+                   help="frame size WxH (default 320x180); several sizes train on every scene at each")
     p.add_argument("--epochs", type=positive_int, default=defaults.epochs, help=f"default {defaults.epochs}")
     p.add_argument("--seed", type=int, default=defaults.seed,
                    help=f"first scene seed and training seed (>= {EVAL_SEED_LIMIT}; lower seeds are "
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     config = PretrainConfig(
         presets=tuple(args.presets), scenes_per_preset=args.scenes_per_preset, frames=args.frames,
-        size=args.size, epochs=args.epochs, seed=args.seed, learning_rate=args.lr, init=args.init,
+        sizes=tuple(args.size), epochs=args.epochs, seed=args.seed, learning_rate=args.lr, init=args.init,
     )
     with tempfile.TemporaryDirectory(prefix="shadowtutor-pretrain-") as tmp:
         result = pretrain(config, args.work or Path(tmp), progress=not args.no_progress)

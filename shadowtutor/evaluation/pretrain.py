@@ -11,6 +11,7 @@ statistics of each frame at inference too.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -35,27 +36,27 @@ from shadowtutor.models.student import StudentNet, normalise_frame
 log = logging.getLogger(__name__)
 
 
-def _scene_dir(work_dir: Path, scene: PretrainScene, config: PretrainConfig) -> Path:
+def _scene_dir(work_dir: Path, scene: PretrainScene, size: tuple[int, int], frames: int) -> Path:
     from shadowtutor.scenes.generator import GENERATOR_VERSION
 
-    w, h = config.size
-    return work_dir / f"{scene.preset}-s{scene.seed}-{w}x{h}-f{config.frames}-g{GENERATOR_VERSION}"
+    w, h = size
+    return work_dir / f"{scene.preset}-s{scene.seed}-{w}x{h}-f{frames}-g{GENERATOR_VERSION}"
 
 
 def load_scene_samples(
     work_dir: Path, config: PretrainConfig, progress: bool
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Make (or reuse) every pre-training scene; return all its (frame, label) pairs."""
+    """Make (or reuse) every pre-training scene at every size; return all their (frame, label) pairs."""
     from shadowtutor.scenes.generator import make_scene
     from shadowtutor.scenes.io import Scene, SceneError
 
     samples: list[tuple[np.ndarray, np.ndarray]] = []
-    for scene_id in pretrain_scenes(config):
-        directory = _scene_dir(work_dir, scene_id, config)
+    for size, scene_id in itertools.product(config.sizes, pretrain_scenes(config)):
+        directory = _scene_dir(work_dir, scene_id, size, config.frames)
         try:
             scene = Scene.open(directory)
         except SceneError:
-            make_scene(scene_id.preset, config.frames, scene_id.seed, directory, size=config.size,
+            make_scene(scene_id.preset, config.frames, scene_id.seed, directory, size=size,
                        progress=progress, force=directory.exists())
             scene = Scene.open(directory)
         if tuple(scene.meta.class_names) != LVS_CLASSES:
@@ -127,7 +128,7 @@ def train_student(
     metadata = {
         "pretrain": {
             **{k: v for k, v in dataclasses.asdict(config).items() if k != "init"},
-            "size": list(config.size),
+            "sizes": [list(size) for size in config.sizes],
             "scenes": [dataclasses.asdict(s) | {"frames": config.frames} for s in pretrain_scenes(config)],
             "samples": len(samples),
             "steps": step,

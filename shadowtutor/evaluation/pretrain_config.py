@@ -24,7 +24,7 @@ class PretrainConfig:
     presets: tuple[str, ...] = DEFAULT_PRESETS
     scenes_per_preset: int = 3  # short scenes: many backgrounds and casts rather than long shots
     frames: int = 50  # per scene
-    size: tuple[int, int] = (320, 180)
+    sizes: tuple[tuple[int, int], ...] = ((320, 180),)  # every scene rendered at each: multi-scale training
     epochs: int = 3
     seed: int = EVAL_SEED_LIMIT
     learning_rate: float = 1e-3
@@ -33,6 +33,8 @@ class PretrainConfig:
     def __post_init__(self) -> None:
         if not self.presets:
             raise ValueError("pretraining needs at least one preset")
+        if not self.sizes or len(set(self.sizes)) != len(self.sizes):
+            raise ValueError(f"pretraining needs one or more distinct frame sizes, got {self.sizes}")
         if self.seed < EVAL_SEED_LIMIT:
             raise ValueError(
                 f"pretraining seeds start at {EVAL_SEED_LIMIT}: seeds 0..{EVAL_SEED_LIMIT - 1} are "

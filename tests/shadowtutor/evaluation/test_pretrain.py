@@ -10,7 +10,7 @@ from shadowtutor.evaluation.pretrain import load_scene_samples, pretrain, train_
 from shadowtutor.evaluation.pretrain_config import EVAL_SEED_LIMIT, PretrainConfig, pretrain_scenes
 from shadowtutor.models.checkpoint import load_student, save_student
 
-TINY = PretrainConfig(presets=("fixed-people", "moving-street"), scenes_per_preset=1, frames=4, size=(64, 48),
+TINY = PretrainConfig(presets=("fixed-people", "moving-street"), scenes_per_preset=1, frames=4, sizes=((64, 48),),
                       epochs=2)
 
 
@@ -30,7 +30,17 @@ def test_pretrain_makes_a_loadable_checkpoint_with_its_provenance(tmp_path: Path
     assert info["scenes"] == [{"preset": "fixed-people", "seed": 1000, "frames": 4},
                               {"preset": "moving-street", "seed": 1001, "frames": 4}]
     assert info["steps"] == 2 * 8 and len(info["epoch_losses"]) == 2 and info["final_loss"] > 0
-    assert info["size"] == [64, 48] and info["init"] is None
+    assert info["sizes"] == [[64, 48]] and info["init"] is None
+
+
+def test_several_sizes_train_on_every_scene_at_each(tmp_path: Path) -> None:
+    config = PretrainConfig(**{**TINY.__dict__, "sizes": ((64, 48), (96, 54))})
+    samples = load_scene_samples(tmp_path, config, progress=False)
+    shapes = [frame.shape[:2] for frame, _ in samples]
+    assert shapes.count((48, 64)) == shapes.count((54, 96)) == 8
+    assert all(label.shape == frame.shape[:2] for frame, label in samples)
+    with pytest.raises(ValueError, match="distinct frame sizes"):
+        PretrainConfig(sizes=((64, 48), (64, 48)))
 
 
 def test_training_is_reproducible_and_learns(tmp_path: Path) -> None:
