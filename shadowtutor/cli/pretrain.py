@@ -16,8 +16,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "pretrain", help="pre-train the student on generated scenes (not the evaluated ones)",
         description="Pre-train the student on generated scenes of seeds >= 1000 (seeds below are kept for "
-                    "evaluation). The packaged student was made with the defaults: "
-                    "shadowtutor pretrain --out shadowtutor/assets/student_pretrained.pt --threads 1",
+                    "evaluation). The packaged student was made in three runs (docs/results/accuracy_diagnosis.md): "
+                    "shadowtutor pretrain --out v1.pt --threads 1; "
+                    "shadowtutor pretrain --init v1.pt --size 320x180 640x360 --epochs 2 --lr 0.0005 --out v2.pt "
+                    "--threads 1; shadowtutor pretrain --init v2.pt --size 320x180 640x360 --scenes-per-preset 6 "
+                    "--epochs 2 --lr 0.0003 --out shadowtutor/assets/student_pretrained.pt --threads 1",
     )
     p.add_argument("--out", type=Path, required=True, help="checkpoint to write")
     p.add_argument("--presets", "--scenes-presets", nargs="+", default=list(DEFAULT_PRESETS), metavar="PRESET",
