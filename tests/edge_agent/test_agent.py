@@ -53,7 +53,10 @@ def test_distill_run_labels_every_frame_and_counts_every_byte(
     assert len(list((out / "labels").glob("*.png"))) == 40 and (out / "overlay.mp4").stat().st_size > 0
     versions = [(v["session_id"], v["version"]) for v in summary.versions_applied]
     assert versions == [("s1", v) for v in range(len(versions))] and len(versions) >= 9
-    assert summary.key_frames == summary.frames_sent == len(versions) - 1 == summary.updates_applied
+    assert summary.key_frames == summary.frames_sent and len(versions) - 1 == summary.updates_applied
+    # Each key frame's update is applied at a later frame; on a loaded machine the last one can land after
+    # the last frame, when there is no frame left to apply it to.
+    assert summary.key_frames - summary.updates_applied in (0, 1)
     assert (summary.bytes_sent, summary.bytes_received) == (stand_in.bytes_received, stand_in.bytes_sent)
     values = metric_values(agent.metrics.exposition())
     assert values["shadowtutor_edge_sent_bytes_total"] == summary.bytes_sent
