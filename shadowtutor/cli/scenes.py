@@ -29,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     make.add_argument("--out", type=Path, required=True, help="output directory (absent or empty)")
     make.add_argument("--size", type=parse_size, default=(1280, 720), help="WIDTHxHEIGHT (default 1280x720)")
     make.add_argument("--fps", type=float, default=30.0, help="frame rate (default 30)")
+    make.add_argument("--sample-fps", type=float, metavar="FPS",
+                      help="re-sample the rendered video to this lower rate (the paper's Table 7: 7)")
     make.add_argument("--force", action="store_true", help="replace an existing scene in --out")
     make.add_argument("--no-progress", action="store_true", help="no progress bar")
     make.set_defaults(handler=run_make)
@@ -44,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     real.add_argument("--clip", required=True, help="a fetched clip name, e.g. vtest or bikes")
     real.add_argument("--frames", type=int, help="the first N frames (default: all)")
     real.add_argument("--width", type=int, help="scale to this width, aspect kept (default: the clip's own)")
+    real.add_argument("--sample-fps", type=float, metavar="FPS",
+                      help="re-sample the clip (its first --frames frames) to this lower rate (Table 7: 7)")
     real.add_argument("--teacher", default="mediapipe", help="the labelling teacher (default mediapipe)")
     real.add_argument("--cache-dir", type=Path, help="scene cache (default ~/.cache/shadowtutor/scenes)")
     real.set_defaults(handler=run_make_real)
@@ -55,7 +59,7 @@ def run_make(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     out = make_scene(args.preset, args.frames, args.seed, args.out, args.size, args.fps,
-                     progress=not args.no_progress, force=args.force)
+                     progress=not args.no_progress, force=args.force, sample_fps=args.sample_fps)
     seconds = time.perf_counter() - start
     meta = Scene.open(out).meta
     print(f"wrote {out}: {meta.preset}, {meta.frames} frames at {meta.width}x{meta.height}, "
@@ -87,5 +91,5 @@ def run_make_real(args: argparse.Namespace) -> int:
     from shadowtutor.scenes.real import real_scene, scaled_size
 
     size = scaled_size(args.clip, args.width) if args.width else None
-    print(real_scene(args.clip, args.frames, size, args.teacher, args.cache_dir))
+    print(real_scene(args.clip, args.frames, size, args.teacher, args.cache_dir, sample_fps=args.sample_fps))
     return 0

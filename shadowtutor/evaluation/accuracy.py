@@ -68,9 +68,10 @@ def scene_command(scene: Scene) -> str:
     m = scene.meta
     if m.preset.startswith(REAL_PRESET_PREFIX):
         return make_real_command(scene)
-    fps = int(m.fps) if float(m.fps).is_integer() else m.fps
-    return (f"shadowtutor scenes make --preset {m.preset} --frames {m.frames} --seed {m.seed} "
-            f"--out {scene.directory} --size {m.width}x{m.height} --fps {fps}")
+    frames, fps = (m.source_frames, m.source_fps) if m.resampled else (m.frames, m.fps)
+    resample = f" --sample-fps {m.fps:g}" if m.resampled else ""
+    return (f"shadowtutor scenes make --preset {m.preset} --frames {frames} --seed {m.seed} "
+            f"--out {scene.directory} --size {m.width}x{m.height} --fps {fps:g}{resample}")
 
 
 def open_scenes(paths: Sequence[Path]) -> dict[str, Scene]:
@@ -114,6 +115,9 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
             notes.append(f"The teacher of {', '.join(real)} is the labels a real teacher made of the real clip "
                          "(labels teacher over them; the scene's teacher.json names it), so mIoU is against that "
                          "teacher, not a ground truth.")
+    resampled = [f"{n} ({s.meta.source_fps:g} -> {s.meta.fps:g} fps)" for n, s in scenes.items() if s.meta.resampled]
+    if resampled:
+        notes.append(f"Re-sampled to a lower frame rate (the paper's Table 7): {', '.join(resampled)}.")
     for name, scene in scenes.items():
         if (scene.meta.preset, scene.meta.seed) in pretrained_on:
             warning = f"scene {name} ({scene.meta.preset}, seed {scene.meta.seed}) was used to pre-train the student"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import cv2
@@ -37,6 +37,7 @@ from shadowtutor.scenes.io import (
 from shadowtutor.scenes.lighting import Lighting
 from shadowtutor.scenes.motion import HORIZON, Track, make_track
 from shadowtutor.scenes.presets import ScenePreset, get_preset
+from shadowtutor.scenes.resample import sample_indices, sampled_cuts
 from shadowtutor.scenes.sprites import PHASES, Sprite, make_sprite
 
 # Bump when the same arguments would render a different scene (invalidates cached scenes).
@@ -195,27 +196,38 @@ def _prepare_out(out: Path, force: bool) -> None:
 
 
 def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Path, size: Size = (1280, 720),
-               fps: float = 30, progress: bool = True, force: bool = False) -> Path:
+               fps: float = 30, progress: bool = True, force: bool = False, sample_fps: float | None = None) -> Path:
     """Render a scene into ``out`` (see :mod:`shadowtutor.scenes.io` for the format) and return ``out``.
 
     ``out`` must be absent or empty, or, with ``force``, hold a scene that is replaced. The
-    scene is written next to ``out`` first and moved into place when complete.
+    scene is written next to ``out`` first and moved into place when complete. ``sample_fps``:
+    render the ``frames`` frames at ``fps`` and keep those of the video re-sampled to ``sample_fps``
+    (:mod:`shadowtutor.scenes.resample`).
     """
     from tqdm import tqdm
 
     renderer = SceneRenderer(preset, frames, seed, size, fps)
+    meta = renderer.meta
+    kept = range(frames)
+    if sample_fps is not None:
+        kept = sample_indices(frames, renderer.fps, sample_fps)
+        meta = replace(meta, frames=len(kept), fps=float(sample_fps), cuts=sampled_cuts(meta.cuts, kept),
+                                   source_frames=frames, source_fps=renderer.fps)
+    written = {source: index for index, source in enumerate(kept)}  # source frame -> its index in the scene
     out = Path(out)
     _prepare_out(out, force)
     with scene_written_into(out) as tmp:  # the encoder's frames are checked before the scene moves in
         (tmp / LABELS_DIR).mkdir()
-        writer = cv2.VideoWriter(str(tmp / VIDEO_NAME), cv2.VideoWriter_fourcc(*"mp4v"), renderer.fps,
-                                 renderer.size)
+        writer = cv2.VideoWriter(str(tmp / VIDEO_NAME), cv2.VideoWriter_fourcc(*"mp4v"), meta.fps, renderer.size)
         if not writer.isOpened():
             raise RuntimeError("OpenCV cannot open an 'mp4v' video writer")
         boxes = []
         try:
             bar = tqdm(renderer, total=frames, desc=renderer.preset.name, unit="frame", disable=not progress)
-            for index, frame in enumerate(bar):
+            for source_index, frame in enumerate(bar):
+                index = written.get(source_index)
+                if index is None:
+                    continue
                 writer.write(frame.image)
                 if not cv2.imwrite(str(label_path(tmp, index)), frame.label, _PNG_FLAGS):
                     raise RuntimeError(f"cannot write {label_path(tmp, index)}")
@@ -223,5 +235,5 @@ def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Pat
         finally:
             writer.release()
         (tmp / INSTANCES_NAME).write_text(instances_json(boxes))
-        (tmp / META_NAME).write_text(renderer.meta.to_json())
+        (tmp / META_NAME).write_text(meta.to_json())
     return out

@@ -19,7 +19,11 @@ A scene is a directory::
      "camera": "fixed" | "moving" | "egocentric",
      "category": "animals" | "people" | "street",
      "cuts": [240, 480],                 # frames that start a new shot (new background and objects)
-     "description": "..."}
+     "description": "...",
+     "source_frames": 300, "source_fps": 30}  # only in a re-sampled scene: the video it was re-sampled from
+
+A re-sampled scene (:mod:`shadowtutor.scenes.resample`) holds the source frames nearest to the
+instants ``k / fps``; ``source_frames`` and ``source_fps`` say what it was re-sampled from.
 
 ``instances.json`` holds ``{"format": "shadowtutor-instances/1", "frames": [[[c, x0, y0, x1, y1], ...], ...]}``:
 per frame, each visible instance's class index and pixel box (``x1``, ``y1`` exclusive).
@@ -62,6 +66,13 @@ class SceneError(ValueError):
     """A scene directory is missing, incomplete or inconsistent."""
 
 
+_OPTIONAL_FIELDS = ("source_frames", "source_fps")
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
 def label_path(scene_dir: Path, index: int) -> Path:
     return scene_dir / LABELS_DIR / f"{index:06d}.png"
 
@@ -82,6 +93,8 @@ class SceneMeta:
     cuts: tuple[int, ...]
     description: str
     format: str = SCENE_FORMAT
+    source_frames: int | None = None  # a re-sampled scene's source: its frame count and rate
+    source_fps: float | None = None
 
     def __post_init__(self) -> None:
         if self.format != SCENE_FORMAT:
@@ -97,6 +110,15 @@ class SceneMeta:
             raise SceneError(f"need 2..256 class names for 8-bit labels, got {len(self.class_names)}")
         if any(not 0 < c < self.frames for c in self.cuts):
             raise SceneError(f"cuts {list(self.cuts)} must lie in 1..{self.frames - 1}")
+        if (self.source_frames is None) != (self.source_fps is None):
+            raise SceneError("a re-sampled scene names both source_frames and source_fps")
+        if self.source_fps is not None and not (self.source_frames >= self.frames and self.source_fps >= self.fps):
+            raise SceneError(f"a re-sampled scene ({self.frames} frames at {self.fps:g} fps) needs a source with "
+                             f"as many frames and as high a rate, got {self.source_frames} at {self.source_fps:g}")
+
+    @property
+    def resampled(self) -> bool:
+        return self.source_fps is not None
 
     @property
     def size(self) -> Size:
@@ -106,14 +128,17 @@ class SceneMeta:
         data = asdict(self)
         data["class_names"] = list(self.class_names)
         data["cuts"] = list(self.cuts)
-        data["fps"] = int(self.fps) if float(self.fps).is_integer() else self.fps
+        data["fps"] = _number(self.fps)
         order = ["format", "preset", "seed", "frames", "width", "height", "fps", "class_names",
                  "camera", "category", "cuts", "description"]
+        if self.resampled:
+            data["source_fps"] = _number(self.source_fps)
+            order += ["source_frames", "source_fps"]
         return json.dumps({k: data[k] for k in order}, indent=2) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SceneMeta:
-        missing = sorted({f.name for f in fields(cls)} - data.keys())
+        missing = sorted({f.name for f in fields(cls) if f.name not in _OPTIONAL_FIELDS} - data.keys())
         if missing:
             raise SceneError(f"scene.json lacks {missing}")
         try:
@@ -131,6 +156,9 @@ class SceneMeta:
                 description=str(data["description"]),
                 format=str(data["format"]),
             )
+            if "source_frames" in data or "source_fps" in data:
+                values["source_frames"] = int(data.get("source_frames"))
+                values["source_fps"] = float(data.get("source_fps"))
         except (TypeError, ValueError) as exc:
             raise SceneError(f"scene.json has a field of the wrong type: {exc}") from exc
         return cls(**values)

@@ -11,6 +11,7 @@ the very teacher the server runs. Licences: docs/real_clips.md.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from shadowtutor.scenes.io import (
     label_path,
     scene_written_into,
 )
+from shadowtutor.scenes.resample import sample_indices, sampled_cuts
 
 REAL_PRESET_PREFIX = "real:"
 TEACHER_FILE = "teacher.json"
@@ -106,27 +108,30 @@ def scaled_size(name: str, width: int) -> Size:
     return width, max(2, round(h * width / w / 2) * 2)
 
 
-def _write_video(clip: RealClip, out: Path, frames: int, size: Size, fps: float) -> None:
+def _write_video(clip: RealClip, out: Path, kept: Sequence[int], size: Size, fps: float) -> None:
+    """Write the clip's frames ``kept`` (increasing source indices) at ``size`` and ``fps``."""
     cap = cv2.VideoCapture(str(clip.path))
     writer = cv2.VideoWriter(str(out), cv2.VideoWriter_fourcc(*"mp4v"), fps, size)
     if not writer.isOpened():
         raise RuntimeError("OpenCV cannot open an 'mp4v' video writer")
+    wanted = set(kept)
     try:
-        for index in range(frames):
+        for index in range(kept[-1] + 1):
             ok, frame = cap.read()
             if not ok:
-                raise SceneError(f"{clip.path} ended after {index} frames, {frames} asked")
-            writer.write(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
+                raise SceneError(f"{clip.path} ended after {index} frames, {kept[-1] + 1} asked")
+            if index in wanted:
+                writer.write(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
     finally:
         writer.release()
         cap.release()
 
 
 def real_scene(name: str, frames: int | None = None, size: Size | None = None, teacher: str = "mediapipe",
-               cache_dir: str | Path | None = None, progress: bool = True) -> Path:
-    """The scene of clip ``name`` (its first ``frames`` frames, at ``size``) labelled by ``teacher``,
-    made in the scene cache first unless it is there labelled by the same teacher (same
-    ``describe()``). Default: all frames at the clip's own size."""
+               cache_dir: str | Path | None = None, progress: bool = True, sample_fps: float | None = None) -> Path:
+    """The scene of clip ``name`` (its first ``frames`` frames, at ``size``, re-sampled to ``sample_fps``
+    if given) labelled by ``teacher``, made in the scene cache first unless it is there labelled by the
+    same teacher (same ``describe()``). Default: all frames at the clip's own size and rate."""
     from tqdm import tqdm
 
     from shadowtutor.teachers import build_teacher
@@ -137,8 +142,10 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
     if not 0 < frames <= total:
         raise SceneError(f"the clip {name!r} has {total} frames, {frames} asked")
     size = size or native
+    kept = sample_indices(frames, fps, sample_fps) if sample_fps is not None else list(range(frames))
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    directory = root / "real" / f"{name}_{frames}f_{size[0]}x{size[1]}_{teacher}"
+    rate = f"_{sample_fps:g}fps" if sample_fps is not None else ""
+    directory = root / "real" / f"{name}_{frames}f{rate}_{size[0]}x{size[1]}_{teacher}"
     labeller = build_teacher(teacher)
     described = json.dumps(labeller.describe(), indent=2) + "\n"
     try:
@@ -149,11 +156,11 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
     if tuple(labeller.class_names) != LVS_CLASSES:
         raise SceneError(f"the {teacher} teacher labels {list(labeller.class_names)}, scenes use {list(LVS_CLASSES)}")
     with scene_written_into(directory) as tmp:
-        _write_video(clip, tmp / VIDEO_NAME, frames, size, fps)
+        _write_video(clip, tmp / VIDEO_NAME, kept, size, sample_fps or fps)
         (tmp / LABELS_DIR).mkdir()
         cap = cv2.VideoCapture(str(tmp / VIDEO_NAME))
         try:
-            for index in tqdm(range(frames), desc=f"{teacher} labels {name}", unit="frame", disable=not progress):
+            for index in tqdm(range(len(kept)), desc=f"{teacher} labels {name}", unit="frame", disable=not progress):
                 ok, frame = cap.read()
                 if not ok:
                     raise SceneError(f"the re-encoded {name} ended after {index} frames")
@@ -161,10 +168,11 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
                     raise RuntimeError(f"cannot write {label_path(tmp, index)}")
         finally:
             cap.release()
-        meta = SceneMeta(preset=REAL_PRESET_PREFIX + name, seed=0, frames=frames, width=size[0], height=size[1],
-                         fps=fps, class_names=LVS_CLASSES, camera=clip.camera, category=clip.category,
-                         cuts=tuple(c for c in clip.cuts if c < frames),
-                         description=f"{clip.description}; labels by the {teacher} teacher")
+        meta = SceneMeta(preset=REAL_PRESET_PREFIX + name, seed=0, frames=len(kept), width=size[0], height=size[1],
+                         fps=sample_fps or fps, class_names=LVS_CLASSES, camera=clip.camera, category=clip.category,
+                         cuts=sampled_cuts([c for c in clip.cuts if c < frames], kept),
+                         description=f"{clip.description}; labels by the {teacher} teacher",
+                         **({"source_frames": frames, "source_fps": fps} if sample_fps is not None else {}))
         (tmp / META_NAME).write_text(meta.to_json())
         (tmp / TEACHER_FILE).write_text(described)
     return directory
@@ -176,5 +184,6 @@ def make_real_command(scene: Scene) -> str:
     if not m.preset.startswith(REAL_PRESET_PREFIX):
         raise SceneError(f"{scene.directory} is not a real clip's scene (preset {m.preset!r})")
     teacher = json.loads((scene.directory / TEACHER_FILE).read_text())["backend"]
-    return (f"shadowtutor scenes make-real --clip {m.preset[len(REAL_PRESET_PREFIX):]} --frames {m.frames} "
+    frames = f"{m.source_frames} --sample-fps {m.fps:g}" if m.resampled else str(m.frames)
+    return (f"shadowtutor scenes make-real --clip {m.preset[len(REAL_PRESET_PREFIX):]} --frames {frames} "
             f"--width {m.width} --teacher {teacher}")
