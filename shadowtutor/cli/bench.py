@@ -11,6 +11,7 @@ import importlib
 
 BENCH_MODULES = (
     "shadowtutor.cli.bench_accuracy",
+    "shadowtutor.cli.bench_frame_rate",
     "shadowtutor.cli.bench_student",
     "shadowtutor.cli.bench_network",
     "shadowtutor.cli.bench_traffic",

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from shadowtutor.evaluation.markdown import markdown_table
 from shadowtutor.evaluation.paper_figures import beside_the_paper
 
 RESULTS_JSON = "results.json"
@@ -26,12 +27,6 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 def _average(results: Mapping[str, Mapping[str, Any]], key: str) -> float | None:
     values = [r[key] for r in results.values() if r.get(key) is not None]
     return sum(values) / len(values) if values else None
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def _scene_cells(name: str, r: Mapping[str, Any]) -> list[str]:
@@ -98,14 +93,14 @@ def render_markdown(results: Mapping[str, Mapping[str, Any]], meta: Mapping[str,
         "Wild: the pre-trained student alone. P: partial distillation, F: full; 1 or 8: frames between",
         "a key frame and the moment its update is applied.",
         "",
-        *_table(
+        *markdown_table(
             ["Scene", "Camera", "Category", "Wild", "P-1", "P-8", "F-1"],
             _rows(results, [(k, 1.0, 2) for k in ("wild_miou", "p1_miou", "p8_miou", "f1_miou")]),
         ),
         "",
         "## Key frames and data per key frame (Table 5, Table 4)",
         "",
-        *_table(
+        *markdown_table(
             ["Scene", "Camera", "Category", "Key frames P-1 (%)", "P-8 (%)", "F-1 (%)",
              "MB per key frame, partial", "full"],
             _rows(results, [("key_frame_ratio", 1.0, 2), ("key_frame_ratio_p8", 1.0, 2),
@@ -118,7 +113,7 @@ def render_markdown(results: Mapping[str, Mapping[str, Any]], meta: Mapping[str,
         "",
         "## Distillation steps (Table 2)",
         "",
-        *_table(
+        *markdown_table(
             ["Scene", "Camera", "Category", "One step partial (ms)", "One step full (ms)",
              "Mean # steps partial", "Mean # steps full"],
             _rows(results, [("distill_step_ms_partial", 1.0, 1), ("distill_step_ms_full", 1.0, 1),
@@ -130,7 +125,7 @@ def render_markdown(results: Mapping[str, Mapping[str, Any]], meta: Mapping[str,
         "The paper's figures are its own, on LVS videos against Mask R-CNN; ours are against this run's",
         "teacher. Key frames are P-8's here and partial distillation's in the paper.",
         "",
-        *_table(
+        *markdown_table(
             ["Scene", "Camera", "Category", "P-8 here", "key frames here (%)", "P-8 paper", "key frames paper (%)",
              "P-8 paper, 7 FPS", "key frames paper, 7 FPS (%)"],
             beside_the_paper(results),

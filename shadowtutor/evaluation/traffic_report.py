@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from shadowtutor.evaluation.markdown import markdown_table
+
 
 def _kb(value: float) -> str:
     return f"{value / 1000:.1f}"
@@ -14,11 +16,6 @@ def _kb(value: float) -> str:
 
 def _signed(value: float) -> str:
     return f"{value:+.2f}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
 def _settings_table(results: Mapping[str, Any]) -> list[str]:
@@ -35,7 +32,7 @@ def _settings_table(results: Mapping[str, Any]) -> list[str]:
             f"{mean['miou']:.2f}", _signed(mean["miou_difference"]),
             *(_signed(s["scenes"][name]["miou_difference"]) for name in scenes),
         ])
-    return _table(header, rows)
+    return markdown_table(header, rows)
 
 
 def _defaults_table(setting: Mapping[str, Any]) -> list[str]:
@@ -47,7 +44,7 @@ def _defaults_table(setting: Mapping[str, Any]) -> list[str]:
          f"{r['miou_uncompressed']:.2f}", f"{r['miou']:.2f}", _signed(r["miou_difference"])]
         for name, r in setting["scenes"].items()
     ]
-    return _table(header, rows)
+    return markdown_table(header, rows)
 
 
 def _verdict_text(setting: Mapping[str, Any], target: Mapping[str, Any]) -> str:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from shadowtutor.evaluation.markdown import markdown_table
 from shadowtutor.netbench.analysis import RunMetrics, all_metrics, mean_or_none, params_of, retention
 from shadowtutor.netbench.plots import plot_bytes_per_frame, plot_fps
 from shadowtutor.netbench.results import Results
@@ -25,8 +26,7 @@ def _f(value: float | None, digits: int = 2) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(row) + " |" for row in rows), ""]
+    return [*markdown_table(header, rows), ""]
 
 
 def _cell(metrics: Metrics, key: tuple[str, float, str], value: Callable[[RunMetrics], float], digits: int = 2) -> str:
