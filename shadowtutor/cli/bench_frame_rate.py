@@ -17,13 +17,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resampled", type=Path, required=True, metavar="DIR", help="the run on the re-sampled videos")
     p.add_argument("--out", type=Path, required=True, help="the Markdown page to write")
     p.add_argument("--title", default="Frame rate: the paper's Table 7", help="the page's title")
+    p.add_argument("--note", action="append", default=[], help="a note for the page (repeatable)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from shadowtutor.cli.options import invoked_command
     from shadowtutor.evaluation.frame_rate import FIGURES, write_frame_rate
 
-    averages = write_frame_rate(args.full, args.resampled, args.out, args.title)
+    averages = write_frame_rate(args.full, args.resampled, args.out, args.title, args.note, invoked_command(args))
     for key, title in FIGURES:
         own, low = averages[key]
         print(f"{title}: {own:.2f} at the own rate, {low:.2f} re-sampled ({low - own:+.2f})")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,7 +90,8 @@ def _paper_values(row: PaperRow) -> list[float | None]:
                       (row.key_frame_ratio, row.key_frame_ratio_7fps)])
 
 
-def render_frame_rate(full: AccuracyRun, low: AccuracyRun, title: str, page_dir: Path) -> str:
+def render_frame_rate(full: AccuracyRun, low: AccuracyRun, title: str, page_dir: Path,
+                      notes: Sequence[str] = (), command: str = "") -> str:
     """The Markdown page comparing ``full`` (the videos' own rate) with ``low`` (re-sampled); links are
     relative to ``page_dir``, the folder the page is written to."""
     pairs = paired_scenes(full, low)
@@ -122,10 +123,12 @@ def render_frame_rate(full: AccuracyRun, low: AccuracyRun, title: str, page_dir:
         "",
         *markdown_table(header, paper),
         "",
+        *(["## Notes", "", *(f"- {note}" for note in notes), ""] if notes else []),
         "## The runs",
         "",
         *_run_lines("Own rate", full, page_dir),
         *_run_lines("Re-sampled", low, page_dir),
+        *(["This page:", "", "```", command, "```", ""] if command else []),
     ]
     return "\n".join(lines)
 
@@ -136,10 +139,11 @@ def _run_lines(label: str, run: AccuracyRun, page_dir: Path) -> list[str]:
             *run.meta.get("scene_commands", []), run.meta.get("command", ""), "```", ""]
 
 
-def write_frame_rate(full_dir: Path, low_dir: Path, out: Path, title: str) -> Mapping[str, Any]:
+def write_frame_rate(full_dir: Path, low_dir: Path, out: Path, title: str,
+                     notes: Sequence[str] = (), command: str = "") -> Mapping[str, Any]:
     """Write the page to ``out`` and return the averages it shows."""
     full, low = AccuracyRun.read(full_dir), AccuracyRun.read(low_dir)
-    text = render_frame_rate(full, low, title, out.parent)
+    text = render_frame_rate(full, low, title, out.parent, notes, command)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     pairs = paired_scenes(full, low)

@@ -76,6 +76,9 @@ def test_the_command_prints_the_averages(runs: tuple[Path, Path], tmp_path: Path
                                          capsys: pytest.CaptureFixture[str]) -> None:
     full, low = runs
     out = tmp_path / "t7.md"
-    assert cli_main(["bench", "frame-rate", "--full", str(full), "--resampled", str(low), "--out", str(out)]) == 0
+    assert cli_main(["bench", "frame-rate", "--full", str(full), "--resampled", str(low), "--out", str(out),
+                     "--note", "first note", "--note", "second"]) == 0
     printed = capsys.readouterr().out
-    assert "P-8: 68.50 at the own rate, 57.00 re-sampled (-11.50)" in printed and out.is_file()
+    assert "P-8: 68.50 at the own rate, 57.00 re-sampled (-11.50)" in printed
+    assert "## Notes\n\n- first note\n- second\n" in out.read_text()
+    assert f"This page:\n\n```\nshadowtutor bench frame-rate --full {full}" in out.read_text()
