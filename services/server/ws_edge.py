@@ -63,6 +63,13 @@ def _decode_writable(key_frame: KeyFrame) -> np.ndarray:
     return frame if frame.flags.writeable else frame.copy()
 
 
+def _mark_retrieved(task: asyncio.Task[object]) -> None:
+    """Read a finished task's exception so that asyncio never logs it as unretrieved, even when the
+    connection is cancelled before it looks at its tasks (:meth:`EdgeConnection._run` re-raises what matters)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class EdgeConnection:
     def __init__(self, websocket: WebSocket, runtime: ServerRuntime) -> None:
         self.ws = websocket
@@ -124,15 +131,14 @@ class EdgeConnection:
         worker = asyncio.create_task(self._work(inbox), name=f"work-{self.session.session_id}")
         evicted = asyncio.create_task(self._evicted.wait(), name=f"evicted-{self.session.session_id}")
         tasks = {reader, worker, evicted}
+        for task in tasks:  # a task may fail instead of stopping when cancelled (a send the edge's disconnect
+            task.add_done_callback(_mark_retrieved)  # broke): no news, but asyncio would log it as an error
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:  # no await here: a cancelled connection must not wait again
             for task in tasks:
                 task.cancel()
         await asyncio.wait(tasks)  # (not gather: its cancellation escapes anyio's cancel scopes)
-        for task in tasks - done:  # one may fail instead of stopping (a send the edge's disconnect broke):
-            if not task.cancelled():  # that is no news, but asyncio logs an unretrieved exception as an error
-                task.exception()
         for task in done - {evicted}:
             task.result()  # re-raises the reason the session ended
         if self._eviction is not None:
