@@ -13,6 +13,7 @@ from shadowtutor.netbench.analysis import RunMetrics, all_metrics, mean_or_none,
 from shadowtutor.netbench.plots import plot_bytes_per_frame, plot_fps
 from shadowtutor.netbench.results import Results
 from shadowtutor.netbench.variants import NAIVE_RAW, SHADOWTUTOR, TITLES
+from shadowtutor.scenes.real import REAL_PRESET_PREFIX
 
 FPS_PLOT = "fps_vs_bandwidth.png"
 BYTES_PLOT = "bytes_per_frame.png"
@@ -61,6 +62,16 @@ def _load(meta: dict[str, object]) -> str:
     return f" (load average at the end of the run: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} over 1 / 5 / 15 min)"
 
 
+def _teacher(results: Results) -> str:
+    """What the labels teacher reads: generated scenes' ground truth, or a real teacher's stored labels."""
+    real = [str(scene.get("preset", "")).startswith(REAL_PRESET_PREFIX) for scene in results.scenes.values()]
+    if real and all(real):
+        return "the labels a real teacher made of each real clip beforehand (its own cost is not paid here)"
+    if any(real):
+        return "each generated scene's ground truth, or the labels a real teacher made of each real clip beforehand"
+    return "each scene's ground truth"
+
+
 def _setup(results: Results) -> list[str]:
     meta, machine = results.meta, results.meta.get("machine", {})
     link = meta.get("link", {})
@@ -69,7 +80,7 @@ def _setup(results: Results) -> list[str]:
         f"- Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores{_load(meta)}. "
         "Server and edge run on the same CPU, "
         f"each with {meta.get('process_env', {}).get('OMP_NUM_THREADS', '?')} thread(s); the edge is "
-        "an x86 CPU, not a Jetson, and there is no GPU: the teacher is each scene's ground truth (the `labels` "
+        f"an x86 CPU, not a Jetson, and there is no GPU: the teacher is {_teacher(results)} (the `labels` "
         "teacher, as fast as reading a PNG) and distillation runs on the CPU.",
         "- Link: the server and the edge agent run as the real `shadowtutor serve` and `shadowtutor edge` "
         "processes in two Linux network namespaces joined by a veth pair "
@@ -214,8 +225,8 @@ def _accuracy(results: Results, metrics: Metrics) -> list[str]:
     rows = [[scene, _title(v), *(_cell(metrics, (scene, b, v), lambda m: m.record.miou_percent, 1) for b in sweep)]
             for scene in results.scenes for v in variants]
     return ["## Accuracy", "",
-            "Mean per-frame mIoU (%) of every frame's label map against the teacher (here the scene's ground "
-            "truth, so naive offloading scores 100 by construction).", "",
+            f"Mean per-frame mIoU (%) of every frame's label map against the teacher (here {_teacher(results)}, "
+            "so naive offloading scores 100 by construction).", "",
             *_table(["scene", "variant", *(f"{b:g} Mbps" for b in sweep)], rows)]
 
 

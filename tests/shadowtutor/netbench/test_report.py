@@ -62,6 +62,19 @@ def test_the_setup_names_the_load_the_run_recorded() -> None:
     assert "2 cores (load average at the end of the run: 5.25 / 4.00 / 3.12 over 1 / 5 / 15 min)." in text
 
 
+def test_the_page_says_whose_labels_the_teacher_reads() -> None:
+    results = made_up_results()
+    generated = render_markdown(results, {"fps": "fps.png", "bytes": "bytes.png"})
+    assert "the teacher is each scene's ground truth (the `labels` teacher" in generated
+    results.scenes["fixed-people"]["preset"] = "real:vtest"
+    mixed = render_markdown(results, {"fps": "fps.png", "bytes": "bytes.png"})
+    assert "each generated scene's ground truth, or the labels a real teacher made of each real clip" in mixed
+    results.scenes["moving-street"]["preset"] = "real:bikes"
+    real = render_markdown(results, {"fps": "fps.png", "bytes": "bytes.png"})
+    assert "against the teacher (here the labels a real teacher made of each real clip beforehand" in real
+    assert "ground truth" not in real
+
+
 def test_a_bound_miss_is_listed_with_its_size() -> None:
     results = made_up_results()
     results.add(shadow_run(scene="fixed-people", bandwidth_mbps=8.0, loop_seconds=40.0, waited_seconds=32.0))
