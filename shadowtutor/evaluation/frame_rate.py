@@ -19,6 +19,8 @@ from typing import Any
 from shadowtutor.evaluation.markdown import markdown_table
 from shadowtutor.evaluation.paper_figures import PAPER_AVERAGE, PaperRow, paper_row
 
+# A scene in both runs: its name in the run at the own rate, its results there, and re-sampled
+Pairs = list[tuple[str, dict[str, Any], dict[str, Any]]]
 # (results.json key, column title) of the figures compared, as in the paper's Table 7
 FIGURES = (("p1_miou", "P-1"), ("p8_miou", "P-8"), ("key_frame_ratio_p8", "key frames (%)"))
 
@@ -55,7 +57,7 @@ def _same(full: AccuracyRun, low: AccuracyRun, *path: str) -> None:
                              f"{low.directory}; compare runs of one student and one set of parameters")
 
 
-def paired_scenes(full: AccuracyRun, low: AccuracyRun) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+def paired_scenes(full: AccuracyRun, low: AccuracyRun) -> Pairs:
     """(full-rate scene name, its results, the re-sampled scene's results) of each scene in both runs."""
     _same(full, low, "student", "sha256")
     _same(full, low, "params")
@@ -90,23 +92,27 @@ def _paper_values(row: PaperRow) -> list[float | None]:
                       (row.key_frame_ratio, row.key_frame_ratio_7fps)])
 
 
-def render_frame_rate(full: AccuracyRun, low: AccuracyRun, title: str, page_dir: Path,
+def averages(pairs: Pairs) -> dict[str, tuple[float | None, float | None]]:
+    """Each figure's mean over the paired scenes, at the own rate and re-sampled."""
+    return {key: (_mean([a.get(key) for _, a, _ in pairs]), _mean([b.get(key) for _, _, b in pairs]))
+            for key, _ in FIGURES}
+
+
+def render_frame_rate(full: AccuracyRun, low: AccuracyRun, pairs: Pairs, title: str, page_dir: Path,
                       notes: Sequence[str] = (), command: str = "") -> str:
-    """The Markdown page comparing ``full`` (the videos' own rate) with ``low`` (re-sampled); links are
-    relative to ``page_dir``, the folder the page is written to."""
-    pairs = paired_scenes(full, low)
+    """The Markdown page comparing ``full`` (the videos' own rate) with ``low`` (re-sampled) on their
+    ``pairs`` (:func:`paired_scenes`); links are relative to ``page_dir``, the folder the page is written to."""
     header = ["Scene", "Camera", "Category"]
     for _, name in FIGURES:
         header += [f"{name}, own rate", f"{name}, re-sampled", "change"]
-    rows, paper, ours = [], [], []
+    rows, paper = [], []
     for name, at_full, at_low in pairs:
         scene = [name, str(at_full.get("camera", "")), str(at_full.get("category", ""))]
         values = _compared([(at_full.get(key), at_low.get(key)) for key, _ in FIGURES])
-        ours.append(values)
         rows.append([*scene, *_cells(values)])
         row = paper_row(at_full.get("camera"), at_full.get("category"))
         paper.append([*scene, *(_cells(_paper_values(row)) if row else ["-"] * len(values))])
-    rows.append(["**average**", "", "", *_cells([_mean(list(column)) for column in zip(*ours, strict=True)])])
+    rows.append(["**average**", "", "", *_cells(_compared(list(averages(pairs).values())))])
     paper.append(["**paper's average**", "", "", *_cells(_paper_values(PAPER_AVERAGE))])
     lines = [
         f"# {title}",
@@ -143,9 +149,8 @@ def write_frame_rate(full_dir: Path, low_dir: Path, out: Path, title: str,
                      notes: Sequence[str] = (), command: str = "") -> Mapping[str, Any]:
     """Write the page to ``out`` and return the averages it shows."""
     full, low = AccuracyRun.read(full_dir), AccuracyRun.read(low_dir)
-    text = render_frame_rate(full, low, title, out.parent, notes, command)
+    pairs = paired_scenes(full, low)
+    text = render_frame_rate(full, low, pairs, title, out.parent, notes, command)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    pairs = paired_scenes(full, low)
-    return {key: (_mean([a.get(key) for _, a, _ in pairs]), _mean([b.get(key) for _, _, b in pairs]))
-            for key, _ in FIGURES}
+    return averages(pairs)

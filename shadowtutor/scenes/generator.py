@@ -212,7 +212,7 @@ def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Pat
     if sample_fps is not None:
         kept = sample_indices(frames, renderer.fps, sample_fps)
         meta = replace(meta, frames=len(kept), fps=float(sample_fps), cuts=sampled_cuts(meta.cuts, kept),
-                                   source_frames=frames, source_fps=renderer.fps)
+                       source_frames=frames, source_fps=renderer.fps)
     written = {source: index for index, source in enumerate(kept)}  # source frame -> its index in the scene
     out = Path(out)
     _prepare_out(out, force)
