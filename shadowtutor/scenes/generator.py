@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -37,7 +37,7 @@ from shadowtutor.scenes.io import (
 from shadowtutor.scenes.lighting import Lighting
 from shadowtutor.scenes.motion import HORIZON, Track, make_track
 from shadowtutor.scenes.presets import ScenePreset, get_preset
-from shadowtutor.scenes.resample import sample_indices, sampled_cuts
+from shadowtutor.scenes.resample import resampled
 from shadowtutor.scenes.sprites import PHASES, Sprite, make_sprite
 
 # Bump when the same arguments would render a different scene (invalidates cached scenes).
@@ -207,12 +207,7 @@ def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Pat
     from tqdm import tqdm
 
     renderer = SceneRenderer(preset, frames, seed, size, fps)
-    meta = renderer.meta
-    kept = range(frames)
-    if sample_fps is not None:
-        kept = sample_indices(frames, renderer.fps, sample_fps)
-        meta = replace(meta, frames=len(kept), fps=float(sample_fps), cuts=sampled_cuts(meta.cuts, kept),
-                       source_frames=frames, source_fps=renderer.fps)
+    meta, kept = resampled(renderer.meta, sample_fps)
     written = {source: index for index, source in enumerate(kept)}  # source frame -> its index in the scene
     out = Path(out)
     _prepare_out(out, force)

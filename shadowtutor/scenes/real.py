@@ -31,7 +31,7 @@ from shadowtutor.scenes.io import (
     label_path,
     scene_written_into,
 )
-from shadowtutor.scenes.resample import sample_indices, sampled_cuts
+from shadowtutor.scenes.resample import resampled
 
 REAL_PRESET_PREFIX = "real:"
 TEACHER_FILE = "teacher.json"
@@ -142,7 +142,11 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
     if not 0 < frames <= total:
         raise SceneError(f"the clip {name!r} has {total} frames, {frames} asked")
     size = size or native
-    kept = sample_indices(frames, fps, sample_fps) if sample_fps is not None else list(range(frames))
+    full_rate = SceneMeta(preset=REAL_PRESET_PREFIX + name, seed=0, frames=frames, width=size[0], height=size[1],
+                          fps=fps, class_names=LVS_CLASSES, camera=clip.camera, category=clip.category,
+                          cuts=tuple(c for c in clip.cuts if c < frames),
+                          description=f"{clip.description}; labels by the {teacher} teacher")
+    meta, kept = resampled(full_rate, sample_fps)
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     rate = f"_{sample_fps:g}fps" if sample_fps is not None else ""
     directory = root / "real" / f"{name}_{frames}f{rate}_{size[0]}x{size[1]}_{teacher}"
@@ -156,11 +160,11 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
     if tuple(labeller.class_names) != LVS_CLASSES:
         raise SceneError(f"the {teacher} teacher labels {list(labeller.class_names)}, scenes use {list(LVS_CLASSES)}")
     with scene_written_into(directory) as tmp:
-        _write_video(clip, tmp / VIDEO_NAME, kept, size, sample_fps or fps)
+        _write_video(clip, tmp / VIDEO_NAME, kept, size, meta.fps)
         (tmp / LABELS_DIR).mkdir()
         cap = cv2.VideoCapture(str(tmp / VIDEO_NAME))
         try:
-            for index in tqdm(range(len(kept)), desc=f"{teacher} labels {name}", unit="frame", disable=not progress):
+            for index in tqdm(range(meta.frames), desc=f"{teacher} labels {name}", unit="frame", disable=not progress):
                 ok, frame = cap.read()
                 if not ok:
                     raise SceneError(f"the re-encoded {name} ended after {index} frames")
@@ -168,11 +172,6 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
                     raise RuntimeError(f"cannot write {label_path(tmp, index)}")
         finally:
             cap.release()
-        meta = SceneMeta(preset=REAL_PRESET_PREFIX + name, seed=0, frames=len(kept), width=size[0], height=size[1],
-                         fps=sample_fps or fps, class_names=LVS_CLASSES, camera=clip.camera, category=clip.category,
-                         cuts=sampled_cuts([c for c in clip.cuts if c < frames], kept),
-                         description=f"{clip.description}; labels by the {teacher} teacher",
-                         **({"source_frames": frames, "source_fps": fps} if sample_fps is not None else {}))
         (tmp / META_NAME).write_text(meta.to_json())
         (tmp / TEACHER_FILE).write_text(described)
     return directory

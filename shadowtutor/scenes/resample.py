@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
+
+from shadowtutor.scenes.io import SceneMeta
 
 
 def sample_indices(frames: int, source_fps: float, fps: float) -> list[int]:
@@ -40,3 +43,13 @@ def sampled_cuts(cuts: Sequence[int], indices: Sequence[int]) -> tuple[int, ...]
         if position and position not in sampled:
             sampled.append(position)
     return tuple(sampled)
+
+
+def resampled(meta: SceneMeta, fps: float | None) -> tuple[SceneMeta, list[int]]:
+    """The metadata of the video ``meta`` describes re-sampled to ``fps``, and the source frames it keeps;
+    ``meta`` itself and every frame when ``fps`` is None."""
+    if fps is None:
+        return meta, list(range(meta.frames))
+    kept = sample_indices(meta.frames, meta.fps, fps)
+    return replace(meta, frames=len(kept), fps=float(fps), cuts=sampled_cuts(meta.cuts, kept),
+                   source_frames=meta.frames, source_fps=meta.fps), kept
