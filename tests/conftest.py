@@ -60,3 +60,11 @@ def real_clips() -> dict[str, Path]:
     from shadowtutor.scenes.real import REAL_CLIPS
 
     return {name: _installed(clip.path, f"the real clip {name}") for name, clip in REAL_CLIPS.items()}
+
+
+@pytest.fixture
+def held_out_photos() -> dict[str, Path]:
+    """The held-out background photos, as `shadowtutor scenes fetch-photos` left them."""
+    from shadowtutor.scenes.photos import HELD_OUT_PHOTOS
+
+    return {name: _installed(photo.path, f"the held-out photo {name}") for name, photo in HELD_OUT_PHOTOS.items()}

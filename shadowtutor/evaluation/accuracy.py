@@ -70,8 +70,9 @@ def scene_command(scene: Scene) -> str:
         return make_real_command(scene)
     frames, fps = (m.source_frames, m.source_fps) if m.resampled else (m.frames, m.fps)
     resample = f" --sample-fps {m.fps:g}" if m.resampled else ""
+    backgrounds = f" --backgrounds {m.backgrounds}" if m.backgrounds != "training" else ""
     return (f"shadowtutor scenes make --preset {m.preset} --frames {frames} --seed {m.seed} "
-            f"--out {scene.directory} --size {m.width}x{m.height} --fps {fps:g}{resample}")
+            f"--out {scene.directory} --size {m.width}x{m.height} --fps {fps:g}{resample}{backgrounds}")
 
 
 def open_scenes(paths: Sequence[Path]) -> dict[str, Scene]:
@@ -118,6 +119,9 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
     resampled = [f"{n} ({s.meta.source_fps:g} -> {s.meta.fps:g} fps)" for n, s in scenes.items() if s.meta.resampled]
     if resampled:
         notes.append(f"Re-sampled to a lower frame rate (the paper's Table 7): {', '.join(resampled)}.")
+    held_out = [n for n, s in scenes.items() if s.meta.backgrounds == "held-out"]
+    if held_out:
+        notes.append(f"Backgrounds from held-out photos, which pre-training never saw: {', '.join(held_out)}.")
     for name, scene in scenes.items():
         if (scene.meta.preset, scene.meta.seed) in pretrained_on:
             warning = f"scene {name} ({scene.meta.preset}, seed {scene.meta.seed}) was used to pre-train the student"

@@ -1,6 +1,9 @@
 """Background canvases: a photographed backdrop above the horizon, a textured ground in perspective.
 
-The canvas is larger than the frame when the camera moves; everything on it is background.
+The canvas is larger than the frame when the camera moves; everything on it is background. The
+surfaces come from one of two sets (:data:`BACKGROUND_SETS`): ``training``, from the photos that
+pre-training also sees, or ``held-out``, from photos that only evaluation scenes use
+(:mod:`shadowtutor.scenes.photos`), each cut where the photo shows no object of an LVS class.
 """
 
 from __future__ import annotations
@@ -46,6 +49,29 @@ GROUNDS: dict[str, tuple[Surface, ...]] = {
 }
 CATEGORIES = tuple(BACKDROPS)
 
+_LEAVES = Surface("squirrel", (0.0, 0.0, 0.4, 0.45))  # sunlit foliage above the squirrel
+_HEDGE = Surface("building", (0.0, 0.72, 0.55, 0.97))  # trees and hedge below the façade
+_LAWN = Surface("building", (0.0, 0.9, 1.0, 1.0))
+_COBBLES_A = Surface("leuven-a", (0.1, 0.8, 0.9, 1.0))
+_COBBLES_B = Surface("leuven-b", (0.35, 0.8, 1.0, 1.0))  # right of the parked bicycles
+_STREET_A = Surface("leuven-a", (0.0, 0.0, 1.0, 0.8))
+_FACADE = Surface("building", (0.0, 0.0, 1.0, 0.9))
+HELD_OUT_BACKDROPS: dict[str, tuple[Surface, ...]] = {
+    "animals": (_LEAVES, _HEDGE, Surface("aero3", (0.0, 0.0, 1.0, 0.45))),
+    "people": (_STREET_A, _FACADE, _LEAVES),
+    "street": (_STREET_A, Surface("leuven-b", (0.4, 0.0, 1.0, 0.75)), _FACADE),
+}
+HELD_OUT_GROUNDS: dict[str, tuple[Surface, ...]] = {
+    "animals": (_LAWN, _COBBLES_A),
+    "people": (_COBBLES_A, _COBBLES_B, _LAWN),
+    "street": (_COBBLES_A, _COBBLES_B),
+}
+BACKGROUND_SETS: dict[str, tuple[dict[str, tuple[Surface, ...]], dict[str, tuple[Surface, ...]]]] = {
+    "training": (BACKDROPS, GROUNDS),
+    "held-out": (HELD_OUT_BACKDROPS, HELD_OUT_GROUNDS),
+}
+DEFAULT_BACKGROUNDS = "training"
+
 
 def _surface(rng: np.random.Generator, surface: Surface, size: tuple[int, int],
              coverage: tuple[float, float] = (0.4, 1.0)) -> np.ndarray:
@@ -77,14 +103,23 @@ def _quilt(rng: np.random.Generator, surface: Surface, size: tuple[int, int], ti
     return (acc / np.maximum(norm, 1e-6))[overlap:overlap + h, overlap:overlap + w]
 
 
-def make_background(rng: np.random.Generator, category: str, size: tuple[int, int], horizon: float) -> np.ndarray:
-    """A BGR uint8 canvas of ``size`` (w, h) with the horizon at row ``horizon``."""
+def check_backgrounds(backgrounds: str) -> str:
+    if backgrounds not in BACKGROUND_SETS:
+        raise ValueError(f"unknown background set {backgrounds!r}; known: {', '.join(BACKGROUND_SETS)}")
+    return backgrounds
+
+
+def make_background(rng: np.random.Generator, category: str, size: tuple[int, int], horizon: float,
+                    backgrounds: str = DEFAULT_BACKGROUNDS) -> np.ndarray:
+    """A BGR uint8 canvas of ``size`` (w, h) with the horizon at row ``horizon``, its surfaces from
+    the background set ``backgrounds``."""
     if category not in BACKDROPS:
         raise ValueError(f"unknown scene category {category!r}; known: {CATEGORIES}")
     w, h = size
     if not 0 < horizon < h:
         raise ValueError(f"horizon {horizon} must lie inside the canvas height {h}")
-    backdrops, grounds = BACKDROPS[category], GROUNDS[category]
+    backdrop_sets, ground_sets = BACKGROUND_SETS[check_backgrounds(backgrounds)]
+    backdrops, grounds = backdrop_sets[category], ground_sets[category]
     surface = backdrops[int(rng.integers(len(backdrops)))]
     if surface.tile is None:
         backdrop = _surface(rng, surface, (w, h))

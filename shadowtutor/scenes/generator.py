@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.scenes.backgrounds import make_background
+from shadowtutor.scenes.backgrounds import DEFAULT_BACKGROUNDS, check_backgrounds, make_background
 from shadowtutor.scenes.camera import camera_path
 from shadowtutor.scenes.compose import Placement, paste, sprite_affine
 from shadowtutor.scenes.io import (
@@ -67,11 +67,12 @@ class Shot:
     """One continuous shot between cuts."""
 
     def __init__(self, preset: ScenePreset, frames: int, fps: float, size: Size,
-                 rng: np.random.Generator, class_names: tuple[str, ...]) -> None:
+                 rng: np.random.Generator, class_names: tuple[str, ...],
+                 backgrounds: str = DEFAULT_BACKGROUNDS) -> None:
         self.size = size
         self.camera = camera_path(preset.camera, frames, fps, size, rng)
         horizon = self.camera.canvas[1] / 2 + (HORIZON - 0.5) * size[1]
-        self.background = make_background(rng, preset.category, self.camera.canvas, horizon)
+        self.background = make_background(rng, preset.category, self.camera.canvas, horizon, backgrounds)
         cast = _cast(rng, preset)
         # Spread the starting positions so that objects begin mostly side by side.
         slots = (np.arange(len(cast)) + rng.uniform(0.2, 0.8, len(cast))) / len(cast)
@@ -149,7 +150,7 @@ class SceneRenderer:
     """Renders a preset's scene frame by frame; iterate it for :class:`RenderedFrame` s."""
 
     def __init__(self, preset: ScenePreset | str, frames: int, seed: int, size: Size = (1280, 720),
-                 fps: float = 30) -> None:
+                 fps: float = 30, backgrounds: str = DEFAULT_BACKGROUNDS) -> None:
         self.preset = get_preset(preset) if isinstance(preset, str) else preset
         if frames <= 0:
             raise ValueError(f"frames must be positive, got {frames}")
@@ -158,6 +159,7 @@ class SceneRenderer:
         if not fps > 0:
             raise ValueError(f"fps must be positive, got {fps}")
         self.frames, self.seed, self.size, self.fps = frames, seed, check_size(size), float(fps)
+        self.backgrounds = check_backgrounds(backgrounds)
         self.class_names = LVS_CLASSES
         self.cuts = tuple(range(self.preset.cut_interval, frames, self.preset.cut_interval))
 
@@ -167,7 +169,7 @@ class SceneRenderer:
         return SceneMeta(preset=p.name, seed=self.seed, frames=self.frames, width=self.size[0],
                          height=self.size[1], fps=self.fps, class_names=self.class_names,
                          camera=p.camera.regime, category=p.category, cuts=self.cuts,
-                         description=p.description)
+                         description=p.description, backgrounds=self.backgrounds)
 
     def shot(self, index: int) -> Shot:
         """Shot ``index`` (0 before the first cut)."""
@@ -175,7 +177,8 @@ class SceneRenderer:
         if not 0 <= index < len(bounds) - 1:
             raise IndexError(f"shot {index} out of range: the scene has {len(bounds) - 1} shots")
         rng = np.random.default_rng([self.seed, index])
-        return Shot(self.preset, bounds[index + 1] - bounds[index], self.fps, self.size, rng, self.class_names)
+        return Shot(self.preset, bounds[index + 1] - bounds[index], self.fps, self.size, rng, self.class_names,
+                    self.backgrounds)
 
     def __iter__(self) -> Iterator[RenderedFrame]:
         bounds = (0, *self.cuts, self.frames)
@@ -196,17 +199,19 @@ def _prepare_out(out: Path, force: bool) -> None:
 
 
 def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Path, size: Size = (1280, 720),
-               fps: float = 30, progress: bool = True, force: bool = False, sample_fps: float | None = None) -> Path:
+               fps: float = 30, progress: bool = True, force: bool = False, sample_fps: float | None = None,
+               backgrounds: str = DEFAULT_BACKGROUNDS) -> Path:
     """Render a scene into ``out`` (see :mod:`shadowtutor.scenes.io` for the format) and return ``out``.
 
     ``out`` must be absent or empty, or, with ``force``, hold a scene that is replaced. The
     scene is written next to ``out`` first and moved into place when complete. ``sample_fps``:
     render the ``frames`` frames at ``fps`` and keep those of the video re-sampled to ``sample_fps``
-    (:mod:`shadowtutor.scenes.resample`).
+    (:mod:`shadowtutor.scenes.resample`). ``backgrounds``: the background set
+    (:data:`shadowtutor.scenes.backgrounds.BACKGROUND_SETS`; ``held-out`` for places pre-training never saw).
     """
     from tqdm import tqdm
 
-    renderer = SceneRenderer(preset, frames, seed, size, fps)
+    renderer = SceneRenderer(preset, frames, seed, size, fps, backgrounds)
     meta, kept = resampled(renderer.meta, sample_fps)
     written = {source: index for index, source in enumerate(kept)}  # source frame -> its index in the scene
     out = Path(out)

@@ -20,7 +20,8 @@ A scene is a directory::
      "category": "animals" | "people" | "street",
      "cuts": [240, 480],                 # frames that start a new shot (new background and objects)
      "description": "...",
-     "source_frames": 300, "source_fps": 30}  # only in a re-sampled scene: the video it was re-sampled from
+     "source_frames": 300, "source_fps": 30,  # only in a re-sampled scene: the video it was re-sampled from
+     "backgrounds": "held-out"}          # only in a scene whose backgrounds pre-training never saw
 
 A re-sampled scene (:mod:`shadowtutor.scenes.resample`) holds the source frames nearest to the
 instants ``k / fps``; ``source_frames`` and ``source_fps`` say what it was re-sampled from.
@@ -66,7 +67,7 @@ class SceneError(ValueError):
     """A scene directory is missing, incomplete or inconsistent."""
 
 
-_OPTIONAL_FIELDS = ("source_frames", "source_fps")
+_OPTIONAL_FIELDS = ("source_frames", "source_fps", "backgrounds")
 
 
 def _number(value: float) -> int | float:
@@ -95,6 +96,7 @@ class SceneMeta:
     format: str = SCENE_FORMAT
     source_frames: int | None = None  # a re-sampled scene's source: its frame count and rate
     source_fps: float | None = None
+    backgrounds: str = "training"  # a generated scene's background set; only "held-out" is written
 
     def __post_init__(self) -> None:
         if self.format != SCENE_FORMAT:
@@ -134,6 +136,8 @@ class SceneMeta:
         if self.resampled:
             data["source_fps"] = _number(self.source_fps)
             order += ["source_frames", "source_fps"]
+        if self.backgrounds != "training":
+            order.append("backgrounds")
         return json.dumps({k: data[k] for k in order}, indent=2) + "\n"
 
     @classmethod
@@ -159,6 +163,8 @@ class SceneMeta:
             if "source_frames" in data or "source_fps" in data:
                 values["source_frames"] = int(data.get("source_frames"))
                 values["source_fps"] = float(data.get("source_fps"))
+            if "backgrounds" in data:
+                values["backgrounds"] = str(data["backgrounds"])
         except (TypeError, ValueError) as exc:
             raise SceneError(f"scene.json has a field of the wrong type: {exc}") from exc
         return cls(**values)

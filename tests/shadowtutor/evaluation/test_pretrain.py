@@ -60,3 +60,22 @@ def test_init_starts_from_a_checkpoint(tmp_path: Path) -> None:
     tuned = train_student(samples, PretrainConfig(**{**TINY.__dict__, "init": init}))
     assert tuned.metadata["pretrain"]["init"]["path"] == str(init)
     assert tuned.metadata["pretrain"]["epoch_losses"][0] < base.metadata["pretrain"]["epoch_losses"][0]
+
+
+def test_pretraining_sees_only_training_photos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held-out photos stay unseen: evaluation scenes made with them show places the student never saw."""
+    from shadowtutor.scenes import photos
+
+    loaded: set[str] = set()
+    real_load = photos.load_photo
+
+    def recording_load(name: str):  # noqa: ANN202 (the wrapped function's type)
+        loaded.add(name)
+        return real_load(name)
+
+    monkeypatch.setattr(photos, "load_photo", recording_load)
+    config = PretrainConfig(**{**TINY.__dict__, "presets": ("fixed-animals", "moving-people", "fixed-street"),
+                               "scenes_per_preset": 2, "frames": 2})
+    load_scene_samples(tmp_path, config, progress=False)
+    assert loaded and loaded <= set(photos.PHOTOS)
+    assert not loaded & set(photos.HELD_OUT_PHOTOS)
