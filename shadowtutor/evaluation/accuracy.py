@@ -32,7 +32,7 @@ from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.inference import onnx_available
 from shadowtutor.models.pretrained import default_student_path
 from shadowtutor.models.scale import format_size
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scenes.io import DEFAULT_BACKGROUNDS, Scene
 from shadowtutor.scenes.real import REAL_PRESET_PREFIX, make_real_command
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def scene_command(scene: Scene) -> str:
         return make_real_command(scene)
     frames, fps = (m.source_frames, m.source_fps) if m.resampled else (m.frames, m.fps)
     resample = f" --sample-fps {m.fps:g}" if m.resampled else ""
-    backgrounds = f" --backgrounds {m.backgrounds}" if m.backgrounds != "training" else ""
+    backgrounds = f" --backgrounds {m.backgrounds}" if m.backgrounds != DEFAULT_BACKGROUNDS else ""
     return (f"shadowtutor scenes make --preset {m.preset} --frames {frames} --seed {m.seed} "
             f"--out {scene.directory} --size {m.width}x{m.height} --fps {fps:g}{resample}{backgrounds}")
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from shadowtutor.scenes.io import DEFAULT_BACKGROUNDS
 from shadowtutor.scenes.painter import Colour
 from shadowtutor.scenes.photos import FULL_PHOTO, Region, random_crop
 
@@ -67,10 +68,9 @@ HELD_OUT_GROUNDS: dict[str, tuple[Surface, ...]] = {
     "street": (_COBBLES_A, _COBBLES_B),
 }
 BACKGROUND_SETS: dict[str, tuple[dict[str, tuple[Surface, ...]], dict[str, tuple[Surface, ...]]]] = {
-    "training": (BACKDROPS, GROUNDS),
+    DEFAULT_BACKGROUNDS: (BACKDROPS, GROUNDS),
     "held-out": (HELD_OUT_BACKDROPS, HELD_OUT_GROUNDS),
 }
-DEFAULT_BACKGROUNDS = "training"
 
 
 def _surface(rng: np.random.Generator, surface: Surface, size: tuple[int, int],

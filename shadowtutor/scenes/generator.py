@@ -19,10 +19,11 @@ import cv2
 import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.scenes.backgrounds import DEFAULT_BACKGROUNDS, check_backgrounds, make_background
+from shadowtutor.scenes.backgrounds import check_backgrounds, make_background
 from shadowtutor.scenes.camera import camera_path
 from shadowtutor.scenes.compose import Placement, paste, sprite_affine
 from shadowtutor.scenes.io import (
+    DEFAULT_BACKGROUNDS,
     INSTANCES_NAME,
     LABELS_DIR,
     META_NAME,

@@ -68,6 +68,7 @@ class SceneError(ValueError):
 
 
 _OPTIONAL_FIELDS = ("source_frames", "source_fps", "backgrounds")
+DEFAULT_BACKGROUNDS = "training"  # the background set pre-training sees; a scene.json names any other
 
 
 def _number(value: float) -> int | float:
@@ -96,7 +97,7 @@ class SceneMeta:
     format: str = SCENE_FORMAT
     source_frames: int | None = None  # a re-sampled scene's source: its frame count and rate
     source_fps: float | None = None
-    backgrounds: str = "training"  # a generated scene's background set; only "held-out" is written
+    backgrounds: str = DEFAULT_BACKGROUNDS  # a generated scene's background set; written only when another
 
     def __post_init__(self) -> None:
         if self.format != SCENE_FORMAT:
@@ -136,7 +137,7 @@ class SceneMeta:
         if self.resampled:
             data["source_fps"] = _number(self.source_fps)
             order += ["source_frames", "source_fps"]
-        if self.backgrounds != "training":
+        if self.backgrounds != DEFAULT_BACKGROUNDS:
             order.append("backgrounds")
         return json.dumps({k: data[k] for k in order}, indent=2) + "\n"
 

@@ -84,26 +84,27 @@ class PhotoError(RuntimeError):
 def load_photo(name: str) -> np.ndarray:
     """The photograph ``name`` as a BGR uint8 (H, W, 3) array (grey images are replicated)."""
     if name in HELD_OUT_PHOTOS:
-        image = _read_held_out(name)
+        bgr = _read_held_out(name)
     elif name in PHOTOS:
-        import skimage.data
-
-        try:
-            image = np.asarray(getattr(skimage.data, name)())
-        except Exception as exc:  # pooch-backed images raise ModuleNotFoundError or network errors
-            raise PhotoError(f"scikit-image cannot load {name!r} offline: {exc}") from exc
+        bgr = _read_training(name)
     else:
         raise PhotoError(f"unknown photo {name!r}; known: {sorted(PHOTOS) + sorted(HELD_OUT_PHOTOS)}")
+    bgr.setflags(write=False)  # cached and shared: nobody may paint on it
+    return bgr
+
+
+def _read_training(name: str) -> np.ndarray:
+    import skimage.data
+
+    try:
+        image = np.asarray(getattr(skimage.data, name)())
+    except Exception as exc:  # pooch-backed images raise ModuleNotFoundError or network errors
+        raise PhotoError(f"scikit-image cannot load {name!r} offline: {exc}") from exc
     if image.dtype != np.uint8:
         raise PhotoError(f"photo {name!r} is {image.dtype}, expected uint8")
     if image.ndim == 2:
-        bgr = np.ascontiguousarray(np.repeat(image[:, :, None], 3, axis=2))
-    elif name in HELD_OUT_PHOTOS:
-        bgr = image  # OpenCV reads BGR
-    else:
-        bgr = cv2.cvtColor(image[:, :, :3], cv2.COLOR_RGB2BGR)
-    bgr.setflags(write=False)  # cached and shared: nobody may paint on it
-    return bgr
+        return np.ascontiguousarray(np.repeat(image[:, :, None], 3, axis=2))
+    return cv2.cvtColor(image[:, :, :3], cv2.COLOR_RGB2BGR)
 
 
 def _read_held_out(name: str) -> np.ndarray:
@@ -111,7 +112,7 @@ def _read_held_out(name: str) -> np.ndarray:
     if not path.is_file():
         raise FetchError(f"the held-out photo {name!r} is not fetched ({path} is missing): run "
                          "`shadowtutor scenes fetch-photos` (scripts/bootstrap.sh does)")
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)  # BGR uint8
     if image is None:
         raise PhotoError(f"OpenCV cannot read the held-out photo {name!r} at {path}")
     return image
