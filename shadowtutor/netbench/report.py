@@ -107,7 +107,9 @@ def _setup(results: Results) -> list[str]:
               f"the first offered was used): `{meta.get('agent_codec_defaults', '?')}`.", ""]
     link_rows = [[f"{c['mbps']:g}", f"{c['up_mbps']:.2f}", f"{c['down_mbps']:.2f}", f"{c['bytes'] / 1e6:.2f}"]
                  for c in sorted(results.links, key=lambda c: -c["mbps"])]
-    lines += ["Link check before each bandwidth's runs: a timed TCP transfer each way between the namespaces "
+    rounds = max((int(c.get("rounds", 1)) for c in results.links), default=1)
+    best = f", the best of {rounds} rounds" if rounds > 1 else ""
+    lines += [f"Link check before each bandwidth's runs: a timed TCP transfer each way between the namespaces{best} "
               "(goodput, so a few % under the shaped rate for TCP/IP headers).", ""]
     lines += _table(["shaped (Mbps)", "up goodput (Mbps)", "down goodput (Mbps)", "MB each way"], link_rows)
     return lines

@@ -98,3 +98,13 @@ def test_write_report_draws_both_plots_and_links_them_relative_to_the_page(tmp_p
         png = tmp_path / "docs" / "results" / "net" / name
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"](results/net/{name})" in text
+
+
+def test_the_link_check_says_how_many_rounds_its_best_figures_come_from() -> None:
+    results = made_up_results()
+    single = render_markdown(results, {"fps": "f.png", "bytes": "b.png"}, "", "REGEN")
+    assert "between the namespaces (goodput" in single  # results from before the probe took rounds
+    for link in results.links:
+        link["rounds"] = 3
+    text = render_markdown(results, {"fps": "f.png", "bytes": "b.png"}, "", "REGEN")
+    assert "between the namespaces, the best of 3 rounds (goodput" in text
