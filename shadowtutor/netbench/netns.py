@@ -191,13 +191,16 @@ class NamespaceLink:
 def signals_raise_exit() -> Iterator[None]:
     """While inside, SIGTERM and SIGHUP raise ``SystemExit(128 + signum)``, so ``finally`` blocks clean up.
 
-    (SIGINT already raises ``KeyboardInterrupt``.) The previous handlers come back on exit.
+    (SIGINT already raises ``KeyboardInterrupt``.) A signal the process was started ignoring stays
+    ignored, as Python leaves SIGINT: ``nohup`` (SIGHUP) and a shell's background jobs (SIGINT) ask
+    for that. The previous handlers come back on exit.
     """
 
     def handler(signum: int, _frame: FrameType | None) -> None:
         raise SystemExit(128 + signum)
 
-    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         yield
     finally:

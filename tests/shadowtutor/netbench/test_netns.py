@@ -21,6 +21,7 @@ from shadowtutor.netbench.netns import (
     owner_pid,
     remove_stale,
     run_command,
+    signals_raise_exit,
 )
 
 
@@ -73,8 +74,10 @@ def test_the_link_joins_two_namespaces_and_is_gone_after_close() -> None:
 
 
 SCRIPT = textwrap.dedent("""
-    import subprocess, sys, time
+    import signal, subprocess, sys, time
     from shadowtutor.netbench.netns import NamespaceLink, exec_in, signals_raise_exit
+    # A foreground run, however pytest was started: a shell's background job inherits SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with signals_raise_exit(), NamespaceLink() as link:
         sleeper = subprocess.Popen(exec_in(link.edge.namespace, ["sleep", "300"]), start_new_session=True)
         print(link.server.namespace, link.edge.namespace, sleeper.pid, flush=True)
@@ -132,3 +135,19 @@ def test_stale_cleanup_spares_namespaces_of_live_runs() -> None:
     with NamespaceLink() as link:
         assert link.server.namespace not in remove_stale()
         assert link.server.namespace in list_namespaces()
+
+
+def test_signals_raise_exit_keeps_an_ignored_signal_ignored_and_restores_handlers() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    try:
+        with signals_raise_exit():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            with pytest.raises(SystemExit) as raised:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1)  # the handler runs between bytecodes, before this returns
+            assert raised.value.code == 128 + signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is before
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, hangup)
