@@ -18,7 +18,7 @@ result is refused unless its labels equal the input student's on the given frame
 Algorithm 1 or its parameters: the same student, parametrised at another scale.
 
 Usage: ``python scripts/authors_weight_scale.py --student IN.pt --authors Student_amended.pth
---check-video VIDEO... --out OUT.pt``
+--check-scenes DIR... --out OUT.pt``
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import json
 import sys
 from pathlib import Path
 
-import cv2
 import numpy as np
 import torch
 
 from shadowtutor.models.checkpoint import load_student, save_student
 from shadowtutor.models.student import StudentNet, normalise_frame
+from shadowtutor.scenes.io import Scene
 
 FACTORS = ("dec2.a", "dec2.b", "dec2.c", "dec3.a", "dec3.b", "dec3.c", "out_conv1", "out_conv2")
 
@@ -88,21 +88,12 @@ def rescale(state: dict[str, torch.Tensor], target: dict[str, torch.Tensor]) -> 
     return out, {f: float(np.exp(v)) for f, v in zip(FACTORS, logs, strict=True)}
 
 
-def _first_frame(video: Path) -> np.ndarray:
-    capture = cv2.VideoCapture(str(video))
-    ok, frame = capture.read()
-    capture.release()
-    if not ok:
-        raise SystemExit(f"cannot read a frame from {video}")
-    return frame
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--student", type=Path, required=True)
     parser.add_argument("--authors", type=Path, required=True, help="the authors' released state dict")
-    parser.add_argument("--check-video", type=Path, nargs="+", required=True,
-                        help="videos whose first frame must be labelled the same before and after")
+    parser.add_argument("--check-scenes", type=Path, nargs="+", required=True,
+                        help="scenes whose first frame must be labelled the same before and after")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     loaded = load_student(args.student)
@@ -114,10 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     loaded.model.eval()
     rescaled.eval()
     with torch.no_grad():
-        for video in args.check_video:
-            x = normalise_frame(_first_frame(video))
+        for scene in args.check_scenes:
+            x = normalise_frame(next(Scene.open(scene).frames()))
             same = float((loaded.model(x).argmax(1) == rescaled(x).argmax(1)).float().mean())
-            print(f"{video}: labels equal on {100 * same:.4f} % of pixels")
+            print(f"{scene}: labels equal on {100 * same:.4f} % of pixels")
             if same < 0.9999:
                 print("the rescaled student labels differently: not saved", file=sys.stderr)
                 return 1

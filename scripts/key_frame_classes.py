@@ -21,10 +21,13 @@ from typing import Any
 import numpy as np
 
 from shadowtutor.algorithms.client_loop import ClientLoop, FrameResult
+from shadowtutor.algorithms.metrics import miou
 from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.evaluation.passes import ScenePass, run_pass
 from shadowtutor.models.pretrained import default_student_path
 from shadowtutor.scenes.io import Scene
+
+BACKGROUND = background_index(LVS_CLASSES)
 
 
 def key_frame_record(result: FrameResult, truth: np.ndarray) -> dict[str, Any]:
@@ -33,16 +36,15 @@ def key_frame_record(result: FrameResult, truth: np.ndarray) -> dict[str, Any]:
     shown = {int(c) for c in np.unique(pred)}
     ious = {c: float(np.logical_and(pred == c, truth == c).sum() / np.logical_or(pred == c, truth == c).sum())
             for c in sorted(present | shown)}
-    return {"frame": result.index, "ious": ious, "pixels": {c: int((truth == c).sum()) for c in sorted(present)},
-            "hallucinated": sorted(shown - present)}
+    return {"frame": result.index, "metric": miou(pred, truth, len(LVS_CLASSES)), "ious": ious,
+            "pixels": {c: int((truth == c).sum()) for c in sorted(present)}, "hallucinated": sorted(shown - present)}
 
 
 def metric_over(record: dict[str, Any], min_pixels: int | None) -> float:
     """Eq. 1 over all classes (None), or over the frame's classes of at least ``min_pixels`` (and background)."""
     if min_pixels is None:
-        return float(np.mean(list(record["ious"].values())))
-    background = background_index(LVS_CLASSES)
-    kept = [c for c, n in record["pixels"].items() if n >= min_pixels or c == background]
+        return record["metric"]
+    kept = [c for c, n in record["pixels"].items() if n >= min_pixels or c == BACKGROUND]
     return float(np.mean([record["ious"][c] for c in kept]))
 
 
@@ -74,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     student = args.student or default_student_path()
-    background = background_index(LVS_CLASSES)
     out: dict[str, Any] = {"student": str(student), "scenes": {}}
     for scene_dir in args.scenes:
         records = run_scene(scene_dir, student)
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             "hallucinated_classes_per_key_frame": float(np.mean([len(r["hallucinated"]) for r in records])),
             "iou_on_arrival": {name: float(np.mean(v)) for name, v in by_class.items()},
             "share_of_frame": {LVS_CLASSES[c]: float(np.mean([r["pixels"].get(c, 0) for r in records]) / frame_pixels)
-                               for c in sorted({c for r in records for c in r["pixels"]}) if c != background},
+                               for c in sorted({c for r in records for c in r["pixels"]}) if c != BACKGROUND},
         }
         for label, limit in [("all classes (eq. 1)", None), ("the frame's classes", 0),
                              *[(f"the frame's classes of >= {n} px", n) for n in args.min_pixels]]:
