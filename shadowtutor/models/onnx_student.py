@@ -2,8 +2,10 @@
 and the GPU path through ONNX Runtime's CUDA and TensorRT execution providers (a Jetson).
 
 The exported graph is :class:`~shadowtutor.models.fast_student.FastStudent` (pixel-mean
-subtraction, instance normalisation for the frame-statistics BatchNorm, folded head, argmax
-inside): ``frame`` uint8 ``(H, W, 3)`` in, ``labels`` uint8 ``(H, W)`` out, any frame size.
+subtraction, instance normalisation for the frame-statistics BatchNorm, folded head and tail,
+argmax inside): ``frame`` uint8 ``(H, W, 3)`` in, ``labels`` uint8 ``(H, W)`` out. It is exported
+twice, with the tail fused and without (frame sizes where it cannot be): each frame runs through
+the session of its size's variant, built when first needed.
 
 Weight updates rebuild the session from the exported model with new initializer values.
 (Overriding initializers through ``SessionOptions.add_initializer`` gives wrong labels once
@@ -30,7 +32,7 @@ import numpy as np
 import torch
 
 from shadowtutor.models.backends import ONNX_PROVIDERS, BackendUnavailableError
-from shadowtutor.models.fast_student import FastStudent, channel_argmax
+from shadowtutor.models.fast_student import FastStudent, channel_argmax, frame_tail_fusable
 from shadowtutor.models.inference import check_frame
 from shadowtutor.models.student import StudentNet
 
@@ -74,8 +76,9 @@ def _require_onnx() -> tuple[Any, Any]:
 
 
 @functools.lru_cache(maxsize=4)
-def export_fast_student(num_classes: int) -> bytes:
-    """The serialised ONNX graph of a ``num_classes`` student's :class:`FastStudent`, weights as placeholders.
+def export_fast_student(num_classes: int, fuse_tail: bool = True) -> bytes:
+    """The serialised ONNX graph of a ``num_classes`` student's :class:`FastStudent`, weights as placeholders;
+    ``fuse_tail``: the variant for frame sizes where :func:`frame_tail_fusable` holds.
 
     The exporter merges initializers with equal values (all-zero biases of a fresh student,
     say), so the graph is exported from a student whose every tensor is unique random noise:
@@ -84,12 +87,12 @@ def export_fast_student(num_classes: int) -> bytes:
     only, so exports are cached.
     """
     onnx, _ = _require_onnx()
-    placeholder = FastStudent(StudentNet(num_classes).eval())
+    placeholder = FastStudent(StudentNet(num_classes).eval(), fuse_tail=fuse_tail)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for tensor in placeholder.state_dict().values():
             tensor.copy_(torch.rand(tensor.shape, generator=generator) + 0.5)
-    example = torch.zeros((64, 96, 3), dtype=torch.uint8)
+    example = torch.zeros((64, 96, 3), dtype=torch.uint8)  # a size where the tail can be fused
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # instance_norm in "training mode" and exporter deprecations
@@ -144,7 +147,6 @@ class OnnxBackend:
         self._ort = ort
         self.kind = kind
         self.fast = FastStudent(copy.deepcopy(student).cpu().eval())
-        self._template = export_fast_student(student.num_classes)
         self.providers = ONNX_PROVIDERS[kind]
         # TensorRT starts in FP16 and keeps it if the first frame's labels agree with FP32 ones.
         self.fp16 = kind == "onnx-trt"
@@ -154,15 +156,24 @@ class OnnxBackend:
         self.options.intra_op_num_threads = threads or torch.get_num_threads()
         self.options.inter_op_num_threads = 1
         self.options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-        self._session = self._build_session()
+        # Per tail variant (fused or not); the fused one now, so that a provider that cannot start fails here.
+        self._sessions: dict[bool, Any] = {True: self._build_session(True)}
 
     @property
     def precision(self) -> str:
         return "fp16" if self.fp16 else "fp32"
 
-    def _build_session(self) -> Any:
+    def _session(self, frame: np.ndarray) -> Any:
+        """The session for ``frame``'s size (its tail variant), built now if it is not yet."""
+        fused = frame_tail_fusable(frame.shape[0], frame.shape[1])
+        if fused not in self._sessions:
+            self._sessions[fused] = self._build_session(fused)
+        return self._sessions[fused]
+
+    def _build_session(self, fused: bool) -> Any:
         providers = [(p, provider_options(p, self.fp16)) for p in self.providers]
-        session = self._ort.InferenceSession(with_weights(self._template, self.fast), self.options, providers=providers)
+        template = export_fast_student(self.fast.student.num_classes, fused)
+        session = self._ort.InferenceSession(with_weights(template, self.fast), self.options, providers=providers)
         if self.providers[0] not in session.get_providers():
             raise BackendUnavailableError(
                 f"student backend {self.kind!r}: ONNX Runtime could not start {self.providers[0]} (the session "
@@ -173,7 +184,7 @@ class OnnxBackend:
     def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
         """Labels ``uint8 (H, W)`` of one BGR ``uint8 (H, W, 3)`` frame."""
         frame = check_frame(frame_bgr)
-        labels = self._session.run(None, {INPUT_NAME: frame})[0]
+        labels = self._session(frame).run(None, {INPUT_NAME: frame})[0]
         if self._check_fp16:
             self._check_fp16 = False
             labels = self._keep_fp16_if_it_agrees(frame, labels)
@@ -190,12 +201,12 @@ class OnnxBackend:
         log.warning("student backend %s: FP16 labels agree with FP32 on only %.3f%% of the first frame's pixels "
                     "(< %.1f%%): running in FP32", self.kind, 100 * self.fp16_agreement, 100 * FP16_MIN_AGREEMENT)
         self.fp16 = False
-        self._session = self._build_session()
-        return self._session.run(None, {INPUT_NAME: frame})[0]
+        self._sessions.clear()
+        return self._session(frame).run(None, {INPUT_NAME: frame})[0]
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
-        """Install a (partial) student ``state_dict`` and rebuild the session (tens of ms on a CPU)."""
+        """Install a (partial) student ``state_dict`` and rebuild the sessions (tens of ms each on a CPU)."""
         self.fast.load_weights(update)
-        self._session = self._build_session()
+        self._sessions = {fused: self._build_session(fused) for fused in self._sessions}
 
     apply = load_weights

@@ -11,18 +11,21 @@ pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
 from shadowtutor.models.checkpoint import load_student  # noqa: E402
-from shadowtutor.models.fast_student import FastStudent  # noqa: E402
+from shadowtutor.models.fast_student import FastStudent, frame_tail_fusable  # noqa: E402
 from shadowtutor.models.inference import ReferenceBackend  # noqa: E402
 from shadowtutor.models.onnx_student import OnnxBackend, export_fast_student  # noqa: E402
 from shadowtutor.models.student import StudentNet  # noqa: E402
 
 
-def test_every_initializer_is_one_fast_student_weight() -> None:
+@pytest.mark.parametrize("fuse_tail", [True, False])
+def test_every_initializer_is_one_fast_student_weight(fuse_tail: bool) -> None:
     # A fresh student has many equal tensors (zero biases); the export must not merge them.
-    model = onnx.load_from_string(export_fast_student(9))
+    model = onnx.load_from_string(export_fast_student(9, fuse_tail))
     names = [init.name for init in model.graph.initializer]
     expected = set(FastStudent(StudentNet(9)).state_dict())
     folded_away = {k for k in expected if k.startswith(("student.out_conv2.", "student.out_conv3."))}
+    if not fuse_tail:
+        folded_away |= {"tail_weight", "tail_bias"}
     assert len(names) == len(set(names))
     assert set(names) == expected - folded_away
 
@@ -37,10 +40,17 @@ def test_labels_of_the_authors_student_match_the_reference(peer_student_path: Pa
         assert np.mean(onnx_backend.infer(frame) == reference.infer(frame)) >= 0.999
 
 
-def test_any_frame_size_runs_through_one_session() -> None:
-    backend = OnnxBackend(StudentNet(3), threads=1)
-    for height, width in ((48, 64), (75, 133), (180, 320)):
-        assert backend.infer(np.zeros((height, width, 3), np.uint8)).shape == (height, width)
+def test_every_frame_size_gets_the_labels_of_its_tail_variant() -> None:
+    torch.manual_seed(4)
+    student = StudentNet(9).eval()
+    backend, reference = OnnxBackend(student, threads=1), ReferenceBackend(student)
+    photo = data.astronaut()[:, :, ::-1]
+    for height, width in ((48, 64), (75, 133), (180, 320), (100, 150)):
+        frame = np.ascontiguousarray(photo[:height, :width])
+        labels = backend.infer(frame)
+        assert labels.shape == (height, width)
+        assert np.mean(labels == reference.infer(frame)) >= 0.999
+    assert set(backend._sessions) == {True, False}  # 48x64 and 180x320 fused, the others not
 
 
 def test_an_update_reaches_the_session() -> None:
@@ -74,7 +84,7 @@ def test_fp16_is_kept_only_where_its_labels_agree_with_fp32(caplog: pytest.LogCa
     # A drifting FP16 session: the first frame falls back to FP32 (a rebuilt real session).
     drifting = OnnxBackend(student, threads=1)
     drifting.fp16 = drifting._check_fp16 = True
-    drifting._session = _DisagreeingSession()
+    drifting._sessions[frame_tail_fusable(*frame.shape[:2])] = _DisagreeingSession()
     with caplog.at_level("WARNING", "shadowtutor.models.onnx_student"):
         assert np.mean(drifting.infer(frame) == expected) >= 0.999
     assert drifting.precision == "fp32" and drifting.fp16_agreement < FP16_MIN_AGREEMENT
