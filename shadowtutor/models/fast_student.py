@@ -13,9 +13,8 @@ Three rewrites, each exact in real arithmetic (only float rounding differs):
   the folded head, with no activation between), so where the upsampling is exactly x4 it runs
   as one 3x3 convolution at ``dec3``'s resolution with one output channel per class and
   sub-pixel phase, then a pixel shuffle (:func:`fold_tail`): the two 32-channel 3x3 convolutions
-  at a quarter of the frame's resolution, two thirds of the student's work, are gone. Only the
-  outer two rows and columns differ (there the convolutions' zero padding reads beyond the
-  frame); they are computed the original way from thin strips.
+  at a quarter of the frame's resolution, two thirds of the student's work, are gone. The outer
+  blocks, where those convolutions read their zero padding, have kernels of their own.
 
 The input is the raw BGR ``uint8`` frame ``(H, W, 3)``; the graph subtracts the pixel mean
 itself, so the same module exports to ONNX with preprocessing and argmax inside.
@@ -59,37 +58,64 @@ def fold_head(student: StudentNet) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 TAIL_UPSCALE = 4  # dec3's output is upsampled x4 to in_conv1's resolution (frame sizes like 640x360)
-TAIL_BORDER = 2  # outer rows / columns of the tail output whose receptive field holds zero padding
+# Where a block of the fused tail lies, row-major over (first, inner, last) block row x column: the
+# convolutions' zero padding makes the first and last blocks' kernels differ from the inner ones.
+TAIL_REGIONS = ("top_left", "top", "top_right", "left", "inner", "right", "bottom_left", "bottom", "bottom_right")
 
 
 def fold_tail(
     student: StudentNet, head_weight: torch.Tensor, head_bias: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weight ``(classes * 16, C, 3, 3)`` and bias of the 3x3 convolution that, followed by
-    ``pixel_shuffle(4)``, equals ``head(out_conv1(upsample_x4(x)))`` away from the border
-    (``x`` padded by replication, as bilinear upsampling clamps).
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Per region of :data:`TAIL_REGIONS`, the weight ``(classes * 16, C, 3, 3)`` and bias of the 3x3
+    convolution whose outputs, through ``pixel_shuffle(4)``, are ``head(out_conv1(upsample_x4(x)))``
+    at that region's blocks (``x`` padded by replication, as bilinear upsampling clamps).
 
-    The two 3x3 convolutions compose into one 5x5 kernel; per axis, output phase ``p`` at tap
-    ``t`` reads the upsampled position ``4i + p + t``, a fixed mix of ``x[i - 1 .. i + 1]`` taken
-    from PyTorch's own interpolation of unit impulses.
+    Per axis, output phase ``p`` reads out_conv1's output through head tap ``a`` and that reads the
+    upsampled map through out_conv1 tap ``b``, at ``4i + p + a + b - 2``: a fixed mix of
+    ``x[i - 1 .. i + 1]``, taken from PyTorch's own interpolation of unit impulses. In the first and
+    last block the taps that read the convolutions' zero padding are left out.
     """
     w1, b1 = student.out_conv1.weight.detach(), student.out_conv1.bias.detach()
-    composed = w1.new_zeros(head_weight.shape[0], w1.shape[1], 5, 5)  # head after out_conv1, one 5x5 kernel
-    for a in range(3):
-        for b in range(3):
-            composed[:, :, a:a + 3, b:b + 3] += torch.einsum("km,mcuv->kcuv", head_weight[:, :, a, b], w1)
     r = TAIL_UPSCALE
     impulses = F.interpolate(torch.eye(7).unsqueeze(0), scale_factor=r, mode="linear", align_corners=False)[0]
-    # mix[p, t, j]: weight of x[i + j - 1] in the upsampled position r * i + p + t - 2 (i = 3)
+    # mix[p, t, j]: weight of x[i + j - 1] in the upsampled position r * i + p + t - 2 (here i = 3)
     mix = torch.stack([impulses[2:5, r * 3 + p - 2: r * 3 + p + 3].t() for p in range(r)])
-    weight = torch.einsum("kcuv,yuj,xvl->kyxcjl", composed, mix, mix).reshape(-1, w1.shape[1], 3, 3)
-    bias = head_bias + torch.einsum("kmab,m->k", head_weight, b1)
-    return weight.contiguous(), bias.repeat_interleave(r * r).contiguous()
+    p, a, b = torch.arange(r).view(r, 1, 1), torch.arange(3).view(1, 3, 1), torch.arange(3).view(1, 1, 3)
+    inside = torch.ones(r, 3, 3, dtype=torch.bool)
+    reads_hidden = (p + a >= 1, inside, p + a <= r)  # head tap a within out_conv1's output: first, inner, last
+    reads_up = (p + a + b >= 2, inside, p + a + b <= r + 1)  # and out_conv1 tap b within the upsampled map
+    mixes = [mix[:, (a + b).flatten()].view(r, 3, 3, 3) * (hidden & up).unsqueeze(3)
+             for hidden, up in zip(reads_hidden, reads_up, strict=True)]
+    hidden_taps = [hidden[:, :, 0].to(w1.dtype) for hidden in reads_hidden]
+    folded = {}
+    for index, region in enumerate(TAIL_REGIONS):
+        row, col = divmod(index, 3)
+        weight = torch.einsum("kmAB,mcCD,yACj,xBDl->kyxcjl", head_weight, w1, mixes[row], mixes[col])
+        bias = head_bias.view(-1, 1, 1) + torch.einsum(
+            "kmAB,m,yA,xB->kyx", head_weight, b1, hidden_taps[row], hidden_taps[col])
+        folded[region] = weight.reshape(-1, w1.shape[1], 3, 3).contiguous(), bias.reshape(-1).contiguous()
+    return folded
 
 
 def tail_fusable(dec3_size: tuple[int, int] | torch.Size, x1_size: tuple[int, int] | torch.Size) -> bool:
-    """Whether :func:`fold_tail` applies: in_conv1's output is exactly 4x dec3's (e.g. 640x360 frames)."""
-    return tuple(x1_size) == (TAIL_UPSCALE * dec3_size[0], TAIL_UPSCALE * dec3_size[1])
+    """Whether :func:`fold_tail` applies: in_conv1's output is exactly 4x dec3's (e.g. 640x360 frames), and
+    dec3's has an inner block in each direction."""
+    return min(dec3_size) >= 3 and tuple(x1_size) == (TAIL_UPSCALE * dec3_size[0], TAIL_UPSCALE * dec3_size[1])
+
+
+def tail_scores(dec3: torch.Tensor, folded: Mapping[str, tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """``head(out_conv1(upsample_x4(dec3)))`` from :func:`fold_tail`'s kernels: ``(1, classes, 4h, 4w)``."""
+    height, width = dec3.shape[2], dec3.shape[3]
+    padded = F.pad(dec3, (1, 1, 1, 1), mode="replicate")
+    # padded rows read by the first block row, the inner ones and the last; columns the same
+    spans_y = (slice(0, 3), slice(1, height + 1), slice(height - 1, None))
+    spans_x = (slice(0, 3), slice(1, width + 1), slice(width - 1, None))
+    rows = []
+    for row in range(3):
+        parts = [F.conv2d(padded[:, :, spans_y[row], spans_x[col]], *folded[TAIL_REGIONS[3 * row + col]])
+                 for col in range(3)]
+        rows.append(torch.cat(parts, dim=3))
+    return F.pixel_shuffle(torch.cat(rows, dim=2), TAIL_UPSCALE)
 
 
 def frame_tail_fusable(height: int, width: int) -> bool:
@@ -148,21 +174,26 @@ class FastStudent(nn.Module):
             raise ValueError(f"labels are uint8: at most 256 classes, the student has {student.num_classes}")
         self.student = student
         self.register_buffer("pixel_mean", torch.tensor(PIXEL_MEAN_BGR, dtype=torch.float32).view(1, 3, 1, 1))
-        weight, bias = fold_head(student)
-        self.register_buffer("head_weight", weight)
-        self.register_buffer("head_bias", bias)
-        weight, bias = fold_tail(student, weight, bias)
-        self.register_buffer("tail_weight", weight)
-        self.register_buffer("tail_bias", bias)
+        head_weight, head_bias = fold_head(student)
+        self.register_buffer("head_weight", head_weight)
+        self.register_buffer("head_bias", head_bias)
+        for region, (weight, bias) in fold_tail(student, head_weight, head_bias).items():
+            self.register_buffer(f"tail_{region}_weight", weight)
+            self.register_buffer(f"tail_{region}_bias", bias)
 
     def refresh_head(self) -> None:
         """Recompute the folded head and tail from the student's current weights."""
-        weight, bias = fold_head(self.student)
-        self.head_weight.copy_(weight)
-        self.head_bias.copy_(bias)
-        weight, bias = fold_tail(self.student, weight, bias)
-        self.tail_weight.copy_(weight)
-        self.tail_bias.copy_(bias)
+        head_weight, head_bias = fold_head(self.student)
+        self.head_weight.copy_(head_weight)
+        self.head_bias.copy_(head_bias)
+        for region, (weight, bias) in fold_tail(self.student, head_weight, head_bias).items():
+            getattr(self, f"tail_{region}_weight").copy_(weight)
+            getattr(self, f"tail_{region}_bias").copy_(bias)
+
+    def folded_tail(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """The buffers of :func:`fold_tail`'s kernels, by region."""
+        return {region: (getattr(self, f"tail_{region}_weight"), getattr(self, f"tail_{region}_bias"))
+                for region in TAIL_REGIONS}
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
         """Install a (partial) student ``state_dict``; keys are the student's own."""
@@ -186,27 +217,10 @@ class FastStudent(nn.Module):
 
     def tail(self, dec3: torch.Tensor, x1_size: tuple[int, int] | torch.Size) -> torch.Tensor:
         """Class scores at in_conv1's resolution from the ``dec3`` block's output (before its upsampling)."""
-        if not (self.fuse_tail and tail_fusable(dec3.shape[2:], x1_size)):
-            return self._head(_upsample(dec3, x1_size), (1, 1, 1, 1))
-        b, r = TAIL_BORDER, TAIL_UPSCALE
-        height, width = dec3.shape[2], dec3.shape[3]
-        padded = F.pad(dec3, (1, 1, 1, 1), mode="replicate")
-        inner = F.pixel_shuffle(F.conv2d(padded, self.tail_weight, self.tail_bias), r)[:, :, b:-b, b:-b]
-        # The border rows and columns from strips of the upsampled map (two dec3 rows give the
-        # outer r upsampled ones exactly), through the 3x3 convolutions with their zero padding.
-        top = self._head(_upsample(dec3[:, :, :2], (2 * r, r * width))[:, :, : 2 * b], (1, 1, 1, 0))
-        bottom = self._head(_upsample(dec3[:, :, -2:], (2 * r, r * width))[:, :, -2 * b:], (1, 1, 0, 1))
-        left = self._head(_upsample(dec3[:, :, :, :2], (r * height, 2 * r))[:, :, :, : 2 * b], (1, 0, 1, 1))
-        right = self._head(_upsample(dec3[:, :, :, -2:], (r * height, 2 * r))[:, :, :, -2 * b:], (0, 1, 1, 1))
-        middle = torch.cat([left[:, :, b:-b], inner, right[:, :, b:-b]], dim=3)
-        return torch.cat([top, middle, bottom], dim=2)
-
-    def _head(self, upsampled: torch.Tensor, padding: tuple[int, int, int, int]) -> torch.Tensor:
-        """``head(out_conv1(upsampled))`` with zero ``padding`` (left, right, top, bottom) on the sides that are
-        the frame's border."""
-        s = self.student
-        hidden = F.conv2d(F.pad(upsampled, padding), s.out_conv1.weight, s.out_conv1.bias)
-        return F.conv2d(F.pad(hidden, padding), self.head_weight, self.head_bias)
+        if self.fuse_tail and tail_fusable(dec3.shape[2:], x1_size):
+            return tail_scores(dec3, self.folded_tail())
+        hidden = self.student.out_conv1(_upsample(dec3, x1_size))
+        return F.conv2d(hidden, self.head_weight, self.head_bias, padding=1)
 
     def forward(self, frame: torch.Tensor) -> torch.Tensor:
         """Labels ``uint8 (H, W)`` (plain ``argmax``: the form that exports to ONNX)."""
