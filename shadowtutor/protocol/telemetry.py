@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shadowtutor.acceleration.change_based.thresholds import THRESHOLD_NAMES
+from shadowtutor.acceleration.change_based.thresholds import RETIRED_NAMES, THRESHOLD_NAMES
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Telemetry
 
@@ -28,7 +28,8 @@ CHANGE_MODES = ("change", "full", "fallback")  # how a frame of the change-based
 REGION_PATHS = ("segment", "flow")  # shadowtutor.acceleration.regions.labeller.SEGMENT and FLOW
 # Labelled counters: field -> the keys it may have (each key's value a count).
 LABELS = {"output_dropped": OUTPUTS, "change_based_frames": CHANGE_MODES, "regions": REGION_PATHS}
-STUDENT_LAYERS = THRESHOLD_NAMES  # the keys of changed_fraction: the student's change-threshold points
+# The keys of changed_fraction: the student's change-threshold points, and the retired ones older edges report.
+STUDENT_LAYERS = THRESHOLD_NAMES + RETIRED_NAMES
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ full instead, through the same caches:
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,19 +31,26 @@ from shadowtutor.acceleration.change_based.stages import (
     BlockStage,
     ConvStage,
     InputStage,
-    LabelStage,
+    TailStage,
     UpsampleStage,
     conv_output_size,
 )
 from shadowtutor.acceleration.change_based.thresholds import validate_thresholds
-from shadowtutor.models.fast_student import check_update, fold_head
+from shadowtutor.models.fast_student import TAIL_UPSCALE, check_update, fold_head, fold_tail, frame_tail_fusable
 from shadowtutor.models.inference import check_frame
 from shadowtutor.models.student import StudentNet
 
 # Stages in execution order; a weight key belongs to the stage of its top-level module.
-STAGES = ("in_conv1", "in_conv2", "enc1", "enc2", "enc3", "dec1", "dec1.up", "dec2", "dec2.up",
-          "dec3", "dec3.up", "out_conv1", "out_conv2", "output")
-_STAGE_OF_MODULE = {"out_conv3": "out_conv2"}
+STAGES = ("in_conv1", "in_conv2", "enc1", "enc2", "enc3", "dec1", "dec1.up", "dec2", "dec2.up", "dec3", "tail")
+_STAGE_OF_MODULE = {"out_conv1": "tail", "out_conv2": "tail", "out_conv3": "tail"}
+# The fused tail works on whole blocks of 8x8 output pixels (stages.TailStage).
+FRAME_MULTIPLE = 2 * TAIL_UPSCALE
+
+
+def frame_supported(height: int, width: int) -> bool:
+    """Whether change-based execution runs frames of this size: sides multiples of :data:`FRAME_MULTIPLE`
+    (then the fused tail's blocks tile the frame exactly) and where the tail can be fused."""
+    return height % FRAME_MULTIPLE == 0 and width % FRAME_MULTIPLE == 0 and frame_tail_fusable(height, width)
 
 # More changed input pixels than this is a moving camera or a cut: the real fixed camera changes
 # 3 %, the generated fixed scenes 12-14 %, the moving ones 35-43 % (docs/results/change_based/).
@@ -54,6 +62,8 @@ DEFAULT_DENSE_FRACTION = 0.5
 DEFAULT_REFRESH_INTERVAL = 300
 DEFAULT_BACKOFF_FRAMES = 60
 SMOOTHING = 0.3
+
+log = logging.getLogger(__name__)
 
 FrameMode = str  # "change" (change-based), "full" (full evaluation through the caches), "fallback"
 
@@ -91,6 +101,7 @@ class ChangeBasedStudent:
         self.dense_fraction = dense_fraction
         self.refresh_interval = refresh_interval
         self.size: tuple[int, int] | None = None
+        self.unsupported_size: tuple[int, int] | None = None  # the last size refused (warned about once)
         self.full_from = 0  # index into STAGES of the first stage that must run in full; len(STAGES) = none
         self.since_refresh = 0
         self.stats = ChangeStats()
@@ -117,6 +128,8 @@ class ChangeBasedStudent:
         frame_bgr = check_frame(frame_bgr)
         frame = torch.from_numpy(frame_bgr)
         size = (frame.shape[0], frame.shape[1])
+        if not frame_supported(*size):
+            return self._unsupported(frame_bgr, size)
         with torch.inference_mode():
             if size != self.size:
                 self._build(size, keep_caches=False)
@@ -134,6 +147,19 @@ class ChangeBasedStudent:
             labels = self._run(frame, moved, self.full_from, fraction)
             self._guard(time.perf_counter() - start)
             return labels
+
+    def _unsupported(self, frame_bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+        """A frame size change-based execution cannot run: the full-frame backend labels it (or a clear error)."""
+        message = (f"change-based inference needs frames whose sides are multiples of {FRAME_MULTIPLE} pixels, "
+                   f"at least {3 * FRAME_MULTIPLE}; got {size[1]}x{size[0]}")
+        if self.full_frame is None:
+            raise ValueError(message)
+        if size != self.unsupported_size:
+            log.warning("%s: every frame of this size runs full-frame", message)
+            self.unsupported_size = size
+        self.size = None
+        self.stats = ChangeStats("fallback", 1.0)
+        return self.full_frame(frame_bgr)
 
     def _fallback(self, frame_bgr: np.ndarray, frame: torch.Tensor, fraction: float) -> np.ndarray:
         self.input.accept(frame)
@@ -167,12 +193,8 @@ class ChangeBasedStudent:
         dec2 = self.ups["dec2.up"].step(
             self.blocks["dec2"].step([(dec1, 0), (enc2, self.dec1_channels)], taus, "dec2", full("dec2")),
             full("dec2.up"))
-        dec3 = self.ups["dec3.up"].step(
-            self.blocks["dec3"].step([(dec2, 0), (enc1, self.dec2_channels)], taus, "dec3", full("dec3")),
-            full("dec3.up"))
-        out1 = self.out_conv1.step(dec3, taus["out_conv1"], full("out_conv1"))
-        logits = self.head.step(out1, taus["out_conv2"], full("out_conv2"))
-        labels = self.labels.step(logits, taus["output"], full("output"))
+        dec3 = self.blocks["dec3"].step([(dec2, 0), (enc1, self.dec2_channels)], taus, "dec3", full("dec3"))
+        labels = self.tail.step(dec3, taus["tail"], taus["output"], full("tail"))
         self.full_from = len(STAGES)
         self.since_refresh = 0 if full_from == 0 else self.since_refresh + 1
         self._record("full" if full_from == 0 else "change", fraction)
@@ -184,8 +206,7 @@ class ChangeBasedStudent:
             changed[name] = block.changed_fraction
             changed[f"{name}.conv2"] = block.conv2.changed_fraction
             changed[f"{name}.conv3"] = block.conv3.changed_fraction
-        changed.update(out_conv1=self.out_conv1.changed_fraction, out_conv2=self.head.changed_fraction,
-                       output=self.labels.changed_fraction)
+        changed.update(tail=self.tail.changed_fraction, output=self.tail.output_fraction)
         self.stats = ChangeStats(mode, fraction, changed)
 
     def input_scales(self) -> dict[str, float]:
@@ -195,8 +216,7 @@ class ChangeBasedStudent:
             scales[name] = block.preact.interior().std().item()
             scales[f"{name}.conv2"] = block.conv2.input.interior().std().item()
             scales[f"{name}.conv3"] = block.conv3.input.interior().std().item()
-        scales.update(out_conv1=self.out_conv1.input.interior().std().item(),
-                      out_conv2=self.head.input.interior().std().item(), output=self.labels.logits.std().item())
+        scales.update(tail=self.tail.source.std().item(), output=self.tail.logits.std().item())
         return scales
 
     # -- construction --------------------------------------------------------------------------
@@ -221,21 +241,15 @@ class ChangeBasedStudent:
         self.ups = {
             "dec1.up": UpsampleStage(enc3_size, enc2_size, self.dec1_channels, dense),
             "dec2.up": UpsampleStage(enc2_size, enc1_size, self.dec2_channels, dense),
-            "dec3.up": UpsampleStage(enc1_size, x1_size, self.blocks["dec3"].out_channels, dense),
         }
-        self.out_conv1 = ConvStage(SparseConv(s.out_conv1.weight, s.out_conv1.bias, 1, (1, 1), x1_size, dense),
-                                   s.out_conv1.in_channels)
-        head_weight, head_bias = fold_head(s)
-        self.head = ConvStage(SparseConv(head_weight, head_bias, 1, (1, 1), x1_size, dense),
-                              s.out_conv2.in_channels)
-        self.labels = LabelStage(x1_size, size, s.num_classes, dense)
+        self.tail = TailStage(fold_tail(s, *fold_head(s)), enc1_size)
         if keep_caches:
             self._carry_caches(old)
         self.size = size
 
     def _carry_caches(self, old: dict[str, object]) -> None:
         """Reuse the old caches: maps are data, the new stages only bring new weights."""
-        for name in ("input", "in_conv2", "out_conv1", "head", "labels"):
+        for name in ("input", "in_conv2", "tail"):
             _carry(old[name], getattr(self, name))
         for name, block in self.blocks.items():
             _carry(old["blocks"][name], block)
@@ -247,7 +261,7 @@ def _smoothed(previous: float | None, value: float) -> float:
     return value if previous is None else previous + SMOOTHING * (value - previous)
 
 
-_CACHES = ("reference", "input", "x", "preact", "short", "long", "sums", "source", "logits", "labels",
+_CACHES = ("reference", "input", "x", "preact", "short", "long", "sums", "source", "logits", "score_labels", "labels",
            "conv2", "conv3")
 
 

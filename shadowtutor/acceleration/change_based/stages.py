@@ -21,8 +21,10 @@ from shadowtutor.acceleration.change_based.sparse_ops import (
     Change,
     PaddedMap,
     SparseConv,
+    bilinear_axis,
     flat_nonzero,
 )
+from shadowtutor.models.fast_student import TAIL_REGIONS, TAIL_UPSCALE, channel_argmax, tail_scores
 from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock
 
 Size = tuple[int, int]
@@ -243,31 +245,132 @@ class UpsampleStage:
         return Change(out_index, self.up.at(self.source, out_index))
 
 
-class LabelStage:
-    """Logits -> final bilinear upsampling -> argmax, recomputed only where the logits moved."""
+def dilated(index: torch.Tensor, size: Size) -> torch.Tensor:
+    """Flat positions of an ``size`` grid within one step (8-neighbourhood) of any position in ``index``."""
+    mask = torch.zeros(size[0] * size[1])
+    mask[index] = 1.0
+    return flat_nonzero(F.max_pool2d(mask.view(1, 1, *size), 3, stride=1, padding=1))
 
-    def __init__(self, in_size: Size, out_size: Size, classes: int, dense_fraction: float) -> None:
-        self.up = BilinearUpsample(in_size, out_size)
-        self.logits = torch.zeros(in_size[0] * in_size[1], classes)
-        self.labels = torch.zeros(out_size[0] * out_size[1], dtype=torch.uint8)
-        self.out_size = out_size
-        self.dense_fraction = dense_fraction
-        self.changed_fraction = 0.0
 
-    def step(self, change: Change | None, tau: float, full: bool) -> np.ndarray:
+class TailStage:
+    """dec3's output -> class scores (the fused tail, :func:`~shadowtutor.models.fast_student.fold_tail`)
+    -> labels (x2 bilinear upsampling, argmax), block by block.
+
+    The tail's unit is a *block*: one position of dec3's ``(h, w)`` map, whose 4x4 class scores are
+    one 3x3 convolution of its neighbourhood; a block's scores feed the 8x8 label *tile* of its own
+    and those of its neighbours. Frames must be a multiple of 8 in each direction (then every block
+    and tile lies on this grid, exactly).
+    """
+
+    def __init__(self, folded: dict[str, tuple[torch.Tensor, torch.Tensor]], grid: Size) -> None:
+        h, w = grid
+        self.grid = grid
+        self.folded = folded
+        scale = TAIL_UPSCALE
+        weights = [folded[region][0] for region in TAIL_REGIONS]
+        classes_phases, channels = weights[0].shape[:2]
+        self.classes = classes_phases // scale**2
+        # per region, the (9 * C, classes * 16) matrix for patches gathered as (tap y, tap x, channel)
+        self.matrices = [wt.permute(2, 3, 1, 0).reshape(9 * channels, classes_phases).contiguous() for wt in weights]
+        self.biases = [folded[region][1] for region in TAIL_REGIONS]
+        rows, cols = torch.arange(h), torch.arange(w)
+        tap = torch.arange(-1, 2)
+        near_y = (rows.view(-1, 1) + tap).clamp(0, h - 1)  # (h, 3): replication padding
+        near_x = (cols.view(-1, 1) + tap).clamp(0, w - 1)
+        self.neighbours = (near_y.view(h, 1, 3, 1) * w + near_x.view(1, w, 1, 3)).reshape(h * w, 9)
+        row_class = (rows > 0).long() + (rows == h - 1).long()  # 0 first, 1 inner, 2 last
+        col_class = (cols > 0).long() + (cols == w - 1).long()
+        self.region = (row_class.view(h, 1) * 3 + col_class.view(1, w)).flatten()
+        self.inner = TAIL_REGIONS.index("inner")
+        # class-score positions of each block (phase-major), in the (4h, 4w) map
+        sh, sw = scale * h, scale * w
+        phase = torch.arange(scale)
+        score_y = rows.view(-1, 1) * scale + phase
+        score_x = cols.view(-1, 1) * scale + phase
+        self.block_scores = (score_y.view(h, 1, scale, 1) * sw + score_x.view(1, w, 1, scale)).reshape(h * w, -1)
+        out = 2 * scale
+        label_y = rows.view(-1, 1) * out + torch.arange(out)  # (h, 8): the output rows of each block's tile
+        label_x = cols.view(-1, 1) * out + torch.arange(out)
+        self.out_size = (out * h, out * w)
+        tile_labels = label_y.view(h, 1, out, 1) * self.out_size[1] + label_x.view(1, w, 1, out)
+        self.tile_labels = tile_labels.reshape(h * w, -1)
+        # each output pixel's four class-score sources, as the last (x2 bilinear) upsampling reads them
+        y0, y1, self.weight_y = bilinear_axis(sh, self.out_size[0])
+        x0, x1, self.weight_x = bilinear_axis(sw, self.out_size[1])
+
+        def sources(ys: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
+            return (ys[label_y].view(h, 1, out, 1) * sw + xs[label_x].view(1, w, 1, out)).reshape(h * w, -1)
+
+        self.pixel_sources = torch.stack([sources(y0, x0), sources(y0, x1), sources(y1, x0), sources(y1, x1)], 2)
+        self.source = torch.zeros(h * w, channels)
+        self.logits = torch.zeros(sh * sw, self.classes)
+        self.score_labels = torch.zeros(sh * sw, dtype=torch.uint8)  # argmax of each position's class scores
+        self.labels = torch.zeros(self.out_size[0] * self.out_size[1], dtype=torch.uint8)
         self.changed_fraction = 0.0
+        self.output_fraction = 0.0
+
+    def step(self, change: Change | None, tau: float, tau_output: float, full: bool) -> np.ndarray:
+        """``tau`` thresholds dec3's output, ``tau_output`` the class scores (per block: its largest move)."""
+        self.changed_fraction = self.output_fraction = 0.0
         if full:
             if change is not None:
-                self.logits[change.index] = change.values
-            self.changed_fraction = 1.0
-            self.labels.copy_(self.up.dense(self.logits).argmax(1))
+                self.source[change.index] = change.values
+            self._all()
         elif change is not None:
-            moved = change.index[detect(self.logits, change.index, change, tau)]
-            self.changed_fraction = moved.numel() / self.logits.shape[0]
+            moved = change.index[detect(self.source, change.index, change, tau)]
+            self.changed_fraction = moved.numel() / self.source.shape[0]
             if moved.numel():
-                out_index = self.up.affected(moved)
-                if out_index.numel() > self.dense_fraction * self.labels.numel():
-                    self.labels.copy_(self.up.dense(self.logits).argmax(1))
-                else:
-                    self.labels[out_index] = self.up.at(self.logits, out_index).argmax(1).to(torch.uint8)
+                self._blocks(dilated(moved, self.grid), tau_output)
         return self.labels.view(self.out_size).numpy().copy()
+
+    def _all(self) -> None:
+        h, w = self.grid
+        dec3 = self.source.view(1, h, w, -1).permute(0, 3, 1, 2)
+        scores = tail_scores(dec3, self.folded)
+        self.logits.copy_(scores[0].permute(1, 2, 0).reshape(-1, self.classes))
+        self.score_labels.copy_(channel_argmax(scores).flatten())
+        labels = channel_argmax(F.interpolate(scores, size=self.out_size, mode="bilinear", align_corners=False))
+        self.labels.copy_(labels.flatten())
+        self.changed_fraction = self.output_fraction = 1.0
+
+    def _blocks(self, blocks: torch.Tensor, tau_output: float) -> None:
+        """Recompute the class scores of ``blocks``; where they moved by more than ``tau_output``, the labels."""
+        taps = self.neighbours.index_select(0, blocks).flatten()
+        patches = self.source.index_select(0, taps).view(blocks.numel(), -1)
+        scores = torch.addmm(self.biases[self.inner], patches, self.matrices[self.inner])
+        regions = self.region.index_select(0, blocks)
+        for region in regions.unique().tolist():
+            if region != self.inner:
+                rows = flat_nonzero(regions == region)
+                scores[rows] = torch.addmm(self.biases[region], patches[rows], self.matrices[region])
+        new = scores.view(blocks.numel(), self.classes, -1).transpose(1, 2)
+        positions = self.block_scores.index_select(0, blocks)
+        old = self.logits.index_select(0, positions.flatten()).view_as(new)
+        moved = flat_nonzero((new - old).abs_().amax((1, 2)) > tau_output)
+        self.output_fraction = moved.numel() / self.source.shape[0]
+        if not moved.numel():
+            return
+        written = positions.index_select(0, moved).flatten()
+        scores = new.index_select(0, moved).reshape(-1, self.classes)
+        self.logits[written] = scores
+        self.score_labels[written] = scores.argmax(1).to(torch.uint8)
+        self._label_tiles(dilated(blocks.index_select(0, moved), self.grid))
+
+    def _label_tiles(self, tiles: torch.Tensor) -> None:
+        """Labels of the 8x8 output tiles of ``tiles``. A pixel whose four sources have one label gets it
+        (a convex mix of score vectors that share their first maximum keeps it); the others are mixed
+        and compared as the full-frame upsampling and argmax do."""
+        sources = self.pixel_sources.index_select(0, tiles).view(-1, 4)
+        pixels = self.tile_labels.index_select(0, tiles).flatten()
+        near = self.score_labels.index_select(0, sources.flatten()).view(-1, 4)
+        labels = near[:, 0].clone()
+        mixed = flat_nonzero((near != near[:, :1]).any(1))
+        if mixed.numel():
+            vectors = self.logits.index_select(0, sources.index_select(0, mixed).flatten()).view(-1, 4, self.classes)
+            where = pixels.index_select(0, mixed)
+            wy = self.weight_y.index_select(0, torch.div(where, self.out_size[1], rounding_mode="floor")).unsqueeze(1)
+            wx = self.weight_x.index_select(0, where % self.out_size[1]).unsqueeze(1)
+            top = torch.lerp(vectors[:, 0], vectors[:, 1], wx)
+            bottom = torch.lerp(vectors[:, 2], vectors[:, 3], wx)
+            labels[mixed] = torch.lerp(top, bottom, wy).argmax(1).to(torch.uint8)
+        self.labels[pixels] = labels

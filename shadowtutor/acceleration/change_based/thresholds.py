@@ -4,13 +4,17 @@ A threshold belongs to the input of one layer of the student: a position of that
 as changed when any of its channels moved by more than tau_l since the value the layer last
 computed with. ``in_conv1``'s input is the raw BGR frame (units: grey levels 0..255); the others
 are feature maps; a block's own name thresholds its normalised (pre-activated) input, and
-``<block>.conv2`` / ``.conv3`` the inputs of its 1x3 and 3x1 convolutions. All zero = labels
-equal to full-frame inference.
+``<block>.conv2`` / ``.conv3`` the inputs of its 1x3 and 3x1 convolutions, ``tail`` the dec3 block's
+output (the input of the fused tail), ``output`` the class scores before the last upsampling. All
+zero = labels equal to full-frame inference.
 
 File format (``shadowtutor change-based calibrate`` writes it)::
 
-    {"format": "shadowtutor-change-thresholds", "version": 1,
+    {"format": "shadowtutor-change-thresholds", "version": 2,
      "thresholds": {"in_conv1": 6.0, "in_conv2": 0.05, ...}, "source": "..."}
+
+Version 1 files (made before the tail was fused) still load: their ``out_conv1`` threshold, on dec3's
+output upsampled, becomes ``tail``; their ``out_conv2`` point no longer exists and is dropped.
 """
 
 from __future__ import annotations
@@ -22,14 +26,16 @@ from importlib import resources
 from pathlib import Path
 
 FORMAT = "shadowtutor-change-thresholds"
-VERSION = 1
+VERSION = 2
 BLOCKS = ("enc1", "enc2", "enc3", "dec1", "dec2", "dec3")
 BLOCK_POINTS = ("", ".conv2", ".conv3")
 THRESHOLD_NAMES: tuple[str, ...] = (
     "in_conv1", "in_conv2",
     *(f"{block}{point}" for block in BLOCKS for point in BLOCK_POINTS),
-    "out_conv1", "out_conv2", "output",
+    "tail", "output",
 )
+# Version 1's points that version 2 has not: what older edges may still report (protocol TELEMETRY).
+RETIRED_NAMES = ("out_conv1", "out_conv2")
 DEFAULT_FILE = "default_thresholds.json"
 
 
@@ -75,9 +81,20 @@ def parse_threshold_file(text: str, origin: str) -> dict[str, float]:
         raise ThresholdFileError(f"{origin}: not JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ThresholdFileError(f"{origin}: not a change-threshold file (expected \"format\": \"{FORMAT}\")")
-    if data.get("version") != VERSION:
-        raise ThresholdFileError(f"{origin}: version {data.get('version')!r} is not supported (this is {VERSION})")
-    return validate_thresholds(data.get("thresholds"), origin)
+    version, thresholds = data.get("version"), data.get("thresholds")
+    if version == 1 and isinstance(thresholds, Mapping):
+        thresholds = _from_version_1(thresholds)
+    elif version != VERSION:
+        raise ThresholdFileError(f"{origin}: version {version!r} is not supported (this is {VERSION}; 1 is read too)")
+    return validate_thresholds(thresholds, origin)
+
+
+def _from_version_1(thresholds: Mapping[str, object]) -> dict[str, object]:
+    """A version 1 file's thresholds in version 2's points (the module's docstring says how)."""
+    converted = {name: value for name, value in thresholds.items() if name not in RETIRED_NAMES}
+    if "out_conv1" in thresholds:
+        converted["tail"] = thresholds["out_conv1"]
+    return converted
 
 
 def load_thresholds(path: str | Path | None = None) -> dict[str, float]:

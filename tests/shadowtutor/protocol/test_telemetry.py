@@ -28,7 +28,7 @@ def test_a_full_report_survives_the_wire() -> None:
 
 
 ACCELERATION = dict(change_based_frames={"change": 7, "full": 2, "fallback": 1},
-                    changed_fraction={"in_conv1": 0.02, "enc2.conv3": 0.5, "output": 0.0},
+                    changed_fraction={"in_conv1": 0.02, "enc2.conv3": 0.5, "tail": 0.1, "output": 0.0},
                     regions={"segment": 4, "flow": 12}, region_key_age_frames={"buckets": [0, 1, 2],
                                                                               "counts": [4, 8, 4, 0], "sum": 16},
                     cluster_workers=3, region_queue_depth=0)
@@ -50,6 +50,11 @@ def test_a_report_without_the_added_figures_is_still_valid() -> None:
         assert header.pop(name) is None
     report = check_telemetry(decode(pack(Telemetry.TYPE, header)))
     assert report.telemetry.regions is None and set(report.histograms) == set()
+
+
+def test_an_edge_from_before_the_fused_tail_may_still_report_its_retired_layers() -> None:
+    message = Telemetry(**COUNTS, changed_fraction={"in_conv1": 0.02, "out_conv1": 0.2, "out_conv2": 0.1})
+    assert check_telemetry(decode(encode(message))).telemetry == message
 
 
 def test_fields_a_receiver_does_not_know_are_ignored() -> None:

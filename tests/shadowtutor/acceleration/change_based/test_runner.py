@@ -74,7 +74,7 @@ def test_a_partial_update_keeps_the_front_caches(student) -> None:
     changed = runner.stats.changed
     assert runner.stats.mode == "change"
     assert all(changed[name] == 0 for name in ("in_conv1", "in_conv2", "enc1", "enc2", "enc3", "dec1"))
-    assert changed["dec2"] == 1.0 and changed["out_conv2"] == 1.0
+    assert changed["dec2"] == 1.0 and changed["tail"] == 1.0 and changed["output"] == 1.0
     assert STAGES.index("dec2") == runner.full_from or runner.full_from == len(STAGES)
 
 
@@ -106,14 +106,14 @@ def test_a_large_change_falls_back_to_the_full_frame_backend(student) -> None:
 def test_thresholds_trade_agreement_for_less_work(student) -> None:
     thresholds = {name: 0.0 for name in THRESHOLD_NAMES}
     exact = ChangeBasedStudent(student, thresholds)
-    loose = ChangeBasedStudent(student, {**thresholds, "in_conv1": 40.0, "out_conv1": 1.0, "output": 2.0})
+    loose = ChangeBasedStudent(student, {**thresholds, "in_conv1": 40.0, "tail": 1.0, "output": 2.0})
     noisy = [np.clip(f.astype(int) + np.random.default_rng(i).integers(-3, 4, f.shape), 0, 255).astype(np.uint8)
              for i, f in enumerate(_scene(4))]
     for frame in noisy:
         exact.infer(frame)
         loose.infer(frame)
     assert loose.stats.changed["in_conv1"] < exact.stats.changed["in_conv1"]
-    assert loose.stats.changed["out_conv2"] < exact.stats.changed["out_conv2"]
+    assert loose.stats.changed["output"] < exact.stats.changed["output"]
 
 
 def test_periodic_refresh_and_new_sizes_run_in_full(student) -> None:
@@ -125,6 +125,22 @@ def test_periodic_refresh_and_new_sizes_run_in_full(student) -> None:
         modes.append(runner.stats.mode)
     assert modes == ["full", "change", "change", "full"]
     runner.infer(np.zeros((HEIGHT + 8, WIDTH, 3), np.uint8))
+    assert runner.stats.mode == "full"
+
+
+def test_frame_sizes_off_the_tails_blocks_go_full_frame_or_are_a_clear_error(student, caplog) -> None:
+    odd = np.zeros((HEIGHT + 4, WIDTH, 3), np.uint8)  # 68 rows: not a multiple of 8
+    with pytest.raises(ValueError, match="multiples of 8"):
+        ChangeBasedStudent(student, zero_thresholds()).infer(odd)
+    full = TorchBackend(student)
+    runner = ChangeBasedStudent(student, zero_thresholds(), full.infer)
+    with caplog.at_level("WARNING", "shadowtutor.acceleration.change_based.runner"):
+        for _ in range(2):
+            assert np.array_equal(runner.infer(odd), full.infer(odd))
+            assert runner.stats.mode == "fallback"
+    assert caplog.text.count("multiples of 8") == 1  # said once per size
+    frame = _scene(1)[0]
+    assert np.array_equal(runner.infer(frame), full.infer(frame))  # a supported size runs change-based again
     assert runner.stats.mode == "full"
 
 

@@ -38,16 +38,23 @@ def test_a_written_file_loads_back(tmp_path) -> None:
     ("{not json", "not JSON"),
     ({"format": "other", "version": 1, "thresholds": {}}, "not a change-threshold file"),
     ({"format": FORMAT, "version": 9, "thresholds": {}}, "version 9"),
-    ({"format": FORMAT, "version": 1, "thresholds": [1, 2]}, "must be an object"),
-    ({"format": FORMAT, "version": 1, "thresholds": {**zero_thresholds(), "enc9": 1.0}}, "unknown layer names"),
-    ({"format": FORMAT, "version": 1, "thresholds": {"in_conv1": 1.0}}, "no threshold for"),
-    ({"format": FORMAT, "version": 1, "thresholds": {**zero_thresholds(), "enc1": -1}}, "finite number >= 0"),
-    ({"format": FORMAT, "version": 1, "thresholds": {**zero_thresholds(), "enc1": "3"}}, "finite number >= 0"),
-    ({"format": FORMAT, "version": 1, "thresholds": {**zero_thresholds(), "enc1": True}}, "finite number >= 0"),
+    ({"format": FORMAT, "version": 2, "thresholds": [1, 2]}, "must be an object"),
+    ({"format": FORMAT, "version": 2, "thresholds": {**zero_thresholds(), "enc9": 1.0}}, "unknown layer names"),
+    ({"format": FORMAT, "version": 2, "thresholds": {"in_conv1": 1.0}}, "no threshold for"),
+    ({"format": FORMAT, "version": 2, "thresholds": {**zero_thresholds(), "enc1": -1}}, "finite number >= 0"),
+    ({"format": FORMAT, "version": 2, "thresholds": {**zero_thresholds(), "enc1": "3"}}, "finite number >= 0"),
+    ({"format": FORMAT, "version": 2, "thresholds": {**zero_thresholds(), "enc1": True}}, "finite number >= 0"),
 ])
 def test_malformed_files_are_refused_with_the_reason(tmp_path, document, message) -> None:
     with pytest.raises(ThresholdFileError, match=message):
         load_thresholds(_write(tmp_path, document))
+
+
+def test_a_version_1_file_loads_with_its_out_conv1_threshold_on_the_tail(tmp_path) -> None:
+    old = {**{name: 0.1 for name in THRESHOLD_NAMES if name != "tail"}, "out_conv1": 0.3, "out_conv2": 0.7}
+    loaded = load_thresholds(_write(tmp_path, {"format": FORMAT, "version": 1, "thresholds": old}))
+    assert tuple(loaded) == THRESHOLD_NAMES
+    assert loaded["tail"] == 0.3 and loaded["output"] == 0.1 and "out_conv2" not in loaded
 
 
 def test_a_missing_file_is_a_clear_error(tmp_path) -> None:
