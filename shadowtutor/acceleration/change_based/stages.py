@@ -138,12 +138,10 @@ class BlockStage:
         self.out_size = conv_output_size(in_size, block.stride)
         first = block.long_path[0]
         self.out_channels = first.out_channels
-        weight, bias = first.weight.detach(), first.bias.detach()
-        self.has_short_conv = block.short_path is not None
-        if self.has_short_conv:  # the 1x1 shortcut is the centre tap of a 3x3 conv on the same input
-            short = F.pad(block.short_path.weight.detach(), (1, 1, 1, 1))
-            weight, bias = torch.cat([weight, short]), torch.cat([bias, block.short_path.bias.detach()])
-        self.first = SparseConv(weight, bias, block.stride, (1, 1), in_size, dense_fraction)
+        self.first = SparseConv(first.weight, first.bias, block.stride, (1, 1), in_size, dense_fraction)
+        short = block.short_path
+        self.short_conv = (None if short is None else  # the 1x1 shortcut reads the same (normalised) input
+                           SparseConv(short.weight, short.bias, block.stride, (0, 0), in_size, dense_fraction))
         conv2, conv3 = block.long_path[2], block.long_path[3]
         self.conv2 = ConvStage(SparseConv(conv2.weight, conv2.bias, 1, (0, 1), self.out_size, dense_fraction),
                                self.out_channels)
@@ -188,6 +186,7 @@ class BlockStage:
             self.changed_fraction = 1.0
             out_index = torch.arange(self.short.shape[0])
             first = self.first.dense(self.preact)
+            short = None if self.short_conv is None else self.short_conv.dense(self.preact)
         elif given:
             scale, shift = self._normalisation(exact=False)
             normalised = torch.relu(self.x * scale + shift)
@@ -197,13 +196,14 @@ class BlockStage:
             self.changed_fraction = changed.numel() / self.positions
             out_index = self.first.affected(changed) if changed.numel() else changed
             first = self.first.at(self.preact, out_index) if changed.numel() else None
+            short = None if self.short_conv is None or first is None else self.short_conv.at(self.preact, out_index)
         else:
             self.changed_fraction = 0.0
             out_index, first = torch.empty(0, dtype=torch.long), None
         h1 = None
         if first is not None:
-            self.short[out_index] = self._shortcut(first, out_index)
-            h1 = Change(out_index, torch.relu(first[:, : self.out_channels]))
+            self.short[out_index] = short if short is not None else self._identity_shortcut(out_index)
+            h1 = Change(out_index, torch.relu(first))
         h2 = self.conv2.step(h1, taus[f"{name}.conv2"], full)
         h3 = self.conv3.step(h2, taus[f"{name}.conv3"], full)
         if h3 is not None:
@@ -213,9 +213,7 @@ class BlockStage:
             return None
         return Change(out_index, self.short.index_select(0, out_index) + self.long.index_select(0, out_index))
 
-    def _shortcut(self, first: torch.Tensor, out_index: torch.Tensor) -> torch.Tensor:
-        if self.has_short_conv:
-            return first[:, self.out_channels:]
+    def _identity_shortcut(self, out_index: torch.Tensor) -> torch.Tensor:
         if self.stride == 1:
             return self.x.index_select(0, out_index)
         oy = torch.div(out_index, self.out_size[1], rounding_mode="floor")
