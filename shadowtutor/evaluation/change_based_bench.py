@@ -84,25 +84,33 @@ def bench_clip(student: StudentNet, clip: Clip, options: ChangeBasedOptions, thr
 
 
 def cutover_samples(student: StudentNet, clips: Sequence[Clip], options: ChangeBasedOptions, threads: int,
-                    warmup: int) -> tuple[list[tuple[float, float]], list[dict[str, float]]]:
+                    warmup: int) -> tuple[list[tuple[float, float]], list[dict[str, Any]]]:
     """(input changed fraction, change-based ms / fastest full-frame ms) per frame with the fallback off,
-    and per clip the mean changed fraction per layer."""
+    and per clip what change-based execution alone does: mean ms of both, agreement with the full-frame
+    labels, the changed fraction per layer."""
     kinds = full_frame_kinds()
     samples, per_clip = [], []
     for clip in clips:
-        fractions = []
+        fractions, agreement, seconds = [], [], {"change-based": [], kinds[-1]: []}
         fastest = build_inference_backend(kinds[-1], student, threads)
         runner = ChangeBasedBackend(fastest, student, replace(options, fallback_fraction=1.0)).runner
         runner.refresh_interval = len(clip.frames) + 1
         runner.backoff_frames = 0  # change-based on every frame, however slow
         for index, frame in enumerate(clip.frames):
-            full_s, _ = _timed(fastest.infer, frame)
-            change_s, _ = _timed(runner.infer, frame)
+            full_s, full_labels = _timed(fastest.infer, frame)
+            change_s, labels = _timed(runner.infer, frame)
             if index >= warmup and runner.stats.mode == "change":
                 samples.append((runner.stats.input_fraction, change_s / full_s))
                 fractions.append(runner.stats.changed)
-        per_clip.append({name: float(np.mean([f[name] for f in fractions])) for name in fractions[0]}
-                        if fractions else {})
+                agreement.append(float(np.mean(labels == full_labels)))
+                seconds["change-based"].append(change_s)
+                seconds[kinds[-1]].append(full_s)
+        per_clip.append({
+            "changed_fraction": {name: float(np.mean([f[name] for f in fractions])) for name in fractions[0]},
+            "ms": {name: 1000.0 * float(np.mean(values)) for name, values in seconds.items()},
+            "agreement": float(np.mean(agreement)), "min_frame_agreement": float(np.min(agreement)),
+            "frames": len(agreement),
+        } if fractions else {})
     return samples, per_clip
 
 
@@ -124,10 +132,12 @@ def run_change_based_bench(student: StudentNet, clips: Sequence[Clip], options: 
     torch.set_num_threads(threads)
     try:
         runs = [bench_clip(student, clip, options, threads, warmup) for clip in clips]
-        samples, forced_fractions = cutover_samples(student, clips, options, threads, warmup)
+        samples, forced = cutover_samples(student, clips, options, threads, warmup)
         cutover = cutover_point(samples)
-        for run, fractions in zip(runs, forced_fractions, strict=True):
-            run["changed_fraction_fallback_off"] = fractions
+        for run, alone in zip(runs, forced, strict=True):
+            run["changed_fraction_fallback_off"] = alone.get("changed_fraction", {})
+            if alone:
+                run["fallback_off"] = {key: alone[key] for key in ("ms", "agreement", "min_frame_agreement", "frames")}
     finally:
         torch.set_num_threads(previous)
     return {"threads": threads, "runs": runs, "cutover": cutover,
@@ -202,6 +212,19 @@ def render_markdown(results: dict[str, Any]) -> str:
             f"{ms['change-based']:.1f} | {run['speedup_vs_same_backend']:.2f}x | {run['speedup_vs_fastest']:.2f}x | "
             f"{100 * run['agreement']:.3f} | {score} | {modes['change']} / {modes['full']} / {modes['fallback']} |"
         )
+    alone = [run for run in results["runs"] if run.get("fallback_off")]
+    if alone:
+        lines += ["", "Every frame change-based (fallback off, refresh only at the first frame): what change-based",
+                  "execution itself costs and keeps, against the fastest full-frame backend timed on the same frames:",
+                  "", "| clip | frames | change-based ms | full-frame ms | speed-up | agreement (%) | "
+                  "worst frame (%) |", "|---|---|---|---|---|---|---|"]
+        for run in alone:
+            off = run["fallback_off"]
+            full_name = next(name for name in off["ms"] if name != "change-based")
+            change_ms, full_ms = off["ms"]["change-based"], off["ms"][full_name]
+            lines.append(f"| {run['clip']} | {off['frames']} | {change_ms:.1f} | {full_ms:.1f} ({full_name}) | "
+                         f"{full_ms / change_ms:.2f}x | {100 * off['agreement']:.3f} | "
+                         f"{100 * off['min_frame_agreement']:.2f} |")
     for key, title in (("changed_fraction", "mean over the change-based frames above"),
                        ("changed_fraction_fallback_off", "every frame change-based: the cut-over pass below")):
         layer_names = next((list(r[key]) for r in results["runs"] if r.get(key)), [])

@@ -34,8 +34,11 @@ def test_a_small_run_reports_every_clip() -> None:
     assert run["agreement"] == 1.0 and run["frames"] == 3
     assert set(run["miou"]) == {"torch", "change-based"} and run["miou"]["torch"] == run["miou"]["change-based"]
     assert sum(run["modes"].values()) == 3
+    alone = run["fallback_off"]  # every frame change-based: exact at scale 0
+    assert alone["agreement"] == 1.0 and alone["frames"] == 3 and set(alone["ms"]) == {"change-based", "onnx"}
     results.update(command="shadowtutor bench change-based ...", machine={})
-    assert "| synthetic | 3 |" in render_markdown(results)
+    page = render_markdown(results)
+    assert "| synthetic | 3 |" in page and "Every frame change-based" in page
 
 
 def test_clip_specs_are_checked(tmp_path) -> None:
