@@ -12,7 +12,9 @@ full instead, through the same caches:
   rebuilt by a full evaluation on the first frame that changes less;
 * the measured cut-over: both paths are timed as they run (smoothed), and when change-based
   frames cost more than a ``full_frame`` one, the next ``backoff_frames`` frames go to
-  ``full_frame``; then change-based execution is tried again.
+  ``full_frame``; then change-based execution is tried again. While frames run change-based,
+  ``full_frame`` is timed again on one of them every ``probe_interval`` (its labels unused), so the
+  yardstick follows the machine's load instead of keeping a first, cold measurement.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ DEFAULT_FALLBACK_FRACTION = 0.25
 DEFAULT_DENSE_FRACTION = 0.5
 DEFAULT_REFRESH_INTERVAL = 300
 DEFAULT_BACKOFF_FRAMES = 60
+DEFAULT_PROBE_INTERVAL = 50
 SMOOTHING = 0.3
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,7 @@ class ChangeBasedStudent:
         dense_fraction: float = DEFAULT_DENSE_FRACTION,
         refresh_interval: int = DEFAULT_REFRESH_INTERVAL,
         backoff_frames: int = DEFAULT_BACKOFF_FRAMES,
+        probe_interval: int = DEFAULT_PROBE_INTERVAL,
     ) -> None:
         if not 0 <= fallback_fraction <= 1 or not 0 <= dense_fraction <= 1:
             raise ValueError("fallback_fraction and dense_fraction must lie in [0, 1]")
@@ -107,6 +111,8 @@ class ChangeBasedStudent:
         self.stats = ChangeStats()
         self.backoff_frames = backoff_frames
         self.backoff = 0  # frames left that go to the fallback because change-based frames were slower
+        self.probe_interval = probe_interval
+        self.since_probe = 0  # change-based frames since full_frame was last timed
         self.fallback_seconds: float | None = None  # smoothed time of a fallback frame
         self.change_seconds: float | None = None  # smoothed time of a change-based frame
 
@@ -134,7 +140,8 @@ class ChangeBasedStudent:
             if size != self.size:
                 self._build(size, keep_caches=False)
                 if self.full_frame is not None:
-                    self._fallback(frame_bgr, frame, 1.0)  # times the fallback once: the guard's yardstick
+                    self.full_frame(frame_bgr)  # warms the fallback up: its first call is no yardstick
+                    self.fallback_seconds, self.since_probe = None, 0
                 return self._run(frame, None, 0, 1.0)
             moved = self.input.moved(frame_bgr, self.thresholds["in_conv1"])
             fraction = moved.numel() / (size[0] * size[1])
@@ -145,7 +152,7 @@ class ChangeBasedStudent:
                 return self._run(frame, None, 0, fraction)
             start = time.perf_counter()
             labels = self._run(frame, moved, self.full_from, fraction)
-            self._guard(time.perf_counter() - start)
+            self._guard(frame_bgr, time.perf_counter() - start)
             return labels
 
     def _unsupported(self, frame_bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -165,15 +172,24 @@ class ChangeBasedStudent:
         self.input.accept(frame)
         self.full_from = 0
         self.stats = ChangeStats("fallback", fraction)
+        return self._timed_fallback(frame_bgr)
+
+    def _timed_fallback(self, frame_bgr: np.ndarray) -> np.ndarray:
         start = time.perf_counter()
         labels = self.full_frame(frame_bgr)
         self.fallback_seconds = _smoothed(self.fallback_seconds, time.perf_counter() - start)
         return labels
 
-    def _guard(self, seconds: float) -> None:
+    def _guard(self, frame_bgr: np.ndarray, seconds: float) -> None:
         """Measured cut-over: when change-based frames cost more than the fallback, back off to it for a while."""
+        if self.full_frame is None:
+            return
         self.change_seconds = _smoothed(self.change_seconds, seconds)
-        if self.fallback_seconds is not None and self.change_seconds > self.fallback_seconds:
+        if self.fallback_seconds is None or self.since_probe >= self.probe_interval:
+            self._timed_fallback(frame_bgr)
+            self.since_probe = 0
+        self.since_probe += 1
+        if self.change_seconds > self.fallback_seconds:
             self.backoff = self.backoff_frames
             self.change_seconds = None
 

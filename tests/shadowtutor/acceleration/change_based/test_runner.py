@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -154,3 +156,42 @@ def test_change_based_frames_slower_than_the_fallback_back_off_to_it(student) ->
         modes.append(runner.stats.mode)
     # the fallback here costs microseconds: one change-based frame shows it does not pay
     assert modes == ["full", "change", "fallback", "fallback", "full"]
+
+
+def test_a_cold_first_fallback_call_is_no_yardstick(student) -> None:
+    """A backend whose first call is slow (session start, caches) must not make change-based frames look cheap."""
+    frames = _scene(5)
+    instant = TorchBackend(student).infer(frames[0])
+    calls = []
+
+    def cold_then_instant(frame: np.ndarray) -> np.ndarray:
+        if not calls:
+            time.sleep(0.3)
+        calls.append(1)
+        return instant
+
+    runner = ChangeBasedStudent(student, zero_thresholds(), cold_then_instant, backoff_frames=2)
+    modes = []
+    for frame in frames:
+        runner.infer(frame)
+        modes.append(runner.stats.mode)
+    assert modes == ["full", "change", "fallback", "fallback", "full"]
+    assert runner.fallback_seconds < 0.1
+
+
+def test_the_fallback_is_timed_again_while_frames_run_change_based(student) -> None:
+    frames = _scene(8)
+    calls = []
+
+    def counted(frame: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        time.sleep(0.2)  # far slower than change-based frames: never backed off to
+        return frame[:, :, 0]
+
+    runner = ChangeBasedStudent(student, zero_thresholds(), counted, probe_interval=3)
+    for frame in frames:
+        runner.infer(frame)
+    # the warm-up at the first frame, then a probe at the first change-based frame and every third after
+    assert len(calls) == 1 + 3
+    assert runner.stats.mode == "change"
+
