@@ -12,7 +12,9 @@ full instead, through the same caches:
   rebuilt by a full evaluation on the first frame that changes less;
 * the measured cut-over: both paths are timed as they run (smoothed), and when change-based
   frames cost more than a ``full_frame`` one, the next ``backoff_frames`` frames go to
-  ``full_frame``; then change-based execution is tried again. While frames run change-based,
+  ``full_frame``; then change-based execution is tried again, and each time in a row that it still
+  does not pay the wait doubles (up to ``MAX_BACKOFF_DOUBLINGS`` times), so a camera where it never
+  pays seldom spends a frame finding that out again. While frames run change-based,
   ``full_frame`` is timed again on one of them every ``probe_interval`` (its labels unused), so the
   yardstick follows the machine's load instead of keeping a first, cold measurement.
 """
@@ -64,6 +66,7 @@ DEFAULT_DENSE_FRACTION = 0.5
 DEFAULT_REFRESH_INTERVAL = 300
 DEFAULT_BACKOFF_FRAMES = 60
 DEFAULT_PROBE_INTERVAL = 50
+MAX_BACKOFF_DOUBLINGS = 5  # the longest wait: 32 x backoff_frames (1920 frames, about a minute at 30 FPS)
 SMOOTHING = 0.3
 
 log = logging.getLogger(__name__)
@@ -111,6 +114,7 @@ class ChangeBasedStudent:
         self.stats = ChangeStats()
         self.backoff_frames = backoff_frames
         self.backoff = 0  # frames left that go to the fallback because change-based frames were slower
+        self.backoffs_in_a_row = 0  # back-offs since change-based frames last paid
         self.probe_interval = probe_interval
         self.since_probe = 0  # change-based frames since full_frame was last timed
         self.fallback_seconds: float | None = None  # smoothed time of a fallback frame
@@ -190,8 +194,11 @@ class ChangeBasedStudent:
             self.since_probe = 0
         self.since_probe += 1
         if self.change_seconds > self.fallback_seconds:
-            self.backoff = self.backoff_frames
+            self.backoff = self.backoff_frames * 2 ** min(self.backoffs_in_a_row, MAX_BACKOFF_DOUBLINGS)
+            self.backoffs_in_a_row += 1
             self.change_seconds = None
+        else:
+            self.backoffs_in_a_row = 0
 
     def _run(self, frame: torch.Tensor, moved: torch.Tensor | None, full_from: int, fraction: float) -> np.ndarray:
         taus = self.thresholds

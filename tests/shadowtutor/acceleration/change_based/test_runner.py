@@ -158,6 +158,19 @@ def test_change_based_frames_slower_than_the_fallback_back_off_to_it(student) ->
     assert modes == ["full", "change", "fallback", "fallback", "full"]
 
 
+def test_the_wait_doubles_while_change_based_frames_keep_not_paying(student) -> None:
+    frames = _scene(12)
+    instant = TorchBackend(student).infer(frames[0])
+    runner = ChangeBasedStudent(student, zero_thresholds(), lambda frame: instant, backoff_frames=1)
+    modes = []
+    for frame in frames:
+        runner.infer(frame)
+        modes.append(runner.stats.mode)
+    # each try (a full evaluation to rebuild the caches, then one change-based frame) waits twice as long
+    assert modes == ["full", "change", "fallback", "full", "change", "fallback", "fallback",
+                     "full", "change", "fallback", "fallback", "fallback"]
+
+
 def test_a_cold_first_fallback_call_is_no_yardstick(student) -> None:
     """A backend whose first call is slow (session start, caches) must not make change-based frames look cheap."""
     frames = _scene(5)
