@@ -22,7 +22,6 @@ full instead, through the same caches:
 from __future__ import annotations
 
 import copy
-import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from shadowtutor.acceleration.change_based.stages import (
     ConvStage,
     InputStage,
     TailStage,
+    UnfusedTailStage,
     UpsampleStage,
     conv_output_size,
 )
@@ -47,14 +47,17 @@ from shadowtutor.models.student import StudentNet
 # Stages in execution order; a weight key belongs to the stage of its top-level module.
 STAGES = ("in_conv1", "in_conv2", "enc1", "enc2", "enc3", "dec1", "dec1.up", "dec2", "dec2.up", "dec3", "tail")
 _STAGE_OF_MODULE = {"out_conv1": "tail", "out_conv2": "tail", "out_conv3": "tail"}
-# The fused tail works on whole blocks of 8x8 output pixels (stages.TailStage).
-FRAME_MULTIPLE = 2 * TAIL_UPSCALE
+# The fused tail works on whole blocks of 8x8 output pixels (stages.TailStage); other frame sizes
+# run the tail unfused (stages.UnfusedTailStage).
+FUSED_TAIL_MULTIPLE = 2 * TAIL_UPSCALE
 
 
-def frame_supported(height: int, width: int) -> bool:
-    """Whether change-based execution runs frames of this size: sides multiples of :data:`FRAME_MULTIPLE`
-    (then the fused tail's blocks tile the frame exactly) and where the tail can be fused."""
-    return height % FRAME_MULTIPLE == 0 and width % FRAME_MULTIPLE == 0 and frame_tail_fusable(height, width)
+def fused_tail_fits(height: int, width: int) -> bool:
+    """Whether the fused tail runs frames of this size: sides multiples of :data:`FUSED_TAIL_MULTIPLE`
+    (then its blocks tile the frame exactly) and where the tail can be fused."""
+    return (height % FUSED_TAIL_MULTIPLE == 0 and width % FUSED_TAIL_MULTIPLE == 0
+            and frame_tail_fusable(height, width))
+
 
 # More changed input pixels than this is a moving camera or a cut: the real fixed camera changes
 # 3 %, the generated fixed scenes 12-14 %, the moving ones 35-43 % (docs/results/change_based/).
@@ -68,8 +71,6 @@ DEFAULT_BACKOFF_FRAMES = 60
 DEFAULT_PROBE_INTERVAL = 50
 MAX_BACKOFF_DOUBLINGS = 5  # the longest wait: 32 x backoff_frames (1920 frames, about a minute at 30 FPS)
 SMOOTHING = 0.3
-
-log = logging.getLogger(__name__)
 
 FrameMode = str  # "change" (change-based), "full" (full evaluation through the caches), "fallback"
 
@@ -108,7 +109,6 @@ class ChangeBasedStudent:
         self.dense_fraction = dense_fraction
         self.refresh_interval = refresh_interval
         self.size: tuple[int, int] | None = None
-        self.unsupported_size: tuple[int, int] | None = None  # the last size refused (warned about once)
         self.full_from = 0  # index into STAGES of the first stage that must run in full; len(STAGES) = none
         self.since_refresh = 0
         self.stats = ChangeStats()
@@ -138,8 +138,6 @@ class ChangeBasedStudent:
         frame_bgr = check_frame(frame_bgr)
         frame = torch.from_numpy(frame_bgr)
         size = (frame.shape[0], frame.shape[1])
-        if not frame_supported(*size):
-            return self._unsupported(frame_bgr, size)
         with torch.inference_mode():
             if size != self.size:
                 self._build(size, keep_caches=False)
@@ -158,19 +156,6 @@ class ChangeBasedStudent:
             labels = self._run(frame, moved, self.full_from, fraction)
             self._guard(frame_bgr, time.perf_counter() - start)
             return labels
-
-    def _unsupported(self, frame_bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-        """A frame size change-based execution cannot run: the full-frame backend labels it (or a clear error)."""
-        message = (f"change-based inference needs frames whose sides are multiples of {FRAME_MULTIPLE} pixels, "
-                   f"at least {3 * FRAME_MULTIPLE}; got {size[1]}x{size[0]}")
-        if self.full_frame is None:
-            raise ValueError(message)
-        if size != self.unsupported_size:
-            log.warning("%s: every frame of this size runs full-frame", message)
-            self.unsupported_size = size
-        self.size = None
-        self.stats = ChangeStats("fallback", 1.0)
-        return self.full_frame(frame_bgr)
 
     def _fallback(self, frame_bgr: np.ndarray, frame: torch.Tensor, fraction: float) -> np.ndarray:
         self.input.accept(frame)
@@ -239,7 +224,7 @@ class ChangeBasedStudent:
             scales[name] = block.preact.interior().std().item()
             scales[f"{name}.conv2"] = block.conv2.input.interior().std().item()
             scales[f"{name}.conv3"] = block.conv3.input.interior().std().item()
-        scales.update(tail=self.tail.source.std().item(), output=self.tail.logits.std().item())
+        scales.update(tail=self.tail.input_map().std().item(), output=self.tail.logits.std().item())
         return scales
 
     # -- construction --------------------------------------------------------------------------
@@ -265,7 +250,8 @@ class ChangeBasedStudent:
             "dec1.up": UpsampleStage(enc3_size, enc2_size, self.dec1_channels, dense),
             "dec2.up": UpsampleStage(enc2_size, enc1_size, self.dec2_channels, dense),
         }
-        self.tail = TailStage(fold_tail(s, *fold_head(s)), enc1_size)
+        self.tail = (TailStage(fold_tail(s, *fold_head(s)), enc1_size) if fused_tail_fits(*size)
+                     else UnfusedTailStage(s, enc1_size, x1_size, size, dense))
         if keep_caches:
             self._carry_caches(old)
         self.size = size
@@ -285,7 +271,7 @@ def _smoothed(previous: float | None, value: float) -> float:
 
 
 _CACHES = ("reference", "input", "x", "preact", "short", "long", "sums", "source", "logits", "score_labels", "labels",
-           "conv2", "conv3")
+           "conv2", "conv3", "up", "hidden", "head")
 
 
 def _carry(old: object, new: object) -> None:

@@ -24,8 +24,8 @@ from shadowtutor.acceleration.change_based.sparse_ops import (
     bilinear_axis,
     flat_nonzero,
 )
-from shadowtutor.models.fast_student import TAIL_REGIONS, TAIL_UPSCALE, channel_argmax, tail_scores
-from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock
+from shadowtutor.models.fast_student import TAIL_REGIONS, TAIL_UPSCALE, channel_argmax, fold_head, tail_scores
+from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock, StudentNet
 
 Size = tuple[int, int]
 
@@ -256,8 +256,8 @@ class TailStage:
 
     The tail's unit is a *block*: one position of dec3's ``(h, w)`` map, whose 4x4 class scores are
     one 3x3 convolution of its neighbourhood; a block's scores feed the 8x8 label *tile* of its own
-    and those of its neighbours. Frames must be a multiple of 8 in each direction (then every block
-    and tile lies on this grid, exactly).
+    and those of its neighbours. For frames whose sides are multiples of 8 (then every block and
+    tile lies on this grid, exactly); :class:`UnfusedTailStage` takes the others.
     """
 
     def __init__(self, folded: dict[str, tuple[torch.Tensor, torch.Tensor]], grid: Size) -> None:
@@ -306,6 +306,10 @@ class TailStage:
         self.labels = torch.zeros(self.out_size[0] * self.out_size[1], dtype=torch.uint8)
         self.changed_fraction = 0.0
         self.output_fraction = 0.0
+
+    def input_map(self) -> torch.Tensor:
+        """dec3's output as the tail last computed with it, ``(h * w, C)``."""
+        return self.source
 
     def step(self, change: Change | None, tau: float, tau_output: float, full: bool) -> np.ndarray:
         """``tau`` thresholds dec3's output, ``tau_output`` the class scores (per block: its largest move)."""
@@ -372,3 +376,51 @@ class TailStage:
             bottom = torch.lerp(vectors[:, 2], vectors[:, 3], wx)
             labels[mixed] = torch.lerp(top, bottom, wy).argmax(1).to(torch.uint8)
         self.labels[pixels] = labels
+
+
+class UnfusedTailStage:
+    """The tail where it cannot be fused (frame sides not multiples of 8, e.g. 320x180): dec3's output
+    upsampled to in_conv1's resolution, out_conv1, the folded head, then the last upsampling and argmax,
+    each change-based. ``tau`` thresholds out_conv1's input; the head takes every change of out_conv1's
+    output (no threshold point of its own); ``tau_output`` thresholds the class scores."""
+
+    def __init__(self, student: StudentNet, dec3_size: Size, x1_size: Size, frame_size: Size,
+                 dense_fraction: float) -> None:
+        s = student
+        self.up = UpsampleStage(dec3_size, x1_size, s.out_conv1.in_channels, dense_fraction)
+        self.hidden = ConvStage(SparseConv(s.out_conv1.weight, s.out_conv1.bias, 1, (1, 1), x1_size, dense_fraction),
+                                s.out_conv1.in_channels)
+        head_weight, head_bias = fold_head(s)
+        self.head = ConvStage(SparseConv(head_weight, head_bias, 1, (1, 1), x1_size, dense_fraction),
+                              s.out_conv2.in_channels)
+        self.scores_up = BilinearUpsample(x1_size, frame_size)
+        self.logits = torch.zeros(x1_size[0] * x1_size[1], s.num_classes)
+        self.labels = torch.zeros(frame_size[0] * frame_size[1], dtype=torch.uint8)
+        self.out_size = frame_size
+        self.dense_fraction = dense_fraction
+        self.changed_fraction = 0.0
+        self.output_fraction = 0.0
+
+    def input_map(self) -> torch.Tensor:
+        return self.up.source
+
+    def step(self, change: Change | None, tau: float, tau_output: float, full: bool) -> np.ndarray:
+        hidden = self.hidden.step(self.up.step(change, full), tau, full)
+        self.changed_fraction = self.hidden.changed_fraction
+        scores = self.head.step(hidden, 0.0, full)
+        self.output_fraction = 0.0
+        if full:
+            if scores is not None:
+                self.logits[scores.index] = scores.values
+            self.output_fraction = 1.0
+            self.labels.copy_(self.scores_up.dense(self.logits).argmax(1))
+        elif scores is not None:
+            moved = scores.index[detect(self.logits, scores.index, scores, tau_output)]
+            self.output_fraction = moved.numel() / self.logits.shape[0]
+            if moved.numel():
+                out_index = self.scores_up.affected(moved)
+                if out_index.numel() > self.dense_fraction * self.labels.numel():
+                    self.labels.copy_(self.scores_up.dense(self.logits).argmax(1))
+                else:
+                    self.labels[out_index] = self.scores_up.at(self.logits, out_index).argmax(1).to(torch.uint8)
+        return self.labels.view(self.out_size).numpy().copy()

@@ -7,7 +7,7 @@ import pytest
 import torch
 from skimage import data
 
-from shadowtutor.acceleration.change_based.runner import STAGES, ChangeBasedStudent
+from shadowtutor.acceleration.change_based.runner import STAGES, ChangeBasedStudent, fused_tail_fits
 from shadowtutor.acceleration.change_based.thresholds import THRESHOLD_NAMES, zero_thresholds
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.inference import TorchBackend
@@ -130,20 +130,20 @@ def test_periodic_refresh_and_new_sizes_run_in_full(student) -> None:
     assert runner.stats.mode == "full"
 
 
-def test_frame_sizes_off_the_tails_blocks_go_full_frame_or_are_a_clear_error(student, caplog) -> None:
-    odd = np.zeros((HEIGHT + 4, WIDTH, 3), np.uint8)  # 68 rows: not a multiple of 8
-    with pytest.raises(ValueError, match="multiples of 8"):
-        ChangeBasedStudent(student, zero_thresholds()).infer(odd)
+@pytest.mark.parametrize("size", [(68, 100), (90, 160)])  # not multiples of 8: the tail runs unfused
+def test_frame_sizes_off_the_fused_tails_blocks_are_exact_at_zero_thresholds_too(student, size) -> None:
+    import cv2
+
+    runner = ChangeBasedStudent(student, zero_thresholds())
     full = TorchBackend(student)
-    runner = ChangeBasedStudent(student, zero_thresholds(), full.infer)
-    with caplog.at_level("WARNING", "shadowtutor.acceleration.change_based.runner"):
-        for _ in range(2):
-            assert np.array_equal(runner.infer(odd), full.infer(odd))
-            assert runner.stats.mode == "fallback"
-    assert caplog.text.count("multiples of 8") == 1  # said once per size
-    frame = _scene(1)[0]
-    assert np.array_equal(runner.infer(frame), full.infer(frame))  # a supported size runs change-based again
-    assert runner.stats.mode == "full"
+    frames = [np.ascontiguousarray(cv2.resize(f, (size[1], size[0]))) for f in _scene(5)]
+    for index, frame in enumerate(frames):
+        if index == 3:
+            update = _perturbed(student, student.trainable_keys("partial"), seed=5)
+            runner.load_weights(update)
+            full.load_weights(update)
+        assert np.array_equal(runner.infer(frame), full.infer(frame))
+    assert runner.stats.mode == "change" and not fused_tail_fits(*size)
 
 
 def test_change_based_frames_slower_than_the_fallback_back_off_to_it(student) -> None:
