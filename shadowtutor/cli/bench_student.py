@@ -30,6 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "also onnx-cuda, onnx-trt, cuda)")
     p.add_argument("--threads", type=_threads, default=(),
                    help="comma-separated thread counts to measure (default: torch's current count)")
+    p.add_argument("--with-unfused-tail", action="store_true",
+                   help="also time torch and onnx with the tail unfused (what the fused tail gains, in one run)")
     p.add_argument("--student", type=Path, help="student checkpoint (default: the packaged pre-trained one)")
     p.add_argument("--out", type=Path, help="write the results as JSON here, and Markdown beside it (.md)")
     p.add_argument("--note", action="append", default=[], help="a note for the Markdown (repeatable)")
@@ -49,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     config = StudentBenchConfig(
         sizes=args.sizes, frames=args.frames, warmup=args.warmup,
         backends=tuple(b for b in args.backends.split(",") if b), threads=args.threads,
+        unfused_tail=args.with_unfused_tail,
     )
     student_path = args.student or default_student_path()
     loaded = load_student(student_path)

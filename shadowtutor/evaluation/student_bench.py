@@ -18,11 +18,12 @@ import numpy as np
 import torch
 
 from shadowtutor.models.backends import CPU_BACKENDS
-from shadowtutor.models.inference import BUILDABLE_BACKENDS, InferenceBackend, build_inference_backend
+from shadowtutor.models.inference import BUILDABLE_BACKENDS, InferenceBackend, TorchBackend, build_inference_backend
 from shadowtutor.models.student import StudentNet
 
 Size = tuple[int, int]
 REFERENCE = "reference"
+UNFUSED = "(tail unfused)"
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class StudentBenchConfig:
     backends: tuple[str, ...] = CPU_BACKENDS
     threads: tuple[int, ...] = ()  # () = torch's current thread count
     update_trials: int = 5
+    unfused_tail: bool = False  # also time torch and onnx with the tail unfused (FastStudent.fuse_tail)
 
     def __post_init__(self) -> None:
         if REFERENCE not in self.backends:
@@ -102,6 +104,18 @@ def bench_updates(backends: dict[str, InferenceBackend], student: StudentNet, tr
     return results
 
 
+def unfused_tail_backends(kinds: Sequence[str], student: StudentNet, threads: int) -> dict[str, InferenceBackend]:
+    """``torch`` and ``onnx`` of ``kinds`` with the tail unfused, named ``<kind> (tail unfused)``."""
+    backends: dict[str, InferenceBackend] = {}
+    if "torch" in kinds:
+        backends[f"torch {UNFUSED}"] = TorchBackend(student, fuse_tail=False)
+    if "onnx" in kinds:
+        from shadowtutor.models.onnx_student import OnnxBackend
+
+        backends[f"onnx {UNFUSED}"] = OnnxBackend(student, threads=threads, fuse_tail=False)
+    return backends
+
+
 def run_student_bench(
     student: StudentNet, frames_for: Callable[[Size, int], list[np.ndarray]], config: StudentBenchConfig
 ) -> dict[str, Any]:
@@ -113,6 +127,8 @@ def run_student_bench(
         for threads in config.threads or (default_threads,):
             torch.set_num_threads(threads)
             backends = {kind: build_inference_backend(kind, student, threads) for kind in config.backends}
+            if config.unfused_tail:
+                backends.update(unfused_tail_backends(config.backends, student, threads))
             for size in config.sizes:
                 run = bench_size(backends, frames[size], config.warmup)
                 results["runs"].append({"threads": threads, "size": f"{size[0]}x{size[1]}", "backends": run})
@@ -139,8 +155,10 @@ def render_markdown(results: dict[str, Any]) -> str:
         "",
         "Backends: `reference` = StudentNet as written (PyTorch float32, NCHW, BatchNorm, argmax over",
         "channels); `torch` = FastStudent in PyTorch (instance norm, head conv folded and moved before",
-        "the last upsampling, channels-last, per-class argmax); `onnx` = the FastStudent graph in ONNX",
-        "Runtime. Agreement: fraction of pixels labelled as the reference labels them.",
+        "the last upsampling, the linear tail fused into one convolution at dec3's resolution where the",
+        "upsampling is exactly x4, channels-last, per-class argmax); `onnx` = the FastStudent graph in ONNX",
+        f"Runtime; `... {UNFUSED}`: the same without the fused tail. Agreement: fraction of pixels labelled",
+        "as the reference labels them.",
         "",
         "| Size | Threads | Backend | mean (ms) | p50 (ms) | p90 (ms) | FPS | agreement (%) | speed-up |",
         "|---|---|---|---|---|---|---|---|---|",

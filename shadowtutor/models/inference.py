@@ -77,12 +77,13 @@ class ReferenceBackend:
 
 
 class TorchBackend:
-    """:class:`FastStudent` in PyTorch, with a per-class argmax pass."""
+    """:class:`FastStudent` in PyTorch, with a per-class argmax pass (``fuse_tail`` False: the tail
+    unfused at every frame size, for comparison)."""
 
     kind = "torch"
 
-    def __init__(self, student: StudentNet) -> None:
-        self.fast = FastStudent(copy.deepcopy(student).cpu().eval())
+    def __init__(self, student: StudentNet, fuse_tail: bool = True) -> None:
+        self.fast = FastStudent(copy.deepcopy(student).cpu().eval(), fuse_tail=fuse_tail)
 
     def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
         with torch.inference_mode():

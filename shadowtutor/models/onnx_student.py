@@ -138,15 +138,17 @@ class OnnxBackend:
         threads: int | None = None,
         kind: str = "onnx",
         spin: bool = False,
+        fuse_tail: bool = True,
     ) -> None:
         """``spin``: let ORT's idle worker threads busy-wait for the next frame (a little lower
-        latency, but they burn CPU that decoding, networking or training in the same process need)."""
+        latency, but they burn CPU that decoding, networking or training in the same process need).
+        ``fuse_tail`` False: the unfused graph at every frame size (for comparison)."""
         if kind not in ONNX_PROVIDERS:
             raise ValueError(f"unknown ONNX backend {kind!r}: choose one of {', '.join(ONNX_PROVIDERS)}")
         _, ort = _require_onnx()
         self._ort = ort
         self.kind = kind
-        self.fast = FastStudent(copy.deepcopy(student).cpu().eval())
+        self.fast = FastStudent(copy.deepcopy(student).cpu().eval(), fuse_tail=fuse_tail)
         self.providers = ONNX_PROVIDERS[kind]
         # TensorRT starts in FP16 and keeps it if the first frame's labels agree with FP32 ones.
         self.fp16 = kind == "onnx-trt"
@@ -157,7 +159,7 @@ class OnnxBackend:
         self.options.inter_op_num_threads = 1
         self.options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         # Per tail variant (fused or not); the fused one now, so that a provider that cannot start fails here.
-        self._sessions: dict[bool, Any] = {True: self._build_session(True)}
+        self._sessions: dict[bool, Any] = {fuse_tail: self._build_session(fuse_tail)}
 
     @property
     def precision(self) -> str:
@@ -165,7 +167,7 @@ class OnnxBackend:
 
     def _session(self, frame: np.ndarray) -> Any:
         """The session for ``frame``'s size (its tail variant), built now if it is not yet."""
-        fused = frame_tail_fusable(frame.shape[0], frame.shape[1])
+        fused = self.fast.fuse_tail and frame_tail_fusable(frame.shape[0], frame.shape[1])
         if fused not in self._sessions:
             self._sessions[fused] = self._build_session(fused)
         return self._sessions[fused]

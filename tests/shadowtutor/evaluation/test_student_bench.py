@@ -45,6 +45,16 @@ def test_every_backend_is_timed_and_agrees_with_the_reference() -> None:
     assert "| 96x64 | 1 | torch |" in text and "| 1 | reference |" in text
 
 
+def test_the_unfused_tail_is_timed_beside_the_fused_one() -> None:
+    torch.manual_seed(1)
+    config = StudentBenchConfig(sizes=((96, 64),), frames=2, warmup=1, backends=("reference", "torch"),
+                                threads=(1,), update_trials=1, unfused_tail=True)
+    results = run_student_bench(StudentNet(9), _photos, config)
+    run = results["runs"][0]["backends"]
+    assert set(run) == {"reference", "torch", "torch (tail unfused)"}
+    assert run["torch (tail unfused)"]["agreement"] >= 0.99
+
+
 def test_the_reference_backend_is_required() -> None:
     with pytest.raises(ValueError, match="reference"):
         StudentBenchConfig(backends=("torch",))
