@@ -24,7 +24,7 @@ ONNX_PROVIDERS = {
     "onnx-cuda": ("CUDAExecutionProvider", "CPUExecutionProvider"),
     "onnx-trt": ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"),
 }
-# Fastest first. On the CPU, ONNX Runtime labels 2-7x faster than the torch graph
+# Fastest first. On the CPU, ONNX Runtime labels 1.3-1.9x faster than the torch graph
 # (docs/results/student_bench.md); on a GPU, ONNX Runtime's CUDA provider is preferred to TensorRT:
 # it labels a little slower, but installs a weight update in tens of milliseconds, while TensorRT
 # builds a new engine for every update (seconds on a Jetson), so TensorRT is chosen by name only.
