@@ -35,6 +35,15 @@ def _scene(frames: int, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
+def _modes(runner: ChangeBasedStudent, frames: list[np.ndarray]) -> list[str]:
+    """How each frame ran."""
+    modes = []
+    for frame in frames:
+        runner.infer(frame)
+        modes.append(runner.stats.mode)
+    return modes
+
+
 def _perturbed(student, keys: list[str], seed: int) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     state = student.state_dict()
@@ -120,12 +129,7 @@ def test_thresholds_trade_agreement_for_less_work(student) -> None:
 
 def test_periodic_refresh_and_new_sizes_run_in_full(student) -> None:
     runner = ChangeBasedStudent(student, zero_thresholds(), refresh_interval=2)
-    frames = _scene(4)
-    modes = []
-    for frame in frames:
-        runner.infer(frame)
-        modes.append(runner.stats.mode)
-    assert modes == ["full", "change", "change", "full"]
+    assert _modes(runner, _scene(4)) == ["full", "change", "change", "full"]
     runner.infer(np.zeros((HEIGHT + 8, WIDTH, 3), np.uint8))
     assert runner.stats.mode == "full"
 
@@ -150,24 +154,16 @@ def test_change_based_frames_slower_than_the_fallback_back_off_to_it(student) ->
     frames = _scene(5)
     instant = TorchBackend(student).infer(frames[0])
     runner = ChangeBasedStudent(student, zero_thresholds(), lambda frame: instant, backoff_frames=2)
-    modes = []
-    for frame in frames:
-        runner.infer(frame)
-        modes.append(runner.stats.mode)
     # the fallback here costs microseconds: one change-based frame shows it does not pay
-    assert modes == ["full", "change", "fallback", "fallback", "full"]
+    assert _modes(runner, frames) == ["full", "change", "fallback", "fallback", "full"]
 
 
 def test_the_wait_doubles_while_change_based_frames_keep_not_paying(student) -> None:
     frames = _scene(12)
     instant = TorchBackend(student).infer(frames[0])
     runner = ChangeBasedStudent(student, zero_thresholds(), lambda frame: instant, backoff_frames=1)
-    modes = []
-    for frame in frames:
-        runner.infer(frame)
-        modes.append(runner.stats.mode)
     # each try (a full evaluation to rebuild the caches, then one change-based frame) waits twice as long
-    assert modes == ["full", "change", "fallback", "full", "change", "fallback", "fallback",
+    assert _modes(runner, frames) == ["full", "change", "fallback", "full", "change", "fallback", "fallback",
                      "full", "change", "fallback", "fallback", "fallback"]
 
 
@@ -184,11 +180,7 @@ def test_a_cold_first_fallback_call_is_no_yardstick(student) -> None:
         return instant
 
     runner = ChangeBasedStudent(student, zero_thresholds(), cold_then_instant, backoff_frames=2)
-    modes = []
-    for frame in frames:
-        runner.infer(frame)
-        modes.append(runner.stats.mode)
-    assert modes == ["full", "change", "fallback", "fallback", "full"]
+    assert _modes(runner, frames) == ["full", "change", "fallback", "fallback", "full"]
     assert runner.fallback_seconds < 0.1
 
 
