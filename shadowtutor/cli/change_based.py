@@ -14,7 +14,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c = commands.add_parser("calibrate", help="sweep each layer's threshold, first to last; write the threshold file")
     c.add_argument("--clip", action="append", required=True, metavar="SPEC",
                    help="sample clip: PRESET:SEED (a generated scene) or a video file, optionally @START; repeatable")
-    c.add_argument("--frames", type=positive_int, default=6, help="consecutive frames per clip (default 6)")
+    c.add_argument("--frames", type=positive_int, default=20,
+                   help="consecutive frames per clip (default 20: agreement decays as frames pass, so short "
+                        "windows choose thresholds that keep less on a long run)")
     c.add_argument("--size", type=frame_size, default=(640, 360), help="frame size WxH (default 640x360)")
     c.add_argument("--step-loss", type=float, default=0.0002,
                    help="largest drop of pixel agreement with full-frame labels one layer's threshold may cost "
