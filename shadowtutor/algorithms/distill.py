@@ -1,7 +1,10 @@
 """Algorithm 1: train the student on one key frame until THRESHOLD or MAX_UPDATES.
 
 In partial mode the frozen front runs once per key frame and only the back is trained
-and re-run each step: the same arithmetic as the paper's PartialBackward, less work.
+and re-run each step: the same arithmetic as the paper's PartialBackward, less work. The
+student's linear tail is trained fused where the frame size allows
+(:func:`~shadowtutor.models.fast_student.fused_back`): the same function, rounded differently,
+and a step about 3x cheaper on a CPU at 640x360.
 
 The loop follows the authors' ``dod_server.py``: a step whose metric passes THRESHOLD ends
 the loop with that student; otherwise, after MAX_UPDATES steps, a student worse than the best
@@ -22,8 +25,9 @@ import torch
 from shadowtutor.algorithms.loss import key_frame_weights, weighted_cross_entropy
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.models.fast_student import fused_back
 from shadowtutor.models.scale import Size, boxes_to_student, check_size, frame_to_student, labels_to_student
-from shadowtutor.models.student import StudentNet, normalise_frame
+from shadowtutor.models.student import FrontFeatures, StudentNet, normalise_frame
 
 
 @dataclass
@@ -48,9 +52,12 @@ class Distiller:
         background: int,
         device: torch.device | str = "cpu",
         student_size: Size | None = None,
+        fuse_tail: bool = True,
     ) -> None:
         """``student_size`` ``(W, H)``: train on key frames resized to it, with the labels downsampled by
-        nearest neighbour (:mod:`shadowtutor.models.scale`), as the edge's student sees them; None: as they come."""
+        nearest neighbour (:mod:`shadowtutor.models.scale`), as the edge's student sees them; None: as they come.
+        ``fuse_tail`` False: the tail as written (bit for bit the authors' arithmetic)."""
+        self.fuse_tail = fuse_tail
         self.student = student.to(device)
         self.student_size = check_size(student_size)
         self.params = params
@@ -59,10 +66,11 @@ class Distiller:
         self.trainable_keys = student.trainable_keys(params.mode)
         self.optimizer = torch.optim.Adam(student.set_trainable(params.mode), lr=params.learning_rate)
 
-    def _forward(self, x: torch.Tensor, front: object | None) -> torch.Tensor:
+    def _forward(self, x: torch.Tensor, front: FrontFeatures | None) -> torch.Tensor:
+        """Logits; ``front``: the frozen front's features (partial mode), or None: run the whole student."""
         if front is None:
-            return self.student(x)
-        return self.student.forward_back(front)  # type: ignore[arg-type]
+            front = self.student.forward_front(x)
+        return fused_back(self.student, front) if self.fuse_tail else self.student.forward_back(front)
 
     def _snapshot(self) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
         """The trainable weights, and Adam's state too when ``params.restore`` asks for it."""

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock, StudentNet
+from shadowtutor.models.student import PIXEL_MEAN_BGR, FrontFeatures, StudentBlock, StudentNet
 
 
 class WeightUpdateError(ValueError):
@@ -49,11 +49,12 @@ def check_update(student: StudentNet, update: Mapping[str, torch.Tensor]) -> Non
 
 
 def fold_head(student: StudentNet) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weight and bias of the single 3x3 conv equal to ``out_conv3(out_conv2(x))``."""
-    w2, b2 = student.out_conv2.weight.detach(), student.out_conv2.bias.detach()
-    w3 = student.out_conv3.weight.detach()[:, :, 0, 0]
+    """Weight and bias of the single 3x3 conv equal to ``out_conv3(out_conv2(x))`` (differentiable in the
+    student's weights: distillation trains through it; call under ``no_grad`` for inference buffers)."""
+    w2, b2 = student.out_conv2.weight, student.out_conv2.bias
+    w3 = student.out_conv3.weight[:, :, 0, 0]
     weight = torch.einsum("om,mikl->oikl", w3, w2).contiguous()
-    bias = w3 @ b2 + student.out_conv3.bias.detach()
+    bias = w3 @ b2 + student.out_conv3.bias
     return weight, bias
 
 
@@ -73,15 +74,18 @@ def fold_tail(
     Per axis, output phase ``p`` reads out_conv1's output through head tap ``a`` and that reads the
     upsampled map through out_conv1 tap ``b``, at ``4i + p + a + b - 2``: a fixed mix of
     ``x[i - 1 .. i + 1]``, taken from PyTorch's own interpolation of unit impulses. In the first and
-    last block the taps that read the convolutions' zero padding are left out.
+    last block the taps that read the convolutions' zero padding are left out. Differentiable in the
+    student's weights, like :func:`fold_head`.
     """
-    w1, b1 = student.out_conv1.weight.detach(), student.out_conv1.bias.detach()
-    r = TAIL_UPSCALE
-    impulses = F.interpolate(torch.eye(7).unsqueeze(0), scale_factor=r, mode="linear", align_corners=False)[0]
+    w1, b1 = student.out_conv1.weight, student.out_conv1.bias
+    r, device = TAIL_UPSCALE, w1.device
+    eye = torch.eye(7, dtype=w1.dtype, device=device).unsqueeze(0)
+    impulses = F.interpolate(eye, scale_factor=r, mode="linear", align_corners=False)[0]
     # mix[p, t, j]: weight of x[i + j - 1] in the upsampled position r * i + p + t - 2 (here i = 3)
     mix = torch.stack([impulses[2:5, r * 3 + p - 2: r * 3 + p + 3].t() for p in range(r)])
-    p, a, b = torch.arange(r).view(r, 1, 1), torch.arange(3).view(1, 3, 1), torch.arange(3).view(1, 1, 3)
-    inside = torch.ones(r, 3, 3, dtype=torch.bool)
+    p = torch.arange(r, device=device).view(r, 1, 1)
+    a, b = torch.arange(3, device=device).view(1, 3, 1), torch.arange(3, device=device).view(1, 1, 3)
+    inside = torch.ones(r, 3, 3, dtype=torch.bool, device=device)
     reads_hidden = (p + a >= 1, inside, p + a <= r)  # head tap a within out_conv1's output: first, inner, last
     reads_up = (p + a + b >= 2, inside, p + a + b <= r + 1)  # and out_conv1 tap b within the upsampled map
     mixes = [mix[:, (a + b).flatten()].view(r, 3, 3, 3) * (hidden & up).unsqueeze(3)
@@ -125,6 +129,17 @@ def frame_tail_fusable(height: int, width: int) -> bool:
     for _ in range(2):
         enc1 = ((enc1[0] + 1) // 2, (enc1[1] + 1) // 2)
     return tail_fusable(enc1, x1)
+
+
+def fused_back(student: StudentNet, front: FrontFeatures) -> torch.Tensor:
+    """:meth:`StudentNet.forward_back` with the tail fused where :func:`tail_fusable` holds: the same function
+    (rounded differently), differentiable in the back's weights, several times cheaper to train through
+    (the two 32-channel convolutions at a quarter of the frame's resolution are gone, backward pass included)."""
+    dec3 = student.forward_dec3(front)
+    if not tail_fusable(dec3.shape[2:], front.x1_size):
+        return student.forward_tail(dec3, front)
+    scores = tail_scores(dec3, fold_tail(student, *fold_head(student)))
+    return _upsample(scores, front.input_size)
 
 
 def channel_argmax(logits: torch.Tensor) -> torch.Tensor:
@@ -174,21 +189,24 @@ class FastStudent(nn.Module):
             raise ValueError(f"labels are uint8: at most 256 classes, the student has {student.num_classes}")
         self.student = student
         self.register_buffer("pixel_mean", torch.tensor(PIXEL_MEAN_BGR, dtype=torch.float32).view(1, 3, 1, 1))
-        head_weight, head_bias = fold_head(student)
+        with torch.no_grad():
+            head_weight, head_bias = fold_head(student)
+            folded = fold_tail(student, head_weight, head_bias)
         self.register_buffer("head_weight", head_weight)
         self.register_buffer("head_bias", head_bias)
-        for region, (weight, bias) in fold_tail(student, head_weight, head_bias).items():
+        for region, (weight, bias) in folded.items():
             self.register_buffer(f"tail_{region}_weight", weight)
             self.register_buffer(f"tail_{region}_bias", bias)
 
     def refresh_head(self) -> None:
         """Recompute the folded head and tail from the student's current weights."""
-        head_weight, head_bias = fold_head(self.student)
-        self.head_weight.copy_(head_weight)
-        self.head_bias.copy_(head_bias)
-        for region, (weight, bias) in fold_tail(self.student, head_weight, head_bias).items():
-            getattr(self, f"tail_{region}_weight").copy_(weight)
-            getattr(self, f"tail_{region}_bias").copy_(bias)
+        with torch.no_grad():
+            head_weight, head_bias = fold_head(self.student)
+            self.head_weight.copy_(head_weight)
+            self.head_bias.copy_(head_bias)
+            for region, (weight, bias) in fold_tail(self.student, head_weight, head_bias).items():
+                getattr(self, f"tail_{region}_weight").copy_(weight)
+                getattr(self, f"tail_{region}_bias").copy_(bias)
 
     def folded_tail(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """The buffers of :func:`fold_tail`'s kernels, by region."""

@@ -110,9 +110,16 @@ class StudentNet(nn.Module):
         return FrontFeatures(dec1, enc2, enc1, tuple(x1.shape[2:]), tuple(x.shape[2:]))
 
     def forward_back(self, front: FrontFeatures) -> torch.Tensor:
+        return self.forward_tail(self.forward_dec3(front), front)
+
+    def forward_dec3(self, front: FrontFeatures) -> torch.Tensor:
+        """The back up to the dec3 block's output, before its upsampling (at enc1's resolution)."""
         dec2 = _upsample(self.dec2(torch.cat([front.dec1, front.enc2], dim=1)), front.enc1.shape[2:])
-        dec3 = _upsample(self.dec3(torch.cat([dec2, front.enc1], dim=1)), front.x1_size)
-        out = self.out_conv2(self.out_conv1(dec3))
+        return self.dec3(torch.cat([dec2, front.enc1], dim=1))
+
+    def forward_tail(self, dec3: torch.Tensor, front: FrontFeatures) -> torch.Tensor:
+        """The linear tail as written: dec3's output upsampled, ``out_conv1`` to ``out_conv3``, the last upsampling."""
+        out = self.out_conv2(self.out_conv1(_upsample(dec3, front.x1_size)))
         return self.out_conv3(_upsample(out, front.input_size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -250,8 +250,11 @@ class ChangeBasedStudent:
             "dec1.up": UpsampleStage(enc3_size, enc2_size, self.dec1_channels, dense),
             "dec2.up": UpsampleStage(enc2_size, enc1_size, self.dec2_channels, dense),
         }
-        self.tail = (TailStage(fold_tail(s, *fold_head(s)), enc1_size) if fused_tail_fits(*size)
-                     else UnfusedTailStage(s, enc1_size, x1_size, size, dense))
+        if fused_tail_fits(*size):
+            with torch.no_grad():
+                self.tail: TailStage | UnfusedTailStage = TailStage(fold_tail(s, *fold_head(s)), enc1_size)
+        else:
+            self.tail = UnfusedTailStage(s, enc1_size, x1_size, size, dense)
         if keep_caches:
             self._carry_caches(old)
         self.size = size

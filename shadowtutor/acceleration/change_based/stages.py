@@ -390,7 +390,8 @@ class UnfusedTailStage:
         self.up = UpsampleStage(dec3_size, x1_size, s.out_conv1.in_channels, dense_fraction)
         self.hidden = ConvStage(SparseConv(s.out_conv1.weight, s.out_conv1.bias, 1, (1, 1), x1_size, dense_fraction),
                                 s.out_conv1.in_channels)
-        head_weight, head_bias = fold_head(s)
+        with torch.no_grad():
+            head_weight, head_bias = fold_head(s)
         self.head = ConvStage(SparseConv(head_weight, head_bias, 1, (1, 1), x1_size, dense_fraction),
                               s.out_conv2.in_channels)
         self.scores_up = BilinearUpsample(x1_size, frame_size)

@@ -197,7 +197,7 @@ def test_restore_matches_the_authors_deep_copy_of_model_and_adam(restore: str) -
     back too ('weights+adam', the authors' deep copy) gives another run than the weights alone."""
     key_frames = [_scene(seed) for seed in range(6)]
     params = AlgorithmParams(threshold=0.99, max_updates=4, learning_rate=0.05, mode="full", restore=restore)
-    distiller = Distiller(_student(), params, background=2)
+    distiller = Distiller(_student(), params, background=2, fuse_tail=False)  # the tail as the authors compute it
     ours = [distiller.train(frame, label).steps for frame, label in key_frames]
     reference, rollbacks, expected = _authors_algorithm1(_student(), params, key_frames, background=2)
     assert rollbacks > 0  # the case the two restores differ in happens
@@ -207,4 +207,42 @@ def test_restore_matches_the_authors_deep_copy_of_model_and_adam(restore: str) -
     other = dataclasses.replace(params, restore="weights" if restore == "weights+adam" else "weights+adam")
     _, _, other_student = _authors_algorithm1(_student(), other, key_frames, background=2)
     assert any(not torch.equal(v, other_student.state_dict()[k]) for k, v in expected.state_dict().items())
+
+
+@pytest.mark.parametrize("mode", ["partial", "full"])
+def test_training_through_the_fused_tail_follows_the_tail_as_written(mode: str) -> None:
+    """The same function rounded differently: the same steps and metrics, and students that label alike.
+
+    (Not the same weights: parameters the output does not depend on, such as biases before a
+    normalisation, get gradients of float noise, which Adam scales up to full-size steps either way.)"""
+    key_frames = [_scene(seed) for seed in range(3)]  # 64x96: the tail fuses
+    params = AlgorithmParams(threshold=0.99, max_updates=3, learning_rate=0.01, mode=mode)
+    fused, plain = (Distiller(_student(), params, background=2, fuse_tail=fuse) for fuse in (True, False))
+    for frame, label in key_frames:
+        ours, theirs = fused.train(frame, label), plain.train(frame, label)
+        assert ours.steps == theirs.steps and ours.metric == pytest.approx(theirs.metric, abs=1e-3)
+    with torch.no_grad():
+        for frame, _ in key_frames:
+            x = normalise_frame(frame)
+            expected = plain.student(x)
+            torch.testing.assert_close(fused.student(x), expected, rtol=0, atol=1e-3 * float(expected.abs().max()))
+
+
+def test_the_fused_back_has_the_values_and_gradients_of_the_back_as_written() -> None:
+    from shadowtutor.models.fast_student import fused_back
+
+    student = _student()
+    torch.nn.init.normal_(student.out_conv1.bias)  # the border kernels leave out padded taps' bias
+    front = student.forward_front(normalise_frame(_scene()[0])).detached()
+    gradients = []
+    for back in (fused_back, type(student).forward_back):
+        student.zero_grad()
+        logits = back(student, front)
+        (logits * torch.linspace(-1, 1, logits.numel()).view_as(logits)).sum().backward()
+        gradients.append({name: p.grad.clone() for name, p in student.named_parameters() if p.grad is not None})
+        gradients[-1]["logits"] = logits.detach()
+    assert set(gradients[0]) == set(gradients[1]) and any(k.startswith("out_conv1") for k in gradients[0])
+    scale = max(float(value.abs().max()) for value in gradients[1].values())
+    for name, value in gradients[1].items():
+        torch.testing.assert_close(gradients[0][name], value, rtol=1e-4, atol=1e-5 * scale, msg=name)
 
