@@ -103,3 +103,15 @@ def test_bad_updates_are_refused() -> None:
         check_update(student, {"nope.weight": torch.zeros(1)})
     with pytest.raises(WeightUpdateError, match="shape"):
         check_update(student, {"out_conv3.bias": torch.zeros(4)})
+
+
+def test_the_fused_tail_is_built_on_the_weights_device() -> None:
+    """A server distils on its GPU: no helper tensor of the fold may stay on the CPU. (No GPU here: the
+    meta device, which refuses to mix with CPU tensors just as CUDA does, stands in for it.)"""
+    from shadowtutor.models.fast_student import fused_back
+
+    student = StudentNet(9).to("meta")
+    folded = fold_tail(student, *fold_head(student))
+    assert all(w.device.type == "meta" and b.device.type == "meta" for w, b in folded.values())
+    front = student.forward_front(torch.zeros(1, 3, 64, 96, device="meta"))
+    assert fused_back(student, front).shape == (1, 9, 64, 96)
