@@ -136,7 +136,10 @@ class FailingTeacher:
     A real out-of-memory error cannot be provoked on this CPU-only test machine (and a GPU
     teacher is not in reach here), so the double raises what torch raises for one,
     ``torch.cuda.OutOfMemoryError``, and Python's ``MemoryError``, itself. Only frames of
-    ``size`` (the faulty edge's ``--resize``) count, so that another edge is not touched.
+    ``size`` (the faulty edge's ``--resize``) count, so that another edge is not touched. A chosen
+    key frame fails each time it is labelled: when it shares a batch with the other edge's key frame,
+    the server labels that batch again one frame at a time, and the retry must not count as the next
+    key frame (it did, and the third failure went unseen, whenever the two edges' key frames met).
     """
 
     def __init__(self, inner: LabelsTeacher, size: tuple[int, int], failures: dict[int, BaseException]) -> None:
@@ -146,14 +149,18 @@ class FailingTeacher:
         self.size = size  # (height, width)
         self.failures = failures  # the n-th key frame of that size (1 = the first) -> what it raises
         self.seen = 0
+        self.fate: dict[int | None, BaseException | None] = {}  # frame index -> what labelling it raises
         self.failed_frames: list[int] = []
 
     def label(self, frame: np.ndarray, frame_index: int | None = None) -> np.ndarray:
         if frame.shape[:2] == self.size:
-            self.seen += 1
-            failure = self.failures.get(self.seen)
+            if frame_index not in self.fate:
+                self.seen += 1
+                self.fate[frame_index] = self.failures.get(self.seen)
+            failure = self.fate[frame_index]
             if failure is not None:
-                self.failed_frames.append(frame_index)
+                if frame_index not in self.failed_frames:
+                    self.failed_frames.append(frame_index)
                 raise failure
         return self.inner.label(frame, frame_index)
 
