@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shadowtutor.models.student import PIXEL_MEAN_BGR, FrontFeatures, StudentBlock, StudentNet
+from shadowtutor.models.student import PIXEL_MEAN_BGR, FrontFeatures, StudentBlock, StudentNet, conv_output_size
 
 
 class WeightUpdateError(ValueError):
@@ -124,11 +124,8 @@ def tail_scores(dec3: torch.Tensor, folded: Mapping[str, tuple[torch.Tensor, tor
 
 def frame_tail_fusable(height: int, width: int) -> bool:
     """:func:`tail_fusable` for a frame of ``height x width`` (in_conv1, in_conv2, enc1: stride 2, padding 1)."""
-    x1 = ((height + 1) // 2, (width + 1) // 2)
-    enc1 = x1
-    for _ in range(2):
-        enc1 = ((enc1[0] + 1) // 2, (enc1[1] + 1) // 2)
-    return tail_fusable(enc1, x1)
+    x1 = conv_output_size((height, width), 2)
+    return tail_fusable(conv_output_size(conv_output_size(x1, 2), 2), x1)
 
 
 def fused_back(student: StudentNet, front: FrontFeatures) -> torch.Tensor:

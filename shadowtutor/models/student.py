@@ -72,6 +72,11 @@ class FrontFeatures:
         )
 
 
+def conv_output_size(size: tuple[int, int], stride: int) -> tuple[int, int]:
+    """Size after a 3x3 convolution with padding 1 and ``stride`` (the student's strided layers)."""
+    return (size[0] - 1) // stride + 1, (size[1] - 1) // stride + 1
+
+
 def _upsample(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
 

@@ -37,12 +37,11 @@ from shadowtutor.acceleration.change_based.stages import (
     TailStage,
     UnfusedTailStage,
     UpsampleStage,
-    conv_output_size,
 )
 from shadowtutor.acceleration.change_based.thresholds import validate_thresholds
 from shadowtutor.models.fast_student import TAIL_UPSCALE, check_update, fold_head, fold_tail, frame_tail_fusable
 from shadowtutor.models.inference import check_frame
-from shadowtutor.models.student import StudentNet
+from shadowtutor.models.student import StudentNet, conv_output_size
 
 # Stages in execution order; a weight key belongs to the stage of its top-level module.
 STAGES = ("in_conv1", "in_conv2", "enc1", "enc2", "enc3", "dec1", "dec1.up", "dec2", "dec2.up", "dec3", "tail")

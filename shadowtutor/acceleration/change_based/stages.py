@@ -25,14 +25,9 @@ from shadowtutor.acceleration.change_based.sparse_ops import (
     flat_nonzero,
 )
 from shadowtutor.models.fast_student import TAIL_REGIONS, TAIL_UPSCALE, channel_argmax, fold_head, tail_scores
-from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock, StudentNet
+from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock, StudentNet, conv_output_size
 
 Size = tuple[int, int]
-
-
-def conv_output_size(size: Size, stride: int) -> Size:
-    """Size after a 3x3 convolution with padding 1 and ``stride`` (the student's strided layers)."""
-    return (size[0] - 1) // stride + 1, (size[1] - 1) // stride + 1
 
 
 def union(indices: list[torch.Tensor], positions: int) -> torch.Tensor:
