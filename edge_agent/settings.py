@@ -205,7 +205,7 @@ class EdgeSettings(BaseSettings):
     )
     regions: int = Field(4, description="regions per frame for the flow path (a grid as square as possible)")
     decision_threshold: float = Field(
-        0.93, description="confidence score (predicted agreement of flow and student, 0..1) the flow path needs"
+        0.97, description="confidence score (predicted agreement of flow and student, 0..1) the flow path needs"
     )
     decision_budget: float | None = Field(
         None, description="instead of the threshold (DVSNet's rule): the predicted loss (1 - score) a key may "

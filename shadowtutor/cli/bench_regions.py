@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         print("cluster done", flush=True)
     study = scene(MOVING[0], args.seeds[0])
     study_frames = list(study.frames())[:16]
+    study_truth = [study.label(i, args.size) for i in range(16)]
     results = {
         "command": invoked_command(args), "machine": machine_info(), "config": vars(config) | {},
         "student": f"the packaged pre-trained student ({default_student_path().name})", "backend": args.backend,
@@ -136,11 +137,11 @@ def run(args: argparse.Namespace) -> int:
         "cluster": cluster,
         "context_about": f"{MOVING[0]} seed {args.seeds[0]}, frames 0..15: each of 4 regions segmented alone "
                          "(with a margin of context) and reassembled, against the whole frame segmented at once.",
-        "context_study": bench.context_study(study_frames, [study.label(i, args.size) for i in range(16)],
-                                             backend.infer, classes),
-        "flow_about": f"{MOVING[0]} seed {args.seeds[0]}, frames 0..15, flow at half scale on each of 4 regions: "
-                      "agreement of the key's warped labels with the student's labels of the frame.",
-        "flow_study": bench.flow_study(study_frames, backend.infer),
+        "context_study": bench.context_study(study_frames, study_truth, backend.infer, classes),
+        "flow_about": f"{MOVING[0]} seed {args.seeds[0]}, frames 0..15, 4 regions, each warped from its key by a "
+                      "flow estimated over the whole frame (the labeller's default) or over the region alone; "
+                      "the last columns warp the key's true labels (the flow's own error, no student).",
+        "flow_study": bench.flow_study(study_frames, study_truth, backend.infer),
         "notes": list(args.note),
     }
     markdown = bench.render_markdown(results)

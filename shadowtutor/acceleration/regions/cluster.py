@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from shadowtutor.acceleration.regions.decision import DecisionNetwork, region_features
+from shadowtutor.acceleration.regions.decision import DecisionNetwork
 from shadowtutor.acceleration.regions.flow import FlowEstimator
-from shadowtutor.acceleration.regions.grid import RegionGrid, crop, inner
-from shadowtutor.acceleration.regions.labeller import FlowPathConfig, RegionKey, charge
+from shadowtutor.acceleration.regions.grid import RegionGrid, crop
+from shadowtutor.acceleration.regions.labeller import FlowPathConfig, KeyFlows, RegionKey, charge
 
 
 class ClusterError(RuntimeError):
@@ -70,23 +70,22 @@ class RegionWorker:
         if key is not None:
             self.keys[region] = key
         grid = RegionGrid(frame.shape[1], frame.shape[0], self.config.regions, self.margin)
-        box = grid.boxes[region]
-        part = crop(self.flow.small_grey(frame), self.flow.small_box(box))
+        flows = KeyFlows(self.flow, self.flow.small_grey(frame))
         local = self.keys.get(region)
         if (local is not None and local.generation == self.generation
                 and 0 < t - local.frame <= self.config.max_key_age and not self.policy.due([local])[0]):
-            result = self.flow.estimate(part, local.grey)
-            features = region_features(result, t - local.frame, self.config.max_key_age)[None]
+            features = flows.features(local, t - local.frame, self.config.max_key_age)[None]
             take, scores = self.policy.take_flow(features, np.array([t - local.frame]), np.array([local.spent]),
                                                  together=False)
             if take[0]:
                 charge(local, float(scores[0]) if scores is not None else None)
-                return RegionResult(t, region, self.flow.warp_labels(local.labels, result), None)
+                return RegionResult(t, region, flows.warped_labels(local), None)
         context = grid.margin_box(region)
-        labels = np.ascontiguousarray(crop(self.backend.infer(np.ascontiguousarray(crop(frame, context))),
-                                           inner(box, context)))
-        self.keys[region] = RegionKey(part.copy(), labels, t, self.generation)
-        return RegionResult(t, region, labels, self.keys[region])
+        labels = np.ascontiguousarray(self.backend.infer(np.ascontiguousarray(crop(frame, context))))
+        key = RegionKey(crop(flows.grey, self.flow.small_box(context)).copy(), labels, t, self.generation,
+                        context, grid.boxes[region])
+        self.keys[region] = key
+        return RegionResult(t, region, key.region_labels(labels), key)
 
 
 def connect(address: str) -> None:

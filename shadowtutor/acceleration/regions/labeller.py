@@ -34,7 +34,7 @@ from shadowtutor.acceleration.regions.decision import (
     region_features,
 )
 from shadowtutor.acceleration.regions.flow import FlowEstimator, FlowResult
-from shadowtutor.acceleration.regions.grid import RegionConfigError, RegionGrid, crop, grid_shape, inner
+from shadowtutor.acceleration.regions.grid import Box, RegionConfigError, RegionGrid, crop, grid_shape, inner
 
 SEGMENT, FLOW = "segment", "flow"
 
@@ -129,12 +129,60 @@ class FixedIntervalPolicy:
 
 @dataclass
 class RegionKey:
-    grey: np.ndarray  # the region at the flow scale
-    labels: np.ndarray  # the segmentation path's labels of the region
+    """A region's last segmentation, over its *context*: the area its flow is estimated on.
+
+    The context is the whole frame when the regions share a path (one device), else the region
+    and its margin: motion across the region's border is then seen, where a flow estimated on the
+    region alone has nothing to match (it cost 2-20 mIoU points on moving scenes,
+    docs/results/regions/flow_context.md).
+    """
+
+    grey: np.ndarray  # the context at the flow scale
+    labels: np.ndarray  # the segmentation path's labels of the context
     frame: int
     generation: int  # the student that made it
+    context: Box  # in frame pixels
+    region: Box  # in frame pixels, inside ``context``
     spent: float = 0.0  # the decision network's predicted loss summed over the frames warped from it
     last_loss: float = 0.0  # the predicted loss of the last frame warped from it
+
+    def region_labels(self, context_labels: np.ndarray) -> np.ndarray:
+        """The region's part of labels over the context."""
+        return np.ascontiguousarray(crop(context_labels, inner(self.region, self.context)))
+
+
+class KeyFlows:
+    """One frame's flows to its regions' keys: each key context's flow estimated, and warped, once.
+
+    Regions whose keys share a context and a frame (all of them, when the regions share a path)
+    share one estimate; the decision features and the warped labels are each region's part of it.
+    """
+
+    def __init__(self, flow: FlowEstimator, grey: np.ndarray) -> None:
+        self.flow = flow
+        self.grey = grey  # the current frame at the flow scale
+        self._results: dict[tuple[Box, int], FlowResult] = {}
+        self._warped: dict[tuple[Box, int], np.ndarray] = {}
+
+    def result(self, key: RegionKey) -> FlowResult:
+        """The flow from now to ``key`` over the key's context."""
+        name = (key.context, key.frame)
+        if name not in self._results:
+            self._results[name] = self.flow.estimate(crop(self.grey, self.flow.small_box(key.context)), key.grey)
+        return self._results[name]
+
+    def features(self, key: RegionKey, age: int, max_age: int) -> np.ndarray:
+        """The decision network's input for ``key``'s region."""
+        region, context = self.flow.small_box(key.region), self.flow.small_box(key.context)
+        part = self.result(key).part(inner(region, context))
+        return region_features(part, age, max_age)
+
+    def warped_labels(self, key: RegionKey) -> np.ndarray:
+        """``key``'s labels of its region, moved to now by the flow (the flow path's output)."""
+        name = (key.context, key.frame)
+        if name not in self._warped:
+            self._warped[name] = self.flow.warp_labels(key.labels, self.result(key))
+        return key.region_labels(self._warped[name])
 
 
 def charge(key: RegionKey, score: float | None) -> None:
@@ -191,19 +239,17 @@ class RegionLabeller:
         if self.grid is None or not self.grid.fits(frame):
             self.grid = RegionGrid(frame.shape[1], frame.shape[0], self.regions, self.margin or 0)
             self.keys = [None] * self.regions
-        grey = self.flow.small_grey(frame)
-        parts = [crop(grey, self.flow.small_box(box)) for box in self.grid.boxes]
-        flowed, flows, scores = self._choose(t, parts)
+        flows = KeyFlows(self.flow, self.flow.small_grey(frame))
+        flowed, scores = self._choose(t, flows)
         segmented = [r for r in range(self.regions) if r not in flowed]
         out = np.empty(frame.shape[:2], dtype=np.uint8)
         if segmented:
-            self._segment(frame, t, parts, segmented, out)
+            self._segment(frame, t, flows.grey, segmented, out)
         for r in flowed:
             key = self.keys[r]
             assert key is not None
             x0, y0, x1, y1 = self.grid.boxes[r]
-            result = flows.get(r) or self.flow.estimate(parts[r], key.grey)
-            out[y0:y1, x0:x1] = self.flow.warp_labels(key.labels, result)
+            out[y0:y1, x0:x1] = flows.warped_labels(key)
         self.last = FrameRegions(
             tuple(FLOW if r in flowed else SEGMENT for r in range(self.regions)),
             tuple(t - key.frame for key in self.keys),  # type: ignore[union-attr]
@@ -211,8 +257,8 @@ class RegionLabeller:
         )
         return out
 
-    def _choose(self, t: int, parts: list[np.ndarray]) -> tuple[list[int], dict[int, FlowResult], dict[int, float]]:
-        """The regions that take the flow path, the flows computed for the decision, and the scores."""
+    def _choose(self, t: int, flows: KeyFlows) -> tuple[list[int], dict[int, float]]:
+        """The regions that take the flow path, and their scores (if the policy computed any)."""
         keys = self.keys
         keyed = [r for r, key in enumerate(keys)
                  if key is not None and key.generation == self.generation and t - key.frame <= self.max_key_age]
@@ -221,14 +267,12 @@ class RegionLabeller:
             due = self.policy.due([keys[r] for r in keyed])  # type: ignore[misc]
             keyed = [] if together and due.any() else [r for r, d in zip(keyed, due, strict=True) if not d]
         if not keyed or (together and len(keyed) < self.regions):
-            return [], {}, {}
+            return [], {}
         ages = np.array([t - keys[r].frame for r in keyed], dtype=np.int64)  # type: ignore[union-attr]
         spent = np.array([keys[r].spent for r in keyed])  # type: ignore[union-attr]
-        flows: dict[int, FlowResult] = {}
         features = np.zeros((len(keyed), 0), dtype=np.float32)
         if self.policy.needs_flow:
-            flows = {r: self.flow.estimate(parts[r], keys[r].grey) for r in keyed}  # type: ignore[union-attr]
-            features = np.stack([region_features(flows[r], int(age), self.max_key_age)
+            features = np.stack([flows.features(keys[r], int(age), self.max_key_age)  # type: ignore[arg-type]
                                  for r, age in zip(keyed, ages, strict=True)])
         take, scores = self.policy.take_flow(features, ages, spent, together)
         score_of = {r: float(scores[i]) for i, r in enumerate(keyed)} if scores is not None else {}
@@ -236,19 +280,23 @@ class RegionLabeller:
         frame_score = float(scores.mean()) if together and scores is not None else None
         for r in flowed:  # shared path: every region books the frame's mean, so their sums stay equal
             charge(keys[r], frame_score if together else score_of.get(r))  # type: ignore[arg-type]
-        return flowed, flows, score_of
+        return flowed, score_of
 
-    def _segment(self, frame: np.ndarray, t: int, parts: list[np.ndarray], regions: list[int], out: np.ndarray) -> None:
-        """The segmentation path for ``regions``: one student call, new keys."""
+    def _segment(self, frame: np.ndarray, t: int, grey: np.ndarray, regions: list[int], out: np.ndarray) -> None:
+        """The segmentation path for ``regions``: one student call, new keys (``grey``: the frame at the flow scale)."""
         grid = self.grid
         assert grid is not None
-        context = grid.context_box(regions) if self.margin is not None else (0, 0, grid.width, grid.height)
+        whole = (0, 0, grid.width, grid.height)
+        context = grid.context_box(regions) if self.margin is not None else whole
         labels = self.segment(np.ascontiguousarray(crop(frame, context)))
         for r in regions:
+            key_context = grid.margin_box(r) if self.margin is not None else whole
+            key_labels = labels if key_context == context else crop(labels, inner(key_context, context))
+            key_grey = grey if key_context == whole else crop(grey, self.flow.small_box(key_context)).copy()
+            key = RegionKey(key_grey, np.ascontiguousarray(key_labels), t, self.generation, key_context, grid.boxes[r])
             x0, y0, x1, y1 = grid.boxes[r]
-            region_labels = np.ascontiguousarray(crop(labels, inner(grid.boxes[r], context)))
-            out[y0:y1, x0:x1] = region_labels
-            self.keys[r] = RegionKey(parts[r].copy(), region_labels, t, self.generation)
+            out[y0:y1, x0:x1] = key.region_labels(key.labels)
+            self.keys[r] = key
 
 
 @dataclass(frozen=True)
@@ -259,9 +307,9 @@ class FlowPathConfig:
     :class:`BudgetPolicy` with that budget (``threshold`` is then unused).
     """
 
-    # Defaults chosen on the decision network's own training scenes (seed 3000), judged on others in
-    # docs/results/regions/bench.md.
-    threshold: float = 0.93
+    # Defaults chosen on development scenes (seed 611, docs/results/regions/dev_611.md) for the network
+    # trained on the whole frame's flow, judged on other seeds in docs/results/regions/bench.md.
+    threshold: float = 0.97
     regions: int = 4
     max_key_age: int = 4
     network: Path | None = None  # None: the packaged decision network

@@ -28,9 +28,10 @@ import numpy as np
 import torch
 
 from shadowtutor.acceleration.regions.bench import spliced
-from shadowtutor.acceleration.regions.decision import FEATURE_COUNT, DecisionNetwork, region_features
+from shadowtutor.acceleration.regions.decision import FEATURE_COUNT, DecisionNetwork
 from shadowtutor.acceleration.regions.flow import FlowEstimator
 from shadowtutor.acceleration.regions.grid import RegionGrid, crop
+from shadowtutor.acceleration.regions.labeller import KeyFlows, RegionKey
 
 TRAIN_SEED_FLOOR = 3000
 DEFAULT_PRESETS = ("moving-street", "moving-people", "moving-animals", "egocentric-people",
@@ -96,21 +97,22 @@ def scene_samples(frames: Sequence[np.ndarray], truth: Sequence[np.ndarray],
     labels = [segment(frame) for frame in frames]
     greys = [flow.small_grey(frame) for frame in frames]
     height, width = labels[0].shape
+    whole = (0, 0, width, height)
     boxes = RegionGrid(width, height, config.regions).boxes
     for t in range(max(config.ages), len(frames)):
         for age in config.ages:
             k = t - age
+            flows = KeyFlows(flow, greys[t])  # the labeller's default: one flow for the whole frame
             for box in boxes:
-                small = flow.small_box(box)
-                result = flow.estimate(crop(greys[t], small), crop(greys[k], small))
-                warped = flow.warp_labels(np.ascontiguousarray(crop(labels[k], box)), result)
+                key = RegionKey(greys[k], labels[k], k, 0, whole, box)
+                warped = flows.warped_labels(key)
                 now = crop(labels[t], box)
                 if config.target == "student":
                     target = float((warped == now).mean())
                 else:
                     true = crop(truth[t], box)
                     target = min(1.0, 1.0 + float((warped == true).mean()) - float((now == true).mean()))
-                samples.add(region_features(result, age, config.max_key_age), target, group)
+                samples.add(flows.features(key, age, config.max_key_age), target, group)
 
 
 def fit(features: torch.Tensor, targets: torch.Tensor, config: DecisionTrainingConfig) -> DecisionNetwork:

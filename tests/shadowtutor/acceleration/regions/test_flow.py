@@ -28,3 +28,17 @@ def test_unknown_method_and_bad_scale() -> None:
         FlowEstimator("lucas-kanade")
     with pytest.raises(ValueError, match="scale"):
         FlowEstimator(scale=0)
+
+
+def test_a_part_of_an_estimate_is_that_regions_slice() -> None:
+    key = textured()
+    current = np.roll(key, shift=(0, 6), axis=(0, 1))
+    flow = FlowEstimator()
+    result = flow.estimate(flow.small_grey(current), flow.small_grey(key))
+    part = result.part((40, 30, 200, 120))
+    assert part.flow.shape == (90, 160, 2)
+    assert np.array_equal(part.flow, result.flow[30:120, 40:200])
+    assert np.array_equal(part.residual, result.residual[30:120, 40:200])
+    assert part.difference == pytest.approx(float(result.unwarped[30:120, 40:200].mean()))
+    grey_now, grey_key = flow.small_grey(current).astype(float), flow.small_grey(key).astype(float)
+    assert result.difference == pytest.approx(float(np.abs(grey_now - grey_key).mean()))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from shadowtutor.acceleration.regions.decision import DecisionNetwork
+from shadowtutor.acceleration.regions.flow import FlowEstimator, FlowResult
 from shadowtutor.acceleration.regions.grid import RegionConfigError
 from shadowtutor.acceleration.regions.labeller import (
     FLOW,
@@ -179,3 +180,49 @@ def test_config_builds_a_labeller_with_the_packaged_network() -> None:
         labeller.label(frame)
     assert labeller.last.paths == (FLOW,) * 6
     assert all(0 <= s <= 1 for s in labeller.last.scores)
+
+
+class CountingFlow(FlowEstimator):
+    """The real DIS flow, counting its estimates."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.estimates = 0
+
+    def estimate(self, current: np.ndarray, key: np.ndarray) -> FlowResult:
+        self.estimates += 1
+        return super().estimate(current, key)
+
+
+def _border_strip_agreement(labeller: RegionLabeller, frames: list[np.ndarray]) -> float:
+    """Agreement with the segmenter, on the frame's second frame, in the 12 pixels left of the vertical region
+    border of the top row: what the camera's pan brought into region 0 from region 1."""
+    labeller.label(frames[0])
+    labels = labeller.label(frames[1])
+    assert labeller.last.paths == (FLOW,) * 4
+    strip = (slice(0, 90), slice(160 - 12, 160))
+    return float((labels[strip] == ThresholdSegmenter()(frames[1])[strip]).mean())
+
+
+def test_content_entering_a_region_is_warped_from_its_neighbour() -> None:
+    frames = panning(2, step=12)  # content moves 12 px left per frame, across the regions' borders
+    whole_frame = _border_strip_agreement(RegionLabeller(ThresholdSegmenter(), FixedIntervalPolicy(2)), frames)
+    region_alone = _border_strip_agreement(
+        RegionLabeller(ThresholdSegmenter(), DecisionPolicy(ConstantNetwork(0.9), 0.5), margin=0), frames)
+    assert whole_frame > 0.97
+    assert region_alone < whole_frame - 0.05  # a flow over the region alone has nothing to match there
+
+
+def test_regions_sharing_a_path_share_one_flow_estimate() -> None:
+    shared, apart = CountingFlow(), CountingFlow()
+    together = RegionLabeller(ThresholdSegmenter(), DecisionPolicy(ConstantNetwork(0.9), 0.5), flow=shared)
+    per_region = RegionLabeller(ThresholdSegmenter(), DecisionPolicy(ConstantNetwork(0.9), 0.5), margin=16,
+                                flow=apart)
+    for frame in panning(3):
+        together.label(frame)
+        per_region.label(frame)
+    assert together.last.paths == per_region.last.paths == (FLOW,) * 4
+    assert shared.estimates == 2  # one per warped frame, over the whole frame
+    assert apart.estimates == 8  # one per region and frame, each over its region and margin
+    key = per_region.keys[3]
+    assert key is not None and key.context == (160 - 16, 90 - 16, 320, 180) and key.region == (160, 90, 320, 180)
