@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from shadowtutor.acceleration.regions.flow import FlowResult
+from shadowtutor.acceleration.regions.flow import FlowPart
 
 FORMAT = "shadowtutor-decision-network/1"
 ASSET_NAME = "decision_network.pt"
@@ -37,7 +37,7 @@ class DecisionNetworkError(ValueError):
     """A decision-network file that is missing, of another format, or of other features."""
 
 
-def region_features(result: FlowResult, age: int, max_age: int) -> np.ndarray:
+def region_features(result: FlowPart, age: int, max_age: int) -> np.ndarray:
     """The DN's input for one region: float32 ``(FEATURE_COUNT,)``, flow in region widths/heights."""
     h, w = result.flow.shape[:2]
     scale = np.array([w, h], dtype=np.float32)

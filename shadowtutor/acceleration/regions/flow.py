@@ -12,6 +12,7 @@ fewer mIoU points than half scale or DIS's medium preset (docs/results/regions/f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 import cv2
 import numpy as np
@@ -25,8 +26,8 @@ _DIS_PRESETS = {
 
 
 @dataclass(frozen=True)
-class FlowResult:
-    """Flow from the current image to its key at the flow scale: ``current(p) ~ key(p + flow(p))``."""
+class FlowPart:
+    """The flow and how well it explains the current image, over one area (a region of an estimate)."""
 
     flow: np.ndarray  # float32 (h, w, 2), pixels of the downscaled image
     residual: np.ndarray  # float32 (h, w): |key warped to now - current|, grey levels
@@ -37,10 +38,38 @@ class FlowResult:
         """Mean |key - current| without warping, grey levels."""
         return float(self.unwarped.mean())
 
-    def part(self, box: tuple[int, int, int, int]) -> FlowResult:
-        """The result inside ``box`` (x0, y0, x1, y1 at the flow scale): one region of a wider estimate."""
-        x0, y0, x1, y1 = box
-        return FlowResult(self.flow[y0:y1, x0:x1], self.residual[y0:y1, x0:x1], self.unwarped[y0:y1, x0:x1])
+
+class FlowResult:
+    """Flow from the current image to its key at the flow scale: ``current(p) ~ key(p + flow(p))``.
+
+    The residuals are computed when first asked for: the decision network reads them, a fixed key
+    interval never does.
+    """
+
+    def __init__(self, flow: np.ndarray, current: np.ndarray, key: np.ndarray) -> None:
+        self.flow = flow  # float32 (h, w, 2), pixels of the downscaled image
+        self.current = current
+        self.key = key
+
+    @cached_property
+    def maps(self) -> np.ndarray:
+        """float32 (h, w, 2): where each current pixel comes from in the key (``cv2.remap``'s map)."""
+        return _maps(self.flow)
+
+    @cached_property
+    def residual(self) -> np.ndarray:
+        warped = cv2.remap(self.key, self.maps, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        return cv2.absdiff(warped, self.current).astype(np.float32)
+
+    @cached_property
+    def unwarped(self) -> np.ndarray:
+        return cv2.absdiff(self.key, self.current).astype(np.float32)
+
+    def part(self, box: tuple[int, int, int, int] | None = None) -> FlowPart:
+        """The result inside ``box`` (x0, y0, x1, y1 at the flow scale; None: all of it)."""
+        x0, y0, x1, y1 = box or (0, 0, self.flow.shape[1], self.flow.shape[0])
+        area = (slice(y0, y1), slice(x0, x1))
+        return FlowPart(self.flow[area], self.residual[area], self.unwarped[area])
 
 
 class FlowEstimator:
@@ -74,22 +103,30 @@ class FlowEstimator:
             flow = self._dis.calc(current, key, None)
         else:
             flow = cv2.calcOpticalFlowFarneback(current, key, None, 0.5, 3, 15, 3, 5, 1.2, 0)
-        warped = cv2.remap(key, *_maps(flow), cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-        residual = cv2.absdiff(warped, current).astype(np.float32)
-        return FlowResult(flow, residual, cv2.absdiff(key, current).astype(np.float32))
+        return FlowResult(flow, current, key)
 
     def warp_labels(self, key_labels: np.ndarray, result: FlowResult) -> np.ndarray:
         """``key_labels`` (the key's labels over the estimate's area, full size) moved to now by the flow."""
         h, w = key_labels.shape
         fh, fw = result.flow.shape[:2]
-        flow = cv2.resize(result.flow, (w, h), interpolation=cv2.INTER_LINEAR)
-        flow[..., 0] *= w / fw
-        flow[..., 1] *= h / fh
-        return cv2.remap(key_labels, *_maps(flow), cv2.INTER_NEAREST, borderMode=cv2.BORDER_REPLICATE)
+        if (h, w) == (fh, fw):  # full scale: the estimate's own map
+            maps = result.maps
+        else:
+            flow = cv2.resize(result.flow, (w, h), interpolation=cv2.INTER_LINEAR)
+            flow *= np.array([w / fw, h / fh], dtype=np.float32)
+            maps = _maps(flow)
+        return cv2.remap(key_labels, maps, None, cv2.INTER_NEAREST, borderMode=cv2.BORDER_REPLICATE)
 
 
-def _maps(flow: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    h, w = flow.shape[:2]
-    xs = np.arange(w, dtype=np.float32)[None, :] + flow[..., 0]
-    ys = np.arange(h, dtype=np.float32)[:, None] + flow[..., 1]
-    return xs, ys
+def _maps(flow: np.ndarray) -> np.ndarray:
+    return _pixel_grid(*flow.shape[:2]) + flow
+
+
+@lru_cache(maxsize=8)
+def _pixel_grid(height: int, width: int) -> np.ndarray:
+    """float32 (height, width, 2): each pixel's own (x, y); read-only, shared."""
+    grid = np.empty((height, width, 2), dtype=np.float32)
+    grid[..., 0] = np.arange(width, dtype=np.float32)[None, :]
+    grid[..., 1] = np.arange(height, dtype=np.float32)[:, None]
+    grid.flags.writeable = False
+    return grid

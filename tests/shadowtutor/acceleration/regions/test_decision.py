@@ -21,7 +21,7 @@ from tests.support.motion import panning, textured
 
 def features(current: np.ndarray, key: np.ndarray, age: int) -> np.ndarray:
     flow = FlowEstimator()
-    return region_features(flow.estimate(flow.small_grey(current), flow.small_grey(key)), age, 15)
+    return region_features(flow.estimate(flow.small_grey(current), flow.small_grey(key)).part(), age, 15)
 
 
 def test_features_have_the_agreed_length_and_see_motion() -> None:
