@@ -34,7 +34,6 @@ import torch
 
 from shadowtutor.acceleration.change_based.backend import ChangeBasedBackend, ChangeBasedOptions
 from shadowtutor.acceleration.change_based.runner import ChangeStats
-from shadowtutor.acceleration.regions.decision import default_decision_network_path, load_decision_network
 from shadowtutor.acceleration.regions.labeller import FlowPathConfig, FrameRegions, RegionLabeller
 from shadowtutor.models.backends import BackendUnavailableError, resolve_backend
 from shadowtutor.models.checkpoint import student_from_state_dict
@@ -136,8 +135,7 @@ class StudentRuntime:
         assert self.cluster_address is not None
         config = self.cluster_config
         connect(self.cluster_address)
-        network, _meta = load_decision_network(config.network or default_decision_network_path())
-        workers = start_workers(state, self.class_names, network, config, margin=CLUSTER_MARGIN)
+        workers = start_workers(state, self.class_names, config.load_network(), config, margin=CLUSTER_MARGIN)
         self.master = ClusterMaster(workers, config.regions)
 
     @property

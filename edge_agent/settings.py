@@ -200,21 +200,30 @@ class EdgeSettings(BaseSettings):
 
     # -- regions / flow path and the edge cluster (seed 004; shadowtutor.acceleration.regions) ---
     flow_path: bool = Field(
-        False, description="label frames region by region: a region the decision network trusts is warped from its "
-        "last segmentation by optical flow instead of segmented (seed 004 / DVSNet)"
+        False, description="label frames region by region: a region is either segmented or warped from its last "
+        "segmentation by optical flow (seed 004 / DVSNet)"
     )
     regions: int = Field(4, description="regions per frame for the flow path (a grid as square as possible)")
+    key_interval: int = Field(
+        3, ge=0, description="segment every K-th frame and warp the frames between (at the same speed this kept more "
+        "mIoU than the decision network, docs/results/regions/README.md); 0: the decision network picks each "
+        "frame's path (--decision-threshold or --decision-budget)"
+    )
     decision_threshold: float = Field(
-        0.97, description="confidence score (predicted agreement of flow and student, 0..1) the flow path needs"
+        0.97, description="with --key-interval 0: the confidence score (predicted agreement of flow and student, "
+        "0..1) the flow path needs (DVSNet's rule)"
     )
     decision_budget: float | None = Field(
-        None, description="instead of the threshold (DVSNet's rule): the predicted loss (1 - score) a key may "
-        "accumulate over the frames warped from it, e.g. 0.1 (docs/results/regions/decision_study.md)"
+        None, description="with --key-interval 0, instead of the threshold: the predicted loss (1 - score) a key may "
+        "accumulate over the frames warped from it, e.g. 0.05 (docs/results/regions/decision_study.md)"
     )
     max_key_age: int = Field(
-        4, description="frames a region's segmentation may be warped before it is segmented again"
+        4, description="with --key-interval 0: frames a region's segmentation may be warped before it is "
+        "segmented again"
     )
-    decision_network: Path | None = Field(None, description="decision network file (default: the packaged one)")
+    decision_network: Path | None = Field(
+        None, description="with --key-interval 0: the decision network file (default: the packaged one)"
+    )
     cluster: str | None = Field(
         None, description="Ray cluster HOST:PORT (or auto) whose worker nodes label the regions (seed 004); start it "
         "with `ray start --head` here, join workers with `ray start --address HOST:PORT`; uses the flow-path settings"
@@ -363,6 +372,10 @@ class EdgeSettings(BaseSettings):
             raise ValueError(str(exc)) from None
         if self.decision_network is not None and not self.decision_network.is_file():
             raise ValueError(f"decision_network: no such file {self.decision_network}")
+        decision = sorted({"decision_threshold", "decision_budget", "decision_network"} & self.model_fields_set)
+        if self.key_interval and decision:
+            raise ValueError(f"{', '.join(decision)} apply when the decision network picks the path: "
+                             "set key_interval to 0")
         if self.cluster is not None and ":" not in self.cluster and self.cluster != "auto":
             raise ValueError(f"cluster must be HOST:PORT of a Ray cluster or auto, got {self.cluster!r}")
         if self.change_based and (self.flow_path or self.cluster is not None):
@@ -374,8 +387,9 @@ class EdgeSettings(BaseSettings):
         """The flow path's configuration (validated even when it is off), or None when it is off."""
         from shadowtutor.acceleration.regions.labeller import FlowPathConfig
 
-        config = FlowPathConfig(self.decision_threshold, self.regions, self.max_key_age, self.decision_network,
-                                self.decision_budget)
+        config = FlowPathConfig(threshold=self.decision_threshold, regions=self.regions, max_key_age=self.max_key_age,
+                                network=self.decision_network, budget=self.decision_budget,
+                                interval=self.key_interval or None)
         return config if self.flow_path else None
 
     def change_based_options(self) -> Any:

@@ -119,11 +119,12 @@ def run(args: argparse.Namespace) -> int:
             "about": f"Scenes {', '.join(MOVING)}, seed {args.seeds[0]}, the first {args.cluster_frames} frames. "
                      f"`1+N` = this process as the master and N Ray worker nodes of one CPU each, all on this "
                      f"{machine_info()['cpu_count']}-CPU machine (CPU-bound: more workers than cores share them). "
-                     f"Each worker decides per region (threshold {flow_config.threshold}, max key age "
-                     f"{flow_config.max_key_age}) and segments a region with {CLUSTER_MARGIN} pixels of context. "
+                     f"Each worker picks each region's path by {flow_config.rule} and segments a region with "
+                     f"{CLUSTER_MARGIN} pixels of context. "
                      "The student alone ran first on the same frames; the runs are sequential, not interleaved.",
             "rows": bench.cluster_rows(clips, backend.infer, student.model.state_dict(), student.class_names,
-                                       network, flow_config, CLUSTER_MARGIN, args.cluster_workers, classes),
+                                       flow_config.load_network(), flow_config, CLUSTER_MARGIN, args.cluster_workers,
+                                       classes),
         }
         print("cluster done", flush=True)
     study = scene(MOVING[0], args.seeds[0])

@@ -131,7 +131,9 @@ def test_server_crash_mid_run_every_frame_labelled_then_reconnect(video: Path, t
     restart = history.index((0, "welcome"), 1)
     assert [v for v, _ in history[:restart]] == list(range(restart))
     assert [v for v, _ in history[restart:]] == list(range(len(history) - restart))
-    assert len(history) - restart >= 3  # updates from the new server were applied
+    # the new server's WELCOME and at least one of its updates were applied (how many more fit in the run
+    # depends on when the reconnection's back-off ends: 1 in 4 runs under load had only one)
+    assert len(history) - restart >= 2
     assert summary.frames_sent < summary.key_frames  # some key frames fell into the outage
     assert summary.bytes_received == first.bytes_sent + servers[1].bytes_sent
 
@@ -208,8 +210,8 @@ def test_the_report_carries_the_figures_of_the_inference_path(
     """--flow-path reports regions per path and key ages, --change-based frames per mode and changed
     fractions; the other's fields stay absent; drops and removals are always reported."""
     stand_in.telemetry_interval = 1.0
-    options = dict(flow_path=True, decision_threshold=0.0, max_key_age=3) if feature == "flow_path" else dict(
-        change_based=True, backend="torch")
+    flow_path = dict(flow_path=True, key_interval=0, decision_threshold=0.0, max_key_age=3)
+    options = flow_path if feature == "flow_path" else dict(change_based=True, backend="torch")
     agent = EdgeAgent(settings(stand_in, video, tmp_path / "out", max_fps=16, **options))  # 40 frames: 2.5 s
     summary = agent.run()
     reports = [m for m in stand_in.sessions[0].received if isinstance(m, Telemetry)]
@@ -239,8 +241,8 @@ def test_flow_path_leaves_key_frames_and_updates_as_they_were(
     stand_in: StandInServer, video: Path, tmp_path: Path
 ) -> None:
     plain = EdgeAgent(settings(stand_in, video, tmp_path / "plain")).run()
-    agent = EdgeAgent(settings(stand_in, video, tmp_path / "flow", flow_path=True, decision_threshold=0.0,
-                               max_key_age=3))
+    agent = EdgeAgent(settings(stand_in, video, tmp_path / "flow", flow_path=True, key_interval=0,
+                               decision_threshold=0.0, max_key_age=3))
     summary = agent.run()
     assert summary.frames == summary.labelled_frames == 40
     # Algorithm 2 is untouched: as many key frames (the loop waits for each update at MIN_STRIDE), all sent.

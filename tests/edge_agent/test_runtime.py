@@ -75,7 +75,7 @@ def test_flow_path_warps_between_segmentations_and_refreshes_keys_after_updates(
     plain = StudentRuntime("torch")
     plain.load(student.state_dict(), LVS_CLASSES)
     # threshold 0: trust the flow path always
-    runtime = StudentRuntime("torch", flow_path=FlowPathConfig(threshold=0.0, max_key_age=2))
+    runtime = StudentRuntime("torch", flow_path=FlowPathConfig(threshold=0.0, max_key_age=2, interval=None))
     runtime.load(student.state_dict(), LVS_CLASSES)
     frames = panning(5, size=(96, 64))
     paths = []

@@ -105,14 +105,27 @@ def test_bad_values_say_what_is_wrong(flags: dict, message: str) -> None:
 def test_flow_path_settings() -> None:
     off = build({"server": "ws://h", "source": "x"})
     assert off.flow_path is False and off.flow_path_config() is None
+    default = build({"server": "ws://h", "source": "x", "flow_path": True}).flow_path_config()
+    assert default is not None and default.interval == 3 and default.load_network() is None  # no network needed
     on = build({"server": "ws://h", "source": "x", "flow_path": True},
-               {"SHADOWTUTOR_REGIONS": "6", "SHADOWTUTOR_DECISION_THRESHOLD": "0.9", "SHADOWTUTOR_MAX_KEY_AGE": "8"})
+               {"SHADOWTUTOR_REGIONS": "6", "SHADOWTUTOR_KEY_INTERVAL": "0", "SHADOWTUTOR_DECISION_THRESHOLD": "0.9",
+                "SHADOWTUTOR_MAX_KEY_AGE": "8"})
     config = on.flow_path_config()
     assert config is not None
     assert (config.regions, config.threshold, config.max_key_age, config.network) == (6, 0.9, 8, None)
-    assert config.budget is None  # DVSNet's per-frame rule unless a budget is set
-    budget = build({"server": "ws://h", "source": "x", "flow_path": True}, {"SHADOWTUTOR_DECISION_BUDGET": "0.1"})
+    assert config.interval is None and config.budget is None  # DVSNet's per-frame rule unless a budget is set
+    budget = build({"server": "ws://h", "source": "x", "flow_path": True, "key_interval": 0},
+                   {"SHADOWTUTOR_DECISION_BUDGET": "0.1"})
     assert budget.flow_path_config() is not None and budget.flow_path_config().budget == 0.1
+
+
+@pytest.mark.parametrize("environment",
+                         [{"SHADOWTUTOR_DECISION_THRESHOLD": "0.9"}, {"SHADOWTUTOR_DECISION_BUDGET": "0.1"}])
+def test_a_decision_setting_with_a_fixed_interval_is_refused(environment: dict[str, str]) -> None:
+    with pytest.raises(SettingsError, match="apply when the decision network picks the path: set key_interval to 0"):
+        build({"server": "ws://h", "source": "x", "flow_path": True}, environment)
+    with pytest.raises(SettingsError, match="key_interval to 0"):
+        build({"server": "ws://h", "source": "x", "flow_path": True, "key_interval": 4, "decision_threshold": 0.5})
 
 
 def test_the_student_size_setting() -> None:

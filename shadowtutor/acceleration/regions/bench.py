@@ -337,7 +337,7 @@ def render_markdown(results: dict[str, Any]) -> str:
 
 
 def cluster_rows(clips: Sequence[tuple[list[np.ndarray], list[np.ndarray]]], segment: Segment,
-                 student_state: dict, class_names: tuple[str, ...], network: DecisionNetwork,
+                 student_state: dict, class_names: tuple[str, ...], network: DecisionNetwork | None,
                  config: FlowPathConfig, margin: int, counts: Sequence[int], num_classes: int) -> dict[str, Any]:
     """The edge cluster with 1, 2, ... worker nodes of one CPU each, all Ray nodes on this machine.
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
 
@@ -46,15 +47,19 @@ class RegionWorker:
     """One worker's two paths and local key buffer (run as a Ray actor by :func:`start_workers`)."""
 
     def __init__(self, student_state: Mapping[str, torch.Tensor], class_names: tuple[str, ...],
-                 network_state: Mapping[str, torch.Tensor], config: FlowPathConfig, margin: int) -> None:
+                 network_state: Mapping[str, torch.Tensor] | None, config: FlowPathConfig, margin: int) -> None:
         from shadowtutor.models.checkpoint import student_from_state_dict
         from shadowtutor.models.inference import build_inference_backend
 
-        torch.set_num_threads(1)
+        torch.set_num_threads(1)  # one CPU per worker (its Ray resource): no thread pools fighting over it
+        cv2.setNumThreads(1)
         self.backend = build_inference_backend("torch", student_from_state_dict(student_state, class_names))
-        network = DecisionNetwork()
-        network.load_state_dict(dict(network_state))
-        self.policy = config.policy(network.eval())
+        network = None
+        if network_state is not None:  # the decision rules' network (a fixed interval needs none)
+            network = DecisionNetwork()
+            network.load_state_dict(dict(network_state))
+            network.eval()
+        self.policy = config.policy(network)
         self.config = config
         self.margin = margin
         self.flow = FlowEstimator()
@@ -104,7 +109,7 @@ def connect(address: str) -> None:
 
 
 def start_workers(student_state: Mapping[str, torch.Tensor], class_names: tuple[str, ...],
-                  network: DecisionNetwork, config: FlowPathConfig, margin: int,
+                  network: DecisionNetwork | None, config: FlowPathConfig, margin: int,
                   per_node: int = 1) -> list[Any]:
     """One worker actor per CPU node of the cluster (``per_node`` each), pinned to its node."""
     import ray
@@ -114,7 +119,8 @@ def start_workers(student_state: Mapping[str, torch.Tensor], class_names: tuple[
     if not nodes:
         raise ClusterError("the Ray cluster has no node with a CPU for a worker; join one with `ray start --address`")
     actor = ray.remote(num_cpus=1, max_restarts=0)(RegionWorker)
-    state, network_state = ray.put(dict(student_state)), ray.put(network.state_dict())
+    state = ray.put(dict(student_state))
+    network_state = ray.put(network.state_dict() if network is not None else None)
     return [actor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
             .remote(state, class_names, network_state, config, margin)
             for n in nodes for _ in range(per_node)]

@@ -14,10 +14,6 @@ ray = pytest.importorskip("ray", reason="the cluster extra is not installed (pip
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from shadowtutor.acceleration.regions.cluster import ClusterError, ClusterMaster, connect, start_workers  # noqa: E402
-from shadowtutor.acceleration.regions.decision import (  # noqa: E402
-    default_decision_network_path,
-    load_decision_network,
-)
 from shadowtutor.acceleration.regions.grid import RegionGrid  # noqa: E402
 from shadowtutor.acceleration.regions.labeller import FlowPathConfig  # noqa: E402
 from shadowtutor.classes import LVS_CLASSES  # noqa: E402
@@ -40,12 +36,13 @@ def cluster() -> Iterator[Cluster]:
 
 def workers(config: FlowPathConfig) -> list:
     torch.manual_seed(0)
-    network, _ = load_decision_network(default_decision_network_path())
-    return start_workers(StudentNet(len(LVS_CLASSES)).state_dict(), LVS_CLASSES, network, config, margin=8)
+    state = StudentNet(len(LVS_CLASSES)).state_dict()
+    return start_workers(state, LVS_CLASSES, config.load_network(), config, margin=8)
 
 
 def test_frames_come_out_whole_in_order_and_keys_are_tracked(cluster: Cluster) -> None:
-    config = FlowPathConfig(threshold=0.0, regions=4, max_key_age=3)  # trust the flow path whenever a key is young
+    # the decision network trusted whenever a key is young
+    config = FlowPathConfig(threshold=0.0, regions=4, max_key_age=3, interval=None)
     master = ClusterMaster(workers(config), regions=4, key_lag=0)
     frames = panning(10, size=(96, 64))
     out = list(master.label_stream(frames))
@@ -60,7 +57,7 @@ def test_frames_come_out_whole_in_order_and_keys_are_tracked(cluster: Cluster) -
 def test_a_dead_worker_loses_no_frame(cluster: Cluster) -> None:
     node = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
-    config = FlowPathConfig(threshold=1.0, regions=4)  # always the segmentation path: the slow one
+    config = FlowPathConfig(threshold=1.0, regions=4, interval=None)  # always the segmentation path: the slow one
     master = ClusterMaster(workers(config), regions=4, in_flight=3)
     labelled = []
     for t, labels in master.label_stream(panning(12, size=(96, 64))):
@@ -96,7 +93,8 @@ def test_the_edge_runtime_labels_on_the_cluster_and_sends_it_every_update(cluste
     from edge_agent.runtime import StudentRuntime
 
     torch.manual_seed(0)
-    runtime = StudentRuntime("torch", flow_path=FlowPathConfig(threshold=0.0, max_key_age=2), cluster=cluster.address)
+    runtime = StudentRuntime("torch", flow_path=FlowPathConfig(threshold=0.0, max_key_age=2, interval=None),
+                             cluster=cluster.address)
     runtime.load(StudentNet(len(LVS_CLASSES)).state_dict(), LVS_CLASSES)
     frames = panning(4, size=(96, 64))
     assert all(runtime.infer(f).shape == (64, 96) for f in frames[:3])

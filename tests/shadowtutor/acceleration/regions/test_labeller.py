@@ -167,15 +167,21 @@ def test_bad_flow_path_config_is_a_clear_error(kwargs: dict, match: str) -> None
 
 def test_config_names_the_decision_rule() -> None:
     network = ConstantNetwork(0.9)
-    assert isinstance(FlowPathConfig().policy(network), DecisionPolicy)
-    budget = FlowPathConfig(budget=0.2).policy(network)
+    assert FlowPathConfig().load_network() is None  # the default: a fixed key interval, no network
+    fixed = FlowPathConfig().policy(None)
+    assert isinstance(fixed, FixedIntervalPolicy) and fixed.interval == 3
+    assert "fixed key interval of 3" in FlowPathConfig().rule
+    assert isinstance(FlowPathConfig(interval=None).policy(network), DecisionPolicy)
+    with pytest.raises(RegionConfigError, match="need a decision network"):
+        FlowPathConfig(interval=None).policy(None)
+    budget = FlowPathConfig(budget=0.2, interval=None).policy(network)
     assert isinstance(budget, BudgetPolicy) and budget.budget == 0.2
     with pytest.raises(RegionConfigError, match="budget must be > 0"):
         BudgetPolicy(network, -1.0)
 
 
 def test_config_builds_a_labeller_with_the_packaged_network() -> None:
-    labeller = FlowPathConfig(threshold=0.0, regions=6, max_key_age=4).build(ThresholdSegmenter())
+    labeller = FlowPathConfig(threshold=0.0, regions=6, max_key_age=4, interval=None).build(ThresholdSegmenter())
     for frame in panning(3):
         labeller.label(frame)
     assert labeller.last.paths == (FLOW,) * 6
