@@ -24,8 +24,7 @@ import cv2
 import numpy as np
 import torch
 
-from shadowtutor.acceleration.regions.grid import crop
-from shadowtutor.acceleration.regions.labeller import FLOW, FixedIntervalPolicy, RegionKey, RegionLabeller
+from shadowtutor.acceleration.regions.labeller import FLOW, FixedIntervalPolicy, KeyFlows, RegionKey, RegionLabeller
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.models.inference import build_inference_backend
 from shadowtutor.models.pretrained import load_default_student
@@ -52,12 +51,11 @@ class OraclePolicy:
         labeller = self.labeller
         assert labeller is not None and labeller.grid is not None and together
         t = labeller.frame_index - 1
-        grey = labeller.flow.small_grey(self.frames[t])
+        flows = KeyFlows(labeller.flow, labeller.flow.small_grey(self.frames[t]))
         warped = np.empty_like(self.truth[t])
         for key, box in zip(labeller.keys, labeller.grid.boxes, strict=True):
             assert key is not None
-            result = labeller.flow.estimate(crop(grey, labeller.flow.small_box(box)), key.grey)
-            warped[box[1]:box[3], box[0]:box[2]] = labeller.flow.warp_labels(key.labels, result)
+            warped[box[1]:box[3], box[0]:box[2]] = flows.warped_labels(key)
         if self.target == "truth":
             loss = max(0.0, float((self.student[t] == self.truth[t]).mean() - (warped == self.truth[t]).mean()))
         else:
