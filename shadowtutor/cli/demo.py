@@ -26,8 +26,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--size", type=frame_size, default=(640, 360), help="generated scene WIDTHxHEIGHT (default 640x360)")
     p.add_argument("--fps", type=float, default=30.0, help="generated scene frame rate")
     p.add_argument("--cache-dir", type=Path, help="scene cache (default ~/.cache/shadowtutor/scenes)")
-    p.add_argument("--change-based", action="store_true",
-                   help="the ShadowTutor edge labels change-based (shadowtutor edge --change-based)")
+    acceleration = p.add_mutually_exclusive_group()
+    acceleration.add_argument("--change-based", action="store_true",
+                              help="the ShadowTutor edge labels change-based (shadowtutor edge --change-based)")
+    acceleration.add_argument("--flow-path", action="store_true",
+                              help="the ShadowTutor edge warps frames between segmentations by optical flow "
+                                   "(shadowtutor edge --flow-path; for moving cameras such as --clip bikes)")
     p.set_defaults(handler=run)
 
 
@@ -38,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     config = DemoConfig(out=args.out, clip=None if args.generated else args.clip, teacher=args.teacher,
                         width=args.width, preset=args.preset, frames=args.frames, seed=args.seed, size=args.size,
                         fps=args.fps, cache_dir=args.cache_dir, command=invoked_command(args),
-                        change_based=args.change_based)
+                        change_based=args.change_based, flow_path=args.flow_path)
     with exit_on_signals("shadowtutor demo"):  # SIGTERM, SIGHUP: the children are stopped as on Ctrl-C
         _, _, markdown = run_demo(config)
     print()

@@ -47,6 +47,7 @@ class DemoConfig:
     cache_dir: Path | None = None
     command: str = "shadowtutor demo"  # for the report
     change_based: bool = False  # the ShadowTutor edge labels change-based (--change-based)
+    flow_path: bool = False  # the ShadowTutor edge runs the region flow path (--flow-path)
     ready_timeout: float = 120.0
     run_timeout: float = 1800.0
 
@@ -74,6 +75,7 @@ def _run_agent(config: DemoConfig, scene: Path, server_url: str, mode: str, logs
         "--state-dir", str(config.out / "edge-state"),
         "--overlay" if mode == "distill" else "--no-overlay", "--metrics-port", "0",
         *(("--change-based",) if config.change_based and mode == "distill" else ()),
+        *(("--flow-path",) if config.flow_path and mode == "distill" else ()),
     )
     agent = start_process(args, name=f"edge-{mode}", log_dir=logs, env=half_cores_env())
     try:
