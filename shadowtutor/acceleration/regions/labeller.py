@@ -1,13 +1,13 @@
 """One device's region labeller (DVSNet on one edge): per region, the segmentation path or the flow path.
 
 For every frame each region either runs the *segmentation path* (the student on the region
-and a context margin; its labels become the region's new key) or the *flow path* (dense
-flow from the key's context to now, the key's labels warped by it; :class:`RegionKey`). A
-policy picks the path:
-the decision network with a threshold on each frame's score (:class:`DecisionPolicy`, DVSNet's
-rule), the decision network's predicted loss accumulated since the key against a budget
-(:class:`BudgetPolicy`), or a fixed key interval (:class:`FixedIntervalPolicy`, DVSNet's
-baseline). Either way a region is segmented when it has no key, its key is older than
+and a context margin; its labels become the region's new key) or the *flow path* (dense flow
+from the key's context to now, the key's labels warped by it; :class:`RegionKey`). A policy
+picks the path: a fixed key interval (:class:`FixedIntervalPolicy`, DVSNet's baseline and the
+edge's default, measured better at the same speed), the decision network with a threshold on
+each frame's score (:class:`DecisionPolicy`, DVSNet's rule), or the decision network's
+predicted loss accumulated since the key against a budget (:class:`BudgetPolicy`). Either
+way a region is segmented when it has no key, its key is older than
 ``max_key_age`` frames, or its key was made by an older student
 (:meth:`RegionLabeller.invalidate_keys`, called after a weight update).
 
