@@ -384,13 +384,14 @@ class EdgeSettings(BaseSettings):
             raise ValueError("student_size runs the student on whole frames: it excludes flow_path and cluster")
 
     def flow_path_config(self) -> FlowPathConfig | None:
-        """The flow path's configuration (validated even when it is off), or None when it is off."""
+        """The flow path's configuration (validated even when it is off), or None when neither the flow path
+        nor a cluster (whose workers follow it) is on."""
         from shadowtutor.acceleration.regions.labeller import FlowPathConfig
 
         config = FlowPathConfig(threshold=self.decision_threshold, regions=self.regions, max_key_age=self.max_key_age,
                                 network=self.decision_network, budget=self.decision_budget,
                                 interval=self.key_interval or None)
-        return config if self.flow_path else None
+        return config if self.flow_path or self.cluster is not None else None
 
     def change_based_options(self) -> Any:
         """The student's :class:`~shadowtutor.acceleration.change_based.backend.ChangeBasedOptions`, or None."""

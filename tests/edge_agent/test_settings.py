@@ -117,6 +117,8 @@ def test_flow_path_settings() -> None:
     budget = build({"server": "ws://h", "source": "x", "flow_path": True, "key_interval": 0},
                    {"SHADOWTUTOR_DECISION_BUDGET": "0.1"})
     assert budget.flow_path_config() is not None and budget.flow_path_config().budget == 0.1
+    cluster = build({"server": "ws://h", "source": "x", "cluster": "127.0.0.1:6379", "key_interval": 5})
+    assert cluster.flow_path_config() is not None and cluster.flow_path_config().interval == 5  # its workers' rule
 
 
 @pytest.mark.parametrize("environment",
