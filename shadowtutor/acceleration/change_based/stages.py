@@ -23,6 +23,7 @@ from shadowtutor.acceleration.change_based.sparse_ops import (
     SparseConv,
     bilinear_axis,
     flat_nonzero,
+    pooled_positions,
 )
 from shadowtutor.models.fast_student import TAIL_REGIONS, TAIL_UPSCALE, channel_argmax, fold_head, tail_scores
 from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock, StudentNet, conv_output_size
@@ -240,9 +241,7 @@ class UpsampleStage:
 
 def dilated(index: torch.Tensor, size: Size) -> torch.Tensor:
     """Flat positions of an ``size`` grid within one step (8-neighbourhood) of any position in ``index``."""
-    mask = torch.zeros(size[0] * size[1])
-    mask[index] = 1.0
-    return flat_nonzero(F.max_pool2d(mask.view(1, 1, *size), 3, stride=1, padding=1))
+    return pooled_positions(index, size, 3, 1, 1)
 
 
 class TailStage:
