@@ -27,7 +27,7 @@ import numpy as np
 
 from shadowtutor.acceleration.regions.decision import DecisionNetwork
 from shadowtutor.acceleration.regions.flow import FLOW_METHODS, FlowEstimator
-from shadowtutor.acceleration.regions.grid import Box, RegionGrid, crop, inner
+from shadowtutor.acceleration.regions.grid import RegionGrid, crop, inner
 from shadowtutor.acceleration.regions.labeller import (
     FLOW,
     BudgetPolicy,
@@ -198,15 +198,6 @@ FLOW_STUDY = (
 )
 
 
-def _study_keys(flow: FlowEstimator, grey: np.ndarray, labels: np.ndarray, frame: int, boxes: list[Box],
-                whole: Box | None) -> list[RegionKey]:
-    """Frame ``frame``'s keys for ``boxes``: over the ``whole`` frame if given, else each over its region."""
-    if whole is not None:
-        return [RegionKey(grey, labels, frame, 0, whole, box) for box in boxes]
-    return [RegionKey(crop(grey, flow.small_box(box)), np.ascontiguousarray(crop(labels, box)), frame, 0, box, box)
-            for box in boxes]
-
-
 def flow_study(frames: Sequence[np.ndarray], truth: Sequence[np.ndarray], segment: Segment,
                ages: Sequence[int] = (1, 2, 5), regions: int = 4) -> list[dict[str, Any]]:
     """Per flow variant: ms per frame (flow + warp of every region), and at each key age the agreement
@@ -224,8 +215,10 @@ def flow_study(frames: Sequence[np.ndarray], truth: Sequence[np.ndarray], segmen
         for age in ages:
             agree, true_agree = [], []
             for t in range(max(ages), len(frames)):
-                frame_keys = _study_keys(flow, greys[t - age], labels[t - age], t - age, boxes,
-                                         whole if over == "frame" else None)
+                k = t - age
+                contexts = [whole if over == "frame" else box for box in boxes]
+                frame_keys = [RegionKey.cut(flow, greys[k], crop(labels[k], context), context, box, k, 0)
+                              for context, box in zip(contexts, boxes, strict=True)]
                 start = time.perf_counter()
                 flows = KeyFlows(flow, greys[t])
                 warped = [flows.warped_labels(key) for key in frame_keys]

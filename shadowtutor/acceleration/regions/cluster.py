@@ -86,11 +86,10 @@ class RegionWorker:
                 charge(local, float(scores[0]) if scores is not None else None)
                 return RegionResult(t, region, flows.warped_labels(local), None)
         context = grid.margin_box(region)
-        labels = np.ascontiguousarray(self.backend.infer(np.ascontiguousarray(crop(frame, context))))
-        key = RegionKey(crop(flows.grey, self.flow.small_box(context)).copy(), labels, t, self.generation,
-                        context, grid.boxes[region])
+        labels = self.backend.infer(np.ascontiguousarray(crop(frame, context)))
+        key = RegionKey.cut(self.flow, flows.grey, labels, context, grid.boxes[region], t, self.generation)
         self.keys[region] = key
-        return RegionResult(t, region, key.region_labels(labels), key)
+        return RegionResult(t, region, key.region_labels(key.labels), key)
 
 
 def connect(address: str) -> None:

@@ -148,6 +148,15 @@ class RegionKey:
     spent: float = 0.0  # the decision network's predicted loss summed over the frames warped from it
     last_loss: float = 0.0  # the predicted loss of the last frame warped from it
 
+    @classmethod
+    def cut(cls, flow: FlowEstimator, grey: np.ndarray, labels: np.ndarray, context: Box, region: Box,
+            frame: int, generation: int) -> RegionKey:
+        """A key from the frame at the flow scale (``grey``, cut to ``context`` here; kept as it is when the
+        context is the whole frame) and the segmentation's labels of ``context``."""
+        small = flow.small_box(context)
+        key_grey = grey if small == (0, 0, grey.shape[1], grey.shape[0]) else crop(grey, small).copy()
+        return cls(key_grey, np.ascontiguousarray(labels), frame, generation, context, region)
+
     def region_labels(self, context_labels: np.ndarray) -> np.ndarray:
         """The region's part of labels over the context."""
         return np.ascontiguousarray(crop(context_labels, inner(self.region, self.context)))
@@ -294,8 +303,7 @@ class RegionLabeller:
         for r in regions:
             key_context = grid.margin_box(r) if self.margin is not None else whole
             key_labels = labels if key_context == context else crop(labels, inner(key_context, context))
-            key_grey = grey if key_context == whole else crop(grey, self.flow.small_box(key_context)).copy()
-            key = RegionKey(key_grey, np.ascontiguousarray(key_labels), t, self.generation, key_context, grid.boxes[r])
+            key = RegionKey.cut(self.flow, grey, key_labels, key_context, grid.boxes[r], t, self.generation)
             x0, y0, x1, y1 = grid.boxes[r]
             out[y0:y1, x0:x1] = key.region_labels(key.labels)
             self.keys[r] = key

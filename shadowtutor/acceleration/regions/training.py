@@ -104,7 +104,7 @@ def scene_samples(frames: Sequence[np.ndarray], truth: Sequence[np.ndarray],
             k = t - age
             flows = KeyFlows(flow, greys[t])  # the labeller's default: one flow for the whole frame
             for box in boxes:
-                key = RegionKey(greys[k], labels[k], k, 0, whole, box)
+                key = RegionKey.cut(flow, greys[k], labels[k], whole, box, k, 0)
                 warped = flows.warped_labels(key)
                 now = crop(labels[t], box)
                 if config.target == "student":
