@@ -42,12 +42,13 @@ def region_features(result: FlowPart, age: int, max_age: int) -> np.ndarray:
     h, w = result.flow.shape[:2]
     scale = np.array([w, h], dtype=np.float32)
     pooled = cv2.resize(result.flow, (POOL, POOL), interpolation=cv2.INTER_AREA) / scale
-    magnitude = cv2.magnitude(result.flow[..., 0] / w, result.flow[..., 1] / h)
-    mag_mean, mag_std = cv2.meanStdDev(magnitude)
+    # NumPy, not cv2.magnitude / meanStdDev: their SIMD paths depend on the arrays' alignment, which
+    # made the features (and the trained network) differ in the last bits from run to run
+    magnitude = np.sqrt(np.square(result.flow[..., 0] / w) + np.square(result.flow[..., 1] / h))
     residual = cv2.resize(result.residual, (POOL, POOL), interpolation=cv2.INTER_AREA) / 255.0
     return np.concatenate([
         pooled[..., 0].ravel(), pooled[..., 1].ravel(),
-        [mag_mean[0, 0], mag_std[0, 0], magnitude.max()],
+        [magnitude.mean(), magnitude.std(), magnitude.max()],
         residual.ravel(),
         [residual.mean(), result.difference / 255.0, age / max_age],
     ]).astype(np.float32)
