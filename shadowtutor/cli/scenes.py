@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     make.add_argument("--backgrounds", choices=("training", "held-out"), default="training",
                       help="background photos: those pre-training also sees (default), or held-out ones that only "
                            "evaluation scenes use (fetched by 'scenes fetch-photos')")
+    make.add_argument("--cut-interval", type=_cut_interval, metavar="FRAMES",
+                      help="frames between hard cuts (default: the preset's; 0: none, one continuous shot, "
+                           "as a camera feed)")
     make.add_argument("--force", action="store_true", help="replace an existing scene in --out")
     make.add_argument("--no-progress", action="store_true", help="no progress bar")
     make.set_defaults(handler=run_make)
@@ -60,6 +63,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     real.set_defaults(handler=run_make_real)
 
 
+def _cut_interval(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"the cut interval must be a whole number of frames >= 0, got {text!r}")
+    return value
+
+
 def run_make(args: argparse.Namespace) -> int:
     from shadowtutor.scenes.generator import make_scene
     from shadowtutor.scenes.io import Scene
@@ -67,7 +80,7 @@ def run_make(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     out = make_scene(args.preset, args.frames, args.seed, args.out, args.size, args.fps,
                      progress=not args.no_progress, force=args.force, sample_fps=args.sample_fps,
-                     backgrounds=args.backgrounds)
+                     backgrounds=args.backgrounds, cut_interval=args.cut_interval)
     seconds = time.perf_counter() - start
     meta = Scene.open(out).meta
     print(f"wrote {out}: {meta.preset}, {meta.frames} frames at {meta.width}x{meta.height}, "

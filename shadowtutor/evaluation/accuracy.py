@@ -71,8 +71,9 @@ def scene_command(scene: Scene) -> str:
     frames, fps = (m.source_frames, m.source_fps) if m.resampled else (m.frames, m.fps)
     resample = f" --sample-fps {m.fps:g}" if m.resampled else ""
     backgrounds = f" --backgrounds {m.backgrounds}" if m.backgrounds != DEFAULT_BACKGROUNDS else ""
+    cuts = f" --cut-interval {m.cut_interval}" if m.cut_interval is not None else ""
     return (f"shadowtutor scenes make --preset {m.preset} --frames {frames} --seed {m.seed} "
-            f"--out {scene.directory} --size {m.width}x{m.height} --fps {fps:g}{resample}{backgrounds}")
+            f"--out {scene.directory} --size {m.width}x{m.height} --fps {fps:g}{resample}{backgrounds}{cuts}")
 
 
 def open_scenes(paths: Sequence[Path]) -> dict[str, Scene]:

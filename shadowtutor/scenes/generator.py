@@ -151,7 +151,7 @@ class SceneRenderer:
     """Renders a preset's scene frame by frame; iterate it for :class:`RenderedFrame` s."""
 
     def __init__(self, preset: ScenePreset | str, frames: int, seed: int, size: Size = (1280, 720),
-                 fps: float = 30, backgrounds: str = DEFAULT_BACKGROUNDS) -> None:
+                 fps: float = 30, backgrounds: str = DEFAULT_BACKGROUNDS, cut_interval: int | None = None) -> None:
         self.preset = get_preset(preset) if isinstance(preset, str) else preset
         if frames <= 0:
             raise ValueError(f"frames must be positive, got {frames}")
@@ -162,7 +162,11 @@ class SceneRenderer:
         self.frames, self.seed, self.size, self.fps = frames, seed, check_size(size), float(fps)
         self.backgrounds = check_backgrounds(backgrounds)
         self.class_names = LVS_CLASSES
-        self.cuts = tuple(range(self.preset.cut_interval, frames, self.preset.cut_interval))
+        if cut_interval is not None and cut_interval < 0:
+            raise ValueError(f"the cut interval must be >= 0 frames (0: no cut), got {cut_interval}")
+        self.cut_interval = cut_interval  # None: the preset's
+        interval = self.preset.cut_interval if cut_interval is None else cut_interval or frames
+        self.cuts = tuple(range(interval, frames, interval))
 
     @property
     def meta(self) -> SceneMeta:
@@ -170,7 +174,7 @@ class SceneRenderer:
         return SceneMeta(preset=p.name, seed=self.seed, frames=self.frames, width=self.size[0],
                          height=self.size[1], fps=self.fps, class_names=self.class_names,
                          camera=p.camera.regime, category=p.category, cuts=self.cuts,
-                         description=p.description, backgrounds=self.backgrounds)
+                         description=p.description, backgrounds=self.backgrounds, cut_interval=self.cut_interval)
 
     def shot(self, index: int) -> Shot:
         """Shot ``index`` (0 before the first cut)."""
@@ -201,7 +205,7 @@ def _prepare_out(out: Path, force: bool) -> None:
 
 def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Path, size: Size = (1280, 720),
                fps: float = 30, progress: bool = True, force: bool = False, sample_fps: float | None = None,
-               backgrounds: str = DEFAULT_BACKGROUNDS) -> Path:
+               backgrounds: str = DEFAULT_BACKGROUNDS, cut_interval: int | None = None) -> Path:
     """Render a scene into ``out`` (see :mod:`shadowtutor.scenes.io` for the format) and return ``out``.
 
     ``out`` must be absent or empty, or, with ``force``, hold a scene that is replaced. The
@@ -209,10 +213,11 @@ def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Pat
     render the ``frames`` frames at ``fps`` and keep those of the video re-sampled to ``sample_fps``
     (:mod:`shadowtutor.scenes.resample`). ``backgrounds``: the background set
     (:data:`shadowtutor.scenes.backgrounds.BACKGROUND_SETS`; ``held-out`` for places pre-training never saw).
+    ``cut_interval``: frames between hard cuts instead of the preset's (0: one continuous shot).
     """
     from tqdm import tqdm
 
-    renderer = SceneRenderer(preset, frames, seed, size, fps, backgrounds)
+    renderer = SceneRenderer(preset, frames, seed, size, fps, backgrounds, cut_interval)
     meta, kept = resampled(renderer.meta, sample_fps)
     written = {source: index for index, source in enumerate(kept)}  # source frame -> its index in the scene
     out = Path(out)

@@ -67,7 +67,7 @@ class SceneError(ValueError):
     """A scene directory is missing, incomplete or inconsistent."""
 
 
-_OPTIONAL_FIELDS = ("source_frames", "source_fps", "backgrounds")
+_OPTIONAL_FIELDS = ("source_frames", "source_fps", "backgrounds", "cut_interval")
 DEFAULT_BACKGROUNDS = "training"  # the background set pre-training sees; a scene.json names any other
 
 
@@ -98,6 +98,7 @@ class SceneMeta:
     source_frames: int | None = None  # a re-sampled scene's source: its frame count and rate
     source_fps: float | None = None
     backgrounds: str = DEFAULT_BACKGROUNDS  # a generated scene's background set; written only when another
+    cut_interval: int | None = None  # frames between cuts (0: none) when not the preset's; written only then
 
     def __post_init__(self) -> None:
         if self.format != SCENE_FORMAT:
@@ -113,6 +114,8 @@ class SceneMeta:
             raise SceneError(f"need 2..256 class names for 8-bit labels, got {len(self.class_names)}")
         if any(not 0 < c < self.frames for c in self.cuts):
             raise SceneError(f"cuts {list(self.cuts)} must lie in 1..{self.frames - 1}")
+        if self.cut_interval is not None and self.cut_interval < 0:
+            raise SceneError(f"cut_interval must be >= 0, got {self.cut_interval}")
         if (self.source_frames is None) != (self.source_fps is None):
             raise SceneError("a re-sampled scene names both source_frames and source_fps")
         if self.source_fps is not None and not (self.source_frames >= self.frames and self.source_fps >= self.fps):
@@ -139,6 +142,8 @@ class SceneMeta:
             order += ["source_frames", "source_fps"]
         if self.backgrounds != DEFAULT_BACKGROUNDS:
             order.append("backgrounds")
+        if self.cut_interval is not None:
+            order.append("cut_interval")
         return json.dumps({k: data[k] for k in order}, indent=2) + "\n"
 
     @classmethod
@@ -166,6 +171,8 @@ class SceneMeta:
                 values["source_fps"] = float(data.get("source_fps"))
             if "backgrounds" in data:
                 values["backgrounds"] = str(data["backgrounds"])
+            if "cut_interval" in data:
+                values["cut_interval"] = int(data["cut_interval"])
         except (TypeError, ValueError) as exc:
             raise SceneError(f"scene.json has a field of the wrong type: {exc}") from exc
         return cls(**values)

@@ -104,3 +104,28 @@ def test_make_with_an_unknown_background_set_is_a_usage_error(tmp_path: Path,
         main(["scenes", "make", "--preset", "fixed-street", "--frames", "3", "--out", str(tmp_path / "x"),
               "--backgrounds", "space"])
     assert "invalid choice: 'space'" in capsys.readouterr().err
+
+
+def test_cut_interval_sets_the_cuts_and_the_command_remakes_the_scene(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from shadowtutor.evaluation.accuracy import scene_command
+
+    args = ["--preset", "moving-street", "--frames", "5", "--seed", "3", "--size", "64x36", "--no-progress"]
+    for interval, cuts in (("0", ()), ("2", (2, 4))):
+        out = tmp_path / f"every-{interval}"
+        assert main(["scenes", "make", *args, "--out", str(out), "--cut-interval", interval]) == 0
+        scene = Scene.open(out)
+        assert scene.meta.cuts == cuts and scene.meta.cut_interval == int(interval)
+        command = scene_command(scene)
+        assert command.endswith(f"--cut-interval {interval}")
+        again = tmp_path / f"again-{interval}"
+        assert main(command.replace(str(out), str(again)).split()[1:] + ["--no-progress"]) == 0
+        assert (again / "scene.json").read_bytes() == (out / "scene.json").read_bytes()
+        assert (again / "labels" / "000004.png").read_bytes() == (out / "labels" / "000004.png").read_bytes()
+    preset = tmp_path / "preset"
+    assert main(["scenes", "make", *args, "--out", str(preset)]) == 0
+    assert "cut_interval" not in (preset / "scene.json").read_text()  # scenes made before keep their bytes
+    with pytest.raises(SystemExit) as exit_info:
+        main(["scenes", "make", *args, "--out", str(tmp_path / "bad"), "--cut-interval", "-1"])
+    assert exit_info.value.code == 2
+    assert "whole number of frames >= 0" in capsys.readouterr().err

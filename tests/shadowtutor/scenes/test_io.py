@@ -69,6 +69,8 @@ def test_incomplete_or_ill_typed_metadata(scene_copy: Path) -> None:
         (meta | {"format": "shadowtutor-scene/9"}, "unknown scene format"),
         (meta | {"camera": "drone"}, "camera must be one of"),
         (meta | {"cuts": [0]}, "cuts"),
+        (meta | {"cut_interval": -3}, "cut_interval must be >= 0"),
+        (meta | {"cut_interval": "often"}, "wrong type"),
     ]:
         (scene_copy / META_NAME).write_text(json.dumps(broken))
         with pytest.raises(SceneError, match=message):
