@@ -28,11 +28,13 @@ _DIS_PRESETS = {
 
 @dataclass(frozen=True)
 class FlowPart:
-    """The flow and how well it explains the current image, over one area (a region of an estimate)."""
+    """The flow and how well it explains the current image, over one area (a region of an estimate),
+    read at every ``step``-th pixel of each row and column."""
 
     flow: np.ndarray  # float32 (h, w, 2), pixels of the downscaled image
     residual: np.ndarray  # float32 (h, w): |key warped to now - current|, grey levels
     unwarped: np.ndarray  # float32 (h, w): |key - current| without warping, grey levels
+    size: tuple[int, int]  # (width, height) of the area at the flow scale, before sampling
 
     @property
     def difference(self) -> float:
@@ -41,11 +43,7 @@ class FlowPart:
 
 
 class FlowResult:
-    """Flow from the current image to its key at the flow scale: ``current(p) ~ key(p + flow(p))``.
-
-    The residuals are computed when first asked for: the decision network reads them, a fixed key
-    interval never does.
-    """
+    """Flow from the current image to its key at the flow scale: ``current(p) ~ key(p + flow(p))``."""
 
     def __init__(self, flow: np.ndarray, current: np.ndarray, key: np.ndarray) -> None:
         self.flow = flow  # float32 (h, w, 2), pixels of the downscaled image
@@ -57,20 +55,19 @@ class FlowResult:
         """float32 (h, w, 2): where each current pixel comes from in the key (``cv2.remap``'s map)."""
         return _maps(self.flow)
 
-    @cached_property
-    def residual(self) -> np.ndarray:
-        warped = cv2.remap(self.key, self.maps, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-        return cv2.absdiff(warped, self.current).astype(np.float32)
-
-    @cached_property
-    def unwarped(self) -> np.ndarray:
-        return cv2.absdiff(self.key, self.current).astype(np.float32)
-
-    def part(self, box: tuple[int, int, int, int] | None = None) -> FlowPart:
-        """The result inside ``box`` (x0, y0, x1, y1 at the flow scale; None: all of it)."""
+    def part(self, box: tuple[int, int, int, int] | None = None, step: int = 1) -> FlowPart:
+        """The result inside ``box`` (x0, y0, x1, y1 at the flow scale; None: all of it) at every ``step``-th
+        pixel: the residuals are computed there only (the decision network reads them, a fixed key
+        interval never does)."""
         x0, y0, x1, y1 = box or (0, 0, self.flow.shape[1], self.flow.shape[0])
-        area = (slice(y0, y1), slice(x0, x1))
-        return FlowPart(self.flow[area], self.residual[area], self.unwarped[area])
+        area = (slice(y0, y1, step), slice(x0, x1, step))
+        flow = np.ascontiguousarray(self.flow[area])
+        maps = _pixel_grid(*self.flow.shape[:2])[area] + flow
+        warped = cv2.remap(self.key, maps, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        current = np.ascontiguousarray(self.current[area])
+        return FlowPart(flow, cv2.absdiff(warped, current).astype(np.float32),
+                        cv2.absdiff(np.ascontiguousarray(self.key[area]), current).astype(np.float32),
+                        (x1 - x0, y1 - y0))
 
 
 class FlowEstimator:

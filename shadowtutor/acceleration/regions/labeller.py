@@ -29,6 +29,7 @@ from typing import Protocol
 import numpy as np
 
 from shadowtutor.acceleration.regions.decision import (
+    FEATURE_STEP,
     DecisionNetwork,
     default_decision_network_path,
     load_decision_network,
@@ -185,7 +186,7 @@ class KeyFlows:
     def features(self, key: RegionKey, age: int, max_age: int) -> np.ndarray:
         """The decision network's input for ``key``'s region."""
         region, context = self.flow.small_box(key.region), self.flow.small_box(key.context)
-        part = self.result(key).part(inner(region, context))
+        part = self.result(key).part(inner(region, context), FEATURE_STEP)
         return region_features(part, age, max_age)
 
     def warped_labels(self, key: RegionKey) -> np.ndarray:

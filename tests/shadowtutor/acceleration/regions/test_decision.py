@@ -57,6 +57,11 @@ def test_save_load_round_trip_and_bad_files(tmp_path: Path) -> None:
     torch.save({"format": "something else"}, tmp_path / "other.pt")
     with pytest.raises(DecisionNetworkError, match="not a decision network"):
         load_decision_network(tmp_path / "other.pt")
+    saved = torch.load(path, weights_only=True)
+    del saved["feature_step"]  # a network of the versions that read every pixel
+    torch.save(saved, tmp_path / "every-pixel.pt")
+    with pytest.raises(DecisionNetworkError, match="other features than this version computes; make it again"):
+        load_decision_network(tmp_path / "every-pixel.pt")
 
 
 def test_numpy_scores_equal_the_torch_forward() -> None:
