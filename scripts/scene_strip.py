@@ -7,6 +7,7 @@ Usage: ``python scripts/scene_strip.py --scenes DIR... --frames I... --out FILE.
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from shadowtutor.scenes.io import Scene
 def row(scene: Scene, indices: list[int], width: int) -> np.ndarray:
     """The frames ``indices`` of ``scene`` scaled to ``width``, each captioned with its index, in one row."""
     wanted = set(indices)
-    kept = {i: frame for i, frame in enumerate(scene.frames()) if i in wanted}
+    decoded = itertools.islice(scene.frames(), max(wanted) + 1)  # no decoding past the last frame shown
+    kept = {i: frame for i, frame in enumerate(decoded) if i in wanted}
     missing = wanted - kept.keys()
     if missing:
         raise SystemExit(f"{scene.directory} has {scene.meta.frames} frames; no frame {sorted(missing)}")
