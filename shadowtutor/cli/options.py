@@ -48,14 +48,22 @@ def student_size(text: str) -> tuple[int, int] | None:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def positive_int(text: str) -> int:
+def _int_at_least(text: str, minimum: int, wanted: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected {wanted}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    return _int_at_least(text, 0, "a whole number >= 0")
 
 
 def invoked_command(args: argparse.Namespace) -> str:

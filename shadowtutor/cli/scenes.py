@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from pathlib import Path
 
-_SIZE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    """``"640x360"`` -> ``(640, 360)``."""
-    match = _SIZE.match(text)
-    if not match or min(int(match[1]), int(match[2])) <= 0:
-        raise argparse.ArgumentTypeError(f"size must look like WIDTHxHEIGHT, e.g. 1280x720, got {text!r}")
-    return (int(match[1]), int(match[2]))
+from shadowtutor.cli.options import frame_size, non_negative_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,14 +18,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     make.add_argument("--frames", type=int, required=True, help="number of frames")
     make.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default 0)")
     make.add_argument("--out", type=Path, required=True, help="output directory (absent or empty)")
-    make.add_argument("--size", type=parse_size, default=(1280, 720), help="WIDTHxHEIGHT (default 1280x720)")
+    make.add_argument("--size", type=frame_size, default=(1280, 720), help="WIDTHxHEIGHT (default 1280x720)")
     make.add_argument("--fps", type=float, default=30.0, help="frame rate (default 30)")
     make.add_argument("--sample-fps", type=float, metavar="FPS",
                       help="re-sample the rendered video to this lower rate (the paper's Table 7: 7)")
     make.add_argument("--backgrounds", choices=("training", "held-out"), default="training",
                       help="background photos: those pre-training also sees (default), or held-out ones that only "
                            "evaluation scenes use (fetched by 'scenes fetch-photos')")
-    make.add_argument("--cut-interval", type=_cut_interval, metavar="FRAMES",
+    make.add_argument("--cut-interval", type=non_negative_int, metavar="FRAMES",
                       help="frames between hard cuts (default: the preset's; 0: none, one continuous shot, "
                            "as a camera feed)")
     make.add_argument("--force", action="store_true", help="replace an existing scene in --out")
@@ -61,16 +52,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     real.add_argument("--teacher", default="mediapipe", help="the labelling teacher (default mediapipe)")
     real.add_argument("--cache-dir", type=Path, help="scene cache (default ~/.cache/shadowtutor/scenes)")
     real.set_defaults(handler=run_make_real)
-
-
-def _cut_interval(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"the cut interval must be a whole number of frames >= 0, got {text!r}")
-    return value
 
 
 def run_make(args: argparse.Namespace) -> int:

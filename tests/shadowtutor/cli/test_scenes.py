@@ -128,4 +128,4 @@ def test_cut_interval_sets_the_cuts_and_the_command_remakes_the_scene(tmp_path: 
     with pytest.raises(SystemExit) as exit_info:
         main(["scenes", "make", *args, "--out", str(tmp_path / "bad"), "--cut-interval", "-1"])
     assert exit_info.value.code == 2
-    assert "whole number of frames >= 0" in capsys.readouterr().err
+    assert "expected a whole number >= 0, got -1" in capsys.readouterr().err
