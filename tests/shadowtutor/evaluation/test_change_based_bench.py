@@ -36,9 +36,11 @@ def test_a_small_run_reports_every_clip() -> None:
     assert sum(run["modes"].values()) == 3
     alone = run["fallback_off"]  # every frame change-based: exact at scale 0
     assert alone["agreement"] == 1.0 and alone["frames"] == 3 and set(alone["ms"]) == {"change-based", "onnx"}
+    assert 1.0 <= alone["work_bound"] < 10  # a square moves: the first layers skip most positions, not all
     results.update(command="shadowtutor bench change-based ...", machine={})
     page = render_markdown(results)
     assert "| synthetic | 3 |" in page and "Every frame change-based" in page
+    assert f"| {alone['work_bound']:.2f}x |" in page
 
 
 def test_clip_specs_are_checked(tmp_path) -> None:
