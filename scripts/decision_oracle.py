@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import cv2
@@ -64,63 +64,85 @@ class OraclePolicy:
         return np.full(len(features), float(spent.mean()) + loss <= self.budget), scores
 
 
-def run(args: argparse.Namespace) -> dict:
+Labelled = tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], int]
+
+
+def labelled_scenes(args: argparse.Namespace) -> Iterator[Labelled]:
+    """Per preset and seed of ``args`` (1 thread): the frames, their truth, the student's labels, the class count."""
     torch.set_num_threads(1)
     cv2.setNumThreads(1)
     student = load_default_student()
     backend = build_inference_backend("onnx", student.model)
-    classes = student.model.num_classes
-    rows: dict[str, list[tuple[float, float]]] = {}
     for preset in args.presets:
         for seed in args.seeds:
             scene = Scene.open(cached_scene(preset, args.frames, seed, (640, 360), progress=False))
-            frames, truth = list(scene.frames()), list(scene.labels())
-            labels = [backend.infer(frame) for frame in frames]
-            policies: dict[str, tuple[object, int]] = {
-                f"fixed@{k}": (FixedIntervalPolicy(k), k) for k in args.intervals}
-            for target, budgets in (("truth", args.truth_budgets), ("agreement", args.agreement_budgets)):
-                policies |= {f"oracle-{target}@{b:g}": (OraclePolicy(b, target, frames, truth, labels), args.max_age)
-                             for b in budgets}
-            for name, (policy, max_age) in policies.items():
-                now = [0]
-                labeller = RegionLabeller(lambda _frame, now=now, labels=labels: labels[now[0]],
-                                          policy, 4, max_key_age=max_age)  # type: ignore[arg-type]
-                if isinstance(policy, OraclePolicy):
-                    policy.labeller = labeller
-                scores, segmented = [], 0
-                for t, frame in enumerate(frames):
-                    now[0] = t
-                    out = labeller.label(frame)
-                    segmented += labeller.last.paths[0] != FLOW  # type: ignore[union-attr]
-                    scores.append(miou(out, truth[t], classes))
-                rows.setdefault(name, []).append((float(np.mean(scores)), segmented / len(frames)))
+            frames = list(scene.frames())
+            yield frames, list(scene.labels()), [backend.infer(frame) for frame in frames], student.model.num_classes
             print(f"{preset} seed {seed} done", flush=True)
+
+
+def run(args: argparse.Namespace) -> dict:
+    rows: dict[str, list[tuple[float, float]]] = {}
+    for frames, truth, labels, classes in labelled_scenes(args):
+        policies: dict[str, tuple[object, int]] = {
+            f"fixed@{k}": (FixedIntervalPolicy(k), k) for k in args.intervals}
+        for target, budgets in (("truth", args.truth_budgets), ("agreement", args.agreement_budgets)):
+            policies |= {f"oracle-{target}@{b:g}": (OraclePolicy(b, target, frames, truth, labels), args.max_age)
+                         for b in budgets}
+        for name, (policy, max_age) in policies.items():
+            now = [0]
+            labeller = RegionLabeller(lambda _frame, now=now, labels=labels: labels[now[0]],
+                                      policy, 4, max_key_age=max_age)  # type: ignore[arg-type]
+            if isinstance(policy, OraclePolicy):
+                policy.labeller = labeller
+            scores, segmented = [], 0
+            for t, frame in enumerate(frames):
+                now[0] = t
+                out = labeller.label(frame)
+                segmented += labeller.last.paths[0] != FLOW  # type: ignore[union-attr]
+                scores.append(miou(out, truth[t], classes))
+            rows.setdefault(name, []).append((float(np.mean(scores)), segmented / len(frames)))
+    return {"presets": args.presets, "seeds": args.seeds, "frames": args.frames,
+            "summary": against_fixed(rows, args.intervals)}
+
+
+def against_fixed(rows: dict[str, list[tuple[float, float]]], intervals: Sequence[int]) -> dict[str, dict]:
+    """Per schedule, the mean of its ``(mIoU, segmented fraction)`` over scenes and its mIoU points against the
+    fixed intervals ``fixed@K`` (in ``rows``) at the same segmented fraction (None outside their range)."""
     summary = {name: {"miou": float(np.mean([m for m, _ in v])), "segmented": float(np.mean([s for _, s in v]))}
                for name, v in rows.items()}
-    fixed = sorted((summary[f"fixed@{k}"]["segmented"], summary[f"fixed@{k}"]["miou"]) for k in args.intervals)
+    fixed = sorted((summary[f"fixed@{k}"]["segmented"], summary[f"fixed@{k}"]["miou"]) for k in intervals)
     for row in summary.values():
         inside = fixed[0][0] <= row["segmented"] <= fixed[-1][0]
         row["vs_fixed_points"] = (100 * (row["miou"] - float(np.interp(row["segmented"], *zip(*fixed, strict=True))))
                                   if inside else None)
-    return {"presets": args.presets, "seeds": args.seeds, "frames": args.frames, "summary": summary}
+    return summary
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_scene_arguments(p: argparse.ArgumentParser, max_age: int) -> None:
+    """The scenes and the fixed intervals compared (shared with ``schedule_bound.py``)."""
     p.add_argument("--presets", nargs="+", required=True)
     p.add_argument("--seeds", nargs="+", type=int, required=True)
     p.add_argument("--frames", type=int, default=300)
     p.add_argument("--intervals", nargs="+", type=int, default=[2, 3, 4, 5, 6])
-    p.add_argument("--truth-budgets", nargs="+", type=float, default=[0.01, 0.02, 0.04, 0.08])
-    p.add_argument("--agreement-budgets", nargs="+", type=float, default=[0.06, 0.1, 0.15, 0.25])
-    p.add_argument("--max-age", type=int, default=12)
+    p.add_argument("--max-age", type=int, default=max_age)
     p.add_argument("--out", type=Path, required=True)
-    args = p.parse_args()
-    result = run(args)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def write_summary(result: dict, out: Path) -> None:
+    out.write_text(json.dumps(result, indent=2) + "\n")
     for name, row in result["summary"].items():
         diff = "—" if row["vs_fixed_points"] is None else f"{row['vs_fixed_points']:+.2f}"
         print(f"{name:24s} mIoU {100 * row['miou']:6.2f}  segmented {100 * row['segmented']:5.1f} %  vs fixed {diff}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_scene_arguments(p, max_age=12)
+    p.add_argument("--truth-budgets", nargs="+", type=float, default=[0.01, 0.02, 0.04, 0.08])
+    p.add_argument("--agreement-budgets", nargs="+", type=float, default=[0.06, 0.1, 0.15, 0.25])
+    args = p.parse_args()
+    write_summary(run(args), args.out)
 
 
 if __name__ == "__main__":

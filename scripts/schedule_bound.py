@@ -18,19 +18,12 @@ fraction of segmented frames (linear interpolation), offline, at equal work: spe
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
-import cv2
 import numpy as np
-import torch
+from decision_oracle import add_scene_arguments, against_fixed, labelled_scenes, write_summary
 
 from shadowtutor.acceleration.regions.flow import FlowEstimator
 from shadowtutor.algorithms.metrics import miou
-from shadowtutor.models.inference import build_inference_backend
-from shadowtutor.models.pretrained import load_default_student
-from shadowtutor.scenes.cache import cached_scene
-from shadowtutor.scenes.io import Scene
 
 PRICES = (0.0, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3, 0.5)
 
@@ -84,56 +77,29 @@ def mean_score(score: np.ndarray, keys: list[int], n: int) -> float:
 
 
 def run(args: argparse.Namespace) -> dict:
-    torch.set_num_threads(1)
-    cv2.setNumThreads(1)
-    student = load_default_student()
-    backend = build_inference_backend("onnx", student.model)
-    classes = student.model.num_classes
-    points: dict[str, list[tuple[float, float]]] = {}  # schedule -> (segmented fraction, mIoU) per scene
-    for preset in args.presets:
-        for seed in args.seeds:
-            scene = Scene.open(cached_scene(preset, args.frames, seed, (640, 360), progress=False))
-            frames, truth = list(scene.frames()), list(scene.labels())
-            labels = [backend.infer(frame) for frame in frames]
-            score, agreement = warp_scores(frames, truth, labels, classes, args.max_age)
-            n = len(frames)
-            for interval in args.intervals:
-                keys = list(range(0, n, interval))
-                points.setdefault(f"fixed@{interval}", []).append((len(keys) / n, mean_score(score, keys, n)))
-            for target, gain in (("truth", score), ("agreement", agreement)):
-                for price in PRICES:
-                    keys = best_schedule(np.nan_to_num(gain, nan=-np.inf), price)
-                    points.setdefault(f"best-{target}@{price:g}", []).append((len(keys) / n,
-                                                                              mean_score(score, keys, n)))
-            print(f"{preset} seed {seed} done", flush=True)
-    summary = {name: {"segmented": float(np.mean([s for s, _ in v])), "miou": float(np.mean([m for _, m in v]))}
-               for name, v in points.items()}
-    fixed = sorted((summary[f"fixed@{k}"]["segmented"], summary[f"fixed@{k}"]["miou"]) for k in args.intervals)
-    for row in summary.values():
-        inside = fixed[0][0] <= row["segmented"] <= fixed[-1][0]
-        row["vs_fixed_points"] = (100 * (row["miou"] - float(np.interp(row["segmented"], *zip(*fixed, strict=True))))
-                                  if inside else None)
+    points: dict[str, list[tuple[float, float]]] = {}  # schedule -> (mIoU, segmented fraction) per scene
+    for frames, truth, labels, classes in labelled_scenes(args):
+        score, agreement = warp_scores(frames, truth, labels, classes, args.max_age)
+        n = len(frames)
+        for interval in args.intervals:
+            keys = list(range(0, n, interval))
+            points.setdefault(f"fixed@{interval}", []).append((mean_score(score, keys, n), len(keys) / n))
+        for target, gain in (("truth", score), ("agreement", agreement)):
+            for price in PRICES:
+                keys = best_schedule(np.nan_to_num(gain, nan=-np.inf), price)
+                points.setdefault(f"best-{target}@{price:g}", []).append((mean_score(score, keys, n), len(keys) / n))
     return {"command": "python scripts/schedule_bound.py " + " ".join(
                 [f"--presets {' '.join(args.presets)}", f"--seeds {' '.join(map(str, args.seeds))}",
                  f"--frames {args.frames}", f"--max-age {args.max_age}", f"--out {args.out}"]),
             "presets": args.presets, "seeds": args.seeds, "frames": args.frames, "max_age": args.max_age,
-            "summary": summary}
+            "summary": against_fixed(points, args.intervals)}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--presets", nargs="+", required=True)
-    p.add_argument("--seeds", nargs="+", type=int, required=True)
-    p.add_argument("--frames", type=int, default=300)
-    p.add_argument("--intervals", nargs="+", type=int, default=[2, 3, 4, 5, 6])
-    p.add_argument("--max-age", type=int, default=8)
-    p.add_argument("--out", type=Path, required=True)
+    add_scene_arguments(p, max_age=8)
     args = p.parse_args()
-    result = run(args)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    for name, row in result["summary"].items():
-        diff = "—" if row["vs_fixed_points"] is None else f"{row['vs_fixed_points']:+.2f}"
-        print(f"{name:24s} mIoU {100 * row['miou']:6.2f}  segmented {100 * row['segmented']:5.1f} %  vs fixed {diff}")
+    write_summary(run(args), args.out)
 
 
 if __name__ == "__main__":
