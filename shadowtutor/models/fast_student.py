@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shadowtutor.models.student import PIXEL_MEAN_BGR, FrontFeatures, StudentBlock, StudentNet, conv_output_size
+from shadowtutor.models.student import PIXEL_MEAN_BGR, FrontFeatures, StudentBlock, StudentNet, map_sizes
 
 
 class WeightUpdateError(ValueError):
@@ -123,9 +123,9 @@ def tail_scores(dec3: torch.Tensor, folded: Mapping[str, tuple[torch.Tensor, tor
 
 
 def frame_tail_fusable(height: int, width: int) -> bool:
-    """:func:`tail_fusable` for a frame of ``height x width`` (in_conv1, in_conv2, enc1: stride 2, padding 1)."""
-    x1 = conv_output_size((height, width), 2)
-    return tail_fusable(conv_output_size(conv_output_size(x1, 2), 2), x1)
+    """:func:`tail_fusable` for a frame of ``height x width``."""
+    sizes = map_sizes((height, width))
+    return tail_fusable(sizes["enc1"], sizes["x1"])
 
 
 def fused_back(student: StudentNet, front: FrontFeatures) -> torch.Tensor:

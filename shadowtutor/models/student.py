@@ -77,6 +77,26 @@ def conv_output_size(size: tuple[int, int], stride: int) -> tuple[int, int]:
     return (size[0] - 1) // stride + 1, (size[1] - 1) // stride + 1
 
 
+# Each block's input map, by the name :func:`map_sizes` gives it (dec2 and dec3 read concatenations at that size).
+BLOCK_INPUTS = {"enc1": "x2", "enc2": "enc1", "enc3": "enc2", "dec1": "enc3", "dec2": "enc2", "dec3": "enc1"}
+
+
+def map_sizes(size: tuple[int, int]) -> dict[str, tuple[int, int]]:
+    """``(height, width)`` of the student's maps for a ``size`` input: in_conv1's output ``x1``, in_conv2's
+    ``x2`` and the encoder blocks' outputs (each strides by 2; the decoder works at those sizes)."""
+    sizes = {}
+    for name in ("x1", "x2", "enc1", "enc2", "enc3"):
+        size = conv_output_size(size, 2)
+        sizes[name] = size
+    return sizes
+
+
+def block_input_sizes(size: tuple[int, int]) -> dict[str, tuple[int, int]]:
+    """``(height, width)`` of each block's input for a ``size`` input."""
+    sizes = map_sizes(size)
+    return {block: sizes[source] for block, source in BLOCK_INPUTS.items()}
+
+
 def _upsample(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
 

@@ -41,7 +41,7 @@ from shadowtutor.acceleration.change_based.stages import (
 from shadowtutor.acceleration.change_based.thresholds import validate_thresholds
 from shadowtutor.models.fast_student import TAIL_UPSCALE, check_update, fold_head, fold_tail, frame_tail_fusable
 from shadowtutor.models.inference import check_frame
-from shadowtutor.models.student import StudentNet, conv_output_size
+from shadowtutor.models.student import StudentNet, block_input_sizes, map_sizes
 
 # Stages in execution order; a weight key belongs to the stage of its top-level module.
 STAGES = ("in_conv1", "in_conv2", "enc1", "enc2", "enc3", "dec1", "dec1.up", "dec2", "dec2.up", "dec3", "tail")
@@ -231,18 +231,14 @@ class ChangeBasedStudent:
     def _build(self, size: tuple[int, int], keep_caches: bool) -> None:
         """Make the stages for frames of ``size``; ``keep_caches`` carries the caches of unchanged stages over."""
         s, dense = self.student, self.dense_fraction
-        x1_size = conv_output_size(size, 2)
-        x2_size = conv_output_size(x1_size, 2)
-        enc1_size = conv_output_size(x2_size, 2)
-        enc2_size = conv_output_size(enc1_size, 2)
-        enc3_size = conv_output_size(enc2_size, 2)
+        maps = map_sizes(size)
+        x1_size, enc1_size, enc2_size, enc3_size = maps["x1"], maps["enc1"], maps["enc2"], maps["enc3"]
         old = self.__dict__.copy() if keep_caches else {}
         self.input = InputStage(SparseConv(s.in_conv1.weight, s.in_conv1.bias, 2, (1, 1), size, dense))
         self.in_conv2 = ConvStage(SparseConv(s.in_conv2.weight, s.in_conv2.bias, 2, (1, 1), x1_size, dense),
                                   s.in_conv2.in_channels)
-        in_sizes = {"enc1": x2_size, "enc2": enc1_size, "enc3": enc2_size, "dec1": enc3_size,
-                    "dec2": enc2_size, "dec3": enc1_size}
-        self.blocks = {name: BlockStage(getattr(s, name), in_sizes[name], dense) for name in in_sizes}
+        self.blocks = {name: BlockStage(getattr(s, name), in_size, dense)
+                       for name, in_size in block_input_sizes(size).items()}
         self.dec1_channels = self.blocks["dec1"].out_channels
         self.dec2_channels = self.blocks["dec2"].out_channels
         self.ups = {

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 
 from torch import nn
 
-from shadowtutor.acceleration.change_based.thresholds import BLOCKS, THRESHOLD_NAMES
+from shadowtutor.acceleration.change_based.thresholds import THRESHOLD_NAMES
 from shadowtutor.models.fast_student import TAIL_UPSCALE
-from shadowtutor.models.student import StudentBlock, StudentNet, conv_output_size
+from shadowtutor.models.student import StudentBlock, StudentNet, block_input_sizes, conv_output_size, map_sizes
 
 Size = tuple[int, int]
 
@@ -44,21 +44,18 @@ def point_work(student: StudentNet, size: Size, fused_tail: bool = True) -> dict
     outputs (:func:`~shadowtutor.models.fast_student.fold_tail`); else ``out_conv1`` and the folded
     head, two 3x3 convolutions at in_conv1's resolution. ``output`` (argmax and upsampling) has none.
     """
-    x1 = conv_output_size(size, 2)
-    x2 = conv_output_size(x1, 2)
-    enc1 = conv_output_size(x2, 2)
-    enc2 = conv_output_size(enc1, 2)
-    enc3 = conv_output_size(enc2, 2)
-    work = {"in_conv1": _conv_work(student.in_conv1, x1), "in_conv2": _conv_work(student.in_conv2, x2)}
-    in_sizes = {"enc1": x2, "enc2": enc1, "enc3": enc2, "dec1": enc3, "dec2": enc2, "dec3": enc1}
-    for name in BLOCKS:
-        for point, count in _block_work(getattr(student, name), in_sizes[name]).items():
+    sizes = map_sizes(size)
+    (x1_h, x1_w), (dec3_h, dec3_w) = sizes["x1"], sizes["enc1"]  # the tail reads dec3, at enc1's size
+    work = {"in_conv1": _conv_work(student.in_conv1, sizes["x1"]),
+            "in_conv2": _conv_work(student.in_conv2, sizes["x2"])}
+    for name, in_size in block_input_sizes(size).items():
+        for point, count in _block_work(getattr(student, name), in_size).items():
             work[f"{name}{point}"] = count
     hidden = student.out_conv1.in_channels
     if fused_tail:
-        work["tail"] = enc1[0] * enc1[1] * student.num_classes * TAIL_UPSCALE ** 2 * hidden * 9
+        work["tail"] = dec3_h * dec3_w * student.num_classes * TAIL_UPSCALE ** 2 * hidden * 9
     else:
-        work["tail"] = x1[0] * x1[1] * 9 * hidden * (student.out_conv1.out_channels + student.num_classes)
+        work["tail"] = x1_h * x1_w * 9 * hidden * (student.out_conv1.out_channels + student.num_classes)
     work["output"] = 0
     assert set(work) == set(THRESHOLD_NAMES)
     return work

@@ -9,7 +9,7 @@ from skimage import data
 
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.models.checkpoint import CheckpointError, load_student, save_student
-from shadowtutor.models.student import StudentNet, normalise_frame
+from shadowtutor.models.student import StudentNet, block_input_sizes, map_sizes, normalise_frame
 
 
 def test_parameter_counts_match_the_paper() -> None:
@@ -79,3 +79,19 @@ def test_normalise_frame_rejects_wrong_shapes() -> None:
         normalise_frame(np.zeros((4, 4), np.uint8))
     x = normalise_frame(np.full((2, 3, 3), 100, np.uint8))
     assert x.shape == (1, 3, 2, 3) and x[0, 0, 0, 0].item() == pytest.approx(100 - 103.53)
+
+
+@pytest.mark.parametrize("size", [(360, 640), (101, 67)])
+def test_map_sizes_are_the_sizes_a_forward_pass_makes(size) -> None:
+    student = StudentNet().eval()
+    with torch.no_grad():
+        x1 = student.in_conv1(torch.zeros(1, 3, *size))
+        x2 = student.in_conv2(x1)
+        enc1 = student.enc1(x2)
+        enc2 = student.enc2(enc1)
+        enc3 = student.enc3(enc2)
+    made = {name: tuple(t.shape[2:]) for name, t in zip(("x1", "x2", "enc1", "enc2", "enc3"),
+                                                       (x1, x2, enc1, enc2, enc3), strict=True)}
+    assert map_sizes(size) == made
+    assert block_input_sizes(size) == {"enc1": made["x2"], "enc2": made["enc1"], "enc3": made["enc2"],
+                                       "dec1": made["enc3"], "dec2": made["enc2"], "dec3": made["enc1"]}
