@@ -5,7 +5,8 @@ every region from its key exactly as the labeller would and measures the result 
 scene's truth ("truth": pixel accuracy of the segmentation path minus the flow path's, the most
 a perfect truth-target network could know) or against the student's own labels ("agreement":
 1 - agreement, DVSNet's target). It then holds that cost, summed since the key, within a budget
-(:class:`~shadowtutor.acceleration.regions.labeller.BudgetPolicy`'s rule). Compared with the
+(:class:`~shadowtutor.acceleration.regions.labeller.BudgetPolicy`'s rule), or, DVSNet's rule with a
+perfect network, warps while the agreement reaches a threshold (``--agreement-thresholds``). Compared with the
 fixed intervals at the same fraction of segmented frames (linear interpolation), offline: student
 labels are computed once per frame, so only equal work is compared, not speed.
 
@@ -33,17 +34,20 @@ from shadowtutor.scenes.io import Scene
 
 
 class OraclePolicy:
-    """The budget rule on the true cost of warping now (see the module docstring)."""
+    """A rule on the true cost of warping now (see the module docstring): the frame is warped while the
+    cost summed since the key stays within ``budget`` or, with ``per_frame``, while this frame's cost does."""
 
     needs_flow = True
 
     def __init__(self, budget: float, target: str, frames: list[np.ndarray], truth: list[np.ndarray],
-                 student: list[np.ndarray]) -> None:
-        self.budget, self.target = budget, target
+                 student: list[np.ndarray], per_frame: bool = False) -> None:
+        self.budget, self.target, self.per_frame = budget, target, per_frame
         self.frames, self.truth, self.student = frames, truth, student
         self.labeller: RegionLabeller | None = None
 
     def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
+        if self.per_frame:  # DVSNet's rule looks at the frame itself, never ahead
+            return np.zeros(len(keys), dtype=bool)
         return np.array([key.spent + key.last_loss > self.budget for key in keys], dtype=bool)
 
     def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
@@ -61,7 +65,7 @@ class OraclePolicy:
         else:
             loss = 1.0 - float((warped == self.student[t]).mean())
         scores = np.full(len(features), 1.0 - loss, dtype=np.float32)
-        return np.full(len(features), float(spent.mean()) + loss <= self.budget), scores
+        return np.full(len(features), (0.0 if self.per_frame else float(spent.mean())) + loss <= self.budget), scores
 
 
 Labelled = tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], int]
@@ -89,6 +93,9 @@ def run(args: argparse.Namespace) -> dict:
         for target, budgets in (("truth", args.truth_budgets), ("agreement", args.agreement_budgets)):
             policies |= {f"oracle-{target}@{b:g}": (OraclePolicy(b, target, frames, truth, labels), args.max_age)
                          for b in budgets}
+        policies |= {f"oracle-agreement-threshold@{t:g}": (
+            OraclePolicy(1.0 - t, "agreement", frames, truth, labels, per_frame=True), args.max_age)
+            for t in args.agreement_thresholds}
         for name, (policy, max_age) in policies.items():
             now = [0]
             labeller = RegionLabeller(lambda _frame, now=now, labels=labels: labels[now[0]],
@@ -102,7 +109,11 @@ def run(args: argparse.Namespace) -> dict:
                 segmented += labeller.last.paths[0] != FLOW  # type: ignore[union-attr]
                 scores.append(miou(out, truth[t], classes))
             rows.setdefault(name, []).append((float(np.mean(scores)), segmented / len(frames)))
-    return {"presets": args.presets, "seeds": args.seeds, "frames": args.frames,
+    command = " ".join(["python scripts/decision_oracle.py", f"--presets {' '.join(args.presets)}",
+                        f"--seeds {' '.join(map(str, args.seeds))}", f"--frames {args.frames}",
+                        *([f"--agreement-thresholds {' '.join(map(str, args.agreement_thresholds))}"]
+                          if args.agreement_thresholds else []), f"--out {args.out}"])
+    return {"command": command, "presets": args.presets, "seeds": args.seeds, "frames": args.frames,
             "summary": against_fixed(rows, args.intervals)}
 
 
@@ -141,6 +152,8 @@ def main() -> None:
     add_scene_arguments(p, max_age=12)
     p.add_argument("--truth-budgets", nargs="+", type=float, default=[0.01, 0.02, 0.04, 0.08])
     p.add_argument("--agreement-budgets", nargs="+", type=float, default=[0.06, 0.1, 0.15, 0.25])
+    p.add_argument("--agreement-thresholds", nargs="+", type=float, default=[],
+                   help="DVSNet's rule with a perfect network: warp while the agreement reaches the threshold")
     args = p.parse_args()
     write_summary(run(args), args.out)
 

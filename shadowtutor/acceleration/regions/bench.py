@@ -85,7 +85,13 @@ def _labellers(segment: Segment, network: DecisionNetwork, config: RegionBenchCo
 def run_clip(frames: Iterable[np.ndarray], truth: Iterable[np.ndarray] | None, segment: Segment,
              network: DecisionNetwork, num_classes: int, config: RegionBenchConfig) -> dict[str, dict[str, Any]]:
     """Per method: seconds, frames, mean mIoU against ``truth`` (if given), agreement with the student."""
-    labellers = _labellers(segment, network, config)
+    return time_labellers(frames, truth, segment, _labellers(segment, network, config), num_classes, config.warmup)
+
+
+def time_labellers(frames: Iterable[np.ndarray], truth: Iterable[np.ndarray] | None, segment: Segment,
+                   labellers: dict[str, RegionLabeller], num_classes: int, warmup: int) -> dict[str, dict[str, Any]]:
+    """:func:`run_clip` over given labellers: each frame goes through the student and every labeller in turn
+    (round-robin, so the shared machine's speed changes reach all alike), timed after ``warmup`` frames."""
     methods: dict[str, Callable[[np.ndarray], np.ndarray]] = {STUDENT: segment}
     methods.update({name: labeller.label for name, labeller in labellers.items()})
     stats = {name: {"seconds": 0.0, "frames": 0, "miou": [], "agreement": [], "flow_regions": 0, "regions": 0}
@@ -99,7 +105,7 @@ def run_clip(frames: Iterable[np.ndarray], truth: Iterable[np.ndarray] | None, s
             outputs[name] = method(frame)
             elapsed = time.perf_counter() - start
             s = stats[name]
-            if index >= config.warmup:
+            if index >= warmup:
                 s["seconds"] += elapsed
                 s["frames"] += 1
             if name in labellers:
