@@ -25,6 +25,7 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
+from decision_oracle import script_command
 
 from shadowtutor.acceleration.regions import bench
 from shadowtutor.acceleration.regions.decision import (
@@ -102,10 +103,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                               student.model.num_classes, warmup=3))
             print(f"{preset} seed {seed} done", flush=True)
     summary = bench.summarise(clips)
-    command = " ".join(["python scripts/decision_cost.py", f"--presets {' '.join(args.presets)}",
-                        f"--seeds {' '.join(map(str, args.seeds))}", f"--frames {args.frames}",
-                        f"--backend {args.backend}", f"--out {args.out}"])
-    return {"command": command, "machine": machine_info(), "backend": args.backend, "presets": args.presets,
+    return {"command": script_command(), "machine": machine_info(), "backend": args.backend, "presets": args.presets,
             "seeds": args.seeds, "frames": args.frames, "summary": summary,
             "break_even": break_even(summary, args.paid)}
 

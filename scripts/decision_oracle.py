@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -109,11 +111,7 @@ def run(args: argparse.Namespace) -> dict:
                 segmented += labeller.last.paths[0] != FLOW  # type: ignore[union-attr]
                 scores.append(miou(out, truth[t], classes))
             rows.setdefault(name, []).append((float(np.mean(scores)), segmented / len(frames)))
-    command = " ".join(["python scripts/decision_oracle.py", f"--presets {' '.join(args.presets)}",
-                        f"--seeds {' '.join(map(str, args.seeds))}", f"--frames {args.frames}",
-                        *([f"--agreement-thresholds {' '.join(map(str, args.agreement_thresholds))}"]
-                          if args.agreement_thresholds else []), f"--out {args.out}"])
-    return {"command": command, "presets": args.presets, "seeds": args.seeds, "frames": args.frames,
+    return {"command": script_command(), "presets": args.presets, "seeds": args.seeds, "frames": args.frames,
             "summary": against_fixed(rows, args.intervals)}
 
 
@@ -128,6 +126,11 @@ def against_fixed(rows: dict[str, list[tuple[float, float]]], intervals: Sequenc
         row["vs_fixed_points"] = (100 * (row["miou"] - float(np.interp(row["segmented"], *zip(*fixed, strict=True))))
                                   if inside else None)
     return summary
+
+
+def script_command() -> str:
+    """The command line this study script was run with, from the repository root (for its results file)."""
+    return shlex.join(["python", f"scripts/{Path(sys.argv[0]).name}", *sys.argv[1:]])
 
 
 def add_scene_arguments(p: argparse.ArgumentParser, max_age: int) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from decision_oracle import add_scene_arguments, against_fixed, labelled_scenes, write_summary
+from decision_oracle import add_scene_arguments, against_fixed, labelled_scenes, script_command, write_summary
 
 from shadowtutor.acceleration.regions.flow import FlowEstimator
 from shadowtutor.algorithms.metrics import miou
@@ -88,11 +88,8 @@ def run(args: argparse.Namespace) -> dict:
             for price in PRICES:
                 keys = best_schedule(np.nan_to_num(gain, nan=-np.inf), price)
                 points.setdefault(f"best-{target}@{price:g}", []).append((mean_score(score, keys, n), len(keys) / n))
-    return {"command": "python scripts/schedule_bound.py " + " ".join(
-                [f"--presets {' '.join(args.presets)}", f"--seeds {' '.join(map(str, args.seeds))}",
-                 f"--frames {args.frames}", f"--max-age {args.max_age}", f"--out {args.out}"]),
-            "presets": args.presets, "seeds": args.seeds, "frames": args.frames, "max_age": args.max_age,
-            "summary": against_fixed(points, args.intervals)}
+    return {"command": script_command(), "presets": args.presets, "seeds": args.seeds, "frames": args.frames,
+            "max_age": args.max_age, "summary": against_fixed(points, args.intervals)}
 
 
 def main() -> None:
