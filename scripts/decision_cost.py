@@ -79,7 +79,7 @@ def break_even(summary: dict[str, dict[str, Any]], paid: list[int]) -> dict[str,
         plain = summary[f"fixed@{k}"]
         for payment in PAYMENTS:
             row = summary[paid_name(k, payment)]
-            if abs(row["miou"] - plain["miou"]) > 1e-9:
+            if any(abs(row[key] - plain[key]) > 1e-9 for key in ("miou", "agreement", "flow_fraction")):
                 raise AssertionError(f"{paid_name(k, payment)} labelled differently from fixed@{k}")
             same_speed = bench.fixed_interval_at(summary, row["speedup"])
             out[paid_name(k, payment)] = {
