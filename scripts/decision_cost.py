@@ -4,9 +4,10 @@ A rule that picks each frame's path from the decision network pays for it on eve
 decides: the network's features (flow residuals) and its call, and with DVSNet's rule (decide
 after the flow) also the flow of every frame it then segments. Here the fixed key interval K is
 timed, round-robin frame by frame as the regions bench does, against the *same* interval that
-also pays for the decision and ignores it: the labels are identical (checked), so the only
-difference is speed. Two ways of paying: ``+lookahead`` (features and call on every warped
-frame, a key's last frame known in advance: the budget rule's best case) and ``+dvsnet`` (also
+also pays for the decision and ignores it: the labels are the same (their mIoU, agreement and
+warped fraction are checked), so the only difference is speed. Two ways of paying: ``paid-lookahead@K``
+(features and call on every warped frame, a key's last frame known in advance: the budget rule's
+best case) and ``paid-dvsnet@K`` (also
 the flow of the frame it segments). The *break-even* is how many points the fixed-interval curve
 loses when run that much slower: a decision rule must be this much ahead at the same number of
 student calls before it is ahead at the same FPS.
