@@ -5,12 +5,12 @@ decides: the network's features (flow residuals) and its call, and with DVSNet's
 after the flow) also the flow of every frame it then segments. Here the fixed key interval K is
 timed, round-robin frame by frame as the regions bench does, against the *same* interval that
 also pays for the decision and ignores it: the labels are the same (their mIoU, agreement and
-warped fraction are checked), so the only difference is speed. Two ways of paying: ``paid-lookahead@K``
-(features and call on every warped frame, a key's last frame known in advance: the budget rule's
-best case) and ``paid-dvsnet@K`` (also
-the flow of the frame it segments). The *break-even* is how many points the fixed-interval curve
-loses when run that much slower: a decision rule must be this much ahead at the same number of
-student calls before it is ahead at the same FPS.
+warped fraction are checked), so the only difference is speed. Two ways of paying:
+``paid-lookahead@K`` (features and call on every warped frame, a key's last frame known in
+advance: the budget rule's best case) and ``paid-dvsnet@K`` (also the flow of the frame it
+segments). The *break-even* is how many points the fixed-interval curve gains when slowed down
+that much (it segments more often): a decision rule must be this much ahead at the same number
+of student calls before it is ahead at the same FPS.
 
     python scripts/decision_cost.py --presets moving-street moving-people moving-animals --seeds 31 \\
         --frames 300 --backend torch --out docs/results/regions/decision_cost_moving_torch.json
