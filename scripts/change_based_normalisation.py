@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ from shadowtutor.acceleration.change_based import stages
 from shadowtutor.acceleration.change_based.backend import ChangeBasedBackend, ChangeBasedOptions
 from shadowtutor.acceleration.change_based.runner import fused_tail_fits
 from shadowtutor.acceleration.change_based.work import point_work, work_bound
+from shadowtutor.cli.options import script_command
 from shadowtutor.evaluation.clips import Clip, load_clip
 from shadowtutor.evaluation.machine import cpu_model
 from shadowtutor.models.inference import build_inference_backend
@@ -129,9 +131,7 @@ def main() -> None:
                 name = "frozen/never" if refresh == never else f"frozen/{refresh}"
                 rows.append({"clip": spec, "normalisation": name, **run(student, clip, refresh)})
         print(render({"command": "", "machine": "", "frames": args.frames, "rows": rows}).splitlines()[-1], flush=True)
-    results = {"command": "python scripts/change_based_normalisation.py " + " ".join(
-                   f"--clip {c}" for c in args.clip) + f" --frames {args.frames} --refresh "
-                   + " ".join(map(str, args.refresh)) + f" --out {args.out}",
+    results = {"command": script_command(__file__, sys.argv[1:]),
                "machine": f"{cpu_model()}, {os.cpu_count()} CPUs, torch {torch.__version__}",
                "frames": args.frames, "rows": rows}
     args.out.write_text(json.dumps(results, indent=1) + "\n")

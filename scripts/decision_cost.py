@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 import torch
-from decision_oracle import script_command
 
 from shadowtutor.acceleration.regions import bench
 from shadowtutor.acceleration.regions.decision import (
@@ -35,6 +35,7 @@ from shadowtutor.acceleration.regions.decision import (
     load_decision_network,
 )
 from shadowtutor.acceleration.regions.labeller import FixedIntervalPolicy, RegionLabeller
+from shadowtutor.cli.options import script_command
 from shadowtutor.evaluation.machine import machine_info
 from shadowtutor.models.inference import build_inference_backend
 from shadowtutor.models.pretrained import load_default_student
@@ -104,8 +105,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                               student.model.num_classes, warmup=3))
             print(f"{preset} seed {seed} done", flush=True)
     summary = bench.summarise(clips)
-    return {"command": script_command(), "machine": machine_info(), "backend": args.backend, "presets": args.presets,
-            "seeds": args.seeds, "frames": args.frames, "summary": summary,
+    return {"command": script_command(__file__, sys.argv[1:]), "machine": machine_info(), "backend": args.backend,
+            "presets": args.presets, "seeds": args.seeds, "frames": args.frames, "summary": summary,
             "break_even": break_even(summary, args.paid)}
 
 

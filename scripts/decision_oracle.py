@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ import torch
 
 from shadowtutor.acceleration.regions.labeller import FLOW, FixedIntervalPolicy, KeyFlows, RegionKey, RegionLabeller
 from shadowtutor.algorithms.metrics import miou
+from shadowtutor.cli.options import script_command
 from shadowtutor.models.inference import build_inference_backend
 from shadowtutor.models.pretrained import load_default_student
 from shadowtutor.scenes.cache import cached_scene
@@ -111,8 +111,8 @@ def run(args: argparse.Namespace) -> dict:
                 segmented += labeller.last.paths[0] != FLOW  # type: ignore[union-attr]
                 scores.append(miou(out, truth[t], classes))
             rows.setdefault(name, []).append((float(np.mean(scores)), segmented / len(frames)))
-    return {"command": script_command(), "presets": args.presets, "seeds": args.seeds, "frames": args.frames,
-            "summary": against_fixed(rows, args.intervals)}
+    return {"command": script_command(__file__, sys.argv[1:]), "presets": args.presets, "seeds": args.seeds,
+            "frames": args.frames, "summary": against_fixed(rows, args.intervals)}
 
 
 def against_fixed(rows: dict[str, list[tuple[float, float]]], intervals: Sequence[int]) -> dict[str, dict]:
@@ -126,11 +126,6 @@ def against_fixed(rows: dict[str, list[tuple[float, float]]], intervals: Sequenc
         row["vs_fixed_points"] = (100 * (row["miou"] - float(np.interp(row["segmented"], *zip(*fixed, strict=True))))
                                   if inside else None)
     return summary
-
-
-def script_command() -> str:
-    """The command line this study script was run with, from the repository root (for its results file)."""
-    return shlex.join(["python", f"scripts/{Path(sys.argv[0]).name}", *sys.argv[1:]])
 
 
 def add_scene_arguments(p: argparse.ArgumentParser, max_age: int) -> None:

@@ -34,6 +34,7 @@ from shadowtutor.algorithms.loss import key_frame_weights, weighted_cross_entrop
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
+from shadowtutor.cli.options import script_command
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.pretrained import default_student_path
 from shadowtutor.models.student import normalise_frame
@@ -178,7 +179,7 @@ def main() -> int:
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes]
     start = time.perf_counter()
     result = {
-        "command": " ".join(["python", *sys.argv]),
+        "command": script_command(__file__, sys.argv[1:]),
         "student": str(student), "scenes": [dataclasses.asdict(s.meta) | {"dir": str(s.directory)} for s in scenes],
         "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread",
         "wild": [wild(scenes, student, size, args.every) for size in sizes] if "wild" in args.parts else [],

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
+from shadowtutor.cli.options import script_command
 from shadowtutor.evaluation.machine import machine_info
 from shadowtutor.models.pretrained import load_default_student
 from shadowtutor.models.student import normalise_frame
@@ -113,7 +113,7 @@ def main(argv: list[str]) -> int:
     params = replace(AlgorithmParams(), threshold=0.999)
     runs = [run_scene(directory, args.key_every, params) for directory in args.scenes]
     results = {"runs": runs, "threads": args.threads, "threshold": params.threshold, "machine": machine_info(),
-               "command": "python scripts/distill_speed.py " + shlex.join(argv), "notes": args.note}
+               "command": script_command(__file__, argv), "notes": args.note}
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(render(results))
     print(render(results))

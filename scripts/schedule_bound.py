@@ -18,12 +18,14 @@ fraction of segmented frames (linear interpolation), offline, at equal work: spe
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
-from decision_oracle import add_scene_arguments, against_fixed, labelled_scenes, script_command, write_summary
+from decision_oracle import add_scene_arguments, against_fixed, labelled_scenes, write_summary
 
 from shadowtutor.acceleration.regions.flow import FlowEstimator
 from shadowtutor.algorithms.metrics import miou
+from shadowtutor.cli.options import script_command
 
 PRICES = (0.0, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3, 0.5)
 
@@ -88,8 +90,8 @@ def run(args: argparse.Namespace) -> dict:
             for price in PRICES:
                 keys = best_schedule(np.nan_to_num(gain, nan=-np.inf), price)
                 points.setdefault(f"best-{target}@{price:g}", []).append((mean_score(score, keys, n), len(keys) / n))
-    return {"command": script_command(), "presets": args.presets, "seeds": args.seeds, "frames": args.frames,
-            "max_age": args.max_age, "summary": against_fixed(points, args.intervals)}
+    return {"command": script_command(__file__, sys.argv[1:]), "presets": args.presets, "seeds": args.seeds,
+            "frames": args.frames, "max_age": args.max_age, "summary": against_fixed(points, args.intervals)}
 
 
 def main() -> None:

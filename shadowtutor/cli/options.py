@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,14 @@ def invoked_command(args: argparse.Namespace) -> str:
     import shlex
 
     return shlex.join(["shadowtutor", *args.argv])
+
+
+def script_command(script: str | Path, argv: Sequence[str]) -> str:
+    """The command line of a study script in ``scripts/`` run with ``argv``, from the repository root (for the
+    results file it writes)."""
+    import shlex
+
+    return shlex.join(["python", f"scripts/{Path(script).name}", *argv])
 
 
 def add_algorithm_options(parser: argparse.ArgumentParser) -> None:
