@@ -27,14 +27,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Each camera is a WebSocket edge speaking the protocol (the agent's transport) that sends key "
         "frames of a generated scene at --rate per second, at most one outstanding (the paper's client loop), and "
         "applies the updates to the weights it holds. Without --server a local server is started on loopback "
-        "with the scene's labels as the teacher. Exits 1 when a key frame went unanswered or anything erred.",
+        "with the scene's labels as the teacher (--server-args \"--teacher maskrcnn --weights-path FILE\" gives it "
+        "another). Exits 1 when a key frame went unanswered or anything erred.",
     )
     p.add_argument("--server", metavar="URL", help="server to load, ws(s):// or http(s)://HOST:PORT "
                    "(default: start one on loopback)")
     p.add_argument("--server-pid", type=positive_int, metavar="PID",
                    help="pid of the --server process when it runs on this machine (to read its RSS from /proc)")
     p.add_argument("--server-args", default="", metavar="FLAGS",
-                   help="extra 'shadowtutor serve' flags for the local server, e.g. \"--max-updates 2\"")
+                   help="extra 'shadowtutor serve' flags for the local server, e.g. \"--max-updates 2\"; a --teacher "
+                   "other than labels replaces the scene's labels")
     p.add_argument("--edges", type=positive_int, default=4, help="simulated cameras (default 4)")
     p.add_argument("--minutes", type=positive_float, default=1.0, help="length of the load (default 1)")
     p.add_argument("--rate", type=positive_float, default=1.0,

@@ -1,7 +1,8 @@
 """``shadowtutor bench load``: N simulated cameras against one server for M minutes.
 
 The server is either given (``--server URL``) or started here on loopback with the scene's
-labels as the teacher (instant), so that the server's work is distillation and the protocol.
+labels as the teacher (instant), so that the server's work is distillation and the protocol;
+``--server-args "--teacher NAME ..."`` gives the local server another teacher instead.
 The cameras share one generated scene; each starts at another frame and steps through it.
 """
 
@@ -105,23 +106,50 @@ def _get_json(url: str, timeout: float = 5.0) -> dict[str, Any]:
 
 
 def local_serve_args(config: LoadConfig, scene_dir: Path, port: int) -> list[str]:
-    """The ``shadowtutor serve`` arguments of the local server (extra ``server_args`` last, so they win)."""
+    """The ``shadowtutor serve`` arguments of the local server (extra ``server_args`` last, so they win).
+
+    The teacher is the scene's labels (``--teacher labels --labels-dir SCENE``) unless ``server_args`` names
+    another ``--teacher``: then no ``--labels-dir`` is passed (the other backends refuse it), and that
+    teacher's own flags (``--weights-path``, ``--onnx-model``...) come from ``server_args``. Raises
+    :class:`LoadError` when ``server_args`` are not ``shadowtutor serve`` flags.
+    """
+    teacher = _given_flags(config.server_args).get("teacher")
+    labels = ["--teacher", "labels", "--labels-dir", str(scene_dir)] if teacher in (None, "labels") else []
     return ["serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "warning",
-            "--teacher", "labels", "--labels-dir", str(scene_dir),
-            "--max-sessions", str(max(16, config.edges)), *config.server_args]
+            *labels, "--max-sessions", str(max(16, config.edges)), *config.server_args]
+
+
+def _parse_serve(flags: Sequence[str]) -> argparse.Namespace:
+    """``shadowtutor serve``'s ``flags`` parsed (what follows ``serve``), or :class:`LoadError` naming the bad one."""
+    from services.cli import DEST_PREFIX
+    from services.server.settings import ServerSettings
+    from shadowtutor.cli.settings_flags import add_settings_flags
+
+    parser = argparse.ArgumentParser(prog="shadowtutor serve", exit_on_error=False, add_help=False)
+    add_settings_flags(parser, ServerSettings, DEST_PREFIX)
+    try:
+        args, unknown = parser.parse_known_args(list(flags))
+    except argparse.ArgumentError as exc:
+        raise LoadError(f"bad server arguments {' '.join(flags)!r}: {exc}") from None
+    if unknown:
+        raise LoadError(f"bad server arguments {' '.join(flags)!r}: not 'shadowtutor serve' flags: "
+                        f"{' '.join(unknown)}")
+    return args
+
+
+def _given_flags(server_args: Sequence[str]) -> dict[str, Any]:
+    """The settings that the extra ``serve`` flags ``server_args`` give, by field name."""
+    from services.cli import DEST_PREFIX
+    from shadowtutor.cli.settings_flags import given_flags
+
+    return given_flags(_parse_serve(server_args), DEST_PREFIX)
 
 
 def serve_settings(serve_args: Sequence[str]) -> dict[str, Any]:
     """The settings ``shadowtutor serve ARGS`` runs with (flags over ``SHADOWTUTOR_*``), checked before starting."""
-    from services.cli import register, settings_from_args
+    from services.cli import settings_from_args
 
-    parser = argparse.ArgumentParser(prog="shadowtutor", exit_on_error=False)
-    register(parser.add_subparsers(dest="command"))
-    try:
-        args = parser.parse_args(list(serve_args))
-    except argparse.ArgumentError as exc:
-        raise LoadError(f"bad server arguments {' '.join(serve_args[1:])!r}: {exc}") from None
-    settings = settings_from_args(args).model_dump(mode="json")
+    settings = settings_from_args(_parse_serve(serve_args[1:])).model_dump(mode="json")
     for secret in ("tokens",):  # never written to a report
         settings[secret] = None if settings.get(secret) is None else "(set)"
     return settings

@@ -56,6 +56,30 @@ def test_short_load_against_a_real_server_answers_everything_with_bounded_memory
     assert "turnaround ms: p50" in result.stdout
 
 
+@pytest.mark.slow
+def test_short_load_with_the_mask_rcnn_teacher_from_a_weights_file(tmp_path: Path) -> None:
+    """The local server takes another teacher from --server-args, without the scene's --labels-dir: Mask R-CNN
+    with random weights (any state dict of torchvision's architecture loads), its input resized to the frame's
+    size so that a CPU labels a key frame in about a second; ~40 s on 2 cores."""
+    torch = pytest.importorskip("torch")
+    detection = pytest.importorskip("torchvision.models.detection")
+    torch.manual_seed(0)
+    weights = tmp_path / "maskrcnn-random.pt"
+    torch.save(detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91).state_dict(),
+               weights)
+    out = tmp_path / "report" / "load"
+    server_args = f"--teacher maskrcnn --weights-path {weights} " + """--teacher-options '{"min_size": 180}'"""
+    result = bench_load(tmp_path, "--edges", "2", "--minutes", "0.1", "--rate", "1", "--size", "320x180",
+                        "--scene-frames", "24", "--out", str(out), "--server-args", server_args, timeout=180)
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert report["server"]["readyz"]["teacher"] == "maskrcnn"
+    assert report["server"]["settings"]["labels_dir"] is None
+    assert report["server"]["settings"]["weights_path"] == str(weights)
+    totals = report["totals"]
+    assert totals["errors"] == {} and report["problems"] == [] and totals["answered"] == totals["sent"] > 0
+
+
 def test_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
     url = f"ws://127.0.0.1:{free_port()}"
     result = bench_load(tmp_path, "--server", url, "--scene-frames", "2", "--size", "32x18", timeout=60)
@@ -67,3 +91,9 @@ def test_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
 def test_bad_arguments_are_refused(tmp_path: Path, flag: str, value: str) -> None:
     result = bench_load(tmp_path, flag, value, timeout=60)
     assert result.returncode == 2 and flag in result.stderr
+
+
+def test_bad_server_arguments_are_a_clear_error(tmp_path: Path) -> None:
+    result = bench_load(tmp_path, "--server-args=--teacher", "--scene-frames", "2", "--size", "32x18", timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "bad server arguments '--teacher': argument --teacher: expected one argument" in result.stderr
