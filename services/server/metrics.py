@@ -26,6 +26,8 @@ from shadowtutor.version import package_version
 PREFIX = "shadowtutor_server_"
 MODES = ("distill", "naive")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+QUEUE_WAIT_BUCKETS = (0.001, 0.0025, *LATENCY_BUCKETS)  # a batching engine's waits start below 5 ms
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 class ServerMetrics:
@@ -70,6 +72,28 @@ class ServerMetrics:
         )
         self.teacher_queue_depth = Gauge(
             f"{PREFIX}teacher_queue_depth", "Key frames waiting for the teacher", registry=r
+        )
+        self.engine_batch_size = Histogram(
+            f"{PREFIX}engine_batch_size", "Key frames per batch of the distillation engine",
+            buckets=BATCH_BUCKETS, registry=r,
+        )
+        self.engine_queue_wait = Histogram(
+            f"{PREFIX}engine_queue_wait_seconds",
+            "Time from submitting a key frame to the distillation engine to the start of its batch",
+            buckets=QUEUE_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.teacher_batch_size = Histogram(
+            f"{PREFIX}teacher_batch_size", "Frames per teacher call", buckets=BATCH_BUCKETS, registry=r
+        )
+        self.gpu_busy = Gauge(
+            f"{PREFIX}gpu_busy_ratio",
+            "Fraction of the last sampling window the server's GPU was busy (NVML utilization); 0 without one",
+            registry=r,
+        )
+        self.gpu_memory_used = Gauge(
+            f"{PREFIX}gpu_memory_used_bytes", "GPU memory in use on the server's GPU, all processes (NVML); "
+            "0 without one", registry=r,
         )
         for mode in MODES:
             self.key_frames.labels(mode=mode)

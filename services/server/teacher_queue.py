@@ -84,6 +84,7 @@ class TeacherQueue:
             while len(batch) < self.max_batch and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             self.metrics.teacher_queue_depth.dec(len(batch))
+            self.metrics.teacher_batch_size.observe(len(batch))
             try:
                 outcomes = await loop.run_in_executor(self._executor, self._label_all, batch)
             except asyncio.CancelledError:

@@ -81,12 +81,18 @@ def test_requests_that_queue_up_are_labelled_in_one_batch() -> None:
     text = metrics.exposition().decode()
     assert sample_value(text, "shadowtutor_server_teacher_latency_seconds_count") == 5
     assert sample_value(text, "shadowtutor_server_teacher_queue_depth") == 0
+    assert sample_value(text, "shadowtutor_server_teacher_batch_size_count") == 2  # calls: 1 frame, then 4
+    assert sample_value(text, "shadowtutor_server_teacher_batch_size_bucket", le="2.0") == 1
+    assert sample_value(text, "shadowtutor_server_teacher_batch_size_sum") == 5
 
 
 def test_batches_respect_the_limit() -> None:
     teacher = RecordingTeacher()
-    run_queue(teacher, [1, 2, 3, 4, 5], max_batch=2)
+    _, metrics = run_queue(teacher, [1, 2, 3, 4, 5], max_batch=2)
     assert teacher.batches == [[1], [2, 3], [4, 5]]
+    text = metrics.exposition().decode()
+    assert sample_value(text, "shadowtutor_server_teacher_batch_size_bucket", le="1.0") == 1
+    assert sample_value(text, "shadowtutor_server_teacher_batch_size_bucket", le="2.0") == 3
 
 
 def test_a_failing_frame_fails_alone() -> None:
