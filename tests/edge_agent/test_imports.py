@@ -23,9 +23,10 @@ tomllib = pytest.importorskip("tomllib", reason="reads pyproject.toml with Pytho
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EDGE_EXTRAS = {"edge", "onnx"}
-# Not in the edge image: what makes scenes and plots, the benchmarks' progress bars, the server.
+# Not in the edge image: what makes scenes and plots, the benchmarks' progress bars, the server (pynvml: its GPU
+# metrics; torch.cuda imports it whenever it is installed, and goes on without it).
 BLOCKED = ("skimage", "scipy", "matplotlib", "networkx", "tqdm", "torchvision", "fastapi", "uvicorn", "starlette",
-           "PIL", "imageio")
+           "PIL", "imageio", "pynvml")
 
 SCRIPT = textwrap.dedent("""
     import contextlib, importlib.abc, io, json, sys
