@@ -29,6 +29,7 @@ def create_app(
     settings = settings or ServerSettings()
     metrics = ServerMetrics(settings.max_edge_series, settings.edge_series_retention)
     runtime = ServerRuntime(settings, metrics, teacher=teacher, models=models)
+    metrics.tokens_file_valid.set_function(lambda: 0.0 if runtime.auth.problem else 1.0)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -3,9 +3,12 @@
 Authentication is on when a tokens file (or inline tokens) is configured; without one the
 server admits any edge and logs a warning at start. The file is reread when it changes
 (checked every ``tokens_poll_seconds`` and at each check) and on SIGHUP, so tokens rotate
-and revoke without a restart. A file that turns unreadable or malformed refuses every new
-edge (fail closed) until it is fixed; sessions already open are left alone then. Checks cost
-a scrypt hash (about 50 ms): call them off the event loop.
+and revoke without a restart. A file that turns unreadable or malformed (any content: not
+UTF-8, not JSON, nested too deep, wrong fields) is rejected with one warning and
+:attr:`Authenticator.problem` set; the last good table stays in force (unknown or revoked
+tokens are still refused) until a good file is read. Neither a reload nor the watch ever
+raises: SIGHUP reloads or warns, it never ends the process. Checks cost a scrypt hash
+(about 50 ms): call them off the event loop.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ class Authenticator:
         self.path = path
         self.enabled = path is not None or inline is not None
         self.generation = 1  # counts successful loads (the first is this one)
-        self.problem: str | None = None  # why the table is unusable (None while it is fine)
-        self._table: TokenTable | None = TokenTable.parse(inline, "SHADOWTUTOR_TOKENS") if inline else TokenTable()
+        self.problem: str | None = None  # why the file's last read was rejected (None while it is fine)
+        self.rejected = 0  # reads rejected so far
+        self._table: TokenTable = TokenTable.parse(inline, "SHADOWTUTOR_TOKENS") if inline else TokenTable()
         self._stamp: tuple[int, int, int] | None = None
         self._lock = threading.Lock()
         # (kind, name) -> (the stored hash, SHA-256 of the token that matched it): repeat checks skip scrypt
@@ -53,21 +57,24 @@ class Authenticator:
     # -- reloading ----------------------------------------------------------------------------
 
     def refresh(self, force: bool = False) -> None:
-        """Reread the file if it changed (or always with ``force``)."""
+        """Reread the file if it changed (or always with ``force``); never raises (a bad file is only rejected)."""
         if self.path is None:
             return
         with self._lock:
             try:
                 stamp = _stamp(self.path)
             except OSError as exc:
-                self._unusable(f"cannot read {self.path}: {exc.strerror or exc}", None)
+                self._reject(f"cannot read {self.path}: {exc.strerror or exc}", None)
                 return
             if stamp == self._stamp and not force:
                 return
             try:
                 table = read_table(self.path)
             except TokenFileError as exc:
-                self._unusable(str(exc), stamp)
+                self._reject(str(exc), stamp)
+                return
+            except Exception as exc:  # whatever else the content provokes: still only a rejected file
+                self._reject(f"{self.path}: cannot be read as a tokens file ({type(exc).__name__}: {exc})", stamp)
                 return
             self._table, self._stamp, self.problem = table, stamp, None
             self._verified.clear()
@@ -75,14 +82,17 @@ class Authenticator:
             log.info("tokens reloaded from %s: %d edges, %d admins active", self.path,
                      sum(e.active for e in table.edges.values()), sum(e.active for e in table.admins.values()))
 
-    def _unusable(self, problem: str, stamp: tuple[int, int, int] | None) -> None:
+    def _reject(self, problem: str, stamp: tuple[int, int, int] | None) -> None:
+        """Keep the last good table; warn once per distinct problem."""
         if problem != self.problem:
-            log.error("the tokens file is unusable, every new edge is refused until it is fixed: %s", problem)
-        self._table, self._stamp, self.problem = None, stamp, problem
-        self._verified.clear()
+            log.warning("the tokens file is rejected, the last good tokens stay in force until it is fixed: %s",
+                        problem[:500])
+        self._stamp, self.problem = stamp, problem
+        self.rejected += 1
 
     async def watch(self, on_reload: Callable[[], None], interval: float) -> None:
-        """Poll the file every ``interval`` s and on SIGHUP; call ``on_reload`` after each successful reload."""
+        """Poll the file every ``interval`` s and on SIGHUP; call ``on_reload`` after each successful reload
+        (also after reloads made by checks in between). Runs until cancelled; SIGHUP is handled meanwhile."""
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):  # not the main thread
@@ -94,10 +104,13 @@ class Authenticator:
                     await asyncio.wait_for(wake.wait(), interval)
                 forced = wake.is_set()
                 wake.clear()
-                await asyncio.to_thread(self.refresh, forced)
-                if self.generation != seen:
-                    seen = self.generation
-                    on_reload()
+                try:
+                    await asyncio.to_thread(self.refresh, forced)
+                    if self.generation != seen:
+                        seen = self.generation
+                        on_reload()
+                except Exception:  # the watch outlives anything: a dead watch would end revocation for good
+                    log.exception("the tokens watch failed once; it goes on")
         finally:
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 loop.remove_signal_handler(signal.SIGHUP)
@@ -118,8 +131,7 @@ class Authenticator:
     def admin_name(self, token: str | None) -> str | None:
         """The administrator whose active token ``token`` is, or None (blocking: scrypt)."""
         self.refresh()
-        table = self._table
-        names = [name for name, entry in table.admins.items() if entry.active] if table is not None else []
+        names = [name for name, entry in self._table.admins.items() if entry.active]
         for name in sorted(names, key=lambda n: not self._cached("admins", n, token)):  # cached hits first
             if self._verify("admins", name, token) is None:
                 return name
@@ -128,18 +140,15 @@ class Authenticator:
         return None
 
     def edge_admitted(self, edge_id: str) -> bool:
-        """Whether ``edge_id`` has an active entry now (True while the table is unusable: nothing to go by)."""
-        table = self._table
-        if not self.enabled or table is None:
+        """Whether ``edge_id`` has an active entry in the tokens in force (always True with authentication off)."""
+        if not self.enabled:
             return True
-        entry = table.edges.get(edge_id)
+        entry = self._table.edges.get(edge_id)
         return entry is not None and entry.active
 
     def _verify(self, kind: Kind, name: str, token: str | None) -> str | None:
         """None when ``token`` is ``name``'s active token; else why not (for the log, never for the peer)."""
         table = self._table
-        if table is None:
-            return f"the tokens file is unusable ({self.problem})"
         if not token:
             return "no token in HELLO" if kind == "edges" else "no token"
         if len(token) > MAX_TOKEN_CHARS:
@@ -159,7 +168,7 @@ class Authenticator:
 
     def _cached(self, kind: Kind, name: str, token: str | None) -> bool:
         table, cached = self._table, self._verified.get((kind, name))
-        if table is None or cached is None or not token:
+        if cached is None or not token:
             return False
         entry = table.entries(kind).get(name)
         return entry is not None and entry.hash == cached[0] and hmac.compare_digest(cached[1], _sha256(token))

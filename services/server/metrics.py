@@ -25,6 +25,8 @@ from shadowtutor.version import package_version
 
 PREFIX = "shadowtutor_server_"
 MODES = ("distill", "naive")
+# why a connection was refused before the upgrade, or closed before its HELLO (services.server.admission)
+REFUSAL_REASONS = ("source_full", "unauthenticated_full", "evicted", "sessions_full")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 QUEUE_WAIT_BUCKETS = (0.001, 0.0025, *LATENCY_BUCKETS)  # a batching engine's waits start below 5 ms
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -95,6 +97,22 @@ class ServerMetrics:
             f"{PREFIX}gpu_memory_used_bytes", "GPU memory in use on the server's GPU, all processes (NVML); "
             "0 without one", registry=r,
         )
+        # -- security: the tokens file and unauthenticated connections (docs/security.md) --------
+        self.tokens_file_valid = Gauge(
+            f"{PREFIX}tokens_file_valid", "1 while the tokens file's last read was accepted (or there is none); 0 "
+            "while it is rejected as unreadable or malformed and the last good tokens stay in force", registry=r
+        )
+        self.tokens_file_valid.set(1)
+        self.unauthenticated_connections = Gauge(
+            f"{PREFIX}unauthenticated_connections", "WebSocket connections on /v1/edge not admitted yet (waiting "
+            "for or checking their HELLO)", registry=r
+        )
+        self.connections_refused = Counter(
+            f"{PREFIX}connections_refused", "WebSocket connections refused, or closed before their HELLO to make "
+            "room, by reason", ["reason"], registry=r
+        )
+        for reason in REFUSAL_REASONS:
+            self.connections_refused.labels(reason=reason)
         for mode in MODES:
             self.key_frames.labels(mode=mode)
         for code in ErrorCode:

@@ -138,6 +138,10 @@ class TokenTable:
             document = json.loads(text) if text.strip() else {}
         except json.JSONDecodeError as exc:
             raise TokenFileError(f"{origin}: not JSON ({exc})") from None
+        except RecursionError:
+            raise TokenFileError(f"{origin}: not a tokens document (JSON nested too deep)") from None
+        except ValueError as exc:  # e.g. an integer past Python's digit limit
+            raise TokenFileError(f"{origin}: not a tokens document ({exc})") from None
         if not isinstance(document, dict):
             raise TokenFileError(f"{origin}: the document must be a JSON object with 'edges' and 'admins'")
         unknown = set(document) - set(KINDS)
@@ -171,10 +175,13 @@ def _parse_section(section: Any, where: str) -> dict[str, Entry]:
 
 
 def read_table(path: Path) -> TokenTable:
+    """The table in ``path``; any unreadable or malformed content raises :class:`TokenFileError` naming ``path``."""
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise TokenFileError(f"cannot read the tokens file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TokenFileError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     return TokenTable.parse(text, str(path))
 
 

@@ -1,11 +1,18 @@
-"""The Authenticator: edge and admin checks against the tokens file, reload on change, fail closed."""
+"""The Authenticator: edge and admin checks against the tokens file, reload on change, a bad file rejected
+with the last good tokens kept in force, and a watch that survives any file content and SIGHUP."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import queue
 import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -76,24 +83,55 @@ def test_revoke_and_rotation_are_seen_without_restart(tokens_file: Path) -> None
     assert not auth.edge_admitted("cam-1") and not auth.edge_admitted("never-listed")
 
 
-def test_a_broken_file_refuses_everyone_until_fixed(tokens_file: Path, caplog: pytest.LogCaptureFixture) -> None:
+BAD_CONTENTS = {
+    "not UTF-8": b"\xff\xfe{}",
+    "nested 200,000 deep": b"[" * 200_000 + b"]" * 200_000,
+    "half a document": b"{ half a document",
+    "an integer past the digit limit": b'{"edges": ' + b"1" * 5000 + b"}",
+    "a wrong field": b'{"edges": {"cam-1": {"hash": 5}}}',
+}
+
+
+@pytest.mark.parametrize("content", BAD_CONTENTS.values(), ids=BAD_CONTENTS.keys())
+def test_a_bad_file_is_rejected_and_the_last_good_tokens_stay(
+    tokens_file: Path, content: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
     token = issue_token(tokens_file, "edges", "cam-1")
+    revoked_token = issue_token(tokens_file, "edges", "cam-2")
+    revoke(tokens_file, "edges", "cam-2")
     auth = Authenticator(tokens_file)
     good = tokens_file.read_text()
-    tokens_file.write_text("{ half a document")
-    with caplog.at_level(logging.ERROR, "services.server.auth"):
-        refused(auth, "cam-1", token)
-    assert "every new edge is refused" in caplog.text and auth.problem and "not JSON" in auth.problem
-    assert auth.edge_admitted("cam-1")  # open sessions are left alone while there is nothing to go by
+    tokens_file.write_bytes(content)
+    with caplog.at_level(logging.WARNING, "services.server.auth"):
+        auth.refresh(force=True)  # never raises
+        auth.check_edge("cam-1", token)  # the last good table: cam-1 still admitted
+        assert "unauthorized" not in caplog.text
+        refused(auth, "cam-2", revoked_token)  # ... and cam-2 still revoked
+        refused(auth, "cam-9", token)
+        auth.refresh(force=True)
+    assert auth.problem and str(tokens_file) in auth.problem and auth.rejected == 2
+    assert caplog.text.count("the tokens file is rejected") == 1  # one warning per problem, not one per read
+    assert auth.edge_admitted("cam-1") and not auth.edge_admitted("cam-2")
     tokens_file.write_text(good)
-    auth.check_edge("cam-1", token)
-    tokens_file.unlink()
+    revoke(tokens_file, "edges", "cam-1")
+    auth.refresh()
+    assert auth.problem is None and not auth.edge_admitted("cam-1")
     refused(auth, "cam-1", token)
-    assert "cannot read" in auth.problem
+
+
+def test_a_missing_file_keeps_the_last_good_tokens(tokens_file: Path) -> None:
+    token = issue_token(tokens_file, "edges", "cam-1")
+    auth = Authenticator(tokens_file)
+    tokens_file.unlink()
+    auth.check_edge("cam-1", token)
+    assert auth.problem and "cannot read" in auth.problem
 
 
 def test_a_bad_file_at_start_is_an_error(tokens_file: Path) -> None:
     with pytest.raises(TokenFileError, match="cannot read the tokens file"):
+        Authenticator(tokens_file)
+    tokens_file.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(TokenFileError, match=f"{tokens_file}: not UTF-8 text"):
         Authenticator(tokens_file)
     tokens_file.write_text('{"edges": {"cam": {"hash": "x"}}}')
     with pytest.raises(TokenFileError, match="entry 'cam'"):
@@ -135,9 +173,96 @@ def test_watch_reloads_on_change_and_on_sighup(tokens_file: Path) -> None:
     assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL  # the watch put the default back
 
 
+WATCHING_CHILD = """
+import asyncio, signal, sys
+from pathlib import Path
+from services.server.auth import Authenticator
+
+auth = Authenticator(Path(sys.argv[1]))
+
+async def main():
+    watch = asyncio.create_task(auth.watch(lambda: print("reloaded", flush=True), interval=3600))
+    while signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:  # the watch has not started yet
+        await asyncio.sleep(0.01)
+    print("watching", flush=True)
+    shown = None
+    while not watch.done():
+        state = (auth.problem is not None, auth.rejected, auth.edge_admitted("cam-1"))
+        if state != shown:
+            print("state", *state, flush=True)
+            shown = state
+        await asyncio.sleep(0.02)
+    print("the watch ended", flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_sighup_reloads_or_warns_and_never_ends_the_server(tokens_file: Path, tmp_path: Path) -> None:
+    """A bad file, SIGHUP, SIGHUP again, then a good file revoking cam-1 and SIGHUP: the watching process
+    (a child, since the signal would end pytest itself) lives on and takes the good file."""
+    issue_token(tokens_file, "edges", "cam-1")
+    good = tokens_file.read_text()
+    child = subprocess.Popen(
+        [sys.executable, "-c", WATCHING_CHILD, str(tokens_file)], stdout=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line.strip()) for line in child.stdout], daemon=True).start()
+
+    def expect(wanted: str) -> None:
+        seen = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with contextlib.suppress(queue.Empty):
+                seen.append(lines.get(timeout=0.1))
+                if seen[-1] == wanted:
+                    return
+        raise AssertionError(f"no {wanted!r} from the watching process; it said {seen}")
+
+    try:
+        expect("watching")
+        expect("state False 0 True")
+        tokens_file.write_bytes(b"\xff\xfe{}")
+        child.send_signal(signal.SIGHUP)
+        expect("state True 1 True")
+        child.send_signal(signal.SIGHUP)
+        expect("state True 2 True")
+        assert child.poll() is None
+        tokens_file.write_text(good)
+        revoke(tokens_file, "edges", "cam-1")
+        child.send_signal(signal.SIGHUP)
+        expect("reloaded")
+        expect("state False 2 False")
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+
+
 async def _until(predicate, timeout: float = 5.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():
         assert loop.time() < deadline, "timed out"
         await asyncio.sleep(0.02)
+
+
+def test_the_server_exports_whether_the_tokens_file_is_rejected(settings, tmp_path: Path) -> None:
+    from services.server.app import create_app
+
+    tokens_file = tmp_path / "tokens.json"
+    issue_token(tokens_file, "edges", "cam-1")
+    runtime = create_app(settings.model_copy(update={"tokens_file": tokens_file})).state.runtime
+
+    def valid() -> float:
+        return runtime.metrics.registry.get_sample_value("shadowtutor_server_tokens_file_valid")
+
+    assert valid() == 1.0
+    tokens_file.write_bytes(b"\xff")
+    runtime.auth.refresh()
+    assert valid() == 0.0
+    issue_token(tokens_file.with_name("other.json"), "edges", "cam-2")
+    tokens_file.with_name("other.json").replace(tokens_file)
+    runtime.auth.refresh()
+    assert valid() == 1.0
