@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from services.server.auth import Authenticator
+from services.server.gpu_metrics import start_gpu_metrics, stop_gpu_metrics
 from services.server.limits import KeyFrameLimits
 from services.server.loading import BaseStudent, LoadedModels, load_models
 from services.server.metrics import ServerMetrics
@@ -23,6 +24,7 @@ from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherQueue
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.classes import background_index
+from shadowtutor.gpu_usage import GpuUsageSampler
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,7 @@ class ServerRuntime:
         self.teacher_queue: TeacherQueue | None = None
         self.base_student: BaseStudent | None = None
         self.device = torch.device("cpu")
+        self.gpu_sampler: GpuUsageSampler | None = None  # feeds the GPU gauges where the device is a GPU
         self.not_ready_reason = "the server is starting"
         self.distill_pool = ThreadPoolExecutor(settings.distill_workers, thread_name_prefix="shadowtutor-distill")
         self._models = models
@@ -84,6 +87,8 @@ class ServerRuntime:
             await self.teacher_queue.stop()
             self.teacher_queue = None
         self.metrics.teacher_ready.set(0)
+        stop_gpu_metrics(self.gpu_sampler, self.metrics)
+        self.gpu_sampler = None
         self.not_ready_reason = "the server is shutting down"
         self.distill_pool.shutdown(wait=False, cancel_futures=True)
 
@@ -104,6 +109,7 @@ class ServerRuntime:
         queue = TeacherQueue(self.teacher, self.metrics, self.settings.teacher_batch_size)
         queue.start()
         self.teacher_queue = queue
+        self.gpu_sampler = start_gpu_metrics(self.device, self.metrics)
         self.not_ready_reason = ""
         self.metrics.teacher_ready.set(1)
         log.info(
