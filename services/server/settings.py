@@ -15,7 +15,13 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
-from shadowtutor.algorithms.params import AlgorithmParams, Restore, StrideMetric, WeightMap  # no torch: quick CLI
+from shadowtutor.algorithms.params import (  # no torch: quick CLI
+    AlgorithmParams,
+    Restore,
+    StrideMetric,
+    WeightMap,
+    threshold_fields,
+)
 from shadowtutor.cli.settings_flags import ENV_PREFIX
 from shadowtutor.models.scale import setting as student_size_setting
 
@@ -121,7 +127,11 @@ class ServerSettings(BaseSettings):
 
     # -- the paper's algorithm parameters (sent to every edge in WELCOME) ---------------------
     distill_mode: Literal["partial", "full"] | None = Field(None, description="partial (default) or full")
-    threshold: float | None = Field(None, description="Algorithm 1 THRESHOLD (default 0.8)")
+    threshold: float | Literal["auto"] | None = Field(
+        None, description="THRESHOLD in (0, 1) (default 0.8), or auto: each edge scales its stride (Algorithm 2) "
+        "against a THRESHOLD set from the metrics its key frames reach, Algorithm 1 still trains to 0.8 "
+        "(docs/design/threshold_auto.md)"
+    )
     max_updates: int | None = Field(None, description="Algorithm 1 MAX_UPDATES (default 8)")
     learning_rate: float | None = Field(None, description="Adam learning rate (default 0.01)")
     min_stride: int | None = Field(None, description="Algorithm 2 MIN_STRIDE (default 8)")
@@ -149,6 +159,14 @@ class ServerSettings(BaseSettings):
         if 0 < value < 1:
             raise ValueError("edge_report_interval must be 0 (off) or at least 1 second")
         return value
+
+    @field_validator("threshold", mode="before")
+    @classmethod
+    def _threshold(cls, value: Any) -> Any:
+        """A number or "auto" (any case); anything else: one message naming both forms."""
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        return threshold_fields(value).get("threshold", "auto")
 
     @field_validator("student_size", mode="before")
     @classmethod
@@ -232,7 +250,6 @@ class ServerSettings(BaseSettings):
         """The parameters sent in WELCOME."""
         given = {
             "mode": self.distill_mode,
-            "threshold": self.threshold,
             "max_updates": self.max_updates,
             "learning_rate": self.learning_rate,
             "min_stride": self.min_stride,
@@ -241,7 +258,7 @@ class ServerSettings(BaseSettings):
             "restore": self.restore,
             "weight_map": self.weight_map,
         }
-        return AlgorithmParams(**{k: v for k, v in given.items() if v is not None})
+        return AlgorithmParams(**{k: v for k, v in given.items() if v is not None}, **threshold_fields(self.threshold))
 
     def allowed_frame_codecs(self) -> tuple[str, ...]:
         from shadowtutor.protocol.codecs import FRAME_CODECS

@@ -21,6 +21,7 @@ import numpy as np
 
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.algorithms.stride import next_stride
+from shadowtutor.algorithms.threshold import StrideThreshold
 
 Payload = TypeVar("Payload")
 
@@ -86,6 +87,7 @@ class ClientLoop(Generic[Payload]):
         self.transport = transport
         self.wait_timeout = wait_timeout
         self.stride = params.min_stride
+        self.threshold = StrideThreshold(params)  # the THRESHOLD the stride is scaled against
         self.step = self.stride  # the first frame is a key frame
         self.updated = True
         self.pending: PendingUpdate[Payload] | None = None
@@ -125,7 +127,8 @@ class ClientLoop(Generic[Payload]):
         if outcome is None:
             return None
         self.runtime.apply(outcome.payload)
-        self.stride = next_stride(self.stride, self._stride_metric(outcome), self.params)
+        self.stride = next_stride(self.stride, self._stride_metric(outcome), self.params, self.threshold.current)
+        self.threshold.observe(outcome.metric)
         return outcome.metric
 
     def _stride_metric(self, outcome: UpdateOutcome[Payload]) -> float:
@@ -134,12 +137,15 @@ class ClientLoop(Generic[Payload]):
         return outcome.metric
 
     def retune(self, params: AlgorithmParams) -> None:
-        """Go on under new parameters (a new session's); the stride is kept within their bounds."""
+        """Go on under new parameters (a new session's); the stride is kept within their bounds, and the
+        auto THRESHOLD measures the new session's key frames afresh."""
         self.params = params
+        self.threshold = StrideThreshold(params)
         self.stride = min(max(self.stride, params.min_stride), params.max_stride)
 
     def result_is_pending(self) -> bool:
         return not self.updated
 
     def state(self) -> dict[str, Any]:
-        return {"stride": self.stride, "step": self.step, "updated": self.updated, "frames": self.frame_index}
+        return {"stride": self.stride, "step": self.step, "updated": self.updated, "frames": self.frame_index,
+                "threshold": self.threshold.current}

@@ -22,10 +22,20 @@ RESTORES: tuple[Restore, ...] = ("weights", "weights+adam")
 # label map (any teacher). "instances" falls back to "regions" for a teacher that gives no boxes.
 WeightMap = Literal["instances", "regions"]
 WEIGHT_MAPS: tuple[WeightMap, ...] = ("instances", "regions")
+# How a session's THRESHOLD is chosen: "fixed" at ``threshold`` (the paper), or "auto": the session starts at
+# ``threshold`` and sets it from what it measures on its own key frames (shadowtutor.algorithms.threshold).
+ThresholdPolicy = Literal["fixed", "auto"]
+THRESHOLD_POLICIES: tuple[ThresholdPolicy, ...] = ("fixed", "auto")
+AUTO_THRESHOLD = "auto"  # the THRESHOLD setting (flag, server setting) that selects the "auto" policy
 
 
 @dataclass(frozen=True)
 class AlgorithmParams:
+    """Algorithms 1 and 2's parameters; every value is checked on construction (TypeError, ValueError).
+
+    ``threshold`` is the paper's THRESHOLD; with ``threshold_policy`` "auto" it is where each session
+    starts, and the session moves it (:mod:`shadowtutor.algorithms.threshold`)."""
+
     threshold: float = 0.8
     min_stride: int = 8
     max_stride: int = 64
@@ -37,6 +47,7 @@ class AlgorithmParams:
     stride_metric: StrideMetric = "after"
     restore: Restore = "weights"
     weight_map: WeightMap = "regions"
+    threshold_policy: ThresholdPolicy = "fixed"
 
     def __post_init__(self) -> None:
         # Checked by type first: the values may come from a peer's JSON (the WELCOME), where a stride
@@ -65,6 +76,8 @@ class AlgorithmParams:
             raise ValueError(f"restore must be one of {RESTORES}, got {self.restore!r}")
         if self.weight_map not in WEIGHT_MAPS:
             raise ValueError(f"weight_map must be one of {WEIGHT_MAPS}, got {self.weight_map!r}")
+        if self.threshold_policy not in THRESHOLD_POLICIES:
+            raise ValueError(f"threshold_policy must be one of {THRESHOLD_POLICIES}, got {self.threshold_policy!r}")
         if self.object_weight <= 0:
             raise ValueError(f"object_weight must be > 0, got {self.object_weight}")
         if self.box_dilation < 0:
@@ -80,3 +93,26 @@ class AlgorithmParams:
             raise TypeError(f"parameters must be an object, got {type(data).__name__}")
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         return cls(**known)
+
+
+def threshold_fields(setting: float | str | None) -> dict[str, Any]:
+    """The :class:`AlgorithmParams` fields one THRESHOLD setting gives (a flag's or a server setting's value).
+
+    A number (or its text) is the fixed THRESHOLD (``{"threshold": value}``); ``"auto"`` selects the auto
+    policy from the default starting value (``{"threshold_policy": "auto"}``); None gives nothing (the
+    defaults). Anything else raises ValueError naming both forms. The number's range is checked by
+    :class:`AlgorithmParams`.
+    """
+    if setting is None:
+        return {}
+    if isinstance(setting, str):
+        text = setting.strip().lower()
+        if text == AUTO_THRESHOLD:
+            return {"threshold_policy": "auto"}
+        try:
+            setting = float(text)
+        except ValueError:
+            raise ValueError(f"threshold must be a number in (0, 1) or {AUTO_THRESHOLD!r}, got {setting!r}") from None
+    if isinstance(setting, bool) or not isinstance(setting, (int, float)):
+        raise ValueError(f"threshold must be a number in (0, 1) or {AUTO_THRESHOLD!r}, got {setting!r}")
+    return {"threshold": float(setting)}

@@ -8,11 +8,32 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shadowtutor.algorithms.params import RESTORES, STRIDE_METRICS, WEIGHT_MAPS, AlgorithmParams
+from shadowtutor.algorithms.params import (
+    AUTO_THRESHOLD,
+    RESTORES,
+    STRIDE_METRICS,
+    WEIGHT_MAPS,
+    AlgorithmParams,
+    threshold_fields,
+)
+
+
+def threshold_setting(text: str) -> float | str:
+    """``--threshold``'s value: a number (the fixed THRESHOLD) or ``auto`` (the per-session policy)."""
+    try:
+        fields = threshold_fields(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return fields.get("threshold", AUTO_THRESHOLD)
+
 
 # Flags of the algorithm parameters (the paper's section 5.3): flag -> AlgorithmParams field, argparse keywords.
 _ALGORITHM_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "--threshold": ("threshold", {"type": float}),
+    "--threshold": ("threshold", {"type": threshold_setting, "metavar": "T|auto",
+                                  "help": "THRESHOLD in (0, 1), default 0.8 (the paper), or auto: the stride "
+                                          "(Algorithm 2) is scaled against a THRESHOLD each session sets from the "
+                                          "metrics its key frames reach, Algorithm 1 still trains to 0.8 "
+                                          "(docs/design/threshold_auto.md)"}),
     "--min-stride": ("min_stride", {"type": int}),
     "--max-stride": ("max_stride", {"type": int}),
     "--max-updates": ("max_updates", {"type": int}),
@@ -92,9 +113,11 @@ def add_algorithm_options(parser: argparse.ArgumentParser) -> None:
 
 
 def algorithm_params(args: argparse.Namespace) -> AlgorithmParams:
-    """The parameters the flags of :func:`add_algorithm_options` give (ValueError when out of range)."""
+    """The parameters the flags of :func:`add_algorithm_options` give (ValueError when out of range);
+    ``--threshold auto`` gives ``threshold_policy="auto"`` from the default starting THRESHOLD."""
     given = {name: getattr(args, name) for name, _ in _ALGORITHM_FLAGS.values() if getattr(args, name) is not None}
-    return AlgorithmParams(**given)
+    threshold = threshold_fields(given.pop("threshold", None))
+    return AlgorithmParams(**given, **threshold)
 
 
 def emit_results(results: dict[str, Any], markdown: str, out: Path | None) -> None:

@@ -50,6 +50,7 @@ def test_environment_then_explicit_values(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("port", "70000", "less than or equal to 65535"),
         ("frame_codecs", "raw,gif", "unknown codecs ['gif']"),
         ("threshold", "1.5", "threshold must lie in (0, 1)"),
+        ("threshold", "fast", "threshold must be a number in (0, 1) or 'auto', got 'fast'"),
         ("min_stride", "80", "min_stride <= max_stride"),
         ("stride_metric", "median", "'after' or 'before'"),
         ("restore", "optimizer", "'weights' or 'weights+adam'"),
@@ -65,6 +66,13 @@ def test_environment_then_explicit_values(monkeypatch: pytest.MonkeyPatch, tmp_p
 def test_bad_values_say_what_is_wrong(field: str, value: str, message: str) -> None:
     with pytest.raises(ValidationError, match=re.escape(message)):
         ServerSettings(**{field: value})
+
+
+@pytest.mark.parametrize("value", ["auto", "AUTO", " auto "])
+def test_threshold_auto_selects_the_per_session_policy(value: str) -> None:
+    params = ServerSettings(threshold=value).algorithm_params()
+    assert (params.threshold_policy, params.threshold) == ("auto", 0.8)  # starts at the paper's value
+    assert ServerSettings(threshold="0.7").algorithm_params().threshold_policy == "fixed"
 
 
 def test_security_defaults_and_consistency(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 
 from shadowtutor.algorithms.client_loop import ClientLoop, UpdateOutcome
 from shadowtutor.algorithms.params import AlgorithmParams
@@ -169,3 +170,25 @@ def test_each_resolved_key_frame_settles_its_wait_at_min_stride_once() -> None:
     assert [r.index for r in late if r.wait_settled] == [7, 15, 23]
     assert [len(p.waits) for p in transport.pendings] == [1, 1, 1]
     assert all(r.inference_seconds >= 0.0 for r in late)
+
+
+def test_auto_threshold_lets_the_stride_grow_once_a_window_of_key_frames_is_in() -> None:
+    # Every update says 0.75 after distillation, under the paper's 0.8: the fixed policy stays at MIN_STRIDE 8;
+    # auto strides against 0.8 for the first 8 key frames (frames 0..56), then against 0.75 * 0.8 / 0.845.
+    fixed = ClientLoop(AlgorithmParams(), FakeRuntime(), FakeTransport(0.75, 1))
+    auto = ClientLoop(AlgorithmParams(threshold_policy="auto"), FakeRuntime(), FakeTransport(0.75, 1))
+    for _ in range(120):
+        fixed.process(FRAME)
+        auto.process(FRAME)
+    assert fixed.transport.sent == list(range(0, 120, 8))
+    assert auto.transport.sent == [0, 8, 16, 24, 32, 40, 48, 56, 64, 73, 83, 94, 106, 119]
+    assert auto.state()["threshold"] == pytest.approx(0.75 * 0.8 / 0.845)
+
+
+def test_retune_measures_the_new_session_afresh() -> None:
+    loop = ClientLoop(AlgorithmParams(threshold_policy="auto"), FakeRuntime(), FakeTransport(0.75, 1))
+    for _ in range(70):
+        loop.process(FRAME)
+    assert loop.state()["threshold"] < 0.8
+    loop.retune(AlgorithmParams(threshold_policy="auto"))
+    assert loop.state()["threshold"] == 0.8

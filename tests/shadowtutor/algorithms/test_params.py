@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.params import AlgorithmParams, threshold_fields
 
 
 def test_defaults_are_the_papers() -> None:
@@ -16,10 +16,12 @@ def test_defaults_are_the_papers() -> None:
     assert (params.threshold, params.min_stride, params.max_stride, params.max_updates) == (0.8, 8, 64, 8)
     assert (params.learning_rate, params.mode, params.object_weight) == (0.01, "partial", 5.0)
     assert params.stride_metric == "after"  # Algorithm 2 as written: the metric after distillation
+    assert params.threshold_policy == "fixed"
 
 
 def test_round_trip_through_a_dict() -> None:
-    params = AlgorithmParams(threshold=0.7, min_stride=4, max_stride=32, max_updates=3, mode="full")
+    params = AlgorithmParams(threshold=0.7, min_stride=4, max_stride=32, max_updates=3, mode="full",
+                             threshold_policy="auto")
     assert AlgorithmParams.from_dict(params.to_dict()) == params
     assert AlgorithmParams.from_dict({**params.to_dict(), "future_key": 1}) == params
 
@@ -40,11 +42,27 @@ def test_round_trip_through_a_dict() -> None:
         ("object_weight", 0, ValueError),
         ("box_dilation", -0.1, ValueError),
         ("stride_metric", "median", ValueError),
+        ("threshold_policy", "adaptive", ValueError),
     ],
 )
 def test_bad_values_are_refused_with_the_fields_name(field: str, value: object, error: type[Exception]) -> None:
     with pytest.raises(error, match=field):
         AlgorithmParams.from_dict({field: value})
+
+
+@pytest.mark.parametrize(
+    ("setting", "fields"),
+    [(None, {}), (0.7, {"threshold": 0.7}), ("0.65", {"threshold": 0.65}), ("auto", {"threshold_policy": "auto"}),
+     (" Auto ", {"threshold_policy": "auto"}), (2, {"threshold": 2.0})],  # the range is AlgorithmParams' to check
+)
+def test_a_threshold_setting_is_a_number_or_auto(setting: object, fields: dict[str, object]) -> None:
+    assert threshold_fields(setting) == fields  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("setting", ["fast", "", True, [0.8]])
+def test_any_other_threshold_setting_names_both_forms(setting: object) -> None:
+    with pytest.raises(ValueError, match=r"a number in \(0, 1\) or 'auto'"):
+        threshold_fields(setting)  # type: ignore[arg-type]
 
 
 def test_a_non_object_is_refused() -> None:
