@@ -31,7 +31,7 @@ CLASSES = ("person", "background")
 def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeNVML]:
     """NVML with two GPUs; torch's cuda:0 is NVML's GPU 1 (as under CUDA_VISIBLE_DEVICES=1), which reports
     20 %, 40 %, then 90 % busy."""
-    nvml = FakeNVML([20, 40, 90])
+    nvml = FakeNVML([20, 40, 90, 90])
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(uuid="0000-1111"))
     yield nvml
@@ -44,13 +44,17 @@ def gauges(metrics: ServerMetrics) -> tuple[float, float]:
 
 
 def test_a_cuda_device_feeds_the_gauges_until_stopped(fake_nvml: FakeNVML) -> None:
+    seen = []
     metrics = ServerMetrics()
-    sampler = start_gpu_metrics(torch.device("cuda", 0), metrics, interval_s=0.01)
+    metrics.gpu_busy.set = seen.append  # every value the gauge is given
+    sampler = start_gpu_metrics(torch.device("cuda", 0), metrics, interval_s=0.01, window_s=0.03)
     assert sampler is not None and sampler.device_index == 1
     assert fake_nvml.all_read.wait(5)
-    sampler.stop()  # the gauges hold the last sample
-    (last,) = sampler.samples
-    assert gauges(metrics) == (0.9, last.memory_used_bytes) and last.memory_used_bytes >= 3 * 2**30
+    sampler.stop()  # the gauges hold the last sample's figures
+    assert seen[:4] == pytest.approx([0.2, 0.3, 0.5, (0.4 + 0.9 + 0.9) / 3])  # the mean of the last 3 samples
+    last = sampler.samples[-1]
+    assert gauges(metrics)[1] == last.memory_used_bytes >= 4 * 2**30
+    del metrics.gpu_busy.set
     stop_gpu_metrics(sampler, metrics)
     assert gauges(metrics) == (0, 0) and fake_nvml.open == 0
 
