@@ -3,12 +3,13 @@
 # prometheus (prometheus and promtool: config and rule checks, rule unit tests, live PromQL tests),
 # prometheus-alertmanager (amtool: the Alertmanager configuration check),
 # the ShellCheck linter (the shell scripts in docker/ and .ci/), and iproute2 (ip and tc: network
-# namespaces and shaped links for the network-cut fault test and the bench network smoke test).
+# namespaces and shaped links for the network-cut fault test and the bench network smoke test), and
+# chromium (headless: renders `shadowtutor evaluate`'s HTML report in its test).
 # (hadolint, docker-compose and the Compose schema come from PyPI with the dev extra.)
 set -euo pipefail
 
-packages=(prometheus prometheus-alertmanager shellcheck iproute2)
-commands=(prometheus promtool amtool shellcheck ip tc)
+packages=(prometheus prometheus-alertmanager shellcheck iproute2 chromium)
+commands=(prometheus promtool amtool shellcheck ip tc chromium)
 
 missing=0
 for command in "${commands[@]}"; do

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "shadowtutor.cli.fuzz",
     "shadowtutor.cli.change_based",
     "shadowtutor.cli.regions",
+    "shadowtutor.cli.evaluate",
 )
 
 

@@ -118,12 +118,14 @@ class _DistilledRun:
         self.loop = ClientLoop(dataclasses.replace(params, mode=setting.mode), edge, self.link)
         self.trace = SettingTrace(records=self.link.records)
 
-    def process(self, frame: np.ndarray, label: np.ndarray, num_classes: int) -> None:
+    def process(self, frame: np.ndarray, label: np.ndarray, num_classes: int) -> np.ndarray:
+        """Label ``frame`` on the edge, record it against the teacher's ``label``, and return the edge's labels."""
         result = self.loop.process(frame)
         self.trace.miou.append(miou(result.labels, label, num_classes))
         self.trace.strides.append(result.stride)
         if result.is_key_frame:
             self.trace.key_frames.append(result.index)
+        return result.labels
 
 
 def evaluate_scene(
@@ -140,6 +142,7 @@ def evaluate_scene(
     link: LinkCodecs | None = None,
     change_based: ChangeBasedOptions | None = None,
     student_size: Size | None = None,
+    on_labels: Callable[[int, dict[str, np.ndarray]], None] | None = None,
 ) -> SceneEvaluation:
     """Run the ``settings`` (keys of :data:`SETTING_KEYS`) over ``frames`` (BGR uint8, one size).
 
@@ -148,7 +151,8 @@ def evaluate_scene(
     protocol's codecs on what crosses the simulated link (None: the paper's raw accounting);
     ``change_based`` runs the edges' students change-based; ``student_size`` ``(W, H)`` runs every
     student (edge and server copies) on frames resized to it (:mod:`shadowtutor.models.scale`).
-    ``on_frame(index, running mean mIoU per setting)`` is called after each frame (progress).
+    ``on_frame(index, running mean mIoU per setting)`` is called after each frame (progress);
+    ``on_labels(index, labels per setting)`` gets each frame's label maps (the teacher's under ``"teacher"``).
     """
     unknown = [key for key in settings if key not in SETTING_KEYS]
     if unknown or not settings:
@@ -190,10 +194,14 @@ def evaluate_scene(
         taught = teach_batch(teacher, [frame], [index])[0]
         label = taught.labels
         current[:] = [(index, taught)]
+        labelled = {"teacher": label}
         if wild is not None:
-            traces[WILD].miou.append(miou(wild.infer(frame), label, num_classes))
-        for run in runs.values():
-            run.process(frame, label, num_classes)
+            labelled[WILD] = wild.infer(frame)
+            traces[WILD].miou.append(miou(labelled[WILD], label, num_classes))
+        for key, run in runs.items():
+            labelled[key] = run.process(frame, label, num_classes)
+        if on_labels is not None:
+            on_labels(index, labelled)
         if on_frame is not None:
             on_frame(index, {key: float(np.mean(t.miou)) for key, t in traces.items()})
     if size is None:

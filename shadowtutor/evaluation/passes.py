@@ -15,11 +15,14 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.evaluation.harness import SETTING_KEYS, SceneEvaluation, evaluate_scene
 from shadowtutor.evaluation.simulated_link import LinkCodecs
+
+if TYPE_CHECKING:
+    from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
 
 # Settings evaluated together in one pass over a scene.
 PASSES = (("p1", "p8"), ("wild", "f1"))
@@ -43,6 +46,7 @@ class ScenePass:
     threads: int | None = None
     link: LinkCodecs | None = None  # codecs on the simulated link (None: the paper's raw accounting)
     student_size: Size | None = None  # the student's input scale (None: the frame's size)
+    change_based: ChangeBasedOptions | None = None  # the edges' students change-based (None: full frames)
 
     def __post_init__(self) -> None:
         unknown = set(self.settings) - set(SETTING_KEYS)
@@ -50,8 +54,10 @@ class ScenePass:
             raise ValueError(f"unknown settings {sorted(unknown)}")
 
 
-def run_pass(job: ScenePass, on_frames: Callable[[int], None] | None = None) -> SceneEvaluation:
-    """Evaluate ``job.settings`` on the first ``job.frames`` frames of the scene."""
+def run_pass(job: ScenePass, on_frames: Callable[[int], None] | None = None,
+             on_labels: Callable[[int, dict[str, Any]], None] | None = None) -> SceneEvaluation:
+    """Evaluate ``job.settings`` on the first ``job.frames`` frames of the scene; ``on_frames(n)`` counts
+    frames done, ``on_labels`` gets each frame's label maps (:func:`~shadowtutor.evaluation.harness.evaluate_scene`)."""
     from shadowtutor.models.checkpoint import load_student
     from shadowtutor.scenes.io import Scene
     from shadowtutor.teachers import build_teacher
@@ -74,7 +80,7 @@ def run_pass(job: ScenePass, on_frames: Callable[[int], None] | None = None) -> 
     return evaluate_scene(
         job.name, itertools.islice(scene.frames(job.size), job.frames), teacher, loaded.model,
         loaded.class_names, job.params, job.backend, job.threads, on_frame, job.settings, job.link,
-        student_size=job.student_size,
+        student_size=job.student_size, change_based=job.change_based, on_labels=on_labels,
     )
 
 

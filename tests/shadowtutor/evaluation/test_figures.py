@@ -28,3 +28,14 @@ def test_a_chosen_layout_engine_is_kept(tmp_path: Path) -> None:
         axis.plot([0, 1])
         fig.legend(["line"], loc="outside upper center")
     assert (tmp_path / "plot.png").stat().st_size > 0
+
+
+def test_svg_text_is_an_svg_element_without_prolog_or_date() -> None:
+    from shadowtutor.evaluation.figures import figure, svg_text
+
+    with figure() as (fig, axis):
+        axis.plot([0, 1], [1, 0])
+        text = svg_text(fig)
+    assert text.startswith("<svg") and text.rstrip().endswith("</svg>")
+    assert "<?xml" not in text and "<dc:date>" not in text
+    assert not plt.fignum_exists(fig.number)

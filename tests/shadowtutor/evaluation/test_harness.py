@@ -72,3 +72,22 @@ def test_frames_must_keep_one_size(tiny_scene: Path) -> None:
     with pytest.raises(ValueError, match="frame 1"):
         evaluate_scene("x", frames, build_teacher("labels", labels_dir=tiny_scene), StudentNet(9), LVS_CLASSES,
                        AlgorithmParams(max_updates=1))
+
+
+def test_on_labels_gets_the_label_maps_the_traces_scored(tiny_scene: Path) -> None:
+    from shadowtutor.algorithms.metrics import miou
+
+    torch.manual_seed(0)
+    scene = Scene.open(tiny_scene)
+    seen: dict[int, dict[str, np.ndarray]] = {}
+    result = evaluate_scene(
+        "tiny", list(scene.frames())[:10], build_teacher("labels", labels_dir=tiny_scene), StudentNet(9),
+        LVS_CLASSES, AlgorithmParams(max_updates=1), backend="torch", settings=(WILD, "p8"),
+        on_labels=lambda i, labels: seen.setdefault(i, {k: v.copy() for k, v in labels.items()}),
+    )
+    assert sorted(seen) == list(range(10))
+    for index, labels in seen.items():
+        assert set(labels) == {"teacher", WILD, "p8"}
+        for key in (WILD, "p8"):
+            assert miou(labels[key], labels["teacher"], len(LVS_CLASSES)) == pytest.approx(
+                result.traces[key].miou[index])
