@@ -42,8 +42,9 @@ EDGE_MAX_FPS = 8  # the run lasts at least 30 s: the agent is still labelling wh
 EDGE_ID = "live-edge"
 ENV = {"OMP_NUM_THREADS": "1"}  # three processes and Prometheus share two cores
 # The edge runs the flow path without a cluster, and change-based inference excludes the flow path:
-# these panels have no series (their queries must still evaluate).
-PANELS_OF_FEATURES_OFF = ("Change-based inference", "Edge cluster")
+# these panels have no series (their queries must still evaluate). The distillation engine's histograms
+# may have no observations on this CPU server (their quantiles are then NaN, not a number).
+PANELS_OF_FEATURES_OFF = ("Change-based inference", "Edge cluster", "Engine batch size", "Engine queue wait")
 SERVER_FLAGS = ("--teacher", "labels", "--device", "cpu", "--max-updates", "2", "--log-level", "warning",
                 "--edge-report-interval", "1")
 
@@ -99,6 +100,9 @@ def test_the_fleet_seen_through_the_server_alone(
     assert 0 < single_value(prom, fleet_dashboard_queries, "panel 'Fleet key-frame ratio'") <= 1
     assert 0 < single_value(prom, fleet_dashboard_queries, "panel 'Mean student metric'") <= 1
     assert single_value(prom, fleet_dashboard_queries, "panel 'Mean key age'") >= 0  # the flow path, reported
+    assert single_value(prom, fleet_dashboard_queries, "panel 'GPU busy'") == 0  # a CPU server
+    mean_teacher_batch = single_value(prom, fleet_dashboard_queries, "panel 'Teacher batch size' query C")
+    assert mean_teacher_batch == pytest.approx(1)  # one edge: one key frame at a time
     assert not prom.query("shadowtutor_server_edge_change_based_frames_total")  # off: absent, not 0
     (edge,) = prom.query("shadowtutor_server_edge_frames_total")
     assert edge["metric"]["edge_id"] == EDGE_ID and edge["metric"]["job"] == "shadowtutor-server"
