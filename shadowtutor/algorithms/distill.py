@@ -31,6 +31,18 @@ from shadowtutor.models.student import FrontFeatures, StudentNet, normalise_fram
 
 
 @dataclass
+class PreparedKeyFrame:
+    """One key frame ready for Algorithm 1 on the distiller's device, at the student's size.
+
+    ``x``: normalised frame ``(1, 3, H, W)``; ``target``: labels ``(H, W)`` long; ``weights``: the loss's
+    per-pixel weights ``(H, W)``; floats in the student's dtype."""
+
+    x: torch.Tensor
+    target: torch.Tensor
+    weights: torch.Tensor
+
+
+@dataclass
 class DistillResult:
     metric: float  # best metric, the one the returned student has
     initial_metric: float
@@ -52,17 +64,18 @@ class Distiller:
         background: int,
         device: torch.device | str = "cpu",
         student_size: Size | None = None,
-        fuse_tail: bool = True,
+        fuse_tail: bool | None = None,
     ) -> None:
         """``student_size`` ``(W, H)``: train on key frames resized to it, with the labels downsampled by
         nearest neighbour (:mod:`shadowtutor.models.scale`), as the edge's student sees them; None: as they come.
-        ``fuse_tail`` False: the tail as written (bit for bit the authors' arithmetic)."""
-        self.fuse_tail = fuse_tail
+        ``fuse_tail`` False: the tail as written (bit for bit the authors' arithmetic); True: fused (fewer
+        multiply-adds, many small kernels: pays on a CPU); None: fused on a CPU, as written elsewhere."""
+        self.device = torch.device(device)
+        self.fuse_tail = self.device.type == "cpu" if fuse_tail is None else fuse_tail
         self.student = student.to(device)
         self.student_size = check_size(student_size)
         self.params = params
         self.background = background
-        self.device = torch.device(device)
         self.trainable_keys = student.trainable_keys(params.mode)
         self.optimizer = torch.optim.Adam(student.set_trainable(params.mode), lr=params.learning_rate)
 
@@ -85,21 +98,36 @@ class Distiller:
         if adam is not None:
             self.optimizer.load_state_dict(adam)
 
+    def prepare(self, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None) -> PreparedKeyFrame:
+        """The key frame at the student's size on the device, with its loss weights (ValueError where the
+        frame and the label differ in size). ``boxes``: the teacher's instance boxes ``(N, 4)``
+        (``x0, y0, x1, y1``) for the ``instances`` weight map, or None."""
+        if frame_bgr.shape[:2] != label.shape:
+            raise ValueError(f"frame {frame_bgr.shape[:2]} and label {label.shape} differ in size")
+        boxes = boxes_to_student(boxes, frame_bgr.shape, self.student_size)
+        frame_bgr = frame_to_student(frame_bgr, self.student_size)
+        label = labels_to_student(label, self.student_size)
+        weights = key_frame_weights(label, boxes, self.background, self.params)
+        dtype = next(self.student.parameters()).dtype
+        return PreparedKeyFrame(
+            x=normalise_frame(frame_bgr, self.device).to(dtype),
+            target=torch.as_tensor(label, device=self.device).long(),
+            weights=torch.from_numpy(weights).to(self.device, dtype),
+        )
+
     def train(self, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None) -> DistillResult:
         """Run Algorithm 1 on one key frame; the student ends as the best one seen.
 
         ``boxes``: the teacher's instance boxes ``(N, 4)`` (``x0, y0, x1, y1``) for the
         ``instances`` weight map, or None.
         """
-        if frame_bgr.shape[:2] != label.shape:
-            raise ValueError(f"frame {frame_bgr.shape[:2]} and label {label.shape} differ in size")
-        boxes = boxes_to_student(boxes, frame_bgr.shape, self.student_size)
-        frame_bgr = frame_to_student(frame_bgr, self.student_size)
-        label = labels_to_student(label, self.student_size)
+        return self.train_prepared(self.prepare(frame_bgr, label, boxes))
+
+    def train_prepared(self, key_frame: PreparedKeyFrame) -> DistillResult:
+        """:meth:`train` on a key frame from :meth:`prepare`."""
         params = self.params
         num_classes = self.student.num_classes
-        x = normalise_frame(frame_bgr, self.device)
-        target = torch.as_tensor(label, device=self.device).long()
+        x, target = key_frame.x, key_frame.target
         self.student.train()
         front = None
         if params.mode == "partial":
@@ -112,7 +140,7 @@ class Distiller:
         if best_metric >= params.threshold:
             return result
 
-        weights = torch.from_numpy(key_frame_weights(label, boxes, self.background, params)).to(self.device)
+        weights = key_frame.weights
         metric = best_metric
         saved_best = None  # None while the current student is the best one seen
         for _ in range(params.max_updates):

@@ -1,0 +1,340 @@
+"""Algorithm 1 for many sessions at once: one batched run per group of compatible key frames.
+
+:func:`distill_batch` takes one key frame for each of several :class:`Distiller` s and leaves every
+distiller as its own :meth:`Distiller.train` would have (the same step count, metric and restore; the
+weights and Adam's state equal within float rounding), with the work of the whole group issued as
+one batch:
+
+* the frozen front runs once for the group's frames (its weights are shared: every session of a
+  group has the same front), each frame normalised with its own statistics as at batch 1;
+* each session's trainable back runs with its own weights, stacked along a leading session axis
+  (``torch.func.functional_call`` under ``torch.func.vmap``: grouped convolutions underneath);
+* one Adam per session on the stacked tensors, with per-session step counts, learning rates and
+  a mask of the sessions still training;
+* early stop at THRESHOLD, MAX_UPDATES and the restore of the best student are masks on the
+  device: the loop reads nothing back from the device until it ends, then moves the metrics and
+  step counts to the host in one transfer.
+
+Key frames can be grouped when their distillers train in partial mode at the same student input
+size, class count and restore rule, on the same device, with fronts of equal weights; anything
+else runs through its own :meth:`Distiller.train`. The tail is the student's tail as written (the
+fused tail is a CPU optimisation of the sequential path).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, vmap
+
+from shadowtutor.algorithms.distill import Distiller, DistillResult, PreparedKeyFrame
+from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet
+
+
+@dataclass
+class KeyFrameJob:
+    """One session's key frame: its distiller, the BGR frame ``(H, W, 3)`` uint8, the teacher's labels
+    ``(H, W)`` and, where the teacher gives them, its instance boxes ``(N, 4)``."""
+
+    distiller: Distiller
+    frame_bgr: np.ndarray
+    label: np.ndarray
+    boxes: np.ndarray | None = None
+
+
+def front_fingerprint(distiller: Distiller) -> str:
+    """A digest of the distiller's frozen front weights (computed once per distiller, then cached on it)."""
+    cached = getattr(distiller, "_front_fingerprint", None)
+    if cached is None:
+        digest = hashlib.blake2b(digest_size=16)
+        state = distiller.student.state_dict()
+        prefixes = tuple(f"{name}." for name in FRONT_MODULES)
+        for key in sorted(k for k in state if k.startswith(prefixes)):
+            digest.update(key.encode())
+            digest.update(state[key].detach().cpu().contiguous().numpy().tobytes())
+        cached = digest.hexdigest()
+        distiller._front_fingerprint = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def group_key(distiller: Distiller, key_frame: PreparedKeyFrame) -> tuple[object, ...] | None:
+    """What key frames must share to run in one batch; None: this one runs on its own."""
+    if distiller.params.mode != "partial":
+        return None
+    return (
+        tuple(key_frame.x.shape), distiller.student.num_classes, distiller.params.restore,
+        str(distiller.device), front_fingerprint(distiller),
+    )
+
+
+def distill_batch(jobs: Sequence[KeyFrameJob]) -> list[DistillResult]:
+    """Algorithm 1 on every job, compatible ones batched; results in the order of ``jobs``.
+
+    Each distiller may appear once (its key frames depend on each other: ValueError otherwise). A
+    job whose frame and labels differ in size raises ValueError before any distiller changes.
+    """
+    distillers = [job.distiller for job in jobs]
+    if len({id(d) for d in distillers}) != len(distillers):
+        raise ValueError("a batch holds at most one key frame per distiller")
+    prepared = [job.distiller.prepare(job.frame_bgr, job.label, job.boxes) for job in jobs]
+    groups: dict[tuple[object, ...], list[int]] = {}
+    alone: list[int] = []
+    for index, (distiller, key_frame) in enumerate(zip(distillers, prepared, strict=True)):
+        key = group_key(distiller, key_frame)
+        if key is None:
+            alone.append(index)
+        else:
+            groups.setdefault(key, []).append(index)
+    results: list[DistillResult | None] = [None] * len(jobs)
+    for indices in groups.values():
+        if len(indices) == 1:
+            alone.extend(indices)
+            continue
+        group_results = _BatchedRun([distillers[i] for i in indices], [prepared[i] for i in indices]).run()
+        for index, result in zip(indices, group_results, strict=True):
+            results[index] = result
+    for index in alone:
+        results[index] = distillers[index].train_prepared(prepared[index])
+    return [r for r in results if r is not None]
+
+
+class _Back(nn.Module):
+    """The student's trainable back as a module of one frame's front features (for ``functional_call``)."""
+
+    def __init__(self, student: StudentNet, x1_size: tuple[int, int], input_size: tuple[int, int]) -> None:
+        super().__init__()
+        self.student = student
+        self.x1_size = x1_size
+        self.input_size = input_size
+
+    def forward(self, dec1: torch.Tensor, enc2: torch.Tensor, enc1: torch.Tensor) -> torch.Tensor:
+        front = FrontFeatures(dec1[None], enc2[None], enc1[None], self.x1_size, self.input_size)
+        return self.student.forward_back(front)[0]
+
+
+def batched_miou(pred: torch.Tensor, target: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """Per-session mean IoU ``(S,)`` of label maps ``(S, H, W)``, as :func:`~shadowtutor.algorithms.metrics.miou`
+    computes it for each session (classes present in the prediction or the label), on the device."""
+    sessions = pred.shape[0]
+    cells = num_classes * num_classes
+    offsets = torch.arange(sessions, device=pred.device).view(-1, 1) * cells
+    codes = (offsets + target.reshape(sessions, -1) * num_classes + pred.reshape(sessions, -1)).reshape(-1)
+    confusion = torch.bincount(codes, minlength=sessions * cells).view(sessions, num_classes, num_classes)
+    intersection = confusion.diagonal(dim1=1, dim2=2)
+    union = confusion.sum(1) + confusion.sum(2) - intersection
+    present = union > 0
+    iou = torch.where(present, intersection.float() / union.clamp(min=1).float(), torch.zeros((), device=pred.device))
+    return iou.sum(1) / present.sum(1).float()
+
+
+class _BatchedRun:
+    """One group's Algorithm 1: stacked weights and Adam state in, every distiller updated on return."""
+
+    def __init__(self, distillers: list[Distiller], key_frames: list[PreparedKeyFrame]) -> None:
+        self.distillers = distillers
+        self.device = distillers[0].device
+        self.reference = distillers[0].student
+        self.keys = distillers[0].trainable_keys
+        self.x = torch.cat([k.x for k in key_frames])
+        self.target = torch.stack([k.target for k in key_frames])
+        self.weights = torch.stack([k.weights for k in key_frames])
+        self.num_classes = self.reference.num_classes
+        self.dtype = self.x.dtype
+        groups = [d.optimizer.param_groups for d in distillers]
+        for group in groups:
+            _check_plain_adam(group)
+        betas = groups[0][0]["betas"]
+        self.beta1, self.beta2, self.eps = float(betas[0]), float(betas[1]), float(groups[0][0]["eps"])
+        self.learning_rate = self._per_session([g[0]["lr"] for g in groups])
+        self.threshold = self._per_session([d.params.threshold for d in distillers])
+        self.max_updates = [d.params.max_updates for d in distillers]
+        self.restore_adam = distillers[0].params.restore == "weights+adam"
+
+    def _per_session(self, values: Sequence[float]) -> torch.Tensor:
+        return torch.tensor(values, dtype=self.dtype, device=self.device)
+
+    def _session_view(self, values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """``values (S,)`` shaped to broadcast against a stacked tensor ``like (S, ...)``."""
+        return values.view(-1, *([1] * (like.ndim - 1)))
+
+    def _front(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, int], tuple[int, int]]:
+        student = self.reference
+
+        def one_frame(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            front = student.forward_front(x[None])
+            return front.dec1[0], front.enc2[0], front.enc1[0]
+
+        with torch.no_grad():
+            dec1, enc2, enc1 = vmap(one_frame)(self.x)
+            sizes = student.forward_front(self.x[:1])
+        return dec1, enc2, enc1, sizes.x1_size, sizes.input_size
+
+    def _gather(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor], torch.Tensor]:
+        """Stacked trainable weights (leaves that need gradients), Adam's two moments and step counts."""
+        params, exp_avg, exp_avg_sq, steps = {}, {}, {}, []
+        per_distiller = [dict(d.student.named_parameters()) for d in self.distillers]
+        states = [d.optimizer.state for d in self.distillers]
+        for key in self.keys:
+            tensors = [p[key] for p in per_distiller]
+            params[key] = torch.stack([t.detach() for t in tensors]).requires_grad_(True)
+            exp_avg[key] = torch.stack([_moment(s, t, "exp_avg") for s, t in zip(states, tensors, strict=True)])
+            exp_avg_sq[key] = torch.stack([_moment(s, t, "exp_avg_sq") for s, t in zip(states, tensors, strict=True)])
+        first = self.keys[0]
+        for state, named in zip(states, per_distiller, strict=True):
+            steps.append(float(state[named[first]]["step"]) if named[first] in state else 0.0)
+        return params, exp_avg, exp_avg_sq, self._per_session(steps)
+
+    def run(self) -> list[DistillResult]:
+        for distiller in self.distillers:
+            distiller.student.train()
+        dec1, enc2, enc1, x1_size, input_size = self._front()
+        back = _Back(self.reference, x1_size, input_size)
+        names = [f"student.{key}" for key in self.keys]
+
+        def forward_one(weights: tuple[torch.Tensor, ...], d1: torch.Tensor, e2: torch.Tensor, e1: torch.Tensor):
+            return functional_call(back, dict(zip(names, weights, strict=True)), (d1, e2, e1), strict=False)
+
+        forward = vmap(forward_one)
+        params, exp_avg, exp_avg_sq, adam_steps = self._gather()
+        sessions = len(self.distillers)
+        max_updates = torch.tensor(self.max_updates, device=self.device)
+
+        def logits_of() -> torch.Tensor:
+            return forward(tuple(params[k] for k in self.keys), dec1, enc2, enc1)
+
+        logits = logits_of()
+        initial = batched_miou(logits.argmax(1), self.target, self.num_classes)
+        metric, best = initial.clone(), initial.clone()
+        active = initial < self.threshold  # a first metric at THRESHOLD ends Algorithm 1 with no step
+        started = active.clone()
+        hit = torch.zeros(sessions, dtype=torch.bool, device=self.device)
+        steps = torch.zeros(sessions, dtype=torch.long, device=self.device)
+        best_params = {k: v.detach().clone() for k, v in params.items()}
+        best_adam = (
+            ({k: v.clone() for k, v in exp_avg.items()}, {k: v.clone() for k, v in exp_avg_sq.items()},
+             adam_steps.clone()) if self.restore_adam else None
+        )
+        check_on_host = self.device.type == "cpu"  # reading a flag back is free on a CPU, a sync on a GPU
+        for update in range(max(self.max_updates, default=0)):
+            active = active & (update < max_updates)
+            if check_on_host and not bool(active.any()):
+                break
+            per_pixel = F.cross_entropy(logits, self.target, reduction="none")
+            loss = (per_pixel * self.weights).mean(dim=(1, 2)).sum()
+            grads = torch.autograd.grad(loss, [params[k] for k in self.keys])
+            with torch.no_grad():
+                adam_steps = adam_steps + active.float()
+                self._adam_step(params, exp_avg, exp_avg_sq, dict(zip(self.keys, grads, strict=True)),
+                                adam_steps, active)
+            logits = logits_of()
+            with torch.no_grad():
+                new_metric = batched_miou(logits.argmax(1), self.target, self.num_classes)
+                metric = torch.where(active, new_metric, metric)
+                steps = steps + active.long()
+                passed = active & (new_metric > self.threshold)
+                improved = active & ~passed & (new_metric > best)
+                best = torch.where(improved, new_metric, best)
+                _copy_where(best_params, params, improved)
+                if best_adam is not None:
+                    _copy_where(best_adam[0], exp_avg, improved)
+                    _copy_where(best_adam[1], exp_avg_sq, improved)
+                    best_adam = (best_adam[0], best_adam[1], torch.where(improved, adam_steps, best_adam[2]))
+                hit = hit | passed
+                active = active & ~passed
+        with torch.no_grad():
+            roll_back = started & ~hit & (metric < best)
+            _copy_where(params, best_params, roll_back)
+            if best_adam is not None:
+                _copy_where(exp_avg, best_adam[0], roll_back)
+                _copy_where(exp_avg_sq, best_adam[1], roll_back)
+                adam_steps = torch.where(roll_back, best_adam[2], adam_steps)
+            metric = torch.where(roll_back, best, metric)
+            self._scatter(params, exp_avg, exp_avg_sq, adam_steps)
+            summary = torch.stack([initial.double(), metric.double(), steps.double(), adam_steps.double()]).cpu()
+        initial_h, metric_h, steps_h, adam_h = summary.tolist()
+        self._write_steps(adam_h)
+        return [
+            DistillResult(metric=m, initial_metric=i, steps=int(s))
+            for i, m, s in zip(initial_h, metric_h, steps_h, strict=True)
+        ]
+
+    def _adam_step(
+        self, params: dict[str, torch.Tensor], exp_avg: dict[str, torch.Tensor], exp_avg_sq: dict[str, torch.Tensor],
+        grads: dict[str, torch.Tensor], adam_steps: torch.Tensor, active: torch.Tensor,
+    ) -> None:
+        """torch.optim.Adam's update (no weight decay, no AMSGrad) for the ``active`` sessions only."""
+        counted = adam_steps.clamp(min=1.0)
+        bias_correction1 = 1 - self.beta1 ** counted
+        bias_correction2_sqrt = (1 - self.beta2 ** counted).sqrt()
+        step_size = self.learning_rate / bias_correction1
+        for key in self.keys:
+            grad, param = grads[key], params[key]
+            mask = self._session_view(active, param)
+            new_avg = exp_avg[key].lerp(grad, 1 - self.beta1)
+            new_avg_sq = exp_avg_sq[key] * self.beta2 + (1 - self.beta2) * grad * grad
+            denom = new_avg_sq.sqrt() / self._session_view(bias_correction2_sqrt, param) + self.eps
+            new_param = param - self._session_view(step_size, param) * new_avg / denom
+            exp_avg[key] = torch.where(mask, new_avg, exp_avg[key])
+            exp_avg_sq[key] = torch.where(mask, new_avg_sq, exp_avg_sq[key])
+            param.copy_(torch.where(mask, new_param, param))
+
+    def _scatter(
+        self, params: dict[str, torch.Tensor], exp_avg: dict[str, torch.Tensor], exp_avg_sq: dict[str, torch.Tensor],
+        adam_steps: torch.Tensor,
+    ) -> None:
+        """Write every session's weights and Adam moments back into its own student and optimiser."""
+        targets: list[torch.Tensor] = []
+        sources: list[torch.Tensor] = []
+        for index, distiller in enumerate(self.distillers):
+            named = dict(distiller.student.named_parameters())
+            state = distiller.optimizer.state
+            for key in self.keys:
+                parameter = named[key]
+                entry = state[parameter]
+                if "exp_avg" not in entry:
+                    entry["exp_avg"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
+                    entry["exp_avg_sq"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
+                targets += [parameter.data, entry["exp_avg"], entry["exp_avg_sq"]]
+                sources += [params[key][index], exp_avg[key][index], exp_avg_sq[key][index]]
+        torch._foreach_copy_(targets, sources)
+
+    def _write_steps(self, adam_steps: list[float]) -> None:
+        """Set each optimiser's step count (on the host, as Adam keeps it); drop the state of a session that
+        never stepped, as a fresh Adam has none."""
+        for distiller, count in zip(self.distillers, adam_steps, strict=True):
+            named = dict(distiller.student.named_parameters())
+            for key in self.keys:
+                parameter = named[key]
+                if count == 0:
+                    distiller.optimizer.state.pop(parameter, None)
+                else:
+                    distiller.optimizer.state[parameter]["step"] = torch.tensor(count, dtype=torch.get_default_dtype())
+
+
+def _moment(state: dict[torch.Tensor, dict[str, torch.Tensor]], parameter: torch.Tensor, name: str) -> torch.Tensor:
+    entry = state.get(parameter)
+    if entry is None or name not in entry:
+        return torch.zeros_like(parameter).detach()
+    return entry[name]
+
+
+def _copy_where(destination: dict[str, torch.Tensor], source: dict[str, torch.Tensor], mask: torch.Tensor) -> None:
+    """``destination[k] = source[k]`` for the sessions in ``mask (S,)``, in place."""
+    for key, tensor in destination.items():
+        view = mask.view(-1, *([1] * (tensor.ndim - 1)))
+        tensor.copy_(torch.where(view, source[key].detach(), tensor))
+
+
+def _check_plain_adam(param_groups: list[dict[str, object]]) -> None:
+    """The batched update is Adam without weight decay, AMSGrad or maximisation, in one parameter group."""
+    if len(param_groups) != 1:
+        raise ValueError("batched distillation needs an optimiser with one parameter group")
+    group = param_groups[0]
+    if group.get("weight_decay", 0) or group.get("amsgrad", False) or group.get("maximize", False):
+        raise ValueError("batched distillation implements plain Adam (no weight decay, AMSGrad or maximize)")
