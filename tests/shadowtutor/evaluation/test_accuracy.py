@@ -1,15 +1,19 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import pytest
 import torch
 
+from edge_agent.sources import SourceError
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.evaluation.accuracy import AccuracyConfig, run_accuracy
 from shadowtutor.models.checkpoint import save_student
 from shadowtutor.models.student import StudentNet
+from shadowtutor.scenes.io import SceneError
 
 REQUIRED = ("wild_miou", "p1_miou", "p8_miou", "f1_miou", "key_frame_ratio", "mean_distill_steps_partial",
             "mean_distill_steps_full", "distill_step_ms_partial", "distill_step_ms_full", "bytes_per_key_frame")
@@ -47,3 +51,35 @@ def test_run_writes_the_report_and_resumes(tiny_scene: Path, tmp_path: Path) -> 
     assert json.loads((out / "meta.json").read_text())["reused_scenes"] == [name]
     shorter = run_accuracy(AccuracyConfig(**{**config.__dict__, "frames": 12}))
     assert shorter[name]["frames"] == 12 and trace.stat().st_mtime_ns != stamp
+
+
+def test_a_video_file_is_labelled_by_the_real_teacher_and_evaluated(
+        tiny_scene: Path, tmp_path: Path, mediapipe_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHADOWTUTOR_CACHE_DIR", str(tmp_path / "cache"))
+    video = tmp_path / "my camera.mp4"
+    shutil.copy(tiny_scene / "video.mp4", video)
+    config = AccuracyConfig(scenes=(video,), out_dir=tmp_path / "out", frames=9, backend="torch",
+                            params=AlgorithmParams(max_updates=1, threshold_policy="auto"), progress=False)
+    results = run_accuracy(config)
+    assert list(results) == ["my camera"] and results["my camera"]["frames"] == 9
+    assert results["my camera"]["preset"] == "footage:my camera.mp4"
+    meta = json.loads((config.out_dir / "meta.json").read_text())
+    assert meta["scene_commands"] == [f"shadowtutor scenes make-real --clip '{video}' --frames 9 --width 96 "
+                                      "--teacher mediapipe"]
+    assert meta["params"]["threshold_policy"] == "auto"
+    assert any("real teacher" in note for note in meta["notes"])
+
+
+@pytest.mark.parametrize("name", ["missing.mp4", "a-folder-that-is-not-there"])
+def test_a_path_that_is_no_scene_clip_or_video_is_one_clear_error(tmp_path: Path, name: str) -> None:
+    config = AccuracyConfig(scenes=(tmp_path / name,), out_dir=tmp_path / "out", progress=False)
+    with pytest.raises(SceneError, match="neither a scene directory, a packaged clip .vtest, bikes. nor a video file"):
+        run_accuracy(config)
+
+
+def test_a_file_that_is_not_a_video_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHADOWTUTOR_CACHE_DIR", str(tmp_path / "cache"))
+    text = tmp_path / "notes.mp4"
+    text.write_text("not a video\n")
+    with pytest.raises(SourceError, match="cannot open"):
+        run_accuracy(AccuracyConfig(scenes=(text,), out_dir=tmp_path / "out", progress=False))
