@@ -19,6 +19,7 @@ from shadowtutor.cli.settings_flags import add_settings_flags, build_settings, g
 
 DEST_PREFIX = "serve_"
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+MAX_REQUEST_HEAD_BYTES = 64 * 1024  # an HTTP request line and headers, the WebSocket upgrade's included
 
 
 class ServerStartError(RuntimeError):
@@ -82,15 +83,30 @@ def run_serve(args: argparse.Namespace) -> int:
         log.warning("no TLS: tokens, frames and weights cross the network in clear; pass --tls-cert and "
                     "--tls-key, or terminate TLS at a reverse proxy (docs/security.md)")
     app = create_app(settings, models=load_or_fail(settings))
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
+    uvicorn.run(app, host=settings.host, port=settings.port, **uvicorn_options(settings))
+    return 0
+
+
+def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
+    """uvicorn's keywords for ``settings`` (all but the app, host and port).
+
+    HTTP is parsed by h11 with a request line and headers of at most :data:`MAX_REQUEST_HEAD_BYTES`
+    (more: 400 and the connection closed; httptools has no such limit); WebSockets by
+    :class:`~services.server.ws_protocol.HelloFirstProtocol` (nothing over the largest HELLO is
+    read before one is accepted); the access log leaves out query strings.
+    """
+    from services.server.access_log import logging_config
+    from services.server.ws_protocol import HelloFirstProtocol
+
+    return dict(
         log_level=settings.log_level,
+        log_config=logging_config(),
+        http="h11",
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+        ws=HelloFirstProtocol,
         ws_max_size=settings.max_message_bytes,
         ws_ping_interval=settings.ping_interval,
         ws_ping_timeout=settings.ping_timeout,
         timeout_graceful_shutdown=10,
         **tls_options(settings),
     )
-    return 0

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from services.server.admission import Admission
 from services.server.auth import Authenticator
 from services.server.gpu_metrics import start_gpu_metrics, stop_gpu_metrics
 from services.server.limits import KeyFrameLimits
@@ -42,6 +43,11 @@ class ServerRuntime:
         self.auth = Authenticator.from_settings(settings)  # raises TokenFileError on a bad tokens file
         self.key_frame_limits = KeyFrameLimits(settings.key_frame_rate, settings.key_frame_burst)
         self.connections = 0  # WebSocket connections open on /v1/edge, HELLO or not
+        self.admission = Admission(  # room for the connections whose HELLO is not accepted yet
+            settings.max_unauthenticated_per_source, settings.unauthenticated_limit(),
+            on_change=metrics.unauthenticated_connections.set,
+            on_refusal=lambda reason: metrics.connections_refused.labels(reason=reason).inc(),
+        )
         self.teacher: Any | None = teacher
         self.teacher_queue: TeacherQueue | None = None
         self.base_student: BaseStudent | None = None

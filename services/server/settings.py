@@ -28,6 +28,8 @@ from shadowtutor.models.scale import setting as student_size_setting
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 CommaList = Annotated[tuple[str, ...] | None, NoDecode]
 FrameSize = Annotated[tuple[int, int] | None, NoDecode]
+MAX_SECONDS = 24 * 3600.0  # the longest timeout or interval accepted: beyond it a value is a mistake
+MAX_MESSAGE_BYTES = 1 << 30  # the largest message limit accepted (1 GiB)
 
 
 class ServerSettings(BaseSettings):
@@ -42,22 +44,34 @@ class ServerSettings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535, description="TCP port")
     log_level: LogLevel = Field("info", description="logging level of the server and uvicorn")
     max_message_bytes: int = Field(
-        16 * 1024 * 1024, ge=1024, description="largest WebSocket message accepted, in bytes"
+        16 * 1024 * 1024, ge=1024, le=MAX_MESSAGE_BYTES, description="largest WebSocket message accepted after "
+        "a HELLO, in bytes (before it: the largest HELLO, 65,544 bytes)"
     )
     max_connections: int | None = Field(
-        None, ge=1, description="most WebSocket connections at once, sessions and unfinished handshakes "
-        "together; more are refused before the upgrade (HTTP 403); default 2 x max_sessions + 16"
+        None, ge=1, description="most WebSocket connections at once; max_sessions of them are kept for admitted "
+        "edges, the rest is room for connections whose HELLO is not accepted yet (when that is full, the oldest "
+        "idle one makes room, else HTTP 403); default 2 x max_sessions + 16"
     )
-    hello_timeout: float = Field(10.0, gt=0, description="seconds a new WebSocket may take to send its HELLO")
+    max_unauthenticated_per_source: int = Field(
+        8, ge=1, description="most connections one address may hold before their HELLO is accepted; a new one "
+        "closes that address's oldest idle one (server_busy), else it is refused (HTTP 403)"
+    )
+    hello_timeout: float = Field(
+        10.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False, description="seconds a new WebSocket may take to send "
+        "its HELLO"
+    )
     ping_interval: float = Field(
-        20.0, gt=0, description="seconds between WebSocket keepalive pings to each edge (shadowtutor serve)"
+        20.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+        description="seconds between WebSocket keepalive pings to each edge (shadowtutor serve)"
     )
     ping_timeout: float = Field(
-        20.0, gt=0, description="seconds a ping's pong may take before the connection counts as dead and is closed "
+        20.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+        description="seconds a ping's pong may take before the connection counts as dead and is closed "
         "(a cut network is noticed within ping_interval + ping_timeout)"
     )
     send_timeout: float = Field(
-        60.0, gt=0, description="seconds one message to an edge may wait for the edge to read; past it the "
+        60.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+        description="seconds one message to an edge may wait for the edge to read; past it the "
         "session ends with send_timeout (an edge that stopped reading)"
     )
 
@@ -75,11 +89,13 @@ class ServerSettings(BaseSettings):
         None, description="the tokens file's JSON given inline instead (for secrets in environment variables)"
     )
     tokens_poll_seconds: float = Field(
-        2.0, gt=0, description="how often the tokens file is checked for changes (SIGHUP reloads it at once)"
+        2.0, ge=0.1, le=MAX_SECONDS, allow_inf_nan=False,
+        description="how often the tokens file is checked for changes (SIGHUP reloads it at once)"
     )
     protect_metrics: bool = Field(False, description="/metrics needs an admin bearer token too")
     key_frame_rate: float = Field(
-        0.0, ge=0, description="key frames per second an edge may send on average (a quota of teacher time "
+        0.0, ge=0, allow_inf_nan=False,
+        description="key frames per second an edge may send on average (a quota of teacher time "
         "per edge); 0 = no limit beyond back-pressure"
     )
     key_frame_burst: int = Field(120, ge=1, description="key frames an edge may send at once above key_frame_rate")
@@ -114,7 +130,8 @@ class ServerSettings(BaseSettings):
 
     # -- fleet metrics: per-edge series on /metrics from the edges' TELEMETRY (docs/deploy.md) ------
     edge_report_interval: float = Field(
-        10.0, ge=0, description="seconds between the TELEMETRY reports each edge is asked for in WELCOME "
+        10.0, ge=0, allow_inf_nan=False,
+        description="seconds between the TELEMETRY reports each edge is asked for in WELCOME "
         "(at least 1); 0 = ask for none (no per-edge figures beyond sessions)"
     )
     max_edge_series: int = Field(
@@ -122,7 +139,8 @@ class ServerSettings(BaseSettings):
         "that disconnected longest ago gives up its series, or a newcomer gets none (counted)"
     )
     edge_series_retention: float = Field(
-        DEFAULT_RETENTION, ge=0, description="seconds an edge's series stay on /metrics after its session ended"
+        DEFAULT_RETENTION, ge=0, allow_inf_nan=False,
+        description="seconds an edge's series stay on /metrics after its session ended"
     )
 
     # -- the paper's algorithm parameters (sent to every edge in WELCOME) ---------------------
@@ -215,7 +233,10 @@ class ServerSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _valid_algorithm_params(self) -> ServerSettings:
-        self.algorithm_params()  # raises ValueError with the offending parameter
+        try:
+            self.algorithm_params()  # raises ValueError (or TypeError: not a finite number) naming the parameter
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
         return self
 
     @model_validator(mode="after")
@@ -245,6 +266,10 @@ class ServerSettings(BaseSettings):
 
     def connection_limit(self) -> int:
         return self.max_connections or 2 * self.max_sessions + 16
+
+    def unauthenticated_limit(self) -> int:
+        """Room for connections whose HELLO is not accepted yet: all but the sessions' share (at least 1)."""
+        return max(1, self.connection_limit() - self.max_sessions)
 
     def algorithm_params(self) -> AlgorithmParams:
         """The parameters sent in WELCOME."""

@@ -6,9 +6,14 @@ distillation runs. Teacher work goes through the shared queue; distillation and 
 encoding run in the distillation thread pool.
 
 Before any model data is sent, the HELLO must come within ``hello_timeout`` and carry the
-edge's token (when authentication is on). Key frames over the edge's rate are dropped before
-decoding (``services.server.limits``), and an encoded frame must declare the HELLO's size in
-its header before it is decoded (no decompression bombs). TELEMETRY reports, when WELCOME asked
+edge's token (when authentication is on). Until it is accepted, a connection takes a place among
+the unauthenticated ones (``services.server.admission``: bounded per address, the oldest idle
+one evicted to make room) and no message over the largest HELLO is read
+(``services.server.ws_protocol``). A session is registered only if its edge is still admitted
+at that moment; later revocations end it (``ServerRuntime.evict_revoked``). Key frames over
+the edge's rate are dropped before decoding (``services.server.limits``), and an encoded
+frame must declare the HELLO's size in its header before it is decoded (no decompression
+bombs). TELEMETRY reports, when WELCOME asked
 for them, go to the per-edge series of ``/metrics`` (``services.server.fleet_metrics``).
 """
 
@@ -23,15 +28,18 @@ import numpy as np
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
+from services.server.admission import Ticket
 from services.server.handshake import check_hello
 from services.server.limits import Verdict
 from services.server.runtime import ServerRuntime
 from services.server.session import EdgeSession, Traffic
 from services.server.teacher_queue import TeacherFailed
+from services.server.ws_protocol import MESSAGE_LIMIT_EXTENSION
 from shadowtutor.protocol.codecs import decode_frame, encode_labels
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.image_header import check_declared_size
 from shadowtutor.protocol.messages import (
+    MAX_HELLO_BYTES,
     Error,
     Hello,
     KeyFrame,
@@ -80,19 +88,34 @@ class EdgeConnection:
         self._send_lock = asyncio.Lock()
         self._evicted = asyncio.Event()
         self._eviction: ProtocolError | None = None
+        self._ticket: Ticket | None = None  # its place among the unauthenticated connections until admitted
+        self._message_limit = MAX_HELLO_BYTES  # until the HELLO is accepted
 
     async def serve(self) -> None:
         runtime = self.runtime
-        limit = runtime.settings.connection_limit()
-        if runtime.connections >= limit:  # refused before the upgrade: HTTP 403, no WebSocket at all
-            log.warning("refused a WebSocket connection: %d are open (max_connections %d)", runtime.connections, limit)
+        source = self.ws.client.host if self.ws.client is not None else "unknown"
+        ticket = runtime.admission.enter(source, self._make_room)
+        if isinstance(ticket, str):  # refused before the upgrade: HTTP 403, no WebSocket at all
+            log.warning(
+                "refused a WebSocket connection from %s (%s): %d from it and %d in all wait for their HELLO",
+                source, ticket, runtime.admission.held_by(source), len(runtime.admission),
+            )
             await self.ws.close(CloseCode.TRY_AGAIN_LATER)
             return
+        self._ticket = ticket
         runtime.connections += 1
         try:
             await self._serve()
         finally:
             runtime.connections -= 1
+            runtime.admission.leave(ticket)
+
+    def _make_room(self) -> None:
+        """Admission evicts this idle connection (no HELLO yet) to make room for a newer one."""
+        self.evict(ProtocolError(
+            ErrorCode.SERVER_BUSY, "too many connections without a HELLO from this address: the oldest idle one "
+            "was closed to make room",
+        ))
 
     async def _serve(self) -> None:
         await self.ws.accept()
@@ -119,7 +142,8 @@ class EdgeConnection:
     async def _run(self) -> None:
         hello = await self._receive_hello()
         await asyncio.to_thread(self.runtime.auth.check_edge, hello.edge_id, hello.token)
-        self.session = await self._open_session(hello)
+        self._admitted()
+        self.session = await self._open_session(hello, self.runtime.auth.generation)
         await self._send(await self._in_pool(self.session.welcome))
         log.info(
             "session %s opened for edge %r (%s, %dx%d, frames %s, weights %s)",
@@ -146,11 +170,23 @@ class EdgeConnection:
         await self._close(CloseCode.NORMAL, "the edge ended the session")
 
     async def _receive_hello(self) -> Hello:
+        """The first message, which must be a HELLO within ``hello_timeout``; an eviction by admission ends
+        the wait (raising its error)."""
         timeout = self.runtime.settings.hello_timeout
+        receiving = asyncio.ensure_future(self._receive())
+        evicted = asyncio.ensure_future(self._evicted.wait())
         try:
-            hello = await asyncio.wait_for(self._receive(), timeout)
-        except asyncio.TimeoutError:
-            raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, f"no HELLO within {timeout:g} s") from None
+            done, _ = await asyncio.wait({receiving, evicted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (receiving, evicted):
+                task.cancel()
+        if receiving not in done:
+            if self._eviction is not None:
+                raise self._eviction
+            raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, f"no HELLO within {timeout:g} s")
+        hello = receiving.result()
+        if self._ticket is not None:
+            self._ticket.busy()  # its HELLO is being checked: no longer evicted to make room
         if not isinstance(hello, Hello):
             raise ProtocolError(
                 ErrorCode.UNEXPECTED_MESSAGE, f"the first message must be HELLO, not {type(hello).__name__.upper()}"
@@ -163,7 +199,19 @@ class EdgeConnection:
             self._eviction = error
             self._evicted.set()
 
-    async def _open_session(self, hello: Hello) -> EdgeSession:
+    def _admitted(self) -> None:
+        """The HELLO's token is accepted: leave the unauthenticated connections, accept full-size messages."""
+        if self._ticket is not None:
+            self.runtime.admission.leave(self._ticket)
+            self._ticket = None
+        self._message_limit = self.runtime.settings.max_message_bytes
+        raise_limit = self.ws.scope.get("extensions", {}).get(MESSAGE_LIMIT_EXTENSION, {}).get("raise")
+        if raise_limit is not None:
+            raise_limit()
+
+    async def _open_session(self, hello: Hello, checked_generation: int) -> EdgeSession:
+        """The session for an admitted ``hello`` whose token was checked against the tokens of
+        ``checked_generation``; registered only if its edge is still admitted at that moment."""
         runtime = self.runtime
         if not runtime.ready:
             raise ProtocolError(ErrorCode.SERVER_BUSY, f"the server is not ready ({runtime.not_ready_reason})")
@@ -183,6 +231,10 @@ class EdgeConnection:
             telemetry_interval=runtime.settings.edge_report_interval or None,
             evict=self.evict,
         )
+        if runtime.auth.generation != checked_generation:  # the tokens changed while the student was copied
+            await asyncio.to_thread(runtime.auth.check_edge, hello.edge_id, hello.token)
+        if not runtime.auth.edge_admitted(hello.edge_id):  # no await from here to add: a reload cannot slip in
+            raise ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked")
         runtime.sessions.add(session)
         self.metrics.fleet.session_opened(hello.edge_id, session.session_id, hello.mode, hello.agent)
         return session
@@ -291,9 +343,10 @@ class EdgeConnection:
         size = len(data) if isinstance(data, bytes) else len(data.encode())
         self.traffic.bytes_in += size
         self.metrics.received_bytes.inc(size)
-        limit = self.runtime.settings.max_message_bytes
-        if size > limit:  # uvicorn enforces it too (ws_max_size); this covers any other ASGI server
-            raise ProtocolError(ErrorCode.TOO_LARGE, f"message of {size} bytes exceeds the limit of {limit}")
+        limit = self._message_limit
+        if size > limit:  # uvicorn enforces it too (ws_protocol); this covers any other ASGI server
+            before = " before an accepted HELLO" if limit < self.runtime.settings.max_message_bytes else ""
+            raise ProtocolError(ErrorCode.TOO_LARGE, f"message of {size} bytes exceeds the limit of {limit}{before}")
         return decode(data)
 
     async def _send(self, message: Message) -> None:

@@ -23,6 +23,7 @@ MAGIC = b"ST"
 PROTOCOL_VERSION = 1
 PREFIX = struct.Struct(">2sBBI")
 MAX_HEADER_BYTES = 64 * 1024
+MAX_HELLO_BYTES = PREFIX.size + MAX_HEADER_BYTES  # a HELLO is a header; the largest message before one
 
 
 @dataclass
@@ -201,7 +202,11 @@ def decode(data: bytes | bytearray | memoryview | str) -> Message:
     cls = MESSAGE_TYPES.get(type_id)
     if cls is None:
         raise ProtocolError(ErrorCode.BAD_MESSAGE, f"unknown message type {type_id}")
-    if header_len > MAX_HEADER_BYTES or PREFIX.size + header_len > len(data):
+    if header_len > MAX_HEADER_BYTES:
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, f"header of {header_len} bytes is over the limit of {MAX_HEADER_BYTES} bytes"
+        )
+    if PREFIX.size + header_len > len(data):
         raise ProtocolError(ErrorCode.BAD_MESSAGE, f"header length {header_len} does not fit the message")
     try:
         header = json.loads(data[PREFIX.size : PREFIX.size + header_len].decode())

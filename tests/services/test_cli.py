@@ -4,25 +4,33 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import ssl
+import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from services.cli import settings_from_args, tls_options
+from services.cli import MAX_REQUEST_HEAD_BYTES, settings_from_args, tls_options
 from shadowtutor.cli import build_parser, main
 from shadowtutor.models.checkpoint import save_student
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.messages import Hello, KeyFrame, Update, Welcome, decode, encode
+from shadowtutor.stress.attack_client import huge_header
+from shadowtutor.stress.load_memory import read_rss
 from shadowtutor.teachers.registry import TEACHER_KINDS
+from tests.support.inprocess_server import serve_as_shadowtutor_serves
 from tests.support.processes import free_port, shadowtutor_command, start_process, wait_http_ok
 from tests.support.prometheus import sample_value
 from tests.support.scene import TinyScene
+
+MIB = 1 << 20
 
 
 def test_flags_win_over_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -126,3 +134,19 @@ def test_a_student_or_teacher_weights_that_cannot_load_end_serve_with_one_line(
     assert main(["serve", "--port", str(free_port()), "--device", "cpu", *flags]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("shadowtutor serve: error: cannot start: ") and expected in line, line
+
+
+def test_a_100_mib_header_is_refused_early_and_healthz_stays_fast(settings) -> None:
+    """Under ``shadowtutor serve``'s uvicorn options (h11, MAX_REQUEST_HEAD_BYTES): the server closes a
+    request whose header keeps growing long before 100 MiB, its memory does not grow by it, and /healthz
+    answers at once meanwhile."""
+    with serve_as_shadowtutor_serves(settings) as (base, _app):
+        url = urlsplit(base)
+        idle = read_rss(os.getpid())
+        sent = huge_header(url.hostname, url.port, 100 * MIB)
+        assert sent < 16 * MIB, f"{sent / MIB:.0f} MiB of one header were taken"
+        assert read_rss(os.getpid()) - idle < 50 * MIB
+        started = time.monotonic()
+        with urllib.request.urlopen(f"{base}/healthz", timeout=5) as response:
+            assert response.status == 200 and time.monotonic() - started < 1
+    assert MAX_REQUEST_HEAD_BYTES == 64 * 1024

@@ -44,3 +44,17 @@ def serve_in_thread(app: FastAPI, **config: Any) -> Iterator[str]:
 
 def runtime_of(app: FastAPI) -> ServerRuntime:
     return app.state.runtime
+
+
+@contextmanager
+def serve_as_shadowtutor_serves(settings: Any) -> Iterator[tuple[str, FastAPI]]:
+    """``settings``' app under uvicorn with the options ``shadowtutor serve`` gives it (its HTTP parser,
+    header limit, WebSocket protocol and access log), on 127.0.0.1; yields the base URL and the app."""
+    from services.cli import uvicorn_options
+    from services.server.app import create_app
+    from services.server.loading import load_models
+
+    app = create_app(settings, models=load_models(settings))
+    options = {key: value for key, value in uvicorn_options(settings).items() if key not in ("log_level", "log_config")}
+    with serve_in_thread(app, **options) as base:
+        yield base, app

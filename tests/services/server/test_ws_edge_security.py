@@ -4,6 +4,7 @@ other sessions and the server go on. The real app, teacher and distillation (Sta
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from starlette.websockets import WebSocketDisconnect
 
 from services.server.app import create_app
 from services.server.settings import ServerSettings
@@ -81,6 +81,36 @@ def test_revoking_a_token_ends_its_session_and_no_other(
         expect_close(wire, ErrorCode.UNAUTHORIZED)
 
 
+def test_a_token_revoked_while_the_student_is_copied_never_gets_a_session(
+    auth_client: TestClient, scene: TinyScene, tokens: Tokens
+) -> None:
+    """HELLO passes its token check, then waits for the distillation pool (held here by holding the
+    student's copy); the token is revoked and the file reloaded meanwhile: no WELCOME, ``unauthorized``."""
+    runtime = auth_client.app.state.runtime
+    copying, release = threading.Event(), threading.Event()
+    copy_student = runtime.new_distiller
+
+    def held_copy(*args: object) -> object:
+        copying.set()
+        assert release.wait(30)
+        return copy_student(*args)
+
+    runtime.new_distiller = held_copy
+    with auth_client.websocket_connect("/v1/edge") as ws:
+        wire = WireClient(ws)
+        wire.send(hello(scene, edge_id="cam-1", token=tokens.edges["cam-1"]))
+        assert copying.wait(30)  # the token was accepted; the session is not registered yet
+        revoke(tokens.path, "edges", "cam-1")
+        deadline = time.monotonic() + 10
+        while runtime.auth.edge_admitted("cam-1"):  # the watch polls every 0.05 s
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.2)  # several polls: the sweep of registered sessions is over
+        release.set()
+        assert "revoked" in expect_close(wire, ErrorCode.UNAUTHORIZED).message
+    assert auth_client.get("/healthz").status_code == 200 and len(runtime.sessions) == 0
+
+
 def test_a_second_connection_of_an_edge_replaces_the_first(client: TestClient, scene: TinyScene) -> None:
     with client.websocket_connect("/v1/edge") as old_ws, client.websocket_connect("/v1/edge") as new_ws:
         old, _ = open_session(old_ws, scene, edge_id="cam-1")
@@ -128,16 +158,15 @@ def test_a_decompression_bomb_is_refused_before_decoding(client: TestClient, sce
         assert wire.expect(Update).version == 1
 
 
-def test_a_silent_connection_is_closed_and_the_connection_cap_holds(
+def test_a_silent_connection_is_closed_and_makes_room_for_a_newer_one(
     settings: ServerSettings, scene: TinyScene
 ) -> None:
-    with started(settings, hello_timeout=0.3, max_connections=1) as client:
+    with started(settings, hello_timeout=0.3) as client:
         with client.websocket_connect("/v1/edge") as silent:
-            with pytest.raises(WebSocketDisconnect) as refused, client.websocket_connect("/v1/edge"):
-                pass  # over the cap: refused before the upgrade
-            assert refused.value.code == CloseCode.TRY_AGAIN_LATER
             started_at = time.monotonic()
             error = expect_close(WireClient(silent), ErrorCode.UNEXPECTED_MESSAGE)
             assert error.message == "no HELLO within 0.3 s" and time.monotonic() - started_at < 5
-        with client.websocket_connect("/v1/edge") as ws:  # the slot is free again
+    with started(settings, max_connections=1) as client:  # room for one unauthenticated connection
+        with client.websocket_connect("/v1/edge") as idle, client.websocket_connect("/v1/edge") as ws:
+            assert "oldest idle one was closed" in expect_close(WireClient(idle), ErrorCode.SERVER_BUSY).message
             open_session(ws, scene)
