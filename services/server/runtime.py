@@ -16,6 +16,7 @@ import torch
 
 from services.server.admission import Admission
 from services.server.auth import Authenticator
+from services.server.distillation import Distillation, make_distillation, resolve_engine
 from services.server.gpu_metrics import start_gpu_metrics, stop_gpu_metrics
 from services.server.limits import KeyFrameLimits
 from services.server.loading import BaseStudent, LoadedModels, load_models
@@ -50,6 +51,7 @@ class ServerRuntime:
         )
         self.teacher: Any | None = teacher
         self.teacher_queue: TeacherQueue | None = None
+        self.distillation: Distillation | None = None
         self.base_student: BaseStudent | None = None
         self.device = torch.device("cpu")
         self.gpu_sampler: GpuUsageSampler | None = None  # feeds the GPU gauges where the device is a GPU
@@ -92,6 +94,9 @@ class ServerRuntime:
         if self.teacher_queue is not None:
             await self.teacher_queue.stop()
             self.teacher_queue = None
+        if self.distillation is not None:
+            await self.distillation.stop()
+            self.distillation = None
         self.metrics.teacher_ready.set(0)
         stop_gpu_metrics(self.gpu_sampler, self.metrics)
         self.gpu_sampler = None
@@ -113,17 +118,24 @@ class ServerRuntime:
     def _install(self, models: LoadedModels) -> None:
         self.teacher, self.base_student, self.device = models.teacher, models.base_student, models.device
         queue = TeacherQueue(self.teacher, self.metrics, self.settings.teacher_batch_size)
+        distillation = make_distillation(
+            self.settings.distill_engine, self.device.type, self.metrics, self.distill_pool,
+            self.settings.distill_batch_size,
+        )
+        distillation.start()
+        self.distillation = distillation
         queue.start()
         self.teacher_queue = queue
         self.gpu_sampler = start_gpu_metrics(self.device, self.metrics)
         self.not_ready_reason = ""
         self.metrics.teacher_ready.set(1)
         log.info(
-            "ready: teacher %r, student from %s, classes %s, distillation on %s",
+            "ready: teacher %r, student from %s, classes %s, distillation on %s (%s engine)",
             getattr(self.teacher, "name", type(self.teacher).__name__),
             self.base_student.source,
             list(self.base_student.class_names),
             self.device,
+            resolve_engine(self.settings.distill_engine, self.device.type),
         )
 
     def evict_revoked(self) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from services.server.metrics import ServerMetrics
-from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello, Update, Welcome
@@ -148,7 +148,13 @@ class EdgeSession:
         distiller = self._require_distiller()
         start = time.perf_counter()
         result = distiller.train(frame, labels, boxes)
-        seconds = time.perf_counter() - start
+        return self.trained(seq, result, time.perf_counter() - start, base_version, teacher_ms)
+
+    def trained(
+        self, seq: int, result: DistillResult, seconds: float, base_version: int, teacher_ms: float
+    ) -> Update:
+        """The UPDATE for the key frame ``seq`` once the distiller has been trained on it (``result``, in
+        ``seconds``), with the session's statistics counted."""
         self.stats.distilled += 1
         self.stats.steps += result.steps
         self.stats.distill_seconds += seconds

@@ -26,6 +26,7 @@ from shadowtutor.cli.settings_flags import ENV_PREFIX
 from shadowtutor.models.scale import setting as student_size_setting
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+DistillEngine = Literal["auto", "batched", "sequential"]
 CommaList = Annotated[tuple[str, ...] | None, NoDecode]
 FrameSize = Annotated[tuple[int, int] | None, NoDecode]
 MAX_SECONDS = 24 * 3600.0  # the longest timeout or interval accepted: beyond it a value is a mistake
@@ -123,7 +124,18 @@ class ServerSettings(BaseSettings):
     frame_codecs: CommaList = Field(None, description="comma-separated frame codecs allowed (default: all)")
     weight_codecs: CommaList = Field(None, description="comma-separated weight codecs allowed (default: all)")
     teacher_batch_size: int = Field(8, ge=1, description="most queued key frames the teacher labels in one call")
-    distill_workers: int = Field(2, ge=1, description="threads running distillation (sessions in parallel)")
+    distill_workers: int = Field(
+        2, ge=1, description="threads running distillation with the sequential engine (sessions in parallel), and "
+        "encoding updates with either engine"
+    )
+    distill_engine: DistillEngine = Field(
+        "auto", description="how sessions' key frames are distilled: batched (the key frames queued from all "
+        "sessions trained together as one batch), sequential (each through its own Distiller in the thread pool) "
+        "or auto (batched on a GPU, sequential on a CPU, where the sequential path's fused tail is faster)"
+    )
+    distill_batch_size: int = Field(
+        64, ge=1, le=1024, description="batched engine: most key frames (one per session) trained as one batch"
+    )
     max_pending_key_frames: int = Field(
         4, ge=1, description="key frames queued per session before the server stops reading from that edge"
     )

@@ -2,8 +2,8 @@
 
 A connection reads messages in one task and serves key frames and resync requests in
 another, in arrival order, so that a malformed message or a disconnect is seen even while
-distillation runs. Teacher work goes through the shared queue; distillation and tensor
-encoding run in the distillation thread pool.
+distillation runs. Teacher work goes through the shared queue, distillation through the runtime's
+:class:`~services.server.distillation.Distillation`; tensor encoding runs in the distillation thread pool.
 
 Before any model data is sent, the HELLO must come within ``hello_timeout`` and carry the
 edge's token (when authentication is on). Until it is accepted, a connection takes a place among
@@ -324,8 +324,12 @@ class EdgeConnection:
                 )
             )
             return
+        distillation = self.runtime.distillation
+        if distillation is None:
+            raise ProtocolError(ErrorCode.SERVER_BUSY, "distillation is not available (the server is shutting down)")
+        result, seconds = await distillation.train(session.distiller, frame, labelled.labels, labelled.boxes)
         update = await self._in_pool(
-            session.distill, key_frame.seq, frame, labelled.labels, key_frame.base_version, teacher_ms, labelled.boxes
+            session.trained, key_frame.seq, result, seconds, key_frame.base_version, teacher_ms
         )
         self.metrics.distill_latency.observe(update.distill_ms / 1000.0)
         self.metrics.distill_steps.inc(update.steps)

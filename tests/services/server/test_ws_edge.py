@@ -375,3 +375,38 @@ def test_a_student_size_reaches_the_welcome_and_the_server_trains_on_what_the_ed
     seen = ReferenceBackend(edge).infer(frame_to_student(scene.frames[0], size))
     truth = labels_to_student(scene.labels[0], size)
     assert update.initial_metric == pytest.approx(miou(seen, truth, len(scene.class_names)), abs=1e-6)
+
+
+def test_the_batched_engine_serves_concurrent_sessions_and_the_edge_holds_the_servers_student(
+    settings: ServerSettings, scene: TinyScene
+) -> None:
+    batched = settings.model_copy(update={"distill_engine": "batched", "distill_batch_size": 8})
+    with TestClient(create_app(batched)) as client:
+        wait_ready(client)
+        with client.websocket_connect("/v1/edge") as ws_a, client.websocket_connect("/v1/edge") as ws_b:
+            wires = [open_session(ws, scene, edge_id=f"cam-{i}") for i, ws in enumerate((ws_a, ws_b))]
+            edges = []
+            for wire, welcome in wires:
+                edge = StudentNet(len(scene.class_names))
+                apply(edge, welcome, "f32")
+                edges.append(edge)
+            for seq in range(2):
+                for wire, _ in wires:
+                    wire.send(key_frame(scene, seq=seq, base_version=seq))
+                for (wire, _), edge in zip(wires, edges, strict=True):
+                    update = wire.expect(Update)
+                    assert (update.seq, update.version, update.full) == (seq, seq + 1, False)
+                    apply(edge, update, "f32")
+            for (wire, _), edge in zip(wires, edges, strict=True):
+                wire.send(ResyncRequest(have_version=2, reason="test: compare"))
+                full = decode_tensors(*_tensors_of(wire.expect(Update)), "f32")
+                for name, tensor in edge.state_dict().items():
+                    torch.testing.assert_close(tensor, full[name], atol=0, rtol=0)
+        text = client.get("/metrics").text
+    assert sample_value(text, "shadowtutor_server_engine_batch_size_sum") == 4
+    assert sample_value(text, "shadowtutor_server_engine_queue_wait_seconds_count") == 4
+    assert sample_value(text, "shadowtutor_server_distill_latency_seconds_count") == 4
+
+
+def _tensors_of(update: Update) -> tuple[list, bytes]:
+    return update.tensors, update.payload

@@ -1,0 +1,186 @@
+"""How the server runs Algorithm 1 for its sessions: one interface, two ways.
+
+* :class:`PooledDistillation`: each key frame through its session's own ``Distiller.train`` in the
+  distillation thread pool (sessions in parallel up to ``distill_workers``). The CPU default: the
+  sequential path trains the fused tail, a CPU speed-up.
+* :class:`BatchedDistillation`: key frames of all sessions queue for one engine thread, which
+  trains whatever is queued when it is free as one batch
+  (:func:`~shadowtutor.algorithms.batched_distill.distill_batch`, at most ``distill_batch_size``
+  key frames). The GPU default: one batched run keeps the device busy where a session at a time
+  leaves it idle between small kernels.
+
+Both give each session the result its own ``Distiller.train`` would; each returns the result with
+the seconds the key frame spent from submission to its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import numpy as np
+
+from services.server.metrics import ServerMetrics
+from services.server.settings import DistillEngine
+from shadowtutor.algorithms.batched_distill import KeyFrameJob, distill_batch
+from shadowtutor.algorithms.distill import Distiller, DistillResult
+
+log = logging.getLogger(__name__)
+
+class Distillation(Protocol):
+    """Runs Algorithm 1 on one session's key frame; a session has at most one key frame in flight."""
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def train(
+        self, distiller: Distiller, frame: np.ndarray, labels: np.ndarray, boxes: np.ndarray | None
+    ) -> tuple[DistillResult, float]:
+        """``(result, seconds)``: the distiller has been trained on the key frame; ``seconds`` from
+        submission to result. Raises what training raises (ValueError for a frame and labels that differ)."""
+        ...
+
+
+class PooledDistillation:
+    """Each key frame through its own ``Distiller.train`` in ``pool``."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self.pool = pool
+
+    def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def train(
+        self, distiller: Distiller, frame: np.ndarray, labels: np.ndarray, boxes: np.ndarray | None
+    ) -> tuple[DistillResult, float]:
+        start = time.perf_counter()
+        result = await asyncio.get_running_loop().run_in_executor(self.pool, distiller.train, frame, labels, boxes)
+        return result, time.perf_counter() - start
+
+
+@dataclass
+class _Pending:
+    job: KeyFrameJob
+    future: asyncio.Future[tuple[DistillResult, float]]
+    queued_at: float = field(default_factory=time.perf_counter)
+
+
+class BatchedDistillation:
+    """Key frames of every session queue for one engine thread that trains them in batches."""
+
+    def __init__(self, metrics: ServerMetrics, max_batch: int) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        self.metrics = metrics
+        self.max_batch = max_batch
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shadowtutor-engine")
+        self._worker: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._worker is None:
+            self._worker = asyncio.get_running_loop().create_task(self._run(), name="distill-engine")
+
+    async def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.wait({self._worker})
+            self._worker = None
+        while not self._queue.empty():
+            pending = self._queue.get_nowait()
+            if not pending.future.done():
+                pending.future.cancel()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def train(
+        self, distiller: Distiller, frame: np.ndarray, labels: np.ndarray, boxes: np.ndarray | None
+    ) -> tuple[DistillResult, float]:
+        if self._worker is None:
+            raise RuntimeError("the distillation engine is not started")
+        pending = _Pending(KeyFrameJob(distiller, frame, labels, boxes), asyncio.get_running_loop().create_future())
+        self._queue.put_nowait(pending)
+        return await pending.future
+
+    def _take_batch(self, first: _Pending) -> list[_Pending]:
+        """``first`` and what else is queued, up to ``max_batch`` with one key frame per distiller (a
+        second one of a distiller waits for the next batch)."""
+        batch, held, seen = [first], [], {id(first.job.distiller)}
+        while len(batch) < self.max_batch and not self._queue.empty():
+            pending = self._queue.get_nowait()
+            if id(pending.job.distiller) in seen:
+                held.append(pending)
+            else:
+                seen.add(id(pending.job.distiller))
+                batch.append(pending)
+        for pending in held:
+            self._queue.put_nowait(pending)
+        return batch
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = self._take_batch(await self._queue.get())
+            batch = [p for p in batch if not p.future.done()]  # a session that went away meanwhile
+            if not batch:
+                continue
+            started = time.perf_counter()
+            self.metrics.engine_batch_size.observe(len(batch))
+            for pending in batch:
+                self.metrics.engine_queue_wait.observe(started - pending.queued_at)
+            try:
+                outcomes = await loop.run_in_executor(self._executor, self._train_all, batch)
+            except asyncio.CancelledError:
+                for pending in batch:
+                    if not pending.future.done():
+                        pending.future.cancel()
+                raise
+            done = time.perf_counter()
+            for pending, outcome in zip(batch, outcomes, strict=True):
+                if pending.future.done():
+                    continue
+                if isinstance(outcome, BaseException):
+                    pending.future.set_exception(outcome)
+                else:
+                    pending.future.set_result((outcome, done - pending.queued_at))
+
+    @staticmethod
+    def _train_all(batch: list[_Pending]) -> list[DistillResult | BaseException]:
+        """Runs in the engine thread. A failing batch is retried one key frame at a time, so that a bad key
+        frame fails only its own session."""
+        try:
+            return list(distill_batch([p.job for p in batch]))
+        except Exception as exc:
+            if len(batch) == 1:
+                return [exc]
+            log.warning("a distillation batch of %d failed (%s); training one by one", len(batch), exc)
+        outcomes: list[DistillResult | BaseException] = []
+        for pending in batch:
+            try:
+                outcomes.append(distill_batch([pending.job])[0])
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
+
+
+def resolve_engine(engine: DistillEngine, device_type: str) -> Literal["batched", "sequential"]:
+    """``auto``: batched on an accelerator, sequential (the fused tail) on a CPU."""
+    if engine == "auto":
+        return "sequential" if device_type == "cpu" else "batched"
+    return engine
+
+
+def make_distillation(
+    engine: DistillEngine, device_type: str, metrics: ServerMetrics, pool: ThreadPoolExecutor, max_batch: int
+) -> Distillation:
+    """The engine ``engine`` names for a device of ``device_type`` (not yet started)."""
+    if resolve_engine(engine, device_type) == "batched":
+        return BatchedDistillation(metrics, max_batch)
+    return PooledDistillation(pool)

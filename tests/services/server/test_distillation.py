@@ -1,0 +1,127 @@
+"""The server's two ways of running Algorithm 1: the batched engine against each session's own
+Distiller.train, its batching, failure isolation and metrics; and the engine each device gets."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+
+from services.server.distillation import (
+    BatchedDistillation,
+    PooledDistillation,
+    make_distillation,
+    resolve_engine,
+)
+from services.server.metrics import ServerMetrics
+from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.models.student import StudentNet
+from tests.support.prometheus import sample_value
+
+SIZE = (32, 48)
+
+
+def _key_frame(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    frame = rng.integers(60, 200, (*SIZE, 3), dtype=np.uint8)
+    label = np.zeros(SIZE, np.uint8)
+    label[4 + seed % 8:18 + seed % 8, 6:24] = 1
+    frame[label == 1] //= 3
+    return frame, label
+
+
+def _distillers(count: int, threshold: float = 0.97) -> list[Distiller]:
+    torch.manual_seed(0)
+    base = StudentNet(num_classes=2).double()
+    params = AlgorithmParams(threshold=threshold, max_updates=3)
+    return [Distiller(copy.deepcopy(base), params, background=0, fuse_tail=False) for _ in range(count)]
+
+
+async def _train_all(engine: BatchedDistillation, distillers: list[Distiller], frames: list) -> list:
+    engine.start()
+    try:
+        return await asyncio.gather(
+            *(engine.train(d, f, lab, None) for d, (f, lab) in zip(distillers, frames, strict=True)),
+            return_exceptions=True,
+        )
+    finally:
+        await engine.stop()
+
+
+def test_queued_key_frames_of_many_sessions_train_as_one_batch_with_each_sessions_result() -> None:
+    metrics = ServerMetrics()
+    alone, batched = _distillers(6), _distillers(6)
+    frames = [_key_frame(s) for s in range(6)]
+    want = [d.train(f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]
+    got = asyncio.run(_train_all(BatchedDistillation(metrics, max_batch=64), batched, frames))
+    for (result, seconds), expected, a, b in zip(got, want, alone, batched, strict=True):
+        assert (result.steps, result.metric) == (expected.steps, pytest.approx(expected.metric, abs=1e-12))
+        assert seconds > 0
+        for key, tensor in a.student.state_dict().items():
+            torch.testing.assert_close(b.student.state_dict()[key], tensor, rtol=0, atol=1e-6)
+    text = metrics.exposition().decode()
+    assert sample_value(text, "shadowtutor_server_engine_batch_size_count") == 1  # all six in one batch
+    assert sample_value(text, "shadowtutor_server_engine_batch_size_sum") == 6
+    assert sample_value(text, "shadowtutor_server_engine_queue_wait_seconds_count") == 6
+
+
+def test_a_batch_never_holds_two_key_frames_of_one_session() -> None:
+    metrics = ServerMetrics()
+    distiller = _distillers(1)[0]
+    frames = [_key_frame(0), _key_frame(1)]
+    got = asyncio.run(_train_all(BatchedDistillation(metrics, max_batch=8), [distiller, distiller], frames))
+    assert all(not isinstance(g, BaseException) for g in got)
+    assert sample_value(metrics.exposition().decode(), "shadowtutor_server_engine_batch_size_count") == 2
+
+
+def test_the_batch_size_is_bounded() -> None:
+    metrics = ServerMetrics()
+    distillers = _distillers(5)
+    asyncio.run(_train_all(BatchedDistillation(metrics, max_batch=2), distillers, [_key_frame(s) for s in range(5)]))
+    text = metrics.exposition().decode()
+    assert sample_value(text, "shadowtutor_server_engine_batch_size_count") == 3  # 2 + 2 + 1
+    assert sample_value(text, "shadowtutor_server_engine_batch_size_bucket", le="2.0") == 3
+
+
+def test_a_bad_key_frame_fails_only_its_own_session() -> None:
+    distillers = _distillers(3)
+    frames = [_key_frame(s) for s in range(3)]
+    frames[1] = (frames[1][0], frames[1][1][:-2])  # labels that do not fit the frame
+    got = asyncio.run(_train_all(BatchedDistillation(ServerMetrics(), max_batch=8), distillers, frames))
+    assert isinstance(got[1], ValueError) and "differ in size" in str(got[1])
+    assert not isinstance(got[0], BaseException) and not isinstance(got[2], BaseException)
+
+
+def test_the_pooled_engine_runs_each_sessions_distiller() -> None:
+    distiller, twin = _distillers(2)
+    frame, label = _key_frame(3)
+    want = twin.train(frame, label)
+
+    async def run() -> tuple:
+        with ThreadPoolExecutor(1) as pool:
+            return await PooledDistillation(pool).train(distiller, frame, label, None)
+
+    result, seconds = asyncio.run(run())
+    assert (result.steps, result.metric) == (want.steps, want.metric) and seconds > 0
+
+
+def test_auto_picks_batched_on_an_accelerator_and_sequential_on_a_cpu() -> None:
+    assert resolve_engine("auto", "cpu") == "sequential"
+    assert resolve_engine("auto", "cuda") == "batched"
+    assert resolve_engine("batched", "cpu") == "batched"
+    assert resolve_engine("sequential", "cuda") == "sequential"
+    with ThreadPoolExecutor(1) as pool:
+        assert isinstance(make_distillation("auto", "cuda", ServerMetrics(), pool, 4), BatchedDistillation)
+        assert isinstance(make_distillation("auto", "cpu", ServerMetrics(), pool, 4), PooledDistillation)
+
+
+def test_an_engine_not_started_refuses_work() -> None:
+    distiller = _distillers(1)[0]
+    frame, label = _key_frame(0)
+    with pytest.raises(RuntimeError, match="not started"):
+        asyncio.run(BatchedDistillation(ServerMetrics(), 4).train(distiller, frame, label, None))
