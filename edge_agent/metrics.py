@@ -277,8 +277,15 @@ class EdgeMetrics:
         return generate_latest(self.registry)
 
     def serve(self, host: str, port: int) -> int:
-        """Serve ``/metrics`` over HTTP in a daemon thread; returns the bound port (``port`` 0 picks one)."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        """Serve ``/metrics`` over HTTP in a daemon thread; returns the bound port (``port`` 0 picks one).
+        A port that cannot be bound (in use, not allowed) raises RuntimeError naming it."""
+        try:
+            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            raise RuntimeError(
+                f"cannot serve the metrics exporter on {host}:{port}: {exc.strerror or exc}; choose another "
+                "--metrics-port (0 turns the exporter off)"
+            ) from None
         self._server = server
         return server.server_port
 

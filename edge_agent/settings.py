@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from shadowtutor.acceleration.regions.labeller import FlowPathConfig
 
 EDGE_PATH = "/v1/edge"
+MAX_RESIZE_SIDE = 8192  # pixels: beyond it a frame (3 bytes a pixel) would need gigabytes
 Mode = Literal["distill", "naive"]
 # Comma-separated in flags and variables ("jpeg,raw"), not JSON.
 CommaList = Annotated[tuple[str, ...], NoDecode]
@@ -325,6 +326,8 @@ class EdgeSettings(BaseSettings):
     def _positive_size(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
         if value is not None and min(value) <= 0:
             raise ValueError(f"resize must be positive, got {value}")
+        if value is not None and max(value) > MAX_RESIZE_SIDE:
+            raise ValueError(f"resize {value[0]}x{value[1]}: each side is at most {MAX_RESIZE_SIDE} pixels")
         return value
 
     @model_validator(mode="after")

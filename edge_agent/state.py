@@ -9,6 +9,8 @@ to a server: every session starts from the WELCOME's weights (docs/protocol.md, 
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import logging
 import os
 import re
@@ -51,9 +53,39 @@ def state_path(state_dir: Path, edge_id: str) -> Path:
     return state_dir / f"{re.sub(r'[^A-Za-z0-9._-]', '_', edge_id)}.student.pt"
 
 
+def _temporary(path: Path, pid: int) -> Path:
+    return path.with_name(f".{path.name}.{pid}.tmp")
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Delete the temporary files of ``path`` left by writers that died mid-save (their process is gone);
+    returns what was removed."""
+    removed = []
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2 : -len(".tmp")]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process
+        return True
+    return True
+
+
 def save_state(path: Path, student: LocalStudent) -> None:
-    """Write atomically: a temporary file in the same directory, flushed, then renamed over ``path``."""
+    """Write atomically: a temporary file in the same directory (mode 0600), flushed, then renamed over
+    ``path``; the temporaries of writers that died are removed first."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
     blob = {
         "format": STATE_FORMAT,
         "class_names": list(student.class_names),
@@ -63,9 +95,10 @@ def save_state(path: Path, student: LocalStudent) -> None:
         "saved_at": student.saved_at,
         "state_dict": student.tensors,
     }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = _temporary(path, os.getpid())
     try:
-        with open(tmp, "wb") as out:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+            os.fchmod(out.fileno(), 0o600)  # readable by the agent's user only, whatever its umask
             torch.save(blob, out)
             out.flush()
             os.fsync(out.fileno())
@@ -76,7 +109,11 @@ def save_state(path: Path, student: LocalStudent) -> None:
 
 
 def load_state(path: Path, class_names: tuple[str, ...]) -> LocalStudent | None:
-    """The saved student, or None when there is none or it cannot be used (logged)."""
+    """The saved student, or None when there is none or it cannot be used (logged). Temporaries left by a
+    writer that died are removed."""
+    if path.parent.is_dir():
+        for tmp in remove_stale_temporaries(path):
+            log.info("removed %s, left by an agent that stopped while saving", tmp)
     if not path.is_file():
         return None
     try:

@@ -26,7 +26,7 @@ from typing import Protocol
 
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import WebSocketException
+from websockets.exceptions import InvalidMessage, WebSocketException
 
 from edge_agent.backoff import Backoff
 from edge_agent.pending import Pending
@@ -381,7 +381,7 @@ class EdgeTransport:
                 self._attempted.set()
                 break
             except (OSError, asyncio.TimeoutError, WebSocketException, ProtocolError, _SessionLost) as exc:
-                self.last_error = _describe(exc)
+                self.last_error = _describe(exc, self.url)
                 log.warning("connection to %s failed or dropped: %s", self.url, self.last_error)
             except Exception as exc:  # a defect here must not end the thread: inference relies on reconnects
                 self.last_error = f"{type(exc).__name__}: {exc}"
@@ -611,8 +611,12 @@ class EdgeTransport:
             raise ServerRefusedError(ErrorCode(message.code), message.message)
 
 
-def _describe(exc: BaseException) -> str:
-    """The error and what caused it (e.g. the TLS alert behind "did not receive a valid HTTP response")."""
+def _describe(exc: BaseException, url: str = "") -> str:
+    """The error and what caused it (e.g. the TLS alert behind "did not receive a valid HTTP response"),
+    with a hint when a ``ws://`` URL got no valid HTTP answer: the server is most likely on TLS."""
     text = f"{type(exc).__name__}: {exc}"
     cause = exc.__cause__
-    return f"{text} ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else text
+    text = f"{text} ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else text
+    if isinstance(exc, InvalidMessage) and url.startswith("ws://"):
+        text += f"; if the server serves TLS, use {'wss://' + url[len('ws://'):]}"
+    return text

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -76,3 +77,20 @@ def test_sigint_finishes_the_frame_closes_with_1000_and_writes_the_summary(
     while stand_in.sessions[0].close_code is None and time.monotonic() < deadline:
         time.sleep(0.05)  # the stand-in's handler sees the close a moment after the process exits
     assert stand_in.sessions[0].close_code == 1000
+
+
+def test_a_metrics_port_in_use_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          stand_in: StandInServer) -> None:
+    video = write_video(tmp_path / "clip.mp4", 3)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        code = main(["edge", "--server", stand_in.url, "--source", str(video), "--metrics-host", "127.0.0.1",
+                     "--metrics-port", str(port), "--output-dir", str(tmp_path / "out")])
+    assert code == 2
+    assert (f"shadowtutor edge: error: cannot serve the metrics exporter on 127.0.0.1:{port}: Address already in use"
+            in capsys.readouterr().err)
+
+
+def test_an_absurd_resize_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["edge", "--server", "ws://h", "--source", "0", "--resize", "100000x100000"]) == 2
+    assert "--resize: resize 100000x100000: each side is at most 8192 pixels" in capsys.readouterr().err

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,3 +103,21 @@ def test_a_save_that_fails_is_counted_and_does_not_raise(tmp_path: Path) -> None
     keeper = StateKeeper(blocker / "edge.student.pt", "ws://s", 0, lambda: dropped.append(1))
     keeper.held(weights(1), LVS_CLASSES, "abc", 0)  # the state directory cannot be made: an OSError
     assert dropped == [1] and keeper.saves == 0
+
+
+def test_state_files_are_private_and_a_killed_writer_s_temporary_is_removed(tmp_path: Path) -> None:
+    path = state_path(tmp_path / "state", "cam-1")
+    path.parent.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a process id that no longer runs: the writer that was killed mid-save
+    left = path.with_name(f".{path.name}.{dead.pid}.tmp")
+    left.write_bytes(b"half a checkpoint")
+    mine = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # a live writer's (this process) is kept
+    mine.write_bytes(b"being written")
+    assert load_state(path, LVS_CLASSES) is None
+    assert not left.exists() and mine.exists()
+    left.write_bytes(b"half a checkpoint")
+    mine.unlink()
+    save_state(path, LocalStudent(weights(1), LVS_CLASSES, "state"))
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

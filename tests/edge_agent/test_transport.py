@@ -6,7 +6,12 @@ demand; tests/e2e/ runs the agent against the real server.
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import ssl
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +25,7 @@ from shadowtutor.algorithms.client_loop import ClientLoop
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello, KeyFrame, ResyncRequest, Welcome
+from tests.support.certs import CertAuthority
 from tests.support.stand_in_server import StandInServer, naive_labels
 
 WIDTH, HEIGHT = 48, 32
@@ -372,3 +378,28 @@ def test_the_welcome_student_size_must_be_the_one_the_edge_announced() -> None:
         transport([32, 18])._student_size(welcome(None))
     with pytest.raises(ProtocolError, match="student_size"):
         transport(None)._student_size(welcome([0, 18]))
+
+
+def test_ws_to_a_tls_port_says_to_use_wss(tmp_path: Path) -> None:
+    """A real TLS listener on loopback (it closes plain connections after a failed handshake)."""
+    authority = CertAuthority(tmp_path)
+    server_files = authority.issue("server")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(server_files.cert, server_files.key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                with contextlib.suppress(OSError), conn:
+                    context.wrap_socket(conn, server_side=True)  # fails on a plain HTTP request
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        with Edge(f"ws://127.0.0.1:{port}/v1/edge", backoff=Backoff(5, 5)) as edge:
+            assert edge.transport.wait_first_attempt(10) is None
+            assert f"if the server serves TLS, use wss://127.0.0.1:{port}/v1/edge" in edge.transport.last_error
+    finally:
+        listener.close()

@@ -102,14 +102,23 @@ def load_decision_network(path: Path) -> tuple[DecisionNetwork, dict[str, Any]]:
         raise DecisionNetworkError(
             f"no decision network at {path}; make one with `shadowtutor regions train-decision --out {path}`"
         )
-    data = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for a damaged or foreign file
+        raise DecisionNetworkError(
+            f"{path} cannot be read as a decision network (not a PyTorch file of one: {type(exc).__name__})"
+        ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise DecisionNetworkError(f"{path} is not a decision network ({FORMAT})")
     if tuple(data.get("features", ())) != FEATURE_NAMES or data.get("feature_step", 1) != FEATURE_STEP:
         raise DecisionNetworkError(f"{path} was trained on other features than this version computes; make it "
                                    f"again with `shadowtutor regions train-decision`")
     net = DecisionNetwork()
-    net.load_state_dict(data["state_dict"])
+    try:
+        net.load_state_dict(data["state_dict"])
+    except (KeyError, RuntimeError, TypeError) as exc:
+        detail = " ".join(str(exc).split())[:200]
+        raise DecisionNetworkError(f"{path} holds no weights of this decision network ({detail})") from None
     return net.eval(), dict(data.get("meta", {}))
 
 

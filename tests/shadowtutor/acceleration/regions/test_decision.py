@@ -72,3 +72,17 @@ def test_numpy_scores_equal_the_torch_forward() -> None:
     with torch.no_grad():
         expected = network(torch.from_numpy(x)).numpy()
     assert np.allclose(network.scores(x), expected, atol=1e-6)
+
+
+def test_a_corrupt_or_mismatched_file_is_a_decision_network_error(tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(np.random.default_rng(0).bytes(1000))
+    with pytest.raises(DecisionNetworkError, match=f"{corrupt} cannot be read as a decision network"):
+        load_decision_network(corrupt)
+    path = tmp_path / "dn.pt"
+    save_decision_network(DecisionNetwork(), path, {})
+    saved = torch.load(path, weights_only=True)
+    saved["state_dict"] = {"weight": torch.zeros(1)}
+    torch.save(saved, path)
+    with pytest.raises(DecisionNetworkError, match="holds no weights of this decision network"):
+        load_decision_network(path)
