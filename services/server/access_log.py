@@ -1,9 +1,9 @@
-"""The access log without query strings: a token sent as ``?token=...`` must not be written in clear.
+"""The server's log without query strings: a token sent as ``?token=...`` must not be written in clear.
 
-uvicorn logs each request's path with its query string (HTTP and WebSocket alike). No endpoint
-reads a query string, so :class:`DropQueryStrings` replaces every one by ``?…`` in the access
-log's records; :func:`logging_config` is uvicorn's logging configuration with that filter on its
-access handler.
+uvicorn logs each request's path with its query string: HTTP requests on its access logger,
+WebSocket handshakes on its error logger. No endpoint reads a query string, so
+:class:`DropQueryStrings` replaces every one by ``?…``; :func:`logging_config` is uvicorn's
+logging configuration with that filter on both of its handlers.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ class DropQueryStrings(logging.Filter):
 
 
 def logging_config() -> dict[str, Any]:
-    """uvicorn's default logging configuration, its access handler filtered by :class:`DropQueryStrings`."""
+    """uvicorn's default logging configuration, its handlers filtered by :class:`DropQueryStrings`."""
     config = copy.deepcopy(LOGGING_CONFIG)
     config.setdefault("filters", {})["drop_query_strings"] = {"()": f"{__name__}.DropQueryStrings"}
-    config["handlers"]["access"].setdefault("filters", []).append("drop_query_strings")
+    for handler in ("access", "default"):  # HTTP requests go to the first, WebSocket handshakes to the second
+        config["handlers"][handler].setdefault("filters", []).append("drop_query_strings")
     return config

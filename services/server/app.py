@@ -44,6 +44,8 @@ def create_app(
         version=package_version(),
         summary="Key frames in, distilled student weights out (protocol: docs/protocol.md)",
         lifespan=lifespan,
+        # with authentication on, only /healthz and /readyz are open: no schema or API pages either
+        **({"docs_url": None, "redoc_url": None, "openapi_url": None} if settings.auth_enabled else {}),
     )
     app.state.runtime = runtime
     app.include_router(routes_rest.router)

@@ -261,6 +261,8 @@ class ServerSettings(BaseSettings):
             path = getattr(self, name)
             if path is not None and not path.is_file():
                 raise ValueError(f"{name}: no such file {path}")
+        if self.tls_cert is not None and self.tls_key is not None:
+            _check_key_pair(self.tls_cert, self.tls_key)
         if self.tokens_file is not None and self.tokens is not None:
             raise ValueError("give tokens_file or tokens, not both")
         if self.protect_metrics and not self.auth_enabled:
@@ -306,3 +308,19 @@ class ServerSettings(BaseSettings):
         from shadowtutor.protocol.codecs import WEIGHT_CODECS
 
         return self.weight_codecs or WEIGHT_CODECS
+
+
+def _check_key_pair(cert: Path, key: Path) -> None:
+    """Raise ValueError unless ``cert`` and ``key`` are PEM files that belong together (checked at start,
+    before the models load, instead of when uvicorn first needs them)."""
+    import ssl
+
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except ssl.SSLError as exc:
+        reason = exc.reason or exc.strerror or str(exc)
+        raise ValueError(
+            f"tls_cert {cert} and tls_key {key} are not a PEM certificate and its private key ({reason})"
+        ) from None
+    except OSError as exc:
+        raise ValueError(f"tls_cert {cert} / tls_key {key}: {exc.strerror or exc}") from None

@@ -25,6 +25,7 @@ from shadowtutor.protocol.messages import Hello, KeyFrame, Update, Welcome, deco
 from shadowtutor.stress.attack_client import huge_header
 from shadowtutor.stress.load_memory import read_rss
 from shadowtutor.teachers.registry import TEACHER_KINDS
+from tests.support.certs import CertAuthority
 from tests.support.inprocess_server import serve_as_shadowtutor_serves
 from tests.support.processes import free_port, shadowtutor_command, start_process, wait_http_ok
 from tests.support.prometheus import sample_value
@@ -47,9 +48,9 @@ def test_flags_win_over_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 
 
 def test_security_flags_and_uvicorn_tls_options(tmp_path: Path) -> None:
-    cert, key, ca = (tmp_path / name for name in ("s.crt", "s.key", "ca.crt"))
-    for path in (cert, key, ca):
-        path.write_text("pem")
+    authority = CertAuthority(tmp_path)
+    server = authority.issue("server")
+    cert, key, ca = server.cert, server.key, authority.pem
     args = build_parser().parse_args(["serve", "--protect-metrics", "--tokens", "{}", "--tls-cert", str(cert),
                                       "--tls-key", str(key), "--tls-client-ca", str(ca)])
     settings = settings_from_args(args)
@@ -150,3 +151,39 @@ def test_a_100_mib_header_is_refused_early_and_healthz_stays_fast(settings) -> N
         with urllib.request.urlopen(f"{base}/healthz", timeout=5) as response:
             assert response.status == 200 and time.monotonic() - started < 1
     assert MAX_REQUEST_HEAD_BYTES == 64 * 1024
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--threshold", "nan"], "threshold must be a finite number, got nan"),
+        (["--learning-rate", "inf"], "learning_rate must be a finite number, got inf"),
+        (["--hello-timeout", "inf"], "--hello-timeout: Input should be a finite number"),
+        (["--hello-timeout", "1e9"], "--hello-timeout: Input should be less than or equal to 86400"),
+        (["--max-message-bytes", "100000000000000000000000"], "--max-message-bytes: Input should be less than"),
+        (["--tokens-poll-seconds", "1e-9"], "--tokens-poll-seconds: Input should be greater than or equal to 0.1"),
+        (["--ping-interval", "nan"], "--ping-interval: Input should be a finite number"),
+    ],
+)
+def test_absurd_values_are_one_line_before_anything_loads(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--teacher", "labels", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("shadowtutor serve: error: bad server settings") and message in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_tls_key_that_is_not_the_certificate_s_is_one_line_before_the_models_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    authority = CertAuthority(tmp_path)
+    server, other = authority.issue("server"), authority.issue("other")
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("not a key")
+    for key in (other.key, not_pem):
+        # --teacher labels without --labels-dir cannot load: the TLS error must come first
+        assert main(["serve", "--teacher", "labels", "--tls-cert", str(server.cert), "--tls-key", str(key)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"tls_cert {server.cert} and tls_key {key} are not a PEM certificate and its private key" in err
+        assert len(err.splitlines()) == 1

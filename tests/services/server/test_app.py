@@ -22,3 +22,14 @@ def test_two_apps_have_their_own_state(settings: ServerSettings) -> None:
     runtime = first.state.runtime
     assert not runtime.ready and runtime.not_ready_reason == "the server is shutting down"
     assert sample_value(runtime.metrics.exposition().decode(), "shadowtutor_server_teacher_ready") == 0
+
+
+def test_with_authentication_only_healthz_and_readyz_are_open(settings: ServerSettings) -> None:
+    with TestClient(create_app(settings.model_copy(update={"tokens": '{"edges": {}}'}))) as client:
+        wait_ready(client)
+        for path in ("/docs", "/redoc", "/openapi.json"):
+            assert client.get(path).status_code == 404, path
+        assert client.get("/v1/sessions").status_code == 401
+        assert client.get("/healthz").status_code == 200
+    with TestClient(create_app(settings)) as client:  # without tokens (loopback demos) the API pages stay
+        assert client.get("/openapi.json").status_code == 200

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from services.server.settings import ServerSettings
 from shadowtutor.algorithms.params import AlgorithmParams
+from tests.support.certs import CertAuthority
 
 
 def test_defaults_are_safe_and_the_papers(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,9 +86,9 @@ def test_security_defaults_and_consistency(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setenv("SHADOWTUTOR_TOKENS", "")  # an empty variable (compose's ${VAR:-}) means unset
     monkeypatch.setenv("SHADOWTUTOR_PROTECT_METRICS", "false")
     assert ServerSettings().tokens is None
-    cert = tmp_path / "server.crt"
-    cert.write_text("pem")
-    assert ServerSettings(tls_cert=cert, tls_key=cert, tokens='{"edges": {}}').auth_enabled
+    server = CertAuthority(tmp_path).issue("server")
+    cert = server.cert
+    assert ServerSettings(tls_cert=cert, tls_key=server.key, tokens='{"edges": {}}').auth_enabled
     for changes, message in [
         ({"tls_cert": cert}, "tls_cert and tls_key go together"),
         ({"tls_client_ca": cert}, "tls_client_ca (mutual TLS) needs tls_cert"),

@@ -17,7 +17,7 @@ from services.server.app import create_app
 from services.server.settings import ServerSettings
 from services.server.tokens import issue_token, revoke
 from shadowtutor.protocol.errors import CloseCode, ErrorCode
-from shadowtutor.protocol.messages import Error, Update
+from shadowtutor.protocol.messages import MAX_HELLO_BYTES, Error, Update
 from tests.services.conftest import wait_ready
 from tests.services.server.test_ws_edge import expect_close, hello, key_frame, open_session
 from tests.support.images import png_bomb
@@ -109,6 +109,18 @@ def test_a_token_revoked_while_the_student_is_copied_never_gets_a_session(
         release.set()
         assert "revoked" in expect_close(wire, ErrorCode.UNAUTHORIZED).message
     assert auth_client.get("/healthz").status_code == 200 and len(runtime.sessions) == 0
+
+
+def test_a_1_mib_token_is_too_large_before_hello_not_a_bad_message(
+    auth_client: TestClient, scene: TinyScene
+) -> None:
+    """(Under ``shadowtutor serve`` the WebSocket layer closes it with 1009 before reading it:
+    test_ws_protocol.py; here, without that layer, the app's own check answers.)"""
+    with auth_client.websocket_connect("/v1/edge") as ws:
+        wire = WireClient(ws)
+        wire.send(hello(scene, edge_id="cam-1", token="x" * (1 << 20)))
+        error = expect_close(wire, ErrorCode.TOO_LARGE)
+        assert error.message.endswith(f"exceeds the limit of {MAX_HELLO_BYTES} before an accepted HELLO")
 
 
 def test_a_second_connection_of_an_edge_replaces_the_first(client: TestClient, scene: TinyScene) -> None:
