@@ -58,12 +58,33 @@ def paint_instances(
     n = masks.shape[0]
     if scores.shape != (n,) or class_ids.shape != (n,):
         raise TeacherError(f"{n} masks but scores {scores.shape} and class ids {class_ids.shape}")
+    out = np.full(masks.shape[1:], background, dtype=label_dtype(num_classes))
+    sequence, task_ids = paint_sequence(scores, class_ids, class_lut, background, score_threshold, order)
+    for i in sequence:
+        out[masks[i] if masks.dtype == np.bool_ else masks[i] > mask_threshold] = task_ids[i]
+    return out
+
+
+def paint_sequence(
+    scores: np.ndarray,
+    class_ids: np.ndarray,
+    class_lut: np.ndarray,
+    background: int,
+    score_threshold: float = 0.5,
+    order: PaintOrder = "score",
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(sequence, task_ids)``: the indices of the instances to paint, in the order they are painted
+    (the last one painted ends on top), and every instance's task class (``class_lut[class_ids]``).
+
+    This is the painting rule of the module, shared by :func:`paint_instances` and painters that
+    work elsewhere (e.g. on the detector's device), so that all paint the same map.
+    """
+    n = scores.shape[0]
+    if class_ids.shape != (n,):
+        raise TeacherError(f"{n} scores but class ids {class_ids.shape}")
     if n and (class_ids.min() < 0 or class_ids.max() >= len(class_lut)):
         raise TeacherError(f"class ids must lie in [0, {len(class_lut)}), got {class_ids.min()}..{class_ids.max()}")
-    out = np.full(masks.shape[1:], background, dtype=label_dtype(num_classes))
     task_ids = class_lut[class_ids.astype(np.int64)]
     keep = np.flatnonzero((scores >= score_threshold) & (task_ids != background))
     key = scores[keep] if check_paint_order(order) == "score" else task_ids[keep]
-    for i in keep[np.argsort(key, kind="stable")]:
-        out[masks[i] if masks.dtype == np.bool_ else masks[i] > mask_threshold] = task_ids[i]
-    return out
+    return keep[np.argsort(key, kind="stable")], task_ids

@@ -4,10 +4,15 @@ Weights come from ``weights_path`` (a state dict file, or a torchvision-referenc
 holding one under ``"model"``) or else from ``weights_url`` (default: torchvision's
 ``MaskRCNN_ResNet50_FPN_Weights.COCO_V1``) through ``torch.hub``'s download-and-cache, which
 keeps files in ``$TORCH_HOME/hub/checkpoints`` and reuses a file already there.
+
+A batch of frames goes through the model as one list (one batched backbone, RPN and heads
+pass); the masks are pasted, thresholded and painted on the model's device
+(:mod:`shadowtutor.teachers.device_paint`) and one label map per frame comes back to the host.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +23,9 @@ from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.teachers.base import InstanceTeacherBase, TeacherError, Teaching, check_class_names, check_threshold
 from shadowtutor.teachers.class_maps import COCO_CATEGORY_NAMES, checked_class_lut
 from shadowtutor.teachers.device import resolve_torch_device
-from shadowtutor.teachers.instances import PaintOrder, check_paint_order, kept_boxes, paint_instances
+from shadowtutor.teachers.device_paint import paint_frames
+from shadowtutor.teachers.instances import PaintOrder, check_paint_order
+from shadowtutor.teachers.precision import Precision, backbone_autocast, check_precision, float32_precision
 
 if TYPE_CHECKING:
     import torch
@@ -75,12 +82,39 @@ def build_maskrcnn(state_dict: Mapping[str, torch.Tensor], **model_options: Any)
     return model.eval()
 
 
+def detect(
+    model: torch.nn.Module, images: list[torch.Tensor], precision: Precision = "fp32"
+) -> list[dict[str, torch.Tensor]]:
+    """torchvision's Mask R-CNN forward in eval mode for RGB ``(3, H, W)`` float images, up to the
+    paste: per image ``boxes`` ``(N, 4)`` in the image's pixels, ``scores``, ``labels`` (COCO ids)
+    and ``masks`` ``(N, 1, 28, 28)`` probabilities over each box, all float32 on the model's device.
+    ``model(images)`` gives the same detections with the masks pasted into full images.
+    """
+    from torchvision.models.detection.transform import resize_boxes
+
+    sizes = [(int(image.shape[-2]), int(image.shape[-1])) for image in images]
+    with float32_precision(images[0].device, precision):
+        batch, _ = model.transform(images)
+        with backbone_autocast(images[0].device, precision):
+            features = model.backbone(batch.tensors)
+        features = OrderedDict((name, value.float()) for name, value in features.items())
+        proposals, _ = model.rpn(batch, features)
+        detections, _ = model.roi_heads(features, proposals, batch.image_sizes)
+    out = []
+    for det, resized, size in zip(detections, batch.image_sizes, sizes, strict=True):
+        boxes = resize_boxes(det["boxes"], resized, size)
+        out.append({"boxes": boxes.float(), "scores": det["scores"].float(), "labels": det["labels"],
+                    "masks": det["masks"].float()})
+    return out
+
+
 class MaskRCNNTeacher(InstanceTeacherBase):
     """Mask R-CNN instances above ``score_threshold`` painted into the task's classes.
 
     ``min_size``/``max_size`` set the detector's own input resize (torchvision's 800/1333);
     painting follows :func:`shadowtutor.teachers.instances.paint_instances` in ``paint_order``.
-    The boxes it gives are those of every kept instance, of any COCO class.
+    The boxes it gives are those of every kept instance, of any COCO class. ``precision``
+    (:mod:`shadowtutor.teachers.precision`): ``fp32`` (default), ``tf32`` or ``bf16``.
     """
 
     name = "maskrcnn"
@@ -96,6 +130,7 @@ class MaskRCNNTeacher(InstanceTeacherBase):
         min_size: int = 800,
         max_size: int = 1333,
         paint_order: PaintOrder = "score",
+        precision: Precision = "fp32",
     ) -> None:
         self.class_names = check_class_names(class_names)
         self._lut = checked_class_lut(COCO_CATEGORY_NAMES, self.class_names, "COCO")
@@ -106,6 +141,7 @@ class MaskRCNNTeacher(InstanceTeacherBase):
             raise TeacherError(f"need 0 < min_size <= max_size, got {min_size} and {max_size}")
         self.min_size, self.max_size = int(min_size), int(max_size)
         self.paint_order = check_paint_order(paint_order)
+        self.precision = check_precision(precision)
         self.device = resolve_torch_device(device)
         state_dict, self.weights_source = load_maskrcnn_state_dict(weights_path, weights_url)
         self._model = build_maskrcnn(
@@ -116,25 +152,27 @@ class MaskRCNNTeacher(InstanceTeacherBase):
         import torch
 
         with torch.inference_mode():
-            images = [
-                torch.from_numpy(f).to(self.device).permute(2, 0, 1).flip(0).float().div_(255) for f in frames
-            ]
-            outputs = self._model(images)
-            taught = []
-            for out in outputs:
-                scores = out["scores"].cpu().numpy()
-                labels = paint_instances(
-                    (out["masks"][:, 0] > self.mask_threshold).cpu().numpy(),
-                    scores,
-                    out["labels"].cpu().numpy(),
-                    self._lut,
-                    self._background,
-                    len(self.class_names),
-                    self.score_threshold,
-                    order=self.paint_order,
-                )
-                taught.append(Teaching(labels, kept_boxes(out["boxes"].cpu().numpy(), scores, self.score_threshold)))
-            return taught
+            detections = detect(self._model, [self._upload(f) for f in frames], self.precision)
+            return paint_frames(
+                detections,
+                [f.shape[:2] for f in frames],
+                self._lut,
+                self._background,
+                len(self.class_names),
+                self.score_threshold,
+                self.mask_threshold,
+                self.paint_order,
+            )
+
+    def _upload(self, frame: np.ndarray) -> torch.Tensor:
+        """BGR ``uint8`` ``(H, W, 3)`` -> RGB float ``(3, H, W)`` in [0, 1] on the device (through pinned
+        memory, asynchronously, on the current stream for CUDA)."""
+        import torch
+
+        pixels = torch.from_numpy(frame)
+        if self.device != "cpu":
+            pixels = pixels.pin_memory().to(self.device, non_blocking=True)
+        return pixels.permute(2, 0, 1).flip(0).float().div_(255)
 
     def _details(self) -> dict[str, Any]:
         return {
@@ -145,4 +183,5 @@ class MaskRCNNTeacher(InstanceTeacherBase):
             "min_size": self.min_size,
             "max_size": self.max_size,
             "paint_order": self.paint_order,
+            "precision": self.precision,
         }

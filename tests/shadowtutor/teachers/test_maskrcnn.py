@@ -11,8 +11,8 @@ import torch
 
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.teachers import TeacherError, build_teacher
-from shadowtutor.teachers.class_maps import COCO_CATEGORY_NAMES, checked_class_lut
-from shadowtutor.teachers.instances import paint_instances
+from shadowtutor.teachers.class_maps import COCO_CATEGORY_NAMES, COCO_CLASSES, checked_class_lut
+from shadowtutor.teachers.instances import kept_boxes, paint_instances
 from shadowtutor.teachers.maskrcnn import MaskRCNNTeacher, load_maskrcnn_state_dict
 
 TORCHVISION_FILE = "maskrcnn_resnet50_fpn_coco-bf2d0c1e.pth"
@@ -125,3 +125,41 @@ def test_options_are_checked(random_weights: Path) -> None:
         MaskRCNNTeacher(class_names=("person", "tree", "background"), weights_path=random_weights, **SMALL)
     with pytest.raises(TeacherError, match="unknown device"):
         MaskRCNNTeacher(weights_path=random_weights, min_size=96, device="gpu")
+
+
+def test_batch_labels_equal_the_host_path_of_the_full_forward(random_weights: Path) -> None:
+    # The host path as it was: torchvision's whole forward (every mask pasted into the image as floats),
+    # copied to the host, thresholded and painted with NumPy. Frames of three sizes, two of them not the
+    # detector's internal size, in one batch; every COCO class is a task class so that every detection
+    # above the lowered threshold is painted, overlapping (the class order and crafted edge cases:
+    # test_device_paint).
+    rng = np.random.default_rng(7)
+    frames = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(96, 128), (120, 90), (70, 150)]]
+    names = (*COCO_CLASSES, "background")
+    lut = checked_class_lut(COCO_CATEGORY_NAMES, names, "COCO")
+    teacher = MaskRCNNTeacher(class_names=names, weights_path=random_weights, score_threshold=0.05, **SMALL)
+    taught = teacher.teach_batch(frames)
+    images = [torch.from_numpy(f[:, :, ::-1].copy()).permute(2, 0, 1).float() / 255 for f in frames]
+    with torch.inference_mode():
+        raw = teacher._model(images)
+    painted = detections = 0
+    for frame, out, got in zip(frames, raw, taught, strict=True):
+        scores = out["scores"].numpy()
+        want = paint_instances((out["masks"][:, 0] > 0.5).numpy(), scores, out["labels"].numpy(), lut,
+                               len(COCO_CLASSES), len(names), 0.05)
+        assert got.labels.shape == frame.shape[:2]
+        np.testing.assert_array_equal(got.labels, want)
+        np.testing.assert_array_equal(got.boxes, kept_boxes(out["boxes"].numpy(), scores, 0.05))
+        painted += int((want != len(COCO_CLASSES)).sum())
+        detections += len(got.boxes)
+    assert detections >= 30 and painted > 1000, (detections, painted)  # not a comparison of blank maps
+
+
+def test_precision_option(random_weights: Path, frames: list[np.ndarray]) -> None:
+    teacher = MaskRCNNTeacher(weights_path=random_weights, precision="bf16", score_threshold=0.3, **SMALL)
+    (taught,) = teacher.teach_batch(frames[:1])
+    assert taught.labels.shape == (96, 128) and taught.labels.dtype == np.uint8 and len(taught.boxes) > 0
+    assert teacher.describe()["precision"] == "bf16"
+    assert MaskRCNNTeacher(weights_path=random_weights, **SMALL).describe()["precision"] == "fp32"
+    with pytest.raises(TeacherError, match="precision must be one of fp32, tf32, bf16"):
+        MaskRCNNTeacher(weights_path=random_weights, precision="fp16", **SMALL)
