@@ -85,6 +85,7 @@ def teacher_options(settings: ServerSettings) -> dict[str, Any]:
         "weights_path": settings.weights_path,
         "model_path": settings.onnx_model,
         "class_names": list(settings.teacher_classes) if settings.teacher_classes else None,
+        "precision": settings.teacher_precision,
     }
     options.update({key: value for key, value in named.items() if value is not None})
     if "device" not in options and "device" in inspect.signature(teacher_class(settings.teacher)).parameters:

@@ -24,6 +24,7 @@ from shadowtutor.algorithms.params import (  # no torch: quick CLI
 )
 from shadowtutor.cli.settings_flags import ENV_PREFIX
 from shadowtutor.models.scale import setting as student_size_setting
+from shadowtutor.teachers.precision import Precision  # no torch either
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 DistillEngine = Literal["auto", "batched", "sequential"]
@@ -115,6 +116,10 @@ class ServerSettings(BaseSettings):
     )
     teacher_options: dict[str, Any] = Field(
         default_factory=dict, description='other teacher options as a JSON object, e.g. {"score_threshold": 0.6}'
+    )
+    teacher_precision: Precision | None = Field(
+        None, description="maskrcnn teacher: precision of its forward pass, fp32 (default), tf32 or bf16 "
+        "(docs/design/gpu_teacher.md: speed, and how often the labels differ from fp32's)"
     )
 
     # -- sessions and work --------------------------------------------------------------------

@@ -26,6 +26,11 @@ def test_named_flags_become_backend_options(tmp_path: Path) -> None:
     }
     labels = ServerSettings(teacher="labels", labels_dir=tmp_path, device="cuda")
     assert teacher_options(labels) == {"labels_dir": tmp_path}  # the labels teacher takes no device
+    maskrcnn = ServerSettings(teacher="maskrcnn", teacher_precision="bf16", device="cpu")
+    assert teacher_options(maskrcnn) == {"precision": "bf16", "device": "cpu"}
+    assert "precision" not in teacher_options(ServerSettings(teacher="maskrcnn"))
+    with pytest.raises(ValueError, match="teacher_precision"):
+        ServerSettings(teacher_precision="fp16")
 
 
 def test_labels_teacher_from_settings(tmp_path: Path) -> None:
