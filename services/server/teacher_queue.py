@@ -4,12 +4,15 @@ The teacher runs in a single worker thread (one model, one GPU stream). Requests
 queue up while the teacher is busy are labelled together in one batched call (with the
 instances' boxes where the teacher gives them: :func:`shadowtutor.teachers.teach_batch`);
 if a batch fails, its frames are retried one by one so that a bad frame fails only its own
-request.
+request. A teacher on a CUDA device works on its own CUDA stream, so that its kernels and copies
+overlap with distillation's on the default stream (teachers copy their results to the host on
+the current stream, which is this one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +56,7 @@ class TeacherQueue:
         self._queue: asyncio.Queue[_Request] = asyncio.Queue()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shadowtutor-teacher")
         self._worker: asyncio.Task[None] | None = None
+        self.stream = teacher_stream(teacher)
 
     def start(self) -> None:
         if self._worker is None:
@@ -102,7 +106,15 @@ class TeacherQueue:
                     request.future.set_result(TeacherResult(outcome.labels, seconds, outcome.boxes))
 
     def _label_all(self, batch: list[_Request]) -> list[Teaching | TeacherFailed]:
-        """Runs in the teacher thread."""
+        """Runs in the teacher thread, on the teacher's CUDA stream if it has one."""
+        if self.stream is None:
+            return self._label_batch(batch)
+        import torch
+
+        with torch.cuda.stream(self.stream):
+            return self._label_batch(batch)
+
+    def _label_batch(self, batch: list[_Request]) -> list[Teaching | TeacherFailed]:
         if len(batch) > 1:
             try:
                 taught = teach_batch(self.teacher, [r.frame for r in batch], [r.frame_index for r in batch])
@@ -138,6 +150,20 @@ class TeacherQueue:
         if boxes is not None and (boxes.ndim != 2 or boxes.shape[1] != 4 or not np.isfinite(boxes).all()):
             raise TeacherFailed(f"the teacher returned instance boxes of shape {boxes.shape}, not finite (N, 4)")
         return Teaching(labels, boxes)
+
+
+def teacher_stream(teacher: Any) -> Any:
+    """A new ``torch.cuda.Stream`` on the teacher's device when that is a usable CUDA device, else None
+    (CPU teachers, and teachers that say no device)."""
+    device = str(getattr(teacher, "device", "cpu"))
+    if device != "cuda" and not device.startswith("cuda:"):
+        return None
+    with contextlib.suppress(ImportError):
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.Stream(device=device)
+    return None
 
 
 def _fail_all(requests: list[_Request], error: TeacherFailed) -> None:
