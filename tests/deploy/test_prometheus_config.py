@@ -15,7 +15,7 @@ from tests.deploy.prometheus_stack import ALERT_RULES, PROMETHEUS_DIR, REPO_ROOT
 ALERTMANAGER_CONFIG = REPO_ROOT / "dashboards" / "alertmanager" / "alertmanager.yml"
 RULE_TESTS = Path(__file__).with_name("alerts_test.yml")
 EXPECTED_ALERTS = {"EdgeDown", "ThroughputCollapse", "TrafficSpike", "StudentNotUpdated", "ServerDown", "ServerErrors",
-                   "TeacherNotReady", "EdgeSeriesCapReached", "EdgeOutputWritesDropped"}
+                   "TeacherNotReady", "EdgeSeriesCapReached", "EdgeOutputWritesDropped", "TokensFileRejected"}
 
 
 def test_promtool_accepts_the_configuration(run_tool) -> None:

@@ -33,7 +33,7 @@ EDGE_IDS = ("edge-a", "edge-b")
 LABEL_VALUES = {"mode": ("distill", "naive"), "code": ("bad_frame", "teacher_failed"), "edge_id": EDGE_IDS,
                 "agent": ("shadowtutor-edge/1.0",), "version": ("1.0",), "python": ("3.11.2",),
                 "output": ("labels", "overlay", "state"), "path": ("segment", "flow"),
-                "layer": ("in_conv1", "enc1", "output")}
+                "layer": ("in_conv1", "enc1", "output"), "reason": ("source_full", "evicted")}
 # A label whose values differ by metric: change_based_frames_total's mode is how a frame ran.
 METRIC_LABEL_VALUES = {f"{prefix}change_based_frames_total": {"mode": ("change", "full", "fallback")}
                        for prefix in ("shadowtutor_server_edge_", "shadowtutor_edge_")}
@@ -92,6 +92,9 @@ SAMPLES = {
     "shadowtutor_server_engine_queue_wait_seconds": 0.02,
     "shadowtutor_server_gpu_busy_ratio": 0.6,
     "shadowtutor_server_gpu_memory_used_bytes": 12 * 2**30,
+    "shadowtutor_server_tokens_file_valid": 1,
+    "shadowtutor_server_unauthenticated_connections": 1,
+    "shadowtutor_server_connections_refused_total": 0,
 }
 UPDATES = {"counter": "inc", "gauge": "set", "histogram": "observe"}
 KINDS = {
