@@ -43,6 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "name lists them)")
     p.add_argument("--log-dir", type=Path, help="where the local server's log goes (default: a temporary directory)")
     p.add_argument("--cache-dir", type=Path, help="scene cache (default ~/.cache/shadowtutor/scenes)")
+    p.add_argument("--attacks", choices=("off", "short", "long"), default=None,
+                   help="after the cases, the named attacks on the local server (a huge header, pre-HELLO floods "
+                   "with its memory measured, idle-socket loops against a real edge, a bad tokens file and "
+                   "SIGHUP): short (seconds) or long (default: short on a local server, off with --server)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines")
     p.set_defaults(handler=run)
 
@@ -59,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         timeout=args.timeout, **_categories(args.categories),
         cache_dir=args.cache_dir, log_dir=args.log_dir, progress=not args.no_progress,
         command=invoked_command(args),
+        attacks=args.attacks or ("off" if args.server is not None else "short"),
     )
     results = run_fuzz(config)
     json_path, md_path = write_report(results, args.out)

@@ -21,6 +21,7 @@ import numpy as np
 from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.image_header import PNG_SIGNATURE
 from shadowtutor.protocol.messages import (
+    MAX_HELLO_BYTES,
     Error,
     Hello,
     KeyFrame,
@@ -218,8 +219,12 @@ def _header_fields(b: _Builder) -> Generated:
     if rng.random() < 0.1:  # JSON that parses only with unbounded recursion: refused as such, not a crash
         depth = rng.choice((2_000, 10_000, 30_000))
         nested = (b'{"edge_id":' if rng.random() < 0.5 else b"[") * depth
-        return f"header nested {depth} deep", None, (Send(pack_raw(Hello.TYPE, nested)),), Expect(
-            CLOSE, frozenset({"bad_message"}), require="bad_message")
+        message = pack_raw(Hello.TYPE, nested)
+        if len(message) > MAX_HELLO_BYTES:  # larger than any HELLO: refused unread, as oversize
+            expect = Expect(CLOSE, frozenset({"too_large"}), close_codes=frozenset({1009, 1006}))
+        else:
+            expect = Expect(CLOSE, frozenset({"bad_message"}), require="bad_message")
+        return f"header nested {depth} deep", None, (Send(message),), expect
     if rng.random() < 0.4:
         name, header = mutate_header(b.target.hello_header(b.edge_id), rng)
         return f"HELLO {name}", None, (Send(pack(Hello.TYPE, header)),), Expect(ANY)
@@ -365,6 +370,10 @@ def _oversize(b: _Builder) -> Generated:
     # 1009; or no close frame at all: the server closes while the rest of the message is still arriving,
     # so TCP resets the connection and the close frame can be lost on the way (RFC 6455 7.1.1, 1006).
     expect = Expect(CLOSE, frozenset({"too_large"}), close_codes=frozenset({1009, 1006}))
+    if rng.random() < 0.25:  # before HELLO the limit is the largest HELLO
+        size = MAX_HELLO_BYTES + rng.choice((1, 4096, t.max_message_bytes // 2))
+        return f"{size} bytes before HELLO (over the largest HELLO)", None, (
+            Send(rng.randbytes(64) + bytes(size - 64)),), expect
     if rng.random() < 0.5:
         return f"{size} bytes before HELLO", None, (Send(rng.randbytes(64) + bytes(size - 64)),), expect
     payload = bytes(size)

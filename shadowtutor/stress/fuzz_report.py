@@ -21,6 +21,10 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
         f"slowest {canary['worst_seconds']:.2f} s",
         f"violations: {len(results['violations'])}" + ("" if results["violations"] else " (passed)"),
     ]
+    attacks = (results.get("attacks") or {}).get("results") or []
+    if attacks:
+        lines.insert(-1, "attacks: " + ", ".join(f"{a['name']} {'held' if a['passed'] else 'FAILED'}"
+                                                 for a in attacks))
     lines += [f"  - {_where(v)}{v['what']}" for v in results["violations"][:10]]
     return lines
 
@@ -69,6 +73,7 @@ def markdown(results: dict[str, Any]) -> str:
         outcomes = ", ".join(f"{_cell(k)}: {n}" for k, n in cat["outcomes"].items())
         lines.append(f"| {name} | {cat['cases']} | {cat['variants']} | {cat['mean_seconds']:.3f} | {outcomes} | "
                      f"{cat['violations']} |")
+    lines += _attack_lines(results.get("attacks"))
     lines += ["", "## Violations", ""]
     if not results["violations"]:
         lines.append("None.")
@@ -80,6 +85,19 @@ def markdown(results: dict[str, Any]) -> str:
               "(ERRORS)` (the session went on; non-fatal ERRORs on the way), `dropped` (the fuzzer cut the",
               "connection).", ""]
     return "\n".join(lines)
+
+
+def _attack_lines(attacks: dict[str, Any] | None) -> list[str]:
+    """The attacks' table (docs/security.md says what each must hold); nothing when none ran."""
+    if not attacks or not attacks["results"]:
+        return []
+    lines = ["", f"## Attacks ({attacks['scale']} form)", "",
+             "| Attack | Held | Seconds | Figures |", "| --- | --- | ---: | --- |"]
+    for attack in attacks["results"]:
+        held = "yes" if attack["passed"] else "**no**: " + "; ".join(attack["failures"])
+        figures = json.dumps(attack["figures"], separators=(", ", ": "))
+        lines.append(f"| {attack['name']} | {_cell(held)} | {attack['seconds']:.1f} | `{_cell(figures)}` |")
+    return lines
 
 
 def write_report(results: dict[str, Any], prefix: Path) -> tuple[Path, Path]:

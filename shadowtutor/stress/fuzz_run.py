@@ -1,4 +1,5 @@
-"""A fuzz run: cases one after another against a live server for a budget, with health checks.
+"""A fuzz run: cases one after another against a live server for a budget, with health checks, then
+(on a local server, when asked) the named attacks of :mod:`~shadowtutor.stress.fuzz_attacks`.
 
 After every case ``GET /healthz`` must answer; a canary session does key-frame round trips
 all along (:mod:`~shadowtutor.stress.fuzz_health`). A local server must also let every
@@ -22,6 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from shadowtutor.protocol.messages import Hello
+from shadowtutor.stress.fuzz_attacks import SCALES, AttackResult, LocalTarget, run_attacks
 from shadowtutor.stress.fuzz_cases import CATEGORIES, Target, make_case
 from shadowtutor.stress.fuzz_client import run_case
 from shadowtutor.stress.fuzz_health import Canary, check_health
@@ -67,6 +70,7 @@ class FuzzConfig:
     log_dir: Path | None = None  # the local server's log; None: a temporary directory
     progress: bool = True
     command: str = ""
+    attacks: str = "off"  # named attacks after the cases (shadowtutor.stress.fuzz_attacks): off, short or long
 
     def __post_init__(self) -> None:
         if self.seconds is None and self.cases is None:
@@ -82,6 +86,11 @@ class FuzzConfig:
             raise ValueError("a token belongs to an edge id: give edge_id with token")
         if self.canary_token is not None and self.canary_edge_id is None:
             raise ValueError("a canary token belongs to an edge id: give canary_edge_id with canary_token")
+        if self.attacks not in ("off", *SCALES):
+            raise ValueError(f"attacks must be off or one of {list(SCALES)}, got {self.attacks!r}")
+        if self.attacks != "off" and self.server is not None:
+            raise ValueError("the attacks need the local server (its process, tokens file and loopback): "
+                             "leave out --server or give --attacks off")
 
     @property
     def canary_enabled(self) -> bool:
@@ -164,6 +173,10 @@ def run_fuzz(config: FuzzConfig, out: TextIO = sys.stderr) -> dict[str, Any]:
             index = _play(config, server, target, tally, context, start, out)
             canary_report = canary.stop() if canary is not None else None
             _after_run(config, server, tally, context)
+            attacks = _attacks(config, server, target)
+            for attack in attacks:
+                for failure in attack.failures:
+                    tally.violation(f"attack {attack.name}: {failure}", category=None)
             duration = time.monotonic() - start
         if server.local:  # stopped now: its exit and its whole log
             if server.exit_code() not in (0, -signal.SIGTERM):  # uvicorn re-raises SIGTERM after a clean shutdown
@@ -186,9 +199,20 @@ def run_fuzz(config: FuzzConfig, out: TextIO = sys.stderr) -> dict[str, Any]:
                    "max_message_bytes": target.max_message_bytes},
         "canary": None if canary_report is None else asdict(canary_report),
         "categories": tally.categories(),
+        "attacks": {"scale": config.attacks, "results": [attack.to_dict() for attack in attacks]},
         "violations": tally.violations,
         "passed": not tally.violations,
     }
+
+
+def _attacks(config: FuzzConfig, server: ServerUnderTest, target: Target) -> list[AttackResult]:
+    """The named attacks on the local server (none when ``config.attacks`` is off)."""
+    if config.attacks == "off" or not server.local or server.tokens_file is None:
+        return []
+    hello = Hello(edge_id=LOCAL_EDGE_ID, class_names=list(target.class_names), frame_width=target.width,
+                  frame_height=target.height, token=server.tokens[LOCAL_EDGE_ID], agent="shadowtutor-fuzz")
+    local = LocalTarget(server.base_url, server.ws_url, server.process.pid, server.tokens_file, hello)
+    return run_attacks(local, SCALES[config.attacks], server.process.signal)
 
 
 def _canary(config: FuzzConfig, server: ServerUnderTest, target: Target,

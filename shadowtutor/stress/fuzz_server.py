@@ -44,6 +44,7 @@ class ServerUnderTest:
     log_path: Path | None = None
     process: Any = None  # a ManagedProcess when local
     tokens: dict[str, str] = field(default_factory=dict)  # edge id -> token the fuzzer issued (local server)
+    tokens_file: Path | None = None  # the local server's
 
     def exit_code(self) -> int | None:
         return None if self.process is None else self.process.returncode
@@ -108,7 +109,8 @@ def local_server(scene_dir: Path, log_dir: Path, ready_timeout: float = 180.0) -
                        env={"OMP_NUM_THREADS": "1"}) as process:
         readyz = json.loads(wait_http_ok(f"{base}/readyz", timeout=ready_timeout, process=process))
         yield ServerUnderTest(f"ws://127.0.0.1:{port}/v1/edge", base, readyz, version("shadowtutor"), local=True,
-                              serve_args=args[1:], log_path=process.log_path, process=process, tokens=tokens)
+                              serve_args=args[1:], log_path=process.log_path, process=process, tokens=tokens,
+                              tokens_file=tokens_file)
 
 
 def scene_frames(scene_dir: Path) -> tuple[np.ndarray, ...]:

@@ -1,4 +1,5 @@
-"""``shadowtutor fuzz``: argument errors, and (slow, CI's fixed budget) a real run against a real server process."""
+"""``shadowtutor fuzz``: argument errors, and (slow, CI's fixed budget) a real run against a real server process,
+the short form of the named attacks included."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from shadowtutor.cli import main
 from shadowtutor.demo.processes import free_port
+from shadowtutor.stress.fuzz_attacks import ATTACKS
 from shadowtutor.stress.fuzz_cases import CATEGORIES
 
 
@@ -18,6 +20,7 @@ from shadowtutor.stress.fuzz_cases import CATEGORIES
     (["--seconds", "0"], "the budget must be positive"),
     (["--timeout", "-1"], "timeout and canary_interval must be positive"),
     (["--server", "ws://127.0.0.1:{port}"], "/readyz"),
+    (["--server", "ws://127.0.0.1:{port}", "--attacks", "short"], "the attacks need the local server"),
 ])
 def test_bad_arguments_and_an_absent_server_are_clear_errors(
     args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -42,5 +45,9 @@ def test_a_fixed_budget_against_a_local_server_finds_no_violation(tmp_path: Path
     assert results["canary"]["round_trips"] >= 3 and results["canary"]["failures"] == []
     assert results["command"].startswith("shadowtutor fuzz --seconds 25")
     assert results["server"]["local"] and results["server"]["version"]
+    attacks = results["attacks"]  # the short form of the named attacks, on a local server by default
+    assert attacks["scale"] == "short" and [a["name"] for a in attacks["results"]] == list(ATTACKS)
+    assert all(a["passed"] for a in attacks["results"])
     assert "violations: 0 (passed)" in capsys.readouterr().out
     assert "| Category | Cases |" in out.with_suffix(".md").read_text()
+    assert "## Attacks (short form)" in out.with_suffix(".md").read_text()
