@@ -16,19 +16,23 @@ if TYPE_CHECKING:
 
 DEFAULT_FRAMES = 150
 DEFAULT_MAX_WIDTH = 320
-DEFAULT_THRESHOLDS = "0.5,0.65,0.8"
-DEFAULT_MIN_STRIDES = "4,8,16"
+DEFAULT_THRESHOLDS = "0.5,0.65,0.8,auto"
+DEFAULT_MIN_STRIDES = "8,16"
 DEFAULT_LINK = "80Mbps"  # the paper's link (section 5.1)
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
-    if not values or any(not 0 < v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"thresholds lie in (0, 1), got {text!r}")
-    return values
+def _thresholds(text: str) -> tuple[float | str, ...]:
+    """``0.5,0.8,auto`` -> the THRESHOLD settings of the sweep (numbers in (0, 1), or ``auto``)."""
+    from shadowtutor.algorithms.params import AlgorithmParams, threshold_fields
+
+    values = []
+    for item in (v.strip() for v in text.split(",")):
+        try:
+            AlgorithmParams(**threshold_fields(item))
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        values.append("auto" if item.lower() == "auto" else float(item))
+    return tuple(values)
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -74,8 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     link.add_argument("--codecs", default=None, metavar="FRAME[@Q]/WEIGHTS",
                       help="codecs on the link, as `bench traffic` writes them, e.g. jpeg@80/q8delta+zstd,f16+zstd "
                            "(default: what a default edge and server agree on)")
-    link.add_argument("--sweep-thresholds", type=_floats, default=_floats(DEFAULT_THRESHOLDS), metavar="T,T,...",
-                      help=f"THRESHOLD grid of the sweep (default {DEFAULT_THRESHOLDS})")
+    link.add_argument("--sweep-thresholds", type=_thresholds, default=_thresholds(DEFAULT_THRESHOLDS),
+                      metavar="T,T,...", help=f"THRESHOLD settings of the sweep, numbers or auto (the per-session "
+                                              f"policy of --threshold auto; default {DEFAULT_THRESHOLDS})")
     link.add_argument("--sweep-min-strides", type=_ints, default=_ints(DEFAULT_MIN_STRIDES), metavar="S,S,...",
                       help=f"MIN_STRIDE grid of the sweep (default {DEFAULT_MIN_STRIDES})")
     target = link.add_mutually_exclusive_group()
@@ -151,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         point = rec["point"]
         print(f"{name}: Wild {s['wild_miou']:.1f}  ShadowTutor {s['shadowtutor_miou']:.1f}  naive "
               f"{s['naive_miou']:.1f}  key frames {s['key_frame_ratio']:.1f}%  -> recommended THRESHOLD "
-              f"{point['threshold']:g} MIN_STRIDE {point['min_stride']} ({point['key_frame_ratio']:.1f}% key "
+              f"{point['setting']} MIN_STRIDE {point['min_stride']} ({point['key_frame_ratio']:.1f}% key "
               f"frames, P-8 {point['p8_miou']:.1f}){'' if rec['met'] else ' [target not met]'}")
     print(f"wrote {args.out / 'report.html'} and {args.out / 'results.json'}")
     return 0

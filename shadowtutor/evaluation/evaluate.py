@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 
 from shadowtutor.algorithms.metrics import miou
-from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.params import AlgorithmParams, threshold_fields
 from shadowtutor.capacity.plan import CameraLoad, cameras_per_link, edge_bounds, server_capacity
 from shadowtutor.capacity.profile import ServerProfile
 from shadowtutor.evaluation.harness import WILD, SceneEvaluation, SettingTrace
 from shadowtutor.evaluation.machine import machine_info
-from shadowtutor.evaluation.operating_point import Point, Target, pareto_front, recommend
+from shadowtutor.evaluation.operating_point import Point, Target, pareto_front, recommend, threshold_setting
 from shadowtutor.evaluation.passes import ScenePass, run_pass, run_passes
 from shadowtutor.evaluation.simulated_link import LinkCodecs
 from shadowtutor.evaluation.traffic import label_of
@@ -70,8 +70,8 @@ class EvaluateConfig:
     command: str = ""
     notes: tuple[str, ...] = ()
     codecs: LinkCodecs = LinkCodecs()
-    thresholds: tuple[float, ...] = (0.5, 0.65, 0.8)
-    min_strides: tuple[int, ...] = (4, 8, 16)
+    thresholds: tuple[float | str, ...] = (0.5, 0.65, 0.8, "auto")  # --threshold settings: numbers or "auto"
+    min_strides: tuple[int, ...] = (8, 16)
     target: Target = Target("key_frames", 5.0)
     profiles: tuple[ServerProfile, ...] = ()
     link_bps: float = 80e6
@@ -105,11 +105,24 @@ def _per_frame_bytes(trace: SettingTrace, frames: int) -> tuple[float, float]:
     return up / frames, down / frames
 
 
-def _point(threshold: float, min_stride: int, trace: SettingTrace, frames: int, fps: float) -> Point:
+def _point(params: AlgorithmParams, trace: SettingTrace, frames: int, fps: float) -> Point:
     up, _ = _per_frame_bytes(trace, frames)
     steps = [r.steps for r in trace.records]
-    return Point(threshold, min_stride, 100.0 * len(trace.key_frames) / frames, 100.0 * float(np.mean(trace.miou)),
-                 8.0 * up * fps, float(np.mean(trace.strides)), float(np.mean(steps)) if steps else None)
+    return Point(params.threshold, params.min_stride, 100.0 * len(trace.key_frames) / frames,
+                 100.0 * float(np.mean(trace.miou)), 8.0 * up * fps, float(np.mean(trace.strides)),
+                 float(np.mean(steps)) if steps else None, params.threshold_policy)
+
+
+def sweep_params(base: AlgorithmParams, threshold: float | str, min_stride: int) -> AlgorithmParams:
+    """``base`` at one grid point: the THRESHOLD setting (a number, or ``auto`` from the default starting value,
+    as ``--threshold auto`` gives) and MIN_STRIDE."""
+    fixed = dataclasses.replace(base, threshold=AlgorithmParams().threshold, threshold_policy="fixed")
+    return dataclasses.replace(fixed, min_stride=min_stride, **threshold_fields(threshold))
+
+
+def _key(params: AlgorithmParams) -> tuple[str, int]:
+    """The grid point ``params`` runs (as :attr:`Point.key`)."""
+    return threshold_setting(params.threshold, params.threshold_policy), params.min_stride
 
 
 def _traffic(up: float, down: float, fps: float) -> dict[str, float]:
@@ -236,20 +249,19 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
     shadow = main.traces[SHADOWTUTOR]
     up, down = _per_frame_bytes(shadow, frames)
 
-    grid = [(t, m) for m in config.min_strides for t in config.thresholds]
-    configured = (config.params.threshold, config.params.min_stride)
-    sweep_jobs = [job((SHADOWTUTOR,), dataclasses.replace(config.params, threshold=t, min_stride=m), f"{t:g}/{m}")
-                  for t, m in grid if (t, m) != configured]
-    traces = {configured: shadow}
+    grid = [sweep_params(config.params, t, m) for m in config.min_strides for t in config.thresholds]
+    traces = {_key(config.params): shadow}
+    sweep_jobs = [job((SHADOWTUTOR,), params, "{} MIN_STRIDE {}".format(*_key(params)))
+                  for params in {_key(p): p for p in grid if _key(p) not in traces}.values()]
+    ran = {_key(config.params): config.params}
     for done, evaluation in run_passes(sweep_jobs, config.workers, config.threads or 1, config.progress):
-        t, m = done.params.threshold, done.params.min_stride
-        traces[t, m] = evaluation.traces[SHADOWTUTOR]
-    points = [_point(t, m, traces[t, m], frames, fps) for t, m in [configured, *grid] if (t, m) in traces]
-    points = list({(p.threshold, p.min_stride): p for p in points}.values())
+        traces[_key(done.params)] = evaluation.traces[SHADOWTUTOR]
+        ran[_key(done.params)] = done.params
+    points = [_point(params, traces[key], frames, fps) for key, params in ran.items()]  # the configured first
     recommendation = recommend(points, config.target)
     chosen = recommendation.point
-    chosen_trace = traces[chosen.threshold, chosen.min_stride]
-    chosen_params = dataclasses.replace(config.params, threshold=chosen.threshold, min_stride=chosen.min_stride)
+    chosen_trace = traces[chosen.key]
+    chosen_params = ran[chosen.key]
 
     loaded = load_student(student_path)
     t_si = measure_t_si(scene, loaded.model, config, backend)
@@ -299,7 +311,7 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
             "naive": _traffic(naive_up, naive_down, fps),
         },
         "sweep": {
-            "thresholds": list(config.thresholds),
+            "thresholds": [str(t) for t in config.thresholds],
             "min_strides": list(config.min_strides),
             "points": [p.to_dict() for p in points],
             "pareto": [p.to_dict() for p in pareto_front(points)],

@@ -2,7 +2,8 @@
 front, and the point recommended for a target.
 
 A *point* is one run of P-8 (partial distillation, updates landing 8 frames after their key frame; the
-accuracy bench's P-8) at one THRESHOLD and MIN_STRIDE, everything else as configured. Lower key-frame
+accuracy bench's P-8) at one THRESHOLD setting (a number, or the ``auto`` policy) and MIN_STRIDE, everything
+else as configured. Lower key-frame
 ratio and higher P-8 mIoU are better; a point is on the Pareto front when no other point is at least as
 good in both and better in one. A :class:`Target` picks one point:
 
@@ -29,18 +30,33 @@ _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmg]?)(bps|bit/s|b/s)\s*$", re.IG
 _RATE_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
 
 
+def threshold_setting(threshold: float, policy: str) -> str:
+    """The ``--threshold`` value of a THRESHOLD and its policy: the number, or ``auto``."""
+    return "auto" if policy == "auto" else f"{threshold:g}"
+
+
 @dataclass(frozen=True)
 class Point:
-    threshold: float
+    threshold: float  # THRESHOLD (policy "auto": where each session starts)
     min_stride: int
     key_frame_ratio: float  # percent
     p8_miou: float  # percent
     uplink_bps: float  # bits per second per camera at the footage's frame rate
     mean_stride: float
     mean_steps: float | None  # distillation steps per key frame
+    policy: str = "fixed"  # THRESHOLD policy: "fixed" or "auto"
+
+    @property
+    def setting(self) -> str:
+        """The ``--threshold`` value that runs this point: the number, or ``auto``."""
+        return threshold_setting(self.threshold, self.policy)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.setting, self.min_stride
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "setting": self.setting}
 
 
 @dataclass(frozen=True)

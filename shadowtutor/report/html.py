@@ -64,11 +64,11 @@ def _recommendation(name: str, video: Mapping[str, Any]) -> str:
     verdict = "target met" if rec["met"] else "no point meets the target; this is the nearest"
     return (
         f"<div id='recommendation-{_e(name)}' class='recommendation{'' if rec['met'] else ' missed'}'>"
-        f"<strong>Recommended operating point:</strong> THRESHOLD {point['threshold']:g}, "
+        f"<strong>Recommended operating point:</strong> THRESHOLD {point['setting']}, "
         f"MIN_STRIDE {point['min_stride']} &mdash; {point['key_frame_ratio']:.1f} % key frames, "
         f"P-8 {point['p8_miou']:.1f} % mIoU against the teacher, uplink {_e(format_rate(point['uplink_bps']))} "
         f"per camera.<br>Target: {_e(rec['target_text'])} ({verdict}). Run the edges with "
-        f"<code>--threshold {point['threshold']:g} --min-stride {point['min_stride']}</code>.</div>"
+        f"<code>--threshold {point['setting']} --min-stride {point['min_stride']}</code>.</div>"
     )
 
 
@@ -112,13 +112,13 @@ def _traffic(video: Mapping[str, Any]) -> str:
 
 def _sweep(video: Mapping[str, Any]) -> str:
     sweep = video["sweep"]
-    front = {(p["threshold"], p["min_stride"]) for p in sweep["pareto"]}
+    front = {(p["setting"], p["min_stride"]) for p in sweep["pareto"]}
     chosen = sweep["recommendation"]["point"]
     rows = []
-    for p in sorted(sweep["points"], key=lambda p: (p["min_stride"], p["threshold"])):
-        key = (p["threshold"], p["min_stride"])
-        mark = " &#9733;" if key == (chosen["threshold"], chosen["min_stride"]) else ""
-        rows.append([f"{p['threshold']:g}{mark}", p["min_stride"], f"{p['key_frame_ratio']:.1f}",
+    for p in sorted(sweep["points"], key=lambda p: (p["min_stride"], p["policy"] == "auto", p["threshold"])):
+        key = (p["setting"], p["min_stride"])
+        mark = " &#9733;" if key == (chosen["setting"], chosen["min_stride"]) else ""
+        rows.append([f"{p['setting']}{mark}", p["min_stride"], f"{p['key_frame_ratio']:.1f}",
                      f"{p['p8_miou']:.1f}", f"{p['mean_stride']:.1f}",
                      "-" if p["mean_steps"] is None else f"{p['mean_steps']:.2f}", _e(format_rate(p["uplink_bps"])),
                      "yes" if key in front else ""])

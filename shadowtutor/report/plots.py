@@ -42,7 +42,7 @@ def sweep_plot(sweep: dict[str, Any]) -> str:
                          marker=markers.get(stride, "o"), s=36, color="tab:blue", alpha=0.75,
                          label=f"MIN_STRIDE {stride}")
         for p in points:
-            axis.annotate(f"{p['threshold']:g}", (p["key_frame_ratio"], p["p8_miou"]), textcoords="offset points",
+            axis.annotate(p["setting"], (p["key_frame_ratio"], p["p8_miou"]), textcoords="offset points",
                           xytext=(4, 4), fontsize=7)
         axis.plot([p["key_frame_ratio"] for p in front], [p["p8_miou"] for p in front], "-", color="tab:orange",
                   lw=1.2, label="Pareto front")

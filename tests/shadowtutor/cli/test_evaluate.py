@@ -110,10 +110,13 @@ def test_the_teacher_labels_come_from_the_cache_the_second_time(clip: Path, repo
     threads = torch.get_num_threads()
     cache = report.parent / "cache"
     try:
-        assert main(_args(clip, tmp_path / "again", cache, "--sweep-thresholds", "0.8")) == 0
+        assert main(_args(clip, tmp_path / "again", cache, "--sweep-thresholds", "0.8,auto")) == 0
     finally:
         torch.set_num_threads(threads)
-    assert json.loads((tmp_path / "again" / "results.json").read_text())["videos"]["my.mp4"]["labels_from_cache"]
+    video = json.loads((tmp_path / "again" / "results.json").read_text())["videos"]["my.mp4"]
+    assert video["labels_from_cache"]
+    # the sweep runs the auto THRESHOLD policy beside the fixed one
+    assert {(p["setting"], p["policy"]) for p in video["sweep"]["points"]} == {("0.8", "fixed"), ("auto", "auto")}
 
 
 def _chromium() -> str:
@@ -171,6 +174,14 @@ def test_a_video_with_no_frames_is_one_error_line(tmp_path: Path, capsys: pytest
     assert "empty.avi" in line
 
 
+def test_a_bad_sweep_threshold_is_one_error_line(clip: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*_args(clip, tmp_path / "out", tmp_path / "cache"), "--sweep-thresholds", "0.5,1.5"])
+    assert exit_info.value.code == 2
+    assert "--sweep-thresholds" in capsys.readouterr().err
+
+
 def test_zero_frames_is_one_error_line(clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([*_args(clip, tmp_path / "out", tmp_path / "cache"), "--frames", "0"])
@@ -193,3 +204,10 @@ def test_a_corrupt_profile_is_one_error_line(clip: Path, tmp_path: Path, capsys:
     line = _error_line(capsys, main([*_args(clip, tmp_path / "out", tmp_path / "cache"), "--server-profile",
                                      str(bad)]))
     assert str(bad) in line and "teacher_ms" in line and not (tmp_path / "cache").exists()
+
+
+def test_the_readme_opens_with_evaluating_ones_own_footage() -> None:
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    first = readme.split("\n## ")[1]
+    assert "own footage" in first.splitlines()[0]
+    assert ".venv/bin/shadowtutor evaluate my.mp4" in first

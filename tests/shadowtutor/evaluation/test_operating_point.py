@@ -92,3 +92,10 @@ def test_parse_percent() -> None:
 
 def test_format_rate() -> None:
     assert format_rate(3e5) == "300 kbit/s" and format_rate(8e7) == "80 Mbit/s" and format_rate(12) == "12 bit/s"
+
+
+def test_an_auto_point_is_run_with_threshold_auto() -> None:
+    auto = Point(0.8, 8, 4.0, 60.0, 1e5, 20.0, 3.0, policy="auto")
+    assert auto.setting == "auto" and auto.key == ("auto", 8)
+    assert auto.to_dict()["setting"] == "auto"
+    assert point(0.65, 16, 4.0, 60.0).setting == "0.65"
