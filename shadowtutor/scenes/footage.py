@@ -41,6 +41,7 @@ FOOTAGE_PRESET_PREFIX = "footage:"
 TEACHER_FILE = "teacher.json"
 SOURCE_FILE = "source.json"
 _HASH_VERSION = b"shadowtutor-footage/1"
+LIVE_RETRIES = 3  # reopen attempts of a live source that stops delivering frames
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def _read_into(source: str, video: Path, frames: int | None, size: Size | None,
     digest = hashlib.sha256(_HASH_VERSION)
     writer = None
     count = 0
-    with VideoSource(source, retries=0) as stream:
+    with VideoSource(source, retries=LIVE_RETRIES) as stream:
         if stream.spec.live and frames is None:
             raise SceneError(f"{source!r} is a live {stream.spec.kind} source: say how many frames to read")
         fps = stream.fps
