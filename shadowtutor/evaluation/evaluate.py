@@ -23,6 +23,7 @@ footage's frame rate; ShadowTutor's once-per-session model download (the handsha
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -171,21 +172,19 @@ def naive_offloading(scene: Scene, frames: int, teacher: Any, codecs: LinkCodecs
 
 
 def measure_t_si(scene: Scene, student: Any, config: EvaluateConfig, backend: str) -> float:
-    """Seconds per frame of the edge's student on this machine (median of :data:`T_SI_FRAMES` frames)."""
+    """Seconds per frame of the edge's student on this machine: the median of :data:`T_SI_FRAMES` frames after a
+    warm-up frame (fewer in a shorter scene)."""
     from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
     from shadowtutor.models.inference import build_inference_backend
 
     edge = build_inference_backend(backend, student, config.threads,
                                    ChangeBasedOptions() if config.change_based else None, config.student_size)
     seconds = []
-    for index, frame in enumerate(scene.frames()):
+    for frame in itertools.islice(scene.frames(), T_SI_FRAMES + 1):
         start = time.perf_counter()
         edge.infer(frame)
-        if index > 0:
-            seconds.append(time.perf_counter() - start)
-        if len(seconds) >= T_SI_FRAMES:
-            break
-    return float(np.median(seconds)) if seconds else float("nan")
+        seconds.append(time.perf_counter() - start)
+    return float(np.median(seconds[1:] or seconds))  # the first frame warms up, unless it is the only one
 
 
 def _capacity(config: EvaluateConfig, load: CameraLoad, t_si: float, key_frame_bytes: float, frames: int,
