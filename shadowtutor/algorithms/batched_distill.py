@@ -134,7 +134,9 @@ def batched_miou(pred: torch.Tensor, target: torch.Tensor, num_classes: int) -> 
 
 
 class _BatchedRun:
-    """One group's Algorithm 1: stacked weights and Adam state in, every distiller updated on return."""
+    """One group's Algorithm 1: every session's trainable weights and Adam moments as one row of a flat
+    ``(sessions, weights)`` tensor (so that an Adam step is a handful of kernels whatever the sessions), every
+    distiller updated on return."""
 
     def __init__(self, distillers: list[Distiller], key_frames: list[PreparedKeyFrame]) -> None:
         self.distillers = distillers
@@ -146,6 +148,9 @@ class _BatchedRun:
         self.weights = torch.stack([k.weights for k in key_frames])
         self.num_classes = self.reference.num_classes
         self.dtype = self.x.dtype
+        named = dict(self.reference.named_parameters())
+        self.shapes = [tuple(named[key].shape) for key in self.keys]
+        self.sizes = [named[key].numel() for key in self.keys]
         groups = [d.optimizer.param_groups for d in distillers]
         for group in groups:
             _check_plain_adam(group)
@@ -159,10 +164,6 @@ class _BatchedRun:
     def _per_session(self, values: Sequence[float]) -> torch.Tensor:
         return torch.tensor(values, dtype=self.dtype, device=self.device)
 
-    def _session_view(self, values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-        """``values (S,)`` shaped to broadcast against a stacked tensor ``like (S, ...)``."""
-        return values.view(-1, *([1] * (like.ndim - 1)))
-
     def _front(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, int], tuple[int, int]]:
         student = self.reference
 
@@ -172,23 +173,28 @@ class _BatchedRun:
 
         with torch.no_grad():
             dec1, enc2, enc1 = vmap(one_frame)(self.x)
-            sizes = student.forward_front(self.x[:1])
-        return dec1, enc2, enc1, sizes.x1_size, sizes.input_size
+        height, width = self.x.shape[2:]
+        x1_size = ((height - 1) // 2 + 1, (width - 1) // 2 + 1)  # in_conv1: 3x3, stride 2, padding 1
+        return dec1, enc2, enc1, x1_size, (height, width)
 
-    def _gather(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor], torch.Tensor]:
-        """Stacked trainable weights (leaves that need gradients), Adam's two moments and step counts."""
-        params, exp_avg, exp_avg_sq, steps = {}, {}, {}, []
-        per_distiller = [dict(d.student.named_parameters()) for d in self.distillers]
-        states = [d.optimizer.state for d in self.distillers]
-        for key in self.keys:
-            tensors = [p[key] for p in per_distiller]
-            params[key] = torch.stack([t.detach() for t in tensors]).requires_grad_(True)
-            exp_avg[key] = torch.stack([_moment(s, t, "exp_avg") for s, t in zip(states, tensors, strict=True)])
-            exp_avg_sq[key] = torch.stack([_moment(s, t, "exp_avg_sq") for s, t in zip(states, tensors, strict=True)])
-        first = self.keys[0]
-        for state, named in zip(states, per_distiller, strict=True):
-            steps.append(float(state[named[first]]["step"]) if named[first] in state else 0.0)
-        return params, exp_avg, exp_avg_sq, self._per_session(steps)
+    def _unflatten(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Views of ``flat (S, weights)`` shaped as the stacked trainable tensors ``(S, *shape)``, in key order."""
+        parts = torch.split(flat, self.sizes, dim=1)
+        return tuple(part.view(-1, *shape) for part, shape in zip(parts, self.shapes, strict=True))
+
+    def _gather(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The flat weights (a leaf that needs gradients), Adam's two flat moments and the step counts."""
+        rows, avg_rows, avg_sq_rows, steps = [], [], [], []
+        for distiller in self.distillers:
+            named = dict(distiller.student.named_parameters())
+            tensors = [named[key] for key in self.keys]
+            state = distiller.optimizer.state
+            rows.append(torch.cat([t.detach().reshape(-1) for t in tensors]))
+            avg_rows.append(torch.cat([_moment(state, t, "exp_avg").reshape(-1) for t in tensors]))
+            avg_sq_rows.append(torch.cat([_moment(state, t, "exp_avg_sq").reshape(-1) for t in tensors]))
+            steps.append(float(state[tensors[0]]["step"]) if tensors[0] in state else 0.0)
+        flat = torch.stack(rows).requires_grad_(True)
+        return flat, torch.stack(avg_rows), torch.stack(avg_sq_rows), self._per_session(steps)
 
     def run(self) -> list[DistillResult]:
         for distiller in self.distillers:
@@ -201,25 +207,23 @@ class _BatchedRun:
             return functional_call(back, dict(zip(names, weights, strict=True)), (d1, e2, e1), strict=False)
 
         forward = vmap(forward_one)
-        params, exp_avg, exp_avg_sq, adam_steps = self._gather()
+        flat, exp_avg, exp_avg_sq, adam_steps = self._gather()
         sessions = len(self.distillers)
         max_updates = torch.tensor(self.max_updates, device=self.device)
 
         def logits_of() -> torch.Tensor:
-            return forward(tuple(params[k] for k in self.keys), dec1, enc2, enc1)
+            return forward(self._unflatten(flat), dec1, enc2, enc1)
 
         logits = logits_of()
-        initial = batched_miou(logits.argmax(1), self.target, self.num_classes)
+        with torch.no_grad():
+            initial = batched_miou(logits.argmax(1), self.target, self.num_classes)
         metric, best = initial.clone(), initial.clone()
         active = initial < self.threshold  # a first metric at THRESHOLD ends Algorithm 1 with no step
         started = active.clone()
         hit = torch.zeros(sessions, dtype=torch.bool, device=self.device)
         steps = torch.zeros(sessions, dtype=torch.long, device=self.device)
-        best_params = {k: v.detach().clone() for k, v in params.items()}
-        best_adam = (
-            ({k: v.clone() for k, v in exp_avg.items()}, {k: v.clone() for k, v in exp_avg_sq.items()},
-             adam_steps.clone()) if self.restore_adam else None
-        )
+        best_flat = flat.detach().clone()
+        best_adam = (exp_avg.clone(), exp_avg_sq.clone(), adam_steps.clone()) if self.restore_adam else None
         check_on_host = self.device.type == "cpu"  # reading a flag back is free on a CPU, a sync on a GPU
         for update in range(max(self.max_updates, default=0)):
             active = active & (update < max_updates)
@@ -227,11 +231,10 @@ class _BatchedRun:
                 break
             per_pixel = F.cross_entropy(logits, self.target, reduction="none")
             loss = (per_pixel * self.weights).mean(dim=(1, 2)).sum()
-            grads = torch.autograd.grad(loss, [params[k] for k in self.keys])
+            (grad,) = torch.autograd.grad(loss, [flat])
             with torch.no_grad():
-                adam_steps = adam_steps + active.float()
-                self._adam_step(params, exp_avg, exp_avg_sq, dict(zip(self.keys, grads, strict=True)),
-                                adam_steps, active)
+                adam_steps = adam_steps + active.to(self.dtype)
+                exp_avg, exp_avg_sq = self._adam_step(flat, exp_avg, exp_avg_sq, grad, adam_steps, active)
             logits = logits_of()
             with torch.no_grad():
                 new_metric = batched_miou(logits.argmax(1), self.target, self.num_classes)
@@ -240,22 +243,23 @@ class _BatchedRun:
                 passed = active & (new_metric > self.threshold)
                 improved = active & ~passed & (new_metric > best)
                 best = torch.where(improved, new_metric, best)
-                _copy_where(best_params, params, improved)
+                rows = improved.view(-1, 1)
+                best_flat = torch.where(rows, flat, best_flat)
                 if best_adam is not None:
-                    _copy_where(best_adam[0], exp_avg, improved)
-                    _copy_where(best_adam[1], exp_avg_sq, improved)
-                    best_adam = (best_adam[0], best_adam[1], torch.where(improved, adam_steps, best_adam[2]))
+                    best_adam = (torch.where(rows, exp_avg, best_adam[0]), torch.where(rows, exp_avg_sq, best_adam[1]),
+                                 torch.where(improved, adam_steps, best_adam[2]))
                 hit = hit | passed
                 active = active & ~passed
         with torch.no_grad():
             roll_back = started & ~hit & (metric < best)
-            _copy_where(params, best_params, roll_back)
+            rows = roll_back.view(-1, 1)
+            flat.copy_(torch.where(rows, best_flat, flat))
             if best_adam is not None:
-                _copy_where(exp_avg, best_adam[0], roll_back)
-                _copy_where(exp_avg_sq, best_adam[1], roll_back)
+                exp_avg = torch.where(rows, best_adam[0], exp_avg)
+                exp_avg_sq = torch.where(rows, best_adam[1], exp_avg_sq)
                 adam_steps = torch.where(roll_back, best_adam[2], adam_steps)
             metric = torch.where(roll_back, best, metric)
-            self._scatter(params, exp_avg, exp_avg_sq, adam_steps)
+            self._scatter(flat, exp_avg, exp_avg_sq)
             summary = torch.stack([initial.double(), metric.double(), steps.double(), adam_steps.double()]).cpu()
         initial_h, metric_h, steps_h, adam_h = summary.tolist()
         self._write_steps(adam_h)
@@ -265,43 +269,38 @@ class _BatchedRun:
         ]
 
     def _adam_step(
-        self, params: dict[str, torch.Tensor], exp_avg: dict[str, torch.Tensor], exp_avg_sq: dict[str, torch.Tensor],
-        grads: dict[str, torch.Tensor], adam_steps: torch.Tensor, active: torch.Tensor,
-    ) -> None:
-        """torch.optim.Adam's update (no weight decay, no AMSGrad) for the ``active`` sessions only."""
+        self, flat: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, grad: torch.Tensor,
+        adam_steps: torch.Tensor, active: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """torch.optim.Adam's update (no weight decay, no AMSGrad) of the ``active`` sessions' rows of ``flat``, in
+        place; returns the new moments."""
         counted = adam_steps.clamp(min=1.0)
         bias_correction1 = 1 - self.beta1 ** counted
         bias_correction2_sqrt = (1 - self.beta2 ** counted).sqrt()
-        step_size = self.learning_rate / bias_correction1
-        for key in self.keys:
-            grad, param = grads[key], params[key]
-            mask = self._session_view(active, param)
-            new_avg = exp_avg[key].lerp(grad, 1 - self.beta1)
-            new_avg_sq = exp_avg_sq[key] * self.beta2 + (1 - self.beta2) * grad * grad
-            denom = new_avg_sq.sqrt() / self._session_view(bias_correction2_sqrt, param) + self.eps
-            new_param = param - self._session_view(step_size, param) * new_avg / denom
-            exp_avg[key] = torch.where(mask, new_avg, exp_avg[key])
-            exp_avg_sq[key] = torch.where(mask, new_avg_sq, exp_avg_sq[key])
-            param.copy_(torch.where(mask, new_param, param))
+        step_size = (self.learning_rate / bias_correction1).view(-1, 1)
+        rows = active.view(-1, 1)
+        new_avg = exp_avg.lerp(grad, 1 - self.beta1)
+        new_avg_sq = exp_avg_sq * self.beta2 + (1 - self.beta2) * grad * grad
+        denom = new_avg_sq.sqrt() / bias_correction2_sqrt.view(-1, 1) + self.eps
+        flat.copy_(torch.where(rows, flat - step_size * new_avg / denom, flat))
+        return torch.where(rows, new_avg, exp_avg), torch.where(rows, new_avg_sq, exp_avg_sq)
 
-    def _scatter(
-        self, params: dict[str, torch.Tensor], exp_avg: dict[str, torch.Tensor], exp_avg_sq: dict[str, torch.Tensor],
-        adam_steps: torch.Tensor,
-    ) -> None:
+    def _scatter(self, flat: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor) -> None:
         """Write every session's weights and Adam moments back into its own student and optimiser."""
         targets: list[torch.Tensor] = []
         sources: list[torch.Tensor] = []
+        stacked = [self._unflatten(t.detach()) for t in (flat, exp_avg, exp_avg_sq)]
         for index, distiller in enumerate(self.distillers):
             named = dict(distiller.student.named_parameters())
             state = distiller.optimizer.state
-            for key in self.keys:
+            for number, key in enumerate(self.keys):
                 parameter = named[key]
                 entry = state[parameter]
                 if "exp_avg" not in entry:
                     entry["exp_avg"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
                     entry["exp_avg_sq"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
                 targets += [parameter.data, entry["exp_avg"], entry["exp_avg_sq"]]
-                sources += [params[key][index], exp_avg[key][index], exp_avg_sq[key][index]]
+                sources += [stacked[0][number][index], stacked[1][number][index], stacked[2][number][index]]
         torch._foreach_copy_(targets, sources)
 
     def _write_steps(self, adam_steps: list[float]) -> None:
@@ -322,13 +321,6 @@ def _moment(state: dict[torch.Tensor, dict[str, torch.Tensor]], parameter: torch
     if entry is None or name not in entry:
         return torch.zeros_like(parameter).detach()
     return entry[name]
-
-
-def _copy_where(destination: dict[str, torch.Tensor], source: dict[str, torch.Tensor], mask: torch.Tensor) -> None:
-    """``destination[k] = source[k]`` for the sessions in ``mask (S,)``, in place."""
-    for key, tensor in destination.items():
-        view = mask.view(-1, *([1] * (tensor.ndim - 1)))
-        tensor.copy_(torch.where(view, source[key].detach(), tensor))
 
 
 def _check_plain_adam(param_groups: list[dict[str, object]]) -> None:

@@ -16,6 +16,7 @@ BENCH_MODULES = (
     "shadowtutor.cli.bench_network",
     "shadowtutor.cli.bench_traffic",
     "shadowtutor.cli.bench_load",
+    "shadowtutor.cli.bench_server",
     "shadowtutor.cli.bench_change_based",
     "shadowtutor.cli.bench_regions",
 )
