@@ -7,8 +7,8 @@ peer or an unlucky operator can do, each judged against what docs/security.md pr
   before HELLO, ``flood_rounds`` times; none may be taken whole, and the server's resident memory
   must end within 100 MB of where it started.
 - ``idle_lockout``: ``lockout_loops`` threads reopening idle ``/v1/edge`` sockets, from another
-  loopback address and then from the edge's own; meanwhile an edge with its token must get its
-  WELCOME within 5 s.
+  loopback address and then from the edge's own; after ``lockout_hold_s`` of that, an edge with
+  its token must get its WELCOME within 5 s.
 - ``tokens_file``: the tokens file replaced by non-UTF-8 bytes and by JSON nested 200,000 deep, each
   followed by SIGHUP: the server must live on, still admit the edge and refuse an unknown one with
   ``unauthorized``, export ``tokens_file_valid 0``, and take the good file back on the next SIGHUP.
@@ -49,11 +49,14 @@ class AttackScale:
     flood_mib: int
     flood_rounds: int
     lockout_loops: int
+    lockout_hold_s: float  # how long the loops run before the edge tries (past the server's hello_timeout)
 
 
 SCALES = {
-    "short": AttackScale(header_mib=20, flood_connections=10, flood_mib=15, flood_rounds=1, lockout_loops=20),
-    "long": AttackScale(header_mib=100, flood_connections=40, flood_mib=15, flood_rounds=6, lockout_loops=60),
+    "short": AttackScale(header_mib=20, flood_connections=10, flood_mib=15, flood_rounds=1, lockout_loops=20,
+                         lockout_hold_s=0.5),
+    "long": AttackScale(header_mib=100, flood_connections=40, flood_mib=15, flood_rounds=6, lockout_loops=60,
+                        lockout_hold_s=5.0),
 }
 
 
@@ -198,11 +201,13 @@ def _idle_lockout(target: LocalTarget, scale: AttackScale, result: AttackResult)
             deadline = time.monotonic() + 10
             while flood.opened < scale.lockout_loops and flood.refused == 0 and time.monotonic() < deadline:
                 time.sleep(0.05)
+            time.sleep(scale.lockout_hold_s)
             seconds = _welcome_within(target, WELCOME_WITHIN)
         finally:
             flood.stop()
         key = "other_address" if attacker != "127.0.0.1" else "same_address"
-        result.figures[key] = {"loops": scale.lockout_loops, "upgrades": flood.opened, "refused": flood.refused,
+        result.figures[key] = {"loops": scale.lockout_loops, "held_s": scale.lockout_hold_s,
+                               "upgrades": flood.opened, "refused": flood.refused,
                                "welcome_after_s": None if seconds is None else round(seconds, 3)}
         if seconds is None:
             result.fail(f"no WELCOME within {WELCOME_WITHIN:g} s while {scale.lockout_loops} loops held idle "

@@ -13,7 +13,8 @@ from shadowtutor.protocol.messages import Hello
 from shadowtutor.stress.fuzz_attacks import AttackScale, LocalTarget, run_attacks
 from tests.support.inprocess_server import serve_in_thread
 
-SMALL = AttackScale(header_mib=20, flood_connections=8, flood_mib=15, flood_rounds=1, lockout_loops=4)
+SMALL = AttackScale(header_mib=20, flood_connections=8, flood_mib=15, flood_rounds=1, lockout_loops=4,
+                    lockout_hold_s=0.5)
 
 
 def unbounded_app() -> FastAPI:
