@@ -29,19 +29,16 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
 from services.server.admission import Ticket
-from services.server.admission import Ticket
 from services.server.handshake import check_hello
 from services.server.limits import Verdict
 from services.server.runtime import ServerRuntime
 from services.server.session import EdgeSession, Traffic
 from services.server.teacher_queue import TeacherFailed
 from services.server.ws_protocol import MESSAGE_LIMIT_EXTENSION
-from services.server.ws_protocol import MESSAGE_LIMIT_EXTENSION
 from shadowtutor.protocol.codecs import decode_frame, encode_labels
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.image_header import check_declared_size
 from shadowtutor.protocol.messages import (
-    MAX_HELLO_BYTES,
     MAX_HELLO_BYTES,
     Error,
     Hello,
@@ -91,8 +88,6 @@ class EdgeConnection:
         self._send_lock = asyncio.Lock()
         self._evicted = asyncio.Event()
         self._eviction: ProtocolError | None = None
-        self._ticket: Ticket | None = None  # its place among the unauthenticated connections until admitted
-        self._message_limit = MAX_HELLO_BYTES  # until the HELLO is accepted
         self._ticket: Ticket | None = None  # its place among the unauthenticated connections until admitted
         self._message_limit = MAX_HELLO_BYTES  # until the HELLO is accepted
 
