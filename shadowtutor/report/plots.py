@@ -24,7 +24,7 @@ def per_frame_plot(video: dict[str, Any]) -> str:
         bottom.plot(keys, [strides[i] for i in keys], "|", color="black", ms=8, label="key frame")
         bottom.set_ylabel("stride (frames)")
         bottom.set_xlabel("frame")
-        bottom.legend(loc="upper left", ncol=2, fontsize="small")
+        bottom.legend(loc="best", ncol=2, fontsize="small")
         return svg_text(fig)
 
 
