@@ -152,7 +152,11 @@ class ServerRuntime:
         if self.base_student is None:
             raise RuntimeError("the student is not loaded yet")
         student = self.base_student.instantiate()
-        return Distiller(student, self.params, background_index(self.class_names), self.device, student_size)
+        tail = self.settings.distill_tail
+        return Distiller(
+            student, self.params, background_index(self.class_names), self.device, student_size,
+            fuse_tail=None if tail == "auto" else tail == "fused",
+        )
 
     def readiness(self) -> dict[str, Any]:
         if not self.ready:

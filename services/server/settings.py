@@ -28,6 +28,7 @@ from shadowtutor.teachers.precision import Precision  # no torch either
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 DistillEngine = Literal["auto", "batched", "sequential"]
+DistillTail = Literal["auto", "fused", "written"]
 CommaList = Annotated[tuple[str, ...] | None, NoDecode]
 FrameSize = Annotated[tuple[int, int] | None, NoDecode]
 MAX_SECONDS = 24 * 3600.0  # the longest timeout or interval accepted: beyond it a value is a mistake
@@ -140,6 +141,11 @@ class ServerSettings(BaseSettings):
     )
     distill_batch_size: int = Field(
         64, ge=1, le=1024, description="batched engine: most key frames (one per session) trained as one batch"
+    )
+    distill_tail: DistillTail = Field(
+        "auto", description="the student's tail in distillation: fused (one convolution at a quarter of the "
+        "resolution, fewer multiply-adds, more small kernels), written (as the paper's network is written) or auto "
+        "(fused on a CPU, written elsewhere); the same function, rounded differently"
     )
     max_pending_key_frames: int = Field(
         4, ge=1, description="key frames queued per session before the server stops reading from that edge"

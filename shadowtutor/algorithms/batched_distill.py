@@ -16,9 +16,9 @@ one batch:
   step counts to the host in one transfer.
 
 Key frames can be grouped when their distillers train in partial mode at the same student input
-size, class count and restore rule, on the same device, with fronts of equal weights; anything
-else runs through its own :meth:`Distiller.train`. The tail is the student's tail as written (the
-fused tail is a CPU optimisation of the sequential path).
+size, class count, restore rule and tail (as written or fused), on the same device, with fronts of
+equal weights; anything else runs through its own :meth:`Distiller.train`. Each group trains the
+tail its distillers train.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from shadowtutor.algorithms.distill import Distiller, DistillResult, PreparedKeyFrame
+from shadowtutor.models.fast_student import fused_back
 from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet
 
 
@@ -68,7 +69,7 @@ def group_key(distiller: Distiller, key_frame: PreparedKeyFrame) -> tuple[object
     if distiller.params.mode != "partial":
         return None
     return (
-        tuple(key_frame.x.shape), distiller.student.num_classes, distiller.params.restore,
+        tuple(key_frame.x.shape), distiller.student.num_classes, distiller.params.restore, distiller.fuse_tail,
         str(distiller.device), front_fingerprint(distiller),
     )
 
@@ -105,16 +106,22 @@ def distill_batch(jobs: Sequence[KeyFrameJob]) -> list[DistillResult]:
 
 
 class _Back(nn.Module):
-    """The student's trainable back as a module of one frame's front features (for ``functional_call``)."""
+    """The student's trainable back as a module of one frame's front features (for ``functional_call``), with
+    the tail as written or fused (:func:`~shadowtutor.models.fast_student.fused_back`)."""
 
-    def __init__(self, student: StudentNet, x1_size: tuple[int, int], input_size: tuple[int, int]) -> None:
+    def __init__(
+        self, student: StudentNet, x1_size: tuple[int, int], input_size: tuple[int, int], fuse_tail: bool
+    ) -> None:
         super().__init__()
         self.student = student
         self.x1_size = x1_size
         self.input_size = input_size
+        self.fuse_tail = fuse_tail
 
     def forward(self, dec1: torch.Tensor, enc2: torch.Tensor, enc1: torch.Tensor) -> torch.Tensor:
         front = FrontFeatures(dec1[None], enc2[None], enc1[None], self.x1_size, self.input_size)
+        if self.fuse_tail:
+            return fused_back(self.student, front)[0]
         return self.student.forward_back(front)[0]
 
 
@@ -200,7 +207,7 @@ class _BatchedRun:
         for distiller in self.distillers:
             distiller.student.train()
         dec1, enc2, enc1, x1_size, input_size = self._front()
-        back = _Back(self.reference, x1_size, input_size)
+        back = _Back(self.reference, x1_size, input_size, self.distillers[0].fuse_tail)
         names = [f"student.{key}" for key in self.keys]
 
         def forward_one(weights: tuple[torch.Tensor, ...], d1: torch.Tensor, e2: torch.Tensor, e1: torch.Tensor):

@@ -18,6 +18,7 @@ from services.server.distillation import (
     resolve_engine,
 )
 from services.server.metrics import ServerMetrics
+from services.server.settings import ServerSettings
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.student import StudentNet
@@ -125,3 +126,16 @@ def test_an_engine_not_started_refuses_work() -> None:
     frame, label = _key_frame(0)
     with pytest.raises(RuntimeError, match="not started"):
         asyncio.run(BatchedDistillation(ServerMetrics(), 4).train(distiller, frame, label, None))
+
+
+@pytest.mark.parametrize(("tail", "fused"), [("auto", True), ("fused", True), ("written", False)])
+def test_the_server_trains_the_tail_its_settings_name(settings: ServerSettings, tail: str, fused: bool) -> None:
+    """On this CPU ``auto`` is the fused tail."""
+    from services.server.loading import load_models
+    from services.server.runtime import ServerRuntime
+
+    configured = settings.model_copy(update={"distill_tail": tail})
+    models = load_models(configured)
+    runtime = ServerRuntime(configured, ServerMetrics(), models=models)
+    runtime.base_student = models.base_student  # what start() installs, without starting the workers
+    assert runtime.new_distiller().fuse_tail is fused

@@ -53,10 +53,10 @@ def _params(session: int) -> AlgorithmParams:
     )
 
 
-def _pair(base: StudentNet, params: AlgorithmParams) -> tuple[Distiller, Distiller]:
+def _pair(base: StudentNet, params: AlgorithmParams, fuse_tail: bool = False) -> tuple[Distiller, Distiller]:
     return (
-        Distiller(copy.deepcopy(base), params, background=0, fuse_tail=False),
-        Distiller(copy.deepcopy(base), params, background=0, fuse_tail=False),
+        Distiller(copy.deepcopy(base), params, background=0, fuse_tail=fuse_tail),
+        Distiller(copy.deepcopy(base), params, background=0, fuse_tail=fuse_tail),
     )
 
 
@@ -79,10 +79,11 @@ def restores(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     return counts
 
 
-def test_the_engine_equals_each_sessions_own_distiller(restores: Counter[int]) -> None:
+@pytest.mark.parametrize("fuse_tail", [False, True], ids=["tail as written", "fused tail"])
+def test_the_engine_equals_each_sessions_own_distiller(restores: Counter[int], fuse_tail: bool) -> None:
     torch.manual_seed(0)
     base = StudentNet(num_classes=3).double()
-    pairs = [_pair(base, _params(s)) for s in range(SESSIONS)]
+    pairs = [_pair(base, _params(s), fuse_tail) for s in range(SESSIONS)]
     seen_steps: set[int] = set()
     rolled_back = 0
     for round_ in range(3):
