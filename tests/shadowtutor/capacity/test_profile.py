@@ -89,3 +89,19 @@ def test_the_shipped_profiles_are_valid() -> None:
     for shipped in shipped_profiles():
         assert shipped.sizes
         assert Path(shipped.path).name.endswith(".json")
+
+
+def test_what_bench_server_writes_is_a_profile_this_loader_accepts(tmp_path: Path) -> None:
+    """The contract between `shadowtutor bench server --profile-out` and the capacity planner."""
+    from shadowtutor.evaluation.server_bench import BenchPoint, server_profile
+
+    def measured(stage: str, rate: float, steps: float | None) -> BenchPoint:
+        return BenchPoint((1280, 720), 64, stage, "torch", 640, 10.0, rate, 20.0, 30.0, steps, None)
+
+    points = [measured("teacher", 70.0, None), measured("distill", 60.0, 8.0), measured("both", 48.0, 7.5)]
+    written = server_profile(points, {"device": "NVIDIA H200", "teacher": "maskrcnn"}, "shadowtutor bench server",
+                             "2026-11-26")
+    loaded = load_profile(write(tmp_path, written))
+    size = loaded.sizes[1280, 720]
+    assert size.key_frame_ms == pytest.approx(1000 / 48.0) and size.steps == 7.5 and size.sessions == 64
+    assert size.key_frame_ms_at(7.5) == size.key_frame_ms
