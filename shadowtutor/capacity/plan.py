@@ -10,7 +10,7 @@ where ``key_frame_ms`` is the profile's figure, or ``teacher_ms + step_ms * mean
 evaluation's mean distillation steps per key frame differ from the profile's. A link of ``link_bps``
 bits per second carries ``floor(link_bps / (8 * uplink bytes per second per camera))`` cameras.
 
-:func:`edge_bounds` gives the throughput and traffic bounds of seed 001's section 4.4 for one edge:
+:func:`edge_bounds` gives the throughput and traffic bounds of the ShadowTutor paper's section 4.4 for one edge:
 eq. 12 (traffic upper bound), eq. 13 (throughput at the measured key frames and steps, between its
 fastest and slowest key-frame time, eq. 2), eq. 14 and eq. 15 (throughput lower and upper bounds),
 with the edge's measured per-frame time ``t_si``, the profile's server times and the key frame's
@@ -87,7 +87,7 @@ def cameras_per_link(load: CameraLoad, link_bps: float) -> int | None:
 
 @dataclass(frozen=True)
 class EdgeBounds:
-    """Seed 001's section 4.4 for one edge and one server: FPS and Mbps."""
+    """The ShadowTutor paper's section 4.4 bounds for one edge and one server: FPS and Mbps."""
 
     t_si: float
     t_sd: float
