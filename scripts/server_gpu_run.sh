@@ -25,6 +25,10 @@ dev=${DEVICE:-cuda}
 # 1. distillation engine, batched, all 8 steps (THRESHOLD 0.999), free teacher
 step distill_batched $PY -m shadowtutor bench server --stages distill --sessions 1,64,256 --sizes 640x360,1280x720 \
   --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev" --out "$OUT/distill_batched"
+# 1b. the same with the fused tail (one convolution at an eighth of the resolution instead of two at a half)
+step distill_batched_fused $PY -m shadowtutor bench server --stages distill --sessions 1,64,256 \
+  --sizes 640x360,1280x720 --engines batched --seconds "$SECS" --warmup 3 \
+  --server-args "--device $dev --distill-tail fused" --out "$OUT/distill_batched_fused"
 # 2. the same on the sequential engine (the ratio, same run)
 step distill_sequential $PY -m shadowtutor bench server --stages distill --sessions 1,16 --sizes 1280x720 \
   --engines sequential --seconds "$SECS" --warmup 2 --server-args "--device $dev --distill-workers 8" \
