@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from shadowtutor.capacity.profile import SCHEMA
 from shadowtutor.classes import LVS_CLASSES, background_index
 
 STAGES = ("teacher", "distill", "both")
@@ -259,9 +260,6 @@ def _line(point: BenchPoint) -> str:
             f"{point.key_frames_per_s:8.1f} key frames/s, p50 {p50} ms, p95 {p95} ms{busy}")
 
 
-PROFILE_SCHEMA = "shadowtutor.server_profile/1"
-
-
 def server_profile(
     points: Sequence[BenchPoint], info: dict[str, Any], command: str, measured: str
 ) -> dict[str, Any]:
@@ -288,7 +286,7 @@ def server_profile(
         }
     if not sizes:
         raise ValueError("a server profile needs the teacher, distill and both stages measured at some frame size")
-    return {"schema": PROFILE_SCHEMA, "device": info["device"], "measured": measured, "command": command,
+    return {"schema": SCHEMA, "device": info["device"], "measured": measured, "command": command,
             "teacher": info["teacher"], "sizes": sizes}
 
 
