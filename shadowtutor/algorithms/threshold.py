@@ -24,6 +24,7 @@ from shadowtutor.algorithms.params import AlgorithmParams
 
 WINDOW = 8  # key frames the attainable level is the median of
 ATTAINABLE_RATIO = 0.8 / 0.845  # the paper's THRESHOLD over the best mIoU it took as attainable
+_FLOOR = 1e-3  # keeps the threshold inside (0, 1) when every recent metric is 0
 
 
 class StrideThreshold:
@@ -50,6 +51,3 @@ class StrideThreshold:
         if not 0.0 <= metric <= 1.0:
             raise ValueError(f"a metric is an mIoU in [0, 1], got {metric}")
         self.recent.append(metric)
-
-
-_FLOOR = 1e-3  # keeps the threshold inside (0, 1) when every recent metric is 0
