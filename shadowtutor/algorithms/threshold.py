@@ -47,7 +47,7 @@ class StrideThreshold:
         return min(self.params.threshold, max(ATTAINABLE_RATIO * attainable, _FLOOR))
 
     def observe(self, metric: float) -> None:
-        """Record the metric after distillation of one answered key frame (an mIoU in [0, 1])."""
-        if not 0.0 <= metric <= 1.0:
-            raise ValueError(f"a metric is an mIoU in [0, 1], got {metric}")
-        self.recent.append(metric)
+        """Record the metric after distillation of one answered key frame, an mIoU: it comes from the
+        server, so a value outside [0, 1] is clamped into it and a NaN is not recorded."""
+        if metric == metric:
+            self.recent.append(min(1.0, max(0.0, metric)))

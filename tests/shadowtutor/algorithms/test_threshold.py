@@ -54,9 +54,10 @@ def test_auto_caps_at_a_lower_starting_threshold() -> None:
     assert _observed(AlgorithmParams(threshold=0.6, threshold_policy="auto"), [0.9] * 8).current == 0.6
 
 
-def test_observe_rejects_a_metric_outside_0_1() -> None:
-    with pytest.raises(ValueError, match="mIoU"):
-        StrideThreshold(AUTO).observe(1.5)
+def test_a_peers_metric_outside_0_1_is_clamped_and_nan_ignored() -> None:
+    threshold = _observed(AUTO, [1.5, -0.2, float("nan")] + [0.5] * 6)
+    assert len(threshold.recent) == 8 and max(threshold.recent) == 1.0 and min(threshold.recent) == 0.0
+    assert threshold.current == pytest.approx(0.5 * ATTAINABLE_RATIO)
 
 
 def test_a_student_at_its_usual_level_grows_the_stride_under_auto_only() -> None:
