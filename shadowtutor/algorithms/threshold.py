@@ -3,7 +3,7 @@
 The paper fixes THRESHOLD at 0.8, a little under the best mIoU then reported (0.845): a student that
 reaches it is as good as can be hoped, and its stride grows. Against a real teacher on a real camera the
 level a student can reach is its own (the teacher's mistakes, small objects), often under 0.8 after every
-key frame's training, and the stride never leaves MIN_STRIDE. The auto policy measures that level per
+key frame's training, and the stride rarely leaves MIN_STRIDE. The auto policy measures that level per
 session, as the median of the metric after distillation over the last :data:`WINDOW` key frames, and sets
 the stride's THRESHOLD to :data:`ATTAINABLE_RATIO` of it: the paper's own proportion. It never exceeds
 ``params.threshold``, so a student that reaches the paper's level is strided as in the paper. Until
