@@ -71,11 +71,22 @@ def remote_server(url: str, ssl_context: ssl.SSLContext | None) -> ServerUnderTe
     ws_url = normalise_server_url(url)
     base = http_base(ws_url)
     readyz = get_json(f"{base}/readyz", 10, ssl_context)
+    return ServerUnderTest(ws_url, base, readyz, server_version(base, ssl_context), local=False)
+
+
+def server_version(base: str, ssl_context: ssl.SSLContext | None) -> str:
+    """The server's package version from its OpenAPI schema, else its build info on /metrics (a server
+    with tokens serves no schema), else ``unknown``."""
     try:
-        version = str(get_json(f"{base}/openapi.json", 10, ssl_context)["info"]["version"])
+        return str(get_json(f"{base}/openapi.json", 10, ssl_context)["info"]["version"])
     except (RuntimeError, KeyError, TypeError):
-        version = "unknown"
-    return ServerUnderTest(ws_url, base, readyz, version, local=False)
+        pass
+    try:
+        with urllib.request.urlopen(f"{base}/metrics", timeout=10, context=ssl_context) as response:
+            found = re.search(r'shadowtutor_server_build_info\{[^}]*version="([^"]+)"', response.read().decode())
+    except (urllib.error.URLError, OSError):
+        found = None
+    return found.group(1) if found else "unknown"
 
 
 def local_serve_args(scene_dir: Path, port: int, tokens_file: Path) -> list[str]:
