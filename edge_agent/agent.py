@@ -81,6 +81,9 @@ class RunSummary:
     fps: float = 0.0
     key_frame_ratio: float = 0.0
     stopped_by: str = "end_of_source"  # end_of_source, max_frames or stop
+    # An acceleration's trial against the plain student (distill mode, once decided): its figures and whether
+    # it stepped aside
+    acceleration_trial: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,8 +167,7 @@ class EdgeAgent:
         own_weights = False
         if s.mode == "distill":
             student = VersionedStudent(
-                StudentRuntime(s.backend, change_based=s.change_based_options(), flow_path=s.flow_path_config(),
-                               cluster=s.cluster),
+                StudentRuntime(spec=s.labeller_spec()),
                 s.class_names,
                 lambda have, why: transport.request_resync(have, why),
             )
@@ -195,6 +197,9 @@ class EdgeAgent:
                 self._run_distill(frames, transport, student, info, sinks, summary)
         finally:
             transport.close()
+            if student is not None:
+                summary.acceleration_trial = self._trial(student)
+                student.runtime.close()
             summary.handshake_bytes_sent = transport.stats.handshake_bytes_sent
             summary.handshake_bytes_received = transport.stats.handshake_bytes_received
             summary.key_frames_dropped = transport.stats.key_frames_dropped
@@ -257,7 +262,7 @@ class EdgeAgent:
             keeper = StateKeeper(state, s.server, s.state_save_interval, lambda: self.metrics.output_dropped("state"))
         seen = 0
         try:
-            for frame in frames:
+            for frame in student.runtime.pipeline(frames):  # a cluster starts the next frames early
                 if transport.fatal is not None:
                     raise transport.fatal
                 student.frame_index = loop.frame_index
@@ -294,14 +299,20 @@ class EdgeAgent:
         summary.waited_seconds += result.waited_seconds
         self.metrics.frame_done(result.is_key_frame, result.inference_seconds,
                                 result.waited_seconds if result.wait_settled else None, result.stride)
-        change = student.runtime.change_stats
-        if change is not None:
-            self.metrics.change_based_frame(change.mode, change.changed)
-        self.metrics.regions_done(student.runtime.last_regions)
-        self.metrics.cluster_done(student.runtime.cluster_state)
+        stats = student.runtime.stats()
+        if stats.change is not None:
+            self.metrics.change_based_frame(stats.change.mode, stats.change.changed)
+        self.metrics.regions_done(stats.regions)
+        self.metrics.cluster_done(stats.cluster)
+        self.metrics.acceleration_trial(stats.trial)
         if result.applied_metric is not None:
             summary.last_metric = result.applied_metric
             self.metrics.student_scored(result.applied_metric)
+
+    @staticmethod
+    def _trial(student: VersionedStudent) -> dict[str, Any] | None:
+        trial = student.runtime.stats().trial
+        return trial.to_dict() if trial is not None else None
 
     def _note_installs(self, student: VersionedStudent, seen: int) -> int:
         """Tell the metrics about the versions installed since ``seen`` entries of the history; the new count."""

@@ -34,6 +34,7 @@ from shadowtutor.protocol.telemetry import CHANGE_MODES, OUTPUTS, REGION_PATHS, 
 from shadowtutor.version import package_version
 
 if TYPE_CHECKING:
+    from shadowtutor.acceleration.labellers.base import Trial
     from shadowtutor.acceleration.regions.labeller import FrameRegions
 
 ROUNDTRIP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -145,6 +146,15 @@ class EdgeMetrics:
         self.region_queue_depth = make(
             Gauge, "shadowtutor_edge_region_queue_depth", "Regions waiting for an idle cluster worker, last frame"
         )
+        # An acceleration's trial against the plain student (set once, when it ends).
+        self.acceleration_speedup = make(
+            Gauge, "shadowtutor_edge_acceleration_speedup",
+            "The acceleration's speed over its trial frames, as a multiple of the plain student's (default backend)",
+        )
+        self.acceleration_stepped_aside = make(
+            Gauge, "shadowtutor_edge_acceleration_stepped_aside",
+            "1 when the acceleration was measured slower than the plain student and stepped aside, else 0",
+        )
 
     # -- per frame, from the agent ---------------------------------------------------------
 
@@ -207,6 +217,12 @@ class EdgeMetrics:
             self._cluster = True
             self.cluster_workers.set(state[0])
             self.region_queue_depth.set(state[1])
+
+    def acceleration_trial(self, trial: Trial | None) -> None:
+        """Record the acceleration's trial once it is decided (nothing before, or without an acceleration)."""
+        if trial is not None:
+            self.acceleration_speedup.set(trial.speedup)
+            self.acceleration_stepped_aside.set(1 if trial.stepped_aside else 0)
 
     # -- TransportObserver -------------------------------------------------------------------
 

@@ -23,11 +23,12 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.cli.settings_flags import ENV_PREFIX, describe_validation_error
-from shadowtutor.models.backends import CHANGE_BASED_FALLBACKS, STUDENT_BACKENDS
+from shadowtutor.models.backends import STUDENT_BACKENDS
 from shadowtutor.models.scale import setting as student_size_setting
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_WEIGHT_CODECS
 
 if TYPE_CHECKING:
+    from shadowtutor.acceleration.labellers.registry import LabellerSpec
     from shadowtutor.acceleration.regions.labeller import FlowPathConfig
 
 EDGE_PATH = "/v1/edge"
@@ -230,6 +231,12 @@ class EdgeSettings(BaseSettings):
         "with `ray start --head` here, join workers with `ray start --address HOST:PORT`; uses the flow-path settings"
     )
 
+    acceleration_trial: int = Field(
+        60, ge=0, description="frames over which change_based, flow_path or cluster is timed against the plain "
+        "student on the default backend (auto); measured slower, it steps aside and the plain student labels the rest "
+        "of the run (0: keep it whatever it costs)"
+    )
+
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
@@ -336,6 +343,7 @@ class EdgeSettings(BaseSettings):
             raise ValueError(f"reconnect_max ({self.reconnect_max}) is below reconnect_min ({self.reconnect_min})")
         if self.overlay and self.output_dir is None:
             raise ValueError("overlay needs output_dir")
+        self._check_accelerations()
         self._check_change_based()
         self._check_flow_path()
         if self.token is not None and self.token_file is not None:
@@ -357,8 +365,6 @@ class EdgeSettings(BaseSettings):
             if self.change_thresholds is not None:
                 raise ValueError("change_thresholds needs change_based")
             return
-        if self.backend not in ("auto", *CHANGE_BASED_FALLBACKS):
-            raise ValueError(f"change_based runs with the torch or onnx backend (or auto), not {self.backend}")
         from shadowtutor.acceleration.change_based.thresholds import ThresholdFileError  # imports torch
 
         try:
@@ -381,10 +387,14 @@ class EdgeSettings(BaseSettings):
                              "set key_interval to 0")
         if self.cluster is not None and ":" not in self.cluster and self.cluster != "auto":
             raise ValueError(f"cluster must be HOST:PORT of a Ray cluster or auto, got {self.cluster!r}")
-        if self.change_based and (self.flow_path or self.cluster is not None):
-            raise ValueError("change_based (static cameras) and flow_path/cluster (moving cameras) exclude each other")
-        if self.student_size is not None and (self.flow_path or self.cluster is not None):
-            raise ValueError("student_size runs the student on whole frames: it excludes flow_path and cluster")
+
+    def _check_accelerations(self) -> None:
+        """The exclusions the labeller registry declares (which accelerations, backends and sizes combine)."""
+        from shadowtutor.acceleration.labellers.registry import check
+
+        on = {name for name in ("change_based", "flow_path") if getattr(self, name)}
+        on |= {"cluster"} if self.cluster is not None else set()
+        check(on, self.backend, student_size=self.student_size is not None)
 
     def flow_path_config(self) -> FlowPathConfig | None:
         """The flow path's configuration (validated even when it is off), or None when neither the flow path
@@ -395,6 +405,13 @@ class EdgeSettings(BaseSettings):
                                 network=self.decision_network, budget=self.decision_budget,
                                 interval=self.key_interval or None)
         return config if self.flow_path or self.cluster is not None else None
+
+    def labeller_spec(self) -> LabellerSpec:
+        """The student and accelerations these settings ask for, as the labeller registry builds them."""
+        from shadowtutor.acceleration.labellers.registry import LabellerSpec
+
+        return LabellerSpec(self.backend, self.change_based_options(), self.flow_path_config(), self.cluster,
+                            flow_path_on=self.flow_path, trial_frames=self.acceleration_trial)
 
     def change_based_options(self) -> Any:
         """The student's :class:`~shadowtutor.acceleration.change_based.backend.ChangeBasedOptions`, or None."""

@@ -36,6 +36,8 @@ EXPECTED_NAMES = {
     "shadowtutor_edge_region_key_age_frames",
     "shadowtutor_edge_cluster_workers",
     "shadowtutor_edge_region_queue_depth",
+    "shadowtutor_edge_acceleration_speedup",
+    "shadowtutor_edge_acceleration_stepped_aside",
 }
 
 

@@ -165,7 +165,7 @@ def test_change_based_student_labels_as_its_backend_and_follows_updates(student:
     plain = StudentRuntime("torch")
     for r in (runtime, plain):
         r.load(student.state_dict(), LVS_CLASSES)
-    assert runtime.backend.kind == "torch+change-based" and plain.change_stats is None
+    assert runtime.backend_kind == "torch+change-based" and plain.change_stats is None
     frames = [frame(), frame().copy()]
     frames[1][5:15, 5:20] = 255
     for f in frames:

@@ -104,7 +104,7 @@ class Edge:
 
 
 def edge_state(student: VersionedStudent) -> dict[str, torch.Tensor]:
-    return student.runtime.backend.student.state_dict()
+    return student.runtime.labeller.require().student.state_dict()
 
 
 def assert_same_weights(student: VersionedStudent, expected: dict[str, torch.Tensor]) -> None:

@@ -26,7 +26,7 @@ def make() -> tuple[VersionedStudent, list[tuple[int, str]]]:
 
 
 def held(student: VersionedStudent, key: str) -> torch.Tensor:
-    return student.runtime.backend.student.state_dict()[key]
+    return student.runtime.labeller.require().student.state_dict()[key]
 
 
 def bias(student: VersionedStudent) -> float:

@@ -28,7 +28,15 @@ import torch
 from shadowtutor.acceleration.regions.decision import DecisionNetwork
 from shadowtutor.acceleration.regions.flow import FlowEstimator
 from shadowtutor.acceleration.regions.grid import RegionGrid, crop
-from shadowtutor.acceleration.regions.labeller import FlowPathConfig, KeyFlows, RegionKey, charge
+from shadowtutor.acceleration.regions.labeller import (
+    FLOW,
+    SEGMENT,
+    FlowPathConfig,
+    FrameRegions,
+    KeyFlows,
+    RegionKey,
+    charge,
+)
 
 
 class ClusterError(RuntimeError):
@@ -41,6 +49,7 @@ class RegionResult:
     region: int
     labels: np.ndarray
     key: RegionKey | None  # a new key (the segmentation path ran), else None
+    age: int = 0  # frames since the key the labels come from (0: segmented now)
 
 
 class RegionWorker:
@@ -84,7 +93,7 @@ class RegionWorker:
                                                  together=False)
             if take[0]:
                 charge(local, float(scores[0]) if scores is not None else None)
-                return RegionResult(t, region, flows.warped_labels(local), None)
+                return RegionResult(t, region, flows.warped_labels(local), None, t - local.frame)
         context = grid.margin_box(region)
         labels = self.backend.infer(np.ascontiguousarray(crop(frame, context)))
         key = RegionKey.cut(self.flow, flows.grey, labels, context, grid.boxes[region], t, self.generation)
@@ -126,7 +135,11 @@ def start_workers(student_state: Mapping[str, torch.Tensor], class_names: tuple[
 
 
 class ClusterMaster:
-    """Algorithm 1: frames in, labelled frames out in order, regions spread over idle workers."""
+    """Algorithm 1: frames in, labelled frames out in order, regions spread over idle workers.
+
+    Frames are numbered by one counter for the master's whole life (:meth:`submit`), so that a
+    worker's key of frame ``t`` is warped at frame ``t + 1`` whatever the calls that brought them.
+    """
 
     def __init__(self, workers: list[Any], regions: int = 4, key_lag: int = 15, in_flight: int = 2) -> None:
         if not workers:
@@ -134,20 +147,29 @@ class ClusterMaster:
         self.workers = list(workers)
         self.regions = regions
         self.key_lag = key_lag
-        self.in_flight = in_flight  # frames whose regions may be out at once
+        self.in_flight = in_flight  # frames whose regions may be out at once in label_stream
         self.idle: deque[Any] = deque(self.workers)  # IdleQueue
         self.key_table: dict[tuple[int, int], int] = {}  # (worker index, region) -> frame of its key
         self.global_keys: dict[int, RegionKey] = {}  # GlobalKeyBuffer
         self.generation = 0
         self.reassigned = 0
         self.queue_depth = 0  # regions left waiting for an idle worker after the last dispatch
+        self.next_t = 0  # the number the next submitted frame gets
+        self.last: FrameRegions | None = None  # the paths of the last collected frame's regions
+        self._inputs: deque[tuple[int, int]] = deque()  # InputQueue: (frame, region)
+        self._refs: dict[int, Any] = {}
+        self._shapes: dict[int, tuple[int, int]] = {}
+        self._outputs: dict[int, dict[int, RegionResult]] = {}
+        self._pending: dict[Any, tuple[Any, int, int]] = {}
 
     @property
     def live_workers(self) -> int:
         return sum(w is not None for w in self.workers)
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
-        """Install a weight update on every worker; keys made by the old student are stale everywhere."""
+        """Install a weight update on every worker; keys made by the old student are stale everywhere.
+
+        Regions already handed out are labelled by the student their worker held then."""
         import ray
 
         self.generation += 1
@@ -155,56 +177,88 @@ class ClusterMaster:
         self.key_table.clear()
         ray.get([w.load_weights.remote(dict(update), self.generation) for w in self.workers if w is not None])
 
+    def invalidate_keys(self) -> None:
+        """Make every key stale (the next frames start another scene) without changing weights."""
+        self.load_weights({})
+
+    def submit(self, frame: np.ndarray) -> int:
+        """Queue one frame's regions (handed to idle workers at once); the frame's number, for :meth:`collect`."""
+        import ray
+
+        t = self.next_t
+        self.next_t += 1
+        self._refs[t], self._shapes[t], self._outputs[t] = ray.put(frame), frame.shape[:2], {}
+        self._inputs.extend((t, r) for r in range(self.regions))
+        self._dispatch()
+        return t
+
+    def collect(self, t: int) -> np.ndarray:
+        """The labels of submitted frame ``t`` (waits for its regions; each frame is collected once)."""
+        if t not in self._outputs:
+            raise KeyError(f"frame {t} was not submitted, or was collected or discarded")
+        while len(self._outputs[t]) < self.regions:
+            self._dispatch()
+            if not self._pending:
+                raise ClusterError("every worker of the cluster is gone; frames are left unlabelled")
+            self._receive()
+        parts = self._outputs.pop(t)
+        del self._refs[t]
+        self.last = FrameRegions(tuple(FLOW if parts[r].key is None else SEGMENT for r in range(self.regions)),
+                                 tuple(parts[r].age for r in range(self.regions)), (None,) * self.regions)
+        return self._assemble(self._shapes.pop(t), {r: part.labels for r, part in parts.items()})
+
+    def discard(self, t: int) -> None:
+        """Forget submitted frame ``t``: its regions not handed out yet are dropped, its results ignored."""
+        self._inputs = deque(item for item in self._inputs if item[0] != t)
+        for table in (self._outputs, self._refs, self._shapes):
+            table.pop(t, None)
+
     def label_stream(self, frames: Iterable[np.ndarray]) -> Iterator[tuple[int, np.ndarray]]:
-        """``(t, labels)`` for every frame, in order, each exactly once."""
+        """``(t, labels)`` for every frame, in order, each exactly once; ``in_flight`` frames out at once."""
+        source = iter(frames)
+        submitted: deque[int] = deque()
+        while True:
+            while len(submitted) < self.in_flight:
+                frame = next(source, None)
+                if frame is None:
+                    break
+                submitted.append(self.submit(frame))
+            if not submitted:
+                return
+            t = submitted.popleft()
+            yield t, self.collect(t)
+
+    def _dispatch(self) -> None:
+        """MasterSender: queued regions to idle workers, first in first out."""
+        while self._inputs and self.idle:
+            t, r = self._inputs.popleft()
+            worker = self.idle.popleft()
+            self._pending[worker.process.remote(self._refs[t], t, r, self._key_for(worker, r))] = (worker, t, r)
+        self.queue_depth = len(self._inputs)
+
+    def _receive(self) -> None:
+        """MasterReceiver: one finished region (or a dead worker's region back at the head of the queue)."""
         import ray
         from ray.exceptions import RayActorError
 
-        source = iter(frames)
-        inputs: deque[tuple[int, int]] = deque()  # InputQueue: (frame, region)
-        refs: dict[int, Any] = {}
-        shapes: dict[int, tuple[int, int]] = {}
-        outputs: dict[int, dict[int, np.ndarray]] = {}
-        pending: dict[Any, tuple[Any, int, int]] = {}
-        next_in, next_out, exhausted = 0, 0, False
-        while True:
-            while not exhausted and next_in - next_out < self.in_flight:
-                frame = next(source, None)
-                if frame is None:
-                    exhausted = True
-                    break
-                refs[next_in], shapes[next_in], outputs[next_in] = ray.put(frame), frame.shape[:2], {}
-                inputs.extend((next_in, r) for r in range(self.regions))
-                next_in += 1
-            while inputs and self.idle:  # MasterSender
-                t, r = inputs.popleft()
-                worker = self.idle.popleft()
-                pending[worker.process.remote(refs[t], t, r, self._key_for(worker, r))] = (worker, t, r)
-            self.queue_depth = len(inputs)
-            if next_out == next_in and exhausted:
-                return
-            if not pending:
-                raise ClusterError("every worker of the cluster is gone; frames are left unlabelled")
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:  # MasterReceiver
-                worker, t, r = pending.pop(ref)
-                try:
-                    result: RegionResult = ray.get(ref)
-                except RayActorError:
-                    self._drop(worker)
-                    inputs.appendleft((t, r))
-                    self.reassigned += 1
-                    continue
-                self.idle.append(worker)
-                if result.key is not None:
-                    self.key_table[(self._index(worker), r)] = result.key.frame
-                    if r not in self.global_keys or self.global_keys[r].frame < result.key.frame:
-                        self.global_keys[r] = result.key
-                outputs[t][r] = result.labels
-            while next_out in outputs and len(outputs[next_out]) == self.regions:
-                yield next_out, self._assemble(shapes.pop(next_out), outputs.pop(next_out))
-                del refs[next_out]
-                next_out += 1
+        done, _ = ray.wait(list(self._pending), num_returns=1)
+        for ref in done:
+            worker, t, r = self._pending.pop(ref)
+            try:
+                result: RegionResult = ray.get(ref)
+            except RayActorError:
+                self._drop(worker)
+                if t in self._outputs:
+                    self._inputs.appendleft((t, r))
+                self.reassigned += 1
+                continue
+            self.idle.append(worker)
+            if result.key is not None:
+                self.key_table[(self._index(worker), r)] = result.key.frame
+                if r not in self.global_keys or self.global_keys[r].frame < result.key.frame:
+                    self.global_keys[r] = result.key
+            if t in self._outputs:
+                self._outputs[t][r] = result
 
     def _key_for(self, worker: Any, region: int) -> RegionKey | None:
         """The global key, when the worker's copy is more than ``key_lag`` frames older (or missing)."""

@@ -97,9 +97,17 @@ def test_the_edge_runtime_labels_on_the_cluster_and_sends_it_every_update(cluste
                              cluster=cluster.address)
     runtime.load(StudentNet(len(LVS_CLASSES)).state_dict(), LVS_CLASSES)
     frames = panning(4, size=(96, 64))
-    assert all(runtime.infer(f).shape == (64, 96) for f in frames[:3])
+    paths = []
+    for f in frames[:3]:  # one call a frame, as the client loop makes them
+        assert runtime.infer(f).shape == (64, 96)
+        paths += runtime.last_regions.paths
+    # one frame counter across calls: the keys of frame 0 are warped at frames 1 and 2 (threshold 0: trusted)
+    assert paths[:4] == ["segment"] * 4 and paths[4:] == ["flow"] * 8
     runtime.update({"out_conv3.bias": torch.arange(9, dtype=torch.float32) * 100})
-    assert runtime.master is not None and runtime.master.generation == 1
+    master = runtime.labeller.master
+    assert master is not None and master.generation == 1
     assert (runtime.infer(frames[3]) == 8).all()  # every worker holds the new weights; no stale key is warped
+    assert runtime.last_regions.paths == ("segment",) * 4
     workers, queued = runtime.cluster_state
     assert workers >= 3 and 0 <= queued < 4
+    runtime.close()
