@@ -6,6 +6,10 @@ for ``max_sessions``); a flag given wins over its ``SHADOWTUTOR_*`` environment 
 The teacher and the student load before the server listens: one that cannot load (an unknown
 teacher, missing weights, a missing or damaged checkpoint) ends the command with status 2 and
 one line on stderr, so a supervisor sees the failure instead of a live process that is never ready.
+
+``--ray ADDRESS`` runs the same server as a Ray Serve application on that Ray cluster instead
+(``services.ray_serve.app``): the ingress here speaks to the edges, teaching replicas elsewhere
+hold the teacher and the students (docs/deploy.md, "Scaling past one GPU").
 """
 
 from __future__ import annotations
@@ -34,6 +38,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "environment variable named in its help; a flag wins.",
     )
     add_settings_flags(p, ServerSettings, DEST_PREFIX)
+    ray = p.add_argument_group("Ray Serve (instead of one process)")
+    ray.add_argument("--ray", metavar="ADDRESS", help="deploy to the Ray cluster at HOST:PORT (or auto) as a Ray "
+                     "Serve application: this process stays the driver, HTTP is served by Ray's proxy on --host:--port")
+    ray.add_argument("--ray-replicas", type=int, default=1, metavar="N", help="teaching replicas (default 1)")
+    ray.add_argument("--ray-gpus", type=float, default=0.0, metavar="G",
+                     help="GPUs per teaching replica (default 0; 1: one replica per GPU)")
+    ray.add_argument("--ray-cpus", type=float, default=1.0, metavar="C", help="CPUs per teaching replica (default 1)")
+    ray.add_argument("--checkpoint-store", default="shadowtutor-sessions", metavar="DIR",
+                     help="where teaching replicas checkpoint sessions: a directory every replica's node reaches "
+                     "(shared storage across nodes; default ./shadowtutor-sessions)")
     p.set_defaults(handler=run_serve)
 
 
@@ -75,6 +89,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     logging.getLogger().setLevel(settings.log_level.upper())
+    if getattr(args, "ray", None):
+        return run_on_ray(args, settings)
     log = logging.getLogger("services.server")
     if settings.tls_enabled:
         log.info("TLS on: https:// and wss:// with %s%s", settings.tls_cert,
@@ -84,6 +100,18 @@ def run_serve(args: argparse.Namespace) -> int:
                     "--tls-key, or terminate TLS at a reverse proxy (docs/security.md)")
     app = create_app(settings, models=load_or_fail(settings))
     uvicorn.run(app, host=settings.host, port=settings.port, **uvicorn_options(settings))
+    return 0
+
+
+def run_on_ray(args: argparse.Namespace, settings: ServerSettings) -> int:
+    """``--ray``: deploy to the Ray cluster and stay until interrupted (the Serve application stays deployed)."""
+    try:
+        from services.ray_serve.app import ServeOptions, deploy
+    except ImportError as exc:
+        raise ServerStartError(f"--ray needs Ray Serve: pip install 'shadowtutor[serve]' ({exc})") from None
+    options = ServeOptions(replicas=args.ray_replicas, gpus=args.ray_gpus, cpus=args.ray_cpus,
+                           store=args.checkpoint_store)
+    deploy(args.ray, settings, options)
     return 0
 
 

@@ -11,13 +11,15 @@ from fastapi import FastAPI
 from services.server import routes_rest, ws_edge
 from services.server.loading import LoadedModels
 from services.server.metrics import ServerMetrics
+from services.server.remote_teaching import RemoteTeaching
 from services.server.runtime import ServerRuntime
 from services.server.settings import ServerSettings
 from shadowtutor.version import package_version
 
 
 def create_app(
-    settings: ServerSettings | None = None, *, teacher: Any | None = None, models: LoadedModels | None = None
+    settings: ServerSettings | None = None, *, teacher: Any | None = None, models: LoadedModels | None = None,
+    remote: RemoteTeaching | None = None,
 ) -> FastAPI:
     """Build the server app; without ``models`` they load in the background once the app starts (``/readyz``).
 
@@ -25,10 +27,11 @@ def create_app(
     is used instead of building ``settings.teacher``: any object with ``name``,
     ``class_names`` and ``label(frame_bgr, frame_index)`` (and optionally ``label_batch``).
     ``models``, from :func:`~services.server.loading.load_models`, makes the app ready at start.
+    ``remote``: no models here at all; the sessions' model work goes to it (ready once it answers).
     """
     settings = settings or ServerSettings()
     metrics = ServerMetrics(settings.max_edge_series, settings.edge_series_retention)
-    runtime = ServerRuntime(settings, metrics, teacher=teacher, models=models)
+    runtime = ServerRuntime(settings, metrics, teacher=teacher, models=models, remote=remote)
     metrics.tokens_file_valid.set_function(lambda: 0.0 if runtime.auth.problem else 1.0)
 
     @asynccontextmanager

@@ -21,6 +21,7 @@ from services.server.gpu_metrics import start_gpu_metrics, stop_gpu_metrics
 from services.server.limits import KeyFrameLimits
 from services.server.loading import BaseStudent, LoadedModels, load_models
 from services.server.metrics import ServerMetrics
+from services.server.remote_teaching import RemoteTeaching
 from services.server.session import SessionRegistry
 from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherQueue
@@ -35,9 +36,11 @@ log = logging.getLogger(__name__)
 class ServerRuntime:
     def __init__(
         self, settings: ServerSettings, metrics: ServerMetrics, teacher: Any | None = None,
-        models: LoadedModels | None = None,
+        models: LoadedModels | None = None, remote: RemoteTeaching | None = None,
     ) -> None:
         self.settings = settings
+        self.remote = remote  # teacher and students elsewhere (a Ray Serve deployment): this process holds no model
+        self._remote_described: dict[str, Any] | None = None
         self.metrics = metrics
         self.params = settings.algorithm_params()
         self.sessions = SessionRegistry(settings.max_sessions, metrics)
@@ -63,18 +66,22 @@ class ServerRuntime:
 
     @property
     def ready(self) -> bool:
-        return self.teacher_queue is not None
+        return self.teacher_queue is not None or self._remote_described is not None
 
     @property
     def class_names(self) -> tuple[str, ...]:
+        if self._remote_described is not None:
+            return tuple(self._remote_described["class_names"])
         if self.base_student is None:
             raise RuntimeError("the student is not loaded yet")
         return self.base_student.class_names
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        if self._models is not None:
-            self._install(self._models)
+        if self.remote is not None:
+            self._loader = loop.create_task(self._describe_remote(), name="describe-remote")
+        elif self._models is not None:
+            self.install(self._models)
         else:
             self._loader = loop.create_task(self._load(), name="load-models")
         if not self.auth.enabled:
@@ -113,9 +120,26 @@ class ServerRuntime:
             self.not_ready_reason = f"loading failed: {exc}"
             log.error("the server cannot become ready: %s", exc, exc_info=True)
             return
-        self._install(models)
+        self.install(models)
 
-    def _install(self, models: LoadedModels) -> None:
+    async def _describe_remote(self) -> None:
+        """Ready once the remote teaching answers with its classes (retried while it starts)."""
+        while True:
+            try:
+                described = await self.remote.describe()
+            except Exception as exc:  # not up yet (replicas still loading their models): ask again
+                self.not_ready_reason = f"waiting for the teaching deployment: {exc}"
+                await asyncio.sleep(1.0)
+                continue
+            self._remote_described = described
+            self.not_ready_reason = ""
+            self.metrics.teacher_ready.set(1)
+            log.info("ready: teaching on %s (teacher %r, classes %s)", described.get("where"),
+                     described.get("teacher"), described.get("class_names"))
+            return
+
+    def install(self, models: LoadedModels) -> None:
+        """Put ``models`` to work: the teacher queue, the distillation engine, the GPU gauges (in the running loop)."""
         self.teacher, self.base_student, self.device = models.teacher, models.base_student, models.device
         queue = TeacherQueue(self.teacher, self.metrics, self.settings.teacher_batch_size)
         distillation = make_distillation(
@@ -161,6 +185,8 @@ class ServerRuntime:
     def readiness(self) -> dict[str, Any]:
         if not self.ready:
             return {"ready": False, "reason": self.not_ready_reason}
+        if self._remote_described is not None:
+            return {"ready": True, **self._remote_described}
         return {
             "ready": True,
             "teacher": getattr(self.teacher, "name", type(self.teacher).__name__),

@@ -144,7 +144,8 @@ class EdgeConnection:
         await asyncio.to_thread(self.runtime.auth.check_edge, hello.edge_id, hello.token)
         self._admitted()
         self.session = await self._open_session(hello, self.runtime.auth.generation)
-        await self._send(await self._in_pool(self.session.welcome))
+        remote = self.runtime.remote
+        await self._send(await remote.open(self.session) if remote else await self._in_pool(self.session.welcome))
         log.info(
             "session %s opened for edge %r (%s, %dx%d, frames %s, weights %s)",
             self.session.session_id, hello.edge_id, hello.mode, hello.frame_width, hello.frame_height,
@@ -217,8 +218,9 @@ class EdgeConnection:
             raise ProtocolError(ErrorCode.SERVER_BUSY, f"the server is not ready ({runtime.not_ready_reason})")
         agreement = check_hello(hello, runtime.settings, runtime.class_names)
         runtime.sessions.reserve(hello.edge_id)
-        distiller = (
-            await self._in_pool(runtime.new_distiller, agreement.student_size) if hello.mode == "distill" else None
+        distiller = (  # with remote teaching, the student lives on a teaching replica
+            await self._in_pool(runtime.new_distiller, agreement.student_size)
+            if hello.mode == "distill" and runtime.remote is None else None
         )
         session = EdgeSession(
             hello=hello,
@@ -285,7 +287,9 @@ class EdgeConnection:
             item = await inbox.get()
             if isinstance(item, ResyncRequest):
                 log.info("%s asks for a resync (holds version %d: %s)", self._who(), item.have_version, item.reason)
-                await self._send(await self._in_pool(session.resync, item.have_version))
+                remote = self.runtime.remote
+                await self._send(await remote.resync(session, item.have_version) if remote
+                                 else await self._in_pool(session.resync, item.have_version))
             else:
                 await self._key_frame(item)
 
@@ -302,15 +306,22 @@ class EdgeConnection:
             if key_frame.codec not in self.runtime.settings.allowed_frame_codecs():
                 raise ProtocolError(ErrorCode.UNSUPPORTED_CODEC, f"frame codec {key_frame.codec!r} is not allowed")
             frame = await asyncio.to_thread(_decode_writable, key_frame)
-            queue = self.runtime.teacher_queue
-            if queue is None:
-                raise TeacherFailed("the teacher is not available (the server is shutting down)")
-            labelled = await queue.label(frame, key_frame.frame_index)
+            remote = self.runtime.remote
+            if remote is not None:  # teacher and student on a teaching replica: its answer (or its error)
+                answer = await remote.key_frame(session, key_frame, frame)
+            else:
+                queue = self.runtime.teacher_queue
+                if queue is None:
+                    raise TeacherFailed("the teacher is not available (the server is shutting down)")
+                labelled = await queue.label(frame, key_frame.frame_index)
         except ProtocolError as exc:
             await self._send_error(exc.code, exc.message, seq=key_frame.seq)
             return
         except TeacherFailed as exc:
             await self._send_error(ErrorCode.TEACHER_FAILED, str(exc), seq=key_frame.seq)
+            return
+        if remote is not None:
+            await self._send(answer)
             return
         session.stats.labelled += 1
         session.stats.teacher_seconds += labelled.seconds

@@ -107,3 +107,14 @@ class UpdateEncoder:
             blob = encode_tensors({key: state[key] for key in changed}, self.weight_codec)
         self.held.apply(decode_tensors(blob.tensors, blob.payload, self.weight_codec), delta=False)
         return blob
+
+    def mirror(self, keys: list[str]) -> dict[str, dict[str, torch.Tensor]]:
+        """What :meth:`restore_mirror` needs to go on with partial updates of ``keys`` in another process:
+        the held values and the values last sent (float32 CPU copies)."""
+        return {"held": {key: self.held.state[key].clone() for key in keys},
+                "sent": {key: self._sent[key].clone() for key in keys}}
+
+    def restore_mirror(self, mirror: Mapping[str, Mapping[str, torch.Tensor]]) -> None:
+        """Hold what :meth:`mirror` returned: the next partial update is what this encoder's would have been."""
+        self.held.state = {key: _float32(value) for key, value in mirror["held"].items()}
+        self._sent = {key: _float32(value) for key, value in mirror["sent"].items()}

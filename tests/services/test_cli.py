@@ -187,3 +187,21 @@ def test_a_tls_key_that_is_not_the_certificate_s_is_one_line_before_the_models_l
         err = capsys.readouterr().err.strip()
         assert f"tls_cert {server.cert} and tls_key {key} are not a PEM certificate and its private key" in err
         assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--ray", "127.0.0.1:1"], "no Ray cluster reachable at '127.0.0.1:1'"),
+        (["--ray", "127.0.0.1:1", "--checkpoint-store", "s3://bucket/x"], "no checkpoint store for s3://"),
+        (["--ray", "127.0.0.1:1", "--ray-replicas", "0"], "replicas must be >= 1"),
+    ],
+)
+def test_serve_on_ray_with_a_bad_address_or_store_is_one_line(
+    flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("ray.serve", reason="the serve extra is not installed")
+    store = ["--checkpoint-store", str(tmp_path / "sessions")]
+    assert main(["serve", "--teacher", "labels", *store, *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err, err

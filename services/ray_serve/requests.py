@@ -1,0 +1,55 @@
+"""What the ingress asks a teaching replica (plain data: Ray pickles it between processes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shadowtutor.protocol.messages import Hello
+
+
+@dataclass(frozen=True)
+class OpenSession:
+    """A new distill session: the HELLO (without its token) and what the handshake agreed."""
+
+    hello: Hello
+    session_id: str
+    frame_codec: str
+    weight_codec: str
+    delta_codec: str | None
+    student_size: tuple[int, int] | None
+    telemetry_interval: float | None
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    """The session a request is for, as the ingress last saw it: ``version`` is the version last sent to
+    the edge (a replica whose copy differs rebuilds the session from its checkpoint)."""
+
+    session_id: str
+    version: int
+
+
+@dataclass(frozen=True)
+class TrainKeyFrame:
+    session: SessionRef
+    seq: int
+    frame_index: int
+    base_version: int
+    frame: np.ndarray  # BGR, decoded and checked by the ingress
+
+
+@dataclass(frozen=True)
+class Resync:
+    session: SessionRef
+    have_version: int
+
+
+@dataclass(frozen=True)
+class LabelKeyFrame:
+    """A naive-mode key frame: the teacher's labels only."""
+
+    seq: int
+    frame_index: int
+    frame: np.ndarray

@@ -1,0 +1,208 @@
+"""The teaching deployment's replica: the teacher, the distillation engine and the students of its edges.
+
+Sessions are Serve multiplexed models keyed by edge id: the ingress sends every request of an
+edge with ``multiplexed_model_id=edge_id``, so Serve routes it to the replica that holds that
+edge's student (a new edge goes to a replica with the fewest). A replica holds at most
+``max_sessions`` students; the least recently used one is dropped past that.
+
+Every change to a session (its WELCOME, each UPDATE) is checkpointed to the store before the
+answer leaves (``services.server.session_checkpoint``). A replica that gets a request for a
+session it does not hold, or holds at another version than the one the ingress last sent,
+rebuilds it from the checkpoint: that is how a session survives its replica's death, an
+eviction, or a move to another replica. A retried key frame whose answer is in the checkpoint
+is answered from there, not trained again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ray import serve
+from ray.serve.metrics import Counter, Gauge, Histogram
+
+from services.ray_serve.requests import LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
+from services.server.checkpoint_store import open_store
+from services.server.loading import load_models
+from services.server.metrics import ServerMetrics
+from services.server.runtime import ServerRuntime
+from services.server.session import EdgeSession, Traffic
+from services.server.session_checkpoint import restore, snapshot
+from services.server.settings import ServerSettings
+from services.server.teacher_queue import TeacherFailed
+from shadowtutor.protocol.codecs import encode_labels
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import Error, Labels, Message, Update, Welcome
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Slot:
+    """One edge's place on this replica: its session (None until built) and the last answer sent;
+    ``on_drop`` runs once when Serve drops the slot (or it is collected)."""
+
+    edge_id: str
+    on_drop: Callable[[], None]
+    session: EdgeSession | None = None
+    reply: Message | None = None
+    reply_seq: int | None = None
+    dropped: bool = False
+
+    def __del__(self) -> None:
+        if not self.dropped:
+            self.dropped = True
+            self.on_drop()
+
+
+def teaching_settings(settings: ServerSettings) -> ServerSettings:
+    """``settings`` for a teaching replica: no tokens and no TLS (edges never reach it; the ingress does)."""
+    return settings.model_copy(update={"tokens_file": None, "tokens": None, "protect_metrics": False,
+                                       "tls_cert": None, "tls_key": None, "tls_client_ca": None})
+
+
+class TeachingReplica:
+    """Loads the models at construction (a replica that cannot load them fails to start, and Serve says why)."""
+
+    def __init__(self, settings: ServerSettings, store: str) -> None:
+        self.settings = teaching_settings(settings)
+        self.store = open_store(store)
+        self._models = load_models(self.settings)
+        self.runtime = ServerRuntime(self.settings, ServerMetrics(1, 60.0))
+        self._started = False
+        self._held = 0  # slots handed out by the multiplexed loader and not dropped yet
+
+        async def new_slot(edge_id: str) -> _Slot:
+            self._held += 1
+            self.sessions_gauge.set(self._held)
+            return _Slot(edge_id, self._dropped)
+
+        # at most max_sessions students here; Serve drops the least recently used past that
+        self._slot = serve.multiplexed(max_num_models_per_replica=self.settings.max_sessions)(new_slot)
+        self.sessions_gauge = Gauge("shadowtutor_replica_sessions", "sessions whose student this replica holds")
+        self.moves = Counter("shadowtutor_session_moves", "sessions this replica rebuilt from a checkpoint")
+        self.checkpoint_seconds = Histogram(
+            "shadowtutor_checkpoint_seconds", "time to write one session checkpoint",
+            boundaries=[0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0],
+        )
+        self.checkpoint_bytes = Gauge("shadowtutor_checkpoint_bytes", "size of the last session checkpoint")
+        self.last_checkpoint = Gauge("shadowtutor_last_checkpoint_timestamp_seconds",
+                                     "when this replica last wrote a session checkpoint (Unix time)")
+
+    def _start(self) -> ServerRuntime:
+        if not self._started:  # the engine's tasks belong to the replica's event loop
+            self.runtime.install(self._models)
+            self._started = True
+        return self.runtime
+
+    async def describe(self) -> dict[str, Any]:
+        readiness = self._start().readiness()
+        return {"class_names": readiness["class_names"], "teacher": readiness["teacher"],
+                "where": f"Ray Serve ({readiness['device']} teaching replicas)"}
+
+    def _dropped(self) -> None:
+        self._held -= 1
+        self.sessions_gauge.set(self._held)
+
+    async def open(self, request: OpenSession) -> Welcome:
+        runtime = self._start()
+        slot = await self._slot(serve.get_multiplexed_model_id())
+        distiller = await self._in_pool(runtime.new_distiller, request.student_size)
+        session = EdgeSession(
+            hello=request.hello, frame_codec=request.frame_codec, weight_codec=request.weight_codec,
+            params=runtime.params, traffic=Traffic(), distiller=distiller, delta_codec=request.delta_codec,
+            telemetry_interval=request.telemetry_interval, session_id=request.session_id,
+        )
+        welcome = await self._in_pool(session.welcome)
+        await self._checkpoint(slot, session, None, None)
+        return welcome
+
+    async def train(self, request: TrainKeyFrame) -> Update | Error:
+        runtime = self._start()
+        slot = await self._slot(serve.get_multiplexed_model_id())
+        try:
+            session = await self._session(slot, request.session, request.seq)
+            if slot.reply_seq == request.seq and slot.reply is not None:
+                return slot.reply  # answered before, the answer lost on its way: the same answer again
+            queue = runtime.teacher_queue
+            if queue is None:
+                raise TeacherFailed("the teacher is not available (the replica is shutting down)")
+            labelled = await queue.label(request.frame, request.frame_index)
+            distillation = runtime.distillation
+            if distillation is None:
+                raise ProtocolError(ErrorCode.SERVER_BUSY, "distillation is not available (the replica is stopping)")
+            session.last_seq = request.seq
+            session.stats.labelled += 1
+            result, seconds = await distillation.train(session.distiller, request.frame, labelled.labels,
+                                                       labelled.boxes)
+            update = await self._in_pool(session.trained, request.seq, result, seconds, request.base_version,
+                                         labelled.seconds * 1000.0)
+        except ProtocolError as exc:
+            return Error(code=exc.code.value, message=exc.message, fatal=False, seq=request.seq)
+        except TeacherFailed as exc:
+            return Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq)
+        await self._checkpoint(slot, session, update, request.seq)
+        return update
+
+    async def resync(self, request: Resync) -> Update | Error:
+        slot = await self._slot(serve.get_multiplexed_model_id())
+        try:
+            session = await self._session(slot, request.session, None)
+        except ProtocolError as exc:
+            return Error(code=exc.code.value, message=exc.message, fatal=False)
+        update = await self._in_pool(session.resync, request.have_version)
+        await self._checkpoint(slot, session, None, None)
+        return update
+
+    async def label(self, request: LabelKeyFrame) -> Labels | Error:
+        queue = self._start().teacher_queue
+        try:
+            if queue is None:
+                raise TeacherFailed("the teacher is not available (the replica is shutting down)")
+            labelled = await queue.label(request.frame, request.frame_index)
+        except TeacherFailed as exc:
+            return Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq)
+        payload = await asyncio.to_thread(encode_labels, labelled.labels, "png")
+        height, width = request.frame.shape[:2]
+        return Labels(seq=request.seq, frame_index=request.frame_index, codec="png", width=width, height=height,
+                      teacher_ms=labelled.seconds * 1000.0, payload=payload)
+
+    async def _session(self, slot: _Slot, ref: SessionRef, seq: int | None) -> EdgeSession:
+        """The slot's session at the version the ingress knows (or one further, answered for ``seq``);
+        rebuilt from the checkpoint when the slot holds none or another one."""
+        held = slot.session
+        if held is not None and held.session_id == ref.session_id and (
+            held.version == ref.version or (held.version == ref.version + 1 and slot.reply_seq == seq)
+        ):
+            return held
+        data = await self._in_pool(self.store.load, slot.edge_id)
+        if data is None:
+            raise ProtocolError(ErrorCode.INTERNAL, f"no checkpoint of this session in {self.store.location}")
+        restored = await self._in_pool(restore, data, self.runtime.params, self.runtime.new_distiller)
+        session = restored.session
+        if session.session_id != ref.session_id or session.version < ref.version:
+            raise ProtocolError(
+                ErrorCode.INTERNAL, f"the checkpoint holds session {session.session_id[:8]} at version "
+                f"{session.version}, not {ref.session_id[:8]} at version {ref.version}",
+            )
+        slot.session, slot.reply, slot.reply_seq = session, restored.reply, restored.reply_seq
+        self.moves.inc()
+        log.info("session %s of edge %r rebuilt here from its checkpoint (version %d, saved %.1f s ago)",
+                 session.session_id, slot.edge_id, session.version, time.time() - restored.saved_at)
+        return session
+
+    async def _checkpoint(self, slot: _Slot, session: EdgeSession, reply: Message | None, seq: int | None) -> None:
+        start = time.perf_counter()
+        data = await self._in_pool(snapshot, session, reply, seq)
+        await self._in_pool(self.store.save, slot.edge_id, data)
+        slot.session, slot.reply, slot.reply_seq = session, reply, seq
+        self.checkpoint_seconds.observe(time.perf_counter() - start)
+        self.checkpoint_bytes.set(len(data))
+        self.last_checkpoint.set(time.time())
+
+    async def _in_pool(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.runtime.distill_pool, fn, *args)

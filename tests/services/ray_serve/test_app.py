@@ -1,0 +1,174 @@
+"""The server as a Ray Serve application on a real local Ray cluster (ray.cluster_utils.Cluster: real
+Ray processes; CPU teaching replicas with the real ``labels`` teacher, real distillation and real
+WebSocket edges, the load benchmark's simulated cameras). A teaching replica is killed with SIGKILL
+(its process, not a mock), and the replica count changes while the edges run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+ray = pytest.importorskip("ray", reason="the serve extra is not installed (pip install 'shadowtutor[serve]')")
+serve = pytest.importorskip("ray.serve", reason="the serve extra is not installed (pip install 'shadowtutor[serve]')")
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from services.ray_serve.app import APP_NAME, ServeOptions, build_app, deploy  # noqa: E402
+from services.server.checkpoint_store import DirectoryStore  # noqa: E402
+from services.server.session_checkpoint import header  # noqa: E402
+from services.server.settings import ServerSettings  # noqa: E402
+from shadowtutor.demo.processes import free_port  # noqa: E402
+from shadowtutor.models.checkpoint import save_student  # noqa: E402
+from shadowtutor.models.student import StudentNet  # noqa: E402
+from shadowtutor.stress.load_edge import SimulatedCamera  # noqa: E402
+from tests.support.scene import TinyScene, write_scene  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+EDGES = 8
+
+
+@dataclass(frozen=True)
+class Deployment:
+    settings: ServerSettings
+    scene: TinyScene
+    store: DirectoryStore
+    base: str  # http://127.0.0.1:PORT
+
+
+def _wait_ready(base: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{base}/readyz never answered 200")
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    root = tmp_path_factory.mktemp("ray-serve")
+    scene = write_scene(root / "scene", count=16)
+    torch.manual_seed(0)
+    student = save_student(root / "student.pt", StudentNet(len(scene.class_names)), scene.class_names)
+    port = free_port()
+    settings = ServerSettings(
+        teacher="labels", labels_dir=scene.directory, student=student, device="cpu", max_sessions=EDGES,
+        max_updates=2, threshold=0.99, distill_workers=1, host="127.0.0.1", port=port, log_level="warning",
+    )
+    store = DirectoryStore(root / "sessions")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4})
+    try:
+        deploy(cluster.address, settings, ServeOptions(replicas=2, store=store.location), blocking=False)
+        base = f"http://127.0.0.1:{port}"
+        _wait_ready(base)
+        yield Deployment(settings, scene, store, base)
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _cameras(deployment: Deployment, prefix: str) -> list[SimulatedCamera]:
+    url = deployment.base.replace("http://", "ws://") + "/v1/edge"
+    cameras = [SimulatedCamera(i, url, f"{prefix}-{i}", deployment.scene.class_names, deployment.scene.frames,
+                               stride=1, answer_timeout=60.0) for i in range(EDGES)]
+    for camera in cameras:
+        camera.start()
+    for camera in cameras:
+        camera.wait_welcome(60.0)
+    return cameras
+
+
+def _run(cameras: list[SimulatedCamera], seconds: float, rate: float) -> list[threading.Thread]:
+    start = time.monotonic()
+    stop = threading.Event()
+    threads = [threading.Thread(target=c.run, args=(start, start + seconds, rate, i / (EDGES * rate), stop))
+               for i, c in enumerate(cameras)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def _writers(deployment: Deployment, cameras: list[SimulatedCamera]) -> dict[str, str]:
+    """Edge id -> "HOST:PID" of the replica that last checkpointed its session."""
+    found = {}
+    for camera in cameras:
+        data = deployment.store.load(camera.result.edge_id)
+        if data is not None:
+            found[camera.result.edge_id] = str(header(data)["writer"])
+    return found
+
+
+def _until(condition, timeout: float = 30.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def _check_every_key_frame_answered_in_one_version_line(deployment: Deployment,
+                                                         cameras: list[SimulatedCamera]) -> None:
+    for camera in cameras:
+        result = camera.result
+        assert result.records, result.edge_id
+        assert all(r.turnaround is not None for r in result.records), f"{result.edge_id}: a key frame unanswered"
+        assert result.errors == {} and result.failure is None, (result.edge_id, result.errors, result.failure)
+        assert (result.disconnects, result.sessions) == (0, 1), result.edge_id  # kept its WebSocket
+        # versions followed one another (an update on another base is refused), never a full download again
+        assert (result.rejected_updates, result.full_answers, result.resyncs) == (0, 0, 0), result.edge_id
+        server = header(deployment.store.load(result.edge_id))
+        assert camera.student.version == server["version"] == len(result.records), result.edge_id
+
+
+def test_a_killed_teaching_replica_loses_no_key_frame_and_no_session(deployment: Deployment) -> None:
+    cameras = _cameras(deployment, "kill")
+    threads = _run(cameras, seconds=12.0, rate=2.0)
+    _until(lambda: len(_writers(deployment, cameras)) == EDGES and all(c.result.records for c in cameras))
+    before = _writers(deployment, cameras)
+    replicas = set(before.values())
+    assert len(replicas) == 2, f"sessions did not spread over the replicas: {before}"
+    victim = sorted(replicas)[0]
+    moved = {edge for edge, writer in before.items() if writer == victim}
+    os.kill(int(victim.rpartition(":")[2]), signal.SIGKILL)  # the replica's process
+    for thread in threads:
+        thread.join()
+    _check_every_key_frame_answered_in_one_version_line(deployment, cameras)
+    after = _writers(deployment, cameras)
+    assert all(after[edge] != victim for edge in moved)  # taken over from their checkpoints
+
+
+def test_replica_count_changes_while_edges_run_lose_nothing(deployment: Deployment) -> None:
+    cameras = _cameras(deployment, "scale")
+    threads = _run(cameras, seconds=14.0, rate=2.0)
+    options = ServeOptions(store=deployment.store.location)
+    time.sleep(2.0)
+    serve.run(build_app(deployment.settings, ServeOptions(replicas=3, store=options.store)), name=APP_NAME,
+              route_prefix="/", blocking=False)
+    time.sleep(5.0)
+    serve.run(build_app(deployment.settings, ServeOptions(replicas=1, store=options.store)), name=APP_NAME,
+              route_prefix="/", blocking=False)
+    for thread in threads:
+        thread.join()
+    _check_every_key_frame_answered_in_one_version_line(deployment, cameras)
+    assert len(set(_writers(deployment, cameras).values())) == 1  # all on the one replica left
+
+
+def test_a_bad_ray_address_is_one_clear_error(tmp_path: Path, deployment: Deployment) -> None:
+    from shadowtutor.acceleration.regions.cluster import ClusterError
+
+    with pytest.raises(ClusterError, match=r"^no Ray cluster reachable at '127.0.0.1:1' .*ray start --head"):
+        deploy("127.0.0.1:1", deployment.settings, ServeOptions(store=str(tmp_path / "s")), blocking=False)
