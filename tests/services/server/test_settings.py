@@ -83,6 +83,9 @@ def test_security_defaults_and_consistency(monkeypatch: pytest.MonkeyPatch, tmp_
     assert not settings.auth_enabled and not settings.tls_enabled and not settings.protect_metrics
     assert (settings.key_frame_rate, settings.key_frame_burst, settings.hello_timeout) == (0.0, 120, 10.0)
     assert settings.connection_limit() == 2 * 16 + 16
+    assert settings.unauthenticated_limit() == 2 * 16 + 16 - 16  # max_sessions places kept for admitted edges
+    assert settings.max_unauthenticated_per_source == 8
+    assert ServerSettings(max_connections=4, max_sessions=16).unauthenticated_limit() == 1
     monkeypatch.setenv("SHADOWTUTOR_TOKENS", "")  # an empty variable (compose's ${VAR:-}) means unset
     monkeypatch.setenv("SHADOWTUTOR_PROTECT_METRICS", "false")
     assert ServerSettings().tokens is None

@@ -182,3 +182,5 @@ def test_a_silent_connection_is_closed_and_makes_room_for_a_newer_one(
         with client.websocket_connect("/v1/edge") as idle, client.websocket_connect("/v1/edge") as ws:
             assert "oldest idle one was closed" in expect_close(WireClient(idle), ErrorCode.SERVER_BUSY).message
             open_session(ws, scene)
+            with client.websocket_connect("/v1/edge") as other:  # admitted sessions do not take that room
+                open_session(other, scene, edge_id="cam-2")
