@@ -253,3 +253,49 @@ def test_flow_path_leaves_key_frames_and_updates_as_they_were(
     assert by_path["segment"] + by_path["flow"] == 4 * 40 and by_path["flow"] > 0
     # every weight change makes the keys stale: the frame after it is segmented whole
     assert by_path["segment"] >= 4 * len(summary.versions_applied)
+
+
+@pytest.mark.timeout(180)
+def test_the_agent_labels_on_a_real_cluster_through_the_flow_path(
+    stand_in: StandInServer, video: Path, tmp_path: Path
+) -> None:
+    """--cluster end to end: a local Ray cluster (a head without CPUs and two one-CPU worker nodes), the agent
+    pipelining frames through it, workers warping regions from their keys between segmentations."""
+    ray = pytest.importorskip("ray", reason="the cluster extra is not installed (pip install 'shadowtutor[cluster]')")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1)
+        agent = EdgeAgent(settings(stand_in, video, tmp_path / "out", cluster=cluster.address, max_frames=16,
+                                   acceleration_trial=0))
+        summary = agent.run()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert summary.frames == summary.labelled_frames == 16 and summary.key_frames == summary.frames_sent
+    labels = sorted((tmp_path / "out" / "labels").glob("*.png"))
+    assert len(labels) == 16 and cv2.imread(str(labels[-1]), cv2.IMREAD_UNCHANGED).shape == (48, 64)
+    families = {f.name: f for f in text_string_to_metric_families(agent.metrics.exposition().decode())}
+    by_path = {s.labels["path"]: s.value for s in families["shadowtutor_edge_regions"].samples
+               if s.name.endswith("_total")}
+    assert by_path["segment"] + by_path["flow"] == 4 * 16 and by_path["flow"] > 0  # the flow path is taken
+    assert metric_values(agent.metrics.exposition())["shadowtutor_edge_cluster_workers"] == 2
+
+
+def test_an_accelerations_trial_is_in_the_summary_and_the_metrics(
+    stand_in: StandInServer, video: Path, tmp_path: Path
+) -> None:
+    """Whichever way this machine decides it, the trial's figures are reported, and a slower acceleration is
+    the one that stepped aside."""
+    agent = EdgeAgent(settings(stand_in, video, tmp_path / "out", change_based=True, backend="torch",
+                               acceleration_trial=6, max_frames=20))
+    summary = agent.run()
+    trial = summary.acceleration_trial
+    assert trial is not None and trial["candidate"] == "torch+change-based" and trial["frames"] == 6
+    assert trial["stepped_aside"] == (trial["candidate_seconds"] > trial["plain_seconds"])
+    values = metric_values(agent.metrics.exposition())
+    assert values["shadowtutor_edge_acceleration_stepped_aside"] == int(trial["stepped_aside"])
+    assert values["shadowtutor_edge_acceleration_speedup"] == pytest.approx(trial["speedup"])
+    assert summary.labelled_frames == 20
