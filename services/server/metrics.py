@@ -26,7 +26,7 @@ from shadowtutor.version import package_version
 PREFIX = "shadowtutor_server_"
 MODES = ("distill", "naive")
 # why a connection was refused before the upgrade, or closed before its HELLO (services.server.admission)
-REFUSAL_REASONS = ("source_full", "unauthenticated_full", "evicted", "sessions_full")
+REFUSAL_REASONS = ("source_full", "unauthenticated_full", "evicted")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 QUEUE_WAIT_BUCKETS = (0.001, 0.0025, *LATENCY_BUCKETS)  # a batching engine's waits start below 5 ms
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
