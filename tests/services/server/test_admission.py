@@ -12,6 +12,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect
 
 from services.server.admission import EVICTED, SOURCE_FULL, TABLE_FULL, Admission, Ticket
+from services.server.metrics import REFUSAL_REASONS
 from services.server.settings import ServerSettings
 from services.server.tokens import issue_token
 from shadowtutor.protocol.messages import Welcome, decode, encode
@@ -102,3 +103,7 @@ def test_idle_socket_loops_cannot_keep_a_real_edge_out(
             assert isinstance(welcome, Welcome), f"no WELCOME within 5 s ({flood})"
         finally:
             flood.stop()
+
+
+def test_the_refusal_reasons_are_the_metric_s_labels() -> None:
+    assert set(REFUSAL_REASONS) == {SOURCE_FULL, TABLE_FULL, EVICTED}

@@ -184,3 +184,6 @@ def test_a_silent_connection_is_closed_and_makes_room_for_a_newer_one(
             open_session(ws, scene)
             with client.websocket_connect("/v1/edge") as other:  # admitted sessions do not take that room
                 open_session(other, scene, edge_id="cam-2")
+        registry = client.app.state.runtime.metrics.registry
+        assert registry.get_sample_value("shadowtutor_server_connections_refused_total", {"reason": "evicted"}) == 1
+        assert registry.get_sample_value("shadowtutor_server_unauthenticated_connections") == 0
