@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{video.name} done", flush=True)
     cluster = None
     if args.cluster_workers:
-        from edge_agent.runtime import CLUSTER_MARGIN
+        from shadowtutor.acceleration.labellers.cluster import CLUSTER_MARGIN
         from shadowtutor.acceleration.regions.labeller import FlowPathConfig
 
         clips = [(list(s.frames())[:args.cluster_frames], list(s.labels())[:args.cluster_frames])
@@ -123,8 +123,7 @@ def run(args: argparse.Namespace) -> int:
                      f"{CLUSTER_MARGIN} pixels of context. "
                      "The student alone ran first on the same frames; the runs are sequential, not interleaved.",
             "rows": bench.cluster_rows(clips, backend.infer, student.model.state_dict(), student.class_names,
-                                       flow_config.load_network(), flow_config, CLUSTER_MARGIN, args.cluster_workers,
-                                       classes),
+                                       flow_config, CLUSTER_MARGIN, args.cluster_workers, classes),
         }
         print("cluster done", flush=True)
     study = scene(MOVING[0], args.seeds[0])

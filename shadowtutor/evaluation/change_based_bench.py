@@ -20,12 +20,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from shadowtutor.acceleration.change_based.backend import ChangeBasedBackend, ChangeBasedOptions
+from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
 from shadowtutor.acceleration.change_based.runner import fused_tail_fits
 from shadowtutor.acceleration.change_based.work import point_work, work_bound
+from shadowtutor.acceleration.labellers.base import holding
+from shadowtutor.acceleration.labellers.change_based import ChangeBasedLabeller
+from shadowtutor.acceleration.labellers.student import StudentLabeller
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.evaluation.clips import Clip
-from shadowtutor.models.inference import build_inference_backend, onnx_available
+from shadowtutor.models.inference import onnx_available
 from shadowtutor.models.student import StudentNet
 
 CUTOVER_BIN = 0.05
@@ -45,11 +48,12 @@ def bench_clip(student: StudentNet, clip: Clip, options: ChangeBasedOptions, thr
                warmup: int) -> dict[str, Any]:
     """One clip: latency of each backend, agreement, mIoU, changed fractions, frame modes."""
     kinds = full_frame_kinds()
-    full = {kind: build_inference_backend(kind, student, threads) for kind in kinds}
+    full = {kind: holding(StudentLabeller(kind, threads=threads), student) for kind in kinds}
     fastest = kinds[-1]
-    changed = ChangeBasedBackend(build_inference_backend(fastest, student, threads), student, options)
+    changed = holding(ChangeBasedLabeller(StudentLabeller(fastest, change_based=True, threads=threads), options),
+                      student)
     names = [*kinds, "change-based"]
-    backends = {**{k: full[k].infer for k in kinds}, "change-based": changed.infer}
+    backends = {**{k: full[k].label for k in kinds}, "change-based": changed.label}
     seconds: dict[str, list[float]] = {name: [] for name in names}
     agreement, modes, fractions = [], {"change": 0, "full": 0, "fallback": 0}, []
     scores: dict[str, list[float]] = {"torch": [], "change-based": []}
@@ -63,7 +67,8 @@ def bench_clip(student: StudentNet, clip: Clip, options: ChangeBasedOptions, thr
         if index < warmup:
             continue
         agreement.append(float(np.mean(labels["change-based"] == labels["torch"])))
-        stats = changed.stats
+        stats = changed.stats().change
+        assert stats is not None
         modes[stats.mode] += 1
         if stats.changed:
             fractions.append(stats.changed)
@@ -95,12 +100,15 @@ def cutover_samples(student: StudentNet, clips: Sequence[Clip], options: ChangeB
     samples, per_clip = [], []
     for clip in clips:
         fractions, agreement, seconds = [], [], {"change-based": [], kinds[-1]: []}
-        fastest = build_inference_backend(kinds[-1], student, threads)
-        runner = ChangeBasedBackend(fastest, student, replace(options, fallback_fraction=1.0)).runner
+        fastest = holding(StudentLabeller(kinds[-1], threads=threads), student)
+        alone = holding(ChangeBasedLabeller(StudentLabeller(kinds[-1], change_based=True, threads=threads),
+                                            replace(options, fallback_fraction=1.0)), student)
+        assert alone.backend is not None
+        runner = alone.backend.runner
         runner.refresh_interval = len(clip.frames) + 1
         runner.backoff_frames = 0  # change-based on every frame, however slow
         for index, frame in enumerate(clip.frames):
-            full_s, full_labels = _timed(fastest.infer, frame)
+            full_s, full_labels = _timed(fastest.label, frame)
             change_s, labels = _timed(runner.infer, frame)
             if index >= warmup and runner.stats.mode == "change":
                 samples.append((runner.stats.input_fraction, change_s / full_s))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from shadowtutor.acceleration.change_based.runner import ChangeStats
     from shadowtutor.acceleration.regions.labeller import FrameRegions
+    from shadowtutor.models.student import StudentNet
 
 
 @dataclass(frozen=True)
@@ -103,3 +104,12 @@ class OneFrameAtATime:
 
     def close(self) -> None:
         return None
+
+
+Labeller = TypeVar("Labeller", bound="FrameLabeller")
+
+
+def holding(labeller: Labeller, student: StudentNet) -> Labeller:
+    """``labeller`` loaded with ``student``'s weights (class names by number: labels are class indices)."""
+    labeller.load(student.state_dict(), tuple(str(index) for index in range(student.num_classes)))
+    return labeller

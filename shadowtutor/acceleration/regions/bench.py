@@ -336,17 +336,20 @@ def render_markdown(results: dict[str, Any]) -> str:
 
 
 def cluster_rows(clips: Sequence[tuple[list[np.ndarray], list[np.ndarray]]], segment: Segment,
-                 student_state: dict, class_names: tuple[str, ...], network: DecisionNetwork | None,
-                 config: FlowPathConfig, margin: int, counts: Sequence[int], num_classes: int) -> dict[str, Any]:
+                 student_state: dict, class_names: tuple[str, ...], config: FlowPathConfig, margin: int,
+                 counts: Sequence[int], num_classes: int) -> dict[str, Any]:
     """The edge cluster with 1, 2, ... worker nodes of one CPU each, all Ray nodes on this machine.
 
-    The student alone runs first on the same frames, in the same process, as the reference; the
-    cluster runs follow one after the other (each with its own fresh Ray cluster).
+    The cluster runs through the agent's own labeller (:class:`ClusterLabeller`, frames pipelined
+    ``count + 1`` deep); each clip starts a new scene (no key carries over). The student alone runs
+    first on the same frames, in the same process, as the reference; the cluster runs follow one after
+    the other (each with its own fresh Ray cluster).
     """
     import ray
     from ray.cluster_utils import Cluster
 
-    from shadowtutor.acceleration.regions.cluster import ClusterMaster, connect, start_workers
+    from shadowtutor.acceleration.labellers.base import label_stream
+    from shadowtutor.acceleration.labellers.cluster import ClusterLabeller
 
     def measure(label_all: Callable[[list[np.ndarray]], list[np.ndarray]]) -> dict[str, Any]:
         seconds, scores = 0.0, []
@@ -358,17 +361,21 @@ def cluster_rows(clips: Sequence[tuple[list[np.ndarray], list[np.ndarray]]], seg
         frames_total = sum(len(f) for f, _ in clips)
         return {"fps": frames_total / seconds, "miou": float(np.mean(scores))}
 
+    def scene(labeller: ClusterLabeller, frames: list[np.ndarray]) -> list[np.ndarray]:
+        labeller.new_scene()
+        return list(label_stream(labeller, frames))
+
     rows = {STUDENT: measure(lambda frames: [segment(f) for f in frames])}
     for count in counts:
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
         try:
             for _ in range(count):
                 cluster.add_node(num_cpus=1)
-            connect(cluster.address)
-            master = ClusterMaster(start_workers(student_state, class_names, network, config, margin),
-                                   config.regions, in_flight=count + 1)
-            list(master.label_stream(clips[0][0][:2]))  # actors started and warm
-            rows[f"1+{count}"] = measure(lambda frames, m=master: [labels for _, labels in m.label_stream(frames)])
+            labeller = ClusterLabeller(cluster.address, config, margin, in_flight=count + 1)
+            labeller.load(student_state, class_names)
+            scene(labeller, clips[0][0][:2])  # actors started and warm
+            rows[f"1+{count}"] = measure(lambda frames, c=labeller: scene(c, frames))
+            labeller.close()
         finally:
             ray.shutdown()
             cluster.shutdown()
