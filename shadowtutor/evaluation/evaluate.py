@@ -175,10 +175,11 @@ def measure_t_si(scene: Scene, student: Any, config: EvaluateConfig, backend: st
     """Seconds per frame of the edge's student on this machine: the median of :data:`T_SI_FRAMES` frames after a
     warm-up frame (fewer in a shorter scene)."""
     from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
-    from shadowtutor.models.inference import build_inference_backend
+    from shadowtutor.acceleration.labellers.edge_student import edge_student
+    from shadowtutor.acceleration.labellers.registry import LabellerSpec
 
-    edge = build_inference_backend(backend, student, config.threads,
-                                   ChangeBasedOptions() if config.change_based else None, config.student_size)
+    spec = LabellerSpec(backend, ChangeBasedOptions() if config.change_based else None, threads=config.threads)
+    edge = edge_student(spec, student, config.student_size)
     seconds = []
     for frame in itertools.islice(scene.frames(), T_SI_FRAMES + 1):
         start = time.perf_counter()

@@ -1,7 +1,7 @@
 """The in-process evaluation loop: Wild, P-1, P-8 and F-1 on one scene (seed 001, section 6).
 
 All settings start from the same pre-trained student and see the same frames in lock-step;
-every setting has its own edge copy of the student (an inference backend); the distilled
+every setting has its own edge copy of the student (built by the edge's labeller registry); the distilled
 ones reach a server copy with its optimiser through a
 :class:`~shadowtutor.evaluation.simulated_link.SimulatedLink` (P-1 and P-8 share one
 server: they send the same key frames, and the server's training does not depend on the
@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from shadowtutor.acceleration.labellers.edge_student import EdgeStudent, edge_student
+from shadowtutor.acceleration.labellers.registry import LabellerSpec
 from shadowtutor.algorithms.client_loop import ClientLoop
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
 from shadowtutor.evaluation.simulated_link import KeyFrameRecord, LinkCodecs, SimulatedLink, SimulatedServer
-from shadowtutor.models.inference import InferenceBackend, build_inference_backend
 from shadowtutor.models.scale import Size
 from shadowtutor.models.student import DistillMode, StudentNet
 from shadowtutor.teachers import Teacher, Teaching, teach_batch
@@ -109,10 +110,10 @@ class SceneEvaluation:
 
 
 class _DistilledRun:
-    """One distilled setting: its edge (an inference backend) and client loop, linked to a server."""
+    """One distilled setting: its edge (the edge's labeller) and client loop, linked to a server."""
 
     def __init__(
-        self, setting: Setting, server: SimulatedServer, edge: InferenceBackend, params: AlgorithmParams
+        self, setting: Setting, server: SimulatedServer, edge: EdgeStudent, params: AlgorithmParams
     ) -> None:
         self.link = SimulatedLink(server, setting.delay_frames)
         self.loop = ClientLoop(dataclasses.replace(params, mode=setting.mode), edge, self.link)
@@ -170,6 +171,7 @@ def evaluate_scene(
             raise RuntimeError(f"key frame {frame_index} submitted out of step with the harness")
         return current[0][1]
 
+    spec = LabellerSpec(backend, change_based, threads=threads)
     servers: dict[str, SimulatedServer] = {}
     runs: dict[str, _DistilledRun] = {}
     for setting in SETTINGS:
@@ -178,11 +180,11 @@ def evaluate_scene(
                 mode_params = dataclasses.replace(params, mode=setting.mode)
                 distiller = Distiller(copy.deepcopy(student), mode_params, background, student_size=student_size)
                 servers[setting.mode] = SimulatedServer(distiller, teacher_label, link)
-            edge = build_inference_backend(backend, student, threads, change_based, student_size)
+            edge = edge_student(spec, student, student_size)
             if servers[setting.mode].welcome is not None:
                 edge.apply(servers[setting.mode].welcome)
             runs[setting.key] = _DistilledRun(setting, servers[setting.mode], edge, params)
-    wild = build_inference_backend(backend, student, threads, change_based, student_size) if WILD in settings else None
+    wild = edge_student(spec, student, student_size) if WILD in settings else None
     traces = {**({WILD: SettingTrace()} if wild else {}), **{key: run.trace for key, run in runs.items()}}
     start = time.perf_counter()
     size: tuple[int, int] | None = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -28,9 +28,6 @@ from shadowtutor.models.backends import ONNX_PROVIDERS, STUDENT_BACKENDS, onnxru
 from shadowtutor.models.fast_student import FastStudent, channel_argmax, check_update
 from shadowtutor.models.scale import Size, check_size, infer_scaled
 from shadowtutor.models.student import StudentNet, normalise_frame
-
-if TYPE_CHECKING:
-    from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
 
 BUILDABLE_BACKENDS = tuple(kind for kind in STUDENT_BACKENDS if kind != "auto")
 
@@ -132,23 +129,20 @@ def onnx_available() -> bool:
 
 
 def build_inference_backend(
-    kind: str, student: StudentNet, threads: int | None = None, change_based: ChangeBasedOptions | None = None,
-    student_size: Size | None = None,
+    kind: str, student: StudentNet, threads: int | None = None, student_size: Size | None = None,
 ) -> InferenceBackend:
     """A backend of ``kind`` (a :data:`~shadowtutor.models.backends.STUDENT_BACKENDS` name but ``auto``)
     holding a copy of ``student``.
 
-    With ``change_based``, frames of a static camera run change-based
-    (:mod:`shadowtutor.acceleration.change_based`) and the ``kind`` backend takes the rest.
     With ``student_size`` ``(W, H)`` the student runs on frames resized to it (:class:`ScaledBackend`).
+    Accelerations (change-based inference, the flow path, the cluster) are built around backends by the
+    edge's labeller registry (:mod:`shadowtutor.acceleration.labellers.registry`).
     """
-    backend = _build_backend(kind, student, threads, change_based)
+    backend = _build_backend(kind, student, threads)
     return backend if student_size is None else ScaledBackend(backend, student_size)
 
 
-def _build_backend(
-    kind: str, student: StudentNet, threads: int | None, change_based: ChangeBasedOptions | None
-) -> InferenceBackend:
+def _build_backend(kind: str, student: StudentNet, threads: int | None) -> InferenceBackend:
     if kind == "reference":
         backend: InferenceBackend = ReferenceBackend(student)
     elif kind == "torch":
@@ -161,8 +155,4 @@ def _build_backend(
         backend = OnnxBackend(student, threads=threads, kind=kind)
     else:
         raise ValueError(f"unknown inference backend {kind!r}: choose one of {', '.join(BUILDABLE_BACKENDS)}")
-    if change_based is None:
-        return backend
-    from shadowtutor.acceleration.change_based.backend import ChangeBasedBackend
-
-    return ChangeBasedBackend(backend, student, change_based)
+    return backend
