@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 from typing import Any
 
 from services.server.settings import ServerSettings
@@ -109,8 +110,9 @@ def run_on_ray(args: argparse.Namespace, settings: ServerSettings) -> int:
         from services.ray_serve.app import ServeOptions, deploy
     except ImportError as exc:
         raise ServerStartError(f"--ray needs Ray Serve: pip install 'shadowtutor[serve]' ({exc})") from None
+    store = args.checkpoint_store  # a directory: absolute, for replicas that run elsewhere
     options = ServeOptions(replicas=args.ray_replicas, gpus=args.ray_gpus, cpus=args.ray_cpus,
-                           store=args.checkpoint_store)
+                           store=store if "://" in store else str(Path(store).resolve()))
     deploy(args.ray, settings, options)
     return 0
 

@@ -6,9 +6,9 @@
 * ``teaching`` (``replicas`` replicas of ``gpus`` GPUs each): the teacher, the distillation engine
   and the edges' students (``services.ray_serve.teaching``), sessions checkpointed to ``store``.
 
-:func:`build_app` makes the application from settings; :func:`app_builder` is the same for
-``serve run`` and Serve config files (``import_path: services.ray_serve.app:app_builder``, with
-``args``); :func:`deploy` is ``shadowtutor serve --ray ADDRESS``.
+:func:`app_builder` builds it in a Serve config file (``import_path:
+services.ray_serve.app:app_builder`` with the settings as ``args``); :func:`serve_config` writes that
+config for settings and :func:`deploy` (``shadowtutor serve --ray ADDRESS``) applies it.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from services.server.settings import ServerSettings
 
 log = logging.getLogger(__name__)
 APP_NAME = "shadowtutor"
+TEACHING = "teaching"
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class Ingress:
     def __init__(self, settings: ServerSettings, teaching: DeploymentHandle) -> None:
         remote = ServeTeaching(teaching)
         self._app = create_app(settings, remote=remote)
-        remote.metrics = self._app.state.runtime.metrics
+        remote.export_to(self._app.state.runtime.metrics)
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return self._app
@@ -66,7 +67,7 @@ def build_app(settings: ServerSettings, options: ServeOptions) -> Application:
     """The application (not yet running); the store is checked here, so a bad one fails before deployment."""
     open_store(options.store)
     teaching = serve.deployment(
-        TeachingReplica, name="teaching", num_replicas=options.replicas,
+        TeachingReplica, name=TEACHING, num_replicas=options.replicas,
         ray_actor_options={"num_gpus": options.gpus, "num_cpus": options.cpus},
         max_ongoing_requests=max(8, 2 * settings.max_sessions),
         health_check_period_s=2, graceful_shutdown_timeout_s=5,
@@ -77,23 +78,65 @@ def build_app(settings: ServerSettings, options: ServeOptions) -> Application:
 
 
 def app_builder(args: dict[str, Any]) -> Application:
-    """For Serve config files: ``args`` are ``replicas``, ``gpus``, ``cpus``, ``store`` and any server setting
-    (``teacher``, ``student``, ``max_sessions``, ...); the environment's ``SHADOWTUTOR_*`` apply below them."""
-    fields = {name: args[name] for name in ("replicas", "gpus", "cpus", "store") if name in args}
-    settings = ServerSettings(**{key: value for key, value in args.items() if key not in fields})
-    return build_app(settings, ServeOptions(**fields))
+    """For Serve config files (``import_path: services.ray_serve.app:app_builder``): ``args`` are ``store``
+    and any server setting (``teacher``, ``student``, ``max_sessions``, ...), over the environment's
+    ``SHADOWTUTOR_*``. The replica count and resources come from the config's ``deployments``."""
+    args = dict(args)
+    store = args.pop("store", ServeOptions.store)
+    return build_app(ServerSettings(**args), ServeOptions(store=store))
+
+
+def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, Any]:
+    """The Serve config (``serve deploy`` / ``serve run`` file, KubeRay's ``serveConfigV2``) of this deployment.
+
+    A later config that changes only the ``teaching`` replica count is applied in place: replicas are
+    added or removed, the ingress and the other replicas keep running (and the edges their connections).
+    """
+    args = {"store": options.store, **settings.model_dump(mode="json", exclude_defaults=True)}
+    return {
+        "http_options": {"host": settings.host, "port": settings.port},
+        "applications": [{
+            "name": APP_NAME, "route_prefix": "/", "import_path": f"{__name__}:app_builder", "args": args,
+            "deployments": [{"name": TEACHING, "num_replicas": options.replicas,
+                             "ray_actor_options": {"num_cpus": options.cpus, "num_gpus": options.gpus}}],
+        }],
+    }
+
+
+def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None:
+    """Deploy ``config`` to the connected Ray cluster as ``serve run CONFIG`` does, and wait until the
+    application runs with ``replicas`` teaching replicas; RuntimeError (one line) when it fails to deploy."""
+    from ray.serve._private.api import serve_start  # what `serve run CONFIG` calls: there is no public form
+    from ray.serve.schema import ServeDeploySchema
+
+    schema = ServeDeploySchema.model_validate(config)
+    client = serve_start(http_options=config["http_options"])
+    client.deploy_apps(schema)
+    deadline = time.monotonic() + timeout
+    while True:
+        app = serve.status().applications.get(APP_NAME)
+        if app is not None and app.status == "DEPLOY_FAILED":
+            raise RuntimeError(f"the Serve application failed to deploy: {' '.join(app.message.split())[:500]}")
+        teaching = app.deployments.get(TEACHING) if app is not None else None
+        running = teaching.replica_states.get("RUNNING", 0) if teaching is not None else 0
+        if app is not None and app.status == "RUNNING" and running == replicas and sum(
+                teaching.replica_states.values()) == replicas:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the Serve application is not running {replicas} teaching replicas after "
+                               f"{timeout:g} s ({app.status if app else 'not deployed'})")
+        time.sleep(0.5)
 
 
 def deploy(address: str, settings: ServerSettings, options: ServeOptions, *, blocking: bool = True) -> None:
-    """Run the application on the Ray cluster at ``address`` with HTTP on ``settings.host:port``; with
-    ``blocking``, until interrupted (the application stays deployed until the cluster stops or
-    ``serve shutdown``)."""
+    """Deploy to the Ray cluster at ``address`` with HTTP on ``settings.host:port`` (again with another
+    replica count: scaled in place), wait until it runs; with ``blocking``, stay until interrupted (the
+    application stays deployed until the cluster stops or ``serve shutdown``)."""
     from shadowtutor.acceleration.regions.cluster import connect
 
-    application = build_app(settings, options)
+    open_store(options.store)
     connect(address)
-    serve.start(http_options={"host": settings.host, "port": settings.port})
-    serve.run(application, name=APP_NAME, route_prefix="/", blocking=False)
+    apply(serve_config(settings, options), options.replicas)
     log.info("ShadowTutor on Ray Serve at http://%s:%d: %d teaching replica(s), sessions checkpointed to %s",
              settings.host, settings.port, options.replicas, options.store)
     while blocking:

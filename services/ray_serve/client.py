@@ -22,7 +22,8 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 from ray.serve.exceptions import DeploymentUnavailableError, ReplicaUnavailableError
 from ray.serve.handle import DeploymentHandle
 
-from services.ray_serve.requests import LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
+from services.ray_serve.metrics import TeachingMetrics
+from services.ray_serve.requests import Answer, LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
 from services.server.metrics import ServerMetrics
 from services.server.session import EdgeSession
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
@@ -34,12 +35,16 @@ REPLICA_LOST = (RayActorError, ActorDiedError, ActorUnavailableError, Deployment
 
 
 class ServeTeaching:
-    def __init__(self, handle: DeploymentHandle, metrics: ServerMetrics | None = None,
-                 retry_seconds: float = 60.0) -> None:
+    def __init__(self, handle: DeploymentHandle, retry_seconds: float = 60.0) -> None:
         self.handle = handle
-        self.metrics = metrics
         self.retry_seconds = retry_seconds
-        self.retries = 0  # requests sent again after a replica was lost
+        self.metrics: ServerMetrics | None = None
+        self.teaching_metrics: TeachingMetrics | None = None
+
+    def export_to(self, metrics: ServerMetrics) -> None:
+        """Count into the server's metrics (distillation latency and steps) and add the teaching's own."""
+        self.metrics = metrics
+        self.teaching_metrics = TeachingMetrics(metrics.registry)
 
     async def describe(self) -> dict[str, Any]:
         return await self.handle.describe.remote()
@@ -102,13 +107,17 @@ class ServeTeaching:
         deadline = time.monotonic() + self.retry_seconds
         while True:
             try:
-                return await getattr(handle, method).remote(request)
+                answer: Answer = await getattr(handle, method).remote(request)
+                if self.teaching_metrics is not None:
+                    self.teaching_metrics.record(answer)
+                return answer.message
             except REPLICA_LOST as exc:
                 if time.monotonic() > deadline:
                     raise ProtocolError(
                         ErrorCode.SERVER_BUSY, f"no teaching replica answered for {self.retry_seconds:g} s",
                     ) from None
-                self.retries += 1
+                if self.teaching_metrics is not None:
+                    self.teaching_metrics.retries.inc()
                 log.warning("a teaching replica was lost during %s for edge %r (%s); sending it again",
                             method, edge_id, type(exc).__name__)
                 await asyncio.sleep(0.2)

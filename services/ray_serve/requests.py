@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shadowtutor.protocol.messages import Hello
+from shadowtutor.protocol.messages import Hello, Message
 
 
 @dataclass(frozen=True)
@@ -53,3 +53,15 @@ class LabelKeyFrame:
     seq: int
     frame_index: int
     frame: np.ndarray
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A replica's answer (``message``: what goes to the edge) with what the ingress's metrics show."""
+
+    message: Message
+    replica: str  # "HOST:PID" of the replica that answered
+    sessions: int  # sessions whose student that replica holds now
+    moved: bool = False  # the session was rebuilt there from its checkpoint to answer this
+    checkpoint_seconds: float | None = None  # the checkpoint written for this answer, if one was
+    checkpoint_bytes: int | None = None

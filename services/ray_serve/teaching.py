@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ray import serve
-from ray.serve.metrics import Counter, Gauge, Histogram
 
-from services.ray_serve.requests import LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
+from services.ray_serve.requests import Answer, LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
 from services.server.checkpoint_store import open_store
 from services.server.loading import load_models
 from services.server.metrics import ServerMetrics
@@ -36,7 +37,7 @@ from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherFailed
 from shadowtutor.protocol.codecs import encode_labels
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.messages import Error, Labels, Message, Update, Welcome
+from shadowtutor.protocol.messages import Error, Labels, Message
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class _Slot:
     session: EdgeSession | None = None
     reply: Message | None = None
     reply_seq: int | None = None
+    moved: bool = False  # rebuilt from its checkpoint for the request being answered
+    checkpoint: tuple[float, int] | None = None  # (seconds, bytes) of the checkpoint written for it
     dropped: bool = False
 
     def __del__(self) -> None:
@@ -76,22 +79,14 @@ class TeachingReplica:
         self._started = False
         self._held = 0  # slots handed out by the multiplexed loader and not dropped yet
 
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+
         async def new_slot(edge_id: str) -> _Slot:
             self._held += 1
-            self.sessions_gauge.set(self._held)
             return _Slot(edge_id, self._dropped)
 
         # at most max_sessions students here; Serve drops the least recently used past that
         self._slot = serve.multiplexed(max_num_models_per_replica=self.settings.max_sessions)(new_slot)
-        self.sessions_gauge = Gauge("shadowtutor_replica_sessions", "sessions whose student this replica holds")
-        self.moves = Counter("shadowtutor_session_moves", "sessions this replica rebuilt from a checkpoint")
-        self.checkpoint_seconds = Histogram(
-            "shadowtutor_checkpoint_seconds", "time to write one session checkpoint",
-            boundaries=[0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0],
-        )
-        self.checkpoint_bytes = Gauge("shadowtutor_checkpoint_bytes", "size of the last session checkpoint")
-        self.last_checkpoint = Gauge("shadowtutor_last_checkpoint_timestamp_seconds",
-                                     "when this replica last wrote a session checkpoint (Unix time)")
 
     def _start(self) -> ServerRuntime:
         if not self._started:  # the engine's tasks belong to the replica's event loop
@@ -106,9 +101,16 @@ class TeachingReplica:
 
     def _dropped(self) -> None:
         self._held -= 1
-        self.sessions_gauge.set(self._held)
 
-    async def open(self, request: OpenSession) -> Welcome:
+    def _answer(self, message: Message, slot: _Slot | None = None) -> Answer:
+        """``message`` with this replica's news for the ingress's metrics (the slot's move and checkpoint, once)."""
+        moved, checkpoint = (slot.moved, slot.checkpoint) if slot is not None else (False, None)
+        if slot is not None:
+            slot.moved, slot.checkpoint = False, None
+        seconds, size = checkpoint if checkpoint is not None else (None, None)
+        return Answer(message, self.name, self._held, moved, seconds, size)
+
+    async def open(self, request: OpenSession) -> Answer:
         runtime = self._start()
         slot = await self._slot(serve.get_multiplexed_model_id())
         distiller = await self._in_pool(runtime.new_distiller, request.student_size)
@@ -119,15 +121,15 @@ class TeachingReplica:
         )
         welcome = await self._in_pool(session.welcome)
         await self._checkpoint(slot, session, None, None)
-        return welcome
+        return self._answer(welcome, slot)
 
-    async def train(self, request: TrainKeyFrame) -> Update | Error:
+    async def train(self, request: TrainKeyFrame) -> Answer:
         runtime = self._start()
         slot = await self._slot(serve.get_multiplexed_model_id())
         try:
             session = await self._session(slot, request.session, request.seq)
             if slot.reply_seq == request.seq and slot.reply is not None:
-                return slot.reply  # answered before, the answer lost on its way: the same answer again
+                return self._answer(slot.reply, slot)  # answered before, the answer lost on its way: again
             queue = runtime.teacher_queue
             if queue is None:
                 raise TeacherFailed("the teacher is not available (the replica is shutting down)")
@@ -142,34 +144,36 @@ class TeachingReplica:
             update = await self._in_pool(session.trained, request.seq, result, seconds, request.base_version,
                                          labelled.seconds * 1000.0)
         except ProtocolError as exc:
-            return Error(code=exc.code.value, message=exc.message, fatal=False, seq=request.seq)
+            return self._answer(Error(code=exc.code.value, message=exc.message, fatal=False, seq=request.seq), slot)
         except TeacherFailed as exc:
-            return Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq)
+            error = Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq)
+            return self._answer(error, slot)
         await self._checkpoint(slot, session, update, request.seq)
-        return update
+        return self._answer(update, slot)
 
-    async def resync(self, request: Resync) -> Update | Error:
+    async def resync(self, request: Resync) -> Answer:
         slot = await self._slot(serve.get_multiplexed_model_id())
         try:
             session = await self._session(slot, request.session, None)
         except ProtocolError as exc:
-            return Error(code=exc.code.value, message=exc.message, fatal=False)
+            return self._answer(Error(code=exc.code.value, message=exc.message, fatal=False), slot)
         update = await self._in_pool(session.resync, request.have_version)
         await self._checkpoint(slot, session, None, None)
-        return update
+        return self._answer(update, slot)
 
-    async def label(self, request: LabelKeyFrame) -> Labels | Error:
+    async def label(self, request: LabelKeyFrame) -> Answer:
         queue = self._start().teacher_queue
         try:
             if queue is None:
                 raise TeacherFailed("the teacher is not available (the replica is shutting down)")
             labelled = await queue.label(request.frame, request.frame_index)
         except TeacherFailed as exc:
-            return Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq)
+            return self._answer(Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False,
+                                      seq=request.seq))
         payload = await asyncio.to_thread(encode_labels, labelled.labels, "png")
         height, width = request.frame.shape[:2]
-        return Labels(seq=request.seq, frame_index=request.frame_index, codec="png", width=width, height=height,
-                      teacher_ms=labelled.seconds * 1000.0, payload=payload)
+        return self._answer(Labels(seq=request.seq, frame_index=request.frame_index, codec="png", width=width,
+                                   height=height, teacher_ms=labelled.seconds * 1000.0, payload=payload))
 
     async def _session(self, slot: _Slot, ref: SessionRef, seq: int | None) -> EdgeSession:
         """The slot's session at the version the ingress knows (or one further, answered for ``seq``);
@@ -189,8 +193,7 @@ class TeachingReplica:
                 ErrorCode.INTERNAL, f"the checkpoint holds session {session.session_id[:8]} at version "
                 f"{session.version}, not {ref.session_id[:8]} at version {ref.version}",
             )
-        slot.session, slot.reply, slot.reply_seq = session, restored.reply, restored.reply_seq
-        self.moves.inc()
+        slot.session, slot.reply, slot.reply_seq, slot.moved = session, restored.reply, restored.reply_seq, True
         log.info("session %s of edge %r rebuilt here from its checkpoint (version %d, saved %.1f s ago)",
                  session.session_id, slot.edge_id, session.version, time.time() - restored.saved_at)
         return session
@@ -200,9 +203,7 @@ class TeachingReplica:
         data = await self._in_pool(snapshot, session, reply, seq)
         await self._in_pool(self.store.save, slot.edge_id, data)
         slot.session, slot.reply, slot.reply_seq = session, reply, seq
-        self.checkpoint_seconds.observe(time.perf_counter() - start)
-        self.checkpoint_bytes.set(len(data))
-        self.last_checkpoint.set(time.time())
+        slot.checkpoint = (time.perf_counter() - start, len(data))
 
     async def _in_pool(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.runtime.distill_pool, fn, *args)

@@ -22,7 +22,7 @@ serve = pytest.importorskip("ray.serve", reason="the serve extra is not installe
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from services.ray_serve.app import APP_NAME, ServeOptions, build_app, deploy  # noqa: E402
+from services.ray_serve.app import ServeOptions, deploy  # noqa: E402
 from services.server.checkpoint_store import DirectoryStore  # noqa: E402
 from services.server.session_checkpoint import header  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
@@ -30,6 +30,7 @@ from shadowtutor.demo.processes import free_port  # noqa: E402
 from shadowtutor.models.checkpoint import save_student  # noqa: E402
 from shadowtutor.models.student import StudentNet  # noqa: E402
 from shadowtutor.stress.load_edge import SimulatedCamera  # noqa: E402
+from tests.support.prometheus import sample_value  # noqa: E402
 from tests.support.scene import TinyScene, write_scene  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,6 +43,7 @@ class Deployment:
     scene: TinyScene
     store: DirectoryStore
     base: str  # http://127.0.0.1:PORT
+    address: str  # the Ray cluster's
 
 
 def _wait_ready(base: str, timeout: float = 120.0) -> None:
@@ -75,7 +77,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         deploy(cluster.address, settings, ServeOptions(replicas=2, store=store.location), blocking=False)
         base = f"http://127.0.0.1:{port}"
         _wait_ready(base)
-        yield Deployment(settings, scene, store, base)
+        yield Deployment(settings, scene, store, base, cluster.address)
     finally:
         serve.shutdown()
         ray.shutdown()
@@ -93,9 +95,11 @@ def _cameras(deployment: Deployment, prefix: str) -> list[SimulatedCamera]:
     return cameras
 
 
-def _run(cameras: list[SimulatedCamera], seconds: float, rate: float) -> list[threading.Thread]:
+def _run(cameras: list[SimulatedCamera], seconds: float, rate: float,
+         stop: threading.Event | None = None) -> list[threading.Thread]:
+    """The cameras send key frames at ``rate`` for ``seconds`` or until ``stop`` is set, in threads."""
     start = time.monotonic()
-    stop = threading.Event()
+    stop = stop or threading.Event()
     threads = [threading.Thread(target=c.run, args=(start, start + seconds, rate, i / (EDGES * rate), stop))
                for i, c in enumerate(cameras)]
     for thread in threads:
@@ -111,6 +115,11 @@ def _writers(deployment: Deployment, cameras: list[SimulatedCamera]) -> dict[str
         if data is not None:
             found[camera.result.edge_id] = str(header(data)["writer"])
     return found
+
+
+def _metrics(deployment: Deployment) -> str:
+    with urllib.request.urlopen(f"{deployment.base}/metrics", timeout=5) as response:
+        return response.read().decode()
 
 
 def _until(condition, timeout: float = 30.0) -> None:  # noqa: ANN001
@@ -136,7 +145,7 @@ def _check_every_key_frame_answered_in_one_version_line(deployment: Deployment,
 
 def test_a_killed_teaching_replica_loses_no_key_frame_and_no_session(deployment: Deployment) -> None:
     cameras = _cameras(deployment, "kill")
-    threads = _run(cameras, seconds=12.0, rate=2.0)
+    threads = _run(cameras, seconds=9.0, rate=2.0)
     _until(lambda: len(_writers(deployment, cameras)) == EDGES and all(c.result.records for c in cameras))
     before = _writers(deployment, cameras)
     replicas = set(before.values())
@@ -149,18 +158,26 @@ def test_a_killed_teaching_replica_loses_no_key_frame_and_no_session(deployment:
     _check_every_key_frame_answered_in_one_version_line(deployment, cameras)
     after = _writers(deployment, cameras)
     assert all(after[edge] != victim for edge in moved)  # taken over from their checkpoints
+    metrics = _metrics(deployment)
+    assert sample_value(metrics, "shadowtutor_server_session_moves_total") >= len(moved)
+    assert sample_value(metrics, "shadowtutor_server_teaching_retries_total") >= 1
+    survivor = next(iter(replicas - {victim}))
+    assert sample_value(metrics, "shadowtutor_server_teaching_replica_sessions", replica=survivor) >= 1
+    assert sample_value(metrics, "shadowtutor_server_checkpoint_seconds_count") >= sum(
+        len(c.result.records) for c in cameras)
 
 
 def test_replica_count_changes_while_edges_run_lose_nothing(deployment: Deployment) -> None:
     cameras = _cameras(deployment, "scale")
-    threads = _run(cameras, seconds=14.0, rate=2.0)
-    options = ServeOptions(store=deployment.store.location)
-    time.sleep(2.0)
-    serve.run(build_app(deployment.settings, ServeOptions(replicas=3, store=options.store)), name=APP_NAME,
-              route_prefix="/", blocking=False)
-    time.sleep(5.0)
-    serve.run(build_app(deployment.settings, ServeOptions(replicas=1, store=options.store)), name=APP_NAME,
-              route_prefix="/", blocking=False)
+    stop = threading.Event()
+    threads = _run(cameras, seconds=120.0, rate=1.0, stop=stop)
+    time.sleep(1.0)
+    for replicas in (3, 1):  # each returns once the deployment runs at that count
+        deploy(deployment.address, deployment.settings, ServeOptions(replicas, store=deployment.store.location),
+               blocking=False)
+    assert all(thread.is_alive() for thread in threads)  # the edges ran all along
+    time.sleep(1.5)
+    stop.set()
     for thread in threads:
         thread.join()
     _check_every_key_frame_answered_in_one_version_line(deployment, cameras)
