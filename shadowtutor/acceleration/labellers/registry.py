@@ -54,11 +54,11 @@ class Acceleration:
 
     name: str  # the edge setting that turns it on
     meant_for: str  # in words, for error messages
+    enabled: Callable[[LabellerSpec], bool]  # whether a spec turns it on
+    build: Callable[[FrameLabeller | None, LabellerSpec], FrameLabeller]  # around the labeller built so far
     excludes: frozenset[str] = field(default_factory=frozenset)  # settings it cannot run with
     backends: tuple[str, ...] | None = None  # the backends it runs on (besides auto); None: any
-    enabled: Callable[[LabellerSpec], bool] = lambda spec: False
-    build: Callable[[FrameLabeller | None, LabellerSpec], FrameLabeller] = lambda inner, spec: inner  # type: ignore[assignment,return-value]
-    replaces_student: bool = False  # builds its own students (``inner`` is None)
+    replaces_student: bool = False  # builds its own students (``build`` gets None)
 
 
 def _change_based(inner: FrameLabeller | None, spec: LabellerSpec) -> FrameLabeller:
@@ -87,12 +87,12 @@ def _cluster(inner: FrameLabeller | None, spec: LabellerSpec) -> FrameLabeller:
 # In building order. The cluster's workers run the flow path themselves: with cluster on, flow_path only
 # configures them.
 ACCELERATIONS = (
-    Acceleration("change_based", "static cameras", frozenset({"flow_path", "cluster"}), CHANGE_BASED_FALLBACKS,
-                 lambda spec: spec.change_based is not None, _change_based),
-    Acceleration("flow_path", "moving cameras", frozenset({"change_based", "student_size"}), None,
-                 lambda spec: spec.flow_path_on and spec.cluster is None, _flow_path),
-    Acceleration("cluster", "moving cameras, regions on other devices", frozenset({"change_based", "student_size"}),
-                 None, lambda spec: spec.cluster is not None, _cluster, replaces_student=True),
+    Acceleration("change_based", "static cameras", lambda spec: spec.change_based is not None, _change_based,
+                 excludes=frozenset({"flow_path", "cluster"}), backends=CHANGE_BASED_FALLBACKS),
+    Acceleration("flow_path", "moving cameras", lambda spec: spec.flow_path_on and spec.cluster is None, _flow_path,
+                 excludes=frozenset({"change_based", "student_size"})),
+    Acceleration("cluster", "moving cameras, regions on other devices", lambda spec: spec.cluster is not None,
+                 _cluster, excludes=frozenset({"change_based", "student_size"}), replaces_student=True),
 )
 BY_NAME = {a.name: a for a in ACCELERATIONS}
 

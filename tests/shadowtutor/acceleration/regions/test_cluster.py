@@ -111,3 +111,25 @@ def test_the_edge_runtime_labels_on_the_cluster_and_sends_it_every_update(cluste
     workers, queued = runtime.cluster_state
     assert workers >= 3 and 0 <= queued < 4
     runtime.close()
+
+
+def test_the_cluster_labeller_starts_frames_early_and_hands_back_those_it_drew(cluster: Cluster) -> None:
+    from shadowtutor.acceleration.labellers.cluster import ClusterLabeller
+
+    torch.manual_seed(0)
+    labeller = ClusterLabeller(cluster.address, FlowPathConfig(), margin=8, in_flight=3)
+    labeller.load(StudentNet(len(LVS_CLASSES)).state_dict(), LVS_CLASSES)
+    frames = panning(8, size=(96, 64))
+    drawn = labeller.pipeline(frames)
+    first = next(drawn)
+    assert first is frames[0] and labeller.label(first).shape == (64, 96)
+    assert labeller.master is not None and labeller.master.next_t == 3  # two more frames already out
+    ahead = labeller.release()
+    assert len(ahead) == 2 and ahead[0] is frames[1] and ahead[1] is frames[2]
+    paths = []
+    for frame in labeller.pipeline(frames[1:]):  # their work dropped: labelled afresh, in order
+        assert labeller.label(frame).shape == (64, 96)
+        paths += labeller.stats().regions.paths
+    assert len(paths) == 4 * 7 and "flow" in paths and labeller.stats().cluster is not None
+    labeller.close()
+    assert labeller.master is None
