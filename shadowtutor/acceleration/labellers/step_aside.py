@@ -1,10 +1,11 @@
 """An acceleration on trial: timed against the plain student over its first frames, replaced by it if slower.
 
 :class:`StepAside` labels with the acceleration (the *candidate*) and times it on ``frames`` frames
-after ``warmup`` untimed ones; on every ``probe_every``-th of them it also times the plain student
-(its labels unused; its first call untimed). Then it compares the medians once: when the candidate
-is slower, the plain student labels every later frame (logged once, and in :meth:`stats`), and the
-candidate is closed. While on trial both hold the same weights; after the decision only the one in use.
+after ``warmup`` untimed ones; on every ``probe_every``-th of them, the first included, it also times
+the plain student (its labels unused; one untimed call before the first). Then it compares the medians
+once: when the candidate is slower, the plain student labels every later frame (logged once, and in
+:meth:`stats`), and the candidate is closed. While on trial both hold the same weights; after the
+decision only the one in use.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ class StepAside:
         self._seen = 0
         self._candidate_seconds: list[float] = []
         self._plain_seconds: list[float] = []
-        self._probed = 0
         self._pipelined = False  # a pipeline() over the candidate is running
 
     @property
@@ -115,15 +115,15 @@ class StepAside:
         return [self.candidate, self.plain] if self.on_trial else [self.active]
 
     def _probe(self, frame: np.ndarray) -> None:
+        if not self._plain_seconds:
+            self.plain.label(frame)  # the plain student's first call starts its session: no yardstick
         start = time.perf_counter()
         self.plain.label(frame)
-        if self._probed:  # the plain student's first call starts its session: no yardstick
-            self._plain_seconds.append(time.perf_counter() - start)
-        self._probed += 1
+        self._plain_seconds.append(time.perf_counter() - start)
 
     def _decide(self) -> None:
         candidate = statistics.median(self._candidate_seconds)
-        plain = statistics.median(self._plain_seconds) if self._plain_seconds else float("inf")
+        plain = statistics.median(self._plain_seconds)
         slower = candidate > plain
         self.trial = Trial(self.candidate.kind, self.plain.kind, len(self._candidate_seconds), candidate, plain,
                            slower)

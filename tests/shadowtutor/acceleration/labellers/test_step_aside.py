@@ -87,7 +87,7 @@ def test_a_slower_acceleration_steps_aside_once_and_hands_over_every_frame_it_dr
     assert len(labels) == 12
     # 1 warm-up + 4 timed frames by the candidate, then every later frame by plain, none lost or twice
     assert candidate.frames == list(range(5)) and candidate.closed
-    probes = [1, 3]  # timed frames 1 and 3: the plain student's probes (the first untimed)
+    probes = [1, 1, 3]  # timed frames 1 and 3: the plain student's probes (before the first, an untimed call)
     assert plain.frames == probes + list(range(5, 12))
     assert trial.kind == "plain" and trial.stats().trial is not None
     result = trial.stats().trial
