@@ -188,6 +188,9 @@ class EdgeConnection:
         hello = receiving.result()
         if self._ticket is not None:
             self._ticket.busy()  # its HELLO is being checked: no longer evicted to make room
+        if self._evicted.is_set():  # admission took its place just as the message arrived: the message wins
+            self._eviction = None
+            self._evicted.clear()
         if not isinstance(hello, Hello):
             raise ProtocolError(
                 ErrorCode.UNEXPECTED_MESSAGE, f"the first message must be HELLO, not {type(hello).__name__.upper()}"

@@ -4,6 +4,7 @@ other sessions and the server go on. The real app, teacher and distillation (Sta
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -16,8 +17,9 @@ from fastapi.testclient import TestClient
 from services.server.app import create_app
 from services.server.settings import ServerSettings
 from services.server.tokens import issue_token, revoke
-from shadowtutor.protocol.errors import CloseCode, ErrorCode
-from shadowtutor.protocol.messages import MAX_HELLO_BYTES, Error, Update
+from services.server.ws_edge import EdgeConnection
+from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import MAX_HELLO_BYTES, Error, Update, encode
 from tests.services.conftest import wait_ready
 from tests.services.server.test_ws_edge import expect_close, hello, key_frame, open_session
 from tests.support.images import png_bomb
@@ -187,3 +189,20 @@ def test_a_silent_connection_is_closed_and_makes_room_for_a_newer_one(
         registry = client.app.state.runtime.metrics.registry
         assert registry.get_sample_value("shadowtutor_server_connections_refused_total", {"reason": "evicted"}) == 1
         assert registry.get_sample_value("shadowtutor_server_unauthenticated_connections") == 0
+
+
+def test_a_hello_that_arrives_as_admission_takes_its_place_wins(settings: ServerSettings, scene: TinyScene) -> None:
+    """The eviction and the HELLO land in the same turn of the event loop: the connection keeps its HELLO and
+    carries no eviction into its session. (A stand-in WebSocket: the real race cannot be timed from outside.)"""
+
+    class ArrivedHello:
+        client = None
+        scope: dict[str, object] = {}
+
+        async def receive(self) -> dict[str, object]:
+            return {"type": "websocket.receive", "bytes": encode(hello(scene))}
+
+    connection = EdgeConnection(ArrivedHello(), create_app(settings).state.runtime)
+    connection.evict(ProtocolError(ErrorCode.SERVER_BUSY, "made room"))
+    assert asyncio.run(connection._receive_hello()).edge_id == "cam-1"
+    assert connection._eviction is None and not connection._evicted.is_set()
