@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,12 @@ def run_on_ray(args: argparse.Namespace, settings: ServerSettings) -> int:
     options = ServeOptions(replicas=args.ray_replicas, gpus=args.ray_gpus, cpus=args.ray_cpus,
                            store=store if "://" in store else str(Path(store).resolve()))
     deploy(args.ray, settings, options)
-    return 0
+    scheme = "https" if settings.tls_enabled else "http"
+    print(f"ShadowTutor on Ray Serve at {scheme}://{settings.host}:{settings.port}: "
+          f"{options.replicas} teaching replica(s) running, sessions checkpointed to {options.store}; the application "
+          "stays deployed after this driver ends (`serve shutdown` removes it)", flush=True)
+    while True:
+        time.sleep(3600)
 
 
 def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:

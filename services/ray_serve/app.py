@@ -93,8 +93,13 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
     added or removed, the ingress and the other replicas keep running (and the edges their connections).
     """
     args = {"store": options.store, **settings.model_dump(mode="json", exclude_defaults=True)}
+    http: dict[str, Any] = {"host": settings.host, "port": settings.port}
+    if settings.tls_enabled:  # Serve's proxy serves https:// and wss:// itself
+        http.update(ssl_certfile=str(settings.tls_cert), ssl_keyfile=str(settings.tls_key))
+        if settings.tls_client_ca is not None:
+            http["ssl_ca_certs"] = str(settings.tls_client_ca)
     return {
-        "http_options": {"host": settings.host, "port": settings.port},
+        "http_options": http,
         "applications": [{
             "name": APP_NAME, "route_prefix": "/", "import_path": f"{__name__}:app_builder", "args": args,
             "deployments": [{"name": TEACHING, "num_replicas": options.replicas,
@@ -128,10 +133,10 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
         time.sleep(0.5)
 
 
-def deploy(address: str, settings: ServerSettings, options: ServeOptions, *, blocking: bool = True) -> None:
+def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> None:
     """Deploy to the Ray cluster at ``address`` with HTTP on ``settings.host:port`` (again with another
-    replica count: scaled in place), wait until it runs; with ``blocking``, stay until interrupted (the
-    application stays deployed until the cluster stops or ``serve shutdown``)."""
+    replica count: scaled in place) and wait until it runs. The application stays deployed after this
+    process ends, until the cluster stops or ``serve shutdown``."""
     from shadowtutor.acceleration.regions.cluster import connect
 
     open_store(options.store)
@@ -139,5 +144,3 @@ def deploy(address: str, settings: ServerSettings, options: ServeOptions, *, blo
     apply(serve_config(settings, options), options.replicas)
     log.info("ShadowTutor on Ray Serve at http://%s:%d: %d teaching replica(s), sessions checkpointed to %s",
              settings.host, settings.port, options.replicas, options.store)
-    while blocking:
-        time.sleep(3600)

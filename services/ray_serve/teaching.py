@@ -199,9 +199,9 @@ class TeachingReplica:
         return session
 
     async def _checkpoint(self, slot: _Slot, session: EdgeSession, reply: Message | None, seq: int | None) -> None:
-        start = time.perf_counter()
-        data = await self._in_pool(snapshot, session, reply, seq)
-        await self._in_pool(self.store.save, slot.edge_id, data)
+        start = time.perf_counter()  # off the distillation pool: no wait behind other sessions' training
+        data = await asyncio.to_thread(snapshot, session, reply, seq)
+        await asyncio.to_thread(self.store.save, slot.edge_id, data)
         slot.session, slot.reply, slot.reply_seq = session, reply, seq
         slot.checkpoint = (time.perf_counter() - start, len(data))
 

@@ -81,6 +81,13 @@ SERVER_METRICS = (
     MetricSpec("shadowtutor_server_build_info", "gauge", ("version", "python")),
     MetricSpec("shadowtutor_server_fleet_edges", "gauge"),
     MetricSpec("shadowtutor_server_fleet_overflow_total", "counter"),
+    # the Ray Serve ingress only (shadowtutor serve --ray): services/ray_serve/metrics.py
+    MetricSpec("shadowtutor_server_teaching_replica_sessions", "gauge", ("replica",)),
+    MetricSpec("shadowtutor_server_session_moves_total", "counter"),
+    MetricSpec("shadowtutor_server_teaching_retries_total", "counter"),
+    MetricSpec("shadowtutor_server_checkpoint_seconds", "histogram"),
+    MetricSpec("shadowtutor_server_checkpoint_bytes", "histogram"),
+    MetricSpec("shadowtutor_server_checkpoint_age_seconds", "gauge"),
 )
 # What an edge reports in TELEMETRY; the server exports it per edge as shadowtutor_server_edge_<name>
 # and the edge's own exporter as shadowtutor_edge_<name>, labelled edge_id and the labels given.

@@ -33,7 +33,8 @@ EDGE_IDS = ("edge-a", "edge-b")
 LABEL_VALUES = {"mode": ("distill", "naive"), "code": ("bad_frame", "teacher_failed"), "edge_id": EDGE_IDS,
                 "agent": ("shadowtutor-edge/1.0",), "version": ("1.0",), "python": ("3.11.2",),
                 "output": ("labels", "overlay", "state"), "path": ("segment", "flow"),
-                "layer": ("in_conv1", "enc1", "output"), "reason": ("source_full", "evicted")}
+                "layer": ("in_conv1", "enc1", "output"), "reason": ("source_full", "evicted"),
+                "replica": ("gpu-node-1:4242", "gpu-node-2:4243")}
 # A label whose values differ by metric: change_based_frames_total's mode is how a frame ran.
 METRIC_LABEL_VALUES = {f"{prefix}change_based_frames_total": {"mode": ("change", "full", "fallback")}
                        for prefix in ("shadowtutor_server_edge_", "shadowtutor_edge_")}
@@ -93,6 +94,13 @@ SAMPLES = {
     "shadowtutor_server_gpu_busy_ratio": 0.6,
     "shadowtutor_server_gpu_memory_used_bytes": 12 * 2**30,
     "shadowtutor_server_tokens_file_valid": 1,
+    # the Ray Serve ingress: 2 replicas of 1 session each, a checkpoint per update
+    "shadowtutor_server_teaching_replica_sessions": 1,
+    "shadowtutor_server_session_moves_total": 0,
+    "shadowtutor_server_teaching_retries_total": 0,
+    "shadowtutor_server_checkpoint_seconds": 0.004,
+    "shadowtutor_server_checkpoint_bytes": 300_000,
+    "shadowtutor_server_checkpoint_age_seconds": 0.5,
     "shadowtutor_server_unauthenticated_connections": 1,
     "shadowtutor_server_connections_refused_total": 0,
 }
@@ -195,6 +203,11 @@ def test_stand_ins_serve_the_names_and_labels_of_the_real_exporters() -> None:
     server = server_metrics.ServerMetrics()
     server.fleet.session_opened("edge-a", "s1", "distill", "shadowtutor-edge/1.0")
     server.fleet.report("edge-a", check_telemetry(edge.telemetry()))
+    from services.ray_serve.metrics import TeachingMetrics  # the Ray Serve ingress adds these to the server's
+    from services.ray_serve.requests import Answer
+    from shadowtutor.protocol.messages import Error
+
+    TeachingMetrics(server.registry).record(Answer(Error(code="internal", message=""), "node:1", 1, True, 0.01, 9))
     real: dict[str, set[str]] = {}
     for text in (server.exposition().decode(), edge.exposition().decode()):
         for family in text_string_to_metric_families(text):

@@ -74,7 +74,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     store = DirectoryStore(root / "sessions")
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4})
     try:
-        deploy(cluster.address, settings, ServeOptions(replicas=2, store=store.location), blocking=False)
+        deploy(cluster.address, settings, ServeOptions(replicas=2, store=store.location))
         base = f"http://127.0.0.1:{port}"
         _wait_ready(base)
         yield Deployment(settings, scene, store, base, cluster.address)
@@ -173,8 +173,7 @@ def test_replica_count_changes_while_edges_run_lose_nothing(deployment: Deployme
     threads = _run(cameras, seconds=120.0, rate=1.0, stop=stop)
     time.sleep(1.0)
     for replicas in (3, 1):  # each returns once the deployment runs at that count
-        deploy(deployment.address, deployment.settings, ServeOptions(replicas, store=deployment.store.location),
-               blocking=False)
+        deploy(deployment.address, deployment.settings, ServeOptions(replicas, store=deployment.store.location))
     assert all(thread.is_alive() for thread in threads)  # the edges ran all along
     time.sleep(1.5)
     stop.set()
@@ -188,4 +187,4 @@ def test_a_bad_ray_address_is_one_clear_error(tmp_path: Path, deployment: Deploy
     from shadowtutor.acceleration.regions.cluster import ClusterError
 
     with pytest.raises(ClusterError, match=r"^no Ray cluster reachable at '127.0.0.1:1' .*ray start --head"):
-        deploy("127.0.0.1:1", deployment.settings, ServeOptions(store=str(tmp_path / "s")), blocking=False)
+        deploy("127.0.0.1:1", deployment.settings, ServeOptions(store=str(tmp_path / "s")))
