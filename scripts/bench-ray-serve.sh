@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EDGES=${EDGES:-8} RATE=${RATE:-1} MINUTES=${MINUTES:-1} OUT=${OUT:-docs/results/ray_serve}
-RAY_PORT=${RAY_PORT:-6391} PORT=${PORT:-8391} STORE=${STORE:-$(mktemp -d)/sessions}
+PORT=${PORT:-8391} STORE=${STORE:-$(mktemp -d)/sessions}
 BIN=.venv/bin
 mkdir -p "$OUT"
 SCENE=$("$BIN/python" -c "from shadowtutor.scenes.cache import cached_scene
@@ -20,14 +20,28 @@ LOAD=(--edges "$EDGES" --rate "$RATE" --minutes "$MINUTES" --no-progress)
 
 "$BIN/shadowtutor" bench load "${LOAD[@]}" --out "$OUT/single" --note "single process: shadowtutor serve"
 
-"$BIN/ray" start --head --port "$RAY_PORT" --num-cpus 4 --include-dashboard=false --disable-usage-stats >/dev/null
-driver=
-cleanup() { [ -n "$driver" ] && kill "$driver" 2>/dev/null; "$BIN/ray" stop --force >/dev/null 2>&1 || true; }
+# this run's own Ray cluster, started by a Python driver that shuts it down when it ends (`ray stop` would
+# stop every Ray cluster on the machine)
+"$BIN/python" -c 'import signal, sys, time, ray
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # exit through atexit: ray.shutdown() stops the cluster
+ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+print("address", ray.get_runtime_context().gcs_address, flush=True)
+while True:
+    time.sleep(3600)' >"$OUT/ray-head.log" 2>&1 &
+head=$! driver=
+cleanup() {
+  if [ -n "$driver" ]; then kill "$driver" 2>/dev/null || true; fi
+  kill "$head" 2>/dev/null || true
+  wait "$head" 2>/dev/null || true
+  rm -f "$OUT/ray-head.log"
+}
 trap cleanup EXIT
+until grep -q "^address " "$OUT/ray-head.log"; do kill -0 "$head" || { cat "$OUT/ray-head.log"; exit 1; }; sleep 1; done
+RAY_ADDRESS=$(sed -n 's/^address //p' "$OUT/ray-head.log")
 for replicas in 1 2; do
   if [ -n "$driver" ]; then kill "$driver"; wait "$driver" 2>/dev/null || true; fi
   # the second deployment scales the first in place (the Serve application outlives its driver)
-  "$BIN/shadowtutor" serve --ray "127.0.0.1:$RAY_PORT" --host 127.0.0.1 --port "$PORT" --ray-replicas "$replicas" \
+  "$BIN/shadowtutor" serve --ray "$RAY_ADDRESS" --host 127.0.0.1 --port "$PORT" --ray-replicas "$replicas" \
     --checkpoint-store "$STORE" "${SERVER[@]}" >"$OUT/ray-$replicas.driver.log" 2>&1 &
   driver=$!
   until grep -q "teaching replica(s) running" "$OUT/ray-$replicas.driver.log"; do

@@ -6,7 +6,9 @@ edge's student (a new edge goes to a replica with the fewest). A replica holds a
 ``max_sessions`` students; the least recently used one is dropped past that.
 
 Every change to a session (its WELCOME, each UPDATE) is checkpointed to the store before the
-answer leaves (``services.server.session_checkpoint``). A replica that gets a request for a
+answer leaves (``services.server.session_checkpoint``), as a new version that only its first
+writer stores: a replica that lost that race (both answered a request sent again) answers with
+the winner's checkpoint instead of its own. A replica that gets a request for a
 session it does not hold, or holds at another version than the one the ingress last sent,
 rebuilds it from the checkpoint: that is how a session survives its replica's death, an
 eviction, or a move to another replica. A retried key frame whose answer is in the checkpoint
@@ -120,7 +122,10 @@ class TeachingReplica:
             telemetry_interval=request.telemetry_interval, session_id=request.session_id,
         )
         welcome = await self._in_pool(session.welcome)
-        await self._checkpoint(slot, session, None, None)
+        if not await self._checkpoint(slot, session, None, None):  # opened already (this request sent again):
+            session = await self._session(slot, SessionRef(request.session_id, 0), None)  # that session
+            welcome = await self._in_pool(session.welcome)  # the same weights, so the same WELCOME
+        await asyncio.to_thread(self.store.forget_others, slot.edge_id, request.session_id)
         return self._answer(welcome, slot)
 
     async def train(self, request: TrainKeyFrame) -> Answer:
@@ -148,7 +153,13 @@ class TeachingReplica:
         except TeacherFailed as exc:
             error = Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq)
             return self._answer(error, slot)
-        await self._checkpoint(slot, session, update, request.seq)
+        if not await self._checkpoint(slot, session, update, request.seq):  # another replica answered it first
+            session = await self._session(slot, request.session, request.seq)
+            if slot.reply_seq != request.seq or slot.reply is None:
+                error = Error(code=ErrorCode.INTERNAL.value, message="another teaching replica changed this session "
+                              "meanwhile", fatal=False, seq=request.seq)
+                return self._answer(error, slot)
+            update = slot.reply
         return self._answer(update, slot)
 
     async def resync(self, request: Resync) -> Answer:
@@ -158,7 +169,9 @@ class TeachingReplica:
         except ProtocolError as exc:
             return self._answer(Error(code=exc.code.value, message=exc.message, fatal=False), slot)
         update = await self._in_pool(session.resync, request.have_version)
-        await self._checkpoint(slot, session, None, None)
+        if not await self._checkpoint(slot, session, None, None):
+            return self._answer(Error(code=ErrorCode.INTERNAL.value, message="another teaching replica changed "
+                                      "this session meanwhile; ask again", fatal=False), slot)
         return self._answer(update, slot)
 
     async def label(self, request: LabelKeyFrame) -> Answer:
@@ -183,7 +196,7 @@ class TeachingReplica:
             held.version == ref.version or (held.version == ref.version + 1 and slot.reply_seq == seq)
         ):
             return held
-        data = await self._in_pool(self.store.load, slot.edge_id)
+        data = await asyncio.to_thread(self.store.load, slot.edge_id, ref.session_id)
         if data is None:
             raise ProtocolError(ErrorCode.INTERNAL, f"no checkpoint of this session in {self.store.location}")
         restored = await self._in_pool(restore, data, self.runtime.params, self.runtime.new_distiller)
@@ -198,12 +211,19 @@ class TeachingReplica:
                  session.session_id, slot.edge_id, session.version, time.time() - restored.saved_at)
         return session
 
-    async def _checkpoint(self, slot: _Slot, session: EdgeSession, reply: Message | None, seq: int | None) -> None:
+    async def _checkpoint(self, slot: _Slot, session: EdgeSession, reply: Message | None, seq: int | None) -> bool:
+        """Checkpoint the session's new version (with ``reply``, the answer to ``seq``); False when another
+        replica stored that version first: then the slot is emptied, and the caller answers from the store."""
         start = time.perf_counter()  # off the distillation pool: no wait behind other sessions' training
         data = await asyncio.to_thread(snapshot, session, reply, seq)
-        await asyncio.to_thread(self.store.save, slot.edge_id, data)
+        if not await asyncio.to_thread(self.store.create, slot.edge_id, session.session_id, session.version, data):
+            log.warning("version %d of session %s was stored by another replica first; answering with it",
+                        session.version, session.session_id)
+            slot.session = None
+            return False
         slot.session, slot.reply, slot.reply_seq = session, reply, seq
         slot.checkpoint = (time.perf_counter() - start, len(data))
+        return True
 
     async def _in_pool(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.runtime.distill_pool, fn, *args)

@@ -1,9 +1,14 @@
-"""Where session checkpoints live: a key (the edge id) to the bytes of its latest checkpoint.
+"""Where session checkpoints live: every version of a session's state, the first one written of each kept.
 
-:class:`CheckpointStore` is the interface; :class:`DirectoryStore` keeps one file per edge in a
-directory (on shared storage when several processes take over each other's sessions). An object
-store fits the same interface (``save`` a whole object, ``load`` it or None). :func:`open_store`
-checks that the store can be written before a server relies on it.
+:class:`CheckpointStore` is the interface. A session (an edge id and a session id) has one
+checkpoint per version; :meth:`~CheckpointStore.create` stores a version only if no one has
+stored it yet (first writer wins), so two replicas that both answered one key frame (a request
+sent again while the first replica still ran it) cannot leave the edge holding one answer and the
+store another: the second learns it lost and answers with the first's. :meth:`~CheckpointStore.load`
+returns a session's latest version. :class:`DirectoryStore` keeps them in a directory (on shared
+storage when several processes take over each other's sessions; creation is a hard link, atomic
+on local file systems and NFS); an object store with conditional writes fits the same interface.
+:func:`open_store` checks that the store can be written before a server relies on it.
 """
 
 from __future__ import annotations
@@ -14,59 +19,91 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
+KEEP_VERSIONS = 2  # of a session, the latest ones kept (the one before the latest: for a reader mid-switch)
+
 
 class CheckpointStoreError(RuntimeError):
     """The store cannot be used; the message is one line."""
 
 
 class CheckpointStore(Protocol):
-    """Whole-object writes and reads; a ``save`` replaces the key's checkpoint atomically (a reader sees
-    the old bytes or the new ones, never a mix)."""
-
     location: str
 
-    def save(self, key: str, data: bytes) -> None: ...
+    def create(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
+        """Store ``data`` as ``version`` of the session; False (and nothing written) when that version exists."""
+        ...
 
-    def load(self, key: str) -> bytes | None:
-        """The key's latest checkpoint, or None where there is none."""
+    def load(self, edge_id: str, session_id: str) -> bytes | None:
+        """The session's latest checkpoint, or None where it has none."""
+        ...
+
+    def forget_others(self, edge_id: str, session_id: str) -> None:
+        """Remove the checkpoints of the edge's other (earlier) sessions."""
         ...
 
 
+def _name(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 class DirectoryStore:
-    """One file per key under ``directory`` (named by the key's hash: any edge id is a safe name);
-    written to a temporary file and renamed into place."""
+    """``DIR/<edge hash>/<session hash>-<version>.ckpt`` (hashes: any id is a safe name); each written to a
+    temporary file and linked into place, which fails when the version exists."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.location = str(self.directory)
 
-    def _path(self, key: str) -> Path:
-        return self.directory / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.ckpt"
+    def _versions(self, edge_id: str, session_id: str) -> list[tuple[int, Path]]:
+        prefix = _name(session_id) + "-"
+        try:
+            paths = list((self.directory / _name(edge_id)).glob(f"{prefix}*.ckpt"))
+        except FileNotFoundError:
+            return []
+        return sorted((int(p.stem[len(prefix):]), p) for p in paths)
 
-    def save(self, key: str, data: bytes) -> None:
-        fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=".partial-")
+    def create(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
+        folder = self.directory / _name(edge_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=folder, prefix=".partial-")
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
-            os.replace(temporary, self._path(key))
-        except BaseException:
+            try:
+                os.link(temporary, folder / f"{_name(session_id)}-{version:012d}.ckpt")
+            except FileExistsError:
+                return False
+        finally:
             Path(temporary).unlink(missing_ok=True)
-            raise
+        for _, old in self._versions(edge_id, session_id)[:-KEEP_VERSIONS]:
+            old.unlink(missing_ok=True)
+        return True
 
-    def load(self, key: str) -> bytes | None:
-        try:
-            return self._path(key).read_bytes()
-        except FileNotFoundError:
-            return None
+    def load(self, edge_id: str, session_id: str) -> bytes | None:
+        for _, path in reversed(self._versions(edge_id, session_id)):
+            try:
+                return path.read_bytes()
+            except FileNotFoundError:  # pruned by a newer version's writer meanwhile: take the newer one
+                return self.load(edge_id, session_id)  # (a newer version exists: the listing sees it)
+        return None
+
+    def forget_others(self, edge_id: str, session_id: str) -> None:
+        keep = _name(session_id) + "-"
+        for path in (self.directory / _name(edge_id)).glob("*.ckpt"):
+            if not path.name.startswith(keep):
+                path.unlink(missing_ok=True)
 
     def check(self) -> None:
         """Raise :class:`CheckpointStoreError` unless a checkpoint can be written and read back here."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self.save(".probe", b"ok")
-            if self.load(".probe") != b"ok":
+            probe = f".probe-{os.getpid()}"
+            self.create(probe, probe, 0, b"ok")
+            if self.load(probe, probe) != b"ok":
                 raise OSError("a probe written there does not read back")
-            self._path(".probe").unlink()
+            for path in (self.directory / _name(probe)).iterdir():
+                path.unlink()
+            (self.directory / _name(probe)).rmdir()
         except OSError as exc:
             raise CheckpointStoreError(
                 f"the checkpoint store {self.location!r} cannot be used: {exc.strerror or exc}"

@@ -46,7 +46,8 @@ def measure(updates: int = 20, size: tuple[int, int] = (320, 180), weight_codec:
             update = session.distill(seq, frame, labels, session.version, 0.0)
             start = time.perf_counter()
             data = snapshot(session, update, seq)
-            store.save(hello.edge_id, data)
+            if not store.create(hello.edge_id, session.session_id, session.version, data):
+                raise RuntimeError(f"version {session.version} was checkpointed twice")
             seconds.append(time.perf_counter() - start)
             sizes.append(len(data))
     ms = sorted(s * 1000.0 for s in seconds)

@@ -1,4 +1,5 @@
-"""The directory checkpoint store: atomic replace, any edge id as a key, one clear error when unusable."""
+"""The directory checkpoint store: one checkpoint per session version, first writer wins, latest read back,
+old versions and earlier sessions pruned, any id as a key, one clear error when unusable."""
 
 from __future__ import annotations
 
@@ -10,18 +11,33 @@ import pytest
 from services.server.checkpoint_store import CheckpointStoreError, DirectoryStore, open_store
 
 
-def test_saves_replace_and_load_back_under_any_edge_id(tmp_path: Path) -> None:
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def test_the_first_writer_of_a_version_wins_and_the_latest_reads_back(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "sessions"))
-    assert store.load("cam/../1") is None
-    store.save("cam/../1", b"one")
-    store.save("cam/../1", b"two")
-    store.save("cam 2 \u00e9", b"three")
-    assert (store.load("cam/../1"), store.load("cam 2 \u00e9")) == (b"two", b"three")
-    assert sorted(p.suffix for p in (tmp_path / "sessions").iterdir()) == [".ckpt", ".ckpt"]  # no partial files
+    assert store.load("cam/../1", "s1") is None
+    assert store.create("cam/../1", "s1", 0, b"v0")
+    assert store.create("cam/../1", "s1", 1, b"v1")
+    assert not store.create("cam/../1", "s1", 1, b"v1 again")  # a second answer to the same key frame
+    assert store.load("cam/../1", "s1") == b"v1"
+    assert store.create("cam/../1", "s1", 2, b"v2") and store.create("cam/../1", "s1", 3, b"v3")
+    assert len(_files(tmp_path / "sessions")) == 2  # the two latest versions; no temporary files left
+    assert store.create("cam \u00e9", "s1", 0, b"other edge") and store.load("cam \u00e9", "s1") == b"other edge"
+
+
+def test_a_new_session_of_an_edge_forgets_the_earlier_ones(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    store.create("cam", "old", 5, b"old")
+    store.create("cam", "new", 0, b"new")
+    store.forget_others("cam", "new")
+    assert (store.load("cam", "old"), store.load("cam", "new")) == (None, b"new")
 
 
 def test_file_urls_name_a_directory(tmp_path: Path) -> None:
-    assert open_store(f"file://{tmp_path}/s").directory == tmp_path / "s"
+    store = open_store(f"file://{tmp_path}/s")
+    assert store.directory == tmp_path / "s" and _files(tmp_path / "s") == []  # the probe is gone
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
