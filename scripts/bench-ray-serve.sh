@@ -7,25 +7,28 @@
 # (shadowtutor.stress.checkpoint_cost). Writes OUT/{single,ray-1,ray-2}.* (bench load's reports),
 # OUT/checkpoint-under-load.json and OUT/checkpoint-alone.json. Usage:
 #   ./scripts/bench-ray-serve.sh            # EDGES=8 RATE=1 MINUTES=1 OUT=docs/results/ray_serve
+#   DEVICE=cuda RAY_GPUS=1 ./scripts/bench-ray-serve.sh   # on a GPU machine: one teaching replica per GPU
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EDGES=${EDGES:-8} RATE=${RATE:-1} MINUTES=${MINUTES:-1} OUT=${OUT:-docs/results/ray_serve}
-PORT=${PORT:-8391} STORE=${STORE:-$(mktemp -d)/sessions}
+PORT=${PORT:-8391} DEVICE=${DEVICE:-cpu} RAY_GPUS=${RAY_GPUS:-0} STORE=${STORE:-$(mktemp -d)/sessions}
 BIN=.venv/bin
 mkdir -p "$OUT"
 SCENE=$("$BIN/python" -c "from shadowtutor.scenes.cache import cached_scene
 print(cached_scene('moving-street', 240, 1, (320, 180), 30.0, None, progress=False))")
-SERVER=(--teacher labels --labels-dir "$SCENE" --device cpu --max-sessions 16 --log-level warning)
+SERVER=(--teacher labels --labels-dir "$SCENE" --device "$DEVICE" --max-sessions 16 --log-level warning)
 LOAD=(--edges "$EDGES" --rate "$RATE" --minutes "$MINUTES" --no-progress)
 
-"$BIN/shadowtutor" bench load "${LOAD[@]}" --out "$OUT/single" --note "single process: shadowtutor serve"
+"$BIN/shadowtutor" bench load "${LOAD[@]}" --out "$OUT/single" --server-args "--device $DEVICE" \
+  --note "single process: shadowtutor serve"
 
-# this run's own Ray cluster, started by a Python driver that shuts it down when it ends (`ray stop` would
+# this run's own Ray cluster, started by a Python process that shuts it down when it ends (`ray stop` would
 # stop every Ray cluster on the machine)
-"$BIN/python" -c 'import signal, sys, time, ray
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # exit through atexit: ray.shutdown() stops the cluster
-ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-print("address", ray.get_runtime_context().gcs_address, flush=True)
+"$BIN/python" -c 'import signal, time
+from ray.cluster_utils import Cluster
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4})
+signal.signal(signal.SIGTERM, lambda *_: (cluster.shutdown(), exit(0)))
+print("address", cluster.address, flush=True)
 while True:
     time.sleep(3600)' >"$OUT/ray-head.log" 2>&1 &
 head=$! driver=
@@ -42,7 +45,7 @@ for replicas in 1 2; do
   if [ -n "$driver" ]; then kill "$driver"; wait "$driver" 2>/dev/null || true; fi
   # the second deployment scales the first in place (the Serve application outlives its driver)
   "$BIN/shadowtutor" serve --ray "$RAY_ADDRESS" --host 127.0.0.1 --port "$PORT" --ray-replicas "$replicas" \
-    --checkpoint-store "$STORE" "${SERVER[@]}" >"$OUT/ray-$replicas.driver.log" 2>&1 &
+    --ray-gpus "$RAY_GPUS" --checkpoint-store "$STORE" "${SERVER[@]}" >"$OUT/ray-$replicas.driver.log" 2>&1 &
   driver=$!
   until grep -q "teaching replica(s) running" "$OUT/ray-$replicas.driver.log"; do
     kill -0 "$driver" || { cat "$OUT/ray-$replicas.driver.log"; exit 1; }

@@ -137,10 +137,15 @@ def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> Non
     """Deploy to the Ray cluster at ``address`` with HTTP on ``settings.host:port`` (again with another
     replica count: scaled in place) and wait until it runs. The application stays deployed after this
     process ends, until the cluster stops or ``serve shutdown``."""
-    from shadowtutor.acceleration.regions.cluster import connect
+    from shadowtutor.acceleration.regions.cluster import ClusterError, connect
 
     open_store(options.store)
-    connect(address)
+    try:
+        connect(address)
+    except ClusterError:
+        raise
+    except Exception as exc:  # ray.init's own refusals (a version mismatch, an auth token): one line too
+        raise ClusterError(f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]}") from None
     apply(serve_config(settings, options), options.replicas)
     log.info("ShadowTutor on Ray Serve at http://%s:%d: %d teaching replica(s), sessions checkpointed to %s",
              settings.host, settings.port, options.replicas, options.store)
