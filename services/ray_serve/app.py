@@ -13,7 +13,6 @@ config for settings and :func:`deploy` (``shadowtutor serve --ray ADDRESS``) app
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,6 @@ from services.server.app import create_app
 from services.server.checkpoint_store import open_store
 from services.server.settings import ServerSettings
 
-log = logging.getLogger(__name__)
 APP_NAME = "shadowtutor"
 TEACHING = "teaching"
 
@@ -147,5 +145,3 @@ def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> Non
     except Exception as exc:  # ray.init's own refusals (a version mismatch, an auth token): one line too
         raise ClusterError(f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]}") from None
     apply(serve_config(settings, options), options.replicas)
-    log.info("ShadowTutor on Ray Serve at http://%s:%d: %d teaching replica(s), sessions checkpointed to %s",
-             settings.host, settings.port, options.replicas, options.store)
