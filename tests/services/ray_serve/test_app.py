@@ -218,6 +218,45 @@ def test_resync_naive_mode_and_sessions_through_the_ingress(deployment: Deployme
     assert header(deployment.store.load("wire-distill", welcome.session_id))["version"] == 2
 
 
+def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(deployment: Deployment) -> None:
+    """Another replica stored this key frame's version first (as after a request sent again to a replica
+    that still ran it): the edge gets that replica's answer, and the session goes on from it."""
+    from websockets.sync.client import connect
+
+    from services.server.session_checkpoint import restore, snapshot
+    from shadowtutor.algorithms.distill import Distiller
+    from shadowtutor.classes import background_index
+    from shadowtutor.models.checkpoint import load_student
+    from shadowtutor.protocol.codecs import encode_frame
+    from shadowtutor.protocol.messages import Hello, KeyFrame, Update, Welcome, decode, encode
+
+    scene, settings = deployment.scene, deployment.settings
+    params = settings.algorithm_params()
+
+    def new_distiller(size: tuple[int, int] | None) -> Distiller:
+        return Distiller(load_student(settings.student).model, params, background_index(scene.class_names), "cpu",
+                         size)
+
+    def key_frame(seq: int, base_version: int) -> bytes:
+        return encode(KeyFrame(seq=seq, frame_index=seq, base_version=base_version, codec="raw", width=64,
+                               height=48, payload=encode_frame(scene.frames[seq], "raw")))
+
+    with connect(deployment.base.replace("http://", "ws://") + "/v1/edge", max_size=2**24) as ws:
+        ws.send(encode(Hello(edge_id="race", class_names=list(scene.class_names), frame_width=64, frame_height=48)))
+        welcome = decode(ws.recv(timeout=30))
+        assert isinstance(welcome, Welcome)
+        other = restore(deployment.store.load("race", welcome.session_id), params, new_distiller).session
+        first = other.distill(0, scene.frames[0], scene.labels[0], base_version=0, teacher_ms=0.0)
+        assert deployment.store.create("race", welcome.session_id, 1, snapshot(other, first, 0))
+        ws.send(key_frame(0, base_version=0))
+        answer = decode(ws.recv(timeout=30))
+        assert isinstance(answer, Update) and encode(answer) == encode(first)  # the first stored, byte for byte
+        ws.send(key_frame(1, base_version=1))
+        after = decode(ws.recv(timeout=30))
+        assert isinstance(after, Update) and (after.version, after.full) == (2, False)
+    assert header(deployment.store.load("race", welcome.session_id))["version"] == 2
+
+
 def test_a_bad_ray_address_is_one_clear_error(tmp_path: Path, deployment: Deployment) -> None:
     from shadowtutor.acceleration.regions.cluster import ClusterError
 
