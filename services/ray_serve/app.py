@@ -89,7 +89,11 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
 
     A later config that changes only the ``teaching`` replica count is applied in place: replicas are
     added or removed, the ingress and the other replicas keep running (and the edges their connections).
+    ValueError for inline tokens (the config is no place for secrets).
     """
+    if settings.tokens is not None:
+        raise ValueError("on Ray, give tokens as --tokens-file: inline --tokens would be readable in the Serve "
+                         "config (the Ray dashboard shows it)")
     args = {"store": options.store, **settings.model_dump(mode="json", exclude_defaults=True)}
     http: dict[str, Any] = {"host": settings.host, "port": settings.port}
     if settings.tls_enabled:  # Serve's proxy serves https:// and wss:// itself
@@ -137,6 +141,7 @@ def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> Non
     process ends, until the cluster stops or ``serve shutdown``."""
     from shadowtutor.acceleration.regions.cluster import ClusterError, connect
 
+    config = serve_config(settings, options)
     open_store(options.store)
     try:
         connect(address)
@@ -144,4 +149,4 @@ def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> Non
         raise
     except Exception as exc:  # ray.init's own refusals (a version mismatch, an auth token): one line too
         raise ClusterError(f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]}") from None
-    apply(serve_config(settings, options), options.replicas)
+    apply(config, options.replicas)

@@ -195,6 +195,7 @@ def test_a_tls_key_that_is_not_the_certificate_s_is_one_line_before_the_models_l
         (["--ray", "127.0.0.1:1"], "no Ray cluster reachable at '127.0.0.1:1'"),
         (["--ray", "127.0.0.1:1", "--checkpoint-store", "s3://bucket/x"], "no checkpoint store for s3://"),
         (["--ray", "127.0.0.1:1", "--ray-replicas", "0"], "replicas must be >= 1"),
+        (["--ray", "127.0.0.1:1", "--tokens", "{}"], "give tokens as --tokens-file"),
     ],
 )
 def test_serve_on_ray_with_a_bad_address_or_store_is_one_line(
