@@ -125,7 +125,12 @@ SERVER_EDGE_METRICS = tuple(
 EDGE_METRICS = tuple(
     MetricSpec(f"shadowtutor_edge_{name}", kind, ("edge_id", *labels))
     for name, kind, labels in (*REPORTED, ("connected", "gauge", ()))
-) + (MetricSpec("shadowtutor_edge_build_info", "gauge", ("edge_id", "version", "python")),)
+) + (
+    MetricSpec("shadowtutor_edge_build_info", "gauge", ("edge_id", "version", "python")),
+    # the edge's own: an acceleration's trial against the plain student (not reported to the server)
+    MetricSpec("shadowtutor_edge_acceleration_speedup", "gauge", ("edge_id",)),
+    MetricSpec("shadowtutor_edge_acceleration_stepped_aside", "gauge", ("edge_id",)),
+)
 
 
 def series_names(specs: Sequence[MetricSpec]) -> set[str]:
