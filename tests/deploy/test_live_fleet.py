@@ -43,8 +43,10 @@ EDGE_ID = "live-edge"
 ENV = {"OMP_NUM_THREADS": "1"}  # three processes and Prometheus share two cores
 # The edge runs the flow path without a cluster, and change-based inference excludes the flow path:
 # these panels have no series (their queries must still evaluate). The distillation engine's histograms
-# may have no observations on this CPU server (their quantiles are then NaN, not a number).
-PANELS_OF_FEATURES_OFF = ("Change-based inference", "Edge cluster", "Engine batch size", "Engine queue wait")
+# may have no observations on this CPU server (their quantiles are then NaN, not a number). The Ray Serve
+# panels read the ingress of `serve --ray`, not this single-process server.
+PANELS_OF_FEATURES_OFF = ("Change-based inference", "Edge cluster", "Engine batch size", "Engine queue wait",
+                          "Sessions per teaching replica", "Session moves and retries", "Session checkpoints")
 SERVER_FLAGS = ("--teacher", "labels", "--device", "cpu", "--max-updates", "2", "--log-level", "warning",
                 "--edge-report-interval", "1")
 
