@@ -386,7 +386,7 @@ def test_the_batched_engine_serves_concurrent_sessions_and_the_edge_holds_the_se
         with client.websocket_connect("/v1/edge") as ws_a, client.websocket_connect("/v1/edge") as ws_b:
             wires = [open_session(ws, scene, edge_id=f"cam-{i}") for i, ws in enumerate((ws_a, ws_b))]
             edges = []
-            for wire, welcome in wires:
+            for _, welcome in wires:
                 edge = StudentNet(len(scene.class_names))
                 apply(edge, welcome, "f32")
                 edges.append(edge)
