@@ -7,17 +7,7 @@ import logging
 import shlex
 from pathlib import Path
 
-from shadowtutor.cli.options import frame_size, invoked_command, positive_int
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
+from shadowtutor.cli.options import frame_size, invoked_command, positive_float, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -8,8 +8,7 @@ import shlex
 from datetime import date
 from pathlib import Path
 
-from shadowtutor.cli.bench_load import positive_float
-from shadowtutor.cli.options import frame_size, invoked_command, positive_int
+from shadowtutor.cli.options import frame_size, invoked_command, positive_float, positive_int
 
 
 def _list_of(kind, name: str):  # type: ignore[no-untyped-def]

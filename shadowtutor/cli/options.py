@@ -88,6 +88,16 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0, "a whole number >= 0")
 
 
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
 def invoked_command(args: argparse.Namespace) -> str:
     """The command line that was parsed into ``args``, as ``shadowtutor ...`` (for reports)."""
     import shlex
