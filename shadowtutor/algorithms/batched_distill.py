@@ -35,7 +35,7 @@ from torch.func import functional_call, vmap
 
 from shadowtutor.algorithms.distill import Distiller, DistillResult, PreparedKeyFrame
 from shadowtutor.models.fast_student import fused_back
-from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet
+from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet, map_sizes
 
 
 @dataclass
@@ -180,9 +180,8 @@ class _BatchedRun:
 
         with torch.no_grad():
             dec1, enc2, enc1 = vmap(one_frame)(self.x)
-        height, width = self.x.shape[2:]
-        x1_size = ((height - 1) // 2 + 1, (width - 1) // 2 + 1)  # in_conv1: 3x3, stride 2, padding 1
-        return dec1, enc2, enc1, x1_size, (height, width)
+        input_size = (self.x.shape[2], self.x.shape[3])
+        return dec1, enc2, enc1, map_sizes(input_size)["x1"], input_size
 
     def _unflatten(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Views of ``flat (S, weights)`` shaped as the stacked trainable tensors ``(S, *shape)``, in key order."""
