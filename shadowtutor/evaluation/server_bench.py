@@ -119,13 +119,14 @@ async def _measure(
     busy fraction over it."""
     frames, labels = scene.frames[size], scene.labels[size]
     distillers = [runtime.new_distiller() for _ in range(sessions)] if stage != "teacher" else []
-    window: dict[str, float] = {}
-    answered: list[float] = []  # when each key frame answered in the window was answered
+    window_start: float | None = None
+    answered = 0  # key frames answered in the window
     latencies: list[float] = []  # of the key frames both submitted and answered in the window
     steps: list[int] = []
     stop = asyncio.Event()
 
     async def session(number: int) -> None:
+        nonlocal answered
         index = number
         while not stop.is_set():
             frame_index = index % FRAMES_PER_SIZE
@@ -139,24 +140,24 @@ async def _measure(
                 result, _ = await runtime.distillation.train(distillers[number], frame, label, None)
                 taken = result.steps
             done = time.perf_counter()
-            if "start" in window and not stop.is_set():
-                answered.append(done)
+            if window_start is not None and not stop.is_set():
+                answered += 1
                 if taken is not None:
                     steps.append(taken)
-                if start >= window["start"]:
+                if start >= window_start:
                     latencies.append(done - start)
             index += sessions
 
     tasks = [asyncio.create_task(session(n)) for n in range(sessions)]
     await asyncio.sleep(warmup_s)
     sampler = _WindowSampler(device)
-    window["start"] = time.perf_counter()
+    window_start = time.perf_counter()
     await asyncio.sleep(seconds)
     stop.set()
-    elapsed = time.perf_counter() - window["start"]
+    elapsed = time.perf_counter() - window_start
     busy = sampler.stop()
     await asyncio.wait(tasks)
-    return len(answered), elapsed, latencies, steps, busy
+    return answered, elapsed, latencies, steps, busy
 
 
 def device_name(device: Any) -> str:
