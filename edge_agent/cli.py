@@ -1,7 +1,7 @@
 """``shadowtutor edge``: run the edge agent (flags, or ``SHADOWTUTOR_*`` environment variables).
 
 Every :class:`~edge_agent.settings.EdgeSettings` field is a flag (``--wait-timeout`` for
-``wait_timeout``), built the same way as the server's (:mod:`shadowtutor.cli.settings_flags`).
+``wait_timeout``), built the same way as the server's (:mod:`shadowtutor.config.settings_flags`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import signal
 import sys
 
 from edge_agent.settings import EdgeSettings
-from shadowtutor.cli.settings_flags import add_settings_flags, given_flags
+from shadowtutor.config.settings_flags import add_settings_flags, given_flags
 
 DEST_PREFIX = "edge_"
 

@@ -1,6 +1,6 @@
 """The agent's configuration: one typed object built once from flags, ``SHADOWTUTOR_*`` variables and defaults.
 
-Configured like the server (:mod:`shadowtutor.cli.settings_flags`): every field ``name``
+Configured like the server (:mod:`shadowtutor.config.settings_flags`): every field ``name``
 reads the environment variable ``SHADOWTUTOR_NAME`` and is the flag ``--name`` of
 ``shadowtutor edge`` (dashes for underscores); a flag wins over the variable, which wins
 over the default. A bad value raises :class:`SettingsError` naming the flag or variable.
@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shadowtutor.classes import LVS_CLASSES
-from shadowtutor.cli.settings_flags import ENV_PREFIX, describe_validation_error
+from shadowtutor.config.settings_flags import ENV_PREFIX, describe_validation_error
 from shadowtutor.models.backends import STUDENT_BACKENDS
 from shadowtutor.models.scale import setting as student_size_setting
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_WEIGHT_CODECS

@@ -33,7 +33,7 @@ import torch
 
 from shadowtutor.models.checkpoint import load_student, save_student
 from shadowtutor.models.student import StudentNet, normalise_frame
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scene_store import Scene
 
 FACTORS = ("dec2.a", "dec2.b", "dec2.c", "dec3.a", "dec3.b", "dec3.c", "out_conv1", "out_conv2")
 

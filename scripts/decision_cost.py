@@ -39,8 +39,8 @@ from shadowtutor.cli.options import script_command
 from shadowtutor.evaluation.machine import machine_info
 from shadowtutor.models.inference import build_inference_backend
 from shadowtutor.models.pretrained import load_default_student
+from shadowtutor.scene_store import Scene
 from shadowtutor.scenes.cache import cached_scene
-from shadowtutor.scenes.io import Scene
 
 PAYMENTS = {"lookahead": -1, "dvsnet": 0}  # max key age relative to K: -1 never computes a flow it will not use
 

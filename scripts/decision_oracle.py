@@ -31,8 +31,8 @@ from shadowtutor.algorithms.metrics import miou
 from shadowtutor.cli.options import script_command
 from shadowtutor.models.inference import build_inference_backend
 from shadowtutor.models.pretrained import load_default_student
+from shadowtutor.scene_store import Scene
 from shadowtutor.scenes.cache import cached_scene
-from shadowtutor.scenes.io import Scene
 
 
 class OraclePolicy:

@@ -38,7 +38,7 @@ from shadowtutor.cli.options import script_command
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.pretrained import default_student_path
 from shadowtutor.models.student import normalise_frame
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scene_store import Scene
 
 BACKGROUND = background_index(LVS_CLASSES)
 NUM = len(LVS_CLASSES)

@@ -30,7 +30,7 @@ from shadowtutor.cli.options import script_command
 from shadowtutor.evaluation.machine import machine_info
 from shadowtutor.models.pretrained import load_default_student
 from shadowtutor.models.student import normalise_frame
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scene_store import Scene
 
 TAILS = {"fused": True, "as written": False}
 

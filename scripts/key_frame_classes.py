@@ -25,7 +25,7 @@ from shadowtutor.algorithms.metrics import miou
 from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.evaluation.passes import ScenePass, run_pass
 from shadowtutor.models.pretrained import default_student_path
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scene_store import Scene
 
 BACKGROUND = background_index(LVS_CLASSES)
 

@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from shadowtutor.classes import background_index
-from shadowtutor.scenes.io import INSTANCES_NAME, LABELS_DIR, META_NAME, VIDEO_NAME, Scene, label_path, read_instances
+from shadowtutor.scene_store import INSTANCES_NAME, LABELS_DIR, META_NAME, VIDEO_NAME, Scene, label_path, read_instances
 
 
 def redraw(labels: np.ndarray, instances: np.ndarray, background: int, mask_size: int) -> np.ndarray:

@@ -14,7 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scene_store import Scene
 
 
 def row(scene: Scene, indices: list[int], width: int) -> np.ndarray:

@@ -22,7 +22,7 @@ from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.inference import build_inference_backend, onnx_available
 from shadowtutor.models.pretrained import default_student_path
 from shadowtutor.models.scale import format_size, parse_size
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scene_store import Scene
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from services.server.settings import ServerSettings
-from shadowtutor.cli.settings_flags import add_settings_flags, build_settings, given_flags
+from shadowtutor.config.settings_flags import add_settings_flags, build_settings, given_flags
 
 DEST_PREFIX = "serve_"
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")

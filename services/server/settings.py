@@ -22,7 +22,7 @@ from shadowtutor.algorithms.params import (  # no torch: quick CLI
     WeightMap,
     threshold_fields,
 )
-from shadowtutor.cli.settings_flags import ENV_PREFIX
+from shadowtutor.config.settings_flags import ENV_PREFIX
 from shadowtutor.models.scale import setting as student_size_setting
 from shadowtutor.teachers.precision import Precision  # no torch either
 

@@ -58,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
     from shadowtutor.evaluation.machine import machine_info
     from shadowtutor.models.inference import build_inference_backend
     from shadowtutor.models.pretrained import default_student_path, load_default_student
+    from shadowtutor.scene_store import Scene
     from shadowtutor.scenes.cache import cached_scene
-    from shadowtutor.scenes.io import Scene
 
     torch.set_num_threads(args.threads)
     cv2.setNumThreads(args.threads)

@@ -68,7 +68,7 @@ def _server_settings(flags: str):  # type: ignore[no-untyped-def]
     """The server's settings from ``serve`` flags; THRESHOLD 0.999 unless given. ValueError on bad flags."""
     from services.cli import DEST_PREFIX, settings_from_args
     from services.server.settings import ServerSettings
-    from shadowtutor.cli.settings_flags import add_settings_flags
+    from shadowtutor.config.settings_flags import add_settings_flags
 
     parser = argparse.ArgumentParser(prog="--server-args", add_help=False, exit_on_error=False)
     add_settings_flags(parser, ServerSettings, DEST_PREFIX)

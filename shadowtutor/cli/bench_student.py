@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
     from shadowtutor.evaluation.student_bench import StudentBenchConfig, render_markdown, run_student_bench
     from shadowtutor.models.checkpoint import load_student
     from shadowtutor.models.pretrained import default_student_path
+    from shadowtutor.scene_store import Scene
     from shadowtutor.scenes.generator import make_scene
-    from shadowtutor.scenes.io import Scene
 
     config = StudentBenchConfig(
         sizes=args.sizes, frames=args.frames, warmup=args.warmup,

@@ -51,8 +51,8 @@ def run_train(args: argparse.Namespace) -> int:
     from shadowtutor.models.checkpoint import load_student
     from shadowtutor.models.inference import build_inference_backend
     from shadowtutor.models.pretrained import default_student_path
+    from shadowtutor.scene_store import Scene
     from shadowtutor.scenes.cache import cached_scene
-    from shadowtutor.scenes.io import Scene
 
     torch.set_num_threads(1)  # bit-identical results for one torch version
     cv2.setNumThreads(1)

@@ -58,8 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_make(args: argparse.Namespace) -> int:
+    from shadowtutor.scene_store import Scene
     from shadowtutor.scenes.generator import make_scene
-    from shadowtutor.scenes.io import Scene
 
     start = time.perf_counter()
     out = make_scene(args.preset, args.frames, args.seed, args.out, args.size, args.fps,

@@ -14,7 +14,7 @@ from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.demo.server_time import ServerTime
 from shadowtutor.evaluation.machine import machine_info
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scene_store import Scene
 from shadowtutor.teachers.label_store import read_label
 
 

@@ -21,8 +21,8 @@ from shadowtutor.demo.processes import (
 )
 from shadowtutor.demo.report import RunReport, run_report, write_report
 from shadowtutor.demo.server_time import scrape_server_time
+from shadowtutor.scene_store import Scene
 from shadowtutor.scenes.cache import cached_scene
-from shadowtutor.scenes.io import Scene
 from shadowtutor.scenes.real import clip_info, real_scene, scaled_size
 
 TEACHER_NOTES = {

@@ -32,8 +32,8 @@ from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.inference import onnx_available
 from shadowtutor.models.pretrained import default_student_path
 from shadowtutor.models.scale import format_size
+from shadowtutor.scene_store import DEFAULT_BACKGROUNDS, Scene, SceneError
 from shadowtutor.scenes.footage import FOOTAGE_PRESET_PREFIX
-from shadowtutor.scenes.io import DEFAULT_BACKGROUNDS, Scene, SceneError
 from shadowtutor.scenes.real import REAL_CLIPS, REAL_PRESET_PREFIX, clip_scene, make_real_command
 
 DEFAULT_REAL_TEACHER = "mediapipe"  # labels packaged clips and videos when the run's teacher is "labels"

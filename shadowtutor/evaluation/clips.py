@@ -12,8 +12,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from shadowtutor.scene_store import Scene
 from shadowtutor.scenes.cache import cached_scene
-from shadowtutor.scenes.io import Scene
 from shadowtutor.scenes.presets import PRESETS
 
 Size = tuple[int, int]

@@ -42,8 +42,8 @@ from shadowtutor.evaluation.operating_point import Point, Target, pareto_front, 
 from shadowtutor.evaluation.passes import ScenePass, run_pass, run_passes
 from shadowtutor.evaluation.simulated_link import LinkCodecs
 from shadowtutor.evaluation.traffic import label_of
+from shadowtutor.scene_store import Scene
 from shadowtutor.scenes.footage import Footage, footage_scene
-from shadowtutor.scenes.io import Scene
 
 Size = tuple[int, int]
 SHADOWTUTOR = "p8"  # the harness setting that is ShadowTutor as deployed

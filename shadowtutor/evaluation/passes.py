@@ -59,7 +59,7 @@ def run_pass(job: ScenePass, on_frames: Callable[[int], None] | None = None,
     """Evaluate ``job.settings`` on the first ``job.frames`` frames of the scene; ``on_frames(n)`` counts
     frames done, ``on_labels`` gets each frame's label maps (:func:`~shadowtutor.evaluation.harness.evaluate_scene`)."""
     from shadowtutor.models.checkpoint import load_student
-    from shadowtutor.scenes.io import Scene
+    from shadowtutor.scene_store import Scene
     from shadowtutor.teachers import build_teacher
 
     scene = Scene.open(job.scene_dir)

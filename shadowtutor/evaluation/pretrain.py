@@ -47,8 +47,8 @@ def load_scene_samples(
     work_dir: Path, config: PretrainConfig, progress: bool
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Make (or reuse) every pre-training scene at every size; return all their (frame, label) pairs."""
+    from shadowtutor.scene_store import Scene, SceneError
     from shadowtutor.scenes.generator import make_scene
-    from shadowtutor.scenes.io import Scene, SceneError
 
     samples: list[tuple[np.ndarray, np.ndarray]] = []
     for size, scene_id in itertools.product(config.sizes, pretrain_scenes(config)):

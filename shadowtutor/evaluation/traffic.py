@@ -37,7 +37,7 @@ from shadowtutor.protocol.codecs import WEIGHT_CODECS, choose_weight_codecs, enc
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_FRAME_QUALITY, DEFAULT_WEIGHT_CODECS
 from shadowtutor.protocol.errors import ProtocolError
 from shadowtutor.protocol.messages import KeyFrame, encode
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scene_store import Scene
 
 Size = tuple[int, int]
 SETTING = "p8"  # the harness setting measured

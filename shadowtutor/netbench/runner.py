@@ -55,7 +55,7 @@ from shadowtutor.netbench.shaping import (
     describe_shaping,
 )
 from shadowtutor.netbench.variants import Variant, build_variants
-from shadowtutor.scenes.io import VIDEO_NAME, Scene
+from shadowtutor.scene_store import VIDEO_NAME, Scene
 
 BASE_PORT = 8000
 

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shadowtutor.acceleration.change_based.thresholds import RETIRED_NAMES, THRESHOLD_NAMES
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Telemetry
+from shadowtutor.protocol.student_layers import STUDENT_LAYERS
 
 MAX_BUCKETS = 32  # bounds per histogram: what one edge may add to the server's series
 MAX_COUNT = 2**63 - 1
@@ -28,8 +28,6 @@ CHANGE_MODES = ("change", "full", "fallback")  # how a frame of the change-based
 REGION_PATHS = ("segment", "flow")  # shadowtutor.acceleration.regions.labeller.SEGMENT and FLOW
 # Labelled counters: field -> the keys it may have (each key's value a count).
 LABELS = {"output_dropped": OUTPUTS, "change_based_frames": CHANGE_MODES, "regions": REGION_PATHS}
-# The keys of changed_fraction: the student's change-threshold points, and the retired ones older edges report.
-STUDENT_LAYERS = THRESHOLD_NAMES + RETIRED_NAMES
 
 
 @dataclass(frozen=True)

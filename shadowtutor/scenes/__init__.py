@@ -1,12 +1,12 @@
 """Benchmark scenes with exact ground truth, generated from real photographs (issue 2, point 6).
 
 ``make_scene`` writes a scene, ``cached_scene`` makes one once and reuses it, ``Scene.open``
-reads one; the on-disk format is documented in :mod:`shadowtutor.scenes.io`.
+reads one; the on-disk format is documented in :mod:`shadowtutor.scene_store`.
 """
 
+from shadowtutor.scene_store import Scene, SceneError, SceneMeta
 from shadowtutor.scenes.cache import cached_scene
 from shadowtutor.scenes.generator import SceneRenderer, make_scene
-from shadowtutor.scenes.io import Scene, SceneError, SceneMeta
 from shadowtutor.scenes.presets import PRESETS, ScenePreset
 
 __all__ = ["PRESETS", "Scene", "SceneError", "SceneMeta", "ScenePreset", "SceneRenderer", "cached_scene",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from shadowtutor.scenes.io import DEFAULT_BACKGROUNDS
+from shadowtutor.scene_store import DEFAULT_BACKGROUNDS
 from shadowtutor.scenes.painter import Colour
 from shadowtutor.scenes.photos import FULL_PHOTO, Region, random_crop
 

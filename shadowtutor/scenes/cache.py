@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from shadowtutor.scene_store import Scene, SceneError, Size
 from shadowtutor.scenes.generator import GENERATOR_VERSION, check_size, make_scene
-from shadowtutor.scenes.io import Scene, SceneError, Size
 
 CACHE_ENV = "SHADOWTUTOR_CACHE_DIR"
 

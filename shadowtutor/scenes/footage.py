@@ -2,7 +2,7 @@
 
 :func:`footage_scene` reads up to ``frames`` frames of a source through the edge agent's
 :class:`~edge_agent.sources.VideoSource` (so whatever ``shadowtutor edge --source`` reads), resized
-to the asked size, and writes them as a scene (format of :mod:`shadowtutor.scenes.io`): the frames
+to the asked size, and writes them as a scene (format of :mod:`shadowtutor.scene_store`): the frames
 re-encoded as ``video.mp4``, and as labels the teacher's output on the re-encoded frames (what the
 harness and an edge read). The scene lives in the scene cache under the *content hash* of the
 frames read (SHA-256 of their size and pixels) and of the teacher's ``describe()``, so the same
@@ -25,8 +25,7 @@ from typing import Any
 import cv2
 
 from shadowtutor.classes import LVS_CLASSES
-from shadowtutor.scenes.cache import default_cache_dir
-from shadowtutor.scenes.io import (
+from shadowtutor.scene_store import (
     LABELS_DIR,
     META_NAME,
     VIDEO_NAME,
@@ -36,6 +35,7 @@ from shadowtutor.scenes.io import (
     Size,
     scene_written_into,
 )
+from shadowtutor.scenes.cache import default_cache_dir
 
 FOOTAGE_PRESET_PREFIX = "footage:"
 TEACHER_FILE = "teacher.json"

@@ -1,4 +1,4 @@
-"""Rendering scenes frame by frame, and writing them in the format of :mod:`shadowtutor.scenes.io`.
+"""Rendering scenes frame by frame, and writing them in the format of :mod:`shadowtutor.scene_store`.
 
 A scene is a sequence of shots separated by hard cuts. Each shot draws (from its own random
 stream, seeded by the scene seed and the shot index) a background canvas, a camera path, a
@@ -19,10 +19,7 @@ import cv2
 import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.scenes.backgrounds import check_backgrounds, make_background
-from shadowtutor.scenes.camera import camera_path
-from shadowtutor.scenes.compose import Placement, paste, sprite_affine
-from shadowtutor.scenes.io import (
+from shadowtutor.scene_store import (
     DEFAULT_BACKGROUNDS,
     INSTANCES_NAME,
     LABELS_DIR,
@@ -35,6 +32,9 @@ from shadowtutor.scenes.io import (
     label_path,
     scene_written_into,
 )
+from shadowtutor.scenes.backgrounds import check_backgrounds, make_background
+from shadowtutor.scenes.camera import camera_path
+from shadowtutor.scenes.compose import Placement, paste, sprite_affine
 from shadowtutor.scenes.lighting import Lighting
 from shadowtutor.scenes.motion import HORIZON, Track, make_track
 from shadowtutor.scenes.presets import ScenePreset, get_preset
@@ -206,7 +206,7 @@ def _prepare_out(out: Path, force: bool) -> None:
 def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Path, size: Size = (1280, 720),
                fps: float = 30, progress: bool = True, force: bool = False, sample_fps: float | None = None,
                backgrounds: str = DEFAULT_BACKGROUNDS, cut_interval: int | None = None) -> Path:
-    """Render a scene into ``out`` (see :mod:`shadowtutor.scenes.io` for the format) and return ``out``.
+    """Render a scene into ``out`` (see :mod:`shadowtutor.scene_store` for the format) and return ``out``.
 
     ``out`` must be absent or empty, or, with ``force``, hold a scene that is replaced. The
     scene is written next to ``out`` first and moved into place when complete. ``sample_fps``:

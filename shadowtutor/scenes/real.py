@@ -3,7 +3,7 @@
 ``shadowtutor scenes fetch-real`` (run by ``scripts/bootstrap.sh``) copies the clips out of their
 packages into ``<assets>/clips`` (:func:`shadowtutor.fetch.assets_dir`); nothing is downloaded at
 run time. :func:`clip_scene` takes a clip's name or any video path (``scenes make-real --clip``,
-``bench accuracy --scenes``). :func:`real_scene` turns a clip into a scene (format of :mod:`shadowtutor.scenes.io`) in
+``bench accuracy --scenes``). :func:`real_scene` turns a clip into a scene (format of :mod:`shadowtutor.scene_store`) in
 the scene cache: its frames re-encoded at the asked size, and as labels the teacher's output on
 the re-encoded frames (what an edge reads and sends), so "mIoU against the teacher" compares with
 the very teacher the server runs. Licences: docs/real_clips.md.
@@ -23,8 +23,7 @@ import cv2
 
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.fetch import FetchError, PackagedFile, assets_dir, fetch_packaged_files
-from shadowtutor.scenes.cache import default_cache_dir
-from shadowtutor.scenes.io import (
+from shadowtutor.scene_store import (
     LABELS_DIR,
     META_NAME,
     VIDEO_NAME,
@@ -35,6 +34,7 @@ from shadowtutor.scenes.io import (
     label_path,
     scene_written_into,
 )
+from shadowtutor.scenes.cache import default_cache_dir
 from shadowtutor.scenes.resample import resampled
 
 REAL_PRESET_PREFIX = "real:"

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from shadowtutor.scenes.io import SceneMeta
+from shadowtutor.scene_store import SceneMeta
 
 
 def sample_indices(frames: int, source_fps: float, fps: float) -> list[int]:

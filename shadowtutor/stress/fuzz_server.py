@@ -125,7 +125,7 @@ def local_server(scene_dir: Path, log_dir: Path, ready_timeout: float = 180.0) -
 
 
 def scene_frames(scene_dir: Path) -> tuple[np.ndarray, ...]:
-    from shadowtutor.scenes.io import Scene
+    from shadowtutor.scene_store import Scene
 
     return tuple(Scene.open(scene_dir).frames())
 

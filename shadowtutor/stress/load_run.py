@@ -123,7 +123,7 @@ def _parse_serve(flags: Sequence[str]) -> argparse.Namespace:
     """``shadowtutor serve``'s ``flags`` parsed (what follows ``serve``), or :class:`LoadError` naming the bad one."""
     from services.cli import DEST_PREFIX
     from services.server.settings import ServerSettings
-    from shadowtutor.cli.settings_flags import add_settings_flags
+    from shadowtutor.config.settings_flags import add_settings_flags
 
     parser = argparse.ArgumentParser(prog="shadowtutor serve", exit_on_error=False, add_help=False)
     add_settings_flags(parser, ServerSettings, DEST_PREFIX)
@@ -140,7 +140,7 @@ def _parse_serve(flags: Sequence[str]) -> argparse.Namespace:
 def _given_flags(server_args: Sequence[str]) -> dict[str, Any]:
     """The settings that the extra ``serve`` flags ``server_args`` give, by field name."""
     from services.cli import DEST_PREFIX
-    from shadowtutor.cli.settings_flags import given_flags
+    from shadowtutor.config.settings_flags import given_flags
 
     return given_flags(_parse_serve(server_args), DEST_PREFIX)
 
@@ -198,8 +198,8 @@ def log_problems(path: Path | None, limit: int = 20, pattern: re.Pattern[str] = 
 
 
 def load_frames(config: LoadConfig) -> tuple[Path, list[Any]]:
+    from shadowtutor.scene_store import Scene
     from shadowtutor.scenes.cache import cached_scene
-    from shadowtutor.scenes.io import Scene
 
     scene_dir = cached_scene(config.preset, config.scene_frames, config.seed, config.size, 30.0, config.cache_dir,
                              progress=config.progress)

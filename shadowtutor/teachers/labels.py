@@ -25,7 +25,7 @@ from shadowtutor.teachers.base import (
 from shadowtutor.teachers.label_store import label_path, locate_labels, read_label
 
 if TYPE_CHECKING:
-    from shadowtutor.scenes.io import Scene
+    from shadowtutor.scene_store import Scene
 
 
 class LabelsTeacher(InstanceTeacherBase):
@@ -76,7 +76,7 @@ class LabelsTeacher(InstanceTeacherBase):
 
 def _scene_with_instances(directory: Path) -> Scene | None:
     """The scene in ``directory`` if it is one that records its instances, else None."""
-    from shadowtutor.scenes.io import INSTANCES_NAME, Scene, SceneError, SceneMeta
+    from shadowtutor.scene_store import INSTANCES_NAME, Scene, SceneError, SceneMeta
 
     if not (directory / INSTANCES_NAME).is_file():
         return None

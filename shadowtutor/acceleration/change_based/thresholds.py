@@ -25,17 +25,12 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
+from shadowtutor.protocol.student_layers import BLOCK_POINTS, BLOCKS, RETIRED_NAMES, THRESHOLD_NAMES
+
+__all__ = ["BLOCKS", "BLOCK_POINTS", "RETIRED_NAMES", "THRESHOLD_NAMES"]
+
 FORMAT = "shadowtutor-change-thresholds"
 VERSION = 2
-BLOCKS = ("enc1", "enc2", "enc3", "dec1", "dec2", "dec3")
-BLOCK_POINTS = ("", ".conv2", ".conv3")
-THRESHOLD_NAMES: tuple[str, ...] = (
-    "in_conv1", "in_conv2",
-    *(f"{block}{point}" for block in BLOCKS for point in BLOCK_POINTS),
-    "tail", "output",
-)
-# Version 1's points that version 2 has not: what older edges may still report (protocol TELEMETRY).
-RETIRED_NAMES = ("out_conv1", "out_conv2")
 DEFAULT_FILE = "default_thresholds.json"
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from shadowtutor.cli import main
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scene_store import Scene
 from shadowtutor.scenes.presets import PRESETS
 
 

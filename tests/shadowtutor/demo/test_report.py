@@ -10,8 +10,8 @@ import pytest
 
 from shadowtutor.demo.report import RunReport, predict, render_markdown, run_report, write_report
 from shadowtutor.demo.server_time import ServerTime
+from shadowtutor.scene_store import Scene
 from shadowtutor.scenes.generator import make_scene
-from shadowtutor.scenes.io import Scene
 from shadowtutor.teachers.label_store import write_label
 
 FRAMES = 6

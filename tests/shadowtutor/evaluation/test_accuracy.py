@@ -13,7 +13,7 @@ from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.evaluation.accuracy import AccuracyConfig, run_accuracy
 from shadowtutor.models.checkpoint import save_student
 from shadowtutor.models.student import StudentNet
-from shadowtutor.scenes.io import SceneError
+from shadowtutor.scene_store import SceneError
 
 REQUIRED = ("wild_miou", "p1_miou", "p8_miou", "f1_miou", "key_frame_ratio", "mean_distill_steps_partial",
             "mean_distill_steps_full", "distill_step_ms_partial", "distill_step_ms_full", "bytes_per_key_frame")

@@ -11,7 +11,7 @@ from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.evaluation.harness import SETTINGS, WILD, SceneEvaluation, evaluate_scene
 from shadowtutor.models.student import StudentNet
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scene_store import Scene
 from shadowtutor.teachers import build_teacher
 
 

@@ -19,7 +19,7 @@ from shadowtutor.evaluation.simulated_link import (
 from shadowtutor.models.inference import TorchBackend
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import decode_frame, decode_tensors, encode_frame, encode_tensors
-from shadowtutor.scenes.io import Scene
+from shadowtutor.scene_store import Scene
 from shadowtutor.teachers.base import Teaching
 
 

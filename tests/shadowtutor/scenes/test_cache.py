@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from shadowtutor.scene_store import META_NAME, Scene
 from shadowtutor.scenes.cache import CACHE_ENV, cached_scene, default_cache_dir
-from shadowtutor.scenes.io import META_NAME, Scene
 
 ARGS = dict(preset="fixed-people", frames=3, seed=4, size=(32, 32), fps=10, progress=False)
 

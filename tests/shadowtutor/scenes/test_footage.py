@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from edge_agent.sources import SourceError
+from shadowtutor.scene_store import Scene, SceneError
 from shadowtutor.scenes.footage import footage_scene, scaled_to_width
 from shadowtutor.scenes.generator import make_scene
-from shadowtutor.scenes.io import Scene, SceneError
 from shadowtutor.teachers import TeacherError
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.scene_store import META_NAME, Scene, SceneError
 from shadowtutor.scenes.generator import SceneRenderer, make_scene
-from shadowtutor.scenes.io import META_NAME, Scene, SceneError
 from shadowtutor.scenes.presets import PRESETS
 
 BACKGROUND = LVS_CLASSES.index("background")

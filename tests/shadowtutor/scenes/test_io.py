@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from shadowtutor.classes import LVS_CLASSES
-from shadowtutor.scenes.io import META_NAME, VIDEO_NAME, Scene, SceneError, SceneMeta, label_path, scene_written_into
+from shadowtutor.scene_store import META_NAME, VIDEO_NAME, Scene, SceneError, SceneMeta, label_path, scene_written_into
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shadowtutor.fetch import FetchError
-from shadowtutor.scenes.io import Scene, SceneError
+from shadowtutor.scene_store import Scene, SceneError
 from shadowtutor.scenes.real import REAL_CLIPS, TEACHER_FILE, clip_info, real_scene, scaled_size
 
 

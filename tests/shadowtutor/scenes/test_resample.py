@@ -12,8 +12,8 @@ import pytest
 
 from shadowtutor.cli import main as cli_main
 from shadowtutor.evaluation.accuracy import scene_command
+from shadowtutor.scene_store import META_NAME, Scene, SceneError
 from shadowtutor.scenes.generator import SceneRenderer, make_scene
-from shadowtutor.scenes.io import META_NAME, Scene, SceneError
 from shadowtutor.scenes.real import make_real_command, real_scene, scaled_size
 from shadowtutor.scenes.resample import sample_indices, sampled_cuts
 

@@ -11,7 +11,7 @@ from edge_agent.cli import settings_from_args as edge_settings_from_args
 from edge_agent.settings import EdgeSettings, SettingsError
 from services.server.settings import ServerSettings
 from shadowtutor.cli import build_parser, main
-from shadowtutor.cli.settings_flags import default_text, env_var, flag, package_version
+from shadowtutor.config.settings_flags import default_text, env_var, flag, package_version
 
 
 @pytest.mark.parametrize(("command", "model"), [("edge", EdgeSettings), ("serve", ServerSettings)])

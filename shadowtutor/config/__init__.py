@@ -1,0 +1,1 @@
+"""Configuration plumbing shared by every process: settings models as flags and environment variables."""
