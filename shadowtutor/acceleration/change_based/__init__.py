@@ -1,4 +1,4 @@
-"""Change-based inference (CBinfer, seed 002 section 3) of the student for static cameras.
+"""Change-based inference of the student for static cameras (CBinfer, Cavigelli et al., section 3).
 
 Only what changed since the previous frames is recomputed, layer by layer; caches of layers
 before the first tensor a weight update changes stay valid (partial distillation keeps the

@@ -1,4 +1,4 @@
-"""Choosing the thresholds tau_l (seed 002, section 3.3).
+"""Choosing the thresholds tau_l (CBinfer, section 3.3).
 
 All thresholds start at zero (labels equal to full-frame inference). Then, layer by layer from
 the first to the last, each layer's threshold is swept over increasing candidates, with the

@@ -1,4 +1,4 @@
-"""Change-based execution of the student (CBinfer, seed 002 section 3) for static cameras.
+"""Change-based execution of the student (CBinfer, section 3) for static cameras.
 
 :class:`ChangeBasedStudent` labels a frame by recomputing, layer by layer, only what the
 change since the previous frames reaches (see :mod:`.stages`). Three things make it run in
@@ -58,12 +58,10 @@ def fused_tail_fits(height: int, width: int) -> bool:
             and frame_tail_fusable(height, width))
 
 
-# More changed input pixels than this is a moving camera or a cut: the real fixed camera changes
-# 3 %, the generated fixed scenes 12-14 %, the moving ones 35-43 % (docs/results/change_based/).
-# Below it, whether change-based frames pay is measured as they run (the backoff guard).
+# A frame with more changed input pixels than this fraction goes to ``full_frame`` (a moving camera,
+# a cut); below it, the backoff guard decides from the measured cost of both paths.
 DEFAULT_FALLBACK_FRACTION = 0.25
-# A layer with more outputs to recompute than this runs dense: gather + matmul measured slower
-# than the dense convolution from 40-60 % of the outputs on (1 thread, the student's conv shapes).
+# A layer with more than this fraction of its outputs to recompute runs its dense convolution.
 DEFAULT_DENSE_FRACTION = 0.5
 DEFAULT_REFRESH_INTERVAL = 300
 DEFAULT_BACKOFF_FRAMES = 60

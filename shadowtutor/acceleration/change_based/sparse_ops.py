@@ -1,4 +1,4 @@
-"""The building blocks of change-based execution (seed 002, section 3) on the CPU.
+"""The building blocks of change-based execution (CBinfer, section 3) on the CPU.
 
 Feature maps are stored channels-last as flat ``(H * W, C)`` tensors; inputs of spatial
 convolutions are stored with a one-pixel zero border (:class:`PaddedMap`), so that gathering
@@ -33,8 +33,7 @@ def flat_nonzero(mask: torch.Tensor) -> torch.Tensor:
 def pooled_positions(index: torch.Tensor, size: tuple[int, int], kernel: int | tuple[int, int],
                      stride: int, padding: int | tuple[int, int]) -> torch.Tensor:
     """Flat positions of the window grid (``kernel``, ``stride``, ``padding`` over a ``size`` map) whose
-    window holds any position in ``index``: max-pooling the positions' mask (2-5x faster than
-    enumerating the windows each position falls in, measured on the student's layers)."""
+    window holds any position in ``index``, ascending (found by max-pooling the positions' mask)."""
     mask = torch.zeros(size[0] * size[1])
     mask[index] = 1.0
     return flat_nonzero(F.max_pool2d(mask.view(1, 1, *size), kernel, stride, padding))

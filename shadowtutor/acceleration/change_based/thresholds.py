@@ -1,4 +1,4 @@
-"""Per-layer change thresholds tau_l (seed 002, section 3.3): names, the JSON file, validation.
+"""Per-layer change thresholds tau_l (CBinfer, section 3.3): names, the JSON file, validation.
 
 A threshold belongs to the input of one layer of the student: a position of that input counts
 as changed when any of its channels moved by more than tau_l since the value the layer last
@@ -13,8 +13,8 @@ File format (``shadowtutor change-based calibrate`` writes it)::
     {"format": "shadowtutor-change-thresholds", "version": 2,
      "thresholds": {"in_conv1": 6.0, "in_conv2": 0.05, ...}, "source": "..."}
 
-Version 1 files (made before the tail was fused) still load: their ``out_conv1`` threshold, on dec3's
-output upsampled, becomes ``tail``; their ``out_conv2`` point no longer exists and is dropped.
+Version 1 files load too: their ``out_conv1`` threshold (on dec3's output upsampled) becomes ``tail``,
+and their ``out_conv2`` threshold, a point version 2 does not have, is dropped.
 """
 
 from __future__ import annotations
