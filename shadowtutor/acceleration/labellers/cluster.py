@@ -19,8 +19,7 @@ from shadowtutor.acceleration.regions.cluster import ClusterMaster, connect, sta
 from shadowtutor.acceleration.regions.labeller import FlowPathConfig
 from shadowtutor.models.inference import check_frame
 
-# A worker segments its region alone: 96 pixels of context cost 2.6 mIoU points against the whole
-# frame (docs/results/regions/bench.md), against 8.9 with 32.
+# Pixels of context around the region a worker segments alone (its student call and its flow).
 CLUSTER_MARGIN = 96
 
 

@@ -1,4 +1,4 @@
-"""Regions of one camera spread over an edge cluster on Ray (seed 004, Algorithms 1 and 2).
+"""Regions of one camera spread over an edge cluster on Ray (Yang et al.'s embedded cluster, Algorithms 1 and 2).
 
 The master (:class:`ClusterMaster`, on the camera's device) cuts each frame into regions and
 hands them, first in first out, to idle workers (one Ray actor per worker node, its index in

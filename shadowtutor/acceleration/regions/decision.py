@@ -1,4 +1,4 @@
-"""The decision network (DVSNet's DN, seed 004 fig. 4): a small regression model on flow-path features.
+"""The decision network (DVSNet's DN; Yang et al. fig. 4): a small regression model on flow-path features.
 
 It predicts a region's *confidence score*: the fraction of pixels on which the flow path's
 warped labels would agree with the segmentation path's labels. DVSNet feeds the DN the
@@ -60,6 +60,9 @@ def region_features(result: FlowPart, age: int, max_age: int) -> np.ndarray:
 
 class DecisionNetwork(nn.Module):
     """Standardised features -> 64 -> 32 -> 1 (sigmoid): the predicted confidence score."""
+
+    feature_mean: torch.Tensor  # buffers, registered in __init__
+    feature_std: torch.Tensor
 
     def __init__(self, hidden: tuple[int, int] = (64, 32)) -> None:
         super().__init__()

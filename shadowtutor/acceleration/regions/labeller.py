@@ -4,19 +4,17 @@ For every frame each region either runs the *segmentation path* (the student on 
 and a context margin; its labels become the region's new key) or the *flow path* (dense flow
 from the key's context to now, the key's labels warped by it; :class:`RegionKey`). A policy
 picks the path: a fixed key interval (:class:`FixedIntervalPolicy`, DVSNet's baseline and the
-edge's default, measured better at the same speed), the decision network with a threshold on
-each frame's score (:class:`DecisionPolicy`, DVSNet's rule), or the decision network's
-predicted loss accumulated since the key against a budget (:class:`BudgetPolicy`). Either
-way a region is segmented when it has no key, its key is older than
-``max_key_age`` frames, or its key was made by an older student
+edge's default), the decision network with a threshold on each frame's score
+(:class:`DecisionPolicy`, DVSNet's rule), or the decision network's predicted loss accumulated
+since the key against a budget (:class:`BudgetPolicy`). Either way a region is segmented when it
+has no key, its key is older than ``max_key_age`` frames, or its key was made by an older student
 (:meth:`RegionLabeller.invalidate_keys`, called after a weight update).
 
 The student's context: with ``margin=None`` (the default) a frame where any region needs the
-segmentation path is segmented whole and every region gets a new key, because the student
-normalises each layer by the statistics of what it sees and needs the whole scene: segmenting
-a 2x2 region alone, even with a 32-pixel margin, cost about 9 mIoU points against the truth on a
-moving street scene (docs/results/regions/). With ``margin=M`` only the regions that need
-it are segmented, in one student call on the box holding them and M pixels around them.
+segmentation path is segmented whole and every region gets a new key (the student normalises each
+layer by the statistics of what it sees, so its labels of a region depend on the rest of the frame).
+With ``margin=M`` only the regions that need it are segmented, in one student call on the box holding
+them and M pixels around them.
 """
 
 from __future__ import annotations
@@ -134,10 +132,7 @@ class RegionKey:
     """A region's last segmentation, over its *context*: the area its flow is estimated on.
 
     The context is the whole frame when the regions share a path (one device), else the region
-    and its margin: motion across the region's border is then seen, where a flow estimated on the
-    region alone has nothing to match (warping the true labels over 2 frames, 3.4 % of the pixels
-    wrong over the region alone against 2.0 % over the whole frame: the flow table of
-    docs/results/regions/bench.md).
+    and its margin, so that motion across the region's border has something to match.
     """
 
     grey: np.ndarray  # the context at the flow scale
@@ -319,9 +314,6 @@ class FlowPathConfig:
     rule with ``threshold`` when ``budget`` is None, else the :class:`BudgetPolicy` with that budget.
     """
 
-    # Defaults chosen on development scenes (seed 611, docs/results/regions/dev_611.md) and judged on
-    # other seeds in docs/results/regions/bench.md: at the same speed-up, the fixed interval kept more
-    # mIoU than every decision-network setting there; the threshold is the network's best setting.
     threshold: float = 0.97
     regions: int = 4
     max_key_age: int = 4
