@@ -9,8 +9,7 @@ bit for bit), and every delta is taken against that mirror. Distillation continu
 server's own float weights, not from the held ones: with a lossy codec the next delta then
 also carries the rounding left out of the last one (error feedback), so the edge stays within
 half a quantisation step of the server, small changes are never rounded away for good, and
-what the server learns does not depend on the codec (docs/protocol.md, "Held weights", and the
-measurements in docs/results/traffic_budget.md).
+what the server learns does not depend on the codec (docs/protocol.md, "Held weights").
 
 The model methods run in a distillation worker thread; the session's connection calls them
 one at a time, in key-frame order.

@@ -1,4 +1,4 @@
-"""The analytic throughput and traffic model of seed 001, section 4.4 (eqs. 2-15).
+"""The paper's analytic throughput and traffic model (section 4.4, eqs. 2-15).
 
 Times are seconds; ``s_net_bytes`` is the data crossing the network for one key frame
 (both directions). Traffic is reported in Mbps (10^6 bits per second).

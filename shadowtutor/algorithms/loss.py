@@ -1,4 +1,4 @@
-"""The distillation loss: cross-entropy, ×5 inside and near objects (seed 001, section 5.2).
+"""The distillation loss: cross-entropy, ×5 inside and near objects (the paper, section 5.2).
 
 "Near" follows the authors' release: each object's bounding box grown by 15% (7.5% on
 each side) gets the object weight. The boxes are either the teacher's instance boxes, as the

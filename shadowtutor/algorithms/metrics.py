@@ -1,4 +1,4 @@
-"""Mean IoU (seed 001, eq. 1)."""
+"""Mean IoU (the paper's eq. 1)."""
 
 from __future__ import annotations
 

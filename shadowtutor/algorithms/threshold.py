@@ -12,7 +12,7 @@ the stride's THRESHOLD to :data:`ATTAINABLE_RATIO` of it: the paper's own propor
 Only Algorithm 2 moves: Algorithm 1 keeps training each key frame to ``params.threshold``, so the metrics
 measured do not sink with the threshold, and rarer key frames are each trained as much as before. The rule
 runs where Algorithm 2 runs, on the metrics the edge receives with each update, so it needs nothing on the
-wire. Rationale and measurements: docs/design/threshold_auto.md.
+wire.
 """
 
 from __future__ import annotations

@@ -24,10 +24,8 @@ ONNX_PROVIDERS = {
     "onnx-cuda": ("CUDAExecutionProvider", "CPUExecutionProvider"),
     "onnx-trt": ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"),
 }
-# Fastest first. On the CPU, ONNX Runtime labels 1.3-1.9x faster than the torch graph
-# (docs/results/student_bench.md); on a GPU, ONNX Runtime's CUDA provider is preferred to TensorRT:
-# it labels a little slower, but installs a weight update in tens of milliseconds, while TensorRT
-# builds a new engine for every update (seconds on a Jetson), so TensorRT is chosen by name only.
+# The order ``auto`` tries backends in: the first that starts is used. TensorRT (``onnx-trt``) is
+# chosen by name only: it builds a new engine for every weight update.
 AUTO_ORDER = ("onnx-cuda", "cuda", "onnx", "torch")
 # Change-based inference (shadowtutor.acceleration.change_based) runs on the CPU in PyTorch and
 # hands frames where too much changed to one of these full-frame backends, fastest first.

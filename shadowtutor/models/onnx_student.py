@@ -1,5 +1,5 @@
-"""The student run by ONNX Runtime: the fastest CPU path that ``shadowtutor bench student`` measured,
-and the GPU path through ONNX Runtime's CUDA and TensorRT execution providers (a Jetson).
+"""The student run by ONNX Runtime: on the CPU, and on a GPU through ONNX Runtime's CUDA and TensorRT
+execution providers (a Jetson).
 
 The exported graph is :class:`~shadowtutor.models.fast_student.FastStudent` (pixel-mean
 subtraction, instance normalisation for the frame-statistics BatchNorm, folded head and tail,
@@ -7,10 +7,10 @@ argmax inside): ``frame`` uint8 ``(H, W, 3)`` in, ``labels`` uint8 ``(H, W)`` ou
 twice, with the tail fused and without (frame sizes where it cannot be): each frame runs through
 the session of its size's variant, built when first needed.
 
-Weight updates rebuild the session from the exported model with new initializer values.
-(Overriding initializers through ``SessionOptions.add_initializer`` gives wrong labels once
-ORT's layout optimisations are on, so the model bytes themselves are rewritten.) Under TensorRT
-that builds a new engine per update; its timing cache (kept on disk) makes the rebuilds faster.
+Weight updates rebuild the session from the exported model bytes with the new initializer values
+written into them (not through ``SessionOptions.add_initializer``, whose overrides give wrong labels
+once ORT's layout optimisations are on). Under TensorRT that builds a new engine per update; its
+timing cache (kept on disk) makes the rebuilds faster.
 
 TensorRT runs in FP16 when, on the first frame, its labels agree with the FP32 labels of the same
 weights (the torch graph on the CPU) on at least :data:`FP16_MIN_AGREEMENT` of the pixels; else it

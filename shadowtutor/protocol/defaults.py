@@ -1,6 +1,5 @@
 """What an edge offers by default: codecs in preference order and the quality of lossy frames.
 
-Chosen from measurements: docs/results/traffic_budget.md (``shadowtutor bench traffic``).
 This module imports nothing heavy, so that the command-line tools can read it at start.
 """
 

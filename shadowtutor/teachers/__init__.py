@@ -1,4 +1,4 @@
-"""Teachers: frame in, per-pixel class labels out (issue 2, point 3).
+"""Teachers: frame in, per-pixel class labels out.
 
 ``build_teacher(kind, **options)`` makes one of :data:`TEACHER_KINDS` (``maskrcnn``,
 ``detectron2``, ``onnx``, ``labels``, ``mediapipe``); every teacher has ``name``, ``class_names``,
