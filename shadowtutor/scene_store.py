@@ -23,7 +23,7 @@ A scene is a directory::
      "source_frames": 300, "source_fps": 30,  # only in a re-sampled scene: the video it was re-sampled from
      "backgrounds": "held-out"}          # only in a scene whose backgrounds pre-training never saw
 
-A re-sampled scene (:mod:`shadowtutor.scenes.resample`) holds the source frames nearest to the
+A re-sampled scene (:mod:`shadowtutor_lab.scenes.resample`) holds the source frames nearest to the
 instants ``k / fps``; ``source_frames`` and ``source_fps`` say what it was re-sampled from.
 
 ``instances.json`` holds ``{"format": "shadowtutor-instances/1", "frames": [[[c, x0, y0, x1, y1], ...], ...]}``:
@@ -118,7 +118,8 @@ class SceneMeta:
             raise SceneError(f"cut_interval must be >= 0, got {self.cut_interval}")
         if (self.source_frames is None) != (self.source_fps is None):
             raise SceneError("a re-sampled scene names both source_frames and source_fps")
-        if self.source_fps is not None and not (self.source_frames >= self.frames and self.source_fps >= self.fps):
+        if (self.source_frames is not None and self.source_fps is not None
+                and not (self.source_frames >= self.frames and self.source_fps >= self.fps)):
             raise SceneError(f"a re-sampled scene ({self.frames} frames at {self.fps:g} fps) needs a source with "
                              f"as many frames and as high a rate, got {self.source_frames} at {self.source_fps:g}")
 
@@ -137,7 +138,7 @@ class SceneMeta:
         data["fps"] = _number(self.fps)
         order = ["format", "preset", "seed", "frames", "width", "height", "fps", "class_names",
                  "camera", "category", "cuts", "description"]
-        if self.resampled:
+        if self.source_fps is not None:
             data["source_fps"] = _number(self.source_fps)
             order += ["source_frames", "source_fps"]
         if self.backgrounds != DEFAULT_BACKGROUNDS:
@@ -152,7 +153,7 @@ class SceneMeta:
         if missing:
             raise SceneError(f"scene.json lacks {missing}")
         try:
-            values = dict(
+            values: dict[str, Any] = dict(
                 preset=str(data["preset"]),
                 seed=int(data["seed"]),
                 frames=int(data["frames"]),
@@ -167,13 +168,13 @@ class SceneMeta:
                 format=str(data["format"]),
             )
             if "source_frames" in data or "source_fps" in data:
-                values["source_frames"] = int(data.get("source_frames"))
-                values["source_fps"] = float(data.get("source_fps"))
+                values["source_frames"] = int(data["source_frames"])
+                values["source_fps"] = float(data["source_fps"])
             if "backgrounds" in data:
                 values["backgrounds"] = str(data["backgrounds"])
             if "cut_interval" in data:
                 values["cut_interval"] = int(data["cut_interval"])
-        except (TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:  # KeyError: one of source_frames/source_fps alone
             raise SceneError(f"scene.json has a field of the wrong type: {exc}") from exc
         return cls(**values)
 

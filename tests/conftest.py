@@ -57,7 +57,7 @@ def mediapipe_model() -> Path:
 @pytest.fixture
 def real_clips() -> dict[str, Path]:
     """The real clips, as `shadowtutor scenes fetch-real` left them."""
-    from shadowtutor.scenes.real import REAL_CLIPS
+    from shadowtutor_lab.scenes.real import REAL_CLIPS
 
     return {name: _installed(clip.path, f"the real clip {name}") for name, clip in REAL_CLIPS.items()}
 
@@ -65,6 +65,6 @@ def real_clips() -> dict[str, Path]:
 @pytest.fixture
 def held_out_photos() -> dict[str, Path]:
     """The held-out background photos, as `shadowtutor scenes fetch-photos` left them."""
-    from shadowtutor.scenes.photos import HELD_OUT_PHOTOS
+    from shadowtutor_lab.scenes.photos import HELD_OUT_PHOTOS
 
     return {name: _installed(photo.path, f"the held-out photo {name}") for name, photo in HELD_OUT_PHOTOS.items()}

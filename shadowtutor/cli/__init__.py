@@ -1,7 +1,10 @@
 """The ``shadowtutor`` console script: one subcommand per job.
 
 Each command module exposes ``register(subparsers)``; modules import their heavy
-dependencies inside their handlers so that ``shadowtutor --help`` stays fast.
+dependencies inside their handlers so that ``shadowtutor --help`` stays fast. The product's
+commands come first, in :data:`COMMAND_MODULES`' order; then every module named in the
+entry-point group :data:`PLUGIN_GROUP` (the lab's benchmarks and studies, where installed), in
+the order of the entry points' names.
 """
 
 from __future__ import annotations
@@ -11,29 +14,34 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 
 COMMAND_MODULES = (
-    "shadowtutor.cli.bounds",
-    "shadowtutor.cli.scenes",
-    "shadowtutor.cli.pretrain",
-    "shadowtutor.cli.bench",
     "shadowtutor.cli.teacher",
     "services.cli",
     "edge_agent.cli",
     "shadowtutor.cli.tokens",
-    "shadowtutor.cli.demo",
-    "shadowtutor.cli.fuzz",
-    "shadowtutor.cli.change_based",
-    "shadowtutor.cli.regions",
-    "shadowtutor.cli.evaluate",
 )
+PLUGIN_GROUP = "shadowtutor.commands"
+
+
+def plugin_modules() -> list[str]:
+    """The module names of the entry points in :data:`PLUGIN_GROUP`, sorted by entry-point name (then by
+    module name), each once; empty where no installed distribution declares the group."""
+    found = sorted({(entry.name, entry.value) for entry in entry_points(group=PLUGIN_GROUP)})
+    names: list[str] = []
+    for _, module in found:
+        if module not in names and module not in COMMAND_MODULES:
+            names.append(module)
+    return names
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: the product's commands, then the plugins' (see the module's docstring)."""
     parser = argparse.ArgumentParser(prog="shadowtutor", description=__doc__.splitlines()[0])
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in (*COMMAND_MODULES, *plugin_modules()):
         importlib.import_module(name).register(subparsers)
     return parser
 

@@ -106,11 +106,11 @@ def invoked_command(args: argparse.Namespace) -> str:
 
 
 def script_command(script: str | Path, argv: Sequence[str]) -> str:
-    """The command line of a study script in ``scripts/`` run with ``argv``, from the repository root (for the
+    """The command line of a study script in ``lab/scripts/`` run with ``argv``, from the repository root (for the
     results file it writes)."""
     import shlex
 
-    return shlex.join(["python", f"scripts/{Path(script).name}", *argv])
+    return shlex.join(["python", f"lab/scripts/{Path(script).name}", *argv])
 
 
 def add_algorithm_options(parser: argparse.ArgumentParser) -> None:

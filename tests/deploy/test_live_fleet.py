@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from shadowtutor.demo.processes import (
+from shadowtutor_lab.demo.processes import (
     LOOPBACK,
     ManagedProcess,
     free_port,
@@ -25,7 +25,7 @@ from shadowtutor.demo.processes import (
     start_process,
     wait_http_ok,
 )
-from shadowtutor.scenes.cache import cached_scene
+from shadowtutor_lab.scenes.cache import cached_scene
 from tests.deploy.prometheus_stack import (
     ALERT_RULES,
     fleet_scrape_jobs,

@@ -29,8 +29,8 @@ import torch
 
 from services.server.app import create_app
 from services.server.settings import ServerSettings
-from shadowtutor.netbench.netns import NamespaceLink, NetnsError, run_command
 from shadowtutor.teachers.labels import LabelsTeacher
+from shadowtutor_lab.netbench.netns import NamespaceLink, NetnsError, run_command
 from tests.support.e2e import (
     SCENE_FRAMES,
     Place,

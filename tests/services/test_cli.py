@@ -22,9 +22,9 @@ from shadowtutor.models.checkpoint import save_student
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.messages import Hello, KeyFrame, Update, Welcome, decode, encode
-from shadowtutor.stress.attack_client import huge_header
-from shadowtutor.stress.load_memory import read_rss
 from shadowtutor.teachers.registry import TEACHER_KINDS
+from shadowtutor_lab.stress.attack_client import huge_header
+from shadowtutor_lab.stress.load_memory import read_rss
 from tests.support.certs import CertAuthority
 from tests.support.inprocess_server import serve_as_shadowtutor_serves
 from tests.support.processes import free_port, shadowtutor_command, start_process, wait_http_ok

@@ -1,7 +1,7 @@
 """Real ``shadowtutor serve`` and ``shadowtutor edge`` processes for the end-to-end tests (tests/e2e).
 
 A process runs in a :class:`Place`: the host's own network (loopback), or a network namespace
-(``shadowtutor.netbench.netns``), whose HTTP ports (the server's REST, the agent's ``/metrics``)
+(``shadowtutor_lab.netbench.netns``), whose HTTP ports (the server's REST, the agent's ``/metrics``)
 are then reached from inside that namespace. The teacher is the scene's ground truth (``labels``).
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from shadowtutor.netbench.netns import exec_in
-from shadowtutor.netbench.probe import http_get
+from shadowtutor_lab.netbench.netns import exec_in
+from shadowtutor_lab.netbench.probe import http_get
 from tests.support.processes import ManagedProcess, ProcessFailed, free_port, shadowtutor_command, start_process
 from tests.support.processes import wait_http_ok as _wait_http_ok
 from tests.support.prometheus import promtool_check, sample_value

@@ -1,6 +1,6 @@
-"""Real processes for the end-to-end tests: the product's own launcher (shadowtutor.demo.processes)."""
+"""Real processes for the end-to-end tests: the product's own launcher (shadowtutor_lab.demo.processes)."""
 
-from shadowtutor.demo.processes import (
+from shadowtutor_lab.demo.processes import (
     LOOPBACK,
     ManagedProcess,
     ProcessFailed,

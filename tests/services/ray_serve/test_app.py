@@ -27,10 +27,10 @@ from services.ray_serve.app import ServeOptions, deploy  # noqa: E402
 from services.server.checkpoint_store import DirectoryStore  # noqa: E402
 from services.server.session_checkpoint import header  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
-from shadowtutor.demo.processes import free_port  # noqa: E402
 from shadowtutor.models.checkpoint import save_student  # noqa: E402
 from shadowtutor.models.student import StudentNet  # noqa: E402
-from shadowtutor.stress.load_edge import SimulatedCamera  # noqa: E402
+from shadowtutor_lab.demo.processes import free_port  # noqa: E402
+from shadowtutor_lab.stress.load_edge import SimulatedCamera  # noqa: E402
 from tests.support.prometheus import sample_value  # noqa: E402
 from tests.support.scene import TinyScene, write_scene  # noqa: E402
 

@@ -16,7 +16,7 @@ from services.server.metrics import REFUSAL_REASONS
 from services.server.settings import ServerSettings
 from services.server.tokens import issue_token
 from shadowtutor.protocol.messages import Welcome, decode, encode
-from shadowtutor.stress.attack_client import IdleFlood
+from shadowtutor_lab.stress.attack_client import IdleFlood
 from tests.services.server.test_ws_edge import hello
 from tests.support.inprocess_server import serve_as_shadowtutor_serves
 from tests.support.scene import TinyScene

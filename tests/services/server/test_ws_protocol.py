@@ -12,8 +12,8 @@ from websockets.sync.client import connect
 
 from services.server.settings import ServerSettings
 from shadowtutor.protocol.messages import MAX_HELLO_BYTES, Error, Update, Welcome, decode, encode
-from shadowtutor.stress.attack_client import big_message_before_hello
-from shadowtutor.stress.load_memory import read_rss
+from shadowtutor_lab.stress.attack_client import big_message_before_hello
+from shadowtutor_lab.stress.load_memory import read_rss
 from tests.services.server.test_ws_edge import hello, key_frame
 from tests.support.inprocess_server import serve_as_shadowtutor_serves
 from tests.support.scene import TinyScene

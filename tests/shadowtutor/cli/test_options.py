@@ -9,7 +9,7 @@ from shadowtutor.cli.options import add_algorithm_options, algorithm_params, scr
 
 def test_a_study_script_records_the_command_it_was_run_with_from_the_repository_root() -> None:
     command = script_command("/anywhere/scripts/decision_cost.py", ["--seeds", "31", "--note", "two words"])
-    assert command == "python scripts/decision_cost.py --seeds 31 --note 'two words'"
+    assert command == "python lab/scripts/decision_cost.py --seeds 31 --note 'two words'"
 
 
 @pytest.mark.parametrize(

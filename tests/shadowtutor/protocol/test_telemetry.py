@@ -9,7 +9,7 @@ import pytest
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Telemetry, decode, encode
 from shadowtutor.protocol.telemetry import MAX_BUCKETS, HistogramSnapshot, check_telemetry
-from shadowtutor.stress.fuzz_mutate import pack
+from shadowtutor_lab.stress.fuzz_mutate import pack
 
 COUNTS = dict(frames=1, key_frames=1, updates_applied=0, resyncs=0, reconnects=0, bytes_sent=0, bytes_received=0,
               waited_seconds=0.0)

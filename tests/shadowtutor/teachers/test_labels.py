@@ -63,7 +63,7 @@ def test_clear_errors(tmp_path: Path) -> None:
 
 def test_a_generated_scene_gives_its_instance_boxes(tmp_path: Path) -> None:
     from shadowtutor.scene_store import INSTANCES_NAME, Scene
-    from shadowtutor.scenes.generator import make_scene
+    from shadowtutor_lab.scenes.generator import make_scene
 
     scene_dir = make_scene("fixed-street", 3, seed=5, out=tmp_path / "scene", size=(64, 36), progress=False)
     teacher = build_teacher("labels", labels_dir=scene_dir)

@@ -1,0 +1,1 @@
+"""The lab's ``shadowtutor`` commands: benchmarks and studies, one module each with ``register(subparsers)``."""

@@ -1,0 +1,1 @@
+"""The region flow path's benchmark and the training of its decision network, on generated scenes."""

@@ -1,0 +1,56 @@
+"""The server bench's generated scene, its profile arithmetic and its report."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shadowtutor.classes import LVS_CLASSES, background_index
+from shadowtutor_lab.evaluation.server_bench import (
+    BenchPoint,
+    SyntheticScene,
+    SyntheticTeacher,
+    markdown_report,
+    server_profile,
+)
+
+INFO = {"device": "test device", "torch": "x", "teacher": "t", "threshold": 0.999, "max_updates": 8}
+
+
+def _point(stage: str, sessions: int, rate: float, steps: float | None = 8.0) -> BenchPoint:
+    return BenchPoint(size=(640, 360), sessions=sessions, stage=stage, engine="batched", key_frames=10,
+                      seconds=1.0, key_frames_per_s=rate, p50_ms=1.0, p95_ms=2.0, mean_steps=steps, gpu_busy=0.5)
+
+
+def test_the_scene_has_exact_labels_of_the_students_classes() -> None:
+    scene = SyntheticScene(LVS_CLASSES)
+    scene.add_size((96, 64))
+    frames, labels = scene.frames[(96, 64)], scene.labels[(96, 64)]
+    assert len(frames) == len(labels) == 8
+    assert frames[0].shape == (64, 96, 3) and labels[0].shape == (64, 96)
+    background = background_index(LVS_CLASSES)
+    assert (labels[0] != background).any() and (labels[0] == background).any()
+    assert not np.array_equal(labels[0], labels[7])  # the objects move
+    teacher = SyntheticTeacher(scene)
+    assert teacher.label(frames[3], 11) is labels[3]
+
+
+def test_the_profile_takes_each_stages_best_point() -> None:
+    points = [_point("teacher", 16, 40.0), _point("teacher", 64, 50.0, None), _point("distill", 64, 100.0),
+              _point("both", 16, 20.0, 6.0), _point("both", 64, 25.0, 7.5)]
+    profile = server_profile(points, INFO, "cmd", "2026-11-26")
+    size = profile["sizes"]["640x360"]
+    assert size == {"teacher_ms": pytest.approx(20.0), "step_ms": pytest.approx(1.25),
+                    "key_frame_ms": pytest.approx(40.0), "steps": 7.5, "sessions": 64}
+    assert profile["device"] == "test device" and profile["schema"] == "shadowtutor.server_profile/1"
+
+
+def test_a_profile_needs_all_three_stages() -> None:
+    with pytest.raises(ValueError, match="teacher, distill and both"):
+        server_profile([_point("distill", 64, 100.0)], INFO, "cmd", "2026-11-26")
+
+
+def test_the_report_names_the_device_and_the_command() -> None:
+    text = markdown_report([_point("distill", 64, 100.0)], INFO, "shadowtutor bench server --x")
+    assert "**test device**" in text and "`shadowtutor bench server --x`" in text
+    assert "| batched | 640x360 | distill | 64 | 100.0 | 1 | 2 | 8.00 | 50% |" in text

@@ -1,0 +1,24 @@
+"""The checkpoint cost measurement: real distillation, real checkpoints written and sized."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.server.session_checkpoint import header
+from shadowtutor_lab.stress.checkpoint_cost import measure
+
+
+def test_it_times_and_sizes_the_checkpoints_it_writes(tmp_path: Path) -> None:
+    result = measure(updates=2, size=(64, 48), store_dir=tmp_path)
+    written = sorted(p for p in tmp_path.rglob("*.ckpt"))
+    assert [header(p.read_bytes())["version"] for p in written] == [1, 2]  # one per update
+    assert result["mean_bytes"] == pytest.approx(sum(p.stat().st_size for p in written) / 2, rel=0.01)
+    assert result["mean_bytes"] > 4 * 5 * result["trainable_parameters"] > 0  # weights, Adam x2, held, sent
+    assert 0 < result["mean_ms"] and result["mean_ms"] <= result["p95_ms"] * 2
+
+
+def test_no_updates_is_refused() -> None:
+    with pytest.raises(ValueError, match="updates"):
+        measure(updates=0)
