@@ -26,6 +26,7 @@ import torch
 
 from shadowtutor.models.backends import ONNX_PROVIDERS, STUDENT_BACKENDS, onnxruntime_providers
 from shadowtutor.models.fast_student import FastStudent, channel_argmax, check_update
+from shadowtutor.models.frames import check_frame
 from shadowtutor.models.scale import Size, check_size, infer_scaled
 from shadowtutor.models.student import StudentNet, normalise_frame
 
@@ -43,14 +44,6 @@ class InferenceBackend(Protocol):
 
     def apply(self, payload: Mapping[str, torch.Tensor]) -> None:
         """Same as :meth:`load_weights` (the client loop's name for it)."""
-
-
-def check_frame(frame: np.ndarray) -> np.ndarray:
-    """``frame`` as a C-contiguous BGR ``uint8 (H, W, 3)`` array, or a ValueError saying what is wrong."""
-    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
-        shape = getattr(frame, "shape", None)
-        raise ValueError(f"expected a BGR uint8 frame of shape (H, W, 3), got {type(frame).__name__} {shape}")
-    return np.ascontiguousarray(frame)
 
 
 class ReferenceBackend:

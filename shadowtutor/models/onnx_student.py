@@ -33,7 +33,7 @@ import torch
 
 from shadowtutor.models.backends import ONNX_PROVIDERS, BackendUnavailableError
 from shadowtutor.models.fast_student import FastStudent, channel_argmax, frame_tail_fusable
-from shadowtutor.models.inference import check_frame
+from shadowtutor.models.frames import check_frame
 from shadowtutor.models.student import StudentNet
 
 ONNX_OPSET = 17
