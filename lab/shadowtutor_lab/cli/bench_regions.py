@@ -21,7 +21,7 @@ def _decision(text: str) -> tuple[float, int]:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from shadowtutor_lab.regions.bench import RegionBenchConfig
+    from shadowtutor_lab.regions.configs import RegionBenchConfig
 
     defaults = RegionBenchConfig()
     p = subparsers.add_parser("regions", help="region flow path vs the student alone: mIoU and FPS (DVSNet)")

@@ -9,7 +9,7 @@ from shadowtutor.cli.options import frame_size, invoked_command, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from shadowtutor_lab.regions.training import TARGETS, DecisionTrainingConfig
+    from shadowtutor_lab.regions.configs import TARGETS, DecisionTrainingConfig
 
     defaults = DecisionTrainingConfig()
     p = subparsers.add_parser("regions", help="the region flow path: train its decision network")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,22 +38,10 @@ from shadowtutor.acceleration.regions.labeller import (
     RegionLabeller,
 )
 from shadowtutor.algorithms.metrics import miou
+from shadowtutor_lab.regions.configs import RegionBenchConfig
 
 Segment = Callable[[np.ndarray], np.ndarray]
 STUDENT = "student"
-
-
-@dataclass(frozen=True)
-class RegionBenchConfig:
-    decisions: tuple[tuple[float, int], ...] = ((0.95, 4), (0.96, 4), (0.97, 3), (0.97, 4), (0.98, 6))  # (thr, max age)
-    budgets: tuple[tuple[float, int], ...] = ((0.03, 8), (0.05, 8), (0.08, 8))  # (budget, max age)
-    intervals: tuple[int, ...] = (2, 3, 4, 5, 6)
-    regions: int = 4
-    warmup: int = 3
-
-    def __post_init__(self) -> None:
-        if not self.decisions or len(self.intervals) < 2:
-            raise ValueError("need at least one decision setting and two fixed intervals (to interpolate)")
 
 
 def decision_name(threshold: float, max_age: int) -> str:

@@ -32,12 +32,8 @@ from shadowtutor.acceleration.regions.flow import FlowEstimator
 from shadowtutor.acceleration.regions.grid import RegionGrid, crop
 from shadowtutor.acceleration.regions.labeller import KeyFlows, RegionKey
 from shadowtutor_lab.regions.bench import spliced
+from shadowtutor_lab.regions.configs import DecisionTrainingConfig
 
-TRAIN_SEED_FLOOR = 3000
-DEFAULT_PRESETS = ("moving-street", "moving-people", "moving-animals", "egocentric-people",
-                   "fixed-street", "fixed-people", "fixed-animals")
-DEFAULT_AGES = (1, 2, 3, 4, 6, 8, 11, 15)
-TARGETS = ("student", "truth")
 TARGET_ABOUT = {
     "student": "the fraction of the region's pixels where the key's labels warped to t agree with the student's "
                "labels of t (DVSNet's).",
@@ -45,37 +41,6 @@ TARGET_ABOUT = {
              "min(1, 1 + acc(key's labels warped to t) - acc(student's labels of t)).",
 }
 SPLICED = "spliced"
-
-
-@dataclass(frozen=True)
-class DecisionTrainingConfig:
-    presets: tuple[str, ...] = DEFAULT_PRESETS
-    seeds: tuple[int, ...] = (3000,)
-    frames: int = 90
-    size: tuple[int, int] = (640, 360)
-    regions: int = 4
-    max_key_age: int = 15
-    ages: tuple[int, ...] = DEFAULT_AGES
-    epochs: int = 400
-    learning_rate: float = 3e-3
-    weight_decay: float = 1e-3
-    validation_preset: str = "moving-people"  # its scenes are held out of training, for the report
-    target: str = "student"  # "truth" was measured no better (docs/results/regions/decision_study.md)
-    spliced: bool = False  # also a clip spliced from the other presets' scenes, with hard cuts
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if min(self.seeds) < TRAIN_SEED_FLOOR:
-            raise ValueError(f"decision-network training scenes use seeds >= {TRAIN_SEED_FLOOR} "
-                             f"(lower ones are kept for benchmarks), got {list(self.seeds)}")
-        if not self.ages or min(self.ages) < 1 or max(self.ages) > self.max_key_age:
-            raise ValueError(f"key ages must lie in 1..{self.max_key_age}, got {list(self.ages)}")
-        if self.frames <= max(self.ages):
-            raise ValueError(f"scenes need more than {max(self.ages)} frames, got {self.frames}")
-        if self.validation_preset not in self.presets or len(self.presets) < 2:
-            raise ValueError("the validation preset must be one of at least two presets")
-        if self.target not in TARGETS:
-            raise ValueError(f"unknown target {self.target!r}: choose one of {', '.join(TARGETS)}")
 
 
 @dataclass
