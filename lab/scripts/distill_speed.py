@@ -17,7 +17,6 @@ import argparse
 import copy
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -110,7 +109,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--note", action="append", default=[], help="a note for the Markdown (repeatable)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    params = replace(AlgorithmParams(), threshold=0.999)
+    params = AlgorithmParams(threshold=0.999)
     runs = [run_scene(directory, args.key_every, params) for directory in args.scenes]
     results = {"runs": runs, "threads": args.threads, "threshold": params.threshold, "machine": machine_info(),
                "command": script_command(__file__, argv), "notes": args.note}

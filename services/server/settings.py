@@ -1,8 +1,11 @@
 """The server's configuration: one typed object built once at start.
 
-Every field reads the environment variable ``SHADOWTUTOR_<FIELD>`` (e.g. ``SHADOWTUTOR_PORT``)
-and is also a ``shadowtutor serve --<field>`` flag (``services.cli``), which wins over the
-variable. This module imports neither torch nor FastAPI so that the CLI stays quick.
+Every setting reads the environment variable ``SHADOWTUTOR_<NAME>`` (e.g. ``SHADOWTUTOR_PORT``)
+and is also a ``shadowtutor serve --<name>`` flag (``services.cli``), which wins over the
+variable. The algorithm parameters are one nested model, :class:`AlgorithmParams`, whose fields
+are settings of their own (``--threshold``, ``SHADOWTUTOR_DISTILL_MODE``...:
+:mod:`shadowtutor.config.settings_flags`). This module imports neither torch nor FastAPI so
+that the CLI stays quick.
 """
 
 from __future__ import annotations
@@ -12,17 +15,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
-from shadowtutor.algorithms.params import (  # no torch: quick CLI
-    AlgorithmParams,
-    Restore,
-    StrideMetric,
-    WeightMap,
-    threshold_fields,
-)
-from shadowtutor.config.settings_flags import ENV_PREFIX
+from shadowtutor.algorithms.params import AlgorithmParams  # no torch: quick CLI
+from shadowtutor.config.settings_flags import FlatSettings
 from shadowtutor.models.scale import setting as student_size_setting
 from shadowtutor.teachers.precision import Precision  # no torch either
 
@@ -35,10 +32,11 @@ MAX_SECONDS = 24 * 3600.0  # the longest timeout or interval accepted: beyond it
 MAX_MESSAGE_BYTES = 1 << 30  # the largest message limit accepted (1 GiB)
 
 
-class ServerSettings(BaseSettings):
-    """Server configuration; ``None`` on an algorithm field means the paper's default."""
+class ServerSettings(FlatSettings):
+    """Server configuration; the algorithm parameters are :attr:`algorithm` (flat keywords such as
+    ``ServerSettings(threshold=0.7)`` or ``distill_mode="full"`` set its fields)."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True)
+    model_config = SettingsConfigDict(extra="forbid", validate_default=True)
 
     # -- network ------------------------------------------------------------------------------
     host: str = Field(
@@ -166,32 +164,13 @@ class ServerSettings(BaseSettings):
         description="seconds an edge's series stay on /metrics after its session ended"
     )
 
-    # -- the paper's algorithm parameters (sent to every edge in WELCOME) ---------------------
-    distill_mode: Literal["partial", "full"] | None = Field(None, description="partial (default) or full")
-    threshold: float | Literal["auto"] | None = Field(
-        None, description="THRESHOLD in (0, 1) (default 0.8), or auto: each edge scales its stride (Algorithm 2) "
-        "against a THRESHOLD set from the metrics its key frames reach, Algorithm 1 still trains to 0.8 "
-        "(docs/design/threshold_auto.md)"
-    )
-    max_updates: int | None = Field(None, description="Algorithm 1 MAX_UPDATES (default 8)")
-    learning_rate: float | None = Field(None, description="Adam learning rate (default 0.01)")
-    min_stride: int | None = Field(None, description="Algorithm 2 MIN_STRIDE (default 8)")
-    max_stride: int | None = Field(None, description="Algorithm 2 MAX_STRIDE (default 64)")
-    stride_metric: StrideMetric | None = Field(
-        None, description="metric Algorithm 2 scales the stride by: after distillation (default, the paper) "
-        "or before it (how the edge's student did on the key frame)"
-    )
-    restore: Restore | None = Field(
-        None, description="what Algorithm 1 rolls back to the best student: weights (default) or weights+adam "
-        "(the authors: Adam's state too)"
+    # -- the paper's algorithm parameters (sent to every edge in WELCOME); each field is a setting ----
+    algorithm: AlgorithmParams = Field(
+        default_factory=AlgorithmParams, description="Algorithms 1 and 2's parameters, sent to every edge"
     )
     student_size: FrameSize = Field(
         None, description="WIDTHxHEIGHT the student runs at on both sides (key frames and labels resized to it, "
         "its labels upsampled to the frame) for edges that announce none; empty or native: the frame's size"
-    )
-    weight_map: WeightMap | None = Field(
-        None, description="boxes the loss weights x5: the teacher's instances (the authors; label regions for a "
-        "teacher without instances) or regions of the label map (default)"
     )
 
     @field_validator("edge_report_interval")
@@ -200,14 +179,6 @@ class ServerSettings(BaseSettings):
         if 0 < value < 1:
             raise ValueError("edge_report_interval must be 0 (off) or at least 1 second")
         return value
-
-    @field_validator("threshold", mode="before")
-    @classmethod
-    def _threshold(cls, value: Any) -> Any:
-        """A number or "auto" (any case); anything else: one message naming both forms."""
-        if value is None or (isinstance(value, str) and not value.strip()):
-            return None
-        return threshold_fields(value).get("threshold", "auto")
 
     @field_validator("student_size", mode="before")
     @classmethod
@@ -255,14 +226,6 @@ class ServerSettings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def _valid_algorithm_params(self) -> ServerSettings:
-        try:
-            self.algorithm_params()  # raises ValueError (or TypeError: not a finite number) naming the parameter
-        except TypeError as exc:
-            raise ValueError(str(exc)) from None
-        return self
-
-    @model_validator(mode="after")
     def _consistent_security(self) -> ServerSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key go together: give both or neither")
@@ -297,18 +260,8 @@ class ServerSettings(BaseSettings):
         return max(1, self.connection_limit() - self.max_sessions)
 
     def algorithm_params(self) -> AlgorithmParams:
-        """The parameters sent in WELCOME."""
-        given = {
-            "mode": self.distill_mode,
-            "max_updates": self.max_updates,
-            "learning_rate": self.learning_rate,
-            "min_stride": self.min_stride,
-            "max_stride": self.max_stride,
-            "stride_metric": self.stride_metric,
-            "restore": self.restore,
-            "weight_map": self.weight_map,
-        }
-        return AlgorithmParams(**{k: v for k, v in given.items() if v is not None}, **threshold_fields(self.threshold))
+        """The parameters sent in WELCOME (:attr:`algorithm`)."""
+        return self.algorithm
 
     def allowed_frame_codecs(self) -> tuple[str, ...]:
         from shadowtutor.protocol.codecs import FRAME_CODECS

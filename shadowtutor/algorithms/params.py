@@ -1,14 +1,22 @@
-"""The paper's algorithm parameters (section 5.3) in one typed place (no torch import)."""
+"""The paper's algorithm parameters (section 5.3), declared once: :class:`AlgorithmParams` (no torch import).
+
+Each field's default and description are the only ones: the server's flags and ``SHADOWTUTOR_*``
+variables (:mod:`shadowtutor.config.flat_settings`), the benchmarks' flags
+(:func:`shadowtutor.cli.options.add_algorithm_options`) and their help text are generated from them.
+A field's flag and variable are named after the field, or after its ``json_schema_extra["setting"]``
+(``mode`` is ``--distill-mode`` / ``SHADOWTUTOR_DISTILL_MODE``).
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:  # a type only: this module stays free of torch, for the command line's parsers
-    from shadowtutor.models.student import DistillMode
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from shadowtutor.config.errors import validation_message
+
+DistillMode = Literal["partial", "full"]  # the same as shadowtutor.models.student.DistillMode
 # Which metric Algorithm 2 scales the stride by: "after" distillation (the paper), or "before" it, the
 # score the edge's current student got on the key frame (how stale it had become over the last stride).
 StrideMetric = Literal["after", "before"]
@@ -26,40 +34,69 @@ WEIGHT_MAPS: tuple[WeightMap, ...] = ("instances", "regions")
 # ``threshold`` and sets it from what it measures on its own key frames (shadowtutor.algorithms.threshold).
 ThresholdPolicy = Literal["fixed", "auto"]
 THRESHOLD_POLICIES: tuple[ThresholdPolicy, ...] = ("fixed", "auto")
-AUTO_THRESHOLD = "auto"  # the THRESHOLD setting (flag, server setting) that selects the "auto" policy
+AUTO_THRESHOLD = "auto"  # the THRESHOLD setting (flag, variable) that selects the "auto" policy
+_INTEGERS = ("min_stride", "max_stride", "max_updates")
+_NUMBERS = ("threshold", "learning_rate", "object_weight", "box_dilation")
 
 
-@dataclass(frozen=True)
-class AlgorithmParams:
-    """Algorithms 1 and 2's parameters; every value is checked on construction (TypeError, ValueError).
+class AlgorithmParams(BaseModel):
+    """Algorithms 1 and 2's parameters, immutable and checked on construction.
 
-    ``threshold`` is the paper's THRESHOLD; with ``threshold_policy`` "auto" it is where each session
-    starts, and the session moves it (:mod:`shadowtutor.algorithms.threshold`)."""
+    Keyword construction validates like any pydantic model (a :class:`pydantic.ValidationError`, which is
+    a ValueError, for a bad value; numbers given as text are converted). :meth:`from_dict` is stricter, for
+    a peer's JSON. ``threshold`` is the paper's THRESHOLD; with ``threshold_policy`` "auto" it is where each
+    session starts, and the session moves it (:mod:`shadowtutor.algorithms.threshold`). A ``threshold``
+    given as the text ``"auto"`` selects that policy from the default start (:func:`threshold_fields`).
+    """
 
-    threshold: float = 0.8
-    min_stride: int = 8
-    max_stride: int = 64
-    max_updates: int = 8
-    learning_rate: float = 0.01
-    mode: DistillMode = "partial"
-    object_weight: float = 5.0
-    box_dilation: float = 0.15
-    stride_metric: StrideMetric = "after"
-    restore: Restore = "weights"
-    weight_map: WeightMap = "regions"
-    threshold_policy: ThresholdPolicy = "fixed"
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def __post_init__(self) -> None:
-        # Checked by type first: the values may come from a peer's JSON (the WELCOME), where a stride
-        # of 8.5 or true would otherwise pass the range checks and break the client loop's counting.
-        for name in ("min_stride", "max_stride", "max_updates"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an integer, got {value!r}")
-        for name in ("threshold", "learning_rate", "object_weight", "box_dilation"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise TypeError(f"{name} must be a finite number, got {value!r}")
+    threshold: float = Field(
+        0.8, description="THRESHOLD in (0, 1), the metric Algorithm 1 trains to and Algorithm 2 scales the stride "
+        "against; or auto: each session sets the THRESHOLD of Algorithm 2 from the metrics its key frames reach, "
+        "Algorithm 1 still trains to this value (docs/design/threshold_auto.md)"
+    )
+    min_stride: int = Field(8, description="Algorithm 2's MIN_STRIDE: fewest frames between key frames")
+    max_stride: int = Field(64, description="Algorithm 2's MAX_STRIDE: most frames between key frames")
+    max_updates: int = Field(8, description="Algorithm 1's MAX_UPDATES: most training steps per key frame")
+    learning_rate: float = Field(0.01, description="Adam's learning rate in Algorithm 1")
+    mode: DistillMode = Field(
+        "partial", description="which layers Algorithm 1 trains: partial (the back of the student) or full",
+        json_schema_extra={"setting": "distill_mode"},
+    )
+    object_weight: float = Field(5.0, description="the loss's weight on pixels in the boxes of objects (> 0)")
+    box_dilation: float = Field(0.15, description="how much each object box grows per side before it is "
+                                "weighted, as a fraction of its size (>= 0)")
+    stride_metric: StrideMetric = Field(
+        "after", description="the metric Algorithm 2 scales the stride by: after distillation (the paper) or "
+        "before it (how the edge's student did on the key frame)"
+    )
+    restore: Restore = Field(
+        "weights", description="what Algorithm 1 rolls back to its best student: the weights, or weights+adam "
+        "(Adam's state too, as the authors do)"
+    )
+    weight_map: WeightMap = Field(
+        "regions", description="the boxes the loss weights: the teacher's instances (the authors; label regions "
+        "for a teacher without instances) or the regions of the label map"
+    )
+    threshold_policy: ThresholdPolicy = Field(
+        "fixed", description="fixed: THRESHOLD as given (the paper); auto: each session sets its own (the same "
+        "as THRESHOLD auto)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_threshold(cls, data: Any) -> Any:
+        """``threshold="auto"`` (any case) becomes ``threshold_policy="auto"`` at the default threshold."""
+        if isinstance(data, dict) and isinstance(data.get("threshold"), str):
+            return {**{k: v for k, v in data.items() if k != "threshold"}, **threshold_fields(data["threshold"])}
+        return data
+
+    @model_validator(mode="after")
+    def _in_range(self) -> AlgorithmParams:
+        for name in _NUMBERS:
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)!r}")
         if not 0.0 < self.threshold < 1.0:
             raise ValueError(f"threshold must lie in (0, 1), got {self.threshold}")
         if not 1 <= self.min_stride <= self.max_stride:
@@ -68,35 +105,46 @@ class AlgorithmParams:
             raise ValueError(f"max_updates must be >= 0, got {self.max_updates}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
-        if self.mode not in ("partial", "full"):
-            raise ValueError(f"mode must be 'partial' or 'full', got {self.mode!r}")
-        if self.stride_metric not in STRIDE_METRICS:
-            raise ValueError(f"stride_metric must be one of {STRIDE_METRICS}, got {self.stride_metric!r}")
-        if self.restore not in RESTORES:
-            raise ValueError(f"restore must be one of {RESTORES}, got {self.restore!r}")
-        if self.weight_map not in WEIGHT_MAPS:
-            raise ValueError(f"weight_map must be one of {WEIGHT_MAPS}, got {self.weight_map!r}")
-        if self.threshold_policy not in THRESHOLD_POLICIES:
-            raise ValueError(f"threshold_policy must be one of {THRESHOLD_POLICIES}, got {self.threshold_policy!r}")
         if self.object_weight <= 0:
             raise ValueError(f"object_weight must be > 0, got {self.object_weight}")
         if self.box_dilation < 0:
             raise ValueError(f"box_dilation must be >= 0, got {self.box_dilation}")
+        return self
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field by name, as JSON-ready values (what :meth:`from_dict` reads back)."""
+        return self.model_dump()
+
+    def replace(self, **changes: Any) -> AlgorithmParams:
+        """A copy with ``changes``, validated like keyword construction."""
+        return type(self)(**{**self.to_dict(), **changes})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AlgorithmParams:
-        """The parameters in ``data`` (other keys ignored); TypeError or ValueError for bad values."""
+        """The parameters in ``data``, as a peer sends them (other keys ignored, the defaults for missing ones).
+
+        Strict: TypeError for a value of the wrong kind (an integer field given 8.5, true or "8"; a number
+        field given text, null, NaN or infinity), ValueError for one out of range; each message names the field.
+        """
         if not isinstance(data, dict):
             raise TypeError(f"parameters must be an object, got {type(data).__name__}")
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**known)
+        known = {k: data[k] for k in cls.model_fields if k in data}
+        for name in _INTEGERS:
+            value = known.get(name, 0)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an integer, got {value!r}")
+        for name in _NUMBERS:
+            value = known.get(name, 0.5)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise TypeError(f"{name} must be a finite number, got {value!r}")
+        try:
+            return cls(**known)
+        except ValidationError as exc:
+            raise ValueError(validation_message(exc)) from None
 
 
 def threshold_fields(setting: float | str | None) -> dict[str, Any]:
-    """The :class:`AlgorithmParams` fields one THRESHOLD setting gives (a flag's or a server setting's value).
+    """The :class:`AlgorithmParams` fields one THRESHOLD setting gives (a flag's or a variable's value).
 
     A number (or its text) is the fixed THRESHOLD (``{"threshold": value}``); ``"auto"`` selects the auto
     policy from the default starting value (``{"threshold_policy": "auto"}``); None gives nothing (the

@@ -6,16 +6,17 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
-from shadowtutor.algorithms.params import (
-    AUTO_THRESHOLD,
-    RESTORES,
-    STRIDE_METRICS,
-    WEIGHT_MAPS,
-    AlgorithmParams,
-    threshold_fields,
-)
+from pydantic import TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+
+from shadowtutor.algorithms.params import AUTO_THRESHOLD, AlgorithmParams, threshold_fields
+from shadowtutor.config.errors import error_text, validation_message
+from shadowtutor.config.settings_flags import default_text, flag, setting_name
+
+# AlgorithmParams fields that are no benchmark flag: each of the harness's settings (P-8, F-1...) sets its mode.
+BENCH_FIXED_FIELDS = ("mode",)
 
 
 def threshold_setting(text: str) -> float | str:
@@ -25,28 +26,6 @@ def threshold_setting(text: str) -> float | str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return fields.get("threshold", AUTO_THRESHOLD)
-
-
-# Flags of the algorithm parameters (the paper's section 5.3): flag -> AlgorithmParams field, argparse keywords.
-_ALGORITHM_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "--threshold": ("threshold", {"type": threshold_setting, "metavar": "T|auto",
-                                  "help": "THRESHOLD in (0, 1), default 0.8 (the paper), or auto: the stride "
-                                          "(Algorithm 2) is scaled against a THRESHOLD each session sets from the "
-                                          "metrics its key frames reach, Algorithm 1 still trains to 0.8 "
-                                          "(docs/design/threshold_auto.md)"}),
-    "--min-stride": ("min_stride", {"type": int}),
-    "--max-stride": ("max_stride", {"type": int}),
-    "--max-updates": ("max_updates", {"type": int}),
-    "--learning-rate": ("learning_rate", {"type": float}),
-    "--stride-metric": ("stride_metric", {"choices": STRIDE_METRICS, "help": "the metric Algorithm 2 scales the "
-                                          "stride by: after distillation (default, the paper) or before it (the "
-                                          "score of the student the edge ran)"}),
-    "--restore": ("restore", {"choices": RESTORES, "help": "what Algorithm 1 rolls back to its best student: the "
-                              "weights, or the weights with Adam's state (the authors)"}),
-    "--weight-map": ("weight_map", {"choices": WEIGHT_MAPS, "help": "boxes the loss weights x5: the teacher's "
-                                    "instance boxes (the authors; label regions for a teacher without them) or "
-                                    "the label map's regions"}),
-}
 
 
 def frame_size(text: str) -> tuple[int, int]:
@@ -113,21 +92,46 @@ def script_command(script: str | Path, argv: Sequence[str]) -> str:
     return shlex.join(["python", f"lab/scripts/{Path(script).name}", *argv])
 
 
+def _field_type(name: str, field: FieldInfo) -> Any:
+    """An argparse ``type`` converting a flag's text to ``field``'s type (ranges are the model's to check)."""
+    if name == "threshold":
+        return threshold_setting
+    annotation: Any = field.annotation  # every AlgorithmParams field is annotated
+    adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+
+    def convert(text: str) -> Any:
+        try:
+            return adapter.validate_python(text)
+        except ValidationError as exc:
+            raise argparse.ArgumentTypeError(error_text(exc.errors()[0])) from None
+
+    return convert
+
+
 def add_algorithm_options(parser: argparse.ArgumentParser) -> None:
-    """The algorithm parameters as flags: ``--threshold``, ``--min-stride``, ``--max-stride``,
-    ``--max-updates``, ``--learning-rate``, ``--stride-metric``, ``--restore`` and ``--weight-map``."""
-    defaults = AlgorithmParams()
+    """Every :class:`AlgorithmParams` field but :data:`BENCH_FIXED_FIELDS` as a flag (``--threshold``,
+    ``--min-stride``, ...), generated from the model: its description and default are the help, dest the
+    field's name, None unless given. ``--threshold`` also takes ``auto``."""
     group = parser.add_argument_group("algorithm parameters (default: the paper's)")
-    for flag, (name, keywords) in _ALGORITHM_FLAGS.items():
-        group.add_argument(flag, dest=name, **{"help": f"default {getattr(defaults, name)}", **keywords})
+    for name, field in AlgorithmParams.model_fields.items():
+        if name in BENCH_FIXED_FIELDS:
+            continue
+        choices = get_args(field.annotation) if get_origin(field.annotation) is Literal else None
+        group.add_argument(flag(setting_name(name, field)), dest=name, type=_field_type(name, field),
+                           choices=choices, metavar=None if choices else name.upper(),
+                           help=f"{field.description} [{default_text(field).removeprefix('; ')}]")
 
 
 def algorithm_params(args: argparse.Namespace) -> AlgorithmParams:
-    """The parameters the flags of :func:`add_algorithm_options` give (ValueError when out of range);
-    ``--threshold auto`` gives ``threshold_policy="auto"`` from the default starting THRESHOLD."""
-    given = {name: getattr(args, name) for name, _ in _ALGORITHM_FLAGS.values() if getattr(args, name) is not None}
-    threshold = threshold_fields(given.pop("threshold", None))
-    return AlgorithmParams(**given, **threshold)
+    """The parameters the flags of :func:`add_algorithm_options` give, the model's defaults for the rest
+    (ValueError naming the problem when out of range); ``--threshold auto`` gives ``threshold_policy="auto"``
+    from the default starting THRESHOLD."""
+    given = {name: getattr(args, name) for name in AlgorithmParams.model_fields
+             if getattr(args, name, None) is not None and name not in BENCH_FIXED_FIELDS}
+    try:
+        return AlgorithmParams(**given)
+    except ValidationError as exc:
+        raise ValueError(validation_message(exc)) from None
 
 
 def emit_results(results: dict[str, Any], markdown: str, out: Path | None) -> None:

@@ -17,7 +17,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from services.cli import MAX_REQUEST_HEAD_BYTES, settings_from_args, tls_options
+from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.cli import build_parser, main
+from shadowtutor.config.settings_flags import env_var, flag, setting_name
 from shadowtutor.models.checkpoint import save_student
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import encode_frame
@@ -45,6 +47,34 @@ def test_flags_win_over_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert (settings.port, settings.teacher, settings.max_sessions) == (9100, "labels", 7)
     assert settings.labels_dir == tmp_path and settings.frame_codecs == ("jpeg", "raw")
     assert settings.log_level == "debug"
+
+
+def _serve_help(capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    return "".join(capsys.readouterr().out.split())  # argparse wraps lines, anywhere in long values
+
+
+def test_every_algorithm_parameter_is_a_flag_and_a_variable_with_the_models_default(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = _serve_help(capsys)
+    for name, field in AlgorithmParams.model_fields.items():
+        setting = setting_name(name, field)
+        assert flag(setting) in text and f"[env{env_var(setting)};default{field.default}]" in text, name
+    for old in ("threshold", "distill_mode", "max_updates", "learning_rate", "min_stride", "max_stride",
+                "stride_metric", "restore", "weight_map"):  # the names deployments use
+        assert f"{flag(old)}{old.upper()}" in text and env_var(old) in text
+    monkeypatch.setattr(AlgorithmParams.model_fields["min_stride"], "default", 5)  # the model alone changes
+    assert "[envSHADOWTUTOR_MIN_STRIDE;default5]" in _serve_help(capsys)
+
+
+def test_algorithm_flags_win_over_their_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHADOWTUTOR_MAX_UPDATES", "3")
+    monkeypatch.setenv("SHADOWTUTOR_DISTILL_MODE", "full")
+    args = build_parser().parse_args(["serve", "--max-updates", "5", "--threshold", "auto"])
+    params = settings_from_args(args).algorithm_params()
+    assert (params.max_updates, params.mode, params.threshold_policy) == (5, "full", "auto")
 
 
 def test_security_flags_and_uvicorn_tls_options(tmp_path: Path) -> None:
@@ -158,6 +188,7 @@ def test_a_100_mib_header_is_refused_early_and_healthz_stays_fast(settings) -> N
     [
         (["--threshold", "nan"], "threshold must be a finite number, got nan"),
         (["--learning-rate", "inf"], "learning_rate must be a finite number, got inf"),
+        (["--distill-mode", "half"], "--distill-mode: Input should be 'partial' or 'full'"),
         (["--hello-timeout", "inf"], "--hello-timeout: Input should be a finite number"),
         (["--hello-timeout", "1e9"], "--hello-timeout: Input should be less than or equal to 86400"),
         (["--max-message-bytes", "100000000000000000000000"], "--max-message-bytes: Input should be less than"),

@@ -79,8 +79,8 @@ def _server_settings(flags: str):  # type: ignore[no-untyped-def]
     if unknown:
         raise ValueError(f"--server-args: unknown server flags {' '.join(unknown)}")
     settings = settings_from_args(args)
-    if "threshold" not in settings.model_fields_set:
-        settings = settings.model_copy(update={"threshold": 0.999})
+    if not {"threshold", "threshold_policy"} & settings.algorithm.model_fields_set:
+        settings = settings.model_copy(update={"algorithm": settings.algorithm.replace(threshold=0.999)})
     return settings, "teacher" not in settings.model_fields_set
 
 

@@ -117,8 +117,8 @@ def _point(params: AlgorithmParams, trace: SettingTrace, frames: int, fps: float
 def sweep_params(base: AlgorithmParams, threshold: float | str, min_stride: int) -> AlgorithmParams:
     """``base`` at one grid point: the THRESHOLD setting (a number, or ``auto`` from the default starting value,
     as ``--threshold auto`` gives) and MIN_STRIDE."""
-    fixed = dataclasses.replace(base, threshold=AlgorithmParams().threshold, threshold_policy="fixed")
-    return dataclasses.replace(fixed, min_stride=min_stride, **threshold_fields(threshold))
+    fixed = base.replace(threshold=AlgorithmParams().threshold, threshold_policy="fixed")
+    return fixed.replace(min_stride=min_stride, **threshold_fields(threshold))
 
 
 def _key(params: AlgorithmParams) -> tuple[str, int]:

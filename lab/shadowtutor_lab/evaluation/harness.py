@@ -116,7 +116,7 @@ class _DistilledRun:
         self, setting: Setting, server: SimulatedServer, edge: EdgeStudent, params: AlgorithmParams
     ) -> None:
         self.link = SimulatedLink(server, setting.delay_frames)
-        self.loop = ClientLoop(dataclasses.replace(params, mode=setting.mode), edge, self.link)
+        self.loop = ClientLoop(params.replace(mode=setting.mode), edge, self.link)
         self.trace = SettingTrace(records=self.link.records)
 
     def process(self, frame: np.ndarray, label: np.ndarray, num_classes: int) -> np.ndarray:
@@ -177,7 +177,7 @@ def evaluate_scene(
     for setting in SETTINGS:
         if setting.key in settings:
             if setting.mode not in servers:
-                mode_params = dataclasses.replace(params, mode=setting.mode)
+                mode_params = params.replace(mode=setting.mode)
                 distiller = Distiller(copy.deepcopy(student), mode_params, background, student_size=student_size)
                 servers[setting.mode] = SimulatedServer(distiller, teacher_label, link)
             edge = edge_student(spec, student, student_size)

@@ -10,12 +10,13 @@ from pydantic import ValidationError
 
 from services.server.settings import ServerSettings
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.config.settings_flags import env_var, settings_of
 from tests.support.certs import CertAuthority
 
 
 def test_defaults_are_safe_and_the_papers(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ServerSettings.model_fields:
-        monkeypatch.delenv(f"SHADOWTUTOR_{name.upper()}", raising=False)
+    for setting in settings_of(ServerSettings):
+        monkeypatch.delenv(env_var(setting.name), raising=False)
     settings = ServerSettings()
     assert (settings.host, settings.port, settings.teacher, settings.device) == ("127.0.0.1", 8000, "maskrcnn", "auto")
     assert settings.student is None and settings.max_sessions == 16
@@ -45,6 +46,18 @@ def test_environment_then_explicit_values(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert ServerSettings(port="9002", max_updates=5).port == 9002  # explicit values (the CLI's) win
 
 
+def test_the_algorithm_parameters_are_one_nested_model_under_their_old_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHADOWTUTOR_DISTILL_MODE", "full")
+    monkeypatch.setenv("SHADOWTUTOR_MAX_UPDATES", "3")
+    monkeypatch.setenv("SHADOWTUTOR_THRESHOLD", "")  # compose's ${VAR:-}: the default
+    settings = ServerSettings(max_updates=5, object_weight="2.5")
+    assert settings.algorithm == AlgorithmParams(mode="full", max_updates=5, object_weight=2.5)
+    assert settings.algorithm_params() is settings.algorithm
+    # Ray Serve's replicas get the settings as model_dump writes them
+    again = ServerSettings(**settings.model_dump(mode="json", exclude_defaults=True))
+    assert again.algorithm == settings.algorithm
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
@@ -56,6 +69,9 @@ def test_environment_then_explicit_values(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("stride_metric", "median", "'after' or 'before'"),
         ("restore", "optimizer", "'weights' or 'weights+adam'"),
         ("weight_map", "boxes", "'instances' or 'regions'"),
+        ("distill_mode", "half", "'partial' or 'full'"),
+        ("box_dilation", "-1", "box_dilation must be >= 0, got -1.0"),
+        ("threshold_policy", "sometimes", "'fixed' or 'auto'"),
         ("student_size", "320", "expected WIDTHxHEIGHT"),
         ("student_size", "0x180", "must be positive"),
         ("teacher_options", "{not json", "must be a JSON object"),
@@ -77,8 +93,8 @@ def test_threshold_auto_selects_the_per_session_policy(value: str) -> None:
 
 
 def test_security_defaults_and_consistency(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ServerSettings.model_fields:
-        monkeypatch.delenv(f"SHADOWTUTOR_{name.upper()}", raising=False)
+    for setting in settings_of(ServerSettings):
+        monkeypatch.delenv(env_var(setting.name), raising=False)
     settings = ServerSettings()
     assert not settings.auth_enabled and not settings.tls_enabled and not settings.protect_metrics
     assert (settings.key_frame_rate, settings.key_frame_burst, settings.hello_timeout) == (0.0, 120, 10.0)

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import numpy as np
 import pytest
@@ -204,7 +203,7 @@ def test_restore_matches_the_authors_deep_copy_of_model_and_adam(restore: str) -
     assert ours == reference
     for key, value in expected.state_dict().items():
         assert torch.equal(distiller.student.state_dict()[key], value), key
-    other = dataclasses.replace(params, restore="weights" if restore == "weights+adam" else "weights+adam")
+    other = params.replace(restore="weights" if restore == "weights+adam" else "weights+adam")
     _, _, other_student = _authors_algorithm1(_student(), other, key_frames, background=2)
     assert any(not torch.equal(v, other_student.state_dict()[k]) for k, v in expected.state_dict().items())
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import re
+from typing import get_args
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from shadowtutor.algorithms.params import AlgorithmParams, threshold_fields
+from shadowtutor.algorithms.params import AlgorithmParams, DistillMode, threshold_fields
 
 
 def test_defaults_are_the_papers() -> None:
@@ -65,6 +68,34 @@ def test_any_other_threshold_setting_names_both_forms(setting: object) -> None:
         threshold_fields(setting)  # type: ignore[arg-type]
 
 
+def test_keyword_construction_converts_text_and_checks_ranges() -> None:
+    assert AlgorithmParams(max_updates="3", threshold="0.7") == AlgorithmParams(max_updates=3, threshold=0.7)
+    assert AlgorithmParams(threshold="Auto").threshold_policy == "auto"
+    with pytest.raises(ValidationError, match=re.escape("threshold must lie in (0, 1), got 1.5")):
+        AlgorithmParams(threshold=1.5)
+    with pytest.raises(ValidationError, match="threshold must be a finite number, got nan"):
+        AlgorithmParams(threshold=math.nan)
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        AlgorithmParams(stride=8)  # type: ignore[call-arg]
+
+
+def test_params_are_immutable_values() -> None:
+    params = AlgorithmParams(max_updates=3)
+    with pytest.raises(ValidationError, match="frozen"):
+        params.max_updates = 4  # type: ignore[misc]
+    assert params.replace(mode="full") == AlgorithmParams(max_updates=3, mode="full")
+    assert hash(params) == hash(AlgorithmParams(max_updates=3)) and params != AlgorithmParams()
+    with pytest.raises(ValidationError, match="min_stride <= max_stride"):
+        params.replace(min_stride=100)
+
+
+def test_the_distill_modes_are_the_students() -> None:
+    from shadowtutor.models.student import DistillMode as StudentModes
+
+    assert get_args(DistillMode) == get_args(StudentModes)
+    assert get_args(AlgorithmParams.model_fields["mode"].annotation) == get_args(StudentModes)
+
+
 def test_a_non_object_is_refused() -> None:
     with pytest.raises(TypeError, match="object"):
         AlgorithmParams.from_dict([8, 64])  # type: ignore[arg-type]
@@ -75,7 +106,7 @@ JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=6,
 )
-FIELDS = st.sampled_from(list(AlgorithmParams.__dataclass_fields__) + ["other"])
+FIELDS = st.sampled_from(list(AlgorithmParams.model_fields) + ["other"])
 
 
 @given(st.dictionaries(FIELDS, JSON_VALUES | st.integers(0, 100) | st.floats(0, 1), max_size=9))
