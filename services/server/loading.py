@@ -1,5 +1,8 @@
 """Building the teacher, the device and the base student from the settings (:func:`load_models`).
 
+The device is resolved once (``auto``: CUDA where usable, else the CPU; a named one checked) and that
+one device is given to the teacher and to distillation (:attr:`LoadedModels.device`).
+
 ``shadowtutor serve`` calls it before it listens, so that a server whose models cannot load
 exits at once with the reason; an app made by ``create_app`` alone calls it in the background
 (``/readyz`` tells the progress or the failure).
@@ -8,7 +11,6 @@ exits at once with the reason; an app made by ``create_app`` alone calls it in t
 from __future__ import annotations
 
 import importlib
-import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,31 +57,33 @@ def load_models(
 ) -> LoadedModels:
     """The teacher (``teacher`` if given, else built from the settings), the device and the base student.
 
-    Blocking; ``progress`` is told each step. Any failure raises (a ``TeacherError``,
-    ``CheckpointError``, ``ValueError`` for classes that do not match, ...).
+    The device is :func:`resolve_device` of ``settings.device``, resolved here once; a teacher built here
+    gets that device. Blocking; ``progress`` is told each step. Any failure raises (a ``TeacherError``
+    for an unusable device or teacher, ``CheckpointError``, ``ValueError`` for classes that do not match...).
     """
+    device = resolve_device(settings.device)
     if teacher is None:
         progress(f"loading the {settings.teacher!r} teacher")
-        teacher = load_teacher(settings)
+        teacher = load_teacher(settings, device)
     class_names = tuple(teacher.class_names)
     background_index(class_names)  # distillation weights pixels near non-background objects
     progress("loading the student")
-    device = torch.device(_resolve_device(settings.device))
-    return LoadedModels(teacher, load_base_student(settings.student, class_names), device)
+    return LoadedModels(teacher, load_base_student(settings.student, class_names), torch.device(device))
 
 
-def _resolve_device(device: str) -> str:
+def resolve_device(device: str) -> str:
+    """The ``device`` setting as the one device the server uses: ``cpu``, ``cuda`` or ``cuda:N``
+    (``auto``: ``cuda`` where CUDA is usable, else ``cpu``); a TeacherError for one that is not usable."""
     from shadowtutor.teachers.device import resolve_torch_device
 
     return resolve_torch_device(device)
 
 
-def teacher_options(settings: ServerSettings) -> dict[str, Any]:
+def teacher_options(settings: ServerSettings, device: str) -> dict[str, Any]:
     """Keyword options for ``build_teacher(settings.teacher, ...)``: the named flags plus
-    ``teacher_options``; ``device`` is passed to backends that take one."""
-    from shadowtutor.teachers.registry import teacher_class
-
-    options = dict(settings.teacher_options)
+    ``teacher_options``, and ``device`` (the resolved one; every backend takes it) unless
+    ``teacher_options`` names a device of its own."""
+    options = {"device": device, **settings.teacher_options}
     named = {
         "labels_dir": settings.labels_dir,
         "weights_path": settings.weights_path,
@@ -88,15 +92,14 @@ def teacher_options(settings: ServerSettings) -> dict[str, Any]:
         "precision": settings.teacher_precision,
     }
     options.update({key: value for key, value in named.items() if value is not None})
-    if "device" not in options and "device" in inspect.signature(teacher_class(settings.teacher)).parameters:
-        options["device"] = settings.device
     return options
 
 
-def load_teacher(settings: ServerSettings) -> Any:
+def load_teacher(settings: ServerSettings, device: str) -> Any:
+    """The teacher ``settings`` name, on ``device`` (a resolved device: :func:`resolve_device`)."""
     from shadowtutor.teachers import build_teacher
 
-    return build_teacher(settings.teacher, **teacher_options(settings))
+    return build_teacher(settings.teacher, **teacher_options(settings, device))
 
 
 def default_student_path() -> Path | None:

@@ -30,11 +30,12 @@ if TYPE_CHECKING:
 
 class LabelsTeacher(InstanceTeacherBase):
     """``labels_dir``: a directory of ``NNNNNN.png`` (class names from its ``labels.json``) or a
-    scene directory (``labels/`` and ``scene.json``); ``class_names`` overrides the stored ones."""
+    scene directory (``labels/`` and ``scene.json``); ``class_names`` overrides the stored ones.
+    ``device`` is accepted like every backend's and not used: labels are read on the host (``cpu``)."""
 
     name = "labels"
 
-    def __init__(self, labels_dir: str | Path, class_names: Sequence[str] | None = None) -> None:
+    def __init__(self, labels_dir: str | Path, class_names: Sequence[str] | None = None, device: str = "cpu") -> None:
         self.labels_dir, stored = locate_labels(labels_dir)
         names = class_names if class_names is not None else stored
         if names is None:
