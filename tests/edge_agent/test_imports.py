@@ -24,9 +24,9 @@ tomllib = pytest.importorskip("tomllib", reason="reads pyproject.toml with Pytho
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EDGE_EXTRAS = {"edge", "onnx"}
 # Not in the edge image: what makes scenes and plots, the benchmarks' progress bars, the server (pynvml: its GPU
-# metrics; torch.cuda imports it whenever it is installed, and goes on without it).
+# metrics; torch.cuda imports it whenever it is installed, and goes on without it), the lab.
 BLOCKED = ("skimage", "scipy", "matplotlib", "networkx", "tqdm", "torchvision", "fastapi", "uvicorn", "starlette",
-           "PIL", "imageio", "pynvml")
+           "PIL", "imageio", "pynvml", "shadowtutor_lab")
 
 SCRIPT = textwrap.dedent("""
     import contextlib, importlib.abc, io, json, sys
@@ -40,7 +40,10 @@ SCRIPT = textwrap.dedent("""
             return None
 
     sys.meta_path.insert(0, Blocker())
+    import shadowtutor.cli
     from shadowtutor.cli import main
+
+    shadowtutor.cli.plugin_modules = lambda: []  # the image has no lab, so no plugin commands
 
     with contextlib.redirect_stdout(io.StringIO()) as help_text:
         try:
