@@ -102,6 +102,18 @@ def _nested_settings(model: type[BaseModel]) -> tuple[Setting, ...]:
     return tuple(setting for setting in settings_of(model) if len(setting.path) == 2)
 
 
+def flat_values(settings: BaseModel) -> dict[str, Any]:
+    """Every setting of ``settings`` by its flat name, JSON-ready (what its flags and variables would give)."""
+    dumped = settings.model_dump(mode="json")
+    values: dict[str, Any] = {}
+    for setting in settings_of(type(settings)):
+        value: Any = dumped
+        for part in setting.path:
+            value = value[part]
+        values[setting.name] = value
+    return values
+
+
 def nest_flat_values(model: type[BaseModel], values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` with each nested setting given by its flat name moved into its nested model's values.
 

@@ -148,8 +148,9 @@ def _given_flags(server_args: Sequence[str]) -> dict[str, Any]:
 def serve_settings(serve_args: Sequence[str]) -> dict[str, Any]:
     """The settings ``shadowtutor serve ARGS`` runs with (flags over ``SHADOWTUTOR_*``), checked before starting."""
     from services.cli import settings_from_args
+    from shadowtutor.config.settings_flags import flat_values
 
-    settings = settings_from_args(_parse_serve(serve_args[1:])).model_dump(mode="json")
+    settings = flat_values(settings_from_args(_parse_serve(serve_args[1:])))
     for secret in ("tokens",):  # never written to a report
         settings[secret] = None if settings.get(secret) is None else "(set)"
     return settings

@@ -18,6 +18,7 @@ from shadowtutor.config.settings_flags import (
     default_text,
     env_var,
     flag,
+    flat_values,
     package_version,
     settings_of,
 )
@@ -86,6 +87,7 @@ def test_a_nested_models_fields_are_flat_settings() -> None:
     assert Outer(steps=5, inner_kind="b").inner == Inner(steps=5, kind="b")
     assert Outer(inner={"steps": 4}).inner.steps == 4  # whole, as model_dump writes it
     assert Outer(inner=Inner(steps=4), steps=6).inner == Inner(steps=6)  # the flat value wins
+    assert flat_values(Outer(steps=2)) == {"port": 1, "steps": 2, "inner_kind": "a"}
 
 
 def test_nested_settings_read_their_variables_and_flags_win_field_by_field(monkeypatch: pytest.MonkeyPatch) -> None:
