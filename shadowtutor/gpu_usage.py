@@ -87,7 +87,7 @@ def nvml_index(cuda_index: int) -> int:
 
         uuid = str(torch.cuda.get_device_properties(cuda_index).uuid)
         nvml.nvmlInit()
-    except (*_nvml_errors(nvml), RuntimeError, AssertionError, AttributeError):
+    except _nvml_errors(nvml) + (RuntimeError, AssertionError, AttributeError):
         return cuda_index
     try:
         name = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"

@@ -60,7 +60,7 @@ def front_fingerprint(distiller: Distiller) -> str:
             digest.update(key.encode())
             digest.update(state[key].detach().cpu().contiguous().numpy().tobytes())
         cached = digest.hexdigest()
-        distiller._front_fingerprint = cached  # type: ignore[attr-defined]
+        distiller._front_fingerprint = cached  # type: ignore[attr-defined]  # this module's cache, kept on it
     return cached
 
 

@@ -24,6 +24,7 @@ from shadowtutor.algorithms.stride import next_stride
 from shadowtutor.algorithms.threshold import StrideThreshold
 
 Payload = TypeVar("Payload")
+PayloadIn = TypeVar("PayloadIn", contravariant=True)  # a payload a runtime takes in
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,11 @@ class KeyFrameTransport(Protocol[Payload]):
         """Send a key frame without blocking; the answer arrives later."""
 
 
-class StudentRuntime(Protocol[Payload]):
+class StudentRuntime(Protocol[PayloadIn]):
     def infer(self, frame: np.ndarray) -> np.ndarray:
         """Per-pixel class labels ``(H, W)`` for one BGR frame."""
 
-    def apply(self, payload: Payload) -> None:
+    def apply(self, payload: PayloadIn) -> None:
         """Install a weight update from the server."""
 
 

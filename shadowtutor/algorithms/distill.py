@@ -161,6 +161,7 @@ class Distiller:
                 best_metric, saved_best = metric, None
         else:
             if metric < best_metric:
+                assert saved_best is not None, "the best student was saved when training moved away from it"
                 self._restore(saved_best)
                 metric = best_metric
         result.metric = metric

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shadowtutor.models.student import PIXEL_MEAN_BGR, FrontFeatures, StudentBlock, StudentNet, map_sizes
+from shadowtutor.models.student import PIXEL_MEAN_BGR, FrontFeatures, StudentBlock, StudentNet, conv_bias, map_sizes
 
 
 class WeightUpdateError(ValueError):
@@ -51,10 +51,10 @@ def check_update(student: StudentNet, update: Mapping[str, torch.Tensor]) -> Non
 def fold_head(student: StudentNet) -> tuple[torch.Tensor, torch.Tensor]:
     """Weight and bias of the single 3x3 conv equal to ``out_conv3(out_conv2(x))`` (differentiable in the
     student's weights: distillation trains through it; call under ``no_grad`` for inference buffers)."""
-    w2, b2 = student.out_conv2.weight, student.out_conv2.bias
+    w2, b2 = student.out_conv2.weight, conv_bias(student.out_conv2)
     w3 = student.out_conv3.weight[:, :, 0, 0]
     weight = torch.einsum("om,mikl->oikl", w3, w2).contiguous()
-    bias = w3 @ b2 + student.out_conv3.bias
+    bias = w3 @ b2 + conv_bias(student.out_conv3)
     return weight, bias
 
 
@@ -77,7 +77,7 @@ def fold_tail(
     last block the taps that read the convolutions' zero padding are left out. Differentiable in the
     student's weights, like :func:`fold_head`.
     """
-    w1, b1 = student.out_conv1.weight, student.out_conv1.bias
+    w1, b1 = student.out_conv1.weight, conv_bias(student.out_conv1)
     r, device = TAIL_UPSCALE, w1.device
     eye = torch.eye(7, dtype=w1.dtype, device=device).unsqueeze(0)
     impulses = F.interpolate(eye, scale_factor=r, mode="linear", align_corners=False)[0]
@@ -162,7 +162,7 @@ def _upsample(x: torch.Tensor, size: tuple[int, int] | torch.Size) -> torch.Tens
 
 
 def _block(block: StudentBlock, x: torch.Tensor) -> torch.Tensor:
-    norm = block.preact_path[0]
+    norm = block.norm
     preact = F.relu(F.instance_norm(x, weight=norm.weight, bias=norm.bias, eps=norm.eps))
     if block.short_path is not None:
         short = block.short_path(preact)
@@ -178,6 +178,10 @@ class FastStudent(nn.Module):
     use :meth:`load_weights`, which does). ``fuse_tail`` False keeps the tail unfused at every
     frame size (the ONNX graph for the frame sizes :func:`frame_tail_fusable` refuses).
     """
+
+    pixel_mean: torch.Tensor  # buffers, registered in __init__ (and the tail's, by region)
+    head_weight: torch.Tensor
+    head_bias: torch.Tensor
 
     def __init__(self, student: StudentNet, fuse_tail: bool = True) -> None:
         super().__init__()

@@ -99,7 +99,7 @@ def export_fast_student(num_classes: int, fuse_tail: bool = True) -> bytes:
         torch.onnx.export(
             placeholder,
             (example,),
-            buffer,
+            buffer,  # type: ignore[arg-type]  # the TorchScript exporter (dynamo=False) writes to a file object
             input_names=[INPUT_NAME],
             output_names=[OUTPUT_NAME],
             dynamic_axes={INPUT_NAME: {0: "height", 1: "width"}, OUTPUT_NAME: {0: "height", 1: "width"}},

@@ -1,4 +1,4 @@
-"""The paper's fully-convolutional student network (seed 001, Figure 3).
+"""The paper's fully-convolutional student network (ShadowTutor, Figure 3).
 
 Module and parameter names follow the authors' released checkpoint so that its
 ``state_dict`` loads unchanged. The network is split into a frozen *front*
@@ -9,7 +9,7 @@ distillation can compute the front once per key frame and train the back alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -55,6 +55,24 @@ class StudentBlock(nn.Module):
             short = x[:, :, :: self.stride, :: self.stride] if self.stride > 1 else x
         return short + self.long_path(preact)
 
+    @property
+    def norm(self) -> nn.BatchNorm2d:
+        """The pre-activation's normalisation (``preact_path[0]``)."""
+        return cast(nn.BatchNorm2d, self.preact_path[0])
+
+    @property
+    def convs(self) -> tuple[nn.Conv2d, nn.Conv2d, nn.Conv2d]:
+        """The long path's 3x3 (with the block's stride), 1x3 and 3x1 convolutions."""
+        long = self.long_path
+        return cast(nn.Conv2d, long[0]), cast(nn.Conv2d, long[2]), cast(nn.Conv2d, long[3])
+
+
+def conv_bias(conv: nn.Conv2d) -> torch.Tensor:
+    """The bias of one of the student's convolutions; every one has a bias (ValueError otherwise)."""
+    if conv.bias is None:
+        raise ValueError(f"the convolution {conv} has no bias")
+    return conv.bias
+
 
 @dataclass
 class FrontFeatures:
@@ -97,7 +115,7 @@ def block_input_sizes(size: tuple[int, int]) -> dict[str, tuple[int, int]]:
     return {block: sizes[source] for block, source in BLOCK_INPUTS.items()}
 
 
-def _upsample(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+def _upsample(x: torch.Tensor, size: tuple[int, int] | torch.Size) -> torch.Tensor:
     return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
 
 
@@ -123,7 +141,8 @@ class StudentNet(nn.Module):
         for module in self.modules():
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
 
     def forward_front(self, x: torch.Tensor) -> FrontFeatures:
         x1 = self.in_conv1(x)
@@ -132,7 +151,7 @@ class StudentNet(nn.Module):
         enc2 = self.enc2(enc1)
         enc3 = self.enc3(enc2)
         dec1 = _upsample(self.dec1(enc3), enc2.shape[2:])
-        return FrontFeatures(dec1, enc2, enc1, tuple(x1.shape[2:]), tuple(x.shape[2:]))
+        return FrontFeatures(dec1, enc2, enc1, (x1.shape[2], x1.shape[3]), (x.shape[2], x.shape[3]))
 
     def forward_back(self, front: FrontFeatures) -> torch.Tensor:
         return self.forward_tail(self.forward_dec3(front), front)

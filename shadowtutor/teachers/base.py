@@ -57,7 +57,7 @@ def teach_batch(teacher: Teacher, frames: Sequence[np.ndarray], frame_indices: S
     """``teacher.teach_batch`` where the teacher has it, else its labels without boxes (from ``label_batch``,
     or ``label`` frame by frame for a teacher that has only that)."""
     if hasattr(teacher, "teach_batch"):
-        return teacher.teach_batch(frames, frame_indices)  # type: ignore[no-any-return]
+        return teacher.teach_batch(frames, frame_indices)
     if len(frames) > 1 and hasattr(teacher, "label_batch"):
         return [Teaching(labels) for labels in teacher.label_batch(frames, frame_indices)]
     indices = [None] * len(frames) if frame_indices is None else list(frame_indices)

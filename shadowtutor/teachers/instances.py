@@ -25,7 +25,7 @@ PAINT_ORDERS: tuple[PaintOrder, ...] = ("score", "class")
 def check_paint_order(order: str) -> PaintOrder:
     if order not in PAINT_ORDERS:
         raise TeacherError(f"paint_order must be one of {PAINT_ORDERS}, got {order!r}")
-    return order  # type: ignore[return-value]
+    return order
 
 
 def kept_boxes(boxes: np.ndarray, scores: np.ndarray, score_threshold: float = 0.5) -> np.ndarray:

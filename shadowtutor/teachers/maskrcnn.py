@@ -29,6 +29,7 @@ from shadowtutor.teachers.precision import Precision, backbone_autocast, check_p
 
 if TYPE_CHECKING:
     import torch
+    from torchvision.models.detection import MaskRCNN
 
 
 def _default_weights_url() -> str:
@@ -70,7 +71,7 @@ def load_maskrcnn_state_dict(
     return state_dict, url
 
 
-def build_maskrcnn(state_dict: Mapping[str, torch.Tensor], **model_options: Any) -> torch.nn.Module:
+def build_maskrcnn(state_dict: Mapping[str, torch.Tensor], **model_options: Any) -> MaskRCNN:
     """torchvision's ``maskrcnn_resnet50_fpn`` (91 COCO classes) holding ``state_dict``, in eval mode."""
     from torchvision.models.detection import maskrcnn_resnet50_fpn
 
@@ -83,7 +84,7 @@ def build_maskrcnn(state_dict: Mapping[str, torch.Tensor], **model_options: Any)
 
 
 def detect(
-    model: torch.nn.Module, images: list[torch.Tensor], precision: Precision = "fp32"
+    model: MaskRCNN, images: list[torch.Tensor], precision: Precision = "fp32"
 ) -> list[dict[str, torch.Tensor]]:
     """torchvision's Mask R-CNN forward in eval mode for RGB ``(3, H, W)`` float images, up to the
     paste: per image ``boxes`` ``(N, 4)`` in the image's pixels, ``scores``, ``labels`` (COCO ids)

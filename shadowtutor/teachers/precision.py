@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from shadowtutor.teachers.base import TeacherError
 
@@ -29,7 +29,7 @@ PRECISIONS: tuple[Precision, ...] = ("fp32", "tf32", "bf16")
 def check_precision(precision: str) -> Precision:
     if precision not in PRECISIONS:
         raise TeacherError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    return precision  # type: ignore[return-value]
+    return precision
 
 
 @contextmanager
@@ -41,7 +41,8 @@ def float32_precision(device: torch.device | str, precision: Precision) -> Itera
     if torch.device(device).type != "cuda":
         yield
         return
-    backends = (torch.backends.cudnn.conv, torch.backends.cudnn.rnn, torch.backends.cuda.matmul)
+    cudnn: Any = torch.backends.cudnn  # a CudnnModule at run time: its conv and rnn switches are not in the stubs
+    backends = (cudnn.conv, cudnn.rnn, torch.backends.cuda.matmul)
     before = [backend.fp32_precision for backend in backends]
     wanted = "ieee" if precision == "fp32" else "tf32"
     for backend in backends:

@@ -14,6 +14,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class _Graph:
         self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
-    def node(self, op: str, inputs: Sequence[str], output: str | None = None, **attrs: object) -> str:
+    def node(self, op: str, inputs: Sequence[str], output: str | None = None, **attrs: Any) -> str:
         from onnx import helper
 
         output = output or self.fresh(op.lower())

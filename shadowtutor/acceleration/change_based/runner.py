@@ -25,6 +25,7 @@ import copy
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,7 +42,7 @@ from shadowtutor.acceleration.change_based.stages import (
 from shadowtutor.acceleration.change_based.thresholds import validate_thresholds
 from shadowtutor.models.fast_student import TAIL_UPSCALE, check_update, fold_head, fold_tail, frame_tail_fusable
 from shadowtutor.models.inference import check_frame
-from shadowtutor.models.student import StudentNet, block_input_sizes, map_sizes
+from shadowtutor.models.student import StudentNet, block_input_sizes, conv_bias, map_sizes
 
 # Stages in execution order; a weight key belongs to the stage of its top-level module.
 STAGES = ("in_conv1", "in_conv2", "enc1", "enc2", "enc3", "dec1", "dec1.up", "dec2", "dec2.up", "dec3", "tail")
@@ -161,6 +162,7 @@ class ChangeBasedStudent:
         return self._timed_fallback(frame_bgr)
 
     def _timed_fallback(self, frame_bgr: np.ndarray) -> np.ndarray:
+        assert self.full_frame is not None, "frames go to the fallback only where there is one"
         start = time.perf_counter()
         labels = self.full_frame(frame_bgr)
         self.fallback_seconds = _smoothed(self.fallback_seconds, time.perf_counter() - start)
@@ -175,6 +177,7 @@ class ChangeBasedStudent:
             self._timed_fallback(frame_bgr)
             self.since_probe = 0
         self.since_probe += 1
+        assert self.fallback_seconds is not None, "timed just above when unknown"
         if self.change_seconds > self.fallback_seconds:
             self.backoff = self.backoff_frames * 2 ** min(self.backoffs_in_a_row, MAX_BACKOFF_DOUBLINGS)
             self.backoffs_in_a_row += 1
@@ -232,8 +235,8 @@ class ChangeBasedStudent:
         maps = map_sizes(size)
         x1_size, enc1_size, enc2_size, enc3_size = maps["x1"], maps["enc1"], maps["enc2"], maps["enc3"]
         old = self.__dict__.copy() if keep_caches else {}
-        self.input = InputStage(SparseConv(s.in_conv1.weight, s.in_conv1.bias, 2, (1, 1), size, dense))
-        self.in_conv2 = ConvStage(SparseConv(s.in_conv2.weight, s.in_conv2.bias, 2, (1, 1), x1_size, dense),
+        self.input = InputStage(SparseConv(s.in_conv1.weight, conv_bias(s.in_conv1), 2, (1, 1), size, dense))
+        self.in_conv2 = ConvStage(SparseConv(s.in_conv2.weight, conv_bias(s.in_conv2), 2, (1, 1), x1_size, dense),
                                   s.in_conv2.in_channels)
         self.blocks = {name: BlockStage(getattr(s, name), in_size, dense)
                        for name, in_size in block_input_sizes(size).items()}
@@ -252,7 +255,7 @@ class ChangeBasedStudent:
             self._carry_caches(old)
         self.size = size
 
-    def _carry_caches(self, old: dict[str, object]) -> None:
+    def _carry_caches(self, old: dict[str, Any]) -> None:
         """Reuse the old caches: maps are data, the new stages only bring new weights."""
         for name in ("input", "in_conv2", "tail"):
             _carry(old[name], getattr(self, name))

@@ -26,7 +26,7 @@ from shadowtutor.acceleration.change_based.sparse_ops import (
     pooled_positions,
 )
 from shadowtutor.models.fast_student import TAIL_REGIONS, TAIL_UPSCALE, channel_argmax, fold_head, tail_scores
-from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock, StudentNet, conv_output_size
+from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock, StudentNet, conv_bias, conv_output_size
 
 Size = tuple[int, int]
 
@@ -123,7 +123,7 @@ class BlockStage:
     """
 
     def __init__(self, block: StudentBlock, in_size: Size, dense_fraction: float) -> None:
-        norm = block.preact_path[0]
+        norm = block.norm
         self.channels = norm.num_features
         self.gamma = norm.weight.detach().double()
         self.beta = norm.bias.detach().double()
@@ -132,16 +132,15 @@ class BlockStage:
         self.positions = in_size[0] * in_size[1]
         self.stride = block.stride
         self.out_size = conv_output_size(in_size, block.stride)
-        first = block.long_path[0]
+        first, conv2, conv3 = block.convs
         self.out_channels = first.out_channels
-        self.first = SparseConv(first.weight, first.bias, block.stride, (1, 1), in_size, dense_fraction)
+        self.first = SparseConv(first.weight, conv_bias(first), block.stride, (1, 1), in_size, dense_fraction)
         short = block.short_path
         self.short_conv = (None if short is None else  # the 1x1 shortcut reads the same (normalised) input
-                           SparseConv(short.weight, short.bias, block.stride, (0, 0), in_size, dense_fraction))
-        conv2, conv3 = block.long_path[2], block.long_path[3]
-        self.conv2 = ConvStage(SparseConv(conv2.weight, conv2.bias, 1, (0, 1), self.out_size, dense_fraction),
+                           SparseConv(short.weight, conv_bias(short), block.stride, (0, 0), in_size, dense_fraction))
+        self.conv2 = ConvStage(SparseConv(conv2.weight, conv_bias(conv2), 1, (0, 1), self.out_size, dense_fraction),
                                self.out_channels)
-        self.conv3 = ConvStage(SparseConv(conv3.weight, conv3.bias, 1, (1, 0), self.out_size, dense_fraction),
+        self.conv3 = ConvStage(SparseConv(conv3.weight, conv_bias(conv3), 1, (1, 0), self.out_size, dense_fraction),
                                self.out_channels)
         out_positions = self.out_size[0] * self.out_size[1]
         self.x = torch.zeros(self.positions, self.channels)
@@ -176,6 +175,7 @@ class BlockStage:
         given = [(change, offset) for change, offset in parts if change is not None]
         for change, offset in given:
             self._take(change, offset)
+        first: torch.Tensor | None
         if full:
             scale, shift = self._normalisation(exact=True)
             self.preact.write_all(torch.relu(self.x * scale + shift))
@@ -382,8 +382,9 @@ class UnfusedTailStage:
                  dense_fraction: float) -> None:
         s = student
         self.up = UpsampleStage(dec3_size, x1_size, s.out_conv1.in_channels, dense_fraction)
-        self.hidden = ConvStage(SparseConv(s.out_conv1.weight, s.out_conv1.bias, 1, (1, 1), x1_size, dense_fraction),
-                                s.out_conv1.in_channels)
+        self.hidden = ConvStage(
+            SparseConv(s.out_conv1.weight, conv_bias(s.out_conv1), 1, (1, 1), x1_size, dense_fraction),
+            s.out_conv1.in_channels)
         with torch.no_grad():
             head_weight, head_bias = fold_head(s)
         self.head = ConvStage(SparseConv(head_weight, head_bias, 1, (1, 1), x1_size, dense_fraction),

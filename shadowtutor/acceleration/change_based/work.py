@@ -31,7 +31,7 @@ def _conv_work(conv: nn.Conv2d, out_size: Size) -> int:
 
 def _block_work(block: StudentBlock, in_size: Size) -> dict[str, int]:
     out_size = conv_output_size(in_size, block.stride)
-    first, conv2, conv3 = block.long_path[0], block.long_path[2], block.long_path[3]
+    first, conv2, conv3 = block.convs
     short = 0 if block.short_path is None else _conv_work(block.short_path, out_size)
     return {"": _conv_work(first, out_size) + short, ".conv2": _conv_work(conv2, out_size),
             ".conv3": _conv_work(conv3, out_size)}

@@ -1,13 +1,8 @@
 """The flow path's motion estimate: OpenCV's DIS dense optical flow, and label warping by it.
 
-DIS (Kroeger et al., ECCV 2016; ``cv2.DISOpticalFlow``) is the default because it is the
-fastest dense flow in OpenCV at a quality that suits label warping, runs on any CPU (ARM
-included) with no model weights, and is maintained in OpenCV's main modules. Farneback and
-DIS's slower presets are kept selectable for the comparison in ``shadowtutor bench regions``
-(docs/results/regions/). Flow is estimated on grey images downscaled by ``scale``; full
-scale is the default: for about 0.2 ms more per 640x360 frame than half scale, its warped
-labels agree better with the student and with the truth at every key age measured (the flow
-table of docs/results/regions/bench.md).
+:data:`FLOW_METHODS`: DIS (Kroeger et al., ECCV 2016; ``cv2.DISOpticalFlow``) at its ultrafast
+preset, the default, runs on any CPU with no model weights; DIS's slower presets and Farneback are
+selectable. Flow is estimated on grey images downscaled by ``scale`` (full scale by default).
 """
 
 from __future__ import annotations
@@ -63,7 +58,8 @@ class FlowResult:
         area = (slice(y0, y1, step), slice(x0, x1, step))
         flow = np.ascontiguousarray(self.flow[area])
         maps = _pixel_grid(*self.flow.shape[:2])[area] + flow
-        warped = cv2.remap(self.key, maps, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        warped = cv2.remap(  # type: ignore[call-overload]  # None: no second map (OpenCV's stubs want a Mat)
+            self.key, maps, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         current = np.ascontiguousarray(self.current[area])
         return FlowPart(flow, cv2.absdiff(warped, current).astype(np.float32),
                         cv2.absdiff(np.ascontiguousarray(self.key[area]), current).astype(np.float32),
@@ -80,7 +76,7 @@ class FlowEstimator:
             raise ValueError(f"flow scale must lie in (0, 1], got {scale}")
         self.method = method
         self.scale = scale
-        self._dis = cv2.DISOpticalFlow_create(_DIS_PRESETS[method]) if method in _DIS_PRESETS else None
+        self._dis = cv2.DISOpticalFlow.create(_DIS_PRESETS[method]) if method in _DIS_PRESETS else None
 
     def small_grey(self, frame_bgr: np.ndarray) -> np.ndarray:
         """The grey frame at the flow scale (computed once per frame, then cut per region)."""
@@ -92,15 +88,17 @@ class FlowEstimator:
                           interpolation=cv2.INTER_AREA)
 
     def small_box(self, box: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
-        return tuple(round(v * self.scale) for v in box)  # type: ignore[return-value]
+        x0, y0, x1, y1 = (round(v * self.scale) for v in box)
+        return x0, y0, x1, y1
 
     def estimate(self, current: np.ndarray, key: np.ndarray) -> FlowResult:
         """Flow from ``current`` to ``key`` (grey uint8 of one shape) and how well it explains ``current``."""
         current, key = np.ascontiguousarray(current), np.ascontiguousarray(key)
         if self._dis is not None:
-            flow = self._dis.calc(current, key, None)
+            flow = self._dis.calc(current, key, None)  # type: ignore[call-overload]  # None: no initial flow
         else:
-            flow = cv2.calcOpticalFlowFarneback(current, key, None, 0.5, 3, 15, 3, 5, 1.2, 0)
+            flow = cv2.calcOpticalFlowFarneback(  # type: ignore[call-overload]  # None: no initial flow (stubs: a Mat)
+                current, key, None, 0.5, 3, 15, 3, 5, 1.2, 0)
         return FlowResult(flow, current, key)
 
     def warp_labels(self, key_labels: np.ndarray, result: FlowResult) -> np.ndarray:
@@ -113,7 +111,8 @@ class FlowEstimator:
             flow = cv2.resize(result.flow, (w, h), interpolation=cv2.INTER_LINEAR)
             flow *= np.array([w / fw, h / fh], dtype=np.float32)
             maps = _maps(flow)
-        return cv2.remap(key_labels, maps, None, cv2.INTER_NEAREST, borderMode=cv2.BORDER_REPLICATE)
+        return cv2.remap(  # type: ignore[call-overload]  # None: no second map (OpenCV's stubs want a Mat)
+            key_labels, maps, None, cv2.INTER_NEAREST, borderMode=cv2.BORDER_REPLICATE)
 
 
 def _maps(flow: np.ndarray) -> np.ndarray:

@@ -257,36 +257,38 @@ class RegionLabeller:
             assert key is not None
             x0, y0, x1, y1 = self.grid.boxes[r]
             out[y0:y1, x0:x1] = flows.warped_labels(key)
+        keys = [key for key in self.keys if key is not None]  # all of them: every region has one after a frame
         self.last = FrameRegions(
             tuple(FLOW if r in flowed else SEGMENT for r in range(self.regions)),
-            tuple(t - key.frame for key in self.keys),  # type: ignore[union-attr]
+            tuple(t - key.frame for key in keys),
             tuple(scores.get(r) for r in range(self.regions)),
         )
         return out
 
     def _choose(self, t: int, flows: KeyFlows) -> tuple[list[int], dict[int, float]]:
         """The regions that take the flow path, and their scores (if the policy computed any)."""
-        keys = self.keys
-        keyed = [r for r, key in enumerate(keys)
-                 if key is not None and key.generation == self.generation and t - key.frame <= self.max_key_age]
+        keys = {r: key for r, key in enumerate(self.keys)  # the usable keys by region
+                if key is not None and key.generation == self.generation and t - key.frame <= self.max_key_age}
         together = self.margin is None  # one student call for the whole frame: all regions share a path
-        if keyed:
-            due = self.policy.due([keys[r] for r in keyed])  # type: ignore[misc]
-            keyed = [] if together and due.any() else [r for r, d in zip(keyed, due, strict=True) if not d]
-        if not keyed or (together and len(keyed) < self.regions):
+        if keys:
+            due = self.policy.due(list(keys.values()))
+            keys = {} if together and due.any() else {r: key for (r, key), d in zip(keys.items(), due, strict=True)
+                                                      if not d}
+        if not keys or (together and len(keys) < self.regions):
             return [], {}
-        ages = np.array([t - keys[r].frame for r in keyed], dtype=np.int64)  # type: ignore[union-attr]
-        spent = np.array([keys[r].spent for r in keyed])  # type: ignore[union-attr]
+        keyed = list(keys)
+        ages = np.array([t - key.frame for key in keys.values()], dtype=np.int64)
+        spent = np.array([key.spent for key in keys.values()])
         features = np.zeros((len(keyed), 0), dtype=np.float32)
         if self.policy.needs_flow:
-            features = np.stack([flows.features(keys[r], int(age), self.max_key_age)  # type: ignore[arg-type]
-                                 for r, age in zip(keyed, ages, strict=True)])
+            features = np.stack([flows.features(key, int(age), self.max_key_age)
+                                 for key, age in zip(keys.values(), ages, strict=True)])
         take, scores = self.policy.take_flow(features, ages, spent, together)
         score_of = {r: float(scores[i]) for i, r in enumerate(keyed)} if scores is not None else {}
         flowed = [r for r, ok in zip(keyed, take, strict=True) if ok]
         frame_score = float(scores.mean()) if together and scores is not None else None
         for r in flowed:  # shared path: every region books the frame's mean, so their sums stay equal
-            charge(keys[r], frame_score if together else score_of.get(r))  # type: ignore[arg-type]
+            charge(keys[r], frame_score if together else score_of.get(r))
         return flowed, score_of
 
     def _segment(self, frame: np.ndarray, t: int, grey: np.ndarray, regions: list[int], out: np.ndarray) -> None:
