@@ -164,7 +164,6 @@ class EdgeAgent:
                       list(s.frame_codecs), list(s.weight_codecs), None, agent_name(),
                       list(s.student_size) if s.student_size is not None else None)
         student = None
-        own_weights = False
         if s.mode == "distill":
             student = VersionedStudent(
                 StudentRuntime(spec=s.labeller_spec()),
@@ -176,14 +175,13 @@ class EdgeAgent:
             if local is not None:
                 student.start_with(local.tensors)
                 summary.initial_student = local.describe()
-                own_weights = True
         transport = EdgeTransport(s.server, hello, student, self.metrics,
                                   Backoff(s.reconnect_min, s.reconnect_max), s.frame_quality, **transport_security(s),
                                   ping_interval=s.ping_interval, ping_timeout=s.ping_timeout,
                                   report=self.metrics.telemetry)
         transport.start()
         try:
-            if own_weights:
+            if summary.initial_student is not None:  # weights of its own: it labels before the server answers
                 info = transport.wait_first_attempt(s.startup_timeout, self.stop_event)
                 if info is None:
                     log.warning("no session with %s yet (%s): labelling with the %s student, joining when it answers",

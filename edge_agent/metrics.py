@@ -34,6 +34,8 @@ from shadowtutor.protocol.telemetry import CHANGE_MODES, OUTPUTS, REGION_PATHS, 
 from shadowtutor.version import package_version
 
 if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
     from shadowtutor.acceleration.labellers.base import Trial
     from shadowtutor.acceleration.regions.labeller import FrameRegions
 
@@ -50,7 +52,7 @@ class EdgeMetrics:
     def __init__(self, edge_id: str, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self.edge_id = edge_id
-        self._server = None
+        self._server: WSGIServer | None = None
         self._last_install: float | None = None  # monotonic time the weights last changed
         self._lock = threading.Lock()
         self._flow_path = False  # a frame went through the flow path: its figures are reported
@@ -255,10 +257,10 @@ class EdgeMetrics:
             since = None if self._last_install is None else time.monotonic() - self._last_install
         stride, version = _value(self.stride), _value(self.weights_version)
         return Telemetry(
-            frames=int(_value(self.frames)), key_frames=int(_value(self.key_frames)),
-            updates_applied=int(_value(self.updates_applied)), resyncs=int(_value(self.resyncs)),
-            reconnects=int(_value(self.reconnects)), bytes_sent=int(_value(self.sent_bytes)),
-            bytes_received=int(_value(self.received_bytes)), waited_seconds=_value(self.waited),
+            frames=int(_sample(self.frames)), key_frames=int(_sample(self.key_frames)),
+            updates_applied=int(_sample(self.updates_applied)), resyncs=int(_sample(self.resyncs)),
+            reconnects=int(_sample(self.reconnects)), bytes_sent=int(_sample(self.sent_bytes)),
+            bytes_received=int(_sample(self.received_bytes)), waited_seconds=_sample(self.waited),
             stride=None if stride is None else int(stride), student_metric=_value(self.student_metric),
             weights_version=None if version is None else int(version), seconds_since_update=since,
             inference_seconds=_snapshot(self.inference), blocked_seconds=_snapshot(self.blocked),
@@ -268,9 +270,9 @@ class EdgeMetrics:
     def _field_operations(self) -> dict[str, Any]:
         """Drops while offline or out of disk, retention removals: always known."""
         dropped = _by_label(self._outputs_dropped, "output")
-        return dict(key_frames_dropped=int(_value(self.key_frames_dropped)),
+        return dict(key_frames_dropped=int(_sample(self.key_frames_dropped)),
                     output_dropped={output: int(dropped[output]) for output in OUTPUTS},
-                    labels_removed=int(_value(self.labels_removed_total)))
+                    labels_removed=int(_sample(self.labels_removed_total)))
 
     def _acceleration(self) -> dict[str, Any]:
         """The change-based, flow-path and cluster figures; each absent until its feature ran a frame."""
@@ -280,11 +282,11 @@ class EdgeMetrics:
             fields["change_based_frames"] = {mode: int(modes.get(mode, 0)) for mode in CHANGE_MODES}
             fields["changed_fraction"] = _by_label(self.changed_fraction, "layer")
         if self._flow_path:
-            fields["regions"] = {path: int(_value(counter)) for path, counter in self.regions.items()}
+            fields["regions"] = {path: int(_sample(counter)) for path, counter in self.regions.items()}
             fields["region_key_age_frames"] = _snapshot(self.region_key_age)
         if self._cluster:
-            fields.update(cluster_workers=int(_value(self.cluster_workers)),
-                          region_queue_depth=int(_value(self.region_queue_depth)))
+            fields.update(cluster_workers=int(_sample(self.cluster_workers)),
+                          region_queue_depth=int(_sample(self.region_queue_depth)))
         return fields
 
     # -- exposition --------------------------------------------------------------------------
@@ -319,6 +321,14 @@ def _value(metric: MetricWrapperBase) -> float | None:
             if sample.name == family.name or sample.name == family.name + "_total":
                 return sample.value
     return None
+
+
+def _sample(metric: MetricWrapperBase) -> float:
+    """:func:`_value` of an unlabelled counter or gauge, which always has its one sample."""
+    value = _value(metric)
+    if value is None:
+        raise ValueError(f"{metric} has no sample of its own (a labelled metric?)")
+    return value
 
 
 def _by_label(metric: MetricWrapperBase, label: str) -> dict[str, float]:

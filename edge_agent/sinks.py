@@ -175,7 +175,7 @@ class OverlayVideoSink:
     def write(self, frame_index: int, frame: np.ndarray, labels: np.ndarray) -> None:
         if self._writer is None:
             height, width = frame.shape[:2]
-            self._writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*"mp4v"), self.fps, (width, height))
+            self._writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter.fourcc(*"mp4v"), self.fps, (width, height))
             if not self._writer.isOpened():
                 raise OSError(f"OpenCV cannot write an mp4v video to {self.path}")
         self._writer.write(overlay(frame, labels, self.background))

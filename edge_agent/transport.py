@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
@@ -241,7 +241,7 @@ class EdgeTransport:
         self._started = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._closing: asyncio.Event | None = None
+        self._closing = asyncio.Event()  # bound to the network thread's loop at its first wait
         self._active: _Session | None = None
         self._attempt: asyncio.Task | None = None
         self._closing_task: asyncio.Task | None = None
@@ -308,10 +308,11 @@ class EdgeTransport:
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the connection with 1000 and stop the thread; outstanding requests fail."""
-        if self._thread is None or not self._thread.is_alive():
+        loop = self._loop  # set before start() returns
+        if self._thread is None or loop is None or not self._thread.is_alive():
             return
         with contextlib.suppress(RuntimeError):  # the loop has just ended
-            self._loop.call_soon_threadsafe(self._begin_shutdown)
+            loop.call_soon_threadsafe(self._begin_shutdown)
         self._thread.join(timeout)
 
     # -- hand-over between the threads -------------------------------------------------------
@@ -330,11 +331,14 @@ class EdgeTransport:
         return pending
 
     def _hand_over(self, item: _Outgoing) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._enqueue, item)
-        except (AttributeError, RuntimeError):  # not started, or the loop is closed
-            if item.pending is not None:
-                item.pending.resolve(None)
+        if self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._enqueue, item)
+                return
+            except RuntimeError:  # the loop is closed
+                pass
+        if item.pending is not None:  # not started, or the loop is closed
+            item.pending.resolve(None)
 
     def _enqueue(self, item: _Outgoing) -> None:
         """On the network thread: queue for the current session, or fail at once when there is none."""
@@ -360,7 +364,6 @@ class EdgeTransport:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._closing = asyncio.Event()
         self._started.set()
         while not self._closing.is_set():
             self._attempt = asyncio.create_task(self._connect_once())
@@ -402,7 +405,7 @@ class EdgeTransport:
             self._attempt.cancel()
 
     async def _connect_once(self) -> None:
-        tls = {"ssl": self.ssl_context} if self.ssl_context is not None else {}
+        tls: dict[str, Any] = {"ssl": self.ssl_context} if self.ssl_context is not None else {}
         hello = dataclasses.replace(self.hello, token=self.token()) if self.token is not None else self.hello
         sent_before, received_before = self.stats.bytes_sent, self.stats.bytes_received
         async with connect(
@@ -425,7 +428,7 @@ class EdgeTransport:
                     self.observer.on_reconnect()
             helpers = [asyncio.create_task(self._send_queued(session))]
             if self.report is not None and info.telemetry_interval:
-                helpers.append(asyncio.create_task(self._report_every(session, info.telemetry_interval)))
+                helpers.append(asyncio.create_task(self._report_every(session, info.telemetry_interval, self.report)))
             try:
                 async for data in ws:
                     self._count_received(data)
@@ -505,11 +508,12 @@ class EdgeTransport:
                 and not is_delta_codec(welcome.weight_codec)
                 and (delta is None or (delta in hello.weight_codecs and is_delta_codec(delta))))
 
-    async def _report_every(self, session: _Session, interval: float) -> None:
-        """Queue a TELEMETRY report every ``interval`` seconds, behind what is already queued."""
+    @staticmethod
+    async def _report_every(session: _Session, interval: float, report: Callable[[], Telemetry]) -> None:
+        """Queue a ``report()`` every ``interval`` seconds, behind what is already queued."""
         while True:
             await asyncio.sleep(interval)
-            session.queue.put_nowait(_Outgoing("telemetry", encode(self.report())))
+            session.queue.put_nowait(_Outgoing("telemetry", encode(report())))
 
     async def _send_queued(self, session: _Session) -> None:
         while True:
@@ -558,10 +562,10 @@ class EdgeTransport:
         if isinstance(message, Update):
             self._on_update(session, message)
         elif isinstance(message, Labels):
-            item = self._claim(session, message.seq, "labels")
-            if item is not None:
+            pending = self._claim(session, message.seq, "labels")
+            if pending is not None:
                 labels = decode_labels(message.payload, message.codec, message.width, message.height)
-                item.pending.resolve(LabelsReply(message.frame_index, labels, message.teacher_ms))
+                pending.resolve(LabelsReply(message.frame_index, labels, message.teacher_ms))
         elif isinstance(message, Error):
             self._on_error(message)
             if message.seq is not None:
@@ -578,17 +582,17 @@ class EdgeTransport:
             raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "UPDATE in naive mode")
         codec = session.info.update_codec(message.full)
         tensors = decode_tensors(message.tensors, message.payload, codec)
-        item = self._claim(session, message.seq, "key_frame")
+        pending = self._claim(session, message.seq, "key_frame")
         update = WeightUpdate(
             session.info.session_id, message.version, message.base_version, message.full, tensors,
-            "update" if item is not None else "resync", message.seq, message.metric, is_delta_codec(codec),
+            "update" if pending is not None else "resync", message.seq, message.metric, is_delta_codec(codec),
         )
-        if item is not None:
-            roundtrip = time.monotonic() - item.pending.submitted_at
+        if pending is not None:
+            roundtrip = time.monotonic() - pending.submitted_at
             self.stats.update_roundtrips.append(roundtrip)
             if self.observer:
                 self.observer.on_roundtrip(roundtrip)
-            item.pending.resolve(UpdateOutcome(message.metric, update, message.steps, message.initial_metric))
+            pending.resolve(UpdateOutcome(message.metric, update, message.steps, message.initial_metric))
         elif message.full:
             self.weights.stage(update)
         else:
@@ -596,11 +600,13 @@ class EdgeTransport:
                         message.seq)
 
     @staticmethod
-    def _claim(session: _Session, seq: int, kind: str) -> _Outgoing | None:
+    def _claim(session: _Session, seq: int, kind: str) -> Pending | None:
+        """The pending of the outstanding ``kind`` request ``seq``, now no longer outstanding; None: none such."""
         item = session.outstanding.get(seq)
-        if item is None or item.kind != kind:
+        if item is None or item.kind != kind or item.pending is None:
             return None
-        return session.outstanding.pop(seq)
+        del session.outstanding[seq]
+        return item.pending
 
     def _on_error(self, message: Error) -> None:
         """Count and log an ERROR; a terminal refusal raises :class:`ServerRefusedError`."""

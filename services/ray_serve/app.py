@@ -65,13 +65,13 @@ def build_app(settings: ServerSettings, options: ServeOptions) -> Application:
     """The application (not yet running); the store is checked here, so a bad one fails before deployment."""
     open_store(options.store)
     teaching = serve.deployment(
-        TeachingReplica, name=TEACHING, num_replicas=options.replicas,
+        name=TEACHING, num_replicas=options.replicas,
         ray_actor_options={"num_gpus": options.gpus, "num_cpus": options.cpus},
         max_ongoing_requests=max(8, 2 * settings.max_sessions),
         health_check_period_s=2, graceful_shutdown_timeout_s=5,
-    ).bind(settings, options.store)
-    ingress = serve.deployment(Ingress, name="ingress", num_replicas=1, ray_actor_options={"num_cpus": 0},
-                               max_ongoing_requests=max(100, 4 * settings.max_sessions))
+    )(TeachingReplica).bind(settings, options.store)
+    ingress = serve.deployment(name="ingress", num_replicas=1, ray_actor_options={"num_cpus": 0},
+                               max_ongoing_requests=max(100, 4 * settings.max_sessions))(Ingress)
     return ingress.bind(settings, teaching)
 
 
@@ -114,7 +114,7 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
     """Deploy ``config`` to the connected Ray cluster as ``serve run CONFIG`` does, and wait until the
     application runs with ``replicas`` teaching replicas; RuntimeError (one line) when it fails to deploy."""
     from ray.serve._private.api import serve_start  # what `serve run CONFIG` calls: there is no public form
-    from ray.serve.schema import ServeDeploySchema
+    from ray.serve.schema import ReplicaState, ServeDeploySchema
 
     schema = ServeDeploySchema.model_validate(config)
     client = serve_start(http_options=config["http_options"])
@@ -125,9 +125,9 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
         if app is not None and app.status == "DEPLOY_FAILED":
             raise RuntimeError(f"the Serve application failed to deploy: {' '.join(app.message.split())[:500]}")
         teaching = app.deployments.get(TEACHING) if app is not None else None
-        running = teaching.replica_states.get("RUNNING", 0) if teaching is not None else 0
-        if app is not None and app.status == "RUNNING" and running == replicas and sum(
-                teaching.replica_states.values()) == replicas:
+        states = teaching.replica_states if teaching is not None else {}
+        if (app is not None and app.status == "RUNNING" and states.get(ReplicaState.RUNNING, 0) == replicas
+                and sum(states.values()) == replicas):
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"the Serve application is not running {replicas} teaching replicas after "

@@ -52,7 +52,8 @@ class ServeTeaching:
     async def open(self, session: EdgeSession) -> Welcome:
         if session.mode != "distill":
             return session.welcome()  # no student: the WELCOME needs no model
-        size = tuple(session.student_size()) if session.student_size() is not None else None
+        student_size = session.student_size()
+        size = (student_size[0], student_size[1]) if student_size is not None else None
         request = OpenSession(
             hello=dataclasses.replace(session.hello, token=None), session_id=session.session_id,
             frame_codec=session.frame_codec, weight_codec=session.weight_codec, delta_codec=session.delta_codec,

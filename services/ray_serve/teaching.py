@@ -142,6 +142,7 @@ class TeachingReplica:
             distillation = runtime.distillation
             if distillation is None:
                 raise ProtocolError(ErrorCode.SERVER_BUSY, "distillation is not available (the replica is stopping)")
+            assert session.distiller is not None, "a teaching replica opens and restores sessions with a student"
             session.last_seq = request.seq
             session.stats.labelled += 1
             result, seconds = await distillation.train(session.distiller, request.frame, labelled.labels,

@@ -42,13 +42,14 @@ def create_app(
         finally:
             await runtime.stop()
 
+    # with authentication on, only /healthz and /readyz are open: no schema or API pages either
+    no_pages: dict[str, Any] = {"docs_url": None, "redoc_url": None, "openapi_url": None}
     app = FastAPI(
         title="ShadowTutor server",
         version=package_version(),
         summary="Key frames in, distilled student weights out (protocol: docs/protocol.md)",
         lifespan=lifespan,
-        # with authentication on, only /healthz and /readyz are open: no schema or API pages either
-        **({"docs_url": None, "redoc_url": None, "openapi_url": None} if settings.auth_enabled else {}),
+        **(no_pages if settings.auth_enabled else {}),
     )
     app.state.runtime = runtime
     app.include_router(routes_rest.router)

@@ -159,6 +159,7 @@ class Authenticator:
         if entry is None or not entry.active:
             burn_time(token)
             return "not in the tokens file" if entry is None else "revoked"
+        assert entry.hash is not None, "an active entry has a hash"
         if self._cached(kind, name, token):
             return None
         if not entry.hash.matches(token):

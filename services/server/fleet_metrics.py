@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -76,6 +77,14 @@ class EdgeRecord:
     ended_at: float | None = None  # monotonic time the last session ended
     report: EdgeReport | None = None
     report_time: float | None = None  # wall-clock time of the last report
+
+
+class _Reported(NamedTuple):
+    """An edge with a report: its id, its last report and the wall-clock time it came."""
+
+    edge_id: str
+    report: EdgeReport
+    time: float
 
 
 @dataclass
@@ -179,14 +188,15 @@ class FleetCollector(Collector):
         sessions = CounterMetricFamily(f"{PREFIX}sessions", "Sessions the edge opened with this server", labels=labels)
         info = GaugeMetricFamily(f"{PREFIX}info", "The edge's session mode and agent (HELLO), value 1",
                                  labels=["edge_id", "mode", "agent"])
-        for r in records:
-            sessions.add_metric([r.edge_id], r.sessions)
-            info.add_metric([r.edge_id, r.mode, r.agent], 1)
+        for record in records:
+            sessions.add_metric([record.edge_id], record.sessions)
+            info.add_metric([record.edge_id, record.mode, record.agent], 1)
         yield sessions
         yield info
-        reported = [r for r in records if r.report is not None]
+        reported = [_Reported(r.edge_id, r.report, r.report_time) for r in records
+                    if r.report is not None and r.report_time is not None]
         yield _gauge(f"{PREFIX}last_report_timestamp_seconds", "Unix time of the edge's last TELEMETRY", labels,
-                     [([r.edge_id], r.report_time) for r in reported])
+                     [([r.edge_id], r.time) for r in reported])
         for field_name, (name, doc) in COUNTERS.items():
             family = CounterMetricFamily(f"{PREFIX}{name}", doc, labels=labels)
             for r in reported:
@@ -209,22 +219,22 @@ class FleetCollector(Collector):
         yield _gauge(
             f"{PREFIX}last_update_timestamp_seconds",
             "Unix time (server clock) the edge last installed weights; time() minus it: seconds since", labels,
-            [([r.edge_id], r.report_time - r.report.telemetry.seconds_since_update) for r in reported
+            [([r.edge_id], r.time - r.report.telemetry.seconds_since_update) for r in reported
              if r.report.telemetry.seconds_since_update is not None],
         )
         for field_name, (name, doc) in HISTOGRAMS.items():
-            family = HistogramMetricFamily(f"{PREFIX}{name}", doc, labels=labels)
+            histogram = HistogramMetricFamily(f"{PREFIX}{name}", doc, labels=labels)
             for r in reported:
                 snapshot = r.report.histograms.get(field_name)
                 if snapshot is not None:
                     buckets = [(floatToGoString(bound), count) for bound, count in snapshot.cumulative()]
-                    family.add_metric([r.edge_id], buckets, snapshot.sum)
-            yield family
+                    histogram.add_metric([r.edge_id], buckets, snapshot.sum)
+            yield histogram
 
 
 def _keyed(
-    records: list[EdgeRecord], field_name: str, keys: tuple[str, ...]
-) -> Iterator[tuple[EdgeRecord, str, float]]:
+    records: list[_Reported], field_name: str, keys: tuple[str, ...]
+) -> Iterator[tuple[_Reported, str, float]]:
     """``(record, key, value)`` of a TELEMETRY object field, keys in the order of the fixed set ``keys``."""
     for r in records:
         values = getattr(r.report.telemetry, field_name) or {}

@@ -79,7 +79,7 @@ class ServerRuntime:
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         if self.remote is not None:
-            self._loader = loop.create_task(self._describe_remote(), name="describe-remote")
+            self._loader = loop.create_task(self._describe_remote(self.remote), name="describe-remote")
         elif self._models is not None:
             self.install(self._models)
         else:
@@ -122,11 +122,11 @@ class ServerRuntime:
             return
         self.install(models)
 
-    async def _describe_remote(self) -> None:
+    async def _describe_remote(self, remote: RemoteTeaching) -> None:
         """Ready once the remote teaching answers with its classes (retried while it starts)."""
         while True:
             try:
-                described = await self.remote.describe()
+                described = await remote.describe()
             except Exception as exc:  # not up yet (replicas still loading their models): ask again
                 self.not_ready_reason = f"waiting for the teaching deployment: {exc}"
                 await asyncio.sleep(1.0)
@@ -183,10 +183,10 @@ class ServerRuntime:
         )
 
     def readiness(self) -> dict[str, Any]:
-        if not self.ready:
-            return {"ready": False, "reason": self.not_ready_reason}
         if self._remote_described is not None:
             return {"ready": True, **self._remote_described}
+        if not self.ready or self.base_student is None:  # ready: the models are installed, the student with them
+            return {"ready": False, "reason": self.not_ready_reason}
         return {
             "ready": True,
             "teacher": getattr(self.teacher, "name", type(self.teacher).__name__),

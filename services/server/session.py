@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
@@ -117,7 +118,13 @@ class EdgeSession:
         self.stats.key_frames += 1
 
     def welcome(self) -> Welcome:
-        common = dict(
+        """WELCOME with the full student weights; without them where the session has no distiller."""
+        tensors: list[dict[str, Any]] = []
+        payload = b""
+        if self.distiller is not None:
+            blob = self.encoder.full(self.distiller.student.state_dict())
+            tensors, payload = blob.tensors, blob.payload
+        return Welcome(
             session_id=self.session_id,
             version=self.version,
             frame_codec=self.frame_codec,
@@ -127,11 +134,9 @@ class EdgeSession:
             delta_codec=self.delta_codec,
             telemetry_interval=self.telemetry_interval,
             student_size=self.student_size(),
+            tensors=tensors,
+            payload=payload,
         )
-        if self.distiller is None:
-            return Welcome(**common)
-        blob = self.encoder.full(self.distiller.student.state_dict())
-        return Welcome(**common, tensors=blob.tensors, payload=blob.payload)
 
     def student_size(self) -> list[int] | None:
         """``[W, H]`` both copies of the student run at (the distiller's), None: the frame's size."""
