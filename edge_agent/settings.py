@@ -200,15 +200,15 @@ class EdgeSettings(BaseSettings):
         1.0, ge=0, description="multiply every change threshold: above 1 faster and less exact, 0 exact"
     )
 
-    # -- regions / flow path and the edge cluster (seed 004; shadowtutor.acceleration.regions) ---
+    # -- regions / flow path and the edge cluster (DVSNet; shadowtutor.acceleration.regions) ---
     flow_path: bool = Field(
         False, description="label frames region by region: a region is either segmented or warped from its last "
-        "segmentation by optical flow (seed 004 / DVSNet)"
+        "segmentation by optical flow (DVSNet)"
     )
     regions: int = Field(4, description="regions per frame for the flow path (a grid as square as possible)")
     key_interval: int = Field(
-        3, ge=0, description="segment every K-th frame and warp the frames between (at the same speed this kept more "
-        "mIoU than the decision network, docs/results/regions/README.md); 0: the decision network picks each "
+        3, ge=0, description="segment every K-th frame and warp the frames between (at the same speed this keeps more "
+        "mIoU than the decision network); 0: the decision network picks each "
         "frame's path (--decision-threshold or --decision-budget)"
     )
     decision_threshold: float = Field(
@@ -217,7 +217,7 @@ class EdgeSettings(BaseSettings):
     )
     decision_budget: float | None = Field(
         None, description="with --key-interval 0, instead of the threshold: the predicted loss (1 - score) a key may "
-        "accumulate over the frames warped from it, e.g. 0.05 (docs/results/regions/decision_study.md)"
+        "accumulate over the frames warped from it, e.g. 0.05"
     )
     max_key_age: int = Field(
         4, description="with --key-interval 0: frames a region's segmentation may be warped before it is "
@@ -227,7 +227,7 @@ class EdgeSettings(BaseSettings):
         None, description="with --key-interval 0: the decision network file (default: the packaged one)"
     )
     cluster: str | None = Field(
-        None, description="Ray cluster HOST:PORT (or auto) whose worker nodes label the regions (seed 004); start it "
+        None, description="Ray cluster HOST:PORT (or auto) whose worker nodes label the regions; start it "
         "with `ray start --head` here, join workers with `ray start --address HOST:PORT`; uses the flow-path settings"
     )
 
