@@ -14,7 +14,7 @@ import platform
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from shadowtutor.acceleration.labellers.base import Trial
     from shadowtutor.acceleration.regions.labeller import FrameRegions
 
+_Metric = TypeVar("_Metric", bound=MetricWrapperBase)
 ROUNDTRIP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # Student inference per frame: the paper's Jetson figure is 0.143 s; a desktop CPU takes ~0.01 s.
 INFERENCE_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
@@ -64,10 +65,10 @@ class EdgeMetrics:
              registry=r).labels(edge_id=edge_id).info(
             {"version": package_version(), "python": platform.python_version()})
 
-        def parent(kind, name, doc, **kwargs):
+        def parent(kind: type[_Metric], name: str, doc: str, **kwargs: Any) -> _Metric:
             return kind(name, doc, ["edge_id"], registry=r, **kwargs)
 
-        def make(kind, name, doc, **kwargs):
+        def make(kind: type[_Metric], name: str, doc: str, **kwargs: Any) -> _Metric:
             return parent(kind, name, doc, **kwargs).labels(edge_id=edge_id)
 
         self.frames = make(Counter, "shadowtutor_edge_frames_total", "Frames labelled by the edge (rate(): FPS)")

@@ -209,7 +209,8 @@ class _BatchedRun:
         back = _Back(self.reference, x1_size, input_size, self.distillers[0].fuse_tail)
         names = [f"student.{key}" for key in self.keys]
 
-        def forward_one(weights: tuple[torch.Tensor, ...], d1: torch.Tensor, e2: torch.Tensor, e1: torch.Tensor):
+        def forward_one(weights: tuple[torch.Tensor, ...], d1: torch.Tensor, e2: torch.Tensor,
+                        e1: torch.Tensor) -> torch.Tensor:
             return functional_call(back, dict(zip(names, weights, strict=True)), (d1, e2, e1), strict=False)
 
         forward = vmap(forward_one)

@@ -25,6 +25,7 @@ _FLOAT_TYPES = {0: np.float32, 1: np.float16}  # TensorType FLOAT32, FLOAT16
 _INT_TYPES = {2: np.int32, 4: np.int64}
 _PADDING = {0: "SAME_UPPER", 1: "VALID"}  # tflite Padding SAME / VALID -> onnx auto_pad
 _ACTIVATIONS = {0: None, 1: "Relu"}  # ActivationFunctionType NONE, RELU (others refused)
+TfliteObject = Any  # a model, tensor, operator or options table of the tflite package (which has no types)
 
 
 @dataclass
@@ -56,7 +57,7 @@ class _Graph:
         return output
 
 
-def _tensor_value(model, tensor) -> np.ndarray | None:
+def _tensor_value(model: TfliteObject, tensor: TfliteObject) -> np.ndarray | None:
     """The constant data of a tflite tensor, or None for an activation."""
     data = model.Buffers(tensor.Buffer()).DataAsNumpy()
     if isinstance(data, int) or data.size == 0:
@@ -119,7 +120,7 @@ class _Converter:
         act = _ACTIVATIONS[fused]
         self.graph.names[out] = self.graph.node(act, [value]) if act else value
 
-    def options(self, op, cls):
+    def options(self, op: TfliteObject, cls: type) -> TfliteObject:
         table = op.BuiltinOptions()
         opts = cls()
         opts.Init(table.Bytes, table.Pos)
@@ -145,32 +146,32 @@ class _Converter:
             handlers[name](op, name)
         return "image", self.shape(inp), self.graph.names[outp], self.shape(outp)
 
-    def dequantize(self, op, name: str) -> None:
+    def dequantize(self, op: TfliteObject, name: str) -> None:
         self.graph.constants[op.Outputs(0)] = self.weight(op.Inputs(0))
 
-    def unary(self, op, name: str) -> None:
+    def unary(self, op: TfliteObject, name: str) -> None:
         onnx_op = {"RELU": "Relu", "HARD_SWISH": "HardSwish", "LOGISTIC": "Sigmoid"}[name]
         self.graph.names[op.Outputs(0)] = self.graph.node(onnx_op, [self.value(op.Inputs(0))])
 
-    def binary(self, op, name: str) -> None:
+    def binary(self, op: TfliteObject, name: str) -> None:
         opts = self.options(op, self.tflite.AddOptions if name == "ADD" else self.tflite.MulOptions)
         out = self.graph.node(name.capitalize(), [self.value(op.Inputs(0)), self.value(op.Inputs(1))])
         self.activate(out, opts.FusedActivationFunction(), op.Outputs(0))
 
-    def conv(self, op, name: str) -> None:
+    def conv(self, op: TfliteObject, name: str) -> None:
         opts = self.options(op, self.tflite.Conv2DOptions)
         weight = self.weight(op.Inputs(1)).transpose(0, 3, 1, 2)  # OHWI -> OIHW
         self._conv(op, weight, 1, [opts.StrideH(), opts.StrideW()],
                    [opts.DilationHFactor(), opts.DilationWFactor()], opts.Padding(), opts.FusedActivationFunction())
 
-    def depthwise(self, op, name: str) -> None:
+    def depthwise(self, op: TfliteObject, name: str) -> None:
         opts = self.options(op, self.tflite.DepthwiseConv2DOptions)
         weight = self.weight(op.Inputs(1)).transpose(3, 0, 1, 2)  # 1,H,W,C*M -> C*M,1,H,W
         groups = self.shape(op.Inputs(0))[3]
         self._conv(op, weight, groups, [opts.StrideH(), opts.StrideW()],
                    [opts.DilationHFactor(), opts.DilationWFactor()], opts.Padding(), opts.FusedActivationFunction())
 
-    def _conv(self, op, weight: np.ndarray, groups: int, strides: list[int], dilations: list[int],
+    def _conv(self, op: TfliteObject, weight: np.ndarray, groups: int, strides: list[int], dilations: list[int],
               padding: int, fused: int) -> None:
         inputs = [self.value(op.Inputs(0)), self.graph.constant(weight, "weight")]
         if op.InputsLength() > 2 and op.Inputs(2) >= 0:
@@ -179,7 +180,7 @@ class _Converter:
                               dilations=dilations, group=groups, auto_pad=_PADDING[padding])
         self.activate(out, fused, op.Outputs(0))
 
-    def transpose_conv(self, op, name: str) -> None:
+    def transpose_conv(self, op: TfliteObject, name: str) -> None:
         padding, stride_w, stride_h = struct.unpack("<3i", op.CustomOptionsAsNumpy().tobytes()[:12])
         weight = self.weight(op.Inputs(1)).transpose(3, 0, 1, 2)  # O,H,W,I -> I,O,H,W
         bias = self.graph.constant(self.weight(op.Inputs(2)), "bias")
@@ -195,14 +196,14 @@ class _Converter:
             kernel_shape=[kh, kw], strides=[stride_h, stride_w], pads=begin + end,
         )
 
-    def avg_pool(self, op, name: str) -> None:
+    def avg_pool(self, op: TfliteObject, name: str) -> None:
         opts = self.options(op, self.tflite.Pool2DOptions)
         out = self.graph.node("AveragePool", [self.value(op.Inputs(0))],
                               kernel_shape=[opts.FilterHeight(), opts.FilterWidth()],
                               strides=[opts.StrideH(), opts.StrideW()], auto_pad=_PADDING[opts.Padding()])
         self.activate(out, opts.FusedActivationFunction(), op.Outputs(0))
 
-    def mean(self, op, name: str) -> None:
+    def mean(self, op: TfliteObject, name: str) -> None:
         opts = self.options(op, self.tflite.ReducerOptions)
         axes = sorted(int(a) for a in self.graph.constants[op.Inputs(1)].ravel())
         if axes != [1, 2]:
@@ -210,7 +211,7 @@ class _Converter:
         self.graph.names[op.Outputs(0)] = self.graph.node(
             "ReduceMean", [self.value(op.Inputs(0))], axes=[2, 3], keepdims=int(opts.KeepDims()))
 
-    def resize(self, op, name: str) -> None:
+    def resize(self, op: TfliteObject, name: str) -> None:
         opts = self.options(op, self.tflite.ResizeBilinearOptions)
         height, width = (int(v) for v in self.graph.constants[op.Inputs(1)].ravel())
         n, _, _, c = self.shape(op.Inputs(0))
