@@ -30,17 +30,27 @@ DEVICE_PROVIDERS: dict[str, tuple[str, ...]] = {
 _INPUT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
-def select_providers(device: str, available: Sequence[str]) -> list[str]:
-    """The execution providers to ask for, best first, for ``device`` given what is ``available``."""
-    if device not in DEVICE_PROVIDERS:
-        raise TeacherError(f"unknown device {device!r} for the onnx teacher: use one of {sorted(DEVICE_PROVIDERS)}")
-    wanted = DEVICE_PROVIDERS[device]
-    if device != "auto" and wanted[0] not in available:
-        raise TeacherError(f"device {device!r} needs onnxruntime's {wanted[0]}; available: {list(available)}")
+def select_providers(device: str, available: Sequence[str]) -> list[str | tuple[str, dict[str, int]]]:
+    """The execution providers to ask for, best first, for ``device`` given what is ``available``.
+
+    ``device`` is a key of :data:`DEVICE_PROVIDERS` or ``cuda:N`` (CUDA's provider on GPU ``N``). A device
+    other than ``auto`` whose first provider is missing raises :class:`TeacherError` naming the remedies.
+    """
+    kind, _, index = device.partition(":")
+    if kind not in DEVICE_PROVIDERS or (index and (kind != "cuda" or not index.isdigit())):
+        raise TeacherError(f"unknown device {device!r} for the onnx teacher: use one of {sorted(DEVICE_PROVIDERS)}"
+                           " or cuda:N")
+    wanted = DEVICE_PROVIDERS[kind]
+    if kind != "auto" and wanted[0] not in available:
+        raise TeacherError(f"device {device!r} needs onnxruntime's {wanted[0]}; available: {list(available)}; "
+                           "install onnxruntime-gpu, or give the teacher a device of its own, e.g. "
+                           "--teacher-options '{\"device\": \"cpu\"}'")
     chosen = [p for p in wanted if p in available]
     if not chosen:
         raise TeacherError(f"onnxruntime offers none of {list(wanted)}; available: {list(available)}")
-    return chosen
+    if index:
+        return [(p, {"device_id": int(index)}) if p == CUDA else p for p in chosen]
+    return list(chosen)
 
 
 def parse_size(size: str | Sequence[int]) -> tuple[int, int]:

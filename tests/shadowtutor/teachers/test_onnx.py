@@ -133,6 +133,14 @@ def test_provider_selection() -> None:
         select_providers("tensorrt", [CUDA, CPU])
     with pytest.raises(TeacherError, match="unknown device"):
         select_providers("gpu", everything)
+    assert select_providers("cuda:1", everything) == [(CUDA, {"device_id": 1}), CPU]
+    for bad in ("cuda:x", "cpu:1", "tensorrt:0"):
+        with pytest.raises(TeacherError, match="unknown device"):
+            select_providers(bad, everything)
+    # The server resolves "auto" to "cuda" with torch: without onnxruntime's CUDA provider the teacher
+    # refuses at start and says how to run it on the CPU instead.
+    with pytest.raises(TeacherError, match="onnxruntime-gpu.*teacher-options"):
+        select_providers("cuda", [CPU])
     assert parse_size("640x360") == (640, 360) and parse_size([32, 24]) == (32, 24)
     with pytest.raises(TeacherError, match="WxH"):
         parse_size("640")
