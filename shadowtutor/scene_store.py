@@ -23,7 +23,7 @@ A scene is a directory::
      "source_frames": 300, "source_fps": 30,  # only in a re-sampled scene: the video it was re-sampled from
      "backgrounds": "held-out"}          # only in a scene whose backgrounds pre-training never saw
 
-A re-sampled scene (:mod:`shadowtutor_lab.scenes.resample`) holds the source frames nearest to the
+A re-sampled scene holds the source frames nearest to the
 instants ``k / fps``; ``source_frames`` and ``source_fps`` say what it was re-sampled from.
 
 ``instances.json`` holds ``{"format": "shadowtutor-instances/1", "frames": [[[c, x0, y0, x1, y1], ...], ...]}``:

@@ -34,10 +34,10 @@ from shadowtutor.acceleration.change_based import stages
 from shadowtutor.acceleration.change_based.backend import ChangeBasedBackend, ChangeBasedOptions
 from shadowtutor.acceleration.change_based.runner import fused_tail_fits
 from shadowtutor.acceleration.change_based.work import point_work, work_bound
-from shadowtutor.cli.options import script_command
 from shadowtutor.models.inference import build_inference_backend
 from shadowtutor.models.pretrained import load_default_student
 from shadowtutor.models.student import StudentNet
+from shadowtutor_lab.cli.options import script_command
 from shadowtutor_lab.evaluation.clips import Clip, load_clip
 from shadowtutor_lab.evaluation.machine import cpu_model
 

@@ -34,10 +34,10 @@ from shadowtutor.acceleration.regions.decision import (
     load_decision_network,
 )
 from shadowtutor.acceleration.regions.labeller import FixedIntervalPolicy, RegionLabeller
-from shadowtutor.cli.options import script_command
 from shadowtutor.models.inference import build_inference_backend
 from shadowtutor.models.pretrained import load_default_student
 from shadowtutor.scene_store import Scene
+from shadowtutor_lab.cli.options import script_command
 from shadowtutor_lab.evaluation.machine import machine_info
 from shadowtutor_lab.regions import bench
 from shadowtutor_lab.scenes.cache import cached_scene

@@ -28,10 +28,10 @@ import torch
 
 from shadowtutor.acceleration.regions.labeller import FLOW, FixedIntervalPolicy, KeyFlows, RegionKey, RegionLabeller
 from shadowtutor.algorithms.metrics import miou
-from shadowtutor.cli.options import script_command
 from shadowtutor.models.inference import build_inference_backend
 from shadowtutor.models.pretrained import load_default_student
 from shadowtutor.scene_store import Scene
+from shadowtutor_lab.cli.options import script_command
 from shadowtutor_lab.scenes.cache import cached_scene
 
 

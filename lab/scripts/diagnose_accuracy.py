@@ -34,11 +34,11 @@ from shadowtutor.algorithms.loss import key_frame_weights, weighted_cross_entrop
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.cli.options import script_command
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.pretrained import default_student_path
 from shadowtutor.models.student import normalise_frame
 from shadowtutor.scene_store import Scene
+from shadowtutor_lab.cli.options import script_command
 
 BACKGROUND = background_index(LVS_CLASSES)
 NUM = len(LVS_CLASSES)

@@ -25,10 +25,10 @@ import torch
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.cli.options import script_command
 from shadowtutor.models.pretrained import load_default_student
 from shadowtutor.models.student import normalise_frame
 from shadowtutor.scene_store import Scene
+from shadowtutor_lab.cli.options import script_command
 from shadowtutor_lab.evaluation.machine import machine_info
 
 TAILS = {"fused": True, "as written": False}

@@ -25,7 +25,7 @@ from decision_oracle import add_scene_arguments, against_fixed, labelled_scenes,
 
 from shadowtutor.acceleration.regions.flow import FlowEstimator
 from shadowtutor.algorithms.metrics import miou
-from shadowtutor.cli.options import script_command
+from shadowtutor_lab.cli.options import script_command
 
 PRICES = (0.0, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3, 0.5)
 

@@ -39,13 +39,13 @@ import numpy as np
 import torch
 
 from shadowtutor.classes import LVS_CLASSES
-from shadowtutor.cli.options import script_command
 from shadowtutor.teachers.base import TeacherError
 from shadowtutor.teachers.class_maps import COCO_CATEGORY_NAMES, COCO_CLASSES, checked_class_lut
 from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor.teachers.instances import paint_instances
 from shadowtutor.teachers.maskrcnn import MaskRCNNTeacher, detect
 from shadowtutor.teachers.precision import PRECISIONS, check_precision, float32_precision
+from shadowtutor_lab.cli.options import script_command
 
 AGREEMENT_NEEDED = 0.995
 CLASS_LISTS = {"coco": (*COCO_CLASSES, "background"), "lvs": LVS_CLASSES}

@@ -1,8 +1,8 @@
 """The paper's algorithm parameters (section 5.3), declared once: :class:`AlgorithmParams` (no torch import).
 
 Each field's default and description are the only ones: the server's flags and ``SHADOWTUTOR_*``
-variables (:mod:`shadowtutor.config.flat_settings`), the benchmarks' flags
-(:func:`shadowtutor.cli.options.add_algorithm_options`) and their help text are generated from them.
+variables (:mod:`shadowtutor.config.settings_flags`) and any other command's flags are generated from
+them, help text included.
 A field's flag and variable are named after the field, or after its ``json_schema_extra["setting"]``
 (``mode`` is ``--distill-mode`` / ``SHADOWTUTOR_DISTILL_MODE``).
 """

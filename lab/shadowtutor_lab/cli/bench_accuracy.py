@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from shadowtutor.cli.options import (
+from shadowtutor_lab.cli.options import (
     add_algorithm_options,
     algorithm_params,
     frame_size,
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def add_accuracy_options(parser: argparse.ArgumentParser,
                          overrides: Mapping[str, tuple[Any, str]] | None = None) -> None:
     """Every option of ``bench accuracy`` but ``--scenes`` (the run, the student, the teacher, the workers and
-    the algorithm parameters of :func:`~shadowtutor.cli.options.add_algorithm_options`), for each command that
+    the algorithm parameters of :func:`~shadowtutor_lab.cli.options.add_algorithm_options`), for each command that
     runs the harness as it does; ``overrides`` maps an option's ``dest`` to its ``(default, help)`` there."""
     p = parser
     actions = {

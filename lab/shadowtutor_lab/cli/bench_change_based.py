@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shadowtutor.cli.options import emit_results, frame_size, invoked_command, positive_int
+from shadowtutor_lab.cli.options import emit_results, frame_size, invoked_command, positive_int
 
 DEFAULT_CLIPS = ("fixed-people:1", "fixed-animals:3", "fixed-people:4", "moving-people:0", "egocentric-people:0")
 

@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shadowtutor.cli.options import invoked_command
+    from shadowtutor_lab.cli.options import invoked_command
     from shadowtutor_lab.evaluation.frame_rate import FIGURES, write_frame_rate
 
     averages = write_frame_rate(args.full, args.resampled, args.out, args.title, args.note, invoked_command(args))

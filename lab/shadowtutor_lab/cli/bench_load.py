@@ -7,7 +7,7 @@ import logging
 import shlex
 from pathlib import Path
 
-from shadowtutor.cli.options import frame_size, invoked_command, positive_float, positive_int
+from shadowtutor_lab.cli.options import frame_size, invoked_command, positive_float, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shadowtutor.cli.options import frame_size, invoked_command, positive_int
+from shadowtutor_lab.cli.options import frame_size, invoked_command, positive_int
 
 if TYPE_CHECKING:
     from shadowtutor_lab.netbench.results import Results

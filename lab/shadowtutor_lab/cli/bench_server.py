@@ -8,7 +8,7 @@ import shlex
 from datetime import date
 from pathlib import Path
 
-from shadowtutor.cli.options import frame_size, invoked_command, positive_float, positive_int
+from shadowtutor_lab.cli.options import frame_size, invoked_command, positive_float, positive_int
 
 
 def _list_of(kind, name: str):  # type: ignore[no-untyped-def]

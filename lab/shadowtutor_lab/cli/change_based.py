@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shadowtutor.cli.options import frame_size, invoked_command, positive_int
+from shadowtutor_lab.cli.options import frame_size, invoked_command, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from shadowtutor.cli.options import frame_size, invoked_command, positive_int
+from shadowtutor_lab.cli.options import frame_size, invoked_command, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

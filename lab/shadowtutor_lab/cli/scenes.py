@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from shadowtutor.cli.options import frame_size, non_negative_int, positive_int
+from shadowtutor_lab.cli.options import frame_size, non_negative_int, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

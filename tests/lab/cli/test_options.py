@@ -5,8 +5,8 @@ import argparse
 import pytest
 
 from shadowtutor.algorithms.params import AlgorithmParams
-from shadowtutor.cli.options import BENCH_FIXED_FIELDS, add_algorithm_options, algorithm_params, script_command
 from shadowtutor.config.settings_flags import flag
+from shadowtutor_lab.cli.options import BENCH_FIXED_FIELDS, add_algorithm_options, algorithm_params, script_command
 
 
 def test_a_study_script_records_the_command_it_was_run_with_from_the_repository_root() -> None:
