@@ -134,3 +134,18 @@ def test_the_development_cli_adds_the_labs_commands() -> None:
     action = next(a for a in build_parser()._actions if a.dest == "command")
     assert PRODUCTION_COMMANDS < set(action.choices)
     assert {"bench", "scenes", "demo", "evaluate", "fuzz", "bounds", "pretrain"} <= set(action.choices)
+
+
+def test_the_lab_runs_from_its_source_folder_without_being_installed(production_site: Path, tmp_path: Path) -> None:
+    """A checkout where nothing of the lab is installed (a GPU machine with the repository copied over):
+    ``python -m shadowtutor_lab`` with ``lab/`` on the path offers the product's and the lab's commands."""
+    lab = Path(__file__).resolve().parents[1] / "lab"
+    code = (f"import runpy, sys; sys.path.insert(0, {str(lab)!r}); sys.argv[0] = 'shadowtutor_lab'; "
+            "runpy.run_module('shadowtutor_lab', run_name='__main__')")
+    shown = run_production(production_site, code, tmp_path, "--help")
+    assert shown.returncode == 0, shown.stderr
+    listed = set(re.findall(r"^    (\S+)", shown.stdout, re.MULTILINE))
+    assert PRODUCTION_COMMANDS < listed and {"bench", "demo", "evaluate", "scenes"} <= listed, shown.stdout
+    helped = run_production(production_site, code, tmp_path, "bench", "server", "--help")
+    assert helped.returncode == 0, helped.stderr
+    assert "usage: shadowtutor bench server" in helped.stdout

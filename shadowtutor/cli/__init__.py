@@ -4,7 +4,8 @@ Each command module exposes ``register(subparsers)``; modules import their heavy
 dependencies inside their handlers so that ``shadowtutor --help`` stays fast. The product's
 commands come first, in :data:`COMMAND_MODULES`' order; then every module named in the
 entry-point group :data:`PLUGIN_GROUP` (the lab's benchmarks and studies, where installed), in
-the order of the entry points' names.
+the order of the entry points' names; then the ``extra_modules`` a caller names (a package run from
+its source folder, whose entry points are not installed). Each module registers once.
 """
 
 from __future__ import annotations
@@ -36,18 +37,20 @@ def plugin_modules() -> list[str]:
     return names
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line: the product's commands, then the plugins' (see the module's docstring)."""
+def build_parser(extra_modules: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The whole command line: the product's commands, the plugins', then ``extra_modules``' (see the
+    module's docstring)."""
     parser = argparse.ArgumentParser(prog="shadowtutor", description=__doc__.splitlines()[0])
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in (*COMMAND_MODULES, *plugin_modules()):
+    for name in dict.fromkeys((*COMMAND_MODULES, *plugin_modules(), *extra_modules)):
         importlib.import_module(name).register(subparsers)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, extra_modules: Sequence[str] = ()) -> int:
+    """Parse ``argv`` (default: the process's arguments) and run its command; the exit status."""
+    parser = build_parser(extra_modules)
     arguments = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(arguments)
     args.argv = arguments
