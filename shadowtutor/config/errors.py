@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
@@ -14,14 +12,11 @@ def error_text(error: ErrorDetails) -> str:
     return str(cause) if error["type"] == "value_error" and cause is not None else error["msg"]
 
 
-def validation_message(exc: ValidationError, origin: Callable[[ErrorDetails], str | None] | None = None) -> str:
-    """Every problem of ``exc``, ``"; "``-joined, each prefixed by where it came from.
-
-    ``origin`` names the source of one error (a flag, a variable) or gives None; without it, an error
-    located at a field is prefixed by the field's dotted path, a model-wide one by nothing.
-    """
+def validation_message(exc: ValidationError) -> str:
+    """Every problem of ``exc``, ``"; "``-joined: an error located at a field prefixed by the field's dotted
+    path, a model-wide one by nothing."""
     lines = []
     for error in exc.errors(include_url=False):
-        where = origin(error) if origin else ".".join(str(part) for part in error["loc"]) or None
+        where = ".".join(str(part) for part in error["loc"])
         lines.append(f"{where}: {error_text(error)}" if where else error_text(error))
     return "; ".join(lines)
