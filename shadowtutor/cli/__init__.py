@@ -30,11 +30,7 @@ def plugin_modules() -> list[str]:
     """The module names of the entry points in :data:`PLUGIN_GROUP`, sorted by entry-point name (then by
     module name), each once; empty where no installed distribution declares the group."""
     found = sorted({(entry.name, entry.value) for entry in entry_points(group=PLUGIN_GROUP)})
-    names: list[str] = []
-    for _, module in found:
-        if module not in names and module not in COMMAND_MODULES:
-            names.append(module)
-    return names
+    return list(dict.fromkeys(module for _, module in found))
 
 
 def build_parser(extra_modules: Sequence[str] = ()) -> argparse.ArgumentParser:
