@@ -30,6 +30,7 @@ from shadowtutor.algorithms.metrics import miou
 from shadowtutor.models.inference import onnx_available
 from shadowtutor.models.student import StudentNet
 from shadowtutor_lab.evaluation.clips import Clip
+from shadowtutor_lab.evaluation.machine import describe_machine
 
 CUTOVER_BIN = 0.05
 
@@ -211,9 +212,8 @@ def render_markdown(results: dict[str, Any]) -> str:
     lines = [
         "# Change-based inference benchmark",
         "",
-        f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} CPUs; torch "
-        f"{machine.get('torch', '?')}, onnxruntime {machine.get('onnxruntime', '?')}; "
-        f"{results['threads']} thread(s). Student: {results.get('student', '?')}. Options: {results['options']}.",
+        f"Machine: {describe_machine(machine)}; {results['threads']} thread(s). "
+        f"Student: {results.get('student', '?')}. Options: {results['options']}.",
         "",
         "```",
         results.get("command", ""),

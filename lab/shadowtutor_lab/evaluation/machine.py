@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,12 @@ def _version(module: str) -> str | None:
         return __import__(module).__version__
     except ImportError:
         return None
+
+
+def describe_machine(machine: Mapping[str, Any]) -> str:
+    """``CPU model, N CPUs; torch X, onnxruntime Y`` from a :func:`machine_info` dict, ``?`` for what it lacks."""
+    return (f"{machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} CPUs; torch "
+            f"{machine.get('torch', '?')}, onnxruntime {machine.get('onnxruntime', '?')}")
 
 
 def machine_info() -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from shadowtutor_lab.evaluation.machine import describe_machine
 from shadowtutor_lab.evaluation.markdown import markdown_table
 from shadowtutor_lab.evaluation.paper_figures import beside_the_paper
 
@@ -60,8 +61,7 @@ def _run_lines(results: Mapping[str, Mapping[str, Any]], meta: Mapping[str, Any]
         f"backend `{meta.get('backend', '?')}`; {meta.get('workers', 1)} worker process(es) with "
         f"{meta.get('threads', machine.get('torch_threads', '?'))} torch / ONNX Runtime thread(s) each.",
         f"Algorithm parameters: `{json.dumps(meta.get('params', {}))}`.",
-        f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} CPUs; torch "
-        f"{machine.get('torch', '?')}, onnxruntime {machine.get('onnxruntime', '?')}.",
+        f"Machine: {describe_machine(machine)}.",
     ]
     if per_scene:
         lines.append(f"Harness time per scene (its two passes together): {per_scene}.")

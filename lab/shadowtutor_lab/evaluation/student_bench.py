@@ -20,6 +20,7 @@ import torch
 from shadowtutor.models.backends import CPU_BACKENDS
 from shadowtutor.models.inference import BUILDABLE_BACKENDS, InferenceBackend, TorchBackend, build_inference_backend
 from shadowtutor.models.student import StudentNet
+from shadowtutor_lab.evaluation.machine import describe_machine
 
 Size = tuple[int, int]
 REFERENCE = "reference"
@@ -145,9 +146,8 @@ def render_markdown(results: dict[str, Any]) -> str:
     lines = [
         "# Student inference benchmark",
         "",
-        f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} CPUs; torch "
-        f"{machine.get('torch', '?')}, onnxruntime {machine.get('onnxruntime', '?')}. Student: "
-        f"{results.get('student', '?')}. Frames: {results.get('frames_source', '?')}.",
+        f"Machine: {describe_machine(machine)}. Student: {results.get('student', '?')}. "
+        f"Frames: {results.get('frames_source', '?')}.",
         "",
         "```",
         results.get("command", ""),
