@@ -6,8 +6,8 @@
 * :class:`BatchedDistillation`: key frames of all sessions queue for one engine thread, which
   trains whatever is queued when it is free as one batch
   (:func:`~shadowtutor.algorithms.batched_distill.distill_batch`, at most ``distill_batch_size``
-  key frames). The GPU default: one batched run keeps the device busy where a session at a time
-  leaves it idle between small kernels.
+  key frames, the sessions' convolutions computed as ``distill_convolution`` says). The GPU default:
+  one batched run keeps the device busy where a session at a time leaves it idle between small kernels.
 
 Both give each session the result its own ``Distiller.train`` would; each returns the result with
 the seconds the key frame spent from submission to its result.
@@ -28,6 +28,7 @@ from services.server.metrics import ServerMetrics
 from services.server.settings import DistillEngine
 from shadowtutor.algorithms.batched_distill import KeyFrameJob, distill_batch
 from shadowtutor.algorithms.distill import Distiller, DistillResult
+from shadowtutor.algorithms.engine_options import Convolution
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +77,12 @@ class _Pending:
 class BatchedDistillation:
     """Key frames of every session queue for one engine thread that trains them in batches."""
 
-    def __init__(self, metrics: ServerMetrics, max_batch: int) -> None:
+    def __init__(self, metrics: ServerMetrics, max_batch: int, convolution: Convolution = "grouped") -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.metrics = metrics
         self.max_batch = max_batch
+        self.convolution = convolution
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shadowtutor-engine")
         self._worker: asyncio.Task[None] | None = None
@@ -151,12 +153,11 @@ class BatchedDistillation:
                 else:
                     pending.future.set_result((outcome, done - pending.queued_at))
 
-    @staticmethod
-    def _train_all(batch: list[_Pending]) -> list[DistillResult | BaseException]:
+    def _train_all(self, batch: list[_Pending]) -> list[DistillResult | BaseException]:
         """Runs in the engine thread. A failing batch is retried one key frame at a time, so that a bad key
         frame fails only its own session."""
         try:
-            return list(distill_batch([p.job for p in batch]))
+            return list(distill_batch([p.job for p in batch], self.convolution))
         except Exception as exc:
             if len(batch) == 1:
                 return [exc]
@@ -164,7 +165,7 @@ class BatchedDistillation:
         outcomes: list[DistillResult | BaseException] = []
         for pending in batch:
             try:
-                outcomes.append(distill_batch([pending.job])[0])
+                outcomes.append(distill_batch([pending.job], self.convolution)[0])
             except Exception as exc:
                 outcomes.append(exc)
         return outcomes
@@ -178,9 +179,11 @@ def resolve_engine(engine: DistillEngine, device_type: str) -> Literal["batched"
 
 
 def make_distillation(
-    engine: DistillEngine, device_type: str, metrics: ServerMetrics, pool: ThreadPoolExecutor, max_batch: int
+    engine: DistillEngine, device_type: str, metrics: ServerMetrics, pool: ThreadPoolExecutor, max_batch: int,
+    convolution: Convolution = "grouped",
 ) -> Distillation:
-    """The engine ``engine`` names for a device of ``device_type`` (not yet started)."""
+    """The engine ``engine`` names for a device of ``device_type`` (not yet started); ``max_batch`` and
+    ``convolution`` apply to the batched engine."""
     if resolve_engine(engine, device_type) == "batched":
-        return BatchedDistillation(metrics, max_batch)
+        return BatchedDistillation(metrics, max_batch, convolution)
     return PooledDistillation(pool)

@@ -144,7 +144,7 @@ class ServerRuntime:
         queue = TeacherQueue(self.teacher, self.metrics, self.settings.teacher_batch_size)
         distillation = make_distillation(
             self.settings.distill_engine, self.device.type, self.metrics, self.distill_pool,
-            self.settings.distill_batch_size,
+            self.settings.distill_batch_size, self.settings.distill_convolution,
         )
         distillation.start()
         self.distillation = distillation

@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
+from shadowtutor.algorithms.engine_options import Convolution  # no torch either
 from shadowtutor.algorithms.params import AlgorithmParams  # no torch: quick CLI
 from shadowtutor.config.settings_flags import FlatSettings
 from shadowtutor.models.scale import setting as student_size_setting
@@ -139,6 +140,11 @@ class ServerSettings(FlatSettings):
     )
     distill_batch_size: int = Field(
         64, ge=1, le=1024, description="batched engine: most key frames (one per session) trained as one batch"
+    )
+    distill_convolution: Convolution = Field(
+        "grouped", description="batched engine: how each session's own convolutions run, grouped (one grouped "
+        "convolution per layer) or matmul (im2col and one batched matrix product per layer: more memory); the same "
+        "function, rounded differently; which is faster depends on the GPU (docs/design/batched_distillation.md)"
     )
     distill_tail: DistillTail = Field(
         "auto", description="the student's tail in distillation: fused (one convolution at a quarter of the "

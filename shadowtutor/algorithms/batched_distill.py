@@ -18,11 +18,14 @@ one batch:
 Key frames can be grouped when their distillers train in partial mode at the same student input
 size, class count, restore rule and tail (as written or fused), on the same device, with fronts of
 equal weights; anything else runs through its own :meth:`Distiller.train`. Each group trains the
-tail its distillers train.
+tail its distillers train. ``convolution`` picks how the sessions' own convolutions run: ``grouped`` (one
+grouped convolution, as ``vmap`` makes it) or ``matmul`` (im2col and one batched matrix product,
+:mod:`~shadowtutor.algorithms.conv_matmul`); the same function either way, rounded differently.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +36,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
+from shadowtutor.algorithms.conv_matmul import ConvolutionsAsMatmul
 from shadowtutor.algorithms.distill import Distiller, DistillResult, PreparedKeyFrame
+from shadowtutor.algorithms.engine_options import CONVOLUTIONS, Convolution
 from shadowtutor.models.fast_student import fused_back
 from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet, map_sizes
 
@@ -74,12 +79,16 @@ def group_key(distiller: Distiller, key_frame: PreparedKeyFrame) -> tuple[object
     )
 
 
-def distill_batch(jobs: Sequence[KeyFrameJob]) -> list[DistillResult]:
-    """Algorithm 1 on every job, compatible ones batched; results in the order of ``jobs``.
+def distill_batch(jobs: Sequence[KeyFrameJob], convolution: Convolution = "grouped") -> list[DistillResult]:
+    """Algorithm 1 on every job, compatible ones batched (their convolutions computed as ``convolution``
+    says); results in the order of ``jobs``.
 
     Each distiller may appear once (its key frames depend on each other: ValueError otherwise). A
-    job whose frame and labels differ in size raises ValueError before any distiller changes.
+    job whose frame and labels differ in size, or an unknown ``convolution``, raises ValueError before
+    any distiller changes.
     """
+    if convolution not in CONVOLUTIONS:
+        raise ValueError(f"unknown convolution {convolution!r}; use one of {', '.join(CONVOLUTIONS)}")
     distillers = [job.distiller for job in jobs]
     if len({id(d) for d in distillers}) != len(distillers):
         raise ValueError("a batch holds at most one key frame per distiller")
@@ -97,7 +106,8 @@ def distill_batch(jobs: Sequence[KeyFrameJob]) -> list[DistillResult]:
         if len(indices) == 1:
             alone.extend(indices)
             continue
-        group_results = _BatchedRun([distillers[i] for i in indices], [prepared[i] for i in indices]).run()
+        run = _BatchedRun([distillers[i] for i in indices], [prepared[i] for i in indices], convolution)
+        group_results = run.run()
         for index, result in zip(indices, group_results, strict=True):
             results[index] = result
     for index in alone:
@@ -145,8 +155,11 @@ class _BatchedRun:
     ``(sessions, weights)`` tensor (so that an Adam step is a handful of kernels whatever the sessions), every
     distiller updated on return."""
 
-    def __init__(self, distillers: list[Distiller], key_frames: list[PreparedKeyFrame]) -> None:
+    def __init__(
+        self, distillers: list[Distiller], key_frames: list[PreparedKeyFrame], convolution: Convolution
+    ) -> None:
         self.distillers = distillers
+        self.convolution = convolution
         self.device = distillers[0].device
         self.reference = distillers[0].student
         self.keys = distillers[0].trainable_keys
@@ -219,7 +232,8 @@ class _BatchedRun:
         max_updates = torch.tensor(self.max_updates, device=self.device)
 
         def logits_of() -> torch.Tensor:
-            return forward(self._unflatten(flat), dec1, enc2, enc1)
+            with ConvolutionsAsMatmul() if self.convolution == "matmul" else contextlib.nullcontext():
+                return forward(self._unflatten(flat), dec1, enc2, enc1)
 
         logits = logits_of()
         with torch.no_grad():

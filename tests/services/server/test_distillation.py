@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from services.server import distillation
 from services.server.distillation import (
     BatchedDistillation,
     PooledDistillation,
@@ -20,6 +21,7 @@ from services.server.distillation import (
 from services.server.metrics import ServerMetrics
 from services.server.settings import ServerSettings
 from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.algorithms.engine_options import CONVOLUTIONS, Convolution
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.student import StudentNet
 from tests.support.prometheus import sample_value
@@ -54,12 +56,27 @@ async def _train_all(engine: BatchedDistillation, distillers: list[Distiller], f
         await engine.stop()
 
 
-def test_queued_key_frames_of_many_sessions_train_as_one_batch_with_each_sessions_result() -> None:
+@pytest.mark.parametrize("convolution", CONVOLUTIONS)
+def test_queued_key_frames_of_many_sessions_train_as_one_batch_with_each_sessions_result(
+    convolution: Convolution, monkeypatch: pytest.MonkeyPatch
+) -> None:
     metrics = ServerMetrics()
     alone, batched = _distillers(6), _distillers(6)
     frames = [_key_frame(s) for s in range(6)]
     want = [d.train(f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]
-    got = asyncio.run(_train_all(BatchedDistillation(metrics, max_batch=64), batched, frames))
+    asked: list[str] = []
+    original = distillation.distill_batch
+
+    def recording(jobs: list, convolution: Convolution = "grouped") -> list:
+        asked.append(convolution)
+        return original(jobs, convolution)
+
+    monkeypatch.setattr(distillation, "distill_batch", recording)
+    with ThreadPoolExecutor(1) as pool:
+        engine = make_distillation("batched", "cpu", metrics, pool, 64, convolution)
+    assert isinstance(engine, BatchedDistillation)
+    got = asyncio.run(_train_all(engine, batched, frames))
+    assert asked == [convolution]
     for (result, seconds), expected, a, b in zip(got, want, alone, batched, strict=True):
         assert (result.steps, result.metric) == (expected.steps, pytest.approx(expected.metric, abs=1e-12))
         assert seconds > 0

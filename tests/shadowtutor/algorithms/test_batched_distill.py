@@ -16,7 +16,13 @@ import numpy as np
 import pytest
 import torch
 
-from shadowtutor.algorithms.batched_distill import KeyFrameJob, batched_miou, distill_batch
+from shadowtutor.algorithms.batched_distill import (
+    CONVOLUTIONS,
+    Convolution,
+    KeyFrameJob,
+    batched_miou,
+    distill_batch,
+)
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
@@ -79,8 +85,11 @@ def restores(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     return counts
 
 
+@pytest.mark.parametrize("convolution", CONVOLUTIONS)
 @pytest.mark.parametrize("fuse_tail", [False, True], ids=["tail as written", "fused tail"])
-def test_the_engine_equals_each_sessions_own_distiller(restores: Counter[int], fuse_tail: bool) -> None:
+def test_the_engine_equals_each_sessions_own_distiller(
+    restores: Counter[int], fuse_tail: bool, convolution: Convolution
+) -> None:
     torch.manual_seed(0)
     base = StudentNet(num_classes=3).double()
     pairs = [_pair(base, _params(s), fuse_tail) for s in range(SESSIONS)]
@@ -90,7 +99,7 @@ def test_the_engine_equals_each_sessions_own_distiller(restores: Counter[int], f
         frames = [_key_frame(s, round_) for s in range(SESSIONS)]
         sequential = [alone.train(frame, label) for (alone, _), (frame, label) in zip(pairs, frames, strict=True)]
         jobs = [KeyFrameJob(engine, f, lab) for (_, engine), (f, lab) in zip(pairs, frames, strict=True)]
-        batched = distill_batch(jobs)
+        batched = distill_batch(jobs, convolution)
         for (alone, engine), want, got in zip(pairs, sequential, batched, strict=True):
             assert got.steps == want.steps
             assert got.metric == pytest.approx(want.metric, abs=1e-12)
@@ -149,6 +158,16 @@ def test_a_frame_and_labels_of_different_sizes_change_no_distiller() -> None:
     for distiller, state in zip(distillers, before, strict=True):
         for key, tensor in state.items():
             assert torch.equal(distiller.student.state_dict()[key], tensor)
+
+
+def test_an_unknown_convolution_changes_no_distiller() -> None:
+    distillers = [Distiller(StudentNet(num_classes=3), AlgorithmParams(), background=0) for _ in range(2)]
+    before = [copy.deepcopy(d.student.state_dict()) for d in distillers]
+    frame, label = _key_frame(0, 0)
+    with pytest.raises(ValueError, match="unknown convolution 'winograd'; use one of grouped, matmul"):
+        distill_batch([KeyFrameJob(d, frame, label) for d in distillers], "winograd")  # type: ignore[arg-type]
+    for distiller, state in zip(distillers, before, strict=True):
+        assert all(torch.equal(distiller.student.state_dict()[k], t) for k, t in state.items())
 
 
 def test_batched_miou_equals_miou_per_session() -> None:
