@@ -1,0 +1,387 @@
+"""Which variant of the batched distillation engine is fastest on this device: :func:`distill_batch` timed
+directly (no server) for every variant at every frame size, on the same inputs and start states.
+
+Variants (run in this order, most important first; ``--variants`` picks some, and a variant's reference
+runs before it even when not picked):
+
+- ``grouped-written``, ``matmul-written``, ``grouped-fused``, ``matmul-fused``: the sessions' convolutions
+  as one grouped convolution or as im2col and a batched matrix product (``distill_batch``'s
+  ``convolution``), the tail as written or fused (``Distiller(fuse_tail=...)``);
+- ``...-cudnnbench``: the same with ``torch.backends.cudnn.benchmark`` on for that variant only (restored
+  after; nothing changes on a CPU, where it still runs);
+- ``...-bf16``: the same under ``torch.autocast(device type, bfloat16)``: how fast, and how far its results
+  move (a study, not a product option).
+
+Each point (variant x size): ``--sessions`` distillers on the device, each a deep copy of one template
+student (random initialisation from ``--seed``), THRESHOLD 0.999 and MAX_UPDATES 8 (every step taken); each
+session its own noise frame (uint8 BGR) with labels of a few classes in blocks, the same for every variant.
+One warm-up batch, then ``--repeats`` timed batches, each on fresh copies of the point's distillers (copied
+outside the timed region, their front fingerprints cached as a server session's are after its first key
+frame), each bracketed by ``torch.cuda.synchronize`` on CUDA.
+
+Per point: median seconds per batch, key frames/s (sessions / median), ms per key-frame step (median /
+steps taken by all sessions), mean steps per key frame, peak device memory (null on a CPU), and agreement
+with the reference of the same tail and size (``grouped-written`` or ``grouped-fused``; the reference's
+warm-up batch against the variant's last timed batch, so the reference's own figures are its run-to-run
+noise, 0 where the device is deterministic): the largest metric difference over sessions, the fraction of
+sessions with the same step count, the largest difference of a trainable weight. A point that raises a
+RuntimeError (out of memory included) is recorded with its error and the run goes on.
+
+Every figure is printed as soon as measured (one line per point), then the device and the fastest variant
+per size; the JSON at ``--out`` (rewritten after every point) and a Markdown table beside it hold the same.
+A size where the fused tail does not apply (``frame_tail_fusable``) is refused: exit code 2, one line.
+
+Usage: ``python lab/scripts/engine_variants.py --device cuda --out R.json`` (defaults: 64 sessions,
+1280x720 and 640x360, 3 timed batches per point)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from shadowtutor.algorithms.batched_distill import (
+    CONVOLUTIONS,
+    Convolution,
+    KeyFrameJob,
+    distill_batch,
+    front_fingerprint,
+)
+from shadowtutor.algorithms.distill import Distiller, DistillResult
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.classes import LVS_CLASSES, background_index
+from shadowtutor.models.fast_student import frame_tail_fusable
+from shadowtutor.models.student import StudentNet
+from shadowtutor.teachers.base import TeacherError
+from shadowtutor.teachers.device import resolve_torch_device
+from shadowtutor_lab.cli.options import script_command
+from shadowtutor_lab.evaluation.machine import describe_machine, machine_info
+
+VARIANTS = (
+    "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "grouped-written-cudnnbench",
+    "grouped-fused-cudnnbench", "matmul-fused-bf16", "grouped-fused-bf16",
+)
+PARAMS = AlgorithmParams(threshold=0.999, max_updates=8)
+GIB = 1024 ** 3
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way to run the engine, read from its name ``CONVOLUTION-TAIL[-cudnnbench|-bf16]``."""
+
+    name: str
+
+    @property
+    def convolution(self) -> Convolution:
+        for convolution in CONVOLUTIONS:
+            if self.name.startswith(f"{convolution}-"):
+                return convolution
+        raise ValueError(f"variant {self.name!r} names none of the engine's convolutions {CONVOLUTIONS}")
+
+    @property
+    def fuse_tail(self) -> bool:
+        return self.name.split("-")[1] == "fused"
+
+    @property
+    def cudnn_benchmark(self) -> bool:
+        return self.name.endswith("-cudnnbench")
+
+    @property
+    def bf16(self) -> bool:
+        return self.name.endswith("-bf16")
+
+    @property
+    def reference(self) -> str:
+        return "grouped-fused" if self.fuse_tail else "grouped-written"
+
+
+@dataclass
+class Outcome:
+    """What one batch left: per session the final metric and step count, and the trainable weights ``(S, W)``."""
+
+    metrics: np.ndarray
+    steps: np.ndarray
+    weights: torch.Tensor
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    width, sep, height = text.lower().partition("x")
+    if not sep or not width.isdigit() or not height.isdigit() or int(width) < 1 or int(height) < 1:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, e.g. 1280x720, got {text!r}")
+    return int(width), int(height)
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    sizes = [parse_size(s.strip()) for s in text.split(",") if s.strip()]
+    if not sizes:
+        raise argparse.ArgumentTypeError(f"expected sizes like 1280x720,640x360, got {text!r}")
+    return sizes
+
+
+def parse_variants(text: str) -> list[str]:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown variant(s) {', '.join(unknown) or text!r}; use {','.join(VARIANTS)}")
+    return names
+
+
+def plan(names: list[str]) -> list[Variant]:
+    """The variants to run: those named and their references, in :data:`VARIANTS`' order."""
+    wanted = set(names) | {Variant(n).reference for n in names}
+    return [Variant(n) for n in VARIANTS if n in wanted]
+
+
+def key_frames(sessions: int, width: int, height: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per session a BGR frame ``(height, width, 3)`` uint8 and labels ``(height, width)``: blocks of a few
+    classes (the background among them), the frame noise tinted by each block's class."""
+    rng = np.random.default_rng(seed)
+    classes = len(LVS_CLASSES)
+    block = max(4, height // 8)
+    rows, cols = -(-height // block), -(-width // block)
+    inputs = []
+    for _ in range(sessions):
+        present = rng.choice(classes, size=3, replace=False)
+        present[0] = background_index(LVS_CLASSES)
+        grid = rng.choice(present, size=(rows, cols)).astype(np.uint8)
+        label = np.kron(grid, np.ones((block, block), np.uint8))[:height, :width]
+        tint = rng.integers(0, 128, (classes, 3))
+        frame = (rng.integers(0, 128, (height, width, 3)) + tint[label]).astype(np.uint8)
+        inputs.append((frame, label))
+    return inputs
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+@contextlib.contextmanager
+def cudnn_benchmark(on: bool) -> Iterator[None]:
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = on
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
+def outcome(distillers: list[Distiller], results: list[DistillResult]) -> Outcome:
+    weights = []
+    for distiller in distillers:
+        state = distiller.student.state_dict()
+        weights.append(torch.cat([state[key].detach().float().reshape(-1) for key in distiller.trainable_keys]))
+    return Outcome(metrics=np.array([r.metric for r in results]), steps=np.array([r.steps for r in results]),
+                   weights=torch.stack(weights).cpu())
+
+
+def agreement(mine: Outcome, reference: Outcome) -> dict[str, float]:
+    return {
+        "metric_max_diff": float(np.max(np.abs(mine.metrics - reference.metrics))),
+        "steps_equal_fraction": float(np.mean(mine.steps == reference.steps)),
+        "weights_max_diff": float((mine.weights - reference.weights).abs().max()),
+    }
+
+
+def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarray, np.ndarray]], device: str,
+            repeats: int) -> tuple[dict[str, Any], Outcome, Outcome]:
+    """Time one point; returns its figures and the outcomes of its warm-up and last timed batches."""
+    background = background_index(LVS_CLASSES)
+    base = [Distiller(copy.deepcopy(template), PARAMS, background, device, fuse_tail=variant.fuse_tail)
+            for _ in inputs]
+    for distiller in base:
+        front_fingerprint(distiller)  # cached on the distiller, as a server session's is after its first key frame
+
+    def batch() -> tuple[float, Outcome]:
+        distillers = copy.deepcopy(base)
+        jobs = [KeyFrameJob(d, frame, label) for d, (frame, label) in zip(distillers, inputs, strict=True)]
+        autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=variant.bf16)
+        synchronize(device)
+        start = time.perf_counter()
+        with autocast:
+            results = distill_batch(jobs, convolution=variant.convolution)
+        synchronize(device)
+        return time.perf_counter() - start, outcome(distillers, results)
+
+    with cudnn_benchmark(variant.cudnn_benchmark):
+        _, warm_up = batch()
+        timed = [batch() for _ in range(repeats)]
+    seconds = [s for s, _ in timed]
+    last = timed[-1][1]
+    median = statistics.median(seconds)
+    steps = int(last.steps.sum())
+    return {
+        "batch_seconds": seconds,
+        "median_s": median,
+        "key_frames_per_s": len(inputs) / median,
+        "ms_per_step": 1000 * median / steps if steps else None,
+        "mean_steps": float(last.steps.mean()),
+        "peak_bytes": torch.cuda.max_memory_allocated(device) if device.startswith("cuda") else None,
+    }, warm_up, last
+
+
+def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
+              inputs: list[tuple[np.ndarray, np.ndarray]], device: str, repeats: int,
+              references: dict[str, Outcome]) -> dict[str, Any]:
+    """One point's row (figures or error); a reference's warm-up outcome is kept in ``references``."""
+    width, height = size
+    row: dict[str, Any] = {
+        "size": f"{width}x{height}", "variant": variant.name, "convolution": variant.convolution,
+        "tail": "fused" if variant.fuse_tail else "written", "cudnn_benchmark": variant.cudnn_benchmark,
+        "autocast": "bf16" if variant.bf16 else None, "sessions": len(inputs), "reference": variant.reference,
+        "error": None,
+    }
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats(device)
+    try:
+        figures, warm_up, last = measure(variant, template, inputs, device, repeats)
+    except RuntimeError as exc:  # torch.OutOfMemoryError included
+        row["error"] = f"{type(exc).__name__}: {exc}"
+    else:
+        row.update(figures)
+        if variant.name == variant.reference:
+            references[variant.reference] = warm_up
+        reference = references.get(variant.reference)
+        row.update(agreement(last, reference) if reference is not None else
+                   {"metric_max_diff": None, "steps_equal_fraction": None, "weights_max_diff": None})
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return row
+
+
+def point_line(row: dict[str, Any]) -> str:
+    head = f"{row['size']:>9} {row['variant']:<27} {row['sessions']} sessions:"
+    if row["error"] is not None:
+        return f"{head} FAILED {row['error'].splitlines()[0][:300]}"
+    ms_step = "-" if row["ms_per_step"] is None else f"{row['ms_per_step']:.3f}"
+    peak = "-" if row["peak_bytes"] is None else f"{row['peak_bytes'] / GIB:.2f} GiB"
+    line = (f"{head} {row['key_frames_per_s']:.1f} key frames/s, {row['median_s']:.3f} s/batch, {ms_step} ms/step, "
+            f"{row['mean_steps']:.2f} steps, peak {peak}")
+    if row["metric_max_diff"] is None:
+        return f"{line}, vs {row['reference']}: not run"
+    return (f"{line}, vs {row['reference']}: metric {row['metric_max_diff']:.1e}, "
+            f"steps {100 * row['steps_equal_fraction']:.0f}%, weights {row['weights_max_diff']:.1e}")
+
+
+def fastest(rows: list[dict[str, Any]]) -> list[str]:
+    """Per size: the fastest variant, and the fastest in float32 where that is another one."""
+    lines = []
+    for size in dict.fromkeys(r["size"] for r in rows):
+        done = [r for r in rows if r["size"] == size and r["error"] is None]
+        if not done:
+            lines.append(f"fastest at {size}: none (every point failed)")
+            continue
+        best = max(done, key=lambda r: r["key_frames_per_s"])
+        text = f"fastest at {size}: {best['variant']} {best['key_frames_per_s']:.1f} key frames/s"
+        fp32 = [r for r in done if r["autocast"] is None]
+        if best["autocast"] is not None and fp32:
+            best32 = max(fp32, key=lambda r: r["key_frames_per_s"])
+            text += f"; in float32: {best32['variant']} {best32['key_frames_per_s']:.1f} key frames/s"
+        lines.append(text)
+    return lines
+
+
+def device_line(device: str) -> str:
+    machine = describe_machine(machine_info())
+    if not device.startswith("cuda"):
+        return f"device: cpu, {machine}"
+    properties = torch.cuda.get_device_properties(device)
+    return (f"device: {device}, {properties.name} ({properties.total_memory / GIB:.1f} GiB), "
+            f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+            f"tf32 matmul {torch.backends.cuda.matmul.allow_tf32} cudnn {torch.backends.cudnn.allow_tf32}; {machine}")
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = ["# Batched distillation engine: variants", "", results["device"], "", "```", results["command"], "```", "",
+             f"{results['sessions']} sessions per batch, THRESHOLD {PARAMS.threshold}, MAX_UPDATES "
+             f"{PARAMS.max_updates}, median of {results['repeats']} batches after one warm-up.", "",
+             "| size | variant | key frames/s | s/batch | ms/step | steps | peak GiB | reference | metric diff | "
+             "steps equal | weights diff |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def number(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    for row in results["rows"]:
+        if row["error"] is not None:
+            lines.append(f"| {row['size']} | {row['variant']} | failed: {row['error'].splitlines()[0][:200]} "
+                         "|  |  |  |  |  |  |  |  |")
+            continue
+        peak = None if row["peak_bytes"] is None else row["peak_bytes"] / GIB
+        equal = None if row["steps_equal_fraction"] is None else 100 * row["steps_equal_fraction"]
+        lines.append(
+            f"| {row['size']} | {row['variant']} | {row['key_frames_per_s']:.1f} | {row['median_s']:.3f} | "
+            f"{number(row['ms_per_step'], '.3f')} | {row['mean_steps']:.2f} | {number(peak, '.2f')} | "
+            f"{row['reference']} | {number(row['metric_max_diff'], '.1e')} | {number(equal, '.0f')} % | "
+            f"{number(row['weights_max_diff'], '.1e')} |")
+    return "\n".join([*lines, "", *fastest(results["rows"])]) + "\n"
+
+
+def write(results: dict[str, Any], out: Path | None) -> None:
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=1) + "\n")
+        out.with_suffix(".md").write_text(render(results))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda[:N]")
+    parser.add_argument("--sessions", type=int, default=64, help="sessions (key frames) per batch (default 64)")
+    parser.add_argument("--sizes", type=parse_sizes, default=[(1280, 720), (640, 360)],
+                        help="frame sizes WIDTHxHEIGHT, comma-separated (default 1280x720,640x360)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed batches per point, after one warm-up (default 3)")
+    parser.add_argument("--variants", type=parse_variants, default=list(VARIANTS),
+                        help=f"comma-separated, of {','.join(VARIANTS)} (default: all)")
+    parser.add_argument("--out", type=Path, help="results JSON; the Markdown table goes beside it (same stem)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the template student and the inputs (default 0)")
+    args = parser.parse_args(argv)
+    if args.sessions < 2 or args.repeats < 1:
+        parser.error("--sessions must be at least 2 and --repeats at least 1")
+    refused = [f"{w}x{h}" for w, h in args.sizes if not frame_tail_fusable(h, w)]
+    if refused:
+        print(f"engine_variants: the fused tail does not apply at {', '.join(refused)} (frame_tail_fusable); "
+              "pick sizes like 1280x720 or 640x360", file=sys.stderr)
+        return 2
+    try:
+        device = resolve_torch_device(args.device)
+    except TeacherError as exc:
+        print(f"engine_variants: {exc}", file=sys.stderr)
+        return 2
+    variants = plan(args.variants)
+    torch.manual_seed(args.seed)
+    template = StudentNet(num_classes=len(LVS_CLASSES)).to(device)
+    results: dict[str, Any] = {
+        "command": script_command(__file__, argv), "device": device_line(device), "machine": machine_info(),
+        "sessions": args.sessions, "repeats": args.repeats, "seed": args.seed, "threshold": PARAMS.threshold,
+        "max_updates": PARAMS.max_updates, "rows": [],
+    }
+    for size in args.sizes:
+        inputs = key_frames(args.sessions, size[0], size[1], args.seed)
+        references: dict[str, Outcome] = {}
+        for variant in variants:
+            row = run_point(variant, size, template, inputs, device, args.repeats, references)
+            results["rows"].append(row)
+            print(point_line(row), flush=True)
+            write(results, args.out)
+    print(results["device"])
+    print("\n".join(fastest(results["rows"])), flush=True)
+    write(results, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,118 @@
+"""The engine-variants study script on the CPU with tiny settings: its figures per point, the agreement of
+each variant with its reference, a failing point recorded while the run goes on, and its refusal of a size
+where the fused tail does not apply."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[3]
+SCRIPT = REPO / "lab" / "scripts" / "engine_variants.py"
+CORE = ["grouped-written", "matmul-written", "grouped-fused", "matmul-fused"]
+FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "autocast", "sessions", "batch_seconds",
+          "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference", "metric_max_diff",
+          "steps_equal_fraction", "weights_max_diff", "error"}
+
+
+@pytest.fixture(scope="module")
+def script() -> Iterator[ModuleType]:
+    spec = importlib.util.spec_from_file_location("engine_variants", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
+
+
+def tiny(out: Path, variants: list[str], *extra: str) -> list[str]:
+    return ["--device", "cpu", "--sessions", "2", "--sizes", "128x72", "--repeats", "1",
+            "--variants", ",".join(variants), "--out", str(out), *extra]
+
+
+def test_core_variants_on_the_cpu(script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "runs" / "variants.json"
+    assert script.main(tiny(out, CORE)) == 0
+    results = json.loads(out.read_text())
+    rows: dict[str, dict[str, Any]] = {row["variant"]: row for row in results["rows"]}
+    assert [row["variant"] for row in results["rows"]] == CORE
+    for name, row in rows.items():
+        assert set(row) == FIELDS and row["error"] is None and row["size"] == "128x72" and row["sessions"] == 2
+        assert row["key_frames_per_s"] > 0 and row["median_s"] > 0 and row["ms_per_step"] > 0
+        assert row["key_frames_per_s"] == pytest.approx(2 / row["median_s"])
+        assert row["ms_per_step"] == pytest.approx(1000 * row["median_s"] / (2 * 8))
+        assert row["mean_steps"] == 8 and row["peak_bytes"] is None  # THRESHOLD 0.999: every step taken
+        assert row["reference"] == ("grouped-fused" if name.endswith("fused") else "grouped-written")
+    for reference in ("grouped-written", "grouped-fused"):  # against its own warm-up: a CPU repeats itself exactly
+        assert rows[reference]["metric_max_diff"] == 0 and rows[reference]["weights_max_diff"] == 0
+        assert rows[reference]["steps_equal_fraction"] == 1
+    lr = script.PARAMS.learning_rate
+    for name in ("matmul-written", "matmul-fused"):  # the same function, rounded differently
+        assert rows[name]["metric_max_diff"] < 1e-4 and rows[name]["steps_equal_fraction"] == 1
+        # Adam turns rounding in the inert biases' gradients into steps of up to about lr
+        assert 0 < rows[name]["weights_max_diff"] <= 8 * lr
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 + 2
+    for line, name in zip(lines, CORE, strict=False):
+        assert line.split()[:4] == ["128x72", name, "2", "sessions:"] and "key frames/s" in line
+    assert "vs grouped-written: metric 0.0e+00, steps 100%, weights 0.0e+00" in lines[0]
+    assert lines[4].startswith("device: cpu, ") and lines[5].startswith("fastest at 128x72: ")
+    table = out.with_suffix(".md").read_text()
+    assert results["command"] in table and lines[5] in table
+    assert all(f"| 128x72 | {name} | " in table for name in CORE)
+
+
+def test_a_failing_point_is_recorded_and_the_run_goes_on(
+    script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = script.distill_batch
+
+    def out_of_memory_for_matmul(jobs: list[Any], convolution: str = "grouped") -> Any:
+        if convolution == "matmul":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
+        return original(jobs, convolution=convolution)
+
+    monkeypatch.setattr(script, "distill_batch", out_of_memory_for_matmul)
+    out = tmp_path / "variants.json"
+    assert script.main(tiny(out, ["matmul-fused"], "--sizes", "128x72,64x64")) == 0  # its reference runs too
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["size"], r["variant"]) for r in rows] == [
+        ("128x72", "grouped-fused"), ("128x72", "matmul-fused"), ("64x64", "grouped-fused"), ("64x64", "matmul-fused")]
+    assert rows[0]["error"] is None and rows[2]["error"] is None and rows[2]["key_frames_per_s"] > 0
+    assert rows[1]["error"] == "OutOfMemoryError: CUDA out of memory. Tried to allocate 9.00 GiB"
+    assert "key_frames_per_s" not in rows[1]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].endswith("2 sessions: FAILED OutOfMemoryError: CUDA out of memory. Tried to allocate 9.00 GiB")
+    assert lines[-1] == f"fastest at 64x64: grouped-fused {rows[2]['key_frames_per_s']:.1f} key frames/s"
+
+
+def test_a_size_without_the_fused_tail_is_refused(
+    script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "variants.json"
+    assert script.main(tiny(out, CORE, "--sizes", "128x72,100x100")) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1
+    assert "fused tail does not apply at 100x100" in captured.err and "128x72" not in captured.err
+    assert not out.exists()
+
+
+def test_variant_names_and_references(script: ModuleType) -> None:
+    assert [v.name for v in script.plan(["matmul-fused-bf16", "matmul-written"])] == [
+        "grouped-written", "matmul-written", "grouped-fused", "matmul-fused-bf16"]
+    bench, bf16 = script.Variant("grouped-written-cudnnbench"), script.Variant("matmul-fused-bf16")
+    assert (bench.convolution, bench.fuse_tail, bench.cudnn_benchmark, bench.bf16) == ("grouped", False, True, False)
+    assert (bf16.convolution, bf16.fuse_tail, bf16.cudnn_benchmark, bf16.bf16) == ("matmul", True, False, True)
+    with pytest.raises(SystemExit):
+        script.main(["--variants", "grouped-fast"])
