@@ -7,6 +7,9 @@ runs before it even when not picked):
 - ``grouped-written``, ``matmul-written``, ``grouped-fused``, ``matmul-fused``: the sessions' convolutions
   as one grouped convolution or as im2col and a batched matrix product (``distill_batch``'s
   ``convolution``), the tail as written or fused (``Distiller(fuse_tail=...)``);
+- ``...-tf32``: the same with TF32 matrix products allowed (``torch.backends.cuda.matmul.allow_tf32``, off
+  by default in PyTorch while cuDNN's convolutions may use TF32: the grouped form's fair comparison) for
+  that variant only (a study, not a product option; nothing changes on a CPU);
 - ``...-cudnnbench``: the same with ``torch.backends.cudnn.benchmark`` on for that variant only (restored
   after; nothing changes on a CPU, where it still runs);
 - ``...-bf16``: the same under ``torch.autocast(device type, bfloat16)``: how fast, and how far its results
@@ -27,8 +30,10 @@ noise, 0 where the device is deterministic): the largest metric difference over 
 sessions with the same step count, the largest difference of a trainable weight. A point that raises a
 RuntimeError (out of memory included) is recorded with its error and the run goes on.
 
-Every figure is printed as soon as measured (one line per point), then the device and the fastest variant
-per size; the JSON at ``--out`` (rewritten after every point) and a Markdown table beside it hold the same.
+Every figure is printed as soon as measured (one line per point), then the device, the fastest variant
+per size and, per size, the server flags of the fastest variant that is a server option (no suffix):
+``server flags at 1280x720: --distill-convolution matmul --distill-tail fused``; the JSON at ``--out``
+(rewritten after every point) and a Markdown table beside it hold the same.
 A size where the fused tail does not apply (``frame_tail_fusable``) is refused: exit code 2, one line.
 
 Usage: ``python lab/scripts/engine_variants.py --device cuda --out R.json`` (defaults: 64 sessions,
@@ -71,8 +76,9 @@ from shadowtutor_lab.cli.options import script_command
 from shadowtutor_lab.evaluation.machine import describe_machine, machine_info
 
 VARIANTS = (
-    "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "grouped-written-cudnnbench",
-    "grouped-fused-cudnnbench", "matmul-fused-bf16", "grouped-fused-bf16",
+    "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "matmul-fused-tf32",
+    "matmul-written-tf32", "grouped-written-cudnnbench", "grouped-fused-cudnnbench", "matmul-fused-bf16",
+    "grouped-fused-bf16",
 )
 PARAMS = AlgorithmParams(threshold=0.999, max_updates=8)
 GIB = 1024 ** 3
@@ -80,7 +86,7 @@ GIB = 1024 ** 3
 
 @dataclass(frozen=True)
 class Variant:
-    """One way to run the engine, read from its name ``CONVOLUTION-TAIL[-cudnnbench|-bf16]``."""
+    """One way to run the engine, read from its name ``CONVOLUTION-TAIL[-tf32|-cudnnbench|-bf16]``."""
 
     name: str
 
@@ -102,6 +108,19 @@ class Variant:
     @property
     def bf16(self) -> bool:
         return self.name.endswith("-bf16")
+
+    @property
+    def tf32(self) -> bool:
+        return self.name.endswith("-tf32")
+
+    @property
+    def server_option(self) -> bool:
+        """Whether the server runs this variant (``--distill-convolution``, ``--distill-tail``; no study switch)."""
+        return self.name.count("-") == 1
+
+    @property
+    def server_flags(self) -> str:
+        return f"--distill-convolution {self.convolution} --distill-tail {'fused' if self.fuse_tail else 'written'}"
 
     @property
     def reference(self) -> str:
@@ -170,13 +189,15 @@ def synchronize(device: str) -> None:
 
 
 @contextlib.contextmanager
-def cudnn_benchmark(on: bool) -> Iterator[None]:
-    before = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = on
+def switches(variant: Variant) -> Iterator[None]:
+    """cuDNN's autotuner and TF32 matrix products as ``variant`` asks, restored on exit."""
+    before = torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.benchmark = variant.cudnn_benchmark
+    torch.backends.cuda.matmul.allow_tf32 = variant.tf32 or before[1]
     try:
         yield
     finally:
-        torch.backends.cudnn.benchmark = before
+        torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def outcome(distillers: list[Distiller], results: list[DistillResult]) -> Outcome:
@@ -216,7 +237,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         synchronize(device)
         return time.perf_counter() - start, outcome(distillers, results)
 
-    with cudnn_benchmark(variant.cudnn_benchmark):
+    with switches(variant):
         _, warm_up = batch()
         timed = [batch() for _ in range(repeats)]
     seconds = [s for s, _ in timed]
@@ -241,6 +262,7 @@ def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
     row: dict[str, Any] = {
         "size": f"{width}x{height}", "variant": variant.name, "convolution": variant.convolution,
         "tail": "fused" if variant.fuse_tail else "written", "cudnn_benchmark": variant.cudnn_benchmark,
+        "tf32_matmul": variant.tf32,
         "autocast": "bf16" if variant.bf16 else None, "sessions": len(inputs), "reference": variant.reference,
         "error": None,
     }
@@ -295,6 +317,22 @@ def fastest(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def server_flags(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Per size: the server flags of the fastest variant the server runs, with its figure."""
+    flags = {}
+    for size in dict.fromkeys(r["size"] for r in rows):
+        done = [r for r in rows if r["size"] == size and r["error"] is None and Variant(r["variant"]).server_option]
+        if done:
+            best = max(done, key=lambda r: r["key_frames_per_s"])
+            flags[size] = Variant(best["variant"]).server_flags
+    return flags
+
+
+def summary(rows: list[dict[str, Any]]) -> list[str]:
+    """The fastest variants, then the server flags, per size."""
+    return [*fastest(rows), *(f"server flags at {size}: {flags}" for size, flags in server_flags(rows).items())]
+
+
 def device_line(device: str) -> str:
     machine = describe_machine(machine_info())
     if not device.startswith("cuda"):
@@ -327,7 +365,7 @@ def render(results: dict[str, Any]) -> str:
             f"{number(row['ms_per_step'], '.3f')} | {row['mean_steps']:.2f} | {number(peak, '.2f')} | "
             f"{row['reference']} | {number(row['metric_max_diff'], '.1e')} | {number(equal, '.0f')} % | "
             f"{number(row['weights_max_diff'], '.1e')} |")
-    return "\n".join([*lines, "", *fastest(results["rows"])]) + "\n"
+    return "\n".join([*lines, "", *summary(results["rows"])]) + "\n"
 
 
 def write(results: dict[str, Any], out: Path | None) -> None:
@@ -377,8 +415,9 @@ def main(argv: list[str]) -> int:
             results["rows"].append(row)
             print(point_line(row), flush=True)
             write(results, args.out)
+    results["server_flags"] = server_flags(results["rows"])
     print(results["device"])
-    print("\n".join(fastest(results["rows"])), flush=True)
+    print("\n".join(summary(results["rows"])), flush=True)
     write(results, args.out)
     return 0
 

@@ -18,9 +18,9 @@ import torch
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "lab" / "scripts" / "engine_variants.py"
 CORE = ["grouped-written", "matmul-written", "grouped-fused", "matmul-fused"]
-FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "autocast", "sessions", "batch_seconds",
-          "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference", "metric_max_diff",
-          "steps_equal_fraction", "weights_max_diff", "error"}
+FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "tf32_matmul", "autocast", "sessions",
+          "batch_seconds", "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference",
+          "metric_max_diff", "steps_equal_fraction", "weights_max_diff", "error"}
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +63,15 @@ def test_core_variants_on_the_cpu(script: ModuleType, tmp_path: Path, capsys: py
         # Adam turns rounding in the inert biases' gradients into steps of up to about lr
         assert 0 < rows[name]["weights_max_diff"] <= 8 * lr
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 4 + 2
+    assert len(lines) == 4 + 3
     for line, name in zip(lines, CORE, strict=False):
         assert line.split()[:4] == ["128x72", name, "2", "sessions:"] and "key frames/s" in line
     assert "vs grouped-written: metric 0.0e+00, steps 100%, weights 0.0e+00" in lines[0]
     assert lines[4].startswith("device: cpu, ") and lines[5].startswith("fastest at 128x72: ")
+    fastest = max(CORE, key=lambda name: rows[name]["key_frames_per_s"])
+    convolution, tail = fastest.split("-")
+    assert lines[6] == f"server flags at 128x72: --distill-convolution {convolution} --distill-tail {tail}"
+    assert results["server_flags"] == {"128x72": lines[6].split(": ", 1)[1]}
     table = out.with_suffix(".md").read_text()
     assert results["command"] in table and lines[5] in table
     assert all(f"| 128x72 | {name} | " in table for name in CORE)
@@ -94,7 +98,8 @@ def test_a_failing_point_is_recorded_and_the_run_goes_on(
     assert "key_frames_per_s" not in rows[1]
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].endswith("2 sessions: FAILED OutOfMemoryError: CUDA out of memory. Tried to allocate 9.00 GiB")
-    assert lines[-1] == f"fastest at 64x64: grouped-fused {rows[2]['key_frames_per_s']:.1f} key frames/s"
+    assert lines[-3] == f"fastest at 64x64: grouped-fused {rows[2]['key_frames_per_s']:.1f} key frames/s"
+    assert lines[-1] == "server flags at 64x64: --distill-convolution grouped --distill-tail fused"
 
 
 def test_a_size_without_the_fused_tail_is_refused(
@@ -114,5 +119,8 @@ def test_variant_names_and_references(script: ModuleType) -> None:
     bench, bf16 = script.Variant("grouped-written-cudnnbench"), script.Variant("matmul-fused-bf16")
     assert (bench.convolution, bench.fuse_tail, bench.cudnn_benchmark, bench.bf16) == ("grouped", False, True, False)
     assert (bf16.convolution, bf16.fuse_tail, bf16.cudnn_benchmark, bf16.bf16) == ("matmul", True, False, True)
+    tf32 = script.Variant("matmul-written-tf32")
+    assert (tf32.convolution, tf32.fuse_tail, tf32.tf32, tf32.server_option) == ("matmul", False, True, False)
+    assert script.Variant("matmul-fused").server_option and not bench.server_option
     with pytest.raises(SystemExit):
         script.main(["--variants", "grouped-fast"])
