@@ -22,6 +22,7 @@ itself, so the same module exports to ONNX with preprocessing and argmax inside.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import torch
@@ -78,27 +79,38 @@ def fold_tail(
     student's weights, like :func:`fold_head`.
     """
     w1, b1 = student.out_conv1.weight, conv_bias(student.out_conv1)
-    r, device = TAIL_UPSCALE, w1.device
-    eye = torch.eye(7, dtype=w1.dtype, device=device).unsqueeze(0)
-    impulses = F.interpolate(eye, scale_factor=r, mode="linear", align_corners=False)[0]
-    # mix[p, t, j]: weight of x[i + j - 1] in the upsampled position r * i + p + t - 2 (here i = 3)
-    mix = torch.stack([impulses[2:5, r * 3 + p - 2: r * 3 + p + 3].t() for p in range(r)])
-    p = torch.arange(r, device=device).view(r, 1, 1)
-    a, b = torch.arange(3, device=device).view(1, 3, 1), torch.arange(3, device=device).view(1, 1, 3)
-    inside = torch.ones(r, 3, 3, dtype=torch.bool, device=device)
-    reads_hidden = (p + a >= 1, inside, p + a <= r)  # head tap a within out_conv1's output: first, inner, last
-    reads_up = (p + a + b >= 2, inside, p + a + b <= r + 1)  # and out_conv1 tap b within the upsampled map
-    mixes = [mix[:, (a + b).flatten()].view(r, 3, 3, 3) * (hidden & up).unsqueeze(3)
-             for hidden, up in zip(reads_hidden, reads_up, strict=True)]
-    hidden_taps = [hidden[:, :, 0].to(w1.dtype) for hidden in reads_hidden]
-    folded = {}
-    for index, region in enumerate(TAIL_REGIONS):
-        row, col = divmod(index, 3)
-        weight = torch.einsum("kmAB,mcCD,yACj,xBDl->kyxcjl", head_weight, w1, mixes[row], mixes[col])
-        bias = head_bias.view(-1, 1, 1) + torch.einsum(
-            "kmAB,m,yA,xB->kyx", head_weight, b1, hidden_taps[row], hidden_taps[col])
-        folded[region] = weight.reshape(-1, w1.shape[1], 3, 3).contiguous(), bias.reshape(-1).contiguous()
-    return folded
+    mixes, hidden_taps = _tail_mixes(w1.dtype, w1.device)
+    # all nine regions at once: R and Q pick the (first, inner, last) mix of the block row and column
+    weights = torch.einsum("kmAB,mcCD,RyACj,QxBDl->RQkyxcjl", head_weight, w1, mixes, mixes)
+    biases = head_bias.view(1, 1, -1, 1, 1) + torch.einsum(
+        "kmAB,m,RyA,QxB->RQkyx", head_weight, b1, hidden_taps, hidden_taps)
+    regions = len(TAIL_REGIONS)
+    weights = weights.reshape(regions, -1, w1.shape[1], 3, 3).contiguous()
+    biases = biases.reshape(regions, -1).contiguous()
+    return {region: (weight, bias)
+            for region, weight, bias in zip(TAIL_REGIONS, weights.unbind(0), biases.unbind(0), strict=True)}
+
+
+@functools.lru_cache(maxsize=8)
+def _tail_mixes(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`fold_tail`'s constants: the mixes ``(3, r, 3, 3, 3)`` (first, inner, last block; output phase;
+    head tap; out_conv1 tap; input offset) and the head taps that read out_conv1's output ``(3, r, 3)``: plain
+    tensors without gradients, whatever mode the first caller runs in."""
+    r = TAIL_UPSCALE
+    with torch.inference_mode(False), torch.no_grad():
+        eye = torch.eye(7, dtype=dtype, device=device).unsqueeze(0)
+        impulses = F.interpolate(eye, scale_factor=r, mode="linear", align_corners=False)[0]
+        # mix[p, t, j]: weight of x[i + j - 1] in the upsampled position r * i + p + t - 2 (here i = 3)
+        mix = torch.stack([impulses[2:5, r * 3 + p - 2: r * 3 + p + 3].t() for p in range(r)])
+        p = torch.arange(r, device=device).view(r, 1, 1)
+        a, b = torch.arange(3, device=device).view(1, 3, 1), torch.arange(3, device=device).view(1, 1, 3)
+        inside = torch.ones(r, 3, 3, dtype=torch.bool, device=device)
+        reads_hidden = (p + a >= 1, inside, p + a <= r)  # head tap a within out_conv1's output: first, inner, last
+        reads_up = (p + a + b >= 2, inside, p + a + b <= r + 1)  # and out_conv1 tap b within the upsampled map
+        mixes = torch.stack([mix[:, (a + b).flatten()].view(r, 3, 3, 3) * (hidden & up).unsqueeze(3)
+                             for hidden, up in zip(reads_hidden, reads_up, strict=True)])
+        hidden_taps = torch.stack([hidden[:, :, 0].to(dtype) for hidden in reads_hidden])
+    return mixes, hidden_taps
 
 
 def tail_fusable(dec3_size: tuple[int, int] | torch.Size, x1_size: tuple[int, int] | torch.Size) -> bool:
