@@ -136,13 +136,17 @@ class _Back(nn.Module):
 
 
 def batched_miou(pred: torch.Tensor, target: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """Per-session mean IoU ``(S,)`` of label maps ``(S, H, W)``, as :func:`~shadowtutor.algorithms.metrics.miou`
-    computes it for each session (classes present in the prediction or the label), on the device."""
+    """Per-session mean IoU ``(S,)`` of label maps ``(S, H, W)`` with values below ``num_classes``, as
+    :func:`~shadowtutor.algorithms.metrics.miou` computes it for each session (classes present in the
+    prediction or the label), on the device and without reading anything back from it (``bincount`` on a
+    GPU reads its input's extremes back to the host)."""
     sessions = pred.shape[0]
     cells = num_classes * num_classes
     offsets = torch.arange(sessions, device=pred.device).view(-1, 1) * cells
     codes = (offsets + target.reshape(sessions, -1) * num_classes + pred.reshape(sessions, -1)).reshape(-1)
-    confusion = torch.bincount(codes, minlength=sessions * cells).view(sessions, num_classes, num_classes)
+    confusion = torch.zeros(sessions * cells, dtype=torch.long, device=pred.device)
+    confusion.index_add_(0, codes, torch.ones((), dtype=torch.long, device=pred.device).expand(codes.numel()))
+    confusion = confusion.view(sessions, num_classes, num_classes)
     intersection = confusion.diagonal(dim1=1, dim2=2)
     union = confusion.sum(1) + confusion.sum(2) - intersection
     present = union > 0
