@@ -135,6 +135,13 @@ class _Back(nn.Module):
         return self.student.forward_back(front)[0]
 
 
+def stops_early_on_host(device: torch.device) -> bool:
+    """Whether a batch reads back, after each step, whether any session still trains, to stop as soon as none
+    does: on a CPU, where reading it costs nothing; not on an accelerator, where it would wait for the device
+    to finish the step (there every batch runs MAX_UPDATES steps, the finished sessions masked)."""
+    return device.type == "cpu"
+
+
 def batched_miou(pred: torch.Tensor, target: torch.Tensor, num_classes: int) -> torch.Tensor:
     """Per-session mean IoU ``(S,)`` of label maps ``(S, H, W)`` with values below ``num_classes``, as
     :func:`~shadowtutor.algorithms.metrics.miou` computes it for each session (classes present in the
@@ -249,7 +256,7 @@ class _BatchedRun:
         steps = torch.zeros(sessions, dtype=torch.long, device=self.device)
         best_flat = flat.detach().clone()
         best_adam = (exp_avg.clone(), exp_avg_sq.clone(), adam_steps.clone()) if self.restore_adam else None
-        check_on_host = self.device.type == "cpu"  # reading a flag back is free on a CPU, a sync on a GPU
+        check_on_host = stops_early_on_host(self.device)
         for update in range(max(self.max_updates, default=0)):
             active = active & (update < max_updates)
             if check_on_host and not bool(active.any()):

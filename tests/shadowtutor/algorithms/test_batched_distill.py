@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from shadowtutor.algorithms import batched_distill
 from shadowtutor.algorithms.batched_distill import (
     CONVOLUTIONS,
     Convolution,
@@ -189,3 +192,37 @@ def test_batched_miou_reads_nothing_back_from_its_device() -> None:
         torch.bincount(pred.reshape(-1))  # the check can fail: what a host read does on the meta device
     got = batched_miou(pred, pred, 4)
     assert got.device.type == "meta" and got.shape == (3,)
+
+
+class _HostReads(TorchDispatchMode):
+    """Counts the operations that read a tensor's values back to the host (a sync on a GPU) or size their
+    output by its values."""
+
+    READS = ("aten._local_scalar_dense", "aten.bincount", "aten.nonzero", "aten.unique", "aten.masked_select")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if str(func).startswith(self.READS):
+            self.reads[str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_batch_reads_nothing_back_until_it_ends_where_it_does_not_stop_early(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    torch.manual_seed(0)
+    base = StudentNet(num_classes=3).double()
+    pairs = [_pair(base, _params(s)) for s in range(4)]
+    frames = [_key_frame(s, 0) for s in range(4)]
+    want = distill_batch([KeyFrameJob(early, f, lab) for (early, _), (f, lab) in zip(pairs, frames, strict=True)])
+    monkeypatch.setattr(batched_distill, "stops_early_on_host", lambda device: False)  # as on a GPU
+    jobs = [KeyFrameJob(masked, f, lab) for (_, masked), (f, lab) in zip(pairs, frames, strict=True)]
+    for distiller in (job.distiller for job in jobs):
+        batched_distill.front_fingerprint(distiller)  # cached, as after a session's first key frame
+    with _HostReads() as counted:
+        got = distill_batch(jobs)
+    assert counted.reads == Counter()
+    assert [(r.steps, r.metric) for r in got] == [(r.steps, pytest.approx(r.metric, abs=1e-12)) for r in want]
