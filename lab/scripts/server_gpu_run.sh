@@ -43,9 +43,9 @@ step distill_batched_720 "$PY" -m shadowtutor_lab bench server --stages distill 
   --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_720" --out "$OUT/distill_batched_720"
 step distill_batched_360 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 1,64,128 --sizes 640x360 \
   --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_360" --out "$OUT/distill_batched_360"
-# 3. the Mask R-CNN teacher: label path per frame at batch 1/8/16, precisions
+# 3. the Mask R-CNN teacher: label path per frame at batch 8/16; fp32, tf32 and fp32 with cuDNN's autotuner
 [ "${TEACHER_CHECK:-1}" = 1 ] && step teacher_check "$PY" lab/scripts/teacher_gpu_check.py --weights-path "$weights" --device "$dev" --size 1280x720 \
-  --batches 1,8,16 --out "$OUT/teacher_check.json"
+  --batches 8,16 --precisions fp32,tf32 --cudnn-benchmark --score-threshold 0.05 --out "$OUT/teacher_check.json"
 # 4. bench load, labels teacher then Mask R-CNN: 64 edges at 1 key frame/s, 1280x720
 step load_labels "$PY" -m shadowtutor_lab bench load --edges 64 --rate 1 --size 1280x720 --minutes 0.5 --scene-frames 120 \
   --no-progress --server-args "--device $dev --distill-workers 8 --max-sessions 64 $FLAGS_720" --out "$OUT/load_labels"

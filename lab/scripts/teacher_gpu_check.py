@@ -8,8 +8,9 @@ Measured, each bracketed by ``torch.cuda.synchronize`` (on a GPU) after a warm-u
 - the host path as it was (torchvision's forward, every mask copied to the host, painted with NumPy)
   at the largest batch: its ms per frame and the fraction of pixels on which the teacher's labels
   equal it (both in IEEE fp32);
-- per precision (fp32, tf32, bf16): ms per frame at the largest batch and the fraction of pixels
-  labelled as in fp32; a precision is *recommended* only where that fraction is >= 0.995.
+- per precision (fp32, tf32, bf16; with ``--cudnn-benchmark`` also fp32 with cuDNN's autotuner on): ms per
+  frame at the largest batch and the fraction of pixels labelled as in fp32; a precision is
+  *recommended* only where that fraction is >= 0.995.
 
 The model: torchvision's ``maskrcnn_resnet50_fpn`` with the state dict at ``--weights-path``; a file
 that does not exist is created with random weights (enough for timing). Random weights give
@@ -28,10 +29,11 @@ Usage: ``python lab/scripts/teacher_gpu_check.py --weights-path W.pth --device c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +164,18 @@ def read_frames(video: Path | None, count: int, width: int, height: int) -> list
     return [frames[i % len(frames)] for i in range(count)]
 
 
+@contextlib.contextmanager
+def cudnn_autotuner(on: bool) -> Iterator[None]:
+    """cuDNN's autotuner (``torch.backends.cudnn.benchmark``: it times the convolution algorithms per input
+    shape and keeps the fastest, instead of its heuristics' pick) on or off, restored on exit."""
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = on
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     resolve_torch_device(args.device)  # a bad device is refused before any weights are written
     weights = ensure_weights(args.weights_path)
@@ -208,15 +222,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.profile:
         print(profile_table(device, lambda: teacher.teach_batch(chunks(largest)[0])))
     precisions, fp32_labels = [], [t.labels for t in taught]
-    for precision in args.precisions:
+    autotuned = [("fp32", True)] if args.cudnn_benchmark else []
+    for precision, autotune in [(p, False) for p in args.precisions] + autotuned:
         teacher.precision = precision
-        teach_all(largest)  # warm-up
         result: list = []
-        ms = ms_per_frame(device, len(used), lambda into=result: into.extend(teach_all(largest)))
+        with cudnn_autotuner(autotune):
+            teach_all(largest)  # warm-up (the autotuner times every new shape once)
+            ms = ms_per_frame(device, len(used), lambda into=result: into.extend(teach_all(largest)))
         share = agreement([t.labels for t in result], fp32_labels)
         painted = agreement([t.labels for t in result], fp32_labels, teacher._background)
-        precisions.append({"precision": precision, "ms": ms, "agreement_with_fp32": share,
-                           "painted_agreement_with_fp32": painted, "recommended": share >= AGREEMENT_NEEDED})
+        precisions.append({"precision": f"{precision}+cudnn.benchmark" if autotune else precision, "ms": ms,
+                           "agreement_with_fp32": share, "painted_agreement_with_fp32": painted,
+                           "recommended": share >= AGREEMENT_NEEDED})
     return {
         "command": script_command(__file__, args.argv),
         "device": device,
@@ -276,6 +293,8 @@ def main(argv: list[str]) -> int:
                         help="task classes: coco (every detection painted, default) or lvs")
     parser.add_argument("--precisions", type=parse_precisions, default=list(PRECISIONS),
                         help="precisions compared (default fp32,tf32,bf16)")
+    parser.add_argument("--cudnn-benchmark", action="store_true",
+                        help="add a row: fp32 with cuDNN's autotuner on (torch.backends.cudnn.benchmark)")
     parser.add_argument("--profile", action="store_true",
                         help="also print torch.profiler's table of one teacher call at the largest batch")
     parser.add_argument("--out", type=Path, help="results JSON")

@@ -24,7 +24,7 @@ def test_tiny_cpu_run_writes_its_figures(tmp_path: Path) -> None:
     weights, out = tmp_path / "w" / "random.pth", tmp_path / "r.json"
     done = run("--weights-path", str(weights), "--size", "128x72", "--min-size", "72", "--max-size", "128",
                "--frames", "1", "--batches", "1", "--precisions", "fp32,bf16", "--device", "cpu",
-               "--score-threshold", "0.05", "--out", str(out))
+               "--score-threshold", "0.05", "--cudnn-benchmark", "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert weights.is_file()
     results = json.loads(out.read_text())
@@ -34,7 +34,9 @@ def test_tiny_cpu_run_writes_its_figures(tmp_path: Path) -> None:
     (row,) = results["batches"]
     assert row["batch"] == 1 and all(row[k] > 0 for k in ("teacher_ms", "forward_ms", "detect_ms"))
     assert results["host_path"]["agreement"] == 1.0  # the device painting gives the host path's labels
-    fp32, bf16 = results["precisions"]
+    fp32, bf16, autotuned = results["precisions"]
+    assert autotuned["precision"] == "fp32+cudnn.benchmark" and autotuned["ms"] > 0
+    assert autotuned["agreement_with_fp32"] == 1.0  # on a CPU the autotuner changes nothing
     assert fp32["precision"] == "fp32" and fp32["agreement_with_fp32"] == 1.0 and fp32["recommended"]
     assert bf16["precision"] == "bf16" and 0 < bf16["agreement_with_fp32"] <= 1
     assert fp32["painted_agreement_with_fp32"] == 1.0 and 0 <= bf16["painted_agreement_with_fp32"] <= 1
