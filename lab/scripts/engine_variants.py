@@ -23,7 +23,10 @@ outside the timed region, their front fingerprints cached as a server session's 
 frame), each bracketed by ``torch.cuda.synchronize`` on CUDA.
 
 Per point: median seconds per batch, key frames/s (sessions / median), ms per key-frame step (median /
-steps taken by all sessions), mean steps per key frame, peak device memory (null on a CPU), and agreement
+steps taken by all sessions), mean steps per key frame, the floating-point operations of one key frame
+(torch's ``FlopCounterMode`` on the student: front, first forward, then forward and backward per step;
+``--flops-only`` prints them alone) and the rate they were done at (TFLOP/s: how much of the device's
+peak the variant uses), peak device memory (null on a CPU), and agreement
 with the reference of the same tail and size (``grouped-written`` or ``grouped-fused``; the reference's
 warm-up batch against the variant's last timed batch, so the reference's own figures are its run-to-run
 noise, 0 where the device is deterministic): the largest metric difference over sessions, the fraction of
@@ -57,6 +60,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from shadowtutor.algorithms.batched_distill import (
     CONVOLUTIONS,
@@ -68,8 +72,8 @@ from shadowtutor.algorithms.batched_distill import (
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.models.fast_student import frame_tail_fusable
-from shadowtutor.models.student import StudentNet
+from shadowtutor.models.fast_student import frame_tail_fusable, fused_back
+from shadowtutor.models.student import FrontFeatures, StudentNet
 from shadowtutor.teachers.base import TeacherError
 from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor_lab.cli.options import script_command
@@ -134,6 +138,41 @@ class Outcome:
     metrics: np.ndarray
     steps: np.ndarray
     weights: torch.Tensor
+
+
+@dataclass(frozen=True)
+class KeyFrameWork:
+    """Floating-point operations (torch's ``FlopCounterMode``) of Algorithm 1 in partial mode on one key frame:
+    the front once, the back's forward, and one step (the back's forward and backward)."""
+
+    front: float
+    back_forward: float
+    back_step: float
+
+    def total(self, steps: float) -> float:
+        """The whole key frame with ``steps`` steps: the front, the first forward, then a step each."""
+        return self.front + self.back_forward + steps * self.back_step
+
+
+def key_frame_work(template: StudentNet, size: tuple[int, int], fuse_tail: bool) -> KeyFrameWork:
+    """Count :class:`KeyFrameWork` on one zero frame of ``size`` (WIDTH, HEIGHT) with a copy of ``template``."""
+    student = copy.deepcopy(template)
+    student.set_trainable("partial")
+    width, height = size
+    x = torch.zeros(1, 3, height, width, device=next(student.parameters()).device)
+
+    def back(front: FrontFeatures) -> torch.Tensor:
+        return fused_back(student, front) if fuse_tail else student.forward_back(front)
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counted:
+        front = student.forward_front(x).detached()
+    front_flops = counted.get_total_flops()
+    with FlopCounterMode(display=False) as counted:
+        back(front)
+    forward_flops = counted.get_total_flops()
+    with FlopCounterMode(display=False) as counted:
+        back(front).sum().backward()
+    return KeyFrameWork(float(front_flops), float(forward_flops), float(counted.get_total_flops()))
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -256,8 +295,9 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
 
 def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
               inputs: list[tuple[np.ndarray, np.ndarray]], device: str, repeats: int,
-              references: dict[str, Outcome]) -> dict[str, Any]:
-    """One point's row (figures or error); a reference's warm-up outcome is kept in ``references``."""
+              references: dict[str, Outcome], work: KeyFrameWork) -> dict[str, Any]:
+    """One point's row (figures or error); a reference's warm-up outcome is kept in ``references``; ``work``:
+    the operations of one key frame with this variant's tail."""
     width, height = size
     row: dict[str, Any] = {
         "size": f"{width}x{height}", "variant": variant.name, "convolution": variant.convolution,
@@ -274,6 +314,8 @@ def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
         row["error"] = f"{type(exc).__name__}: {exc}"
     else:
         row.update(figures)
+        gflop = work.total(figures["mean_steps"]) / 1e9
+        row.update(gflop_per_key_frame=gflop, achieved_tflops=len(inputs) * gflop / figures["median_s"] / 1000)
         if variant.name == variant.reference:
             references[variant.reference] = warm_up
         reference = references.get(variant.reference)
@@ -285,6 +327,13 @@ def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
     return row
 
 
+def work_line(size: tuple[int, int], fuse_tail: bool, work: KeyFrameWork) -> str:
+    steps = PARAMS.max_updates
+    return (f"{size[0]}x{size[1]} {'fused' if fuse_tail else 'written'} tail: front {work.front / 1e9:.2f} GFLOP, "
+            f"back forward {work.back_forward / 1e9:.2f}, one step {work.back_step / 1e9:.2f}: "
+            f"{work.total(steps) / 1e9:.1f} GFLOP per key frame at {steps} steps")
+
+
 def point_line(row: dict[str, Any]) -> str:
     head = f"{row['size']:>9} {row['variant']:<27} {row['sessions']} sessions:"
     if row["error"] is not None:
@@ -292,7 +341,7 @@ def point_line(row: dict[str, Any]) -> str:
     ms_step = "-" if row["ms_per_step"] is None else f"{row['ms_per_step']:.3f}"
     peak = "-" if row["peak_bytes"] is None else f"{row['peak_bytes'] / GIB:.2f} GiB"
     line = (f"{head} {row['key_frames_per_s']:.1f} key frames/s, {row['median_s']:.3f} s/batch, {ms_step} ms/step, "
-            f"{row['mean_steps']:.2f} steps, peak {peak}")
+            f"{row['mean_steps']:.2f} steps, {row['achieved_tflops']:.2f} TFLOP/s, peak {peak}")
     if row["metric_max_diff"] is None:
         return f"{line}, vs {row['reference']}: not run"
     return (f"{line}, vs {row['reference']}: metric {row['metric_max_diff']:.1e}, "
@@ -347,8 +396,8 @@ def render(results: dict[str, Any]) -> str:
     lines = ["# Batched distillation engine: variants", "", results["device"], "", "```", results["command"], "```", "",
              f"{results['sessions']} sessions per batch, THRESHOLD {PARAMS.threshold}, MAX_UPDATES "
              f"{PARAMS.max_updates}, median of {results['repeats']} batches after one warm-up.", "",
-             "| size | variant | key frames/s | s/batch | ms/step | steps | peak GiB | reference | metric diff | "
-             "steps equal | weights diff |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| size | variant | key frames/s | s/batch | ms/step | steps | TFLOP/s | peak GiB | reference | "
+             "metric diff | steps equal | weights diff |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def number(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
@@ -356,13 +405,14 @@ def render(results: dict[str, Any]) -> str:
     for row in results["rows"]:
         if row["error"] is not None:
             lines.append(f"| {row['size']} | {row['variant']} | failed: {row['error'].splitlines()[0][:200]} "
-                         "|  |  |  |  |  |  |  |  |")
+                         "|  |  |  |  |  |  |  |  |  |")
             continue
         peak = None if row["peak_bytes"] is None else row["peak_bytes"] / GIB
         equal = None if row["steps_equal_fraction"] is None else 100 * row["steps_equal_fraction"]
         lines.append(
             f"| {row['size']} | {row['variant']} | {row['key_frames_per_s']:.1f} | {row['median_s']:.3f} | "
-            f"{number(row['ms_per_step'], '.3f')} | {row['mean_steps']:.2f} | {number(peak, '.2f')} | "
+            f"{number(row['ms_per_step'], '.3f')} | {row['mean_steps']:.2f} | {row['achieved_tflops']:.2f} | "
+            f"{number(peak, '.2f')} | "
             f"{row['reference']} | {number(row['metric_max_diff'], '.1e')} | {number(equal, '.0f')} % | "
             f"{number(row['weights_max_diff'], '.1e')} |")
     return "\n".join([*lines, "", *summary(results["rows"])]) + "\n"
@@ -386,6 +436,8 @@ def main(argv: list[str]) -> int:
                         help=f"comma-separated, of {','.join(VARIANTS)} (default: all)")
     parser.add_argument("--out", type=Path, help="results JSON; the Markdown table goes beside it (same stem)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the template student and the inputs (default 0)")
+    parser.add_argument("--flops-only", action="store_true",
+                        help="print the operations of one key frame per size and tail (8 steps), time nothing")
     args = parser.parse_args(argv)
     if args.sessions < 2 or args.repeats < 1:
         parser.error("--sessions must be at least 2 and --repeats at least 1")
@@ -407,11 +459,17 @@ def main(argv: list[str]) -> int:
         "sessions": args.sessions, "repeats": args.repeats, "seed": args.seed, "threshold": PARAMS.threshold,
         "max_updates": PARAMS.max_updates, "rows": [],
     }
+    if args.flops_only:
+        for size in args.sizes:
+            for fuse_tail in (False, True):
+                print(work_line(size, fuse_tail, key_frame_work(template, size, fuse_tail)), flush=True)
+        return 0
     for size in args.sizes:
         inputs = key_frames(args.sessions, size[0], size[1], args.seed)
         references: dict[str, Outcome] = {}
+        work = {fuse: key_frame_work(template, size, fuse) for fuse in (False, True)}
         for variant in variants:
-            row = run_point(variant, size, template, inputs, device, args.repeats, references)
+            row = run_point(variant, size, template, inputs, device, args.repeats, references, work[variant.fuse_tail])
             results["rows"].append(row)
             print(point_line(row), flush=True)
             write(results, args.out)

@@ -20,7 +20,8 @@ SCRIPT = REPO / "lab" / "scripts" / "engine_variants.py"
 CORE = ["grouped-written", "matmul-written", "grouped-fused", "matmul-fused"]
 FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "tf32_matmul", "autocast", "sessions",
           "batch_seconds", "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference",
-          "metric_max_diff", "steps_equal_fraction", "weights_max_diff", "error"}
+          "metric_max_diff", "steps_equal_fraction", "weights_max_diff", "error", "gflop_per_key_frame",
+          "achieved_tflops"}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,11 @@ def test_core_variants_on_the_cpu(script: ModuleType, tmp_path: Path, capsys: py
         assert row["key_frames_per_s"] == pytest.approx(2 / row["median_s"])
         assert row["ms_per_step"] == pytest.approx(1000 * row["median_s"] / (2 * 8))
         assert row["mean_steps"] == 8 and row["peak_bytes"] is None  # THRESHOLD 0.999: every step taken
+        assert row["achieved_tflops"] == pytest.approx(2 * row["gflop_per_key_frame"] / row["median_s"] / 1000)
         assert row["reference"] == ("grouped-fused" if name.endswith("fused") else "grouped-written")
+    # the fused tail does a quarter of the written tail's work or less; both variants of a tail count the same
+    assert rows["grouped-fused"]["gflop_per_key_frame"] < rows["grouped-written"]["gflop_per_key_frame"] / 3
+    assert rows["matmul-fused"]["gflop_per_key_frame"] == rows["grouped-fused"]["gflop_per_key_frame"]
     for reference in ("grouped-written", "grouped-fused"):  # against its own warm-up: a CPU repeats itself exactly
         assert rows[reference]["metric_max_diff"] == 0 and rows[reference]["weights_max_diff"] == 0
         assert rows[reference]["steps_equal_fraction"] == 1
@@ -110,6 +115,19 @@ def test_a_size_without_the_fused_tail_is_refused(
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.splitlines()) == 1
     assert "fused tail does not apply at 100x100" in captured.err and "128x72" not in captured.err
+    assert not out.exists()
+
+
+def test_flops_only_counts_each_tail_and_times_nothing(
+    script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "variants.json"
+    assert script.main(tiny(out, CORE, "--flops-only", "--sizes", "128x72,256x144")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" tail:")[0] for line in lines] == [
+        "128x72 written", "128x72 fused", "256x144 written", "256x144 fused"]
+    totals = [float(line.split(": ")[-1].split()[0]) for line in lines]
+    assert totals[2] == pytest.approx(4 * totals[0], rel=0.05)  # four times the pixels, four times the work
     assert not out.exists()
 
 
