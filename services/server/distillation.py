@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import numpy as np
+import torch
 
 from services.server.metrics import ServerMetrics
 from services.server.settings import DistillEngine
@@ -83,6 +84,7 @@ class BatchedDistillation:
         self.metrics = metrics
         self.max_batch = max_batch
         self.convolution = convolution
+        metrics.engine_batch_limit.set(max_batch)
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shadowtutor-engine")
         self._worker: asyncio.Task[None] | None = None
@@ -154,21 +156,39 @@ class BatchedDistillation:
                     pending.future.set_result((outcome, done - pending.queued_at))
 
     def _train_all(self, batch: list[_Pending]) -> list[DistillResult | BaseException]:
-        """Runs in the engine thread. A failing batch is retried one key frame at a time, so that a bad key
-        frame fails only its own session."""
+        """Runs in the engine thread. A batch that runs out of device memory is trained in two halves, and
+        later batches are held to the half (no distiller changes before a batch ends, so nothing is lost);
+        any other failing batch is retried one key frame at a time, so that a bad key frame fails only its
+        own session."""
         try:
             return list(distill_batch([p.job for p in batch], self.convolution))
+        except torch.OutOfMemoryError as exc:
+            if len(batch) == 1:
+                return [exc]
+            half = len(batch) // 2
         except Exception as exc:
             if len(batch) == 1:
                 return [exc]
             log.warning("a distillation batch of %d failed (%s); training one by one", len(batch), exc)
-        outcomes: list[DistillResult | BaseException] = []
-        for pending in batch:
-            try:
-                outcomes.append(distill_batch([pending.job], self.convolution)[0])
-            except Exception as exc:
-                outcomes.append(exc)
-        return outcomes
+            return [self._train_one(pending) for pending in batch]
+        self._limit_batch(len(batch), half)
+        return self._train_all(batch[:half]) + self._train_all(batch[half:])
+
+    def _train_one(self, pending: _Pending) -> DistillResult | BaseException:
+        try:
+            return distill_batch([pending.job], self.convolution)[0]
+        except Exception as exc:
+            return exc
+
+    def _limit_batch(self, failed: int, limit: int) -> None:
+        """Hold later batches to ``limit`` key frames after a batch of ``failed`` ran out of device memory."""
+        if limit < self.max_batch:
+            log.warning("a distillation batch of %d key frames ran out of device memory: batches now hold at most "
+                        "%d (set --distill-batch-size to keep it)", failed, limit)
+            self.max_batch = limit
+            self.metrics.engine_batch_limit.set(limit)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # the failed batch's cached blocks back to the device, for the halves
 
 
 def resolve_engine(engine: DistillEngine, device_type: str) -> Literal["batched", "sequential"]:

@@ -79,6 +79,12 @@ class ServerMetrics:
             f"{PREFIX}engine_batch_size", "Key frames per batch of the distillation engine",
             buckets=BATCH_BUCKETS, registry=r,
         )
+        self.engine_batch_limit = Gauge(
+            f"{PREFIX}engine_batch_limit",
+            "Most key frames per batch of the distillation engine: --distill-batch-size, halved each time a batch "
+            "ran out of device memory",
+            registry=r,
+        )
         self.engine_queue_wait = Histogram(
             f"{PREFIX}engine_queue_wait_seconds",
             "Time from submitting a key frame to the distillation engine to the start of its batch",

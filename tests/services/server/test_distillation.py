@@ -156,3 +156,43 @@ def test_the_server_trains_the_tail_its_settings_name(settings: ServerSettings, 
     runtime = ServerRuntime(configured, ServerMetrics(), models=models)
     runtime.base_student = models.base_student  # what start() installs, without starting the workers
     assert runtime.new_distiller().fuse_tail is fused
+
+
+def test_a_batch_out_of_device_memory_trains_in_halves_and_later_batches_hold_to_the_half(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No GPU here: a stand-in for distill_batch raises torch.OutOfMemoryError, as the CUDA allocator does, for
+    batches of more than 4 key frames."""
+    metrics = ServerMetrics()
+    alone, batched = _distillers(8), _distillers(8)
+    frames = [_key_frame(s) for s in range(8)]
+    want = [d.train(f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]
+    sizes: list[int] = []
+    original = distillation.distill_batch
+
+    def small_memory(jobs: list, convolution: Convolution = "grouped") -> list:
+        sizes.append(len(jobs))
+        if len(jobs) > 4:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return original(jobs, convolution)
+
+    monkeypatch.setattr(distillation, "distill_batch", small_memory)
+    engine = BatchedDistillation(metrics, max_batch=64)
+    assert sample_value(metrics.exposition().decode(), "shadowtutor_server_engine_batch_limit") == 64
+    got = asyncio.run(_train_all(engine, batched, frames))
+    assert sizes == [8, 4, 4] and engine.max_batch == 4
+    for (result, _), expected, a, b in zip(got, want, alone, batched, strict=True):
+        assert (result.steps, result.metric) == (expected.steps, pytest.approx(expected.metric, abs=1e-12))
+        for key, tensor in a.student.state_dict().items():
+            torch.testing.assert_close(b.student.state_dict()[key], tensor, rtol=0, atol=1e-6)
+    assert sample_value(metrics.exposition().decode(), "shadowtutor_server_engine_batch_limit") == 4
+
+
+def test_a_single_key_frame_out_of_device_memory_fails_its_session_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_memory(jobs: list, convolution: Convolution = "grouped") -> list:
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(distillation, "distill_batch", no_memory)
+    engine = BatchedDistillation(ServerMetrics(), max_batch=2)
+    got = asyncio.run(_train_all(engine, _distillers(2), [_key_frame(s) for s in range(2)]))
+    assert all(isinstance(g, torch.OutOfMemoryError) for g in got) and engine.max_batch == 1
