@@ -56,6 +56,31 @@ async def _train_all(engine: BatchedDistillation, distillers: list[Distiller], f
         await engine.stop()
 
 
+def _engine_calls(monkeypatch: pytest.MonkeyPatch, fits: int | None = None) -> list[tuple[int, str]]:
+    """Record the engine's calls of distill_batch as (key frames, convolution); with ``fits``, a batch of more
+    key frames raises torch.OutOfMemoryError, as the CUDA allocator does (no GPU here: a stand-in)."""
+    calls: list[tuple[int, str]] = []
+    original = distillation.distill_batch
+
+    def recording(jobs: list, convolution: Convolution = "grouped") -> list:
+        calls.append((len(jobs), convolution))
+        if fits is not None and len(jobs) > fits:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return original(jobs, convolution)
+
+    monkeypatch.setattr(distillation, "distill_batch", recording)
+    return calls
+
+
+def _assert_as_alone(got: list, want: list, alone: list[Distiller], batched: list[Distiller]) -> None:
+    """Each session's result and student are those of its own Distiller.train."""
+    for (result, seconds), expected, a, b in zip(got, want, alone, batched, strict=True):
+        assert (result.steps, result.metric) == (expected.steps, pytest.approx(expected.metric, abs=1e-12))
+        assert seconds > 0
+        for key, tensor in a.student.state_dict().items():
+            torch.testing.assert_close(b.student.state_dict()[key], tensor, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("convolution", CONVOLUTIONS)
 def test_queued_key_frames_of_many_sessions_train_as_one_batch_with_each_sessions_result(
     convolution: Convolution, monkeypatch: pytest.MonkeyPatch
@@ -64,24 +89,13 @@ def test_queued_key_frames_of_many_sessions_train_as_one_batch_with_each_session
     alone, batched = _distillers(6), _distillers(6)
     frames = [_key_frame(s) for s in range(6)]
     want = [d.train(f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]
-    asked: list[str] = []
-    original = distillation.distill_batch
-
-    def recording(jobs: list, convolution: Convolution = "grouped") -> list:
-        asked.append(convolution)
-        return original(jobs, convolution)
-
-    monkeypatch.setattr(distillation, "distill_batch", recording)
+    calls = _engine_calls(monkeypatch)
     with ThreadPoolExecutor(1) as pool:
         engine = make_distillation("batched", "cpu", metrics, pool, 64, convolution)
     assert isinstance(engine, BatchedDistillation)
     got = asyncio.run(_train_all(engine, batched, frames))
-    assert asked == [convolution]
-    for (result, seconds), expected, a, b in zip(got, want, alone, batched, strict=True):
-        assert (result.steps, result.metric) == (expected.steps, pytest.approx(expected.metric, abs=1e-12))
-        assert seconds > 0
-        for key, tensor in a.student.state_dict().items():
-            torch.testing.assert_close(b.student.state_dict()[key], tensor, rtol=0, atol=1e-6)
+    assert calls == [(6, convolution)]
+    _assert_as_alone(got, want, alone, batched)
     text = metrics.exposition().decode()
     assert sample_value(text, "shadowtutor_server_engine_batch_size_count") == 1  # all six in one batch
     assert sample_value(text, "shadowtutor_server_engine_batch_size_sum") == 6
@@ -161,38 +175,21 @@ def test_the_server_trains_the_tail_its_settings_name(settings: ServerSettings, 
 def test_a_batch_out_of_device_memory_trains_in_halves_and_later_batches_hold_to_the_half(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """No GPU here: a stand-in for distill_batch raises torch.OutOfMemoryError, as the CUDA allocator does, for
-    batches of more than 4 key frames."""
     metrics = ServerMetrics()
     alone, batched = _distillers(8), _distillers(8)
     frames = [_key_frame(s) for s in range(8)]
     want = [d.train(f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]
-    sizes: list[int] = []
-    original = distillation.distill_batch
-
-    def small_memory(jobs: list, convolution: Convolution = "grouped") -> list:
-        sizes.append(len(jobs))
-        if len(jobs) > 4:
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return original(jobs, convolution)
-
-    monkeypatch.setattr(distillation, "distill_batch", small_memory)
+    calls = _engine_calls(monkeypatch, fits=4)
     engine = BatchedDistillation(metrics, max_batch=64)
     assert sample_value(metrics.exposition().decode(), "shadowtutor_server_engine_batch_limit") == 64
     got = asyncio.run(_train_all(engine, batched, frames))
-    assert sizes == [8, 4, 4] and engine.max_batch == 4
-    for (result, _), expected, a, b in zip(got, want, alone, batched, strict=True):
-        assert (result.steps, result.metric) == (expected.steps, pytest.approx(expected.metric, abs=1e-12))
-        for key, tensor in a.student.state_dict().items():
-            torch.testing.assert_close(b.student.state_dict()[key], tensor, rtol=0, atol=1e-6)
+    assert [size for size, _ in calls] == [8, 4, 4] and engine.max_batch == 4
+    _assert_as_alone(got, want, alone, batched)
     assert sample_value(metrics.exposition().decode(), "shadowtutor_server_engine_batch_limit") == 4
 
 
 def test_a_single_key_frame_out_of_device_memory_fails_its_session_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_memory(jobs: list, convolution: Convolution = "grouped") -> list:
-        raise torch.OutOfMemoryError("CUDA out of memory")
-
-    monkeypatch.setattr(distillation, "distill_batch", no_memory)
+    _engine_calls(monkeypatch, fits=0)
     engine = BatchedDistillation(ServerMetrics(), max_batch=2)
     got = asyncio.run(_train_all(engine, _distillers(2), [_key_frame(s) for s in range(2)]))
     assert all(isinstance(g, torch.OutOfMemoryError) for g in got) and engine.max_batch == 1
