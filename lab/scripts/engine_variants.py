@@ -76,7 +76,7 @@ from shadowtutor.models.fast_student import frame_tail_fusable, fused_back
 from shadowtutor.models.student import FrontFeatures, StudentNet
 from shadowtutor.teachers.base import TeacherError
 from shadowtutor.teachers.device import resolve_torch_device
-from shadowtutor_lab.cli.options import script_command
+from shadowtutor_lab.cli.options import frame_size, script_command
 from shadowtutor_lab.evaluation.machine import describe_machine, machine_info
 
 VARIANTS = (
@@ -175,15 +175,8 @@ def key_frame_work(template: StudentNet, size: tuple[int, int], fuse_tail: bool)
     return KeyFrameWork(float(front_flops), float(forward_flops), float(counted.get_total_flops()))
 
 
-def parse_size(text: str) -> tuple[int, int]:
-    width, sep, height = text.lower().partition("x")
-    if not sep or not width.isdigit() or not height.isdigit() or int(width) < 1 or int(height) < 1:
-        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, e.g. 1280x720, got {text!r}")
-    return int(width), int(height)
-
-
 def parse_sizes(text: str) -> list[tuple[int, int]]:
-    sizes = [parse_size(s.strip()) for s in text.split(",") if s.strip()]
+    sizes = [frame_size(s.strip()) for s in text.split(",") if s.strip()]
     if not sizes:
         raise argparse.ArgumentTypeError(f"expected sizes like 1280x720,640x360, got {text!r}")
     return sizes

@@ -47,17 +47,10 @@ from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor.teachers.instances import paint_instances
 from shadowtutor.teachers.maskrcnn import MaskRCNNTeacher, detect
 from shadowtutor.teachers.precision import PRECISIONS, check_precision, float32_precision
-from shadowtutor_lab.cli.options import script_command
+from shadowtutor_lab.cli.options import frame_size, script_command
 
 AGREEMENT_NEEDED = 0.995
 CLASS_LISTS = {"coco": (*COCO_CLASSES, "background"), "lvs": LVS_CLASSES}
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    width, sep, height = text.lower().partition("x")
-    if not sep or not width.isdigit() or not height.isdigit() or int(width) < 1 or int(height) < 1:
-        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, e.g. 1280x720, got {text!r}")
-    return int(width), int(height)
 
 
 def parse_batches(text: str) -> list[int]:
@@ -278,7 +271,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--weights-path", type=Path, required=True,
                         help="Mask R-CNN state dict (created with random weights if absent)")
-    parser.add_argument("--size", type=parse_size, default=(1280, 720), help="frame WIDTHxHEIGHT (default 1280x720)")
+    parser.add_argument("--size", type=frame_size, default=(1280, 720), help="frame WIDTHxHEIGHT (default 1280x720)")
     parser.add_argument("--batches", type=parse_batches, default=[1, 8], help="batch sizes (default 1,8)")
     parser.add_argument("--frames", type=int, default=16, help="frames timed per measurement (default 16)")
     parser.add_argument("--video", type=Path, help="take the frames from this video (default: uniform noise)")
