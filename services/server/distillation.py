@@ -162,23 +162,15 @@ class BatchedDistillation:
         own session."""
         try:
             return list(distill_batch([p.job for p in batch], self.convolution))
-        except torch.OutOfMemoryError as exc:
-            if len(batch) == 1:
-                return [exc]
-            half = len(batch) // 2
         except Exception as exc:
             if len(batch) == 1:
                 return [exc]
-            log.warning("a distillation batch of %d failed (%s); training one by one", len(batch), exc)
-            return [self._train_one(pending) for pending in batch]
+            if not isinstance(exc, torch.OutOfMemoryError):
+                log.warning("a distillation batch of %d failed (%s); training one by one", len(batch), exc)
+                return [self._train_all([pending])[0] for pending in batch]
+        half = len(batch) // 2  # out of memory: retried outside the handler, which holds the failed batch's frames
         self._limit_batch(len(batch), half)
         return self._train_all(batch[:half]) + self._train_all(batch[half:])
-
-    def _train_one(self, pending: _Pending) -> DistillResult | BaseException:
-        try:
-            return distill_batch([pending.job], self.convolution)[0]
-        except Exception as exc:
-            return exc
 
     def _limit_batch(self, failed: int, limit: int) -> None:
         """Hold later batches to ``limit`` key frames after a batch of ``failed`` ran out of device memory."""
