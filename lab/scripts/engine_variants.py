@@ -7,9 +7,9 @@ runs before it even when not picked):
 - ``grouped-written``, ``matmul-written``, ``grouped-fused``, ``matmul-fused``: the sessions' convolutions
   as one grouped convolution or as im2col and a batched matrix product (``distill_batch``'s
   ``convolution``), the tail as written or fused (``Distiller(fuse_tail=...)``);
-- ``...-tf32``: the same with TF32 matrix products allowed (``torch.backends.cuda.matmul.allow_tf32``, off
-  by default in PyTorch while cuDNN's convolutions may use TF32: the grouped form's fair comparison) for
-  that variant only (a study, not a product option; nothing changes on a CPU);
+- ``...-tf32``: the same with TF32 matrix products allowed (off by default in PyTorch while cuDNN's
+  convolutions may use TF32: the grouped form's fair comparison), through the teacher's ``tf32`` switches
+  (``float32_precision``), for that variant only (a study, not a product option; nothing changes on a CPU);
 - ``...-cudnnbench``: the same with ``torch.backends.cudnn.benchmark`` on for that variant only (restored
   after; nothing changes on a CPU, where it still runs);
 - ``...-bf16``: the same under ``torch.autocast(device type, bfloat16)``: how fast, and how far its results
@@ -76,8 +76,10 @@ from shadowtutor.models.fast_student import frame_tail_fusable, fused_back
 from shadowtutor.models.student import FrontFeatures, StudentNet
 from shadowtutor.teachers.base import TeacherError
 from shadowtutor.teachers.device import resolve_torch_device
+from shadowtutor.teachers.precision import float32_precision
 from shadowtutor_lab.cli.options import frame_size, script_command
 from shadowtutor_lab.evaluation.machine import describe_machine, machine_info
+from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner
 
 VARIANTS = (
     "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "matmul-fused-tf32",
@@ -221,15 +223,12 @@ def synchronize(device: str) -> None:
 
 
 @contextlib.contextmanager
-def switches(variant: Variant) -> Iterator[None]:
-    """cuDNN's autotuner and TF32 matrix products as ``variant`` asks, restored on exit."""
-    before = torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.benchmark = variant.cudnn_benchmark
-    torch.backends.cuda.matmul.allow_tf32 = variant.tf32 or before[1]
-    try:
+def switches(variant: Variant, device: str) -> Iterator[None]:
+    """cuDNN's autotuner as ``variant`` asks and, for a ``-tf32`` variant, TF32 float32 convolutions and matrix
+    products (the teacher's ``tf32`` switches; otherwise PyTorch's defaults stand), restored on exit."""
+    tf32 = float32_precision(device, "tf32") if variant.tf32 else contextlib.nullcontext()
+    with cudnn_autotuner(variant.cudnn_benchmark), tf32:
         yield
-    finally:
-        torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def outcome(distillers: list[Distiller], results: list[DistillResult]) -> Outcome:
@@ -269,7 +268,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         synchronize(device)
         return time.perf_counter() - start, outcome(distillers, results)
 
-    with switches(variant):
+    with switches(variant, device):
         _, warm_up = batch()
         timed = [batch() for _ in range(repeats)]
     seconds = [s for s, _ in timed]

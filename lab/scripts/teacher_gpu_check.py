@@ -29,11 +29,10 @@ Usage: ``python lab/scripts/teacher_gpu_check.py --weights-path W.pth --device c
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from shadowtutor.teachers.instances import paint_instances
 from shadowtutor.teachers.maskrcnn import MaskRCNNTeacher, detect
 from shadowtutor.teachers.precision import PRECISIONS, check_precision, float32_precision
 from shadowtutor_lab.cli.options import frame_size, script_command
+from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner
 
 AGREEMENT_NEEDED = 0.995
 CLASS_LISTS = {"coco": (*COCO_CLASSES, "background"), "lvs": LVS_CLASSES}
@@ -155,18 +155,6 @@ def read_frames(video: Path | None, count: int, width: int, height: int) -> list
     if not frames:
         raise TeacherError(f"no frames could be read from {video}")
     return [frames[i % len(frames)] for i in range(count)]
-
-
-@contextlib.contextmanager
-def cudnn_autotuner(on: bool) -> Iterator[None]:
-    """cuDNN's autotuner (``torch.backends.cudnn.benchmark``: it times the convolution algorithms per input
-    shape and keeps the fastest, instead of its heuristics' pick) on or off, restored on exit."""
-    before = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = on
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.benchmark = before
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
