@@ -40,12 +40,12 @@ import numpy as np
 import torch
 
 from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.models.precision import PRECISIONS, check_precision, float32_precision
 from shadowtutor.teachers.base import TeacherError
 from shadowtutor.teachers.class_maps import COCO_CATEGORY_NAMES, COCO_CLASSES, checked_class_lut
 from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor.teachers.instances import paint_instances
 from shadowtutor.teachers.maskrcnn import MaskRCNNTeacher, detect
-from shadowtutor.teachers.precision import PRECISIONS, check_precision, float32_precision
 from shadowtutor_lab.cli.options import frame_size, script_command
 from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner
 
@@ -67,7 +67,7 @@ def parse_precisions(text: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     try:
         return [check_precision(p) for p in names] or [check_precision("")]
-    except TeacherError as exc:
+    except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
+from shadowtutor.models.precision import Precision, bf16_autocast, check_precision, float32_precision
 from shadowtutor.teachers.base import InstanceTeacherBase, TeacherError, Teaching, check_class_names, check_threshold
 from shadowtutor.teachers.class_maps import COCO_CATEGORY_NAMES, checked_class_lut
 from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor.teachers.device_paint import paint_frames
 from shadowtutor.teachers.instances import PaintOrder, check_paint_order
-from shadowtutor.teachers.precision import Precision, backbone_autocast, check_precision, float32_precision
 
 if TYPE_CHECKING:
     import torch
@@ -96,7 +96,7 @@ def detect(
     sizes = [(int(image.shape[-2]), int(image.shape[-1])) for image in images]
     with float32_precision(images[0].device, precision):
         batch, _ = model.transform(images)
-        with backbone_autocast(images[0].device, precision):
+        with bf16_autocast(images[0].device, precision):
             features = model.backbone(batch.tensors)
         features = OrderedDict((name, value.float()) for name, value in features.items())
         proposals, _ = model.rpn(batch, features)
@@ -115,7 +115,7 @@ class MaskRCNNTeacher(InstanceTeacherBase):
     ``min_size``/``max_size`` set the detector's own input resize (torchvision's 800/1333);
     painting follows :func:`shadowtutor.teachers.instances.paint_instances` in ``paint_order``.
     The boxes it gives are those of every kept instance, of any COCO class. ``precision``
-    (:mod:`shadowtutor.teachers.precision`): ``fp32`` (default), ``tf32`` or ``bf16``.
+    (:mod:`shadowtutor.models.precision`): ``fp32`` (default), ``tf32`` or ``bf16``.
     """
 
     name = "maskrcnn"
@@ -142,7 +142,10 @@ class MaskRCNNTeacher(InstanceTeacherBase):
             raise TeacherError(f"need 0 < min_size <= max_size, got {min_size} and {max_size}")
         self.min_size, self.max_size = int(min_size), int(max_size)
         self.paint_order = check_paint_order(paint_order)
-        self.precision = check_precision(precision)
+        try:
+            self.precision = check_precision(precision)
+        except ValueError as exc:
+            raise TeacherError(str(exc)) from None
         self.device = resolve_torch_device(device)
         state_dict, self.weights_source = load_maskrcnn_state_dict(weights_path, weights_url)
         self._model = build_maskrcnn(
