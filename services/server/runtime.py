@@ -179,7 +179,7 @@ class ServerRuntime:
         tail = self.settings.distill_tail
         return Distiller(
             student, self.params, background_index(self.class_names), self.device, student_size,
-            fuse_tail=None if tail == "auto" else tail == "fused",
+            fuse_tail=None if tail == "auto" else tail == "fused", precision=self.settings.distill_precision,
         )
 
     def readiness(self) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
 from shadowtutor.algorithms.engine_options import Convolution  # no torch either
 from shadowtutor.algorithms.params import AlgorithmParams  # no torch: quick CLI
 from shadowtutor.config.settings_flags import FlatSettings
+from shadowtutor.models.precision import Precision, TrainingPrecision  # no torch either
 from shadowtutor.models.scale import setting as student_size_setting
-from shadowtutor.teachers.precision import Precision  # no torch either
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 DistillEngine = Literal["auto", "batched", "sequential"]
@@ -150,6 +150,12 @@ class ServerSettings(FlatSettings):
         "auto", description="the student's tail in distillation: fused (one convolution at a quarter of the "
         "resolution, fewer multiply-adds, more small kernels), written (as the paper's network is written) or auto "
         "(fused on a CPU, written elsewhere); the same function, rounded differently"
+    )
+    distill_precision: TrainingPrecision = Field(
+        "fp32", description="arithmetic of distillation on CUDA: fp32 (IEEE float32, as the paper) or tf32 (TF32 "
+        "tensor cores for convolutions and matmuls, several times the fp32 rate); the same on a CPU. The TF32 "
+        "switches are per process: teacher and distillation overlap only when they want the same (teacher tf32 or "
+        "bf16 with distillation tf32, or both fp32), otherwise they take turns (docs/design/training_precision.md)"
     )
     max_pending_key_frames: int = Field(
         4, ge=1, description="key frames queued per session before the server stops reading from that edge"

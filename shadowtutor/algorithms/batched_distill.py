@@ -16,8 +16,9 @@ one batch:
   step counts to the host in one transfer.
 
 Key frames can be grouped when their distillers train in partial mode at the same student input
-size, class count, restore rule and tail (as written or fused), on the same device, with fronts of
-equal weights; anything else runs through its own :meth:`Distiller.train`. Each group trains the
+size, class count, restore rule, tail (as written or fused) and precision, on the same device, with
+fronts of equal weights; anything else runs through its own :meth:`Distiller.train`. A group trains at
+its distillers' precision, as :meth:`Distiller.train` does. Each group trains the
 tail its distillers train. ``convolution`` picks how the sessions' own convolutions run: ``grouped`` (one
 grouped convolution, as ``vmap`` makes it) or ``matmul`` (im2col and one batched matrix product,
 :mod:`~shadowtutor.algorithms.conv_matmul`); the same function either way, rounded differently.
@@ -40,6 +41,7 @@ from shadowtutor.algorithms.conv_matmul import ConvolutionsAsMatmul
 from shadowtutor.algorithms.distill import Distiller, DistillResult, PreparedKeyFrame
 from shadowtutor.algorithms.engine_options import CONVOLUTIONS, Convolution
 from shadowtutor.models.fast_student import fused_back
+from shadowtutor.models.precision import float32_precision
 from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet, map_sizes
 
 
@@ -75,7 +77,7 @@ def group_key(distiller: Distiller, key_frame: PreparedKeyFrame) -> tuple[object
         return None
     return (
         tuple(key_frame.x.shape), distiller.student.num_classes, distiller.params.restore, distiller.fuse_tail,
-        str(distiller.device), front_fingerprint(distiller),
+        distiller.precision, str(distiller.device), front_fingerprint(distiller),
     )
 
 
@@ -191,6 +193,7 @@ class _BatchedRun:
         self.threshold = self._per_session([d.params.threshold for d in distillers])
         self.max_updates = [d.params.max_updates for d in distillers]
         self.restore_adam = distillers[0].params.restore == "weights+adam"
+        self.precision = distillers[0].precision
 
     def _per_session(self, values: Sequence[float]) -> torch.Tensor:
         return torch.tensor(values, dtype=self.dtype, device=self.device)
@@ -227,6 +230,10 @@ class _BatchedRun:
         return flat, torch.stack(avg_rows), torch.stack(avg_sq_rows), self._per_session(steps)
 
     def run(self) -> list[DistillResult]:
+        with float32_precision(self.device, self.precision):
+            return self._run()
+
+    def _run(self) -> list[DistillResult]:
         for distiller in self.distillers:
             distiller.student.train()
         dec1, enc2, enc1, x1_size, input_size = self._front()

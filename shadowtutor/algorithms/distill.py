@@ -10,6 +10,10 @@ The loop follows the authors' ``dod_server.py``: a step whose metric passes THRE
 the loop with that student; otherwise, after MAX_UPDATES steps, a student worse than the best
 seen is rolled back to the best (``params.restore``: its trainable weights, or the weights
 together with Adam's state, as the authors' deep copy of model and optimiser does).
+
+The arithmetic runs at the distiller's ``precision`` (:mod:`~shadowtutor.models.precision`): ``fp32``,
+IEEE float32 as in the paper, or ``tf32``, TF32 tensor cores for convolutions and matmuls on CUDA (the
+same as ``fp32`` on a CPU).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -26,6 +30,7 @@ from shadowtutor.algorithms.loss import key_frame_weights, weighted_cross_entrop
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.fast_student import fused_back
+from shadowtutor.models.precision import TRAINING_PRECISIONS, TrainingPrecision, check_precision, float32_precision
 from shadowtutor.models.scale import Size, boxes_to_student, check_size, frame_to_student, labels_to_student
 from shadowtutor.models.student import FrontFeatures, StudentNet, normalise_frame
 
@@ -65,13 +70,16 @@ class Distiller:
         device: torch.device | str = "cpu",
         student_size: Size | None = None,
         fuse_tail: bool | None = None,
+        precision: TrainingPrecision = "fp32",
     ) -> None:
         """``student_size`` ``(W, H)``: train on key frames resized to it, with the labels downsampled by
         nearest neighbour (:mod:`shadowtutor.models.scale`), as the edge's student sees them; None: as they come.
         ``fuse_tail`` False: the tail as written (bit for bit the authors' arithmetic); True: fused (fewer
-        multiply-adds, many small kernels: pays on a CPU); None: fused on a CPU, as written elsewhere."""
+        multiply-adds, many small kernels: pays on a CPU); None: fused on a CPU, as written elsewhere.
+        ``precision``: the arithmetic of training (module docstring); ValueError for another."""
         self.device = torch.device(device)
         self.fuse_tail = self.device.type == "cpu" if fuse_tail is None else fuse_tail
+        self.precision = cast(TrainingPrecision, check_precision(precision, TRAINING_PRECISIONS))
         self.student = student.to(device)
         self.student_size = check_size(student_size)
         self.params = params
@@ -124,7 +132,11 @@ class Distiller:
         return self.train_prepared(self.prepare(frame_bgr, label, boxes))
 
     def train_prepared(self, key_frame: PreparedKeyFrame) -> DistillResult:
-        """:meth:`train` on a key frame from :meth:`prepare`."""
+        """:meth:`train` on a key frame from :meth:`prepare`, at the distiller's precision."""
+        with float32_precision(self.device, self.precision):
+            return self._train_prepared(key_frame)
+
+    def _train_prepared(self, key_frame: PreparedKeyFrame) -> DistillResult:
         params = self.params
         num_classes = self.student.num_classes
         x, target = key_frame.x, key_frame.target

@@ -20,7 +20,9 @@ from services.server import distillation
 from services.server.app import create_app
 from services.server.settings import ServerSettings
 from services.server.ws_edge import EdgeConnection
-from shadowtutor.algorithms.engine_options import CONVOLUTIONS, Convolution
+from shadowtutor.algorithms.batched_distill import KeyFrameJob
+from shadowtutor.algorithms.distill import DistillResult
+from shadowtutor.algorithms.engine_options import Convolution
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import decode_labels, decode_tensors, encode_frame
@@ -379,16 +381,23 @@ def test_a_student_size_reaches_the_welcome_and_the_server_trains_on_what_the_ed
     assert update.initial_metric == pytest.approx(miou(seen, truth, len(scene.class_names)), abs=1e-6)
 
 
-@pytest.mark.parametrize("convolution", CONVOLUTIONS)
+@pytest.mark.parametrize(("convolution", "precision"), [("grouped", "fp32"), ("matmul", "tf32")])
 def test_the_batched_engine_serves_concurrent_sessions_and_the_edge_holds_the_servers_student(
-    settings: ServerSettings, scene: TinyScene, convolution: Convolution, monkeypatch: pytest.MonkeyPatch
+    settings: ServerSettings, scene: TinyScene, convolution: Convolution, precision: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    asked: list[str] = []
+    asked: list[tuple[str, str]] = []
     original = distillation.distill_batch
-    monkeypatch.setattr(distillation, "distill_batch", lambda jobs, how: asked.append(how) or original(jobs, how))
-    batched = settings.model_copy(
-        update={"distill_engine": "batched", "distill_batch_size": 8, "distill_convolution": convolution}
-    )
+
+    def recording(jobs: list[KeyFrameJob], how: Convolution) -> list[DistillResult]:
+        asked.extend((how, job.distiller.precision) for job in jobs)
+        return original(jobs, how)
+
+    monkeypatch.setattr(distillation, "distill_batch", recording)
+    batched = settings.model_copy(update={
+        "distill_engine": "batched", "distill_batch_size": 8, "distill_convolution": convolution,
+        "distill_precision": precision,
+    })
     with TestClient(create_app(batched)) as client:
         wait_ready(client)
         with client.websocket_connect("/v1/edge") as ws_a, client.websocket_connect("/v1/edge") as ws_b:
@@ -414,7 +423,7 @@ def test_the_batched_engine_serves_concurrent_sessions_and_the_edge_holds_the_se
     assert sample_value(text, "shadowtutor_server_engine_batch_size_sum") == 4
     assert sample_value(text, "shadowtutor_server_engine_queue_wait_seconds_count") == 4
     assert sample_value(text, "shadowtutor_server_distill_latency_seconds_count") == 4
-    assert set(asked) == {convolution}
+    assert set(asked) == {(convolution, precision)}
 
 
 def _tensors_of(update: Update) -> tuple[list, bytes]:

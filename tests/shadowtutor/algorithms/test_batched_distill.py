@@ -9,8 +9,10 @@ agree to ~1e-14, which shows the arithmetic is the same.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -18,7 +20,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from shadowtutor.algorithms import batched_distill
+from shadowtutor.algorithms import batched_distill, distill
 from shadowtutor.algorithms.batched_distill import (
     CONVOLUTIONS,
     Convolution,
@@ -226,3 +228,43 @@ def test_a_batch_reads_nothing_back_until_it_ends_where_it_does_not_stop_early(
         got = distill_batch(jobs)
     assert counted.reads == Counter()
     assert [(r.steps, r.metric) for r in got] == [(r.steps, pytest.approx(r.metric, abs=1e-12)) for r in want]
+
+
+@pytest.fixture
+def float32_blocks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Records the float32 blocks that training opens, ``(device, precision)``. A stand-in for
+    :func:`~shadowtutor.models.precision.float32_precision`, whose switches act on CUDA only (absent here;
+    the switches themselves are tested in tests/shadowtutor/models/test_precision.py)."""
+    opened: list[tuple[str, str]] = []
+
+    @contextlib.contextmanager
+    def recording(device: torch.device, precision: str) -> Iterator[None]:
+        opened.append((str(device), precision))
+        yield
+
+    monkeypatch.setattr(batched_distill, "float32_precision", recording)
+    monkeypatch.setattr(distill, "float32_precision", recording)
+    return opened
+
+
+def test_each_group_trains_at_its_distillers_precision(float32_blocks: list[tuple[str, str]]) -> None:
+    torch.manual_seed(3)
+    base = StudentNet(num_classes=3).double()
+    params = AlgorithmParams(threshold=0.999, max_updates=2)
+    precisions = ["fp32", "tf32", "fp32", "tf32", "tf32"]
+    engine = [Distiller(copy.deepcopy(base), params, background=0, precision=p) for p in precisions]  # type: ignore[arg-type]
+    alone = [Distiller(copy.deepcopy(base), params, background=0) for _ in precisions]
+    frames = [_key_frame(s, 0) for s in range(len(precisions))]
+    got = distill_batch([KeyFrameJob(d, f, lab) for d, (f, lab) in zip(engine, frames, strict=True)])
+    assert sorted(float32_blocks) == [("cpu", "fp32"), ("cpu", "tf32")]  # one batch per precision
+    want = [d.train(f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]  # tf32 is fp32 on a CPU
+    for g, w in zip(got, want, strict=True):
+        assert (g.steps, g.metric) == (w.steps, pytest.approx(w.metric, abs=1e-12))
+    float32_blocks.clear()
+    engine[1].train(*frames[1])
+    assert float32_blocks == [("cpu", "tf32")]
+
+
+def test_a_distiller_trains_at_fp32_or_tf32() -> None:
+    with pytest.raises(ValueError, match="precision must be one of fp32, tf32, got 'bf16'"):
+        Distiller(StudentNet(num_classes=3), AlgorithmParams(), background=0, precision="bf16")  # type: ignore[arg-type]
