@@ -7,13 +7,14 @@ runs before it even when not picked):
 - ``grouped-written``, ``matmul-written``, ``grouped-fused``, ``matmul-fused``: the sessions' convolutions
   as one grouped convolution or as im2col and a batched matrix product (``distill_batch``'s
   ``convolution``), the tail as written or fused (``Distiller(fuse_tail=...)``);
-- ``...-tf32``: the same with TF32 matrix products allowed (off by default in PyTorch while cuDNN's
-  convolutions may use TF32: the grouped form's fair comparison), through the teacher's ``tf32`` switches
-  (``float32_precision``), for that variant only (a study, not a product option; nothing changes on a CPU);
+- plain names train in IEEE float32 (``Distiller(precision="fp32")``, the server's ``--distill-precision
+  fp32``); ``...-tf32``: the same with TF32 tensor cores for convolutions and matrix products
+  (``--distill-precision tf32``; nothing changes on a CPU);
 - ``...-cudnnbench``: the same with ``torch.backends.cudnn.benchmark`` on for that variant only (restored
   after; nothing changes on a CPU, where it still runs);
 - ``...-bf16``: the same under ``torch.autocast(device type, bfloat16)``: how fast, and how far its results
-  move (a study, not a product option).
+  move (a study, not a product option: autocast does not reach every operation inside ``vmap``, on this
+  CPU none, so its rows say what autocast does on the device measured).
 
 Each point (variant x size): ``--sessions`` distillers on the device, each a deep copy of one template
 student (random initialisation from ``--seed``), THRESHOLD 0.999 and MAX_UPDATES 8 (every step taken); each
@@ -30,12 +31,15 @@ peak the variant uses), peak device memory (null on a CPU), and agreement
 with the reference of the same tail and size (``grouped-written`` or ``grouped-fused``; the reference's
 warm-up batch against the variant's last timed batch, so the reference's own figures are its run-to-run
 noise, 0 where the device is deterministic): the largest metric difference over sessions, the fraction of
-sessions with the same step count, the largest difference of a trainable weight. A point that raises a
-RuntimeError (out of memory included) is recorded with its error and the run goes on.
+sessions with the same step count, the largest difference of a trainable weight, and the fraction of pixels
+where the trained students label their key frames as the reference's trained students do. A point that
+raises a RuntimeError (out of memory included) is recorded with its error and the run goes on.
 
 Every figure is printed as soon as measured (one line per point), then the device, the fastest variant
-per size and, per size, the server flags of the fastest variant that is a server option (no suffix):
-``server flags at 1280x720: --distill-convolution matmul --distill-tail fused``; the JSON at ``--out``
+per size and, per size, the server flags of the fastest variant that is a server option (no study switch)
+and whose students' labels agree with its reference's on at least 99.5 % of pixels (a reference qualifies
+as it is): ``server flags at 1280x720: --distill-convolution matmul --distill-tail fused --distill-precision
+tf32``, after a ``not chosen`` line for each faster server option that agrees less. The JSON at ``--out``
 (rewritten after every point) and a Markdown table beside it hold the same.
 A size where the fused tail does not apply (``frame_tail_fusable``) is refused: exit code 2, one line.
 
@@ -46,14 +50,12 @@ Usage: ``python lab/scripts/engine_variants.py --device cuda --out R.json`` (def
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import gc
 import json
 import statistics
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,19 +75,20 @@ from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.models.fast_student import frame_tail_fusable, fused_back
+from shadowtutor.models.precision import TrainingPrecision, float32_precision
 from shadowtutor.models.student import FrontFeatures, StudentNet
 from shadowtutor.teachers.base import TeacherError
 from shadowtutor.teachers.device import resolve_torch_device
-from shadowtutor.teachers.precision import float32_precision
 from shadowtutor_lab.cli.options import frame_size, script_command
 from shadowtutor_lab.evaluation.machine import describe_machine, machine_info
 from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner
 
 VARIANTS = (
-    "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "matmul-fused-tf32",
+    "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "matmul-fused-tf32", "grouped-fused-tf32",
     "matmul-written-tf32", "grouped-written-cudnnbench", "grouped-fused-cudnnbench", "matmul-fused-bf16",
     "grouped-fused-bf16",
 )
+AGREEMENT_NEEDED = 0.995
 PARAMS = AlgorithmParams(threshold=0.999, max_updates=8)
 GIB = 1024 ** 3
 
@@ -116,17 +119,19 @@ class Variant:
         return self.name.endswith("-bf16")
 
     @property
-    def tf32(self) -> bool:
-        return self.name.endswith("-tf32")
+    def precision(self) -> TrainingPrecision:
+        return "tf32" if self.name.endswith("-tf32") else "fp32"
 
     @property
     def server_option(self) -> bool:
-        """Whether the server runs this variant (``--distill-convolution``, ``--distill-tail``; no study switch)."""
-        return self.name.count("-") == 1
+        """Whether the server runs this variant (``--distill-convolution``, ``--distill-tail``,
+        ``--distill-precision``; no study switch)."""
+        return not (self.cudnn_benchmark or self.bf16)
 
     @property
     def server_flags(self) -> str:
-        return f"--distill-convolution {self.convolution} --distill-tail {'fused' if self.fuse_tail else 'written'}"
+        tail = "fused" if self.fuse_tail else "written"
+        return f"--distill-convolution {self.convolution} --distill-tail {tail} --distill-precision {self.precision}"
 
     @property
     def reference(self) -> str:
@@ -135,11 +140,13 @@ class Variant:
 
 @dataclass
 class Outcome:
-    """What one batch left: per session the final metric and step count, and the trainable weights ``(S, W)``."""
+    """What one batch left: per session the final metric and step count, the trainable weights ``(S, W)`` and
+    the trained student's labels of its key frame ``(S, H, W)``."""
 
     metrics: np.ndarray
     steps: np.ndarray
     weights: torch.Tensor
+    labels: torch.Tensor
 
 
 @dataclass(frozen=True)
@@ -222,22 +229,17 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-@contextlib.contextmanager
-def switches(variant: Variant, device: str) -> Iterator[None]:
-    """cuDNN's autotuner as ``variant`` asks and, for a ``-tf32`` variant, TF32 float32 convolutions and matrix
-    products (the teacher's ``tf32`` switches; otherwise PyTorch's defaults stand), restored on exit."""
-    tf32 = float32_precision(device, "tf32") if variant.tf32 else contextlib.nullcontext()
-    with cudnn_autotuner(variant.cudnn_benchmark), tf32:
-        yield
-
-
-def outcome(distillers: list[Distiller], results: list[DistillResult]) -> Outcome:
-    weights = []
-    for distiller in distillers:
+def outcome(distillers: list[Distiller], results: list[DistillResult],
+            inputs: list[tuple[np.ndarray, np.ndarray]]) -> Outcome:
+    weights, labels = [], []
+    for distiller, (frame, label) in zip(distillers, inputs, strict=True):
         state = distiller.student.state_dict()
         weights.append(torch.cat([state[key].detach().float().reshape(-1) for key in distiller.trainable_keys]))
+        with torch.no_grad(), float32_precision(distiller.device, distiller.precision):
+            logits = distiller.student(distiller.prepare(frame, label).x)
+        labels.append(logits.argmax(1)[0].to(torch.uint8).cpu())
     return Outcome(metrics=np.array([r.metric for r in results]), steps=np.array([r.steps for r in results]),
-                   weights=torch.stack(weights).cpu())
+                   weights=torch.stack(weights).cpu(), labels=torch.stack(labels))
 
 
 def agreement(mine: Outcome, reference: Outcome) -> dict[str, float]:
@@ -245,6 +247,7 @@ def agreement(mine: Outcome, reference: Outcome) -> dict[str, float]:
         "metric_max_diff": float(np.max(np.abs(mine.metrics - reference.metrics))),
         "steps_equal_fraction": float(np.mean(mine.steps == reference.steps)),
         "weights_max_diff": float((mine.weights - reference.weights).abs().max()),
+        "labels_agreement": float((mine.labels == reference.labels).float().mean()),
     }
 
 
@@ -252,8 +255,8 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
             repeats: int) -> tuple[dict[str, Any], Outcome, Outcome]:
     """Time one point; returns its figures and the outcomes of its warm-up and last timed batches."""
     background = background_index(LVS_CLASSES)
-    base = [Distiller(copy.deepcopy(template), PARAMS, background, device, fuse_tail=variant.fuse_tail)
-            for _ in inputs]
+    base = [Distiller(copy.deepcopy(template), PARAMS, background, device, fuse_tail=variant.fuse_tail,
+                      precision=variant.precision) for _ in inputs]
     for distiller in base:
         front_fingerprint(distiller)  # cached on the distiller, as a server session's is after its first key frame
 
@@ -266,9 +269,9 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         with autocast:
             results = distill_batch(jobs, convolution=variant.convolution)
         synchronize(device)
-        return time.perf_counter() - start, outcome(distillers, results)
+        return time.perf_counter() - start, outcome(distillers, results, inputs)
 
-    with switches(variant, device):
+    with cudnn_autotuner(variant.cudnn_benchmark):
         _, warm_up = batch()
         timed = [batch() for _ in range(repeats)]
     seconds = [s for s, _ in timed]
@@ -294,7 +297,7 @@ def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
     row: dict[str, Any] = {
         "size": f"{width}x{height}", "variant": variant.name, "convolution": variant.convolution,
         "tail": "fused" if variant.fuse_tail else "written", "cudnn_benchmark": variant.cudnn_benchmark,
-        "tf32_matmul": variant.tf32,
+        "precision": variant.precision,
         "autocast": "bf16" if variant.bf16 else None, "sessions": len(inputs), "reference": variant.reference,
         "error": None,
     }
@@ -312,7 +315,8 @@ def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
             references[variant.reference] = warm_up
         reference = references.get(variant.reference)
         row.update(agreement(last, reference) if reference is not None else
-                   {"metric_max_diff": None, "steps_equal_fraction": None, "weights_max_diff": None})
+                   {"metric_max_diff": None, "steps_equal_fraction": None, "weights_max_diff": None,
+                    "labels_agreement": None})
     gc.collect()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
@@ -337,7 +341,8 @@ def point_line(row: dict[str, Any]) -> str:
     if row["metric_max_diff"] is None:
         return f"{line}, vs {row['reference']}: not run"
     return (f"{line}, vs {row['reference']}: metric {row['metric_max_diff']:.1e}, "
-            f"steps {100 * row['steps_equal_fraction']:.0f}%, weights {row['weights_max_diff']:.1e}")
+            f"steps {100 * row['steps_equal_fraction']:.0f}%, weights {row['weights_max_diff']:.1e}, "
+            f"labels {100 * row['labels_agreement']:.2f}%")
 
 
 def fastest(rows: list[dict[str, Any]]) -> list[str]:
@@ -358,20 +363,47 @@ def fastest(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def server_flags(rows: list[dict[str, Any]]) -> dict[str, str]:
-    """Per size: the server flags of the fastest variant the server runs, with its figure."""
-    flags = {}
+def agrees(row: dict[str, Any]) -> bool:
+    """A reference as it is; another variant when its students' labels agree with the reference's on at least
+    :data:`AGREEMENT_NEEDED` of the pixels."""
+    if row["variant"] == row["reference"]:
+        return True
+    return row["labels_agreement"] is not None and row["labels_agreement"] >= AGREEMENT_NEEDED
+
+
+def choose(rows: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Per size: the fastest server option that :func:`agrees`, and the faster server options that do not."""
+    chosen = {}
     for size in dict.fromkeys(r["size"] for r in rows):
         done = [r for r in rows if r["size"] == size and r["error"] is None and Variant(r["variant"]).server_option]
-        if done:
-            best = max(done, key=lambda r: r["key_frames_per_s"])
-            flags[size] = Variant(best["variant"]).server_flags
-    return flags
+        fine = [r for r in done if agrees(r)]
+        if fine:
+            best = max(fine, key=lambda r: r["key_frames_per_s"])
+            faster = [r for r in done if not agrees(r) and r["key_frames_per_s"] > best["key_frames_per_s"]]
+            chosen[size] = (best, faster)
+    return chosen
+
+
+def why_not(row: dict[str, Any]) -> str:
+    if row["labels_agreement"] is None:
+        return f"not compared ({row['reference']} did not run)"
+    return (f"its students' labels agree with {row['reference']} on {100 * row['labels_agreement']:.2f} % of pixels "
+            f"(needs {100 * AGREEMENT_NEEDED:.1f} %)")
+
+
+def server_flags(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Per size: the server flags of the variant :func:`choose` picks."""
+    return {size: Variant(best["variant"]).server_flags for size, (best, _) in choose(rows).items()}
 
 
 def summary(rows: list[dict[str, Any]]) -> list[str]:
-    """The fastest variants, then the server flags, per size."""
-    return [*fastest(rows), *(f"server flags at {size}: {flags}" for size, flags in server_flags(rows).items())]
+    """The fastest variants, then per size the faster server options not chosen and the server flags."""
+    lines = fastest(rows)
+    for size, (best, refused) in choose(rows).items():
+        lines += [f"not chosen at {size}: {r['variant']} {r['key_frames_per_s']:.1f} key frames/s, {why_not(r)}"
+                  for r in refused]
+        lines.append(f"server flags at {size}: {Variant(best['variant']).server_flags}")
+    return lines
 
 
 def device_line(device: str) -> str:
@@ -381,7 +413,8 @@ def device_line(device: str) -> str:
     properties = torch.cuda.get_device_properties(device)
     return (f"device: {device}, {properties.name} ({properties.total_memory / GIB:.1f} GiB), "
             f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
-            f"tf32 matmul {torch.backends.cuda.matmul.allow_tf32} cudnn {torch.backends.cudnn.allow_tf32}; {machine}")
+            f"float32 switches outside the distillers' own: matmul {torch.backends.cuda.matmul.fp32_precision}, "
+            f"cudnn {torch.backends.cudnn.conv.fp32_precision}; {machine}")
 
 
 def render(results: dict[str, Any]) -> str:
@@ -389,7 +422,8 @@ def render(results: dict[str, Any]) -> str:
              f"{results['sessions']} sessions per batch, THRESHOLD {PARAMS.threshold}, MAX_UPDATES "
              f"{PARAMS.max_updates}, median of {results['repeats']} batches after one warm-up.", "",
              "| size | variant | key frames/s | s/batch | ms/step | steps | TFLOP/s | peak GiB | reference | "
-             "metric diff | steps equal | weights diff |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "metric diff | steps equal | weights diff | labels agree |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def number(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
@@ -397,16 +431,17 @@ def render(results: dict[str, Any]) -> str:
     for row in results["rows"]:
         if row["error"] is not None:
             lines.append(f"| {row['size']} | {row['variant']} | failed: {row['error'].splitlines()[0][:200]} "
-                         "|  |  |  |  |  |  |  |  |  |")
+                         "|  |  |  |  |  |  |  |  |  |  |")
             continue
         peak = None if row["peak_bytes"] is None else row["peak_bytes"] / GIB
         equal = None if row["steps_equal_fraction"] is None else 100 * row["steps_equal_fraction"]
+        agree = None if row["labels_agreement"] is None else 100 * row["labels_agreement"]
         lines.append(
             f"| {row['size']} | {row['variant']} | {row['key_frames_per_s']:.1f} | {row['median_s']:.3f} | "
             f"{number(row['ms_per_step'], '.3f')} | {row['mean_steps']:.2f} | {row['achieved_tflops']:.2f} | "
             f"{number(peak, '.2f')} | "
             f"{row['reference']} | {number(row['metric_max_diff'], '.1e')} | {number(equal, '.0f')} % | "
-            f"{number(row['weights_max_diff'], '.1e')} |")
+            f"{number(row['weights_max_diff'], '.1e')} | {number(agree, '.2f')} % |")
     return "\n".join([*lines, "", *summary(results["rows"])]) + "\n"
 
 

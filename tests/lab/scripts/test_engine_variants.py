@@ -18,10 +18,10 @@ import torch
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "lab" / "scripts" / "engine_variants.py"
 CORE = ["grouped-written", "matmul-written", "grouped-fused", "matmul-fused"]
-FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "tf32_matmul", "autocast", "sessions",
+FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "precision", "autocast", "sessions",
           "batch_seconds", "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference",
           "metric_max_diff", "steps_equal_fraction", "weights_max_diff", "error", "gflop_per_key_frame",
-          "achieved_tflops"}
+          "achieved_tflops", "labels_agreement"}
 
 
 @pytest.fixture(scope="module")
@@ -61,21 +61,23 @@ def test_core_variants_on_the_cpu(script: ModuleType, tmp_path: Path, capsys: py
     assert rows["matmul-fused"]["gflop_per_key_frame"] == rows["grouped-fused"]["gflop_per_key_frame"]
     for reference in ("grouped-written", "grouped-fused"):  # against its own warm-up: a CPU repeats itself exactly
         assert rows[reference]["metric_max_diff"] == 0 and rows[reference]["weights_max_diff"] == 0
-        assert rows[reference]["steps_equal_fraction"] == 1
+        assert rows[reference]["steps_equal_fraction"] == 1 and rows[reference]["labels_agreement"] == 1
     lr = script.PARAMS.learning_rate
     for name in ("matmul-written", "matmul-fused"):  # the same function, rounded differently
         assert rows[name]["metric_max_diff"] < 1e-4 and rows[name]["steps_equal_fraction"] == 1
         # Adam turns rounding in the inert biases' gradients into steps of up to about lr
         assert 0 < rows[name]["weights_max_diff"] <= 8 * lr
+        assert rows[name]["labels_agreement"] > 0.99 and rows[name]["precision"] == "fp32"
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 + 3
     for line, name in zip(lines, CORE, strict=False):
         assert line.split()[:4] == ["128x72", name, "2", "sessions:"] and "key frames/s" in line
-    assert "vs grouped-written: metric 0.0e+00, steps 100%, weights 0.0e+00" in lines[0]
+    assert "vs grouped-written: metric 0.0e+00, steps 100%, weights 0.0e+00, labels 100.00%" in lines[0]
     assert lines[4].startswith("device: cpu, ") and lines[5].startswith("fastest at 128x72: ")
     fastest = max(CORE, key=lambda name: rows[name]["key_frames_per_s"])
     convolution, tail = fastest.split("-")
-    assert lines[6] == f"server flags at 128x72: --distill-convolution {convolution} --distill-tail {tail}"
+    assert lines[6] == (f"server flags at 128x72: --distill-convolution {convolution} --distill-tail {tail} "
+                        "--distill-precision fp32")
     assert results["server_flags"] == {"128x72": lines[6].split(": ", 1)[1]}
     table = out.with_suffix(".md").read_text()
     assert results["command"] in table and lines[5] in table
@@ -104,7 +106,8 @@ def test_a_failing_point_is_recorded_and_the_run_goes_on(
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].endswith("2 sessions: FAILED OutOfMemoryError: CUDA out of memory. Tried to allocate 9.00 GiB")
     assert lines[-3] == f"fastest at 64x64: grouped-fused {rows[2]['key_frames_per_s']:.1f} key frames/s"
-    assert lines[-1] == "server flags at 64x64: --distill-convolution grouped --distill-tail fused"
+    assert lines[-1] == ("server flags at 64x64: --distill-convolution grouped --distill-tail fused "
+                         "--distill-precision fp32")
 
 
 def test_a_size_without_the_fused_tail_is_refused(
@@ -138,7 +141,32 @@ def test_variant_names_and_references(script: ModuleType) -> None:
     assert (bench.convolution, bench.fuse_tail, bench.cudnn_benchmark, bench.bf16) == ("grouped", False, True, False)
     assert (bf16.convolution, bf16.fuse_tail, bf16.cudnn_benchmark, bf16.bf16) == ("matmul", True, False, True)
     tf32 = script.Variant("matmul-written-tf32")
-    assert (tf32.convolution, tf32.fuse_tail, tf32.tf32, tf32.server_option) == ("matmul", False, True, False)
+    assert (tf32.convolution, tf32.fuse_tail, tf32.precision, tf32.server_option) == ("matmul", False, "tf32", True)
     assert script.Variant("matmul-fused").server_option and not bench.server_option
     with pytest.raises(SystemExit):
         script.main(["--variants", "grouped-fast"])
+
+
+def row(variant: str, kfs: float, labels_agreement: float | None, size: str = "1280x720") -> dict[str, Any]:
+    reference = "grouped-fused" if "-fused" in variant else "grouped-written"
+    return {"size": size, "variant": variant, "reference": reference, "error": None, "autocast": None,
+            "key_frames_per_s": kfs, "labels_agreement": labels_agreement}
+
+
+def test_the_server_flags_are_the_fastest_server_option_whose_labels_agree(script: ModuleType) -> None:
+    rows = [row("grouped-fused", 50, 0.9), row("matmul-fused", 80, 0.999), row("matmul-fused-tf32", 300, 0.99),
+            row("grouped-fused-tf32", 200, 0.996), row("grouped-fused-bf16", 900, 1.0),
+            row("grouped-fused", 20, 1.0, "640x360"), row("matmul-fused-tf32", 90, None, "640x360")]
+    lines = script.summary(rows)
+    # the bf16 study is the fastest but no server option; tf32 with the matmul form moves 1 % of the labels
+    assert lines[-4:] == [
+        "not chosen at 1280x720: matmul-fused-tf32 300.0 key frames/s, its students' labels agree with grouped-fused "
+        "on 99.00 % of pixels (needs 99.5 %)",
+        "server flags at 1280x720: --distill-convolution grouped --distill-tail fused --distill-precision tf32",
+        "not chosen at 640x360: matmul-fused-tf32 90.0 key frames/s, not compared (grouped-fused did not run)",
+        "server flags at 640x360: --distill-convolution grouped --distill-tail fused --distill-precision fp32",
+    ]
+    assert script.server_flags(rows) == {
+        "1280x720": "--distill-convolution grouped --distill-tail fused --distill-precision tf32",
+        "640x360": "--distill-convolution grouped --distill-tail fused --distill-precision fp32",
+    }
