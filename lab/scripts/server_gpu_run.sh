@@ -27,8 +27,10 @@ if [ ! -f "$weights" ]; then
   $PY -c "import torch, torchvision; torch.save(torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91).state_dict(), '$weights')"
 fi
 dev=${DEVICE:-cuda}
-# 0. the batched engine alone, every variant (convolution x tail, and study switches), 64 sessions: which is fastest
-step engine_variants "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 --sizes 1280x720,640x360 \
+# 0. the batched engine alone, every variant (convolution x tail x precision, and study switches), 64 sessions:
+# which is fastest; 128x72 has next to no arithmetic, so its batch time is the host's cost of a batch (Python and
+# kernel launches), the most that CUDA graphs could save
+step engine_variants "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 --sizes 1280x720,640x360,128x72 \
   --repeats "${VARIANT_REPEATS:-2}" --out "$OUT/engine_variants.json"
 # the server flags of the fastest server option per size (none measured: the defaults)
 flags_at() {
@@ -37,7 +39,10 @@ flags_at() {
 }
 FLAGS_720=${ENGINE_FLAGS:-$(flags_at 1280x720)}
 FLAGS_360=${ENGINE_FLAGS:-$(flags_at 640x360)}
-log "engine flags: 1280x720 '$FLAGS_720', 640x360 '$FLAGS_360'"
+# the TF32 switches are per process: a teacher at another float32 setting than distillation takes turns with it
+# (docs/design/training_precision.md), so Mask R-CNN runs at tf32 where distillation does
+case "$FLAGS_720" in *"--distill-precision tf32"*) TEACHER_PRECISION=tf32 ;; *) TEACHER_PRECISION=fp32 ;; esac
+log "engine flags: 1280x720 '$FLAGS_720', 640x360 '$FLAGS_360'; Mask R-CNN precision $TEACHER_PRECISION"
 # 1. distillation through the server's engine, batched, all 8 steps (THRESHOLD 0.999), free teacher, per size
 step distill_batched_720 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 1,64,128 --sizes 1280x720 \
   --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_720" --out "$OUT/distill_batched_720"
@@ -50,11 +55,11 @@ step distill_batched_360 "$PY" -m shadowtutor_lab bench server --stages distill 
 step load_labels "$PY" -m shadowtutor_lab bench load --edges 64 --rate 1 --size 1280x720 --minutes 0.5 --scene-frames 120 \
   --no-progress --server-args "--device $dev --distill-workers 8 --max-sessions 64 $FLAGS_720" --out "$OUT/load_labels"
 step load_maskrcnn "$PY" -m shadowtutor_lab bench load --edges 64 --rate 1 --size 1280x720 --minutes 0.5 --scene-frames 120 \
-  --no-progress --server-args "--device $dev --distill-workers 8 --max-sessions 64 $FLAGS_720 --teacher maskrcnn --weights-path $weights --teacher-batch-size 16" \
-  --out "$OUT/load_maskrcnn"
+  --no-progress --server-args "--device $dev --distill-workers 8 --max-sessions 64 $FLAGS_720 --teacher maskrcnn --weights-path $weights --teacher-batch-size 16 \
+  --teacher-precision $TEACHER_PRECISION" --out "$OUT/load_maskrcnn"
 # 5. teacher + distillation together with Mask R-CNN: the capacity planner's profile
 step profile "$PY" -m shadowtutor_lab bench server --stages teacher,distill,both --sessions 64 --sizes 640x360,1280x720 \
   --engines batched --seconds "$SECS" --warmup 3 \
-  --server-args "--device $dev $FLAGS_720 --teacher maskrcnn --weights-path $weights --teacher-batch-size 16" \
-  --out "$OUT/maskrcnn_server" --profile-out "$OUT/profile.json"
+  --server-args "--device $dev $FLAGS_720 --teacher maskrcnn --weights-path $weights --teacher-batch-size 16 \
+  --teacher-precision $TEACHER_PRECISION" --out "$OUT/maskrcnn_server" --profile-out "$OUT/profile.json"
 log "all steps done"
