@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Lab: every server figure measured on a GPU machine, in one run, most important first; each step writes
 # its results under OUT (default docs/results/server_gpu) as soon as it ends, so a run cut short keeps them.
-#   OUT=DIR SECONDS_PER_POINT=4 bash lab/scripts/server_gpu_run.sh
+#   OUT=DIR SECONDS_PER_POINT=4 [ARCHIVE=FILE.tgz] bash lab/scripts/server_gpu_run.sh
+# ARCHIVE: after every step, everything under OUT packed into that one file (for a machine that returns few
+# files); the run ends by printing a summary of every step's headline figures.
 # Step 0 times the batched engine's variants; the later steps run the server with the fastest one's flags
 # (ENGINE_FLAGS="--distill-convolution ... --distill-tail ..." overrides the choice for every size).
 # Run from the repository root; nothing needs to be pip-installed but the product's dependencies: the
@@ -16,8 +18,26 @@ export PYTHONPATH="$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT"
 weights=${WEIGHTS:-/tmp/maskrcnn_random.pt}
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/run.log"; }
-step() { local name=$1; shift; log "$name: $*"; "$@" > "$OUT/$name.log" 2>&1; echo "rc=$?" >> "$OUT/$name.log"; tail -40 "$OUT/$name.log"; }
-
+pack() { if [ -n "${ARCHIVE:-}" ]; then tar czf "$ARCHIVE" -C "$OUT" .; fi; }
+STEPS=()
+step() {
+  local name=$1; shift; log "$name: $*"; STEPS+=("$name")
+  "$@" > "$OUT/$name.log" 2>&1; echo "rc=$?" >> "$OUT/$name.log"; tail -40 "$OUT/$name.log"; pack
+}
+# the headline lines of every step's log, in the order the steps ran (the archive holds the rest)
+summary() {
+  echo "== summary"; cat "$OUT/device.txt"
+  local name pattern
+  for name in "${STEPS[@]}"; do
+    echo "-- $name"
+    case $name in
+      engine_variants) pattern="^(device|fastest|not chosen|server flags)|FAILED|Error|rc=" ;;
+      teacher_check) pattern="detections per frame|^ *[0-9]+ \||^ *(fp32|tf32|bf16)|host path|Error|rc=" ;;
+      *) pattern="key frames/s|answered|turnaround|problem|FAILED|Error|rc=" ;;
+    esac
+    grep -E "$pattern" "$OUT/$name.log" | cut -c1-200 | tail -16
+  done
+}
 $PY - <<'PY' | tee "$OUT/device.txt"
 import torch
 print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device", "| torch", torch.__version__,
@@ -63,3 +83,5 @@ step profile "$PY" -m shadowtutor_lab bench server --stages teacher,distill,both
   --server-args "--device $dev $FLAGS_720 --teacher maskrcnn --weights-path $weights --teacher-batch-size 16 \
   --teacher-precision $TEACHER_PRECISION" --out "$OUT/maskrcnn_server" --profile-out "$OUT/profile.json"
 log "all steps done"
+summary
+pack
