@@ -21,7 +21,9 @@ student (random initialisation from ``--seed``), THRESHOLD 0.999 and MAX_UPDATES
 session its own noise frame (uint8 BGR) with labels of a few classes in blocks, the same for every variant.
 One warm-up batch, then ``--repeats`` timed batches, each on fresh copies of the point's distillers (copied
 outside the timed region, their front fingerprints cached as a server session's are after its first key
-frame), each bracketed by ``torch.cuda.synchronize`` on CUDA.
+frame), each bracketed by ``torch.cuda.synchronize`` on CUDA. A batch's time starts with its key frames
+prepared (``KeyFrameJob.prepare``: the server prepares them in its pool, beside the batch being trained);
+their preparation is timed apart, in ms per key frame (``prepare_ms``, one thread).
 
 Per point: median seconds per batch, key frames/s (sessions / median), ms per key-frame step (median /
 steps taken by all sessions), mean steps per key frame, the floating-point operations of one key frame
@@ -260,22 +262,24 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
     for distiller in base:
         front_fingerprint(distiller)  # cached on the distiller, as a server session's is after its first key frame
 
-    def batch() -> tuple[float, Outcome]:
+    def batch() -> tuple[float, float, Outcome]:
         distillers = copy.deepcopy(base)
-        jobs = [KeyFrameJob(d, frame, label) for d, (frame, label) in zip(distillers, inputs, strict=True)]
         autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=variant.bf16)
         synchronize(device)
         start = time.perf_counter()
+        jobs = [KeyFrameJob.prepare(d, frame, label) for d, (frame, label) in zip(distillers, inputs, strict=True)]
+        synchronize(device)
+        prepared = time.perf_counter()
         with autocast:
             results = distill_batch(jobs, convolution=variant.convolution)
         synchronize(device)
-        return time.perf_counter() - start, outcome(distillers, results, inputs)
+        return time.perf_counter() - prepared, prepared - start, outcome(distillers, results, inputs)
 
     with cudnn_autotuner(variant.cudnn_benchmark):
-        _, warm_up = batch()
+        _, _, warm_up = batch()
         timed = [batch() for _ in range(repeats)]
-    seconds = [s for s, _ in timed]
-    last = timed[-1][1]
+    seconds = [s for s, _, _ in timed]
+    last = timed[-1][2]
     median = statistics.median(seconds)
     steps = int(last.steps.sum())
     return {
@@ -284,6 +288,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         "key_frames_per_s": len(inputs) / median,
         "ms_per_step": 1000 * median / steps if steps else None,
         "mean_steps": float(last.steps.mean()),
+        "prepare_ms": 1000 * statistics.median(p for _, p, _ in timed) / len(inputs),
         "peak_bytes": torch.cuda.max_memory_allocated(device) if device.startswith("cuda") else None,
     }, warm_up, last
 
@@ -337,7 +342,8 @@ def point_line(row: dict[str, Any]) -> str:
     ms_step = "-" if row["ms_per_step"] is None else f"{row['ms_per_step']:.3f}"
     peak = "-" if row["peak_bytes"] is None else f"{row['peak_bytes'] / GIB:.2f} GiB"
     line = (f"{head} {row['key_frames_per_s']:.1f} key frames/s, {row['median_s']:.3f} s/batch, {ms_step} ms/step, "
-            f"{row['mean_steps']:.2f} steps, {row['achieved_tflops']:.2f} TFLOP/s, peak {peak}")
+            f"{row['mean_steps']:.2f} steps, {row['achieved_tflops']:.2f} TFLOP/s, peak {peak}, "
+            f"prepare {row['prepare_ms']:.1f} ms/key frame")
     if row["metric_max_diff"] is None:
         return f"{line}, vs {row['reference']}: not run"
     return (f"{line}, vs {row['reference']}: metric {row['metric_max_diff']:.1e}, "

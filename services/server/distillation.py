@@ -3,11 +3,13 @@
 * :class:`PooledDistillation`: each key frame through its session's own ``Distiller.train`` in the
   distillation thread pool (sessions in parallel up to ``distill_workers``). The CPU default: the
   sequential path trains the fused tail, a CPU speed-up.
-* :class:`BatchedDistillation`: key frames of all sessions queue for one engine thread, which
-  trains whatever is queued when it is free as one batch
-  (:func:`~shadowtutor.algorithms.batched_distill.distill_batch`, at most ``distill_batch_size``
-  key frames, the sessions' convolutions computed as ``distill_convolution`` says). The GPU default:
-  one batched run keeps the device busy where a session at a time leaves it idle between small kernels.
+* :class:`BatchedDistillation`: each key frame is prepared (resized, uploaded, its loss weights
+  computed) in a thread pool, then queues for one engine thread, which trains as one batch what is
+  queued when it is free, together with the key frames then still in preparation
+  (:func:`~shadowtutor.algorithms.batched_distill.distill_batch`, at most ``distill_batch_size`` key
+  frames, the sessions' convolutions computed as ``distill_convolution`` says). The GPU default: one
+  batched run keeps the device busy where a session at a time leaves it idle between small
+  kernels, and the next batch's host work runs in parallel beside it.
 
 Both give each session the result its own ``Distiller.train`` would; each returns the result with
 the seconds the key frame spent from submission to its result.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -72,28 +74,38 @@ class PooledDistillation:
 class _Pending:
     job: KeyFrameJob
     future: asyncio.Future[tuple[DistillResult, float]]
+    submitted_at: float
     queued_at: float = field(default_factory=time.perf_counter)
 
 
 class BatchedDistillation:
-    """Key frames of every session queue for one engine thread that trains them in batches."""
+    """Key frames of every session, prepared in ``prepare_pool`` (None: the event loop's default executor), queue
+    for one engine thread that trains them in batches. A batch starts when the engine is free and a key frame
+    is queued; it takes the queued key frames and those that were in preparation at that moment."""
 
-    def __init__(self, metrics: ServerMetrics, max_batch: int, convolution: Convolution = "grouped") -> None:
+    def __init__(
+        self, metrics: ServerMetrics, max_batch: int, convolution: Convolution = "grouped",
+        prepare_pool: Executor | None = None,
+    ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.metrics = metrics
         self.max_batch = max_batch
         self.convolution = convolution
+        self.prepare_pool = prepare_pool
         metrics.engine_batch_limit.set(max_batch)
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shadowtutor-engine")
         self._worker: asyncio.Task[None] | None = None
+        self._preparing: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         if self._worker is None:
             self._worker = asyncio.get_running_loop().create_task(self._run(), name="distill-engine")
 
     async def stop(self) -> None:
+        for task in list(self._preparing):
+            task.cancel()
         if self._worker is not None:
             self._worker.cancel()
             await asyncio.wait({self._worker})
@@ -109,9 +121,29 @@ class BatchedDistillation:
     ) -> tuple[DistillResult, float]:
         if self._worker is None:
             raise RuntimeError("the distillation engine is not started")
-        pending = _Pending(KeyFrameJob(distiller, frame, labels, boxes), asyncio.get_running_loop().create_future())
-        self._queue.put_nowait(pending)
-        return await pending.future
+        submitted = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[DistillResult, float]] = loop.create_future()
+        task = loop.create_task(self._prepare(distiller, frame, labels, boxes, future, submitted))
+        self._preparing.add(task)
+        task.add_done_callback(self._preparing.discard)
+        return await future
+
+    async def _prepare(
+        self, distiller: Distiller, frame: np.ndarray, labels: np.ndarray, boxes: np.ndarray | None,
+        future: asyncio.Future[tuple[DistillResult, float]], submitted: float,
+    ) -> None:
+        """Prepare one key frame in the pool and queue it; its failure is ``future``'s (a caller that went away
+        meanwhile has cancelled ``future``: nothing is queued)."""
+        loop = asyncio.get_running_loop()
+        try:
+            job = await loop.run_in_executor(self.prepare_pool, KeyFrameJob.prepare, distiller, frame, labels, boxes)
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if not future.done():
+            self._queue.put_nowait(_Pending(job, future, submitted))
 
     def _take_batch(self, first: _Pending) -> list[_Pending]:
         """``first`` and what else is queued, up to ``max_batch`` with one key frame per distiller (a
@@ -131,7 +163,14 @@ class BatchedDistillation:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            batch = self._take_batch(await self._queue.get())
+            first = await self._queue.get()
+            if self._preparing:  # key frames already submitted join this batch rather than wait for the next
+                try:
+                    await asyncio.wait(set(self._preparing))
+                except asyncio.CancelledError:
+                    first.future.cancel()
+                    raise
+            batch = self._take_batch(first)
             batch = [p for p in batch if not p.future.done()]  # a session that went away meanwhile
             if not batch:
                 continue
@@ -153,7 +192,7 @@ class BatchedDistillation:
                 if isinstance(outcome, BaseException):
                     pending.future.set_exception(outcome)
                 else:
-                    pending.future.set_result((outcome, done - pending.queued_at))
+                    pending.future.set_result((outcome, done - pending.submitted_at))
 
     def _train_all(self, batch: list[_Pending]) -> list[DistillResult | BaseException]:
         """Runs in the engine thread. A batch that runs out of device memory is trained in two halves, and
@@ -194,8 +233,9 @@ def make_distillation(
     engine: DistillEngine, device_type: str, metrics: ServerMetrics, pool: ThreadPoolExecutor, max_batch: int,
     convolution: Convolution = "grouped",
 ) -> Distillation:
-    """The engine ``engine`` names for a device of ``device_type`` (not yet started); ``max_batch`` and
-    ``convolution`` apply to the batched engine."""
+    """The engine ``engine`` names for a device of ``device_type`` (not yet started), running in ``pool`` (the
+    batched engine: its preparation of key frames); ``max_batch`` and ``convolution`` apply to the batched
+    engine."""
     if resolve_engine(engine, device_type) == "batched":
-        return BatchedDistillation(metrics, max_batch, convolution)
+        return BatchedDistillation(metrics, max_batch, convolution, prepare_pool=pool)
     return PooledDistillation(pool)

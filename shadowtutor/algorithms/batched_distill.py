@@ -47,13 +47,20 @@ from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet,
 
 @dataclass
 class KeyFrameJob:
-    """One session's key frame: its distiller, the BGR frame ``(H, W, 3)`` uint8, the teacher's labels
-    ``(H, W)`` and, where the teacher gives them, its instance boxes ``(N, 4)``."""
+    """One session's key frame ready for Algorithm 1: its distiller and the key frame as that distiller prepared
+    it (:meth:`Distiller.prepare`: on its device, at the student's size, with the loss's weights)."""
 
     distiller: Distiller
-    frame_bgr: np.ndarray
-    label: np.ndarray
-    boxes: np.ndarray | None = None
+    key_frame: PreparedKeyFrame
+
+    @classmethod
+    def prepare(
+        cls, distiller: Distiller, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None
+    ) -> KeyFrameJob:
+        """The job of a BGR frame ``(H, W, 3)`` uint8, the teacher's labels ``(H, W)`` and, where the teacher gives
+        them, its instance boxes ``(N, 4)``; ValueError where the frame and the labels differ in size. Changes no
+        distiller, so it may run in any thread while the distiller trains on nothing else."""
+        return cls(distiller, distiller.prepare(frame_bgr, label, boxes))
 
 
 def front_fingerprint(distiller: Distiller) -> str:
@@ -85,16 +92,15 @@ def distill_batch(jobs: Sequence[KeyFrameJob], convolution: Convolution = "group
     """Algorithm 1 on every job, compatible ones batched (their convolutions computed as ``convolution``
     says); results in the order of ``jobs``.
 
-    Each distiller may appear once (its key frames depend on each other: ValueError otherwise). A
-    job whose frame and labels differ in size, or an unknown ``convolution``, raises ValueError before
-    any distiller changes.
+    Each distiller may appear once (its key frames depend on each other: ValueError otherwise); an unknown
+    ``convolution`` raises ValueError before any distiller changes.
     """
     if convolution not in CONVOLUTIONS:
         raise ValueError(f"unknown convolution {convolution!r}; use one of {', '.join(CONVOLUTIONS)}")
     distillers = [job.distiller for job in jobs]
     if len({id(d) for d in distillers}) != len(distillers):
         raise ValueError("a batch holds at most one key frame per distiller")
-    prepared = [job.distiller.prepare(job.frame_bgr, job.label, job.boxes) for job in jobs]
+    prepared = [job.key_frame for job in jobs]
     groups: dict[tuple[object, ...], list[int]] = {}
     alone: list[int] = []
     for index, (distiller, key_frame) in enumerate(zip(distillers, prepared, strict=True)):

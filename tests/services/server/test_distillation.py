@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -92,8 +94,8 @@ def test_queued_key_frames_of_many_sessions_train_as_one_batch_with_each_session
     calls = _engine_calls(monkeypatch)
     with ThreadPoolExecutor(1) as pool:
         engine = make_distillation("batched", "cpu", metrics, pool, 64, convolution)
-    assert isinstance(engine, BatchedDistillation)
-    got = asyncio.run(_train_all(engine, batched, frames))
+        assert isinstance(engine, BatchedDistillation)
+        got = asyncio.run(_train_all(engine, batched, frames))
     assert calls == [(6, convolution)]
     _assert_as_alone(got, want, alone, batched)
     text = metrics.exposition().decode()
@@ -193,3 +195,60 @@ def test_a_single_key_frame_out_of_device_memory_fails_its_session_alone(monkeyp
     engine = BatchedDistillation(ServerMetrics(), max_batch=2)
     got = asyncio.run(_train_all(engine, _distillers(2), [_key_frame(s) for s in range(2)]))
     assert all(isinstance(g, torch.OutOfMemoryError) for g in got) and engine.max_batch == 1
+
+
+def test_key_frames_are_prepared_in_the_pool_not_in_the_engine_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine thread trains; preparing a key frame (resize, upload, loss weights: host work that grows with the
+    frame) runs in the pool, in parallel with the batch being trained."""
+    threads: list[str] = []
+    original = Distiller.prepare
+
+    def recording(self: Distiller, *args: object) -> object:
+        threads.append(threading.current_thread().name)
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Distiller, "prepare", recording)
+    calls = _engine_calls(monkeypatch)
+    alone, batched = _distillers(4), _distillers(4)
+    frames = [_key_frame(s) for s in range(4)]
+    want = [original(d, f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]
+    assert want
+    threads.clear()
+    with ThreadPoolExecutor(2, thread_name_prefix="prepare") as pool:
+        engine = make_distillation("batched", "cpu", ServerMetrics(), pool, 64)
+        assert isinstance(engine, BatchedDistillation)
+        got = asyncio.run(_train_all(engine, batched, frames))
+    assert calls == [(4, "grouped")] and all(not isinstance(g, BaseException) for g in got)
+    assert len(threads) == 4 and all(name.startswith("prepare") for name in threads)
+
+
+def test_a_key_frame_whose_session_went_away_during_preparation_is_not_trained(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = Distiller.prepare
+    started = threading.Event()
+
+    def slow(self: Distiller, *args: object) -> object:
+        started.set()
+        time.sleep(0.3)
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Distiller, "prepare", slow)
+    calls = _engine_calls(monkeypatch)
+    distiller = _distillers(1)[0]
+    frame, label = _key_frame(0)
+
+    async def main() -> bool:
+        engine = BatchedDistillation(ServerMetrics(), max_batch=4)
+        engine.start()
+        try:
+            training = asyncio.create_task(engine.train(distiller, frame, label, None))
+            await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+            training.cancel()  # the edge's session ended
+            await asyncio.sleep(0.5)  # the preparation ends meanwhile
+            return training.cancelled() and engine._queue.empty()
+        finally:
+            await engine.stop()
+
+    assert asyncio.run(main())
+    assert calls == [] and not distiller.optimizer.state

@@ -103,7 +103,7 @@ def test_the_engine_equals_each_sessions_own_distiller(
     for round_ in range(3):
         frames = [_key_frame(s, round_) for s in range(SESSIONS)]
         sequential = [alone.train(frame, label) for (alone, _), (frame, label) in zip(pairs, frames, strict=True)]
-        jobs = [KeyFrameJob(engine, f, lab) for (_, engine), (f, lab) in zip(pairs, frames, strict=True)]
+        jobs = [KeyFrameJob.prepare(engine, f, lab) for (_, engine), (f, lab) in zip(pairs, frames, strict=True)]
         batched = distill_batch(jobs, convolution)
         for (alone, engine), want, got in zip(pairs, sequential, batched, strict=True):
             assert got.steps == want.steps
@@ -139,7 +139,7 @@ def test_incompatible_key_frames_run_on_their_own() -> None:
     small = (frames[2][0][:32, :48].copy(), frames[2][1][:32, :48].copy())
     frames[2] = small
     want = [alone.train(f, lab) for (alone, _), (f, lab) in zip(pairs, frames, strict=True)]
-    got = distill_batch([KeyFrameJob(engine, f, lab) for (_, engine), (f, lab) in zip(pairs, frames, strict=True)])
+    got = distill_batch([KeyFrameJob.prepare(e, f, lab) for (_, e), (f, lab) in zip(pairs, frames, strict=True)])
     for (alone, engine), w, g in zip(pairs, want, got, strict=True):
         assert (g.steps, g.metric) == (w.steps, pytest.approx(w.metric, abs=1e-12))
         for key, tensor in alone.student.state_dict().items():
@@ -151,18 +151,17 @@ def test_a_distiller_appears_at_most_once_per_batch() -> None:
     distiller = Distiller(StudentNet(num_classes=3), AlgorithmParams(), background=0)
     frame, label = _key_frame(0, 0)
     with pytest.raises(ValueError, match="at most one key frame per distiller"):
-        distill_batch([KeyFrameJob(distiller, frame, label), KeyFrameJob(distiller, frame, label)])
+        distill_batch([KeyFrameJob.prepare(distiller, frame, label), KeyFrameJob.prepare(distiller, frame, label)])
 
 
-def test_a_frame_and_labels_of_different_sizes_change_no_distiller() -> None:
-    distillers = [Distiller(StudentNet(num_classes=3), AlgorithmParams(), background=0) for _ in range(2)]
-    before = [copy.deepcopy(d.student.state_dict()) for d in distillers]
+def test_a_frame_and_labels_of_different_sizes_make_no_job_and_change_no_distiller() -> None:
+    distiller = Distiller(StudentNet(num_classes=3), AlgorithmParams(), background=0)
+    before = copy.deepcopy(distiller.student.state_dict())
     frame, label = _key_frame(0, 0)
     with pytest.raises(ValueError, match="differ in size"):
-        distill_batch([KeyFrameJob(distillers[0], frame, label), KeyFrameJob(distillers[1], frame, label[:-1])])
-    for distiller, state in zip(distillers, before, strict=True):
-        for key, tensor in state.items():
-            assert torch.equal(distiller.student.state_dict()[key], tensor)
+        KeyFrameJob.prepare(distiller, frame, label[:-1])
+    assert all(torch.equal(distiller.student.state_dict()[k], t) for k, t in before.items())
+    assert not distiller.optimizer.state
 
 
 def test_an_unknown_convolution_changes_no_distiller() -> None:
@@ -170,7 +169,7 @@ def test_an_unknown_convolution_changes_no_distiller() -> None:
     before = [copy.deepcopy(d.student.state_dict()) for d in distillers]
     frame, label = _key_frame(0, 0)
     with pytest.raises(ValueError, match="unknown convolution 'winograd'; use one of grouped, matmul"):
-        distill_batch([KeyFrameJob(d, frame, label) for d in distillers], "winograd")  # type: ignore[arg-type]
+        distill_batch([KeyFrameJob.prepare(d, frame, label) for d in distillers], "winograd")  # type: ignore[arg-type]
     for distiller, state in zip(distillers, before, strict=True):
         assert all(torch.equal(distiller.student.state_dict()[k], t) for k, t in state.items())
 
@@ -219,9 +218,9 @@ def test_a_batch_reads_nothing_back_until_it_ends_where_it_does_not_stop_early(
     base = StudentNet(num_classes=3).double()
     pairs = [_pair(base, _params(s)) for s in range(4)]
     frames = [_key_frame(s, 0) for s in range(4)]
-    want = distill_batch([KeyFrameJob(early, f, lab) for (early, _), (f, lab) in zip(pairs, frames, strict=True)])
+    want = distill_batch([KeyFrameJob.prepare(e, f, lab) for (e, _), (f, lab) in zip(pairs, frames, strict=True)])
     monkeypatch.setattr(batched_distill, "stops_early_on_host", lambda device: False)  # as on a GPU
-    jobs = [KeyFrameJob(masked, f, lab) for (_, masked), (f, lab) in zip(pairs, frames, strict=True)]
+    jobs = [KeyFrameJob.prepare(masked, f, lab) for (_, masked), (f, lab) in zip(pairs, frames, strict=True)]
     for distiller in (job.distiller for job in jobs):
         batched_distill.front_fingerprint(distiller)  # cached, as after a session's first key frame
     with _HostReads() as counted:
@@ -255,7 +254,7 @@ def test_each_group_trains_at_its_distillers_precision(float32_blocks: list[tupl
     engine = [Distiller(copy.deepcopy(base), params, background=0, precision=p) for p in precisions]  # type: ignore[arg-type]
     alone = [Distiller(copy.deepcopy(base), params, background=0) for _ in precisions]
     frames = [_key_frame(s, 0) for s in range(len(precisions))]
-    got = distill_batch([KeyFrameJob(d, f, lab) for d, (f, lab) in zip(engine, frames, strict=True)])
+    got = distill_batch([KeyFrameJob.prepare(d, f, lab) for d, (f, lab) in zip(engine, frames, strict=True)])
     assert sorted(float32_blocks) == [("cpu", "fp32"), ("cpu", "tf32")]  # one batch per precision
     want = [d.train(f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]  # tf32 is fp32 on a CPU
     for g, w in zip(got, want, strict=True):
