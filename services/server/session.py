@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
+import torch
 from pydantic import BaseModel
 
 from services.server.metrics import ServerMetrics
@@ -158,14 +159,15 @@ class EdgeSession:
         self, seq: int, result: DistillResult, seconds: float, base_version: int, teacher_ms: float
     ) -> Update:
         """The UPDATE for the key frame ``seq`` once the distiller has been trained on it (``result``, in
-        ``seconds``), with the session's statistics counted."""
+        ``seconds``), with the session's statistics counted. A partial update is encoded from the result's
+        host copy of the weights, so it never waits on the device (where the next batch may be running)."""
         self.stats.distilled += 1
         self.stats.steps += result.steps
         self.stats.distill_seconds += seconds
         self.stats.last_metric = result.metric
         return self._update(
             seq, base_version, metric=result.metric, initial_metric=result.initial_metric, steps=result.steps,
-            teacher_ms=teacher_ms, distill_ms=seconds * 1000.0,
+            teacher_ms=teacher_ms, distill_ms=seconds * 1000.0, trained=result.weights,
         )
 
     def resync(self, have_version: int) -> Update:
@@ -177,11 +179,16 @@ class EdgeSession:
     def _update(
         self, seq: int, base_version: int, *, metric: float, initial_metric: float, steps: int,
         teacher_ms: float = 0.0, distill_ms: float = 0.0, force_full: bool = False,
+        trained: Mapping[str, torch.Tensor] | None = None,
     ) -> Update:
+        """``trained``: the trainable weights as training left them (host copies), used for a partial update."""
         distiller = self._require_distiller()
         full = force_full or base_version != self.version
-        state = distiller.student.state_dict()
-        blob = self.encoder.full(state) if full else self.encoder.partial(state, distiller.trainable_keys)
+        keys = distiller.trainable_keys
+        if full:
+            blob = self.encoder.full(distiller.student.state_dict())
+        else:
+            blob = self.encoder.partial(trained if trained else distiller.student.state_dict(), keys)
         self.version += 1
         return Update(
             seq=seq, base_version=base_version, version=self.version, metric=float(metric),

@@ -306,11 +306,13 @@ class _BatchedRun:
             metric = torch.where(roll_back, best, metric)
             self._scatter(flat, exp_avg, exp_avg_sq)
             summary = torch.stack([initial.double(), metric.double(), steps.double(), adam_steps.double()]).cpu()
+            weights = self._unflatten(flat.detach().cpu())
         initial_h, metric_h, steps_h, adam_h = summary.tolist()
         self._write_steps(adam_h)
         return [
-            DistillResult(metric=m, initial_metric=i, steps=int(s))
-            for i, m, s in zip(initial_h, metric_h, steps_h, strict=True)
+            DistillResult(metric=m, initial_metric=i, steps=int(s),
+                          weights={key: tensor[index] for key, tensor in zip(self.keys, weights, strict=True)})
+            for index, (i, m, s) in enumerate(zip(initial_h, metric_h, steps_h, strict=True))
         ]
 
     def _adam_step(

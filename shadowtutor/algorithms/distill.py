@@ -53,6 +53,9 @@ class DistillResult:
     initial_metric: float
     steps: int  # optimisation steps taken (0 when the first metric passed THRESHOLD)
     step_seconds: list[float] = field(default_factory=list)
+    weights: dict[str, torch.Tensor] = field(default_factory=dict)
+    """The trainable weights the student ended with, by state-dict key: CPU copies in the student's dtype,
+    made by the training thread once its work was done, so that readers never wait on the device."""
 
     @property
     def skipped(self) -> bool:
@@ -134,7 +137,10 @@ class Distiller:
     def train_prepared(self, key_frame: PreparedKeyFrame) -> DistillResult:
         """:meth:`train` on a key frame from :meth:`prepare`, at the distiller's precision."""
         with float32_precision(self.device, self.precision):
-            return self._train_prepared(key_frame)
+            result = self._train_prepared(key_frame)
+        state = self.student.state_dict()
+        result.weights = {key: state[key].detach().cpu() for key in self.trainable_keys}
+        return result
 
     def _train_prepared(self, key_frame: PreparedKeyFrame) -> DistillResult:
         params = self.params

@@ -130,3 +130,27 @@ def test_the_welcome_names_the_student_size_the_servers_copy_trains_at() -> None
                          Distiller(StudentNet(3), params, background=2, student_size=(32, 24)))
     assert scaled.welcome().student_size == [32, 24]
     assert session().welcome().student_size is None and session("naive").welcome().student_size is None
+
+
+def test_a_partial_update_is_encoded_from_the_results_host_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The training thread leaves CPU copies of the trained weights in the result; the UPDATE is encoded from them,
+    never reading the student (on a GPU, reading it would wait behind the next batch on the device)."""
+    s = session()
+    (frame, *_), (label, *_) = make_frames(1)
+    s.welcome()  # the edge holds the full weights
+    s.accept_seq(0)
+    result = s.distiller.train(frame, label)
+    state = s.distiller.student.state_dict()
+    assert result.weights.keys() == set(s.distiller.trainable_keys)
+    assert all(t.device.type == "cpu" and torch.equal(t, state[k]) for k, t in result.weights.items())
+
+    def unread(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the student's weights were read")
+
+    monkeypatch.setattr(s.distiller.student, "state_dict", unread)
+    update = s.trained(0, result, 0.1, base_version=0, teacher_ms=1.0)
+    assert (update.version, update.full) == (1, False)
+    sent = decode_tensors(update.tensors, update.payload, "f32")
+    assert sent.keys() <= result.weights.keys() and sent
+    for key, tensor in sent.items():
+        torch.testing.assert_close(tensor, result.weights[key], rtol=0, atol=0)

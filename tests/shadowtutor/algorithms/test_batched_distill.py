@@ -110,6 +110,9 @@ def test_the_engine_equals_each_sessions_own_distiller(
             assert got.metric == pytest.approx(want.metric, abs=1e-12)
             assert got.initial_metric == pytest.approx(want.initial_metric, abs=1e-12)
             want_state, got_state = alone.student.state_dict(), engine.student.state_dict()
+            for result, state in ((want, want_state), (got, got_state)):  # the host copies are the weights
+                assert result.weights.keys() == set(engine.trainable_keys)
+                assert all(torch.equal(t, state[k]) and t.device.type == "cpu" for k, t in result.weights.items())
             for key in want_state:
                 atol = 1e-6 if key in INERT else 1e-10
                 torch.testing.assert_close(got_state[key], want_state[key], rtol=0, atol=atol, msg=key)
