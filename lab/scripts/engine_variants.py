@@ -22,8 +22,9 @@ session its own noise frame (uint8 BGR) with labels of a few classes in blocks, 
 One warm-up batch, then ``--repeats`` timed batches, each on fresh copies of the point's distillers (copied
 outside the timed region, their front fingerprints cached as a server session's are after its first key
 frame), each bracketed by ``torch.cuda.synchronize`` on CUDA. A batch's time starts with its key frames
-prepared (``KeyFrameJob.prepare``: the server prepares them in its pool, beside the batch being trained);
-their preparation is timed apart, in ms per key frame (``prepare_ms``, one thread).
+prepared on the host (``KeyFrameJob.prepare``: the server prepares them in its pool, beside the batch being
+trained) and includes their upload; their preparation is timed apart, in ms per key frame (``prepare_ms``,
+one thread).
 
 Per point: median seconds per batch, key frames/s (sessions / median), ms per key-frame step (median /
 steps taken by all sessions), mean steps per key frame, the floating-point operations of one key frame

@@ -3,9 +3,10 @@
 * :class:`PooledDistillation`: each key frame through its session's own ``Distiller.train`` in the
   distillation thread pool (sessions in parallel up to ``distill_workers``). The CPU default: the
   sequential path trains the fused tail, a CPU speed-up.
-* :class:`BatchedDistillation`: each key frame is prepared (resized, uploaded, its loss weights
-  computed) in a thread pool, then queues for one engine thread, which trains as one batch what is
-  queued when it is free, together with the key frames then still in preparation
+* :class:`BatchedDistillation`: each key frame is prepared on the host (resized, its loss weights
+  computed, pinned on CUDA) in a thread pool, then queues for one engine thread, which uploads and
+  trains as one batch what is queued when it is free, together with the key frames then still in
+  preparation
   (:func:`~shadowtutor.algorithms.batched_distill.distill_batch`, at most ``distill_batch_size`` key
   frames, the sessions' convolutions computed as ``distill_convolution`` says). The GPU default: one
   batched run keeps the device busy where a session at a time leaves it idle between small

@@ -38,7 +38,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from shadowtutor.algorithms.conv_matmul import ConvolutionsAsMatmul
-from shadowtutor.algorithms.distill import Distiller, DistillResult, PreparedKeyFrame
+from shadowtutor.algorithms.distill import Distiller, DistillResult, HostKeyFrame, PreparedKeyFrame
 from shadowtutor.algorithms.engine_options import CONVOLUTIONS, Convolution
 from shadowtutor.models.fast_student import fused_back
 from shadowtutor.models.precision import float32_precision
@@ -48,10 +48,11 @@ from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet,
 @dataclass
 class KeyFrameJob:
     """One session's key frame ready for Algorithm 1: its distiller and the key frame as that distiller prepared
-    it (:meth:`Distiller.prepare`: on its device, at the student's size, with the loss's weights)."""
+    it on the host (:meth:`Distiller.prepare_on_host`: at the student's size, with the loss's weights);
+    :func:`distill_batch` uploads it."""
 
     distiller: Distiller
-    key_frame: PreparedKeyFrame
+    key_frame: HostKeyFrame
 
     @classmethod
     def prepare(
@@ -60,7 +61,7 @@ class KeyFrameJob:
         """The job of a BGR frame ``(H, W, 3)`` uint8, the teacher's labels ``(H, W)`` and, where the teacher gives
         them, its instance boxes ``(N, 4)``; ValueError where the frame and the labels differ in size. Changes no
         distiller, so it may run in any thread while the distiller trains on nothing else."""
-        return cls(distiller, distiller.prepare(frame_bgr, label, boxes))
+        return cls(distiller, distiller.prepare_on_host(frame_bgr, label, boxes))
 
 
 def front_fingerprint(distiller: Distiller) -> str:
@@ -100,7 +101,7 @@ def distill_batch(jobs: Sequence[KeyFrameJob], convolution: Convolution = "group
     distillers = [job.distiller for job in jobs]
     if len({id(d) for d in distillers}) != len(distillers):
         raise ValueError("a batch holds at most one key frame per distiller")
-    prepared = [job.key_frame for job in jobs]
+    prepared = [job.distiller.upload(job.key_frame) for job in jobs]
     groups: dict[tuple[object, ...], list[int]] = {}
     alone: list[int] = []
     for index, (distiller, key_frame) in enumerate(zip(distillers, prepared, strict=True)):

@@ -36,6 +36,17 @@ from shadowtutor.models.student import FrontFeatures, StudentNet, normalise_fram
 
 
 @dataclass
+class HostKeyFrame:
+    """One key frame at the student's size, on the host, as torch tensors (in pinned memory where the distiller's
+    device is CUDA, so that uploading them need not block the host): ``frame_bgr`` ``(H, W, 3)`` uint8, ``label``
+    ``(H, W)`` classes, ``weights`` ``(H, W)`` float32, the loss's per-pixel weights."""
+
+    frame_bgr: torch.Tensor
+    label: torch.Tensor
+    weights: torch.Tensor
+
+
+@dataclass
 class PreparedKeyFrame:
     """One key frame ready for Algorithm 1 on the distiller's device, at the student's size.
 
@@ -110,21 +121,37 @@ class Distiller:
             self.optimizer.load_state_dict(adam)
 
     def prepare(self, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None) -> PreparedKeyFrame:
-        """The key frame at the student's size on the device, with its loss weights (ValueError where the
-        frame and the label differ in size). ``boxes``: the teacher's instance boxes ``(N, 4)``
-        (``x0, y0, x1, y1``) for the ``instances`` weight map, or None."""
+        """The key frame at the student's size on the device, with its loss weights: :meth:`prepare_on_host`
+        then :meth:`upload`."""
+        return self.upload(self.prepare_on_host(frame_bgr, label, boxes))
+
+    def prepare_on_host(
+        self, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None
+    ) -> HostKeyFrame:
+        """The key frame at the student's size with its loss weights, on the host (ValueError where the frame and
+        the label differ in size). ``boxes``: the teacher's instance boxes ``(N, 4)`` (``x0, y0, x1, y1``) for
+        the ``instances`` weight map, or None. Touches neither the student nor the device (pinning memory aside):
+        any thread may call it."""
         if frame_bgr.shape[:2] != label.shape:
             raise ValueError(f"frame {frame_bgr.shape[:2]} and label {label.shape} differ in size")
         boxes = boxes_to_student(boxes, frame_bgr.shape, self.student_size)
         frame_bgr = frame_to_student(frame_bgr, self.student_size)
         label = labels_to_student(label, self.student_size)
         weights = key_frame_weights(label, boxes, self.background, self.params)
+        tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in (frame_bgr, label, weights)]
+        if self.device.type == "cuda":
+            tensors = [t.pin_memory() for t in tensors]
+        return HostKeyFrame(*tensors)
+
+    def upload(self, key_frame: HostKeyFrame) -> PreparedKeyFrame:
+        """``key_frame`` on the distiller's device, normalised, in the student's dtype. From pinned memory the
+        copies are queued on the current stream without blocking the host."""
         dtype = next(self.student.parameters()).dtype
-        return PreparedKeyFrame(
-            x=normalise_frame(frame_bgr, self.device).to(dtype),
-            target=torch.as_tensor(label, device=self.device).long(),
-            weights=torch.from_numpy(weights).to(self.device, dtype),
-        )
+        pinned = key_frame.frame_bgr.is_pinned()
+        frame, label, weights = (t.to(self.device, non_blocking=pinned) for t in
+                                 (key_frame.frame_bgr, key_frame.label, key_frame.weights))
+        return PreparedKeyFrame(x=normalise_frame(frame, self.device).to(dtype), target=label.long(),
+                                weights=weights.to(dtype))
 
     def train(self, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None) -> DistillResult:
         """Run Algorithm 1 on one key frame; the student ends as the best one seen.

@@ -197,35 +197,33 @@ def test_a_single_key_frame_out_of_device_memory_fails_its_session_alone(monkeyp
     assert all(isinstance(g, torch.OutOfMemoryError) for g in got) and engine.max_batch == 1
 
 
-def test_key_frames_are_prepared_in_the_pool_not_in_the_engine_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The engine thread trains; preparing a key frame (resize, upload, loss weights: host work that grows with the
-    frame) runs in the pool, in parallel with the batch being trained."""
-    threads: list[str] = []
-    original = Distiller.prepare
+def test_key_frames_are_prepared_in_the_pool_and_uploaded_by_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Preparing a key frame on the host (resize, loss weights: work that grows with the frame) runs in the pool,
+    in parallel with the batch being trained; the engine thread only uploads it (from pinned memory on CUDA)."""
+    threads: dict[str, list[str]] = {"prepare_on_host": [], "upload": []}
+    for name in threads:
+        original = getattr(Distiller, name)
 
-    def recording(self: Distiller, *args: object) -> object:
-        threads.append(threading.current_thread().name)
-        return original(self, *args)  # type: ignore[arg-type]
+        def recording(self: Distiller, *args: object, _name: str = name, _original: object = original) -> object:
+            threads[_name].append(threading.current_thread().name)
+            return _original(self, *args)  # type: ignore[operator]
 
-    monkeypatch.setattr(Distiller, "prepare", recording)
+        monkeypatch.setattr(Distiller, name, recording)
     calls = _engine_calls(monkeypatch)
-    alone, batched = _distillers(4), _distillers(4)
     frames = [_key_frame(s) for s in range(4)]
-    want = [original(d, f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]
-    assert want
-    threads.clear()
     with ThreadPoolExecutor(2, thread_name_prefix="prepare") as pool:
         engine = make_distillation("batched", "cpu", ServerMetrics(), pool, 64)
         assert isinstance(engine, BatchedDistillation)
-        got = asyncio.run(_train_all(engine, batched, frames))
+        got = asyncio.run(_train_all(engine, _distillers(4), frames))
     assert calls == [(4, "grouped")] and all(not isinstance(g, BaseException) for g in got)
-    assert len(threads) == 4 and all(name.startswith("prepare") for name in threads)
+    assert len(threads["prepare_on_host"]) == 4 and all(n.startswith("prepare") for n in threads["prepare_on_host"])
+    assert len(threads["upload"]) == 4 and all(n.startswith("shadowtutor-engine") for n in threads["upload"])
 
 
 def test_a_key_frame_whose_session_went_away_during_preparation_is_not_trained(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = Distiller.prepare
+    original = Distiller.prepare_on_host
     started = threading.Event()
 
     def slow(self: Distiller, *args: object) -> object:
@@ -233,7 +231,7 @@ def test_a_key_frame_whose_session_went_away_during_preparation_is_not_trained(
         time.sleep(0.3)
         return original(self, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Distiller, "prepare", slow)
+    monkeypatch.setattr(Distiller, "prepare_on_host", slow)
     calls = _engine_calls(monkeypatch)
     distiller = _distillers(1)[0]
     frame, label = _key_frame(0)
