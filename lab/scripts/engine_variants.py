@@ -255,15 +255,16 @@ def agreement(mine: Outcome, reference: Outcome) -> dict[str, float]:
 
 
 def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarray, np.ndarray]], device: str,
-            repeats: int) -> tuple[dict[str, Any], Outcome, Outcome]:
-    """Time one point; returns its figures and the outcomes of its warm-up and last timed batches."""
+            repeats: int) -> tuple[dict[str, Any], Outcome | None, Outcome]:
+    """Time one point; returns its figures, the outcome of its warm-up batch (a reference's only, else None) and
+    that of its last timed batch."""
     background = background_index(LVS_CLASSES)
     base = [Distiller(copy.deepcopy(template), PARAMS, background, device, fuse_tail=variant.fuse_tail,
                       precision=variant.precision) for _ in inputs]
     for distiller in base:
         front_fingerprint(distiller)  # cached on the distiller, as a server session's is after its first key frame
 
-    def batch() -> tuple[float, float, Outcome]:
+    def batch() -> tuple[float, float, list[Distiller], list[DistillResult]]:
         distillers = copy.deepcopy(base)
         autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=variant.bf16)
         synchronize(device)
@@ -274,13 +275,14 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         with autocast:
             results = distill_batch(jobs, convolution=variant.convolution)
         synchronize(device)
-        return time.perf_counter() - prepared, prepared - start, outcome(distillers, results, inputs)
+        return time.perf_counter() - prepared, prepared - start, distillers, results
 
     with cudnn_autotuner(variant.cudnn_benchmark):
-        _, _, warm_up = batch()
+        _, _, *warm = batch()
+        warm_up = outcome(*warm, inputs) if variant.name == variant.reference else None
         timed = [batch() for _ in range(repeats)]
-    seconds = [s for s, _, _ in timed]
-    last = timed[-1][2]
+        last = outcome(*timed[-1][2:], inputs)
+    seconds = [t[0] for t in timed]
     median = statistics.median(seconds)
     steps = int(last.steps.sum())
     return {
@@ -289,7 +291,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         "key_frames_per_s": len(inputs) / median,
         "ms_per_step": 1000 * median / steps if steps else None,
         "mean_steps": float(last.steps.mean()),
-        "prepare_ms": 1000 * statistics.median(p for _, p, _ in timed) / len(inputs),
+        "prepare_ms": 1000 * statistics.median(t[1] for t in timed) / len(inputs),
         "peak_bytes": torch.cuda.max_memory_allocated(device) if device.startswith("cuda") else None,
     }, warm_up, last
 
@@ -317,7 +319,7 @@ def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
         row.update(figures)
         gflop = work.total(figures["mean_steps"]) / 1e9
         row.update(gflop_per_key_frame=gflop, achieved_tflops=len(inputs) * gflop / figures["median_s"] / 1000)
-        if variant.name == variant.reference:
+        if warm_up is not None:  # a reference's
             references[variant.reference] = warm_up
         reference = references.get(variant.reference)
         row.update(agreement(last, reference) if reference is not None else
