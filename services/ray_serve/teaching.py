@@ -37,6 +37,7 @@ from services.server.session import EdgeSession, Traffic
 from services.server.session_checkpoint import restore, snapshot
 from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherFailed
+from shadowtutor.algorithms.distill import DistillResult
 from shadowtutor.protocol.codecs import encode_labels
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Error, Labels, Message
@@ -154,7 +155,8 @@ class TeachingReplica:
         except TeacherFailed as exc:
             error = Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq)
             return self._answer(error, slot)
-        if not await self._checkpoint(slot, session, update, request.seq):  # another replica answered it first
+        # another replica may have answered it first
+        if not await self._checkpoint(slot, session, update, request.seq, result):
             session = await self._session(slot, request.session, request.seq)
             if slot.reply_seq != request.seq or slot.reply is None:
                 error = Error(code=ErrorCode.INTERNAL.value, message="another teaching replica changed this session "
@@ -212,11 +214,15 @@ class TeachingReplica:
                  session.session_id, slot.edge_id, session.version, time.time() - restored.saved_at)
         return session
 
-    async def _checkpoint(self, slot: _Slot, session: EdgeSession, reply: Message | None, seq: int | None) -> bool:
-        """Checkpoint the session's new version (with ``reply``, the answer to ``seq``); False when another
-        replica stored that version first: then the slot is emptied, and the caller answers from the store."""
+    async def _checkpoint(
+        self, slot: _Slot, session: EdgeSession, reply: Message | None, seq: int | None,
+        trained: DistillResult | None = None,
+    ) -> bool:
+        """Checkpoint the session's new version (with ``reply``, the answer to ``seq``, and ``trained``, the
+        training it reports, whose host copies are the state); False when another replica stored that version
+        first: then the slot is emptied, and the caller answers from the store."""
         start = time.perf_counter()  # off the distillation pool: no wait behind other sessions' training
-        data = await asyncio.to_thread(snapshot, session, reply, seq)
+        data = await asyncio.to_thread(snapshot, session, reply, seq, trained)
         if not await asyncio.to_thread(self.store.create, slot.edge_id, session.session_id, session.version, data):
             log.warning("version %d of session %s was stored by another replica first; answering with it",
                         session.version, session.session_id)

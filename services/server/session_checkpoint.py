@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from services.server.session import EdgeSession, Traffic
-from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.protocol.messages import Hello, Message, decode, encode
 
@@ -41,14 +41,24 @@ class Restored:
     writer: str  # who took it: "HOST:PID" of the process that held the session
 
 
-def snapshot(session: EdgeSession, reply: Message | None = None, reply_seq: int | None = None) -> bytes:
+def snapshot(
+    session: EdgeSession, reply: Message | None = None, reply_seq: int | None = None,
+    trained: DistillResult | None = None,
+) -> bytes:
     """The checkpoint of a distill ``session`` after it sent ``reply`` for the key frame ``reply_seq``
-    (taken by this process: its ``HOST:PID`` is the checkpoint's writer)."""
+    (taken by this process: its ``HOST:PID`` is the checkpoint's writer). ``trained``: the result of the
+    training that ``reply`` answers, whose host copies of the weights and the optimiser's state are the
+    session's (None: read them from the distiller, on its device)."""
     distiller = session.distiller
     if distiller is None:
         raise ValueError("a naive-mode session has no model state to checkpoint")
     keys = distiller.trainable_keys
-    state = distiller.student.state_dict()
+    if trained is not None:
+        weights, optimizer = trained.weights, trained.optimizer_state
+    else:
+        state = distiller.student.state_dict()
+        weights = {key: state[key].detach().to("cpu", copy=True) for key in keys}
+        optimizer = distiller.optimizer.state_dict()
     record = {
         "format": FORMAT,
         "hello": encode(dataclasses.replace(session.hello, token=None)),
@@ -60,8 +70,8 @@ def snapshot(session: EdgeSession, reply: Message | None = None, reply_seq: int 
         "student_size": distiller.student_size,
         "version": session.version,
         "last_seq": session.last_seq,
-        "weights": {key: state[key].detach().to("cpu", copy=True) for key in keys},
-        "optimizer": distiller.optimizer.state_dict(),
+        "weights": weights,
+        "optimizer": optimizer,
         "mirror": session.encoder.mirror(keys),
         "reply": encode(reply) if reply is not None else None,
         "reply_seq": reply_seq,

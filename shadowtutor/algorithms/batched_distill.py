@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -307,14 +308,35 @@ class _BatchedRun:
             metric = torch.where(roll_back, best, metric)
             self._scatter(flat, exp_avg, exp_avg_sq)
             summary = torch.stack([initial.double(), metric.double(), steps.double(), adam_steps.double()]).cpu()
-            weights = self._unflatten(flat.detach().cpu())
+            on_host = [self._unflatten(t.detach().to("cpu", copy=True)) for t in (flat, exp_avg, exp_avg_sq)]
         initial_h, metric_h, steps_h, adam_h = summary.tolist()
         self._write_steps(adam_h)
         return [
-            DistillResult(metric=m, initial_metric=i, steps=int(s),
-                          weights={key: tensor[index] for key, tensor in zip(self.keys, weights, strict=True)})
+            DistillResult(metric=m, initial_metric=i, steps=int(s), weights=self._row(on_host[0], index),
+                          optimizer_state=self._optimizer_state(index, adam_h[index], on_host[1], on_host[2]))
             for index, (i, m, s) in enumerate(zip(initial_h, metric_h, steps_h, strict=True))
         ]
+
+    def _row(self, stacked: tuple[torch.Tensor, ...], index: int) -> dict[str, torch.Tensor]:
+        """Session ``index``'s tensors of ``stacked`` (as :meth:`_unflatten` gives them), by state-dict key."""
+        return {key: tensor[index] for key, tensor in zip(self.keys, stacked, strict=True)}
+
+    def _optimizer_state(
+        self, index: int, adam_steps: float, exp_avg: tuple[torch.Tensor, ...], exp_avg_sq: tuple[torch.Tensor, ...]
+    ) -> dict[str, Any]:
+        """Session ``index``'s ``optimizer.state_dict()`` as :meth:`_scatter` and :meth:`_write_steps` left it,
+        from host copies of the batch's moments."""
+        optimizer = self.distillers[index].optimizer
+        names = {id(p): n for n, p in self.distillers[index].student.named_parameters()}
+        groups = optimizer.state_dict()["param_groups"]  # the parameters as indices: no tensor in it
+        state: dict[int, dict[str, torch.Tensor]] = {}
+        if adam_steps:
+            avg, avg_sq = self._row(exp_avg, index), self._row(exp_avg_sq, index)
+            for number, parameter in enumerate(optimizer.param_groups[0]["params"]):
+                key = names[id(parameter)]
+                state[number] = {"step": torch.tensor(adam_steps, dtype=torch.get_default_dtype()),
+                                 "exp_avg": avg[key], "exp_avg_sq": avg_sq[key]}
+        return {"state": state, "param_groups": groups}
 
     def _adam_step(
         self, flat: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, grad: torch.Tensor,

@@ -35,6 +35,17 @@ from shadowtutor.models.scale import Size, boxes_to_student, check_size, frame_t
 from shadowtutor.models.student import FrontFeatures, StudentNet, normalise_frame
 
 
+def on_host(value: Any) -> Any:
+    """``value`` with every tensor in it (through dicts, lists and tuples) replaced by a CPU copy of it."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {key: on_host(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(on_host(item) for item in value)
+    return value
+
+
 @dataclass
 class HostKeyFrame:
     """One key frame at the student's size, on the host, as torch tensors (in pinned memory where the distiller's
@@ -67,6 +78,8 @@ class DistillResult:
     weights: dict[str, torch.Tensor] = field(default_factory=dict)
     """The trainable weights the student ended with, by state-dict key: CPU copies in the student's dtype,
     made by the training thread once its work was done, so that readers never wait on the device."""
+    optimizer_state: dict[str, Any] = field(default_factory=dict)
+    """The optimiser's ``state_dict()`` as training left it, its tensors CPU copies made the same way."""
 
     @property
     def skipped(self) -> bool:
@@ -166,7 +179,8 @@ class Distiller:
         with float32_precision(self.device, self.precision):
             result = self._train_prepared(key_frame)
         state = self.student.state_dict()
-        result.weights = {key: state[key].detach().cpu() for key in self.trainable_keys}
+        result.weights = {key: on_host(state[key]) for key in self.trainable_keys}
+        result.optimizer_state = on_host(self.optimizer.state_dict())
         return result
 
     def _train_prepared(self, key_frame: PreparedKeyFrame) -> DistillResult:

@@ -52,6 +52,34 @@ def test_a_restored_session_sends_the_updates_the_original_would_have() -> None:
         torch.testing.assert_close(copy.distiller.student.state_dict()[name], tensor, rtol=0, atol=0)
 
 
+def test_a_checkpoint_from_the_results_host_copies_equals_one_read_from_the_student(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The checkpoint of an answer is taken from the host copies its training left (on a GPU, reading the
+    student would wait behind the next batch); it restores the same session as one read from the student."""
+    frames, labels = make_frames(2)
+    session = original()
+    session.welcome()
+    for seq in range(2):
+        result = session.distiller.train(frames[seq], labels[seq])
+        update = session.trained(seq, result, 0.1, base_version=seq, teacher_ms=1.0)
+    read = restore(snapshot(session, update, reply_seq=1), PARAMS, new_distiller).session
+
+    def unread(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the student or its optimiser was read")
+
+    monkeypatch.setattr(session.distiller.student, "state_dict", unread)
+    monkeypatch.setattr(session.distiller.optimizer, "state_dict", unread)
+    copied = restore(snapshot(session, update, reply_seq=1, trained=result), PARAMS, new_distiller).session
+    for name, tensor in read.distiller.student.state_dict().items():
+        torch.testing.assert_close(copied.distiller.student.state_dict()[name], tensor, rtol=0, atol=0)
+    want, got = read.distiller.optimizer.state_dict(), copied.distiller.optimizer.state_dict()
+    assert want["param_groups"] == got["param_groups"] and want["state"].keys() == got["state"].keys()
+    for index, entry in want["state"].items():
+        for name, tensor in entry.items():
+            torch.testing.assert_close(got["state"][index][name], tensor, rtol=0, atol=0)
+
+
 def test_bytes_that_are_not_a_checkpoint_are_refused() -> None:
     with pytest.raises(CheckpointFormatError, match="not a session checkpoint"):
         restore(b"not a checkpoint", PARAMS, new_distiller)

@@ -76,6 +76,23 @@ def _optimiser_state(distiller: Distiller) -> dict[str, dict[str, torch.Tensor]]
     return {names[id(p)]: state for p, state in distiller.optimizer.state.items()}
 
 
+def _assert_same(copy: Any, live: Any) -> None:
+    """``copy`` has ``live``'s structure and values, its tensors CPU copies (not the live tensors)."""
+    if isinstance(live, torch.Tensor):
+        assert isinstance(copy, torch.Tensor) and copy.device.type == "cpu" and copy.dtype == live.dtype
+        assert torch.equal(copy, live.cpu()) and copy.data_ptr() != live.data_ptr()
+    elif isinstance(live, dict):
+        assert copy.keys() == live.keys()
+        for key in live:
+            _assert_same(copy[key], live[key])
+    elif isinstance(live, (list, tuple)):
+        assert len(copy) == len(live)
+        for mine, theirs in zip(copy, live, strict=True):
+            _assert_same(mine, theirs)
+    else:
+        assert copy == live
+
+
 @pytest.fixture
 def restores(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     """Counts the sequential path's rollbacks per distiller (by id)."""
@@ -113,6 +130,8 @@ def test_the_engine_equals_each_sessions_own_distiller(
             for result, state in ((want, want_state), (got, got_state)):  # the host copies are the weights
                 assert result.weights.keys() == set(engine.trainable_keys)
                 assert all(torch.equal(t, state[k]) and t.device.type == "cpu" for k, t in result.weights.items())
+            _assert_same(want.optimizer_state, alone.optimizer.state_dict())
+            _assert_same(got.optimizer_state, engine.optimizer.state_dict())
             for key in want_state:
                 atol = 1e-6 if key in INERT else 1e-10
                 torch.testing.assert_close(got_state[key], want_state[key], rtol=0, atol=atol, msg=key)
