@@ -181,14 +181,15 @@ class EdgeSession:
         teacher_ms: float = 0.0, distill_ms: float = 0.0, force_full: bool = False,
         trained: Mapping[str, torch.Tensor] | None = None,
     ) -> Update:
-        """``trained``: the trainable weights as training left them (host copies), used for a partial update."""
+        """``trained``: the trainable weights as training left them (host copies), which a partial update is
+        encoded from; only an update that answers a training is partial."""
         distiller = self._require_distiller()
         full = force_full or base_version != self.version
-        keys = distiller.trainable_keys
         if full:
             blob = self.encoder.full(distiller.student.state_dict())
         else:
-            blob = self.encoder.partial(trained if trained else distiller.student.state_dict(), keys)
+            assert trained is not None, "a partial update answers a training, whose result carries the weights"
+            blob = self.encoder.partial(trained, distiller.trainable_keys)
         self.version += 1
         return Update(
             seq=seq, base_version=base_version, version=self.version, metric=float(metric),

@@ -313,7 +313,7 @@ class _BatchedRun:
         self._write_steps(adam_h)
         return [
             DistillResult(metric=m, initial_metric=i, steps=int(s), weights=self._row(on_host[0], index),
-                          optimizer_state=self._optimizer_state(index, adam_h[index], on_host[1], on_host[2]))
+                          optimizer_state=self._optimizer_state(index, on_host[1], on_host[2]))
             for index, (i, m, s) in enumerate(zip(initial_h, metric_h, steps_h, strict=True))
         ]
 
@@ -322,21 +322,19 @@ class _BatchedRun:
         return {key: tensor[index] for key, tensor in zip(self.keys, stacked, strict=True)}
 
     def _optimizer_state(
-        self, index: int, adam_steps: float, exp_avg: tuple[torch.Tensor, ...], exp_avg_sq: tuple[torch.Tensor, ...]
+        self, index: int, exp_avg: tuple[torch.Tensor, ...], exp_avg_sq: tuple[torch.Tensor, ...]
     ) -> dict[str, Any]:
-        """Session ``index``'s ``optimizer.state_dict()`` as :meth:`_scatter` and :meth:`_write_steps` left it,
-        from host copies of the batch's moments."""
-        optimizer = self.distillers[index].optimizer
-        names = {id(p): n for n, p in self.distillers[index].student.named_parameters()}
-        groups = optimizer.state_dict()["param_groups"]  # the parameters as indices: no tensor in it
-        state: dict[int, dict[str, torch.Tensor]] = {}
-        if adam_steps:
-            avg, avg_sq = self._row(exp_avg, index), self._row(exp_avg_sq, index)
-            for number, parameter in enumerate(optimizer.param_groups[0]["params"]):
-                key = names[id(parameter)]
-                state[number] = {"step": torch.tensor(adam_steps, dtype=torch.get_default_dtype()),
-                                 "exp_avg": avg[key], "exp_avg_sq": avg_sq[key]}
-        return {"state": state, "param_groups": groups}
+        """Session ``index``'s ``optimizer.state_dict()`` as :meth:`_scatter` and :meth:`_write_steps` left it, with
+        its moments taken from the batch's host copies ``exp_avg`` and ``exp_avg_sq`` and its step counts copied."""
+        distiller = self.distillers[index]
+        names = {id(p): n for n, p in distiller.student.named_parameters()}
+        params = distiller.optimizer.param_groups[0]["params"]
+        packed = distiller.optimizer.state_dict()  # its per-parameter entries are the live ones: not changed here
+        avg, avg_sq = self._row(exp_avg, index), self._row(exp_avg_sq, index)
+        state = {number: {**entry, "step": entry["step"].clone(), "exp_avg": avg[names[id(params[number])]],
+                          "exp_avg_sq": avg_sq[names[id(params[number])]]}
+                 for number, entry in packed["state"].items()}
+        return {"state": state, "param_groups": packed["param_groups"]}
 
     def _adam_step(
         self, flat: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, grad: torch.Tensor,
