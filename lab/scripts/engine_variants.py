@@ -84,7 +84,7 @@ from shadowtutor.teachers.base import TeacherError
 from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor_lab.cli.options import frame_size, script_command
 from shadowtutor_lab.evaluation.machine import describe_machine, machine_info
-from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner
+from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner, synchronize
 
 VARIANTS = (
     "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "matmul-fused-tf32", "grouped-fused-tf32",
@@ -227,22 +227,16 @@ def key_frames(sessions: int, width: int, height: int, seed: int) -> list[tuple[
     return inputs
 
 
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
-
-
 def outcome(distillers: list[Distiller], results: list[DistillResult],
             inputs: list[tuple[np.ndarray, np.ndarray]]) -> Outcome:
     weights, labels = [], []
-    for distiller, (frame, label) in zip(distillers, inputs, strict=True):
-        state = distiller.student.state_dict()
-        weights.append(torch.cat([state[key].detach().float().reshape(-1) for key in distiller.trainable_keys]))
+    for distiller, result, (frame, label) in zip(distillers, results, inputs, strict=True):
+        weights.append(torch.cat([result.weights[key].float().reshape(-1) for key in distiller.trainable_keys]))
         with torch.no_grad(), float32_precision(distiller.device, distiller.precision):
             logits = distiller.student(distiller.prepare(frame, label).x)
         labels.append(logits.argmax(1)[0].to(torch.uint8).cpu())
     return Outcome(metrics=np.array([r.metric for r in results]), steps=np.array([r.steps for r in results]),
-                   weights=torch.stack(weights).cpu(), labels=torch.stack(labels))
+                   weights=torch.stack(weights), labels=torch.stack(labels))
 
 
 def agreement(mine: Outcome, reference: Outcome) -> dict[str, float]:

@@ -47,7 +47,7 @@ from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor.teachers.instances import paint_instances
 from shadowtutor.teachers.maskrcnn import MaskRCNNTeacher, detect
 from shadowtutor_lab.cli.options import frame_size, script_command
-from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner
+from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner, synchronize
 
 AGREEMENT_NEEDED = 0.995
 CLASS_LISTS = {"coco": (*COCO_CLASSES, "background"), "lvs": LVS_CLASSES}
@@ -82,11 +82,6 @@ def ensure_weights(path: Path) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), path)
     return "random (created)"
-
-
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
 
 
 def ms_per_frame(device: str, frames: int, call: Callable[[], Any]) -> float:

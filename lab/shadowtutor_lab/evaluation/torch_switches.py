@@ -1,4 +1,5 @@
-"""Process-wide PyTorch switches that a benchmark turns on for one measurement and then restores."""
+"""What a PyTorch benchmark on a GPU needs around its timed regions: process-wide switches that it turns on for
+one measurement and then restores, and a wait for the device."""
 
 from __future__ import annotations
 
@@ -19,3 +20,9 @@ def cudnn_autotuner(on: bool) -> Iterator[None]:
         yield
     finally:
         torch.backends.cudnn.benchmark = before
+
+
+def synchronize(device: str) -> None:
+    """Wait until a CUDA ``device`` has run everything queued on it (bracketing a timed region); nothing elsewhere."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
