@@ -164,24 +164,19 @@ class BatchedDistillation:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            first = await self._queue.get()
-            if self._preparing:  # key frames already submitted join this batch rather than wait for the next
-                try:
-                    await asyncio.wait(set(self._preparing))
-                except asyncio.CancelledError:
-                    first.future.cancel()
-                    raise
-            batch = self._take_batch(first)
-            batch = [p for p in batch if not p.future.done()]  # a session that went away meanwhile
-            if not batch:
-                continue
-            started = time.perf_counter()
-            self.metrics.engine_batch_size.observe(len(batch))
-            for pending in batch:
-                self.metrics.engine_queue_wait.observe(started - pending.queued_at)
+            batch = [await self._queue.get()]
             try:
+                if self._preparing:  # key frames already submitted join this batch rather than wait for the next
+                    await asyncio.wait(set(self._preparing))
+                batch = [p for p in self._take_batch(batch[0]) if not p.future.done()]  # gone: its session ended
+                if not batch:
+                    continue
+                started = time.perf_counter()
+                self.metrics.engine_batch_size.observe(len(batch))
+                for pending in batch:
+                    self.metrics.engine_queue_wait.observe(started - pending.queued_at)
                 outcomes = await loop.run_in_executor(self._executor, self._train_all, batch)
-            except asyncio.CancelledError:
+            except asyncio.CancelledError:  # the engine stops: what it took is not trained
                 for pending in batch:
                     if not pending.future.done():
                         pending.future.cancel()
