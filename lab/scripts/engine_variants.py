@@ -14,7 +14,10 @@ runs before it even when not picked):
   after; nothing changes on a CPU, where it still runs);
 - ``...-bf16``: the same under ``torch.autocast(device type, bfloat16)``: how fast, and how far its results
   move (a study, not a product option: autocast does not reach every operation inside ``vmap``, on this
-  CPU none, so its rows say what autocast does on the device measured).
+  CPU none, so its rows say what autocast does on the device measured);
+- ``grouped-written-compiled``, ``grouped-fused-compiled`` (a study run only when named in ``--variants``, as
+  compiling takes a minute or more per size): the engine's vmapped functions compiled by ``torch.compile``
+  (inductor, static shapes), the backward of the back's forward included; the warm-up batch compiles.
 
 Each point (variant x size): ``--sessions`` distillers on the device, each a deep copy of one template
 student (random initialisation from ``--seed``), THRESHOLD 0.999 and MAX_UPDATES 8 (every step taken); each
@@ -36,7 +39,8 @@ warm-up batch against the variant's last timed batch, so the reference's own fig
 noise, 0 where the device is deterministic): the largest metric difference over sessions, the fraction of
 sessions with the same step count, the largest difference of a trainable weight, and the fraction of pixels
 where the trained students label their key frames as the reference's trained students do. A point that
-raises a RuntimeError (out of memory included) is recorded with its error and the run goes on.
+raises a RuntimeError (out of memory included) or, compiled, fails its graph's checks (AssertionError) is
+recorded with its error and the run goes on.
 
 Every figure is printed as soon as measured (one line per point), then the device, the fastest variant
 per size and, per size, the server flags of the fastest variant that is a server option (no study switch)
@@ -53,20 +57,24 @@ Usage: ``python lab/scripts/engine_variants.py --device cuda --out R.json`` (def
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import gc
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from shadowtutor.algorithms import batched_distill
 from shadowtutor.algorithms.batched_distill import (
     CONVOLUTIONS,
     Convolution,
@@ -91,6 +99,7 @@ VARIANTS = (
     "matmul-written-tf32", "grouped-written-cudnnbench", "grouped-fused-cudnnbench", "matmul-fused-bf16",
     "grouped-fused-bf16",
 )
+STUDY_VARIANTS = ("grouped-written-compiled", "grouped-fused-compiled")
 AGREEMENT_NEEDED = 0.995
 PARAMS = AlgorithmParams(threshold=0.999, max_updates=8)
 GIB = 1024 ** 3
@@ -98,7 +107,7 @@ GIB = 1024 ** 3
 
 @dataclass(frozen=True)
 class Variant:
-    """One way to run the engine, read from its name ``CONVOLUTION-TAIL[-tf32|-cudnnbench|-bf16]``."""
+    """One way to run the engine, read from its name ``CONVOLUTION-TAIL[-tf32|-cudnnbench|-bf16|-compiled]``."""
 
     name: str
 
@@ -122,6 +131,10 @@ class Variant:
         return self.name.endswith("-bf16")
 
     @property
+    def compiled(self) -> bool:
+        return self.name.endswith("-compiled")
+
+    @property
     def precision(self) -> TrainingPrecision:
         return "tf32" if self.name.endswith("-tf32") else "fp32"
 
@@ -129,7 +142,7 @@ class Variant:
     def server_option(self) -> bool:
         """Whether the server runs this variant (``--distill-convolution``, ``--distill-tail``,
         ``--distill-precision``; no study switch)."""
-        return not (self.cudnn_benchmark or self.bf16)
+        return not (self.cudnn_benchmark or self.bf16 or self.compiled)
 
     @property
     def server_flags(self) -> str:
@@ -196,16 +209,36 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
 
 def parse_variants(text: str) -> list[str]:
     names = [v.strip() for v in text.split(",") if v.strip()]
-    unknown = [n for n in names if n not in VARIANTS]
+    known = (*VARIANTS, *STUDY_VARIANTS)
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown variant(s) {', '.join(unknown) or text!r}; use {','.join(VARIANTS)}")
+        raise argparse.ArgumentTypeError(f"unknown variant(s) {', '.join(unknown) or text!r}; use {','.join(known)}")
     return names
 
 
 def plan(names: list[str]) -> list[Variant]:
-    """The variants to run: those named and their references, in :data:`VARIANTS`' order."""
+    """The variants to run: those named and their references, in the order of :data:`VARIANTS` then
+    :data:`STUDY_VARIANTS`."""
     wanted = set(names) | {Variant(n).reference for n in names}
-    return [Variant(n) for n in VARIANTS if n in wanted]
+    return [Variant(n) for n in (*VARIANTS, *STUDY_VARIANTS) if n in wanted]
+
+
+@contextlib.contextmanager
+def compiled_engine(on: bool) -> Iterator[None]:
+    """While ``on``: every function the engine vmaps (the front, and the back's forward, whose backward autograd
+    then runs compiled too) is compiled by ``torch.compile`` (inductor, static shapes), with Dynamo's recompile
+    limits raised so that each size and tail gets its own graph rather than falling back to eager. Nothing
+    changes when ``on`` is False."""
+    if not on:
+        yield
+        return
+
+    def compiling_vmap(function: Callable[..., Any]) -> Callable[..., Any]:
+        return torch.compile(torch.func.vmap(function), dynamic=False)
+
+    limits = torch._dynamo.config.patch(recompile_limit=256, accumulated_recompile_limit=4096)
+    with mock.patch.object(batched_distill, "vmap", compiling_vmap), limits:
+        yield
 
 
 def key_frames(sessions: int, width: int, height: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -266,7 +299,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         jobs = [KeyFrameJob.prepare(d, frame, label) for d, (frame, label) in zip(distillers, inputs, strict=True)]
         synchronize(device)
         prepared = time.perf_counter()
-        with autocast:
+        with autocast, compiled_engine(variant.compiled):
             results = distill_batch(jobs, convolution=variant.convolution)
         synchronize(device)
         return time.perf_counter() - prepared, prepared - start, distillers, results
@@ -299,7 +332,7 @@ def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
     row: dict[str, Any] = {
         "size": f"{width}x{height}", "variant": variant.name, "convolution": variant.convolution,
         "tail": "fused" if variant.fuse_tail else "written", "cudnn_benchmark": variant.cudnn_benchmark,
-        "precision": variant.precision,
+        "precision": variant.precision, "compiled": variant.compiled,
         "autocast": "bf16" if variant.bf16 else None, "sessions": len(inputs), "reference": variant.reference,
         "error": None,
     }
@@ -307,7 +340,7 @@ def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
         torch.cuda.reset_peak_memory_stats(device)
     try:
         figures, warm_up, last = measure(variant, template, inputs, device, repeats)
-    except RuntimeError as exc:  # torch.OutOfMemoryError included
+    except (RuntimeError, AssertionError) as exc:  # out of memory; a compiled graph's own checks assert
         row["error"] = f"{type(exc).__name__}: {exc}"
     else:
         row.update(figures)
@@ -463,7 +496,8 @@ def main(argv: list[str]) -> int:
                         help="frame sizes WIDTHxHEIGHT, comma-separated (default 1280x720,640x360)")
     parser.add_argument("--repeats", type=int, default=3, help="timed batches per point, after one warm-up (default 3)")
     parser.add_argument("--variants", type=parse_variants, default=list(VARIANTS),
-                        help=f"comma-separated, of {','.join(VARIANTS)} (default: all)")
+                        help=f"comma-separated, of {','.join(VARIANTS)} (default: all of these) and the "
+                             f"studies {','.join(STUDY_VARIANTS)}")
     parser.add_argument("--out", type=Path, help="results JSON; the Markdown table goes beside it (same stem)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the template student and the inputs (default 0)")
     parser.add_argument("--flops-only", action="store_true",

@@ -10,6 +10,7 @@
 # product and the lab are imported from the checkout (`python3 -m shadowtutor_lab`, lab/ on PYTHONPATH).
 # The scenes of `bench load` need the photos of `shadowtutor scenes fetch-photos` (SHADOWTUTOR_ASSETS_DIR).
 # Random Mask R-CNN weights (timing only).
+# RUN_LIMIT_S (default 530): the last step, a torch.compile study, runs only in what is left of it.
 set -uo pipefail
 OUT=${OUT:-docs/results/server_gpu}
 SECS=${SECONDS_PER_POINT:-4}
@@ -32,6 +33,7 @@ summary() {
     echo "-- $name"
     case $name in
       engine_variants) pattern="^(device|fastest|not chosen|server flags)|FAILED|Error|rc=" ;;
+      engine_compiled) pattern=" sessions: |rc=" ;;
       teacher_check) pattern="detections per frame|^ *[0-9]+ \||^ *(fp32|tf32|bf16)|host path|Error|rc=" ;;
       *) pattern="key frames/s|answered|turnaround|problem|FAILED|Error|rc=" ;;
     esac
@@ -82,6 +84,15 @@ step profile "$PY" -m shadowtutor_lab bench server --stages teacher,distill,both
   --engines batched --seconds "$SECS" --warmup 3 \
   --server-args "--device $dev $FLAGS_720 --teacher maskrcnn --weights-path $weights --teacher-batch-size 16 \
   --teacher-precision $TEACHER_PRECISION" --out "$OUT/maskrcnn_server" --profile-out "$OUT/profile.json"
+# 6. a study, only where the run has time left for it (compiling takes minutes; RUN_LIMIT_S: the seconds the whole
+# run may take): the engine compiled by torch.compile at 640x360, against its references
+left=$(( ${RUN_LIMIT_S:-530} - SECONDS ))
+if [ "$left" -ge 120 ]; then
+  step engine_compiled timeout "$left" "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 --sizes 640x360 \
+    --variants grouped-written-compiled,grouped-fused-compiled --repeats 2 --out "$OUT/engine_compiled.json"
+else
+  log "engine_compiled: skipped, ${left} s left"
+fi
 log "all steps done"
 summary
 pack

@@ -21,7 +21,7 @@ CORE = ["grouped-written", "matmul-written", "grouped-fused", "matmul-fused"]
 FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "precision", "autocast", "sessions",
           "batch_seconds", "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference",
           "metric_max_diff", "steps_equal_fraction", "weights_max_diff", "error", "gflop_per_key_frame",
-          "achieved_tflops", "labels_agreement", "prepare_ms"}
+          "achieved_tflops", "labels_agreement", "prepare_ms", "compiled"}
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +146,42 @@ def test_variant_names_and_references(script: ModuleType) -> None:
     assert script.Variant("matmul-fused").server_option and not bench.server_option
     with pytest.raises(SystemExit):
         script.main(["--variants", "grouped-fast"])
+
+
+def test_compiled_variants_are_studies_run_only_when_named(script: ModuleType) -> None:
+    assert not set(script.STUDY_VARIANTS) & set(script.VARIANTS)  # the default run leaves them out
+    compiled = script.Variant("grouped-fused-compiled")
+    assert (compiled.convolution, compiled.fuse_tail, compiled.compiled, compiled.precision) == (
+        "grouped", True, True, "fp32")
+    assert compiled.reference == "grouped-fused" and not compiled.server_option
+    assert not script.Variant("grouped-fused").compiled
+    assert [v.name for v in script.plan(["grouped-written-compiled", "matmul-written"])] == [
+        "grouped-written", "matmul-written", "grouped-written-compiled"]
+
+
+def test_compiled_engine_compiles_what_the_engine_vmaps_while_on(
+    script: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The switch's plumbing only: ``torch.compile`` is replaced by a recorder, since compiling takes ~30 s here
+    (the study itself measures what compiling does: docs/results/server_engine_cpu/compiled.md)."""
+    from shadowtutor.algorithms import batched_distill
+
+    plain, limit = batched_distill.vmap, torch._dynamo.config.recompile_limit
+    options: list[dict[str, Any]] = []
+
+    def record(function: Any, **given: Any) -> Any:
+        options.append(given)
+        return function
+
+    monkeypatch.setattr(torch, "compile", record)
+    with script.compiled_engine(False):
+        assert batched_distill.vmap is plain
+    with script.compiled_engine(True):
+        assert batched_distill.vmap is not plain and torch._dynamo.config.recompile_limit > limit
+        square = batched_distill.vmap(lambda x: x * x)
+        assert torch.equal(square(torch.arange(3.0)), torch.tensor([0.0, 1.0, 4.0]))
+    assert options == [{"dynamic": False}]
+    assert batched_distill.vmap is plain and torch._dynamo.config.recompile_limit == limit
 
 
 def row(variant: str, kfs: float, labels_agreement: float | None, size: str = "1280x720") -> dict[str, Any]:
