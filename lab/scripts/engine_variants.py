@@ -17,7 +17,8 @@ runs before it even when not picked):
   CPU none, so its rows say what autocast does on the device measured);
 - ``grouped-written-compiled``, ``grouped-fused-compiled`` (a study run only when named in ``--variants``, as
   compiling takes a minute or more per size): the engine's vmapped functions compiled by ``torch.compile``
-  (inductor, static shapes), the backward of the back's forward included; the warm-up batch compiles.
+  (inductor, static shapes), the backward of the back's forward included, the fused tail's replicate padding
+  written as concatenations, which inductor compiles; the warm-up batch compiles.
 
 Each point (variant x size): ``--sessions`` distillers on the device, each a deep copy of one template
 student (random initialisation from ``--seed``), THRESHOLD 0.999 and MAX_UPDATES 8 (every step taken); each
@@ -85,6 +86,7 @@ from shadowtutor.algorithms.batched_distill import (
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
+from shadowtutor.models import fast_student
 from shadowtutor.models.fast_student import frame_tail_fusable, fused_back
 from shadowtutor.models.precision import TrainingPrecision, float32_precision
 from shadowtutor.models.student import FrontFeatures, StudentNet
@@ -223,12 +225,19 @@ def plan(names: list[str]) -> list[Variant]:
     return [Variant(n) for n in (*VARIANTS, *STUDY_VARIANTS) if n in wanted]
 
 
+def replicate_pad_by_concatenation(x: torch.Tensor) -> torch.Tensor:
+    """:func:`~shadowtutor.models.fast_student.replicate_pad`'s result from slices and concatenations, which inductor
+    compiles (its backward of ``replication_pad2d`` fails its own stride check under ``vmap`` in torch 2.14.1)."""
+    rows = torch.cat([x[:, :, :1], x, x[:, :, -1:]], dim=2)
+    return torch.cat([rows[:, :, :, :1], rows, rows[:, :, :, -1:]], dim=3)
+
+
 @contextlib.contextmanager
 def compiled_engine(on: bool) -> Iterator[None]:
     """While ``on``: every function the engine vmaps (the front, and the back's forward, whose backward autograd
     then runs compiled too) is compiled by ``torch.compile`` (inductor, static shapes), with Dynamo's recompile
-    limits raised so that each size and tail gets its own graph rather than falling back to eager. Nothing
-    changes when ``on`` is False."""
+    limits raised so that each size and tail gets its own graph rather than falling back to eager, and the fused
+    tail pads by :func:`replicate_pad_by_concatenation`. Nothing changes when ``on`` is False."""
     if not on:
         yield
         return
@@ -237,7 +246,8 @@ def compiled_engine(on: bool) -> Iterator[None]:
         return torch.compile(torch.func.vmap(function), dynamic=False)
 
     limits = torch._dynamo.config.patch(recompile_limit=256, accumulated_recompile_limit=4096)
-    with mock.patch.object(batched_distill, "vmap", compiling_vmap), limits:
+    padding = mock.patch.object(fast_student, "replicate_pad", replicate_pad_by_concatenation)
+    with mock.patch.object(batched_distill, "vmap", compiling_vmap), padding, limits:
         yield
 
 

@@ -119,10 +119,16 @@ def tail_fusable(dec3_size: tuple[int, int] | torch.Size, x1_size: tuple[int, in
     return min(dec3_size) >= 3 and tuple(x1_size) == (TAIL_UPSCALE * dec3_size[0], TAIL_UPSCALE * dec3_size[1])
 
 
+def replicate_pad(x: torch.Tensor) -> torch.Tensor:
+    """``x`` ``(N, C, H, W)`` with one more row above and below and one more column on each side, each a copy of
+    its neighbour at the edge (``F.pad``'s ``replicate`` mode)."""
+    return F.pad(x, (1, 1, 1, 1), mode="replicate")
+
+
 def tail_scores(dec3: torch.Tensor, folded: Mapping[str, tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
     """``head(out_conv1(upsample_x4(dec3)))`` from :func:`fold_tail`'s kernels: ``(1, classes, 4h, 4w)``."""
     height, width = dec3.shape[2], dec3.shape[3]
-    padded = F.pad(dec3, (1, 1, 1, 1), mode="replicate")
+    padded = replicate_pad(dec3)
     # padded rows read by the first block row, the inner ones and the last; columns the same
     spans_y = (slice(0, 3), slice(1, height + 1), slice(height - 1, None))
     spans_x = (slice(0, 3), slice(1, width + 1), slice(width - 1, None))

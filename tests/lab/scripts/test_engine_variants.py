@@ -165,8 +165,9 @@ def test_compiled_engine_compiles_what_the_engine_vmaps_while_on(
     """The switch's plumbing only: ``torch.compile`` is replaced by a recorder, since compiling takes ~30 s here
     (the study itself measures what compiling does: docs/results/server_engine_cpu/compiled.md)."""
     from shadowtutor.algorithms import batched_distill
+    from shadowtutor.models import fast_student
 
-    plain, limit = batched_distill.vmap, torch._dynamo.config.recompile_limit
+    plain, limit, pad = batched_distill.vmap, torch._dynamo.config.recompile_limit, fast_student.replicate_pad
     options: list[dict[str, Any]] = []
 
     def record(function: Any, **given: Any) -> Any:
@@ -178,10 +179,24 @@ def test_compiled_engine_compiles_what_the_engine_vmaps_while_on(
         assert batched_distill.vmap is plain
     with script.compiled_engine(True):
         assert batched_distill.vmap is not plain and torch._dynamo.config.recompile_limit > limit
+        assert fast_student.replicate_pad is script.replicate_pad_by_concatenation
         square = batched_distill.vmap(lambda x: x * x)
         assert torch.equal(square(torch.arange(3.0)), torch.tensor([0.0, 1.0, 4.0]))
     assert options == [{"dynamic": False}]
     assert batched_distill.vmap is plain and torch._dynamo.config.recompile_limit == limit
+    assert fast_student.replicate_pad is pad
+
+
+def test_padding_by_concatenation_equals_replicate_padding_and_its_gradient(script: ModuleType) -> None:
+    from shadowtutor.models.fast_student import replicate_pad
+
+    x = torch.randn(2, 3, 4, 5, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(2, 3, 6, 7, dtype=torch.float64)
+    padded = script.replicate_pad_by_concatenation(x)
+    assert torch.equal(padded, replicate_pad(x))
+    (mine,) = torch.autograd.grad((padded * weights).sum(), x)
+    (reference,) = torch.autograd.grad((replicate_pad(x) * weights).sum(), x)
+    assert torch.allclose(mine, reference, rtol=0, atol=1e-12)
 
 
 def row(variant: str, kfs: float, labels_agreement: float | None, size: str = "1280x720") -> dict[str, Any]:
