@@ -48,7 +48,8 @@ per size and, per size, the server flags of the fastest variant that is a server
 and whose students' labels agree with its reference's on at least 99.5 % of pixels (a reference qualifies
 as it is): ``server flags at 1280x720: --distill-convolution matmul --distill-tail fused --distill-precision
 tf32``, after a ``not chosen`` line for each faster server option that agrees less. The JSON at ``--out``
-(rewritten after every point) and a Markdown table beside it hold the same.
+(rewritten after every point, with the server flags chosen from the points so far) and a Markdown
+table beside it hold the same.
 A size where the fused tail does not apply (``frame_tail_fusable``) is refused: exit code 2, one line.
 
 Usage: ``python lab/scripts/engine_variants.py --device cuda --out R.json`` (defaults: 64 sessions,
@@ -545,9 +546,9 @@ def main(argv: list[str]) -> int:
         for variant in variants:
             row = run_point(variant, size, template, inputs, device, args.repeats, references, work[variant.fuse_tail])
             results["rows"].append(row)
+            results["server_flags"] = server_flags(results["rows"])  # a run cut short keeps its choice so far
             print(point_line(row), flush=True)
             write(results, args.out)
-    results["server_flags"] = server_flags(results["rows"])
     print(results["device"])
     print("\n".join(summary(results["rows"])), flush=True)
     write(results, args.out)

@@ -11,6 +11,7 @@
 # The scenes of `bench load` need the photos of `shadowtutor scenes fetch-photos` (SHADOWTUTOR_ASSETS_DIR).
 # Random Mask R-CNN weights (timing only).
 # RUN_LIMIT_S (default 530): the last step, a torch.compile study, runs only in what is left of it.
+# VARIANTS_LIMIT_S (default 240): the most seconds step 0 may take.
 set -uo pipefail
 OUT=${OUT:-docs/results/server_gpu}
 SECS=${SECONDS_PER_POINT:-4}
@@ -52,7 +53,8 @@ dev=${DEVICE:-cuda}
 # 0. the batched engine alone, every variant (convolution x tail x precision, and study switches), 64 sessions:
 # which is fastest; 128x72 has next to no arithmetic, so its batch time is the host's cost of a batch (Python and
 # kernel launches), the most that CUDA graphs could save
-step engine_variants "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 --sizes 1280x720,640x360,128x72 \
+# VARIANTS_LIMIT_S bounds the step: cut short, it still chooses the flags from the points it measured
+step engine_variants timeout "${VARIANTS_LIMIT_S:-240}" "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 --sizes 1280x720,640x360,128x72 \
   --repeats "${VARIANT_REPEATS:-2}" --out "$OUT/engine_variants.json"
 # the server flags of the fastest server option per size (none measured: the defaults)
 flags_at() {

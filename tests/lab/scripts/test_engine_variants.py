@@ -111,6 +111,31 @@ def test_a_failing_point_is_recorded_and_the_run_goes_on(
                          "--distill-precision fp32")
 
 
+def test_a_run_cut_short_keeps_the_server_flags_of_the_points_it_measured(
+    script: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GPU command bounds this step's time: what it measured before being stopped still chooses the flags."""
+
+    class Stopped(BaseException):
+        """Stands for the signal that ends the run."""
+
+    original = script.distill_batch
+
+    def stopped_at_64x64(jobs: list[Any], convolution: str = "grouped") -> Any:
+        if jobs[0].key_frame.frame_bgr.shape[1] == 64:
+            raise Stopped
+        return original(jobs, convolution=convolution)
+
+    monkeypatch.setattr(script, "distill_batch", stopped_at_64x64)
+    out = tmp_path / "variants.json"
+    with pytest.raises(Stopped):
+        script.main(tiny(out, ["grouped-fused"], "--sizes", "128x72,64x64"))
+    results = json.loads(out.read_text())
+    assert [(r["size"], r["variant"]) for r in results["rows"]] == [("128x72", "grouped-fused")]
+    assert results["server_flags"] == {
+        "128x72": "--distill-convolution grouped --distill-tail fused --distill-precision fp32"}
+
+
 def test_a_size_without_the_fused_tail_is_refused(
     script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
