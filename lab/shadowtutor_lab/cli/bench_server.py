@@ -54,7 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="what a key frame costs: teacher, distill, both (default all three)")
     p.add_argument("--engines", type=_list_of(_engine, "--engines"), default=["auto"],
                    help="distillation engines to compare: batched, sequential, auto (default auto)")
-    p.add_argument("--seconds", type=positive_float, default=5.0, help="measured window per point (default 5)")
+    p.add_argument("--seconds", type=positive_float, default=5.0,
+                   help="measured window per point, longer until as many key frames as sessions are answered, "
+                   "at most 10x (default 5)")
     p.add_argument("--warmup", type=positive_float, default=2.0, help="warm-up seconds per point (default 2)")
     p.add_argument("--server-args", default="", metavar="FLAGS",
                    help="'shadowtutor serve' flags, e.g. \"--device cuda --teacher maskrcnn --weights-path W.pt\"")

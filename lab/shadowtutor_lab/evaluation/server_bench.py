@@ -11,8 +11,11 @@ a key frame costs the server:
 * ``both``: the teacher, then Algorithm 1 on its labels (what a key frame costs a real server).
 
 Per (frame size, sessions, stage, engine) the bench warms up, then counts the key frames answered
-in a measured window: key frames per second, per-key-frame latency (p50/p95, from submission to
-answer), the mean steps per key frame, and the GPU's busy fraction sampled by NVML where present.
+in a measured window (at least the seconds asked for, and until as many key frames as sessions are
+answered in it, at most :data:`WINDOW_CAP` times the seconds asked for: a window shorter than the
+time a key frame or a batch takes would count none, or one batch by chance): key frames per second,
+per-key-frame latency (p50/p95, from submission to answer), the mean steps per key frame, and the
+GPU's busy fraction sampled by NVML where present.
 Frames are generated: a textured background with moving objects of the student's classes; the
 labels are exact, so with the built-in ``synthetic`` teacher the ``teacher`` stage costs nothing.
 """
@@ -20,6 +23,7 @@ labels are exact, so with the built-in ``synthetic`` teacher the ``teacher`` sta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 from collections.abc import Sequence
@@ -33,6 +37,7 @@ from shadowtutor_lab.capacity.profile import SCHEMA
 
 STAGES = ("teacher", "distill", "both")
 FRAMES_PER_SIZE = 8
+WINDOW_CAP = 10  # a measured window lasts at most this many times the seconds asked for
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,8 @@ async def _measure(
 ) -> tuple[int, float, list[float], list[int], float | None]:
     """Run ``sessions`` closed-loop sessions: the key frames answered in the measured window, its seconds, the
     latencies of the key frames submitted and answered in it, the steps of those answered in it, and the GPU's
-    busy fraction over it."""
+    busy fraction over it. The window lasts ``seconds``, longer until ``sessions`` key frames are answered in it,
+    and at most ``WINDOW_CAP * seconds``."""
     frames, labels = scene.frames[size], scene.labels[size]
     distillers = [runtime.new_distiller() for _ in range(sessions)] if stage != "teacher" else []
     window_start: float | None = None
@@ -124,6 +130,7 @@ async def _measure(
     latencies: list[float] = []  # of the key frames both submitted and answered in the window
     steps: list[int] = []
     stop = asyncio.Event()
+    enough = asyncio.Event()  # as many key frames answered in the window as there are sessions
 
     async def session(number: int) -> None:
         nonlocal answered
@@ -142,6 +149,8 @@ async def _measure(
             done = time.perf_counter()
             if window_start is not None and not stop.is_set():
                 answered += 1
+                if answered >= sessions:
+                    enough.set()
                 if taken is not None:
                     steps.append(taken)
                 if start >= window_start:
@@ -153,6 +162,8 @@ async def _measure(
     sampler = _WindowSampler(device)
     window_start = time.perf_counter()
     await asyncio.sleep(seconds)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(enough.wait(), (WINDOW_CAP - 1) * seconds)
     stop.set()
     elapsed = time.perf_counter() - window_start
     busy = sampler.stop()

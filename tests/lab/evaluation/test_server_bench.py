@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
 import numpy as np
 import pytest
+import torch
 
 from shadowtutor.classes import LVS_CLASSES, background_index
+from shadowtutor_lab.evaluation import server_bench
 from shadowtutor_lab.evaluation.server_bench import (
     BenchPoint,
     SyntheticScene,
@@ -54,3 +60,39 @@ def test_the_report_names_the_device_and_the_command() -> None:
     text = markdown_report([_point("distill", 64, 100.0)], INFO, "shadowtutor bench server --x")
     assert "**test device**" in text and "`shadowtutor bench server --x`" in text
     assert "| batched | 640x360 | distill | 64 | 100.0 | 1 | 2 | 8.00 | 50% |" in text
+
+
+class _SlowTeacherRuntime:
+    """A server runtime whose teacher takes ``delay_s`` per key frame (nothing else is used by the teacher stage)."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.teacher_queue = self
+
+    async def label(self, frame: np.ndarray, frame_index: int) -> Any:
+        await asyncio.sleep(self.delay_s)
+        return SimpleNamespace(labels=np.zeros(frame.shape[:2], np.uint8))
+
+
+def _measure_teacher(delay_s: float, sessions: int, seconds: float) -> tuple[int, float]:
+    scene = SyntheticScene(LVS_CLASSES)
+    scene.add_size((32, 24))
+    answered, elapsed, *_ = asyncio.run(server_bench._measure(
+        _SlowTeacherRuntime(delay_s), scene, (32, 24), sessions, "teacher", 0.01, seconds, torch.device("cpu")))
+    return answered, elapsed
+
+
+def test_the_window_lasts_until_as_many_key_frames_as_sessions_are_answered() -> None:
+    """Key frames that take 6x the window asked for: the window waits for them rather than counting none."""
+    answered, elapsed = _measure_teacher(0.3, 3, 0.05)
+    assert answered >= 3 and 0.25 < elapsed < 0.5
+
+
+def test_the_window_asked_for_when_it_is_enough() -> None:
+    answered, elapsed = _measure_teacher(0.01, 2, 0.2)
+    assert answered > 2 and 0.2 <= elapsed < 0.3
+
+
+def test_the_window_ends_at_its_cap() -> None:
+    answered, elapsed = _measure_teacher(1.0, 2, 0.02)
+    assert answered == 0 and elapsed == pytest.approx(server_bench.WINDOW_CAP * 0.02, abs=0.05)
