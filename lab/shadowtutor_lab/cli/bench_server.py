@@ -55,8 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--engines", type=_list_of(_engine, "--engines"), default=["auto"],
                    help="distillation engines to compare: batched, sequential, auto (default auto)")
     p.add_argument("--seconds", type=positive_float, default=5.0,
-                   help="measured window per point, longer until as many key frames as sessions are answered, "
-                   "at most 10x (default 5)")
+                   help="measured window per point, longer until every session has two key frames answered in "
+                   "it, at most 10x (default 5)")
     p.add_argument("--warmup", type=positive_float, default=2.0, help="warm-up seconds per point (default 2)")
     p.add_argument("--server-args", default="", metavar="FLAGS",
                    help="'shadowtutor serve' flags, e.g. \"--device cuda --teacher maskrcnn --weights-path W.pt\"")

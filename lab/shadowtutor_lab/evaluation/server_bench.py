@@ -11,9 +11,10 @@ a key frame costs the server:
 * ``both``: the teacher, then Algorithm 1 on its labels (what a key frame costs a real server).
 
 Per (frame size, sessions, stage, engine) the bench warms up, then counts the key frames answered
-in a measured window (at least the seconds asked for, and until as many key frames as sessions are
-answered in it, at most :data:`WINDOW_CAP` times the seconds asked for: a window shorter than the
-time a key frame or a batch takes would count none, or one batch by chance): key frames per second,
+in a measured window (at least the seconds asked for, and until every session has two key frames
+answered in it, at most :data:`WINDOW_CAP` times the seconds asked for): key frames per second
+(:func:`window_rate`: per session, from its first answer in the window to its last, so that a window
+shorter than a few batches does not count one batch more or less by its phase),
 per-key-frame latency (p50/p95, from submission to answer), the mean steps per key frame, and the
 GPU's busy fraction sampled by NVML where present.
 Frames are generated: a textured background with moving objects of the student's classes; the
@@ -115,25 +116,49 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(values), q))
 
 
+def window_rate(answer_times: Sequence[Sequence[float]], seconds: float) -> float:
+    """Key frames per second from the times each session's key frames were answered in a window of ``seconds``:
+    per session, its answers after its first over the time from its first to its last, summed over sessions.
+    Exact for a closed loop answered in periodic batches whatever the window's phase, where answers counted
+    over the window's length are off by up to a batch. Where a session has fewer than two answers (or two at
+    one instant), all answers over ``seconds``."""
+    if answer_times and all(len(t) >= 2 and t[-1] > t[0] for t in answer_times):
+        return sum((len(t) - 1) / (t[-1] - t[0]) for t in answer_times)
+    return sum(len(t) for t in answer_times) / seconds
+
+
+@dataclass
+class _Window:
+    """What one point's measured window saw."""
+
+    seconds: float
+    answer_times: list[list[float]]  # per session, when its key frames were answered in the window
+    latencies: list[float]  # of the key frames both submitted and answered in the window
+    steps: list[int]  # of the key frames answered in the window
+    gpu_busy: float | None
+
+    @property
+    def answered(self) -> int:
+        return sum(len(times) for times in self.answer_times)
+
+
 async def _measure(
     runtime: Any, scene: SyntheticScene, size: tuple[int, int], sessions: int, stage: str, warmup_s: float,
     seconds: float, device: Any,
-) -> tuple[int, float, list[float], list[int], float | None]:
-    """Run ``sessions`` closed-loop sessions: the key frames answered in the measured window, its seconds, the
-    latencies of the key frames submitted and answered in it, the steps of those answered in it, and the GPU's
-    busy fraction over it. The window lasts ``seconds``, longer until ``sessions`` key frames are answered in it,
-    and at most ``WINDOW_CAP * seconds``."""
+) -> _Window:
+    """Run ``sessions`` closed-loop sessions and measure a window: ``seconds`` long, longer until every session
+    has two key frames answered in it (for :func:`window_rate`), at most ``WINDOW_CAP * seconds``."""
     frames, labels = scene.frames[size], scene.labels[size]
     distillers = [runtime.new_distiller() for _ in range(sessions)] if stage != "teacher" else []
     window_start: float | None = None
-    answered = 0  # key frames answered in the window
-    latencies: list[float] = []  # of the key frames both submitted and answered in the window
+    answer_times: list[list[float]] = [[] for _ in range(sessions)]
+    latencies: list[float] = []
     steps: list[int] = []
     stop = asyncio.Event()
-    enough = asyncio.Event()  # as many key frames answered in the window as there are sessions
+    enough = asyncio.Event()  # every session has two key frames answered in the window
+    short = set(range(sessions))  # the sessions with fewer
 
     async def session(number: int) -> None:
-        nonlocal answered
         index = number
         while not stop.is_set():
             frame_index = index % FRAMES_PER_SIZE
@@ -148,9 +173,11 @@ async def _measure(
                 taken = result.steps
             done = time.perf_counter()
             if window_start is not None and not stop.is_set():
-                answered += 1
-                if answered >= sessions:
-                    enough.set()
+                answer_times[number].append(done)
+                if len(answer_times[number]) == 2:
+                    short.discard(number)
+                    if not short:
+                        enough.set()
                 if taken is not None:
                     steps.append(taken)
                 if start >= window_start:
@@ -168,7 +195,7 @@ async def _measure(
     elapsed = time.perf_counter() - window_start
     busy = sampler.stop()
     await asyncio.wait(tasks)
-    return answered, elapsed, latencies, steps, busy
+    return _Window(elapsed, answer_times, latencies, steps, busy)
 
 
 def device_name(device: Any) -> str:
@@ -235,14 +262,17 @@ def run_server_bench(
                 for size in sizes:
                     for stage in stages:
                         for count in session_counts:
-                            answered, elapsed, latencies, steps, busy = await _measure(
+                            window = await _measure(
                                 runtime, scene, size, count, stage, warmup_s, seconds, models.device
                             )
                             point = BenchPoint(
-                                size=size, sessions=count, stage=stage, engine=engine, key_frames=answered,
-                                seconds=elapsed, key_frames_per_s=answered / elapsed,
-                                p50_ms=_ms(_percentile(latencies, 50)), p95_ms=_ms(_percentile(latencies, 95)),
-                                mean_steps=statistics.fmean(steps) if steps else None, gpu_busy=busy,
+                                size=size, sessions=count, stage=stage, engine=engine, key_frames=window.answered,
+                                seconds=window.seconds,
+                                key_frames_per_s=window_rate(window.answer_times, window.seconds),
+                                p50_ms=_ms(_percentile(window.latencies, 50)),
+                                p95_ms=_ms(_percentile(window.latencies, 95)),
+                                mean_steps=statistics.fmean(window.steps) if window.steps else None,
+                                gpu_busy=window.gpu_busy,
                             )
                             points.append(point)
                             progress(_line(point))

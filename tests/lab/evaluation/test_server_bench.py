@@ -18,6 +18,7 @@ from shadowtutor_lab.evaluation.server_bench import (
     SyntheticTeacher,
     markdown_report,
     server_profile,
+    window_rate,
 )
 
 INFO = {"device": "test device", "torch": "x", "teacher": "t", "threshold": 0.999, "max_updates": 8}
@@ -74,25 +75,36 @@ class _SlowTeacherRuntime:
         return SimpleNamespace(labels=np.zeros(frame.shape[:2], np.uint8))
 
 
-def _measure_teacher(delay_s: float, sessions: int, seconds: float) -> tuple[int, float]:
+def _measure_teacher(delay_s: float, sessions: int, seconds: float) -> Any:
     scene = SyntheticScene(LVS_CLASSES)
     scene.add_size((32, 24))
-    answered, elapsed, *_ = asyncio.run(server_bench._measure(
+    return asyncio.run(server_bench._measure(
         _SlowTeacherRuntime(delay_s), scene, (32, 24), sessions, "teacher", 0.01, seconds, torch.device("cpu")))
-    return answered, elapsed
 
 
-def test_the_window_lasts_until_as_many_key_frames_as_sessions_are_answered() -> None:
-    """Key frames that take 6x the window asked for: the window waits for them rather than counting none."""
-    answered, elapsed = _measure_teacher(0.3, 3, 0.05)
-    assert answered >= 3 and 0.25 < elapsed < 0.5
+def test_the_window_lasts_until_every_session_has_two_answers() -> None:
+    """Key frames that take 3x the window asked for: the window waits for two of each session's (at ~0.15 and
+    ~0.3 s) rather than counting none."""
+    window = _measure_teacher(0.15, 3, 0.05)
+    assert [len(times) for times in window.answer_times] == [2, 2, 2] and 0.25 < window.seconds < 0.5
+    assert window_rate(window.answer_times, window.seconds) == pytest.approx(3 / 0.15, rel=0.15)
 
 
 def test_the_window_asked_for_when_it_is_enough() -> None:
-    answered, elapsed = _measure_teacher(0.01, 2, 0.2)
-    assert answered > 2 and 0.2 <= elapsed < 0.3
+    window = _measure_teacher(0.01, 2, 0.2)
+    assert window.answered > 4 and 0.2 <= window.seconds < 0.4
+    assert window_rate(window.answer_times, window.seconds) == pytest.approx(2 / 0.01, rel=0.5)
 
 
 def test_the_window_ends_at_its_cap() -> None:
-    answered, elapsed = _measure_teacher(1.0, 2, 0.02)
-    assert answered == 0 and elapsed == pytest.approx(server_bench.WINDOW_CAP * 0.02, abs=0.05)
+    window = _measure_teacher(1.0, 2, 0.02)
+    assert window.answered == 0 and window.seconds == pytest.approx(server_bench.WINDOW_CAP * 0.02, abs=0.05)
+    assert window_rate(window.answer_times, window.seconds) == 0
+
+
+def test_the_rate_of_batches_does_not_depend_on_the_windows_phase() -> None:
+    """Four sessions answered together every 2 s, in a window of 5 s that holds three batches (at 0.9, 2.9
+    and 4.9 s): 2 key frames/s, where counting over the window's length gives 12 / 5."""
+    times = [[0.9, 2.9, 4.9]] * 4
+    assert window_rate(times, 5.0) == pytest.approx(2.0)
+    assert window_rate([[0.9, 2.9, 4.9], [2.9]], 5.0) == pytest.approx(4 / 5.0)  # a session answered once
