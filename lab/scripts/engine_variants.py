@@ -89,7 +89,7 @@ from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.models import fast_student
 from shadowtutor.models.fast_student import frame_tail_fusable, fused_back
-from shadowtutor.models.precision import TrainingPrecision, float32_precision
+from shadowtutor.models.precision import TrainingPrecision, bf16_autocast, float32_precision
 from shadowtutor.models.student import FrontFeatures, StudentNet
 from shadowtutor.teachers.base import TeacherError
 from shadowtutor.teachers.device import resolve_torch_device
@@ -304,7 +304,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
 
     def batch() -> tuple[float, float, list[Distiller], list[DistillResult]]:
         distillers = copy.deepcopy(base)
-        autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=variant.bf16)
+        autocast = bf16_autocast(device, "bf16" if variant.bf16 else variant.precision)
         synchronize(device)
         start = time.perf_counter()
         jobs = [KeyFrameJob.prepare(d, frame, label) for d, (frame, label) in zip(distillers, inputs, strict=True)]

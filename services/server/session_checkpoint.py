@@ -48,17 +48,14 @@ def snapshot(
     """The checkpoint of a distill ``session`` after it sent ``reply`` for the key frame ``reply_seq``
     (taken by this process: its ``HOST:PID`` is the checkpoint's writer). ``trained``: the result of the
     training that ``reply`` answers, whose host copies of the weights and the optimiser's state are the
-    session's (None: read them from the distiller, on its device)."""
+    session's (None: :meth:`Distiller.state_on_host`)."""
     distiller = session.distiller
     if distiller is None:
         raise ValueError("a naive-mode session has no model state to checkpoint")
     keys = distiller.trainable_keys
-    if trained is not None:
-        weights, optimizer = trained.weights, trained.optimizer_state
-    else:
-        state = distiller.student.state_dict()
-        weights = {key: state[key].detach().to("cpu", copy=True) for key in keys}
-        optimizer = distiller.optimizer.state_dict()
+    weights, optimizer = (
+        (trained.weights, trained.optimizer_state) if trained is not None else distiller.state_on_host()
+    )
     record = {
         "format": FORMAT,
         "hello": encode(dataclasses.replace(session.hello, token=None)),

@@ -178,10 +178,14 @@ class Distiller:
         """:meth:`train` on a key frame from :meth:`prepare`, at the distiller's precision."""
         with float32_precision(self.device, self.precision):
             result = self._train_prepared(key_frame)
-        state = self.student.state_dict()
-        result.weights = {key: on_host(state[key]) for key in self.trainable_keys}
-        result.optimizer_state = on_host(self.optimizer.state_dict())
+        result.weights, result.optimizer_state = self.state_on_host()
         return result
+
+    def state_on_host(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """CPU copies of the trainable weights as they are now (by state-dict key) and of the optimiser's
+        ``state_dict()``; reads the device, so it waits for the work queued there."""
+        state = self.student.state_dict()
+        return {key: on_host(state[key]) for key in self.trainable_keys}, on_host(self.optimizer.state_dict())
 
     def _train_prepared(self, key_frame: PreparedKeyFrame) -> DistillResult:
         params = self.params
