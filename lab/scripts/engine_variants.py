@@ -89,7 +89,7 @@ from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.models import fast_student
 from shadowtutor.models.fast_student import frame_tail_fusable, fused_back
-from shadowtutor.models.precision import TrainingPrecision, bf16_autocast, float32_precision
+from shadowtutor.models.precision import AGREEMENT_NEEDED, TrainingPrecision, bf16_autocast, float32_precision
 from shadowtutor.models.student import FrontFeatures, StudentNet
 from shadowtutor.teachers.base import TeacherError
 from shadowtutor.teachers.device import resolve_torch_device
@@ -103,7 +103,6 @@ VARIANTS = (
     "grouped-fused-bf16",
 )
 STUDY_VARIANTS = ("grouped-written-compiled", "grouped-fused-compiled")
-AGREEMENT_NEEDED = 0.995
 PARAMS = AlgorithmParams(threshold=0.999, max_updates=8)
 GIB = 1024 ** 3
 

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from shadowtutor.classes import LVS_CLASSES
-from shadowtutor.models.precision import PRECISIONS, check_precision, float32_precision
+from shadowtutor.models.precision import AGREEMENT_NEEDED, PRECISIONS, check_precision, float32_precision
 from shadowtutor.teachers.base import TeacherError
 from shadowtutor.teachers.class_maps import COCO_CATEGORY_NAMES, COCO_CLASSES, checked_class_lut
 from shadowtutor.teachers.device import resolve_torch_device
@@ -49,7 +49,6 @@ from shadowtutor.teachers.maskrcnn import MaskRCNNTeacher, detect
 from shadowtutor_lab.cli.options import frame_size, script_command
 from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner, synchronize
 
-AGREEMENT_NEEDED = 0.995
 CLASS_LISTS = {"coco": (*COCO_CLASSES, "background"), "lvs": LVS_CLASSES}
 
 

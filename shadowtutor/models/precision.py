@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 Precision = Literal["fp32", "tf32", "bf16"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "tf32", "bf16")
 
+AGREEMENT_NEEDED = 0.995
+"""The fraction of pixels on which labels made at a lower precision must agree with those made in ``fp32``
+before that precision is offered as a choice (the lab's teacher and engine checks measure it)."""
+
 TrainingPrecision = Literal["fp32", "tf32"]
 """What a student trains at: no ``bf16``, because autocast does not reach through ``torch.func.vmap``, the
 batched engine's transform, on every device (``docs/design/training_precision.md``)."""
