@@ -10,6 +10,8 @@ runs before it even when not picked):
 - plain names train in IEEE float32 (``Distiller(precision="fp32")``, the server's ``--distill-precision
   fp32``); ``...-tf32``: the same with TF32 tensor cores for convolutions and matrix products
   (``--distill-precision tf32``; nothing changes on a CPU);
+- ``...-graphs``: the same with every step after the second replayed as one CUDA graph (``distill_batch``'s
+  ``graphs``, the server's ``--distill-graphs``; nothing changes off CUDA, where it still runs);
 - ``...-cudnnbench``: the same with ``torch.backends.cudnn.benchmark`` on for that variant only (restored
   after; nothing changes on a CPU, where it still runs);
 - ``...-bf16``: the same under ``torch.autocast(device type, bfloat16)``: how fast, and how far its results
@@ -98,9 +100,9 @@ from shadowtutor_lab.evaluation.machine import describe_machine, machine_info
 from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner, synchronize
 
 VARIANTS = (
-    "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "matmul-fused-tf32", "grouped-fused-tf32",
-    "matmul-written-tf32", "grouped-written-cudnnbench", "grouped-fused-cudnnbench", "matmul-fused-bf16",
-    "grouped-fused-bf16",
+    "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "grouped-fused-graphs", "matmul-fused-graphs",
+    "matmul-fused-tf32", "grouped-fused-tf32", "matmul-written-tf32", "grouped-written-graphs", "matmul-written-graphs",
+    "grouped-written-cudnnbench", "grouped-fused-cudnnbench", "matmul-fused-bf16", "grouped-fused-bf16",
 )
 STUDY_VARIANTS = ("grouped-written-compiled", "grouped-fused-compiled")
 PARAMS = AlgorithmParams(threshold=0.999, max_updates=8)
@@ -109,7 +111,7 @@ GIB = 1024 ** 3
 
 @dataclass(frozen=True)
 class Variant:
-    """One way to run the engine, read from its name ``CONVOLUTION-TAIL[-tf32|-cudnnbench|-bf16|-compiled]``."""
+    """One way to run the engine, read from its name ``CONVOLUTION-TAIL[-tf32|-graphs|-cudnnbench|-bf16|-compiled]``."""
 
     name: str
 
@@ -137,19 +139,24 @@ class Variant:
         return self.name.endswith("-compiled")
 
     @property
+    def graphs(self) -> bool:
+        return self.name.endswith("-graphs")
+
+    @property
     def precision(self) -> TrainingPrecision:
         return "tf32" if self.name.endswith("-tf32") else "fp32"
 
     @property
     def server_option(self) -> bool:
         """Whether the server runs this variant (``--distill-convolution``, ``--distill-tail``,
-        ``--distill-precision``; no study switch)."""
+        ``--distill-precision``, ``--distill-graphs``; no study switch)."""
         return not (self.cudnn_benchmark or self.bf16 or self.compiled)
 
     @property
     def server_flags(self) -> str:
         tail = "fused" if self.fuse_tail else "written"
-        return f"--distill-convolution {self.convolution} --distill-tail {tail} --distill-precision {self.precision}"
+        flags = f"--distill-convolution {self.convolution} --distill-tail {tail} --distill-precision {self.precision}"
+        return f"{flags} --distill-graphs" if self.graphs else flags
 
     @property
     def reference(self) -> str:
@@ -310,7 +317,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         synchronize(device)
         prepared = time.perf_counter()
         with autocast, compiled_engine(variant.compiled):
-            results = distill_batch(jobs, convolution=variant.convolution)
+            results = distill_batch(jobs, convolution=variant.convolution, graphs=variant.graphs)
         synchronize(device)
         return time.perf_counter() - prepared, prepared - start, distillers, results
 
@@ -342,7 +349,7 @@ def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
     row: dict[str, Any] = {
         "size": f"{width}x{height}", "variant": variant.name, "convolution": variant.convolution,
         "tail": "fused" if variant.fuse_tail else "written", "cudnn_benchmark": variant.cudnn_benchmark,
-        "precision": variant.precision, "compiled": variant.compiled,
+        "precision": variant.precision, "compiled": variant.compiled, "graphs": variant.graphs,
         "autocast": "bf16" if variant.bf16 else None, "sessions": len(inputs), "reference": variant.reference,
         "error": None,
     }

@@ -12,6 +12,8 @@
 # Random Mask R-CNN weights (timing only).
 # RUN_LIMIT_S (default 530): the last step, a torch.compile study, runs only in what is left of it.
 # VARIANTS_LIMIT_S (default 240): the most seconds step 0 may take.
+# ONLY="STEP ...": run these steps alone (default: every step); VARIANTS and SIZES: step 0's --variants (default:
+# all) and --sizes (default 1280x720,640x360,128x72).
 set -uo pipefail
 OUT=${OUT:-docs/results/server_gpu}
 SECS=${SECONDS_PER_POINT:-4}
@@ -23,7 +25,9 @@ log() { echo "== $(date +%T) $*" | tee -a "$OUT/run.log"; }
 pack() { if [ -n "${ARCHIVE:-}" ]; then tar czf "$ARCHIVE" -C "$OUT" .; fi; }
 STEPS=()
 step() {
-  local name=$1; shift; log "$name: $*"; STEPS+=("$name")
+  local name=$1; shift
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
+  log "$name: $*"; STEPS+=("$name")
   "$@" > "$OUT/$name.log" 2>&1; echo "rc=$?" >> "$OUT/$name.log"; tail -40 "$OUT/$name.log"; pack
 }
 # the headline lines of every step's log, in the order the steps ran (the archive holds the rest)
@@ -35,6 +39,7 @@ summary() {
     case $name in
       engine_variants) pattern="^(device|fastest|not chosen|server flags)|FAILED|Error|rc=" ;;
       engine_compiled) pattern=" sessions: |rc=" ;;
+      cuda_tests) pattern="passed|failed|error|rc=" ;;
       teacher_check) pattern="detections per frame|^ *[0-9]+ \||^ *(fp32|tf32|bf16)|host path|Error|rc=" ;;
       *) pattern="key frames/s|answered|turnaround|problem|FAILED|Error|rc=" ;;
     esac
@@ -46,16 +51,20 @@ import torch
 print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device", "| torch", torch.__version__,
       "| CUDA", torch.version.cuda)
 PY
-if [ ! -f "$weights" ]; then
+if [ ! -f "$weights" ] && { [ -z "${ONLY:-}" ] || [[ "$ONLY" =~ teacher|maskrcnn|profile ]]; }; then
   $PY -c "import torch, torchvision; torch.save(torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91).state_dict(), '$weights')"
 fi
 dev=${DEVICE:-cuda}
+# the tests that need a GPU (CUDA graphs replayed against plain runs); the rest of the suite runs in CI
+step cuda_tests "$PY" -m pytest -q -p no:cacheprovider tests/shadowtutor/algorithms/test_step_graph.py \
+  tests/shadowtutor/algorithms/test_batched_distill.py -k "cuda or graph"
 # 0. the batched engine alone, every variant (convolution x tail x precision, and study switches), 64 sessions:
 # which is fastest; 128x72 has next to no arithmetic, so its batch time is the host's cost of a batch (Python and
 # kernel launches), the most that CUDA graphs could save
 # VARIANTS_LIMIT_S bounds the step: cut short, it still chooses the flags from the points it measured
-step engine_variants timeout "${VARIANTS_LIMIT_S:-240}" "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 --sizes 1280x720,640x360,128x72 \
-  --repeats "${VARIANT_REPEATS:-2}" --out "$OUT/engine_variants.json"
+step engine_variants timeout "${VARIANTS_LIMIT_S:-240}" "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 \
+  --sizes "${SIZES:-1280x720,640x360,128x72}" ${VARIANTS:+--variants "$VARIANTS"} --repeats "${VARIANT_REPEATS:-2}" \
+  --out "$OUT/engine_variants.json"
 # the server flags of the fastest server option per size (none measured: the defaults)
 flags_at() {
   "$PY" -c "import json,sys; print(json.load(open(sys.argv[1])).get('server_flags', {}).get(sys.argv[2], ''))" \
@@ -90,7 +99,9 @@ step profile "$PY" -m shadowtutor_lab bench server --stages teacher,distill,both
 # 6. a study, only where the run has time left for it (compiling takes minutes; RUN_LIMIT_S: the seconds the whole
 # run may take): the engine compiled by torch.compile at 640x360, against its references
 left=$(( ${RUN_LIMIT_S:-530} - SECONDS ))
-if [ "$left" -ge 120 ]; then
+if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" engine_compiled "* ]]; then
+  :
+elif [ "$left" -ge 120 ]; then
   step engine_compiled timeout "$left" "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 --sizes 640x360 \
     --variants grouped-written-compiled,grouped-fused-compiled --repeats 2 --out "$OUT/engine_compiled.json"
 else

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from services.server.metrics import ServerMetrics
-from services.server.settings import DistillEngine
+from services.server.settings import DistillEngine, DistillTail
 from shadowtutor.algorithms.batched_distill import KeyFrameJob, distill_batch
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.engine_options import Convolution
@@ -85,7 +85,7 @@ class BatchedDistillation:
     is queued; it takes the queued key frames and those that were in preparation at that moment."""
 
     def __init__(
-        self, metrics: ServerMetrics, max_batch: int, convolution: Convolution = "grouped",
+        self, metrics: ServerMetrics, max_batch: int, convolution: Convolution = "grouped", graphs: bool = False,
         prepare_pool: Executor | None = None,
     ) -> None:
         if max_batch < 1:
@@ -93,6 +93,7 @@ class BatchedDistillation:
         self.metrics = metrics
         self.max_batch = max_batch
         self.convolution = convolution
+        self.graphs = graphs
         self.prepare_pool = prepare_pool
         metrics.engine_batch_limit.set(max_batch)
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
@@ -196,7 +197,7 @@ class BatchedDistillation:
         any other failing batch is retried one key frame at a time, so that a bad key frame fails only its
         own session."""
         try:
-            return list(distill_batch([p.job for p in batch], self.convolution))
+            return list(distill_batch([p.job for p in batch], self.convolution, self.graphs))
         except Exception as exc:
             if len(batch) == 1:
                 return [exc]
@@ -225,13 +226,23 @@ def resolve_engine(engine: DistillEngine, device_type: str) -> Literal["batched"
     return engine
 
 
+def resolve_tail(tail: DistillTail, device_type: str, engine: DistillEngine) -> bool:
+    """Whether distillation trains the fused tail. ``auto``: fused on a CPU and under the batched engine, whose
+    batch of sessions makes the fused tail's many small kernels large (about 3x the tail as written at
+    1280x720 and 64 sessions on an H100: docs/results/server_gpu/README.md); as written for a session at a time
+    on an accelerator, where those small kernels leave it idle."""
+    if tail == "auto":
+        return device_type == "cpu" or resolve_engine(engine, device_type) == "batched"
+    return tail == "fused"
+
+
 def make_distillation(
     engine: DistillEngine, device_type: str, metrics: ServerMetrics, pool: ThreadPoolExecutor, max_batch: int,
-    convolution: Convolution = "grouped",
+    convolution: Convolution = "grouped", graphs: bool = False,
 ) -> Distillation:
     """The engine ``engine`` names for a device of ``device_type`` (not yet started), running in ``pool`` (the
-    batched engine: its preparation of key frames); ``max_batch`` and ``convolution`` apply to the batched
-    engine."""
+    batched engine: its preparation of key frames); ``max_batch``, ``convolution`` and ``graphs`` apply to the
+    batched engine."""
     if resolve_engine(engine, device_type) == "batched":
-        return BatchedDistillation(metrics, max_batch, convolution, prepare_pool=pool)
+        return BatchedDistillation(metrics, max_batch, convolution, graphs, prepare_pool=pool)
     return PooledDistillation(pool)

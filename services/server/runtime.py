@@ -16,7 +16,7 @@ import torch
 
 from services.server.admission import Admission
 from services.server.auth import Authenticator
-from services.server.distillation import Distillation, make_distillation, resolve_engine
+from services.server.distillation import Distillation, make_distillation, resolve_engine, resolve_tail
 from services.server.gpu_metrics import start_gpu_metrics, stop_gpu_metrics
 from services.server.limits import KeyFrameLimits
 from services.server.loading import BaseStudent, LoadedModels, load_models
@@ -144,7 +144,7 @@ class ServerRuntime:
         queue = TeacherQueue(self.teacher, self.metrics, self.settings.teacher_batch_size)
         distillation = make_distillation(
             self.settings.distill_engine, self.device.type, self.metrics, self.distill_pool,
-            self.settings.distill_batch_size, self.settings.distill_convolution,
+            self.settings.distill_batch_size, self.settings.distill_convolution, self.settings.distill_graphs,
         )
         distillation.start()
         self.distillation = distillation
@@ -176,10 +176,10 @@ class ServerRuntime:
         if self.base_student is None:
             raise RuntimeError("the student is not loaded yet")
         student = self.base_student.instantiate()
-        tail = self.settings.distill_tail
+        fuse_tail = resolve_tail(self.settings.distill_tail, self.device.type, self.settings.distill_engine)
         return Distiller(
             student, self.params, background_index(self.class_names), self.device, student_size,
-            fuse_tail=None if tail == "auto" else tail == "fused", precision=self.settings.distill_precision,
+            fuse_tail=fuse_tail, precision=self.settings.distill_precision,
         )
 
     def readiness(self) -> dict[str, Any]:

@@ -146,10 +146,16 @@ class ServerSettings(FlatSettings):
         "convolution per layer) or matmul (im2col and one batched matrix product per layer: more memory); the same "
         "function, rounded differently; which is faster depends on the GPU (docs/design/batched_distillation.md)"
     )
+    distill_graphs: bool = Field(
+        False, description="batched engine on CUDA: replay each batch's steps after the second as one captured CUDA "
+        "graph (the same arithmetic, without the host's cost per step: Python, vmap, autograd, kernel launches); "
+        "no effect elsewhere"
+    )
     distill_tail: DistillTail = Field(
         "auto", description="the student's tail in distillation: fused (one convolution at a quarter of the "
         "resolution, fewer multiply-adds, more small kernels), written (as the paper's network is written) or auto "
-        "(fused on a CPU, written elsewhere); the same function, rounded differently"
+        "(fused on a CPU and under the batched engine, written for the sequential engine on an accelerator); the same "
+        "function, rounded differently"
     )
     distill_precision: TrainingPrecision = Field(
         "fp32", description="arithmetic of distillation on CUDA: fp32 (IEEE float32, as the paper) or tf32 (TF32 "

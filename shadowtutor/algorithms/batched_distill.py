@@ -22,6 +22,9 @@ its distillers' precision, as :meth:`Distiller.train` does. Each group trains th
 tail its distillers train. ``convolution`` picks how the sessions' own convolutions run: ``grouped`` (one
 grouped convolution, as ``vmap`` makes it) or ``matmul`` (im2col and one batched matrix product,
 :mod:`~shadowtutor.algorithms.conv_matmul`); the same function either way, rounded differently.
+``graphs`` replays the steps on a CUDA device as one captured CUDA graph, which removes the host's cost of
+every step but the first two (Python, ``vmap``, autograd, kernel launches); the bookkeeping is in place for
+that reason, the same on every device.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from torch.func import functional_call, vmap
 from shadowtutor.algorithms.conv_matmul import ConvolutionsAsMatmul
 from shadowtutor.algorithms.distill import Distiller, DistillResult, HostKeyFrame, PreparedKeyFrame
 from shadowtutor.algorithms.engine_options import CONVOLUTIONS, Convolution
+from shadowtutor.algorithms.step_graph import replay_step
 from shadowtutor.models.fast_student import fused_back
 from shadowtutor.models.precision import float32_precision
 from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet, map_sizes
@@ -90,9 +94,13 @@ def group_key(distiller: Distiller, key_frame: PreparedKeyFrame) -> tuple[object
     )
 
 
-def distill_batch(jobs: Sequence[KeyFrameJob], convolution: Convolution = "grouped") -> list[DistillResult]:
+def distill_batch(
+    jobs: Sequence[KeyFrameJob], convolution: Convolution = "grouped", graphs: bool = False
+) -> list[DistillResult]:
     """Algorithm 1 on every job, compatible ones batched (their convolutions computed as ``convolution``
-    says); results in the order of ``jobs``.
+    says; with ``graphs``, on a CUDA device, every step after the second replayed as one CUDA graph:
+    :func:`~shadowtutor.algorithms.step_graph.replay_step`, the same arithmetic); results in the order of
+    ``jobs``.
 
     Each distiller may appear once (its key frames depend on each other: ValueError otherwise); an unknown
     ``convolution`` raises ValueError before any distiller changes.
@@ -116,7 +124,7 @@ def distill_batch(jobs: Sequence[KeyFrameJob], convolution: Convolution = "group
         if len(indices) == 1:
             alone.extend(indices)
             continue
-        run = _BatchedRun([distillers[i] for i in indices], [prepared[i] for i in indices], convolution)
+        run = _BatchedRun([distillers[i] for i in indices], [prepared[i] for i in indices], convolution, graphs)
         group_results = run.run()
         for index, result in zip(indices, group_results, strict=True):
             results[index] = result
@@ -152,6 +160,11 @@ def stops_early_on_host(device: torch.device) -> bool:
     return device.type == "cpu"
 
 
+def replays_steps(device: torch.device, graphs: bool) -> bool:
+    """Whether a batch replays its steps as a CUDA graph: where asked to, on a CUDA device."""
+    return graphs and device.type == "cuda"
+
+
 def batched_miou(pred: torch.Tensor, target: torch.Tensor, num_classes: int) -> torch.Tensor:
     """Per-session mean IoU ``(S,)`` of label maps ``(S, H, W)`` with values below ``num_classes``, as
     :func:`~shadowtutor.algorithms.metrics.miou` computes it for each session (classes present in the
@@ -177,10 +190,12 @@ class _BatchedRun:
     distiller updated on return."""
 
     def __init__(
-        self, distillers: list[Distiller], key_frames: list[PreparedKeyFrame], convolution: Convolution
+        self, distillers: list[Distiller], key_frames: list[PreparedKeyFrame], convolution: Convolution,
+        graphs: bool,
     ) -> None:
         self.distillers = distillers
         self.convolution = convolution
+        self.graphs = graphs
         self.device = distillers[0].device
         self.reference = distillers[0].student
         self.keys = distillers[0].trainable_keys
@@ -224,7 +239,7 @@ class _BatchedRun:
         return tuple(part.view(-1, *shape) for part, shape in zip(parts, self.shapes, strict=True))
 
     def _gather(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The flat weights (a leaf that needs gradients), Adam's two flat moments and the step counts."""
+        """The flat weights, Adam's two flat moments and the step counts."""
         rows, avg_rows, avg_sq_rows, steps = [], [], [], []
         for distiller in self.distillers:
             named = dict(distiller.student.named_parameters())
@@ -234,7 +249,7 @@ class _BatchedRun:
             avg_rows.append(torch.cat([_moment(state, t, "exp_avg").reshape(-1) for t in tensors]))
             avg_sq_rows.append(torch.cat([_moment(state, t, "exp_avg_sq").reshape(-1) for t in tensors]))
             steps.append(float(state[tensors[0]]["step"]) if tensors[0] in state else 0.0)
-        flat = torch.stack(rows).requires_grad_(True)
+        flat = torch.stack(rows)
         return flat, torch.stack(avg_rows), torch.stack(avg_sq_rows), self._per_session(steps)
 
     def run(self) -> list[DistillResult]:
@@ -254,60 +269,60 @@ class _BatchedRun:
 
         forward = vmap(forward_one)
         flat, exp_avg, exp_avg_sq, adam_steps = self._gather()
-        sessions = len(self.distillers)
-        max_updates = torch.tensor(self.max_updates, device=self.device)
 
-        def logits_of() -> torch.Tensor:
+        def logits_of() -> tuple[torch.Tensor, torch.Tensor]:
+            """The logits at the weights now in ``flat``, and the leaf they were computed from (``flat``'s memory;
+            a leaf per forward, so that autograd ties its gradient to the stream this forward runs on)."""
+            leaf = flat.detach().requires_grad_(True)
             with ConvolutionsAsMatmul() if self.convolution == "matmul" else contextlib.nullcontext():
-                return forward(self._unflatten(flat), dec1, enc2, enc1)
+                return forward(self._unflatten(leaf), dec1, enc2, enc1), leaf
 
-        logits = logits_of()
+        logits, leaf = logits_of()
         with torch.no_grad():
             initial = batched_miou(logits.argmax(1), self.target, self.num_classes)
-        metric, best = initial.clone(), initial.clone()
-        active = initial < self.threshold  # a first metric at THRESHOLD ends Algorithm 1 with no step
-        started = active.clone()
-        hit = torch.zeros(sessions, dtype=torch.bool, device=self.device)
-        steps = torch.zeros(sessions, dtype=torch.long, device=self.device)
-        best_flat = flat.detach().clone()
-        best_adam = (exp_avg.clone(), exp_avg_sq.clone(), adam_steps.clone()) if self.restore_adam else None
+        progress = _Progress(initial, self.threshold, torch.tensor(self.max_updates, device=self.device), flat,
+                             (exp_avg, exp_avg_sq, adam_steps) if self.restore_adam else None)
         check_on_host = stops_early_on_host(self.device)
-        for update in range(max(self.max_updates, default=0)):
-            active = active & (update < max_updates)
-            if check_on_host and not bool(active.any()):
-                break
+
+        def update(logits: torch.Tensor, leaf: torch.Tensor) -> bool:
+            """One Adam step of the sessions still training, on the gradient at ``logits`` (computed from
+            ``leaf``); False (and no step) where the host checks and none trains."""
+            progress.limit()
+            if check_on_host and not bool(progress.active.any()):
+                return False
             per_pixel = F.cross_entropy(logits, self.target, reduction="none")
             loss = (per_pixel * self.weights).mean(dim=(1, 2)).sum()
-            (grad,) = torch.autograd.grad(loss, [flat])
+            (grad,) = torch.autograd.grad(loss, [leaf])
             with torch.no_grad():
-                adam_steps = adam_steps + active.to(self.dtype)
-                exp_avg, exp_avg_sq = self._adam_step(flat, exp_avg, exp_avg_sq, grad, adam_steps, active)
-            logits = logits_of()
+                adam_steps.add_(progress.active.to(self.dtype))
+                self._adam_step(flat, exp_avg, exp_avg_sq, grad, adam_steps, progress.active)
+                progress.updated.copy_(progress.active)
+            return True
+
+        def evaluate() -> tuple[torch.Tensor, torch.Tensor]:
+            logits, leaf = logits_of()
             with torch.no_grad():
-                new_metric = batched_miou(logits.argmax(1), self.target, self.num_classes)
-                metric = torch.where(active, new_metric, metric)
-                steps = steps + active.long()
-                passed = active & (new_metric > self.threshold)
-                improved = active & ~passed & (new_metric > best)
-                best = torch.where(improved, new_metric, best)
-                rows = improved.view(-1, 1)
-                best_flat = torch.where(rows, flat, best_flat)
-                if best_adam is not None:
-                    best_adam = (torch.where(rows, exp_avg, best_adam[0]), torch.where(rows, exp_avg_sq, best_adam[1]),
-                                 torch.where(improved, adam_steps, best_adam[2]))
-                hit = hit | passed
-                active = active & ~passed
+                progress.record(batched_miou(logits.argmax(1), self.target, self.num_classes), flat,
+                                (exp_avg, exp_avg_sq, adam_steps))
+            return logits, leaf
+
+        most = max(self.max_updates, default=0)
+        trained = most > 0 and update(logits, leaf)
+        del logits, leaf  # the first forward's autograd graph, not kept through the later steps
+        if trained and replays_steps(self.device, self.graphs):
+            replay_step(lambda: update(*evaluate()), most - 1, self.device)
+        else:
+            for _ in range(most - 1 if trained else 0):
+                if not update(*evaluate()):
+                    trained = False
+                    break
+        if trained:
+            evaluate()
         with torch.no_grad():
-            roll_back = started & ~hit & (metric < best)
-            rows = roll_back.view(-1, 1)
-            flat.copy_(torch.where(rows, best_flat, flat))
-            if best_adam is not None:
-                exp_avg = torch.where(rows, best_adam[0], exp_avg)
-                exp_avg_sq = torch.where(rows, best_adam[1], exp_avg_sq)
-                adam_steps = torch.where(roll_back, best_adam[2], adam_steps)
-            metric = torch.where(roll_back, best, metric)
+            metric = progress.finish(flat, (exp_avg, exp_avg_sq, adam_steps))
             self._scatter(flat, exp_avg, exp_avg_sq)
-            summary = torch.stack([initial.double(), metric.double(), steps.double(), adam_steps.double()]).cpu()
+            summary = torch.stack([initial.double(), metric.double(), progress.steps.double(),
+                                   adam_steps.double()]).cpu()
             on_host = [self._unflatten(t.detach().to("cpu", copy=True)) for t in (flat, exp_avg, exp_avg_sq)]
         initial_h, metric_h, steps_h, adam_h = summary.tolist()
         self._write_steps(adam_h)
@@ -339,9 +354,9 @@ class _BatchedRun:
     def _adam_step(
         self, flat: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, grad: torch.Tensor,
         adam_steps: torch.Tensor, active: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """torch.optim.Adam's update (no weight decay, no AMSGrad) of the ``active`` sessions' rows of ``flat``, in
-        place; returns the new moments."""
+    ) -> None:
+        """torch.optim.Adam's update (no weight decay, no AMSGrad) of the ``active`` sessions' rows of ``flat`` and
+        of Adam's moments, in place."""
         counted = adam_steps.clamp(min=1.0)
         bias_correction1 = 1 - self.beta1 ** counted
         bias_correction2_sqrt = (1 - self.beta2 ** counted).sqrt()
@@ -351,7 +366,8 @@ class _BatchedRun:
         new_avg_sq = exp_avg_sq * self.beta2 + (1 - self.beta2) * grad * grad
         denom = new_avg_sq.sqrt() / bias_correction2_sqrt.view(-1, 1) + self.eps
         flat.copy_(torch.where(rows, flat - step_size * new_avg / denom, flat))
-        return torch.where(rows, new_avg, exp_avg), torch.where(rows, new_avg_sq, exp_avg_sq)
+        exp_avg.copy_(torch.where(rows, new_avg, exp_avg))
+        exp_avg_sq.copy_(torch.where(rows, new_avg_sq, exp_avg_sq))
 
     def _scatter(self, flat: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor) -> None:
         """Write every session's weights and Adam moments back into its own student and optimiser."""
@@ -382,6 +398,63 @@ class _BatchedRun:
                     distiller.optimizer.state.pop(parameter, None)
                 else:
                     distiller.optimizer.state[parameter]["step"] = torch.tensor(count, dtype=torch.get_default_dtype())
+
+
+class _Progress:
+    """Algorithm 1's bookkeeping of one batch, per session, as tensors on the device that change in place only
+    (a step captured as a CUDA graph replays on the memory it saw): the metric, the best metric and the weights
+    (and, restoring them, Adam's state) that reached it, which sessions still train, which passed THRESHOLD,
+    the steps taken, and which sessions the last update stepped."""
+
+    def __init__(self, initial: torch.Tensor, threshold: torch.Tensor, max_updates: torch.Tensor,
+                 flat: torch.Tensor, adam: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None) -> None:
+        """``initial``: the metrics before any step ``(S,)``; ``adam``: the moments and step counts to restore
+        with the weights (None: the weights alone)."""
+        sessions = initial.shape[0]
+        self.threshold, self.max_updates = threshold, max_updates
+        self.metric, self.best = initial.clone(), initial.clone()
+        self.active = initial < threshold  # a first metric at THRESHOLD ends Algorithm 1 with no step
+        self.started = self.active.clone()
+        self.hit = torch.zeros(sessions, dtype=torch.bool, device=initial.device)
+        self.updated = torch.zeros(sessions, dtype=torch.bool, device=initial.device)
+        self.steps = torch.zeros(sessions, dtype=torch.long, device=initial.device)
+        self.update_index = torch.zeros((), dtype=torch.long, device=initial.device)
+        self.best_flat = flat.detach().clone()
+        self.best_adam = None if adam is None else tuple(t.clone() for t in adam)
+
+    def limit(self) -> None:
+        """Before an update: sessions that took MAX_UPDATES steps stop training."""
+        self.active &= self.update_index < self.max_updates
+        self.update_index += 1
+
+    def record(self, new_metric: torch.Tensor, flat: torch.Tensor,
+               adam: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
+        """The metrics after the last update at weights ``flat`` and Adam state ``adam``: the updated sessions'
+        metric and step count, whether they passed THRESHOLD (and stop), and their best so far."""
+        updated = self.updated
+        self.metric.copy_(torch.where(updated, new_metric, self.metric))
+        self.steps += updated.long()
+        passed = updated & (new_metric > self.threshold)
+        improved = updated & ~passed & (new_metric > self.best)
+        self.best.copy_(torch.where(improved, new_metric, self.best))
+        rows = improved.view(-1, 1)
+        self.best_flat.copy_(torch.where(rows, flat, self.best_flat))
+        if self.best_adam is not None:
+            for best, now in zip(self.best_adam, adam, strict=True):
+                best.copy_(torch.where(rows if best.dim() == 2 else improved, now, best))
+        self.hit |= passed
+        self.active &= ~passed
+
+    def finish(self, flat: torch.Tensor, adam: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """Restore the best weights (and Adam state) of the sessions that trained, never passed THRESHOLD and
+        ended below their best, in place; returns the final metrics ``(S,)``."""
+        roll_back = self.started & ~self.hit & (self.metric < self.best)
+        rows = roll_back.view(-1, 1)
+        flat.copy_(torch.where(rows, self.best_flat, flat))
+        if self.best_adam is not None:
+            for best, now in zip(self.best_adam, adam, strict=True):
+                now.copy_(torch.where(rows if best.dim() == 2 else roll_back, best, now))
+        return torch.where(roll_back, self.best, self.metric)
 
 
 def _moment(state: dict[torch.Tensor, dict[str, torch.Tensor]], parameter: torch.Tensor, name: str) -> torch.Tensor:

@@ -21,7 +21,7 @@ CORE = ["grouped-written", "matmul-written", "grouped-fused", "matmul-fused"]
 FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "precision", "autocast", "sessions",
           "batch_seconds", "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference",
           "metric_max_diff", "steps_equal_fraction", "weights_max_diff", "error", "gflop_per_key_frame",
-          "achieved_tflops", "labels_agreement", "prepare_ms", "compiled"}
+          "achieved_tflops", "labels_agreement", "prepare_ms", "compiled", "graphs"}
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +90,10 @@ def test_a_failing_point_is_recorded_and_the_run_goes_on(
 ) -> None:
     original = script.distill_batch
 
-    def out_of_memory_for_matmul(jobs: list[Any], convolution: str = "grouped") -> Any:
+    def out_of_memory_for_matmul(jobs: list[Any], convolution: str = "grouped", graphs: bool = False) -> Any:
         if convolution == "matmul":
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
-        return original(jobs, convolution=convolution)
+        return original(jobs, convolution=convolution, graphs=graphs)
 
     monkeypatch.setattr(script, "distill_batch", out_of_memory_for_matmul)
     out = tmp_path / "variants.json"
@@ -121,10 +121,10 @@ def test_a_run_cut_short_keeps_the_server_flags_of_the_points_it_measured(
 
     original = script.distill_batch
 
-    def stopped_at_64x64(jobs: list[Any], convolution: str = "grouped") -> Any:
+    def stopped_at_64x64(jobs: list[Any], convolution: str = "grouped", graphs: bool = False) -> Any:
         if jobs[0].key_frame.frame_bgr.shape[1] == 64:
             raise Stopped
-        return original(jobs, convolution=convolution)
+        return original(jobs, convolution=convolution, graphs=graphs)
 
     monkeypatch.setattr(script, "distill_batch", stopped_at_64x64)
     out = tmp_path / "variants.json"
@@ -169,6 +169,12 @@ def test_variant_names_and_references(script: ModuleType) -> None:
     tf32 = script.Variant("matmul-written-tf32")
     assert (tf32.convolution, tf32.fuse_tail, tf32.precision, tf32.server_option) == ("matmul", False, "tf32", True)
     assert script.Variant("matmul-fused").server_option and not bench.server_option
+    graphs = script.Variant("matmul-fused-graphs")
+    assert (graphs.convolution, graphs.fuse_tail, graphs.graphs, graphs.precision, graphs.reference) == (
+        "matmul", True, True, "fp32", "grouped-fused")
+    assert graphs.server_option and graphs.server_flags == (
+        "--distill-convolution matmul --distill-tail fused --distill-precision fp32 --distill-graphs")
+    assert not script.Variant("matmul-fused").graphs
     with pytest.raises(SystemExit):
         script.main(["--variants", "grouped-fast"])
 

@@ -19,6 +19,7 @@ from services.server.distillation import (
     PooledDistillation,
     make_distillation,
     resolve_engine,
+    resolve_tail,
 )
 from services.server.metrics import ServerMetrics
 from services.server.settings import ServerSettings
@@ -59,16 +60,18 @@ async def _train_all(engine: BatchedDistillation, distillers: list[Distiller], f
 
 
 def _engine_calls(monkeypatch: pytest.MonkeyPatch, fits: int | None = None) -> list[tuple[int, str]]:
-    """Record the engine's calls of distill_batch as (key frames, convolution); with ``fits``, a batch of more
-    key frames raises torch.OutOfMemoryError, as the CUDA allocator does (no GPU here: a stand-in)."""
+    """Record the engine's calls of distill_batch as (key frames, convolution), and that none asks for CUDA graphs;
+    with ``fits``, a batch of more key frames raises torch.OutOfMemoryError, as the CUDA allocator does (no GPU
+    here: a stand-in)."""
     calls: list[tuple[int, str]] = []
     original = distillation.distill_batch
 
-    def recording(jobs: list, convolution: Convolution = "grouped") -> list:
+    def recording(jobs: list, convolution: Convolution = "grouped", graphs: bool = False) -> list:
         calls.append((len(jobs), convolution))
+        assert not graphs
         if fits is not None and len(jobs) > fits:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return original(jobs, convolution)
+        return original(jobs, convolution, graphs)
 
     monkeypatch.setattr(distillation, "distill_batch", recording)
     return calls
@@ -149,6 +152,13 @@ def test_auto_picks_batched_on_an_accelerator_and_sequential_on_a_cpu() -> None:
     assert resolve_engine("auto", "cuda") == "batched"
     assert resolve_engine("batched", "cpu") == "batched"
     assert resolve_engine("sequential", "cuda") == "sequential"
+
+
+def test_the_automatic_tail_is_fused_on_a_cpu_and_under_the_batched_engine() -> None:
+    assert resolve_tail("auto", "cpu", "auto") and resolve_tail("auto", "cpu", "sequential")
+    assert resolve_tail("auto", "cuda", "auto") and resolve_tail("auto", "cuda", "batched")
+    assert not resolve_tail("auto", "cuda", "sequential")
+    assert resolve_tail("fused", "cuda", "sequential") and not resolve_tail("written", "cpu", "auto")
     with ThreadPoolExecutor(1) as pool:
         assert isinstance(make_distillation("auto", "cuda", ServerMetrics(), pool, 4), BatchedDistillation)
         assert isinstance(make_distillation("auto", "cpu", ServerMetrics(), pool, 4), PooledDistillation)

@@ -381,22 +381,22 @@ def test_a_student_size_reaches_the_welcome_and_the_server_trains_on_what_the_ed
     assert update.initial_metric == pytest.approx(miou(seen, truth, len(scene.class_names)), abs=1e-6)
 
 
-@pytest.mark.parametrize(("convolution", "precision"), [("grouped", "fp32"), ("matmul", "tf32")])
+@pytest.mark.parametrize(("convolution", "precision", "graphs"), [("grouped", "fp32", False), ("matmul", "tf32", True)])
 def test_the_batched_engine_serves_concurrent_sessions_and_the_edge_holds_the_servers_student(
-    settings: ServerSettings, scene: TinyScene, convolution: Convolution, precision: str,
+    settings: ServerSettings, scene: TinyScene, convolution: Convolution, precision: str, graphs: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    asked: list[tuple[str, str]] = []
+    asked: list[tuple[str, str, bool]] = []
     original = distillation.distill_batch
 
-    def recording(jobs: list[KeyFrameJob], how: Convolution) -> list[DistillResult]:
-        asked.extend((how, job.distiller.precision) for job in jobs)
-        return original(jobs, how)
+    def recording(jobs: list[KeyFrameJob], how: Convolution, replayed: bool) -> list[DistillResult]:
+        asked.extend((how, job.distiller.precision, replayed) for job in jobs)
+        return original(jobs, how, replayed)
 
     monkeypatch.setattr(distillation, "distill_batch", recording)
     batched = settings.model_copy(update={
         "distill_engine": "batched", "distill_batch_size": 8, "distill_convolution": convolution,
-        "distill_precision": precision,
+        "distill_precision": precision, "distill_graphs": graphs,
     })
     with TestClient(create_app(batched)) as client:
         wait_ready(client)
@@ -423,7 +423,7 @@ def test_the_batched_engine_serves_concurrent_sessions_and_the_edge_holds_the_se
     assert sample_value(text, "shadowtutor_server_engine_batch_size_sum") == 4
     assert sample_value(text, "shadowtutor_server_engine_queue_wait_seconds_count") == 4
     assert sample_value(text, "shadowtutor_server_distill_latency_seconds_count") == 4
-    assert set(asked) == {(convolution, precision)}
+    assert set(asked) == {(convolution, precision, graphs)}
 
 
 def _tensors_of(update: Update) -> tuple[list, bytes]:

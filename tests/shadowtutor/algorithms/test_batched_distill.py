@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -148,6 +149,83 @@ def test_the_engine_equals_each_sessions_own_distiller(
     assert seen_steps & {1, 2, 3, 4, 5, 6, 7}
     assert rolled_back >= 2, "no session rolled back: the restore path went untested"
     assert len({id(alone) for alone, _ in pairs if restores[id(alone)]}) >= 2, "rollbacks in one session only"
+
+
+def _replayed_against_plain(
+    device: str, replay: bool, fuse_tail: bool = False, dtype: torch.dtype = torch.float64,
+    size: tuple[int, int] = (WIDTH, HEIGHT),
+) -> list[int]:
+    """Train the same sessions (their own stop points and rollbacks) once plainly and once with ``graphs``, on
+    ``device``, as on a GPU (every batch takes MAX_UPDATES steps), with frames of ``size`` (WIDTH, HEIGHT);
+    assert equal results and students (in float64 to the rounding the CPU tests allow; in float32 the same
+    steps and metrics within 1e-3). Returns each session's steps."""
+    torch.manual_seed(0)
+    base = StudentNet(num_classes=3).to(dtype).to(device)
+    pairs = [(Distiller(copy.deepcopy(base), _params(s), background=0, device=device, fuse_tail=fuse_tail),
+              Distiller(copy.deepcopy(base), _params(s), background=0, device=device, fuse_tail=fuse_tail))
+             for s in range(SESSIONS)]
+    frames = [tuple(cv2.resize(image, size, interpolation=cv2.INTER_NEAREST) for image in _key_frame(s, 0))
+              for s in range(SESSIONS)]
+    plain = distill_batch([KeyFrameJob.prepare(p, f, lab) for (p, _), (f, lab) in zip(pairs, frames, strict=True)])
+    replayed = distill_batch(
+        [KeyFrameJob.prepare(r, f, lab) for (_, r), (f, lab) in zip(pairs, frames, strict=True)], graphs=replay)
+    exact = dtype == torch.float64
+    for (p, r), want, got in zip(pairs, plain, replayed, strict=True):
+        assert got.steps == want.steps
+        assert got.initial_metric == pytest.approx(want.initial_metric, abs=1e-12 if exact else 1e-3)
+        assert got.metric == pytest.approx(want.metric, abs=1e-12 if exact else 1e-3)
+        if exact:
+            for key, tensor in p.student.state_dict().items():
+                atol = 1e-6 if key in INERT else 1e-9
+                torch.testing.assert_close(r.student.state_dict()[key], tensor, rtol=0, atol=atol, msg=key)
+        assert float(_optimiser_state(r)["dec3.long_path.3.weight"]["step"]) == float(
+            _optimiser_state(p)["dec3.long_path.3.weight"]["step"])
+    return [result.steps for result in replayed]
+
+
+def test_steps_replayed_as_a_graph_give_each_session_its_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's side of CUDA graphs on the CPU: the batch hands its step to :func:`replay_step` (a stand-in
+    that calls it eagerly, as a replay reruns what was captured: CUDA graphs need a GPU, absent here) and the
+    sessions end as without it, with stop points and rollbacks of their own."""
+    replays: list[int] = []
+
+    def eager_replay(step: Any, times: int, device: torch.device) -> bool:
+        replays.append(times)
+        for _ in range(times):
+            step()
+        return True
+
+    monkeypatch.setattr(batched_distill, "stops_early_on_host", lambda device: False)
+    monkeypatch.setattr(batched_distill, "replays_steps", lambda device, graphs: graphs)
+    monkeypatch.setattr(batched_distill, "replay_step", eager_replay)
+    steps = _replayed_against_plain("cpu", replay=True)
+    assert replays == [7, 7]  # a batch per restore rule, each replaying its steps after the first (of 8)
+    assert len(set(steps)) >= 3  # sessions stopped at different points
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("fuse_tail", [False, True], ids=["tail as written", "fused tail"])
+def test_steps_replayed_as_a_cuda_graph_equal_the_plain_run(
+    monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, fuse_tail: bool
+) -> None:
+    """On a GPU: every batch captures its step (no eager fallback) and the replays give the plain run's results."""
+    captured: list[bool] = []
+    original = batched_distill.replay_step
+
+    def recording(step: Any, times: int, device: torch.device) -> bool:
+        captured.append(original(step, times, device))
+        return captured[-1]
+
+    monkeypatch.setattr(batched_distill, "replay_step", recording)
+    steps = _replayed_against_plain("cuda", replay=True, fuse_tail=fuse_tail, dtype=dtype, size=(128, 72))
+    assert captured == [True, True] and len(set(steps)) >= 2
+
+
+def test_graphs_are_replayed_on_cuda_alone() -> None:
+    assert batched_distill.replays_steps(torch.device("cuda", 0), graphs=True)
+    assert not batched_distill.replays_steps(torch.device("cuda", 0), graphs=False)
+    assert not batched_distill.replays_steps(torch.device("cpu"), graphs=True)
 
 
 def test_incompatible_key_frames_run_on_their_own() -> None:
