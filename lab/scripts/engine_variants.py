@@ -11,7 +11,9 @@ runs before it even when not picked):
   fp32``); ``...-tf32``: the same with TF32 tensor cores for convolutions and matrix products
   (``--distill-precision tf32``; nothing changes on a CPU);
 - ``...-graphs``: the same with every step after the second replayed as one CUDA graph (``distill_batch``'s
-  ``graphs``, the server's ``--distill-graphs``; nothing changes off CUDA, where it still runs);
+  ``graphs``, the server's ``--distill-graphs``; nothing changes off CUDA, where it still runs); its row says
+  whether every batch replayed its graph (``graphs_replayed``), and one whose capture failed, which ran as its
+  plain twin, is never chosen;
 - ``...-cudnnbench``: the same with ``torch.backends.cudnn.benchmark`` on for that variant only (restored
   after; nothing changes on a CPU, where it still runs);
 - ``...-bf16``: the same under ``torch.autocast(device type, bfloat16)``: how fast, and how far its results
@@ -258,6 +260,20 @@ def compiled_engine(on: bool) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def recorded_replays(replays: list[bool]) -> Iterator[None]:
+    """While open, whether each of the engine's calls of ``replay_step`` replayed a CUDA graph is appended to
+    ``replays`` (False: its capture failed and the steps ran eagerly; no call at all off CUDA)."""
+    original = batched_distill.replay_step
+
+    def recording(step: Callable[[], object], times: int, device: torch.device) -> bool:
+        replays.append(original(step, times, device))
+        return replays[-1]
+
+    with mock.patch.object(batched_distill, "replay_step", recording):
+        yield
+
+
 def key_frames(sessions: int, width: int, height: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per session a BGR frame ``(height, width, 3)`` uint8 and labels ``(height, width)``: blocks of a few
     classes (the background among them), the frame noise tinted by each block's class."""
@@ -308,6 +324,8 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
     for distiller in base:
         front_fingerprint(distiller)  # cached on the distiller, as a server session's is after its first key frame
 
+    replays: list[bool] = []
+
     def batch() -> tuple[float, float, list[Distiller], list[DistillResult]]:
         distillers = copy.deepcopy(base)
         autocast = bf16_autocast(device, "bf16" if variant.bf16 else variant.precision)
@@ -316,7 +334,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         jobs = [KeyFrameJob.prepare(d, frame, label) for d, (frame, label) in zip(distillers, inputs, strict=True)]
         synchronize(device)
         prepared = time.perf_counter()
-        with autocast, compiled_engine(variant.compiled):
+        with autocast, compiled_engine(variant.compiled), recorded_replays(replays):
             results = distill_batch(jobs, convolution=variant.convolution, graphs=variant.graphs)
         synchronize(device)
         return time.perf_counter() - prepared, prepared - start, distillers, results
@@ -337,6 +355,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         "mean_steps": float(last.steps.mean()),
         "prepare_ms": 1000 * statistics.median(t[1] for t in timed) / len(inputs),
         "peak_bytes": torch.cuda.max_memory_allocated(device) if device.startswith("cuda") else None,
+        "graphs_replayed": bool(replays) and all(replays) if variant.graphs else None,
     }, warm_up, last
 
 
@@ -391,6 +410,8 @@ def point_line(row: dict[str, Any]) -> str:
     line = (f"{head} {row['key_frames_per_s']:.1f} key frames/s, {row['median_s']:.3f} s/batch, {ms_step} ms/step, "
             f"{row['mean_steps']:.2f} steps, {row['achieved_tflops']:.2f} TFLOP/s, peak {peak}, "
             f"prepare {row['prepare_ms']:.1f} ms/key frame")
+    if row["graphs_replayed"] is not None:
+        line += ", graphs replayed" if row["graphs_replayed"] else ", graphs not replayed (ran eagerly)"
     if row["metric_max_diff"] is None:
         return f"{line}, vs {row['reference']}: not run"
     return (f"{line}, vs {row['reference']}: metric {row['metric_max_diff']:.1e}, "
@@ -425,10 +446,12 @@ def agrees(row: dict[str, Any]) -> bool:
 
 
 def choose(rows: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """Per size: the fastest server option that :func:`agrees`, and the faster server options that do not."""
+    """Per size: the fastest server option that :func:`agrees`, and the faster server options that do not; a
+    graphs variant counts only where every batch replayed its graph (elsewhere it ran as its plain twin)."""
     chosen = {}
     for size in dict.fromkeys(r["size"] for r in rows):
-        done = [r for r in rows if r["size"] == size and r["error"] is None and Variant(r["variant"]).server_option]
+        done = [r for r in rows if r["size"] == size and r["error"] is None and Variant(r["variant"]).server_option
+                and r.get("graphs_replayed") is not False]
         fine = [r for r in done if agrees(r)]
         if fine:
             best = max(fine, key=lambda r: r["key_frames_per_s"])

@@ -13,7 +13,7 @@
 # RUN_LIMIT_S (default 530): the last step, a torch.compile study, runs only in what is left of it.
 # VARIANTS_LIMIT_S (default 240): the most seconds step 0 may take.
 # ONLY="STEP ...": run these steps alone (default: every step); VARIANTS and SIZES: step 0's --variants (default:
-# all) and --sizes (default 1280x720,640x360,128x72).
+# the server options still open, below) and --sizes (default 1280x720,640x360,128x72).
 set -uo pipefail
 OUT=${OUT:-docs/results/server_gpu}
 SECS=${SECONDS_PER_POINT:-4}
@@ -55,15 +55,18 @@ if [ ! -f "$weights" ] && { [ -z "${ONLY:-}" ] || [[ "$ONLY" =~ teacher|maskrcnn
   $PY -c "import torch, torchvision; torch.save(torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91).state_dict(), '$weights')"
 fi
 dev=${DEVICE:-cuda}
+OPEN_VARIANTS=grouped-written,matmul-written,grouped-fused,matmul-fused,grouped-fused-graphs,matmul-fused-graphs,matmul-written-graphs
+case "${VARIANTS:-}" in all) ENGINE_VARIANTS= ;; "") ENGINE_VARIANTS=$OPEN_VARIANTS ;; *) ENGINE_VARIANTS=$VARIANTS ;; esac
 # the tests that need a GPU (CUDA graphs replayed against plain runs); the rest of the suite runs in CI
 step cuda_tests "$PY" -m pytest -q -p no:cacheprovider tests/shadowtutor/algorithms/test_step_graph.py \
   tests/shadowtutor/algorithms/test_batched_distill.py -k "cuda or graph"
-# 0. the batched engine alone, every variant (convolution x tail x precision, and study switches), 64 sessions:
-# which is fastest; 128x72 has next to no arithmetic, so its batch time is the host's cost of a batch (Python and
-# kernel launches), the most that CUDA graphs could save
+# 0. the batched engine alone, 64 sessions: which variant is fastest, of the convolutions x tails with and without
+# CUDA graphs (TF32, cuDNN's autotuner and bf16 were measured on an H100: docs/results/server_gpu/h100-engine-v2;
+# VARIANTS=all to time every variant of engine_variants.py again); 128x72 has next to no arithmetic, so its batch
+# time is the host's cost of a batch (Python and kernel launches), what CUDA graphs are to remove
 # VARIANTS_LIMIT_S bounds the step: cut short, it still chooses the flags from the points it measured
 step engine_variants timeout "${VARIANTS_LIMIT_S:-240}" "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 \
-  --sizes "${SIZES:-1280x720,640x360,128x72}" ${VARIANTS:+--variants "$VARIANTS"} --repeats "${VARIANT_REPEATS:-2}" \
+  --sizes "${SIZES:-1280x720,640x360,128x72}" ${ENGINE_VARIANTS:+--variants "$ENGINE_VARIANTS"} --repeats "${VARIANT_REPEATS:-2}" \
   --out "$OUT/engine_variants.json"
 # the server flags of the fastest server option per size (none measured: the defaults)
 flags_at() {

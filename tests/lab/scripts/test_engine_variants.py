@@ -21,7 +21,7 @@ CORE = ["grouped-written", "matmul-written", "grouped-fused", "matmul-fused"]
 FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "precision", "autocast", "sessions",
           "batch_seconds", "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference",
           "metric_max_diff", "steps_equal_fraction", "weights_max_diff", "error", "gflop_per_key_frame",
-          "achieved_tflops", "labels_agreement", "prepare_ms", "compiled", "graphs"}
+          "achieved_tflops", "labels_agreement", "prepare_ms", "compiled", "graphs", "graphs_replayed"}
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +83,23 @@ def test_core_variants_on_the_cpu(script: ModuleType, tmp_path: Path, capsys: py
     table = out.with_suffix(".md").read_text()
     assert results["command"] in table and lines[5] in table
     assert all(f"| 128x72 | {name} | " in table for name in CORE)
+
+
+def test_a_graphs_variant_that_replayed_no_graph_is_never_chosen(
+    script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On this CPU no batch replays a graph (CUDA graphs need a GPU): the variant runs as its plain twin, says so,
+    and the server flags never name --distill-graphs, however fast it was."""
+    out = tmp_path / "variants.json"
+    assert script.main(tiny(out, ["grouped-fused-graphs"])) == 0
+    results = json.loads(out.read_text())
+    rows = {row["variant"]: row for row in results["rows"]}
+    assert rows["grouped-fused-graphs"]["graphs_replayed"] is False and rows["grouped-fused"]["graphs_replayed"] is None
+    assert rows["grouped-fused-graphs"]["graphs"] and rows["grouped-fused-graphs"]["labels_agreement"] == 1
+    assert "--distill-graphs" not in results["server_flags"]["128x72"]
+    assert "graphs not replayed (ran eagerly)" in capsys.readouterr().out
+    replayed = {**rows["grouped-fused-graphs"], "graphs_replayed": True, "key_frames_per_s": 1e6}
+    assert script.server_flags([rows["grouped-fused"], replayed])["128x72"].endswith("--distill-graphs")
 
 
 def test_a_failing_point_is_recorded_and_the_run_goes_on(
