@@ -199,6 +199,7 @@ class _BatchedRun:
         self.device = distillers[0].device
         self.reference = distillers[0].student
         self.keys = distillers[0].trainable_keys
+        self.parameters = [_trainable_parameters(d, self.keys) for d in distillers]
         self.x = torch.cat([k.x for k in key_frames])
         self.target = torch.stack([k.target for k in key_frames])
         self.weights = torch.stack([k.weights for k in key_frames])
@@ -238,19 +239,34 @@ class _BatchedRun:
         parts = torch.split(flat, self.sizes, dim=1)
         return tuple(part.view(-1, *shape) for part, shape in zip(parts, self.shapes, strict=True))
 
+    def _session_rows(self, flat: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
+        """Per trainable tensor (in key order), its view in every session's row of ``flat (S, weights)``."""
+        return [part.unbind(0) for part in self._unflatten(flat)]
+
     def _gather(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The flat weights, Adam's two flat moments and the step counts."""
-        rows, avg_rows, avg_sq_rows, steps = [], [], [], []
-        for distiller in self.distillers:
-            named = dict(distiller.student.named_parameters())
-            tensors = [named[key] for key in self.keys]
+        """The flat weights, Adam's two flat moments (zero for a parameter without them) and the step counts, copied
+        from every session in one multi-tensor copy."""
+        sessions, width = len(self.distillers), sum(self.sizes)
+        flat = torch.empty(sessions, width, dtype=self.dtype, device=self.device)
+        exp_avg, exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)
+        rows = [self._session_rows(t) for t in (flat, exp_avg, exp_avg_sq)]
+        targets: list[torch.Tensor] = []
+        sources: list[torch.Tensor] = []
+        steps = []
+        for index, (distiller, parameters) in enumerate(zip(self.distillers, self.parameters, strict=True)):
             state = distiller.optimizer.state
-            rows.append(torch.cat([t.detach().reshape(-1) for t in tensors]))
-            avg_rows.append(torch.cat([_moment(state, t, "exp_avg").reshape(-1) for t in tensors]))
-            avg_sq_rows.append(torch.cat([_moment(state, t, "exp_avg_sq").reshape(-1) for t in tensors]))
-            steps.append(float(state[tensors[0]]["step"]) if tensors[0] in state else 0.0)
-        flat = torch.stack(rows)
-        return flat, torch.stack(avg_rows), torch.stack(avg_sq_rows), self._per_session(steps)
+            for number, parameter in enumerate(parameters):
+                targets.append(rows[0][number][index])
+                sources.append(parameter.detach())
+                entry = state.get(parameter, {})
+                for moments, name in ((rows[1], "exp_avg"), (rows[2], "exp_avg_sq")):
+                    if name in entry:
+                        targets.append(moments[number][index])
+                        sources.append(entry[name])
+            first = state.get(parameters[0], {})
+            steps.append(float(first["step"]) if "step" in first else 0.0)
+        torch._foreach_copy_(targets, sources)
+        return flat, exp_avg, exp_avg_sq, self._per_session(steps)
 
     def run(self) -> list[DistillResult]:
         with float32_precision(self.device, self.precision):
@@ -342,7 +358,7 @@ class _BatchedRun:
         """Session ``index``'s ``optimizer.state_dict()`` as :meth:`_scatter` and :meth:`_write_steps` left it, with
         its moments taken from the batch's host copies ``exp_avg`` and ``exp_avg_sq`` and its step counts copied."""
         distiller = self.distillers[index]
-        names = {id(p): n for n, p in distiller.student.named_parameters()}
+        names = {id(p): key for key, p in zip(self.keys, self.parameters[index], strict=True)}
         params = distiller.optimizer.param_groups[0]["params"]
         packed = distiller.optimizer.state_dict()  # its per-parameter entries are the live ones: not changed here
         avg, avg_sq = self._row(exp_avg, index), self._row(exp_avg_sq, index)
@@ -373,16 +389,14 @@ class _BatchedRun:
         """Write every session's weights and Adam moments back into its own student and optimiser."""
         targets: list[torch.Tensor] = []
         sources: list[torch.Tensor] = []
-        stacked = [self._unflatten(t.detach()) for t in (flat, exp_avg, exp_avg_sq)]
-        for index, distiller in enumerate(self.distillers):
-            named = dict(distiller.student.named_parameters())
+        stacked = [self._session_rows(t.detach()) for t in (flat, exp_avg, exp_avg_sq)]
+        for index, (distiller, parameters) in enumerate(zip(self.distillers, self.parameters, strict=True)):
             state = distiller.optimizer.state
-            for number, key in enumerate(self.keys):
-                parameter = named[key]
+            for number, parameter in enumerate(parameters):
                 entry = state[parameter]
-                if "exp_avg" not in entry:
-                    entry["exp_avg"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
-                    entry["exp_avg_sq"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
+                if "exp_avg" not in entry:  # written over below
+                    entry["exp_avg"] = torch.empty_like(parameter, memory_format=torch.preserve_format)
+                    entry["exp_avg_sq"] = torch.empty_like(parameter, memory_format=torch.preserve_format)
                 targets += [parameter.data, entry["exp_avg"], entry["exp_avg_sq"]]
                 sources += [stacked[0][number][index], stacked[1][number][index], stacked[2][number][index]]
         torch._foreach_copy_(targets, sources)
@@ -390,14 +404,13 @@ class _BatchedRun:
     def _write_steps(self, adam_steps: list[float]) -> None:
         """Set each optimiser's step count (on the host, as Adam keeps it); drop the state of a session that
         never stepped, as a fresh Adam has none."""
-        for distiller, count in zip(self.distillers, adam_steps, strict=True):
-            named = dict(distiller.student.named_parameters())
-            for key in self.keys:
-                parameter = named[key]
+        for distiller, parameters, count in zip(self.distillers, self.parameters, adam_steps, strict=True):
+            state = distiller.optimizer.state
+            for parameter in parameters:
                 if count == 0:
-                    distiller.optimizer.state.pop(parameter, None)
+                    state.pop(parameter, None)
                 else:
-                    distiller.optimizer.state[parameter]["step"] = torch.tensor(count, dtype=torch.get_default_dtype())
+                    state[parameter]["step"] = torch.tensor(count, dtype=torch.get_default_dtype())
 
 
 class _Progress:
@@ -457,11 +470,10 @@ class _Progress:
         return torch.where(roll_back, self.best, self.metric)
 
 
-def _moment(state: dict[torch.Tensor, dict[str, torch.Tensor]], parameter: torch.Tensor, name: str) -> torch.Tensor:
-    entry = state.get(parameter)
-    if entry is None or name not in entry:
-        return torch.zeros_like(parameter).detach()
-    return entry[name]
+def _trainable_parameters(distiller: Distiller, keys: Sequence[str]) -> list[torch.Tensor]:
+    """The distiller's trainable parameters in the order of ``keys`` (state-dict names)."""
+    named = dict(distiller.student.named_parameters())
+    return [named[key] for key in keys]
 
 
 def _check_plain_adam(param_groups: list[dict[str, object]]) -> None:
