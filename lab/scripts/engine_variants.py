@@ -98,6 +98,7 @@ from shadowtutor.models.student import FrontFeatures, StudentNet
 from shadowtutor.teachers.base import TeacherError
 from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor_lab.cli.options import frame_size, script_command
+from shadowtutor_lab.evaluation.engine_inputs import key_frames
 from shadowtutor_lab.evaluation.machine import describe_machine, machine_info
 from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner, synchronize
 
@@ -272,25 +273,6 @@ def recorded_replays(replays: list[bool]) -> Iterator[None]:
 
     with mock.patch.object(batched_distill, "replay_step", recording):
         yield
-
-
-def key_frames(sessions: int, width: int, height: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per session a BGR frame ``(height, width, 3)`` uint8 and labels ``(height, width)``: blocks of a few
-    classes (the background among them), the frame noise tinted by each block's class."""
-    rng = np.random.default_rng(seed)
-    classes = len(LVS_CLASSES)
-    block = max(4, height // 8)
-    rows, cols = -(-height // block), -(-width // block)
-    inputs = []
-    for _ in range(sessions):
-        present = rng.choice(classes, size=3, replace=False)
-        present[0] = background_index(LVS_CLASSES)
-        grid = rng.choice(present, size=(rows, cols)).astype(np.uint8)
-        label = np.kron(grid, np.ones((block, block), np.uint8))[:height, :width]
-        tint = rng.integers(0, 128, (classes, 3))
-        frame = (rng.integers(0, 128, (height, width, 3)) + tint[label]).astype(np.uint8)
-        inputs.append((frame, label))
-    return inputs
 
 
 def outcome(distillers: list[Distiller], results: list[DistillResult],
