@@ -79,31 +79,16 @@ def fold_tail(
     student's weights, like :func:`fold_head`.
     """
     w1, b1 = student.out_conv1.weight, conv_bias(student.out_conv1)
-    weight_mix, bias_mix = _tail_operators(w1.dtype, w1.device)
-    # all nine regions at once: R and Q pick the (first, inner, last) mix of the block row and column; the
-    # constant mixes are contracted beforehand, so that the weights take two contractions
-    head_then_conv1 = torch.einsum("kmAB,mcCD->kcABCD", head_weight, w1)
-    weights = torch.einsum("kcABCD,ABCDRQyxjl->RQkyxcjl", head_then_conv1, weight_mix)
+    mixes, hidden_taps = _tail_mixes(w1.dtype, w1.device)
+    # all nine regions at once: R and Q pick the (first, inner, last) mix of the block row and column
+    weights = torch.einsum("kmAB,mcCD,RyACj,QxBDl->RQkyxcjl", head_weight, w1, mixes, mixes)
     biases = head_bias.view(1, 1, -1, 1, 1) + torch.einsum(
-        "kAB,ABRQyx->RQkyx", torch.einsum("kmAB,m->kAB", head_weight, b1), bias_mix)
+        "kmAB,m,RyA,QxB->RQkyx", head_weight, b1, hidden_taps, hidden_taps)
     regions = len(TAIL_REGIONS)
     weights = weights.reshape(regions, -1, w1.shape[1], 3, 3).contiguous()
     biases = biases.reshape(regions, -1).contiguous()
     return {region: (weight, bias)
             for region, weight, bias in zip(TAIL_REGIONS, weights.unbind(0), biases.unbind(0), strict=True)}
-
-
-@functools.lru_cache(maxsize=8)
-def _tail_operators(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`fold_tail`'s constants contracted: the weights' mix ``(3, 3, 3, 3, 3, 3, r, r, 3, 3)`` (head taps
-    of the rows and columns, out_conv1 taps of the rows and columns; block row, block column; output phases;
-    input offsets) and the biases' ``(3, 3, 3, 3, r, r)`` (head taps; blocks; phases), from
-    :func:`_tail_mixes`."""
-    mixes, hidden_taps = _tail_mixes(dtype, device)
-    with torch.inference_mode(False), torch.no_grad():
-        weight_mix = torch.einsum("RyACj,QxBDl->ABCDRQyxjl", mixes, mixes).contiguous()
-        bias_mix = torch.einsum("RyA,QxB->ABRQyx", hidden_taps, hidden_taps).contiguous()
-    return weight_mix, bias_mix
 
 
 @functools.lru_cache(maxsize=8)
