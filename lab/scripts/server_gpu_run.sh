@@ -24,9 +24,11 @@ weights=${WEIGHTS:-/tmp/maskrcnn_random.pt}
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/run.log"; }
 pack() { if [ -n "${ARCHIVE:-}" ]; then tar czf "$ARCHIVE" -C "$OUT" .; fi; }
 STEPS=()
+# whether ONLY (unset: every step) names the step $1
+wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 step() {
   local name=$1; shift
-  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
+  wanted "$name" || return 0
   log "$name: $*"; STEPS+=("$name")
   "$@" > "$OUT/$name.log" 2>&1; echo "rc=$?" >> "$OUT/$name.log"; tail -40 "$OUT/$name.log"; pack
 }
@@ -51,7 +53,7 @@ import torch
 print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device", "| torch", torch.__version__,
       "| CUDA", torch.version.cuda)
 PY
-if [ ! -f "$weights" ] && { [ -z "${ONLY:-}" ] || [[ "$ONLY" =~ teacher|maskrcnn|profile ]]; }; then
+if [ ! -f "$weights" ] && { wanted teacher_check || wanted load_maskrcnn || wanted profile; }; then
   $PY -c "import torch, torchvision; torch.save(torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91).state_dict(), '$weights')"
 fi
 dev=${DEVICE:-cuda}
@@ -102,7 +104,7 @@ step profile "$PY" -m shadowtutor_lab bench server --stages teacher,distill,both
 # 6. a study, only where the run has time left for it (compiling takes minutes; RUN_LIMIT_S: the seconds the whole
 # run may take): the engine compiled by torch.compile at 640x360, against its references
 left=$(( ${RUN_LIMIT_S:-530} - SECONDS ))
-if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" engine_compiled "* ]]; then
+if ! wanted engine_compiled; then
   :
 elif [ "$left" -ge 120 ]; then
   step engine_compiled timeout "$left" "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 --sizes 640x360 \
