@@ -24,12 +24,19 @@ import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from shadowtutor.algorithms import batched_distill
-from shadowtutor.algorithms.batched_distill import CONVOLUTIONS, KeyFrameJob, distill_batch, front_fingerprint
+from shadowtutor.algorithms.batched_distill import (
+    CONVOLUTIONS,
+    Convolution,
+    KeyFrameJob,
+    distill_batch,
+    front_fingerprint,
+)
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
@@ -63,20 +70,23 @@ class OperationCount(TorchDispatchMode):
                 "compute": sum(n for name, n in self.counts.items() if name not in NO_KERNEL)}
 
 
-def count_batch(template: StudentNet, inputs: list[Any], fuse_tail: bool, convolution: str, max_updates: int,
-                trained_once: bool) -> dict[str, int]:
+def count_batch(template: StudentNet, inputs: list[Any], fuse_tail: bool, convolution: Convolution,
+                max_updates: int, trained_once: bool) -> dict[str, int]:
     """The operations of one batch (every session's key frame of ``inputs``), its sessions fresh or trained once."""
     params = AlgorithmParams(threshold=0.999, max_updates=max_updates)
     background = background_index(LVS_CLASSES)
     distillers = [Distiller(copy.deepcopy(template), params, background, "cpu", fuse_tail=fuse_tail) for _ in inputs]
     for distiller in distillers:
         front_fingerprint(distiller)  # cached, as a server session's is after its first key frame
+
+    def jobs() -> list[KeyFrameJob]:
+        return [KeyFrameJob.prepare(d, f, lab) for d, (f, lab) in zip(distillers, inputs, strict=True)]
+
     if trained_once:
-        distill_batch([KeyFrameJob.prepare(d, f, lab) for d, (f, lab) in zip(distillers, inputs, strict=True)],
-                      convolution)  # type: ignore[arg-type]
-    jobs = [KeyFrameJob.prepare(d, f, lab) for d, (f, lab) in zip(distillers, inputs, strict=True)]
+        distill_batch(jobs(), convolution)
+    batch = jobs()
     with OperationCount() as counted:
-        distill_batch(jobs, convolution)  # type: ignore[arg-type]
+        distill_batch(batch, convolution)
     return counted.totals()
 
 
@@ -86,9 +96,8 @@ def measure(sessions: int, size: tuple[int, int], seed: int = 0) -> list[dict[st
     template = StudentNet(num_classes=len(LVS_CLASSES))
     inputs = key_frames(sessions, size[0], size[1], seed)
     rows = []
-    original = batched_distill.stops_early_on_host
-    batched_distill.stops_early_on_host = lambda device: False  # as on a GPU: every batch takes MAX_UPDATES steps
-    try:
+    # as on a GPU: every batch takes MAX_UPDATES steps
+    with mock.patch.object(batched_distill, "stops_early_on_host", lambda device: False):
         for fuse_tail in (False, True):
             for convolution in CONVOLUTIONS:
                 fresh = count_batch(template, inputs, fuse_tail, convolution, 8, trained_once=False)
@@ -99,8 +108,6 @@ def measure(sessions: int, size: tuple[int, int], seed: int = 0) -> list[dict[st
                     "batch_fresh": fresh, "batch_trained": trained,
                     "step": {kind: trained[kind] - seven[kind] for kind in ("all", "compute")},
                 })
-    finally:
-        batched_distill.stops_early_on_host = original
     return rows
 
 
