@@ -13,7 +13,9 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[3] / "lab" / "scripts" / "engine_operations.py"
 
 
-def test_operations_are_counted_per_tail_convolution_and_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_operations_are_counted_per_tail_convolution_and_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = importlib.util.spec_from_file_location("engine_operations", SCRIPT)
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
