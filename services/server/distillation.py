@@ -4,13 +4,14 @@
   distillation thread pool (sessions in parallel up to ``distill_workers``). The CPU default: the
   sequential path trains the fused tail, a CPU speed-up.
 * :class:`BatchedDistillation`: each key frame is prepared on the host (resized, its loss weights
-  computed, pinned on CUDA) in a thread pool, then queues for one engine thread, which uploads and
-  trains as one batch what is queued when it is free, together with the key frames then still in
-  preparation
+  computed, pinned on CUDA) in a thread pool, then queues for ``distill_engines`` engine threads; an
+  engine that is free uploads and trains as one batch what is queued, together with the key frames
+  then still in preparation
   (:func:`~shadowtutor.algorithms.batched_distill.distill_batch`, at most ``distill_batch_size`` key
   frames, the sessions' convolutions computed as ``distill_convolution`` says). The GPU default: one
   batched run keeps the device busy where a session at a time leaves it idle between small
-  kernels, and the next batch's host work runs in parallel beside it.
+  kernels, and the next batch's host work runs in parallel beside it. With several engines, one
+  batch's host work (Python, ``vmap``, autograd, launches) runs beside another's GPU work.
 
 Both give each session the result its own ``Distiller.train`` would; each returns the result with
 the seconds the key frame spent from submission to its result.
@@ -81,37 +82,49 @@ class _Pending:
 
 class BatchedDistillation:
     """Key frames of every session, prepared in ``prepare_pool`` (None: the event loop's default executor), queue
-    for one engine thread that trains them in batches. A batch starts when the engine is free and a key frame
-    is queued; it takes the queued key frames and those that were in preparation at that moment."""
+    for ``engines`` engine threads that train them in batches. A batch starts when an engine is free and a key
+    frame is queued; it takes the queued key frames and those that were in preparation at that moment, never a
+    session that another engine is training (its key frame waits for that batch to end)."""
 
     def __init__(
         self, metrics: ServerMetrics, max_batch: int, convolution: Convolution = "grouped", graphs: bool = False,
-        prepare_pool: Executor | None = None,
+        prepare_pool: Executor | None = None, engines: int = 1,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if engines < 1:
+            raise ValueError(f"engines must be >= 1, got {engines}")
         self.metrics = metrics
         self.max_batch = max_batch
         self.convolution = convolution
         self.graphs = graphs
         self.prepare_pool = prepare_pool
+        self.engines = engines
         metrics.engine_batch_limit.set(max_batch)
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shadowtutor-engine")
+        self._executor = ThreadPoolExecutor(max_workers=engines, thread_name_prefix="shadowtutor-engine")
         self._worker: asyncio.Task[None] | None = None
         self._preparing: set[asyncio.Task[None]] = set()
+        self._batches: set[asyncio.Task[None]] = set()
+        self._training: set[int] = set()  # ids of the distillers in a running batch
+        self._free_engines: asyncio.Semaphore | None = None
+        self._batch_ended: asyncio.Event | None = None
 
     def start(self) -> None:
         if self._worker is None:
+            self._free_engines = asyncio.Semaphore(self.engines)
+            self._batch_ended = asyncio.Event()
             self._worker = asyncio.get_running_loop().create_task(self._run(), name="distill-engine")
 
     async def stop(self) -> None:
         for task in list(self._preparing):
             task.cancel()
-        if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.wait({self._worker})
-            self._worker = None
+        running = [t for t in (self._worker, *self._batches) if t is not None]
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.wait(running)
+        self._worker = None
         while not self._queue.empty():
             pending = self._queue.get_nowait()
             if not pending.future.done():
@@ -148,48 +161,86 @@ class BatchedDistillation:
             self._queue.put_nowait(_Pending(job, future, submitted))
 
     def _take_batch(self, first: _Pending) -> list[_Pending]:
-        """``first`` and what else is queued, up to ``max_batch`` with one key frame per distiller (a
-        second one of a distiller waits for the next batch)."""
-        batch, held, seen = [first], [], {id(first.job.distiller)}
-        while len(batch) < self.max_batch and not self._queue.empty():
-            pending = self._queue.get_nowait()
-            if id(pending.job.distiller) in seen:
+        """``first`` and what else is queued, up to ``max_batch`` with one key frame per distiller and none of a
+        distiller in a running batch (those wait, queued, for a later batch); sessions that went away are
+        dropped. May be empty."""
+        batch: list[_Pending] = []
+        held: list[_Pending] = []
+        seen = set(self._training)
+        pending: _Pending | None = first
+        while pending is not None:
+            if pending.future.done():
+                pass  # its session went away
+            elif id(pending.job.distiller) in seen:
                 held.append(pending)
             else:
                 seen.add(id(pending.job.distiller))
                 batch.append(pending)
+            more = len(batch) < self.max_batch and not self._queue.empty()
+            pending = self._queue.get_nowait() if more else None
         for pending in held:
             self._queue.put_nowait(pending)
         return batch
 
+    async def _next_batch(self) -> list[_Pending]:
+        """The next batch to train: waits for a queued key frame (and those in preparation then), and, where every
+        queued one belongs to a session in a running batch, for a batch to end."""
+        assert self._batch_ended is not None
+        while True:
+            first = await self._queue.get()
+            if self._preparing:  # key frames already submitted join this batch rather than wait for the next
+                await asyncio.wait(set(self._preparing))
+            batch = self._take_batch(first)
+            if batch:
+                return batch
+            if not self._queue.empty():  # held: their sessions are training
+                self._batch_ended.clear()
+                await self._batch_ended.wait()
+
     async def _run(self) -> None:
+        """Forms batches while an engine is free, each trained in a task of its own."""
+        assert self._free_engines is not None
         loop = asyncio.get_running_loop()
         while True:
-            batch = [await self._queue.get()]
+            await self._free_engines.acquire()
             try:
-                if self._preparing:  # key frames already submitted join this batch rather than wait for the next
-                    await asyncio.wait(set(self._preparing))
-                batch = [p for p in self._take_batch(batch[0]) if not p.future.done()]  # gone: its session ended
-                if not batch:
-                    continue
-                started = time.perf_counter()
-                self.metrics.engine_batch_size.observe(len(batch))
-                for pending in batch:
-                    self.metrics.engine_queue_wait.observe(started - pending.queued_at)
-                outcomes = await loop.run_in_executor(self._executor, self._train_all, batch)
-            except asyncio.CancelledError:  # the engine stops: what it took is not trained
-                for pending in batch:
-                    if not pending.future.done():
-                        pending.future.cancel()
+                batch = await self._next_batch()
+            except BaseException:
+                self._free_engines.release()
                 raise
-            done = time.perf_counter()
-            for pending, outcome in zip(batch, outcomes, strict=True):
-                if pending.future.done():
-                    continue
-                if isinstance(outcome, BaseException):
-                    pending.future.set_exception(outcome)
-                else:
-                    pending.future.set_result((outcome, done - pending.submitted_at))
+            self._training.update(id(p.job.distiller) for p in batch)
+            task = loop.create_task(self._train(batch), name="distill-batch")
+            self._batches.add(task)
+            task.add_done_callback(self._batches.discard)
+
+    async def _train(self, batch: list[_Pending]) -> None:
+        """Train ``batch`` in an engine thread and answer each key frame; frees the engine and the batch's sessions."""
+        assert self._free_engines is not None and self._batch_ended is not None
+        started = time.perf_counter()
+        self.metrics.engine_batches_running.inc()
+        self.metrics.engine_batch_size.observe(len(batch))
+        for pending in batch:
+            self.metrics.engine_queue_wait.observe(started - pending.queued_at)
+        try:
+            outcomes = await asyncio.get_running_loop().run_in_executor(self._executor, self._train_all, batch)
+        except asyncio.CancelledError:  # the engine stops: what it took is not answered
+            for pending in batch:
+                if not pending.future.done():
+                    pending.future.cancel()
+            raise
+        finally:
+            self.metrics.engine_batches_running.dec()
+            self._training.difference_update(id(p.job.distiller) for p in batch)
+            self._free_engines.release()
+            self._batch_ended.set()
+        done = time.perf_counter()
+        for pending, outcome in zip(batch, outcomes, strict=True):
+            if pending.future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                pending.future.set_exception(outcome)
+            else:
+                pending.future.set_result((outcome, done - pending.submitted_at))
 
     def _train_all(self, batch: list[_Pending]) -> list[DistillResult | BaseException]:
         """Runs in the engine thread. A batch that runs out of device memory is trained in two halves, and
@@ -238,11 +289,11 @@ def resolve_tail(tail: DistillTail, device_type: str, engine: DistillEngine) -> 
 
 def make_distillation(
     engine: DistillEngine, device_type: str, metrics: ServerMetrics, pool: ThreadPoolExecutor, max_batch: int,
-    convolution: Convolution = "grouped", graphs: bool = False,
+    convolution: Convolution = "grouped", graphs: bool = False, engines: int = 1,
 ) -> Distillation:
     """The engine ``engine`` names for a device of ``device_type`` (not yet started), running in ``pool`` (the
-    batched engine: its preparation of key frames); ``max_batch``, ``convolution`` and ``graphs`` apply to the
-    batched engine."""
+    batched engine: its preparation of key frames); ``max_batch``, ``convolution``, ``graphs`` and ``engines`` (its
+    engine threads) apply to the batched engine."""
     if resolve_engine(engine, device_type) == "batched":
-        return BatchedDistillation(metrics, max_batch, convolution, graphs, prepare_pool=pool)
+        return BatchedDistillation(metrics, max_batch, convolution, graphs, prepare_pool=pool, engines=engines)
     return PooledDistillation(pool)

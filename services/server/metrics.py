@@ -85,6 +85,10 @@ class ServerMetrics:
             "ran out of device memory",
             registry=r,
         )
+        self.engine_batches_running = Gauge(
+            f"{PREFIX}engine_batches_running",
+            "Batches the distillation engines are training now (at most --distill-engines)", registry=r,
+        )
         self.engine_queue_wait = Histogram(
             f"{PREFIX}engine_queue_wait_seconds",
             "Time from submitting a key frame to the distillation engine to the start of its batch",

@@ -141,6 +141,11 @@ class ServerSettings(FlatSettings):
     distill_batch_size: int = Field(
         64, ge=1, le=1024, description="batched engine: most key frames (one per session) trained as one batch"
     )
+    distill_engines: int = Field(
+        1, ge=1, le=8, description="batched engine: threads that each train a batch, so that one batch's host work "
+        "(Python, vmap, autograd, kernel launches) runs beside another's GPU work; each holds its batch in device "
+        "memory (docs/design/batched_distillation.md)"
+    )
     distill_convolution: Convolution = Field(
         "grouped", description="batched engine: how each session's own convolutions run, grouped (one grouped "
         "convolution per layer) or matmul (im2col and one batched matrix product per layer: more memory); the same "

@@ -73,6 +73,7 @@ SERVER_METRICS = (
     MetricSpec("shadowtutor_server_teacher_batch_size", "histogram"),
     MetricSpec("shadowtutor_server_engine_batch_size", "histogram"),
     MetricSpec("shadowtutor_server_engine_batch_limit", "gauge"),
+    MetricSpec("shadowtutor_server_engine_batches_running", "gauge"),
     MetricSpec("shadowtutor_server_engine_queue_wait_seconds", "histogram"),
     MetricSpec("shadowtutor_server_gpu_busy_ratio", "gauge"),
     MetricSpec("shadowtutor_server_gpu_memory_used_bytes", "gauge"),

@@ -91,6 +91,7 @@ SAMPLES = {
     "shadowtutor_server_teacher_batch_size": 4,
     "shadowtutor_server_engine_batch_size": 16,
     "shadowtutor_server_engine_batch_limit": 64,
+    "shadowtutor_server_engine_batches_running": 1,
     "shadowtutor_server_engine_queue_wait_seconds": 0.02,
     "shadowtutor_server_gpu_busy_ratio": 0.6,
     "shadowtutor_server_gpu_memory_used_bytes": 12 * 2**30,

@@ -4,6 +4,7 @@ Distiller.train, its batching, failure isolation and metrics; and the engine eac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import threading
 import time
@@ -132,6 +133,82 @@ def test_a_bad_key_frame_fails_only_its_own_session() -> None:
     got = asyncio.run(_train_all(BatchedDistillation(ServerMetrics(), max_batch=8), distillers, frames))
     assert isinstance(got[1], ValueError) and "differ in size" in str(got[1])
     assert not isinstance(got[0], BaseException) and not isinstance(got[2], BaseException)
+
+
+def _concurrent_calls(
+    monkeypatch: pytest.MonkeyPatch, meet: int, metrics: ServerMetrics | None = None
+) -> tuple[list[set[int]], list[float]]:
+    """Record, per call of distill_batch, the ids of the distillers of every batch running at that moment (its
+    own included) and, with ``metrics``, the gauge of running batches once ``meet`` calls ran at once (each call
+    waits up to 2 s for them), then train as the engine does."""
+    original = distillation.distill_batch
+    lock = threading.Lock()
+    running: list[set[int]] = []
+    seen: list[set[int]] = []
+    gauges: list[float] = []
+    together = threading.Barrier(meet)
+
+    def recording(jobs: list, convolution: Convolution = "grouped", graphs: bool = False) -> list:
+        mine = {id(job.distiller) for job in jobs}
+        with lock:
+            running.append(mine)
+            seen.append(set().union(*running))
+            overlapping = sum(len(r) for r in running) != len(set().union(*running))
+        assert not overlapping, "a distiller in two running batches"
+        with contextlib.suppress(threading.BrokenBarrierError):
+            together.wait(timeout=2)
+        if metrics is not None:
+            gauges.append(sample_value(metrics.exposition().decode(), "shadowtutor_server_engine_batches_running"))
+        try:
+            return original(jobs, convolution, graphs)
+        finally:
+            with lock:
+                running.remove(mine)
+
+    monkeypatch.setattr(distillation, "distill_batch", recording)
+    return seen, gauges
+
+
+def test_two_engines_train_two_batches_at_once_with_each_sessions_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    alone, batched = _distillers(4), _distillers(4)
+    frames = [_key_frame(s) for s in range(4)]
+    want = [d.train(f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]
+    metrics = ServerMetrics()
+    seen, gauges = _concurrent_calls(monkeypatch, meet=2, metrics=metrics)
+    with ThreadPoolExecutor(2) as pool:
+        engine = make_distillation("batched", "cpu", metrics, pool, 2, engines=2)
+        got = asyncio.run(_train_all(engine, batched, frames))
+    assert len(seen) == 2 and len(seen[1]) == 4  # the second batch began while the first ran
+    assert gauges == [2, 2]
+    assert sample_value(metrics.exposition().decode(), "shadowtutor_server_engine_batches_running") == 0
+    _assert_as_alone(got, want, alone, batched)
+
+
+def test_one_engine_trains_one_batch_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen, _ = _concurrent_calls(monkeypatch, meet=1)
+    asyncio.run(_train_all(BatchedDistillation(ServerMetrics(), max_batch=2), _distillers(4),
+                           [_key_frame(s) for s in range(4)]))
+    assert [len(s) for s in seen] == [2, 2]
+
+
+def test_a_session_waits_for_its_running_batch_whatever_engine_is_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two key frames of one session and one of another, two engines: the session's second key frame is not trained
+    beside its first (the stand-in fails a call whose session is in a running batch) but after it."""
+    first, other = _distillers(2)
+    twin = _distillers(1)[0]
+    frames = [_key_frame(0), _key_frame(1), _key_frame(2)]
+    want = twin.train(*frames[2])
+    seen, _ = _concurrent_calls(monkeypatch, meet=1)
+    got = asyncio.run(_train_all(BatchedDistillation(ServerMetrics(), max_batch=8, engines=2),
+                                 [first, first, other], frames))
+    assert all(not isinstance(g, BaseException) for g in got), got
+    assert [len(s) for s in seen] == [2, 1]
+    assert (got[2][0].steps, got[2][0].metric) == (want.steps, pytest.approx(want.metric, abs=1e-12))
+
+
+def test_an_engine_count_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="engines"):
+        BatchedDistillation(ServerMetrics(), max_batch=4, engines=0)
 
 
 def test_the_pooled_engine_runs_each_sessions_distiller() -> None:
