@@ -38,7 +38,9 @@ Per point: median seconds per batch, key frames/s (sessions / median), ms per ke
 steps taken by all sessions), mean steps per key frame, the floating-point operations of one key frame
 (torch's ``FlopCounterMode`` on the student: front, first forward, then forward and backward per step;
 ``--flops-only`` prints them alone) and the rate they were done at (TFLOP/s: how much of the device's
-peak the variant uses), peak device memory (null on a CPU), and agreement
+peak the variant uses), peak device memory (null on a CPU), with ``--kernel-time`` on CUDA the device's own
+time per batch (kernels, copies and fills of one more batch, profiled) and how busy it kept the device (that
+time over the median batch time: well below 1, the host kept the device waiting; null elsewhere), and agreement
 with the reference of the same tail and size (``grouped-written`` or ``grouped-fused``; the reference's
 warm-up batch against the variant's last timed batch, so the reference's own figures are its run-to-run
 noise, 0 where the device is deterministic): the largest metric difference over sessions, the fraction of
@@ -100,7 +102,7 @@ from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor_lab.cli.options import frame_size, script_command
 from shadowtutor_lab.evaluation.engine_inputs import key_frames
 from shadowtutor_lab.evaluation.machine import describe_machine, machine_info
-from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner, synchronize
+from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner, kernel_seconds, synchronize
 
 VARIANTS = (
     "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "grouped-fused-graphs", "matmul-fused-graphs",
@@ -297,9 +299,10 @@ def agreement(mine: Outcome, reference: Outcome) -> dict[str, float]:
 
 
 def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarray, np.ndarray]], device: str,
-            repeats: int) -> tuple[dict[str, Any], Outcome | None, Outcome]:
+            repeats: int, kernel_time: bool = False) -> tuple[dict[str, Any], Outcome | None, Outcome]:
     """Time one point; returns its figures, the outcome of its warm-up batch (a reference's only, else None) and
-    that of its last timed batch."""
+    that of its last timed batch. ``kernel_time``: on CUDA, one more batch after the timed ones, profiled for
+    the device's own time (:func:`kernel_seconds`)."""
     background = background_index(LVS_CLASSES)
     base = [Distiller(copy.deepcopy(template), PARAMS, background, device, fuse_tail=variant.fuse_tail,
                       precision=variant.precision) for _ in inputs]
@@ -326,6 +329,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         warm_up = outcome(*warm, inputs) if variant.name == variant.reference else None
         timed = [batch() for _ in range(repeats)]
         last = outcome(*timed[-1][2:], inputs)
+        device_s = kernel_seconds(batch, device) if kernel_time else None
     seconds = [t[0] for t in timed]
     median = statistics.median(seconds)
     steps = int(last.steps.sum())
@@ -338,14 +342,16 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         "prepare_ms": 1000 * statistics.median(t[1] for t in timed) / len(inputs),
         "peak_bytes": torch.cuda.max_memory_allocated(device) if device.startswith("cuda") else None,
         "graphs_replayed": bool(replays) and all(replays) if variant.graphs else None,
+        "device_s": device_s,
+        "device_busy": None if device_s is None else device_s / median,
     }, warm_up, last
 
 
 def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
               inputs: list[tuple[np.ndarray, np.ndarray]], device: str, repeats: int,
-              references: dict[str, Outcome], work: KeyFrameWork) -> dict[str, Any]:
+              references: dict[str, Outcome], work: KeyFrameWork, kernel_time: bool = False) -> dict[str, Any]:
     """One point's row (figures or error); a reference's warm-up outcome is kept in ``references``; ``work``:
-    the operations of one key frame with this variant's tail."""
+    the operations of one key frame with this variant's tail; ``kernel_time`` as :func:`measure` takes it."""
     width, height = size
     row: dict[str, Any] = {
         "size": f"{width}x{height}", "variant": variant.name, "convolution": variant.convolution,
@@ -357,7 +363,7 @@ def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(device)
     try:
-        figures, warm_up, last = measure(variant, template, inputs, device, repeats)
+        figures, warm_up, last = measure(variant, template, inputs, device, repeats, kernel_time)
     except (RuntimeError, AssertionError) as exc:  # out of memory; a compiled graph's own checks assert
         row["error"] = f"{type(exc).__name__}: {exc}"
     else:
@@ -392,6 +398,8 @@ def point_line(row: dict[str, Any]) -> str:
     line = (f"{head} {row['key_frames_per_s']:.1f} key frames/s, {row['median_s']:.3f} s/batch, {ms_step} ms/step, "
             f"{row['mean_steps']:.2f} steps, {row['achieved_tflops']:.2f} TFLOP/s, peak {peak}, "
             f"prepare {row['prepare_ms']:.1f} ms/key frame")
+    if row["device_busy"] is not None:
+        line += f", device busy {100 * row['device_busy']:.0f} % ({row['device_s']:.3f} s of work per batch)"
     if row["graphs_replayed"] is not None:
         line += ", graphs replayed" if row["graphs_replayed"] else ", graphs not replayed (ran eagerly)"
     if row["metric_max_diff"] is None:
@@ -479,9 +487,9 @@ def render(results: dict[str, Any]) -> str:
     lines = ["# Batched distillation engine: variants", "", results["device"], "", "```", results["command"], "```", "",
              f"{results['sessions']} sessions per batch, THRESHOLD {PARAMS.threshold}, MAX_UPDATES "
              f"{PARAMS.max_updates}, median of {results['repeats']} batches after one warm-up.", "",
-             "| size | variant | key frames/s | s/batch | ms/step | steps | TFLOP/s | peak GiB | reference | "
-             "metric diff | steps equal | weights diff | labels agree |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| size | variant | key frames/s | s/batch | ms/step | steps | TFLOP/s | peak GiB | device busy | "
+             "reference | metric diff | steps equal | weights diff | labels agree |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def number(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
@@ -489,15 +497,16 @@ def render(results: dict[str, Any]) -> str:
     for row in results["rows"]:
         if row["error"] is not None:
             lines.append(f"| {row['size']} | {row['variant']} | failed: {row['error'].splitlines()[0][:200]} "
-                         "|  |  |  |  |  |  |  |  |  |  |")
+                         "|  |  |  |  |  |  |  |  |  |  |  |")
             continue
         peak = None if row["peak_bytes"] is None else row["peak_bytes"] / GIB
         equal = None if row["steps_equal_fraction"] is None else 100 * row["steps_equal_fraction"]
         agree = None if row["labels_agreement"] is None else 100 * row["labels_agreement"]
+        busy = None if row.get("device_busy") is None else 100 * row["device_busy"]
         lines.append(
             f"| {row['size']} | {row['variant']} | {row['key_frames_per_s']:.1f} | {row['median_s']:.3f} | "
             f"{number(row['ms_per_step'], '.3f')} | {row['mean_steps']:.2f} | {row['achieved_tflops']:.2f} | "
-            f"{number(peak, '.2f')} | "
+            f"{number(peak, '.2f')} | {number(busy, '.0f')} % | "
             f"{row['reference']} | {number(row['metric_max_diff'], '.1e')} | {number(equal, '.0f')} % | "
             f"{number(row['weights_max_diff'], '.1e')} | {number(agree, '.2f')} % |")
     return "\n".join([*lines, "", *summary(results["rows"])]) + "\n"
@@ -522,6 +531,9 @@ def main(argv: list[str]) -> int:
                              f"studies {','.join(STUDY_VARIANTS)}")
     parser.add_argument("--out", type=Path, help="results JSON; the Markdown table goes beside it (same stem)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the template student and the inputs (default 0)")
+    parser.add_argument("--kernel-time", action="store_true",
+                        help="on CUDA, profile one more batch per point for the device's own time per batch, and "
+                        "report how busy the device was (that time over the median batch time)")
     parser.add_argument("--flops-only", action="store_true",
                         help="print the operations of one key frame per size and tail (8 steps), time nothing")
     args = parser.parse_args(argv)
@@ -555,7 +567,8 @@ def main(argv: list[str]) -> int:
         references: dict[str, Outcome] = {}
         work = {fuse: key_frame_work(template, size, fuse) for fuse in (False, True)}
         for variant in variants:
-            row = run_point(variant, size, template, inputs, device, args.repeats, references, work[variant.fuse_tail])
+            row = run_point(variant, size, template, inputs, device, args.repeats, references, work[variant.fuse_tail],
+                            args.kernel_time)
             results["rows"].append(row)
             results["server_flags"] = server_flags(results["rows"])  # a run cut short keeps its choice so far
             print(point_line(row), flush=True)

@@ -62,13 +62,13 @@ OPEN_VARIANTS=grouped-written,matmul-written,grouped-fused,matmul-fused,grouped-
 case "${VARIANTS:-}" in all) ENGINE_VARIANTS= ;; "") ENGINE_VARIANTS=$OPEN_VARIANTS ;; *) ENGINE_VARIANTS=$VARIANTS ;; esac
 # the tests that need a GPU (CUDA graphs replayed against plain runs); the rest of the suite runs in CI
 step cuda_tests "$PY" -m pytest -q -p no:cacheprovider tests/shadowtutor/algorithms/test_step_graph.py \
-  tests/shadowtutor/algorithms/test_batched_distill.py -k "cuda or graph"
+  tests/shadowtutor/algorithms/test_batched_distill.py tests/lab/evaluation/test_torch_switches.py -k "cuda or graph"
 # 0. the batched engine alone, 64 sessions: which variant is fastest, of the convolutions x tails with and without
 # CUDA graphs (TF32, cuDNN's autotuner and bf16 were measured on an H100: docs/results/server_gpu/h100-engine-v2;
 # VARIANTS=all to time every variant of engine_variants.py again); 128x72 has next to no arithmetic, so its batch
 # time is the host's cost of a batch (Python and kernel launches), what CUDA graphs are to remove
 # VARIANTS_LIMIT_S bounds the step: cut short, it still chooses the flags from the points it measured
-step engine_variants timeout "${VARIANTS_LIMIT_S:-240}" "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 \
+step engine_variants timeout "${VARIANTS_LIMIT_S:-240}" "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 --kernel-time \
   --sizes "${SIZES:-1280x720,640x360,128x72}" ${ENGINE_VARIANTS:+--variants "$ENGINE_VARIANTS"} --repeats "${VARIANT_REPEATS:-2}" \
   --out "$OUT/engine_variants.json"
 # the server flags of the fastest server option per size (none measured: the defaults)

@@ -21,7 +21,8 @@ CORE = ["grouped-written", "matmul-written", "grouped-fused", "matmul-fused"]
 FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "precision", "autocast", "sessions",
           "batch_seconds", "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference",
           "metric_max_diff", "steps_equal_fraction", "weights_max_diff", "error", "gflop_per_key_frame",
-          "achieved_tflops", "labels_agreement", "prepare_ms", "compiled", "graphs", "graphs_replayed"}
+          "achieved_tflops", "labels_agreement", "prepare_ms", "compiled", "graphs", "graphs_replayed",
+          "device_s", "device_busy"}
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def tiny(out: Path, variants: list[str], *extra: str) -> list[str]:
 
 def test_core_variants_on_the_cpu(script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "runs" / "variants.json"
-    assert script.main(tiny(out, CORE)) == 0
+    assert script.main(tiny(out, CORE, "--kernel-time")) == 0  # profiled on CUDA only
     results = json.loads(out.read_text())
     rows: dict[str, dict[str, Any]] = {row["variant"]: row for row in results["rows"]}
     assert [row["variant"] for row in results["rows"]] == CORE
@@ -54,7 +55,7 @@ def test_core_variants_on_the_cpu(script: ModuleType, tmp_path: Path, capsys: py
         assert row["key_frames_per_s"] == pytest.approx(2 / row["median_s"])
         assert row["ms_per_step"] == pytest.approx(1000 * row["median_s"] / (2 * 8))
         assert row["mean_steps"] == 8 and row["peak_bytes"] is None  # THRESHOLD 0.999: every step taken
-        assert row["prepare_ms"] > 0
+        assert row["prepare_ms"] > 0 and row["device_s"] is None and row["device_busy"] is None
         assert row["achieved_tflops"] == pytest.approx(2 * row["gflop_per_key_frame"] / row["median_s"] / 1000)
         assert row["reference"] == ("grouped-fused" if name.endswith("fused") else "grouped-written")
     # the fused tail does a quarter of the written tail's work or less; both variants of a tail count the same
