@@ -206,6 +206,35 @@ def test_a_session_waits_for_its_running_batch_whatever_engine_is_free(monkeypat
     assert (got[2][0].steps, got[2][0].metric) == (want.steps, pytest.approx(want.metric, abs=1e-12))
 
 
+def test_stopping_cancels_the_key_frames_of_every_running_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    running = threading.Semaphore(0)
+    release = threading.Event()
+
+    def held(jobs: list, convolution: Convolution = "grouped", graphs: bool = False) -> list:
+        running.release()
+        release.wait(10)  # the engine thread outlives the stop until released
+        return []
+
+    monkeypatch.setattr(distillation, "distill_batch", held)
+    metrics = ServerMetrics()
+
+    async def main() -> list[bool]:
+        engine = BatchedDistillation(metrics, max_batch=1, engines=2)
+        engine.start()
+        tasks = [asyncio.create_task(engine.train(d, *_key_frame(s), None)) for s, d in enumerate(_distillers(2))]
+        for _ in range(2):
+            assert await asyncio.get_running_loop().run_in_executor(None, running.acquire, True, 10)
+        await engine.stop()
+        await asyncio.wait(tasks, timeout=5)
+        return [t.cancelled() for t in tasks]
+
+    try:
+        assert asyncio.run(main()) == [True, True]
+    finally:
+        release.set()
+    assert sample_value(metrics.exposition().decode(), "shadowtutor_server_engine_batches_running") == 0
+
+
 def test_an_engine_count_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="engines"):
         BatchedDistillation(ServerMetrics(), max_batch=4, engines=0)
