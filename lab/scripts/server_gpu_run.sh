@@ -89,7 +89,8 @@ step distill_batched_720 "$PY" -m shadowtutor_lab bench server --stages distill 
 step distill_batched_360 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 1,64,128 --sizes 640x360 \
   --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_360" --out "$OUT/distill_batched_360"
 # 1b. the same at 1280x720, 64 sessions, with 8 threads preparing key frames instead of the default 2: in a closed loop
-# the GPU waits while a batch's 64 key frames are prepared (about 9 ms each at 1280x720 on the H100's host)
+# the GPU waits while a batch's 64 key frames are prepared (9.3 ms each at 1280x720 on the H100's host while the
+# weight map came from connected components; since from region borders, about a tenth of that on a CPU)
 step distill_workers_720 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 64 --sizes 1280x720 \
   --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_720 --distill-workers 8" \
   --out "$OUT/distill_workers_720"

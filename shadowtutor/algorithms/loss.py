@@ -20,13 +20,19 @@ from shadowtutor.algorithms.params import AlgorithmParams
 def object_weight_map(
     label: np.ndarray, background: int, object_weight: float = 5.0, box_dilation: float = 0.15
 ) -> np.ndarray:
-    """Per-pixel loss weights ``(H, W)`` float32: ``object_weight`` in grown boxes, 1 elsewhere."""
+    """Per-pixel loss weights ``(H, W)`` float32: ``object_weight`` in the grown bounding boxes of the
+    8-connected regions of non-background pixels, 1 elsewhere.
+
+    The boxes come from the regions' outer borders (``cv2.findContours``), which skip a region lying in a
+    hole of another; its grown box lies inside the other's, so the map is the one every region's box gives
+    (docs/design/loss_weights.md)."""
     height, width = label.shape
     weights = np.ones((height, width), dtype=np.float32)
     foreground = (label != background).astype(np.uint8)
-    count, _, stats, _ = cv2.connectedComponentsWithStats(foreground, connectivity=8)
+    borders, _ = cv2.findContours(foreground, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     half = box_dilation / 2.0
-    for x, y, w, h, _area in stats[1:count]:
+    for border in borders:
+        x, y, w, h = cv2.boundingRect(border)
         dx, dy = int(round(w * half)), int(round(h * half))
         x0, y0 = max(0, x - dx), max(0, y - dy)
         x1, y1 = min(width, x + w + dx), min(height, y + h + dy)
