@@ -20,6 +20,7 @@ the seconds the key frame spent from submission to its result.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -184,7 +185,8 @@ class BatchedDistillation:
 
     async def _next_batch(self) -> list[_Pending]:
         """The next batch to train: waits for a queued key frame (and those in preparation then), and, where every
-        queued one belongs to a session in a running batch, for a batch to end."""
+        queued one belongs to a session in a running batch (a session with one key frame in flight never causes
+        it), for a batch to end."""
         assert self._batch_ended is not None
         while True:
             first = await self._queue.get()
@@ -211,11 +213,22 @@ class BatchedDistillation:
             self._training.update(id(p.job.distiller) for p in batch)
             task = loop.create_task(self._train(batch), name="distill-batch")
             self._batches.add(task)
-            task.add_done_callback(self._batches.discard)
+            task.add_done_callback(functools.partial(self._batch_finished, batch))
+
+    def _batch_finished(self, batch: list[_Pending], task: asyncio.Task[None]) -> None:
+        """However ``task`` (training ``batch``) ended, even cancelled before it ran: its engine and sessions are
+        free, and a key frame it did not answer (the engine stopped) is cancelled."""
+        assert self._free_engines is not None and self._batch_ended is not None
+        self._batches.discard(task)
+        self._training.difference_update(id(p.job.distiller) for p in batch)
+        self._free_engines.release()
+        self._batch_ended.set()
+        for pending in batch:
+            if not pending.future.done():
+                pending.future.cancel()
 
     async def _train(self, batch: list[_Pending]) -> None:
-        """Train ``batch`` in an engine thread and answer each key frame; frees the engine and the batch's sessions."""
-        assert self._free_engines is not None and self._batch_ended is not None
+        """Train ``batch`` in an engine thread and answer each key frame."""
         started = time.perf_counter()
         self.metrics.engine_batches_running.inc()
         self.metrics.engine_batch_size.observe(len(batch))
@@ -223,16 +236,8 @@ class BatchedDistillation:
             self.metrics.engine_queue_wait.observe(started - pending.queued_at)
         try:
             outcomes = await asyncio.get_running_loop().run_in_executor(self._executor, self._train_all, batch)
-        except asyncio.CancelledError:  # the engine stops: what it took is not answered
-            for pending in batch:
-                if not pending.future.done():
-                    pending.future.cancel()
-            raise
         finally:
             self.metrics.engine_batches_running.dec()
-            self._training.difference_update(id(p.job.distiller) for p in batch)
-            self._free_engines.release()
-            self._batch_ended.set()
         done = time.perf_counter()
         for pending, outcome in zip(batch, outcomes, strict=True):
             if pending.future.done():

@@ -235,6 +235,31 @@ def test_stopping_cancels_the_key_frames_of_every_running_batch(monkeypatch: pyt
     assert sample_value(metrics.exposition().decode(), "shadowtutor_server_engine_batches_running") == 0
 
 
+def test_a_batch_ended_without_answers_cancels_its_key_frames_and_frees_its_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """However a batch's task ends (here one that never answers, cancelled by the stop), its callers are not left
+    waiting, and the engine and the sessions are free again."""
+
+    async def never_answers(self: BatchedDistillation, batch: list) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(BatchedDistillation, "_train", never_answers)
+
+    async def main() -> tuple[bool, bool, bool]:
+        engine = BatchedDistillation(ServerMetrics(), max_batch=4)
+        engine.start()
+        training = asyncio.create_task(engine.train(_distillers(1)[0], *_key_frame(0), None))
+        while not engine._batches:
+            await asyncio.sleep(0.01)
+        freed = engine._free_engines
+        await engine.stop()
+        await asyncio.wait({training}, timeout=5)
+        return training.cancelled(), not engine._training, freed is not None and not freed.locked()
+
+    assert asyncio.run(main()) == (True, True, True)
+
+
 def test_an_engine_count_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="engines"):
         BatchedDistillation(ServerMetrics(), max_batch=4, engines=0)
