@@ -10,6 +10,11 @@ cost nothing per step.
 place (a replay writes the memory the capture saw), and reads nothing back to the host. The capture is
 thread-local (``capture_error_mode="thread_local"``): other threads may use the device meanwhile (the
 server's teacher does), only this thread may not synchronise with it.
+
+Autograd may hold a stream from before the capture (a node made by an eager step), whose wait would pull
+that stream into the capture and invalidate it. Where torch has the switch
+(``torch.autograd.graph.set_override_stale_capture_stream``), :func:`replay_step` turns it on for the
+process: such a stream is replaced by the capturing one (all work before a capture has ended by then).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ def replay_step(step: Callable[[], object], times: int, device: torch.device) ->
     torch.cuda.current_stream(device).wait_stream(stream)
     if times == 1:
         return False
+    redirect_stale_streams()
     graph = torch.cuda.CUDAGraph()
     failure = None
     try:
@@ -58,6 +64,16 @@ def replay_step(step: Callable[[], object], times: int, device: torch.device) ->
     for _ in range(times - 1):
         graph.replay()
     torch.cuda.current_stream(device).synchronize()  # the replays end before the graph and its memory go
+    return True
+
+
+def redirect_stale_streams() -> bool:
+    """Turn on, for the process, autograd's replacement of a stream from before a capture by the capturing one,
+    where this torch has it; returns whether it has. Only captures are affected."""
+    switch = getattr(torch.autograd.graph, "set_override_stale_capture_stream", None)
+    if switch is None:
+        return False
+    switch(True)
     return True
 
 

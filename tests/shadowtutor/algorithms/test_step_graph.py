@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from shadowtutor.algorithms.step_graph import replay_step
+from shadowtutor.algorithms.step_graph import redirect_stale_streams, replay_step
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 
@@ -47,3 +47,29 @@ def test_a_step_that_cannot_be_captured_runs_eagerly_and_leaves_no_memory_behind
     assert replay_step(step_reading_back, 5, device) is False
     assert total.item() == 5
     assert torch.cuda.memory_allocated(device) == before
+
+
+def test_stale_streams_are_redirected_where_torch_can(monkeypatch: pytest.MonkeyPatch) -> None:
+    switched: list[bool] = []
+    monkeypatch.setattr(torch.autograd.graph, "set_override_stale_capture_stream", switched.append, raising=False)
+    assert redirect_stale_streams() is True and switched == [True]
+    monkeypatch.delattr(torch.autograd.graph, "set_override_stale_capture_stream")
+    assert redirect_stale_streams() is False
+
+
+@CUDA
+def test_a_step_through_an_autograd_node_made_before_the_capture_is_replayed_where_torch_redirects() -> None:
+    """The weight's gradient node is made by an eager backward on the default stream, before the capture."""
+    device = torch.device("cuda")
+    weight = torch.ones(8, device=device, requires_grad=True)
+    (weight * 2).sum().backward()
+    total = torch.zeros(8, device=device)
+
+    def step() -> None:
+        (grad,) = torch.autograd.grad((weight * 3).sum(), [weight])
+        total.add_(grad)
+
+    replayed = replay_step(step, 4, device)
+    assert total.tolist() == [12.0] * 8
+    if hasattr(torch.autograd.graph, "set_override_stale_capture_stream"):
+        assert replayed
