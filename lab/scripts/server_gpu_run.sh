@@ -6,7 +6,7 @@
 # files); the run ends by printing a summary of every step's headline figures.
 # Step 0 times the batched engine's variants; the later steps run the server with the fastest one's flags
 # (ENGINE_FLAGS="--distill-convolution ... --distill-tail ..." overrides the choice for every size), and with two
-# engine threads where step 2 measured them faster than one (ENGINES=N overrides that).
+# engine threads where step 2 measured them faster than one (THREAD_FLAGS="..." overrides that).
 # Run from the repository root; nothing needs to be pip-installed but the product's dependencies: the
 # product and the lab are imported from the checkout (`python3 -m shadowtutor_lab`, lab/ on PYTHONPATH).
 # The scenes of `bench load` need the photos of `shadowtutor scenes fetch-photos` (SHADOWTUTOR_ASSETS_DIR).
@@ -94,26 +94,28 @@ step distill_batched_360 "$PY" -m shadowtutor_lab bench server --stages distill 
 step distill_workers_720 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 64 --sizes 1280x720 \
   --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_720 --distill-workers 8" \
   --out "$OUT/distill_workers_720"
-# 2. two engine threads (--distill-engines 2: one batch's host work beside another's GPU work) against the one of
-# step 1, at 64 sessions (batches of about half) and 128 (two full batches); the later steps use two engines where
-# they beat one at 1280x720 and 64 sessions (ENGINES=N sets it)
+# 2. two engine threads, each with batches of at most 32 (--distill-engines 2 --distill-batch-size 32: two cohorts of
+# sessions at 64, one prepared and its host work done while the other trains), against one engine with batches of 64
+# (step 1), at 64 and 128 sessions; the later steps use them where they beat one engine at 1280x720 and 64 sessions
+# (THREAD_FLAGS="..." sets the flags for the later steps instead)
+TWO_ENGINES="--distill-engines 2 --distill-batch-size 32"
 step distill_engines_720 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 64,128 --sizes 1280x720 \
-  --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_720 --distill-engines 2" \
+  --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_720 $TWO_ENGINES" \
   --out "$OUT/distill_engines_720"
 step distill_engines_360 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 64,128 --sizes 640x360 \
-  --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_360 --distill-engines 2" \
+  --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_360 $TWO_ENGINES" \
   --out "$OUT/distill_engines_360"
 # key frames/s at 64 sessions in a bench server result (0 where absent)
 rate_at_64() {
   "$PY" -c "import json,sys; print(max([p['key_frames_per_s'] for p in json.load(open(sys.argv[1]))['points'] if p['sessions'] == 64] or [0]))" \
     "$1" 2>/dev/null || echo 0
 }
-if [ -z "${ENGINES:-}" ]; then
-  ENGINES=$("$PY" -c "import sys; print(2 if float(sys.argv[1]) > float(sys.argv[2]) > 0 else 1)" \
-    "$(rate_at_64 "$OUT/distill_engines_720.json")" "$(rate_at_64 "$OUT/distill_batched_720.json")")
+if [ -z "${THREAD_FLAGS+set}" ]; then
+  THREAD_FLAGS=$("$PY" -c "import sys; print(sys.argv[3] if float(sys.argv[1]) > float(sys.argv[2]) > 0 else '')" \
+    "$(rate_at_64 "$OUT/distill_engines_720.json")" "$(rate_at_64 "$OUT/distill_batched_720.json")" "$TWO_ENGINES")
 fi
-FLAGS_720="$FLAGS_720 --distill-engines $ENGINES"
-log "engine threads for the later steps: $ENGINES"
+FLAGS_720="$FLAGS_720 $THREAD_FLAGS"
+log "engine threads for the later steps: '${THREAD_FLAGS:-one engine, batches of 64}'"
 # 3. the Mask R-CNN teacher: label path per frame at batch 8/16; fp32, tf32 and fp32 with cuDNN's autotuner
 [ "${TEACHER_CHECK:-1}" = 1 ] && step teacher_check "$PY" lab/scripts/teacher_gpu_check.py --weights-path "$weights" --device "$dev" --size 1280x720 \
   --batches 8,16 --precisions fp32,tf32 --cudnn-benchmark --score-threshold 0.05 --out "$OUT/teacher_check.json"
