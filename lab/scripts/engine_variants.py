@@ -39,8 +39,9 @@ steps taken by all sessions), mean steps per key frame, the floating-point opera
 (torch's ``FlopCounterMode`` on the student: front, first forward, then forward and backward per step;
 ``--flops-only`` prints them alone) and the rate they were done at (TFLOP/s: how much of the device's
 peak the variant uses), peak device memory (null on a CPU), with ``--kernel-time`` on CUDA the device's own
-time per batch (kernels, copies and fills of one more batch, profiled) and how busy it kept the device (that
-time over the median batch time: well below 1, the host kept the device waiting; null elsewhere), and agreement
+time per batch (kernels, copies and fills of one more batch's training, profiled), how busy it kept the device
+(that time over the median batch time: well below 1, the host kept the device waiting; null elsewhere) and the
+ten kernels that took most of that time, and agreement
 with the reference of the same tail and size (``grouped-written`` or ``grouped-fused``; the reference's
 warm-up batch against the variant's last timed batch, so the reference's own figures are its run-to-run
 noise, 0 where the device is deterministic): the largest metric difference over sessions, the fraction of
@@ -102,7 +103,7 @@ from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor_lab.cli.options import frame_size, script_command
 from shadowtutor_lab.evaluation.engine_inputs import key_frames
 from shadowtutor_lab.evaluation.machine import describe_machine, machine_info
-from shadowtutor_lab.evaluation.torch_switches import cudnn_autotuner, kernel_seconds, synchronize
+from shadowtutor_lab.evaluation.torch_switches import DeviceTime, cudnn_autotuner, device_time, synchronize
 
 VARIANTS = (
     "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "grouped-fused-graphs", "matmul-fused-graphs",
@@ -301,8 +302,8 @@ def agreement(mine: Outcome, reference: Outcome) -> dict[str, float]:
 def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarray, np.ndarray]], device: str,
             repeats: int, kernel_time: bool = False) -> tuple[dict[str, Any], Outcome | None, Outcome]:
     """Time one point; returns its figures, the outcome of its warm-up batch (a reference's only, else None) and
-    that of its last timed batch. ``kernel_time``: on CUDA, one more batch after the timed ones, profiled for
-    the device's own time (:func:`kernel_seconds`)."""
+    that of its last timed batch. ``kernel_time``: on CUDA, one more batch after the timed ones, its training
+    (not its preparation) profiled for the device's own time (:func:`kernel_seconds`)."""
     background = background_index(LVS_CLASSES)
     base = [Distiller(copy.deepcopy(template), PARAMS, background, device, fuse_tail=variant.fuse_tail,
                       precision=variant.precision) for _ in inputs]
@@ -311,25 +312,36 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
 
     replays: list[bool] = []
 
-    def batch() -> tuple[float, float, list[Distiller], list[DistillResult]]:
+    def prepare() -> tuple[float, list[Distiller], list[KeyFrameJob]]:
         distillers = copy.deepcopy(base)
-        autocast = bf16_autocast(device, "bf16" if variant.bf16 else variant.precision)
         synchronize(device)
         start = time.perf_counter()
         jobs = [KeyFrameJob.prepare(d, frame, label) for d, (frame, label) in zip(distillers, inputs, strict=True)]
         synchronize(device)
-        prepared = time.perf_counter()
+        return time.perf_counter() - start, distillers, jobs
+
+    def train(jobs: list[KeyFrameJob]) -> list[DistillResult]:
+        autocast = bf16_autocast(device, "bf16" if variant.bf16 else variant.precision)
         with autocast, compiled_engine(variant.compiled), recorded_replays(replays):
-            results = distill_batch(jobs, convolution=variant.convolution, graphs=variant.graphs)
+            return distill_batch(jobs, convolution=variant.convolution, graphs=variant.graphs)
+
+    def batch() -> tuple[float, float, list[Distiller], list[DistillResult]]:
+        preparation, distillers, jobs = prepare()
+        start = time.perf_counter()
+        results = train(jobs)
         synchronize(device)
-        return time.perf_counter() - prepared, prepared - start, distillers, results
+        return time.perf_counter() - start, preparation, distillers, results
+
+    def profiled_batch() -> DeviceTime | None:
+        _, _, jobs = prepare()
+        return device_time(lambda: train(jobs), device)
 
     with cudnn_autotuner(variant.cudnn_benchmark):
         _, _, *warm = batch()
         warm_up = outcome(*warm, inputs) if variant.name == variant.reference else None
         timed = [batch() for _ in range(repeats)]
         last = outcome(*timed[-1][2:], inputs)
-        device_s = kernel_seconds(batch, device) if kernel_time else None
+        on_device = profiled_batch() if kernel_time else None
     seconds = [t[0] for t in timed]
     median = statistics.median(seconds)
     steps = int(last.steps.sum())
@@ -342,8 +354,9 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         "prepare_ms": 1000 * statistics.median(t[1] for t in timed) / len(inputs),
         "peak_bytes": torch.cuda.max_memory_allocated(device) if device.startswith("cuda") else None,
         "graphs_replayed": bool(replays) and all(replays) if variant.graphs else None,
-        "device_s": device_s,
-        "device_busy": None if device_s is None else device_s / median,
+        "device_s": None if on_device is None else on_device.seconds,
+        "device_busy": None if on_device is None else on_device.seconds / median,
+        "device_largest": None if on_device is None else on_device.largest,
     }, warm_up, last
 
 
@@ -399,7 +412,9 @@ def point_line(row: dict[str, Any]) -> str:
             f"{row['mean_steps']:.2f} steps, {row['achieved_tflops']:.2f} TFLOP/s, peak {peak}, "
             f"prepare {row['prepare_ms']:.1f} ms/key frame")
     if row["device_busy"] is not None:
-        line += f", device busy {100 * row['device_busy']:.0f} % ({row['device_s']:.3f} s of work per batch)"
+        largest = "; ".join(f"{name[:60]} {seconds:.3f} s" for name, seconds in row["device_largest"][:3])
+        line += (f", device busy {100 * row['device_busy']:.0f} % ({row['device_s']:.3f} s of work per batch; "
+                 f"most: {largest})")
     if row["graphs_replayed"] is not None:
         line += ", graphs replayed" if row["graphs_replayed"] else ", graphs not replayed (ran eagerly)"
     if row["metric_max_diff"] is None:

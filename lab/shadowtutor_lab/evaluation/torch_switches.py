@@ -3,10 +3,13 @@ one measurement and then restores, a wait for the device, and the device's own t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
+from torch.autograd import DeviceType
+from torch.autograd.profiler_util import FunctionEvent
 
 
 @contextmanager
@@ -28,17 +31,39 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-def kernel_seconds(run: Callable[[], object], device: str) -> float | None:
-    """Seconds of work that one call of ``run`` puts on a CUDA ``device`` (kernels, copies and fills, summed as
-    torch's profiler records them through CUPTI), to set against the call's wall time: how busy the device was.
-    Profiling slows the host, so ``run`` should be a call beside the timed ones, not one of them. None on any
-    other device (``run`` is not called) or where the profiler records no device activity."""
+@dataclass(frozen=True)
+class DeviceTime:
+    """What a profiled call put on the device: ``seconds`` of kernels, copies and fills in all, and the ``largest``
+    of them by name (name, seconds), most first."""
+
+    seconds: float
+    largest: list[tuple[str, float]]
+
+
+def device_time(run: Callable[[], object], device: str, largest: int = 10) -> DeviceTime | None:
+    """The device's work for one call of ``run`` on a CUDA ``device`` (kernels, copies and fills, as torch's
+    profiler records them through CUPTI), to set against the call's wall time: how busy the device was, and on
+    what. Only the device's activity is recorded (operators on the host are not, which costs the most), but
+    profiling still slows the host, so ``run`` should be a call beside the timed ones, not one of them. None on
+    any other device (``run`` is not called) or where the profiler records no device activity."""
     if not device.startswith("cuda"):
         return None
-    with torch.profiler.profile(
-        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    ) as profiler:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiler:
         run()
         torch.cuda.synchronize(device)
-    microseconds = sum(event.self_device_time_total for event in profiler.key_averages())
-    return microseconds / 1e6 if microseconds > 0 else None
+    return summarise_device_events(profiler.events(), largest)
+
+
+def summarise_device_events(events: Iterable[FunctionEvent], largest: int = 10) -> DeviceTime | None:
+    """The device's work among a profile's ``events``: every kernel, copy and fill once, as the device event it
+    is (an operator's own device time repeats the kernels it launched, so operators count nothing), and the
+    ``largest`` names by their summed time. None where no device event took any time."""
+    by_name: dict[str, float] = {}
+    for event in events:
+        if event.device_type != DeviceType.CPU:
+            by_name[event.name] = by_name.get(event.name, 0.0) + event.device_time_total / 1e6
+    total = sum(by_name.values())
+    if total <= 0:
+        return None
+    ranked = sorted(by_name.items(), key=lambda item: item[1], reverse=True)[:largest]
+    return DeviceTime(total, ranked)
