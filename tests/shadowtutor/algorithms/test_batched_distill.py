@@ -151,6 +151,14 @@ def test_the_engine_equals_each_sessions_own_distiller(
     assert len({id(alone) for alone, _ in pairs if restores[id(alone)]}) >= 2, "rollbacks in one session only"
 
 
+FLOAT32_RERUN = 0.05
+"""How far the metric after 8 steps of the same float32 batch moves from one run to the next on a GPU, graphs or
+not: cuDNN picks its algorithms per call, and Adam turns the different roundings of a gradient near zero into
+steps of the learning rate. The H100 measured 2.7e-2 between two eager runs of a batch of 64 at 1280x720
+(docs/results/server_gpu/h100-threads-v1) and 1.1e-2 between a replay and its plain run here; float64 checks the
+arithmetic."""
+
+
 def _replayed_against_plain(
     device: str, replay: bool, fuse_tail: bool = False, dtype: torch.dtype = torch.float64,
     size: tuple[int, int] = (WIDTH, HEIGHT),
@@ -158,7 +166,8 @@ def _replayed_against_plain(
     """Train the same sessions (their own stop points and rollbacks) once plainly and once with ``graphs``, on
     ``device``, as on a GPU (every batch takes MAX_UPDATES steps), with frames of ``size`` (WIDTH, HEIGHT);
     assert equal results and students (in float64 to the rounding the CPU tests allow; in float32 the same
-    steps and metrics within 1e-3). Returns each session's steps."""
+    steps, the same first metric within 1e-3 and the last within ``FLOAT32_RERUN``). Returns each session's
+    steps."""
     torch.manual_seed(0)
     base = StudentNet(num_classes=3).to(dtype).to(device)
     pairs = [(Distiller(copy.deepcopy(base), _params(s), background=0, device=device, fuse_tail=fuse_tail),
@@ -173,7 +182,7 @@ def _replayed_against_plain(
     for (p, r), want, got in zip(pairs, plain, replayed, strict=True):
         assert got.steps == want.steps
         assert got.initial_metric == pytest.approx(want.initial_metric, abs=1e-12 if exact else 1e-3)
-        assert got.metric == pytest.approx(want.metric, abs=1e-12 if exact else 1e-3)
+        assert got.metric == pytest.approx(want.metric, abs=1e-12 if exact else FLOAT32_RERUN)
         if exact:
             for key, tensor in p.student.state_dict().items():
                 atol = 1e-6 if key in INERT else 1e-9
