@@ -6,7 +6,8 @@
 # files); the run ends by printing a summary of every step's headline figures.
 # Step 0 times the batched engine's variants; the later steps run the server with the fastest one's flags
 # (ENGINE_FLAGS="--distill-convolution ... --distill-tail ..." overrides the choice for every size), and with two
-# engine threads where step 2 measured them faster than one (THREAD_FLAGS="..." overrides that).
+# engine threads for the labels teacher's load where step 2 measured them faster than one (THREAD_FLAGS="..."
+# overrides that).
 # Run from the repository root; nothing needs to be pip-installed but the product's dependencies: the
 # product and the lab are imported from the checkout (`python3 -m shadowtutor_lab`, lab/ on PYTHONPATH).
 # The scenes of `bench load` need the photos of `shadowtutor scenes fetch-photos` (SHADOWTUTOR_ASSETS_DIR).
@@ -96,8 +97,9 @@ step distill_workers_720 "$PY" -m shadowtutor_lab bench server --stages distill 
   --out "$OUT/distill_workers_720"
 # 2. two engine threads, each with batches of at most 32 (--distill-engines 2 --distill-batch-size 32: two cohorts of
 # sessions at 64, one prepared and its host work done while the other trains), against one engine with batches of 64
-# (step 1), at 64 and 128 sessions; the later steps use them where they beat one engine at 1280x720 and 64 sessions
-# (THREAD_FLAGS="..." sets the flags for the later steps instead)
+# (step 1), at 64 and 128 sessions; the labels teacher's load uses them where they beat one engine at 1280x720 and
+# 64 sessions (THREAD_FLAGS="..." sets its flags instead). The Mask R-CNN steps keep one engine: beside that teacher
+# on the same GPU two engines answered 0.76x one's key frames (docs/results/server_gpu/h100-threads-v1)
 TWO_ENGINES="--distill-engines 2 --distill-batch-size 32"
 step distill_engines_720 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 64,128 --sizes 1280x720 \
   --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_720 $TWO_ENGINES" \
@@ -114,14 +116,14 @@ if [ -z "${THREAD_FLAGS+set}" ]; then
   THREAD_FLAGS=$("$PY" -c "import sys; print(sys.argv[3] if float(sys.argv[1]) > float(sys.argv[2]) > 0 else '')" \
     "$(rate_at_64 "$OUT/distill_engines_720.json")" "$(rate_at_64 "$OUT/distill_batched_720.json")" "$TWO_ENGINES")
 fi
-FLAGS_720="$FLAGS_720 $THREAD_FLAGS"
-log "engine threads for the later steps: '${THREAD_FLAGS:-one engine, batches of 64}'"
+LABELS_FLAGS_720="$FLAGS_720 $THREAD_FLAGS"
+log "engine threads for the labels teacher's load: '${THREAD_FLAGS:-one engine, batches of 64}'"
 # 3. the Mask R-CNN teacher: label path per frame at batch 8/16; fp32, tf32 and fp32 with cuDNN's autotuner
 [ "${TEACHER_CHECK:-1}" = 1 ] && step teacher_check "$PY" lab/scripts/teacher_gpu_check.py --weights-path "$weights" --device "$dev" --size 1280x720 \
   --batches 8,16 --precisions fp32,tf32 --cudnn-benchmark --score-threshold 0.05 --out "$OUT/teacher_check.json"
 # 4. bench load, labels teacher then Mask R-CNN: 64 edges at 1 key frame/s, 1280x720
 step load_labels "$PY" -m shadowtutor_lab bench load --edges 64 --rate 1 --size 1280x720 --minutes 0.5 --scene-frames 120 \
-  --no-progress --server-args "--device $dev --distill-workers 8 --max-sessions 64 $FLAGS_720" --out "$OUT/load_labels"
+  --no-progress --server-args "--device $dev --distill-workers 8 --max-sessions 64 $LABELS_FLAGS_720" --out "$OUT/load_labels"
 step load_maskrcnn "$PY" -m shadowtutor_lab bench load --edges 64 --rate 1 --size 1280x720 --minutes 0.5 --scene-frames 120 \
   --no-progress --server-args "--device $dev --distill-workers 8 --max-sessions 64 $FLAGS_720 --teacher maskrcnn --weights-path $weights --teacher-batch-size 16 \
   --teacher-precision $TEACHER_PRECISION" --out "$OUT/load_maskrcnn"
