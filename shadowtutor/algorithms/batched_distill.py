@@ -148,9 +148,8 @@ class _Back(nn.Module):
 
     def forward(self, dec1: torch.Tensor, enc2: torch.Tensor, enc1: torch.Tensor) -> torch.Tensor:
         front = FrontFeatures(dec1[None], enc2[None], enc1[None], self.x1_size, self.input_size)
-        if self.fuse_tail:
-            return fused_back(self.student, front)[0]
-        return self.student.forward_back(front)[0]
+        logits = fused_back(self.student, front) if self.fuse_tail else self.student.forward_back(front)
+        return logits.squeeze(0)  # not [0], whose backward writes a zero-filled copy of the gradient
 
 
 def stops_early_on_host(device: torch.device) -> bool:
