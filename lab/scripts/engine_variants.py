@@ -303,7 +303,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
             repeats: int, kernel_time: bool = False) -> tuple[dict[str, Any], Outcome | None, Outcome]:
     """Time one point; returns its figures, the outcome of its warm-up batch (a reference's only, else None) and
     that of its last timed batch. ``kernel_time``: on CUDA, one more batch after the timed ones, its training
-    (not its preparation) profiled for the device's own time (:func:`kernel_seconds`)."""
+    (not its preparation) profiled for the device's own time (:func:`device_time`)."""
     background = background_index(LVS_CLASSES)
     base = [Distiller(copy.deepcopy(template), PARAMS, background, device, fuse_tail=variant.fuse_tail,
                       precision=variant.precision) for _ in inputs]
