@@ -12,15 +12,15 @@ script counts, with a ``TorchDispatchMode`` on the CPU, the aten operations of :
 (grouped, matmul). Frames are ``--size`` noise with block labels (``engine_inputs.key_frames``); the
 counts do not depend on the frame size.
 
-The device's work per key frame, which does (the batch of sessions trained once, 8 steps, divided by its
-sessions): the bytes every computing operation reads and writes (each tensor argument and result, counted by
-the memory it spans: a broadcast dimension once), torch's ``FlopCounterMode`` FLOPs (a grouped convolution's
-weight gradient counted once, not once per group), the operations that move
-the most bytes, and the roofline of a key frame on a GPU of ``--bandwidth`` GB/s and ``--peak`` TFLOP/s (the
-defaults: an H100 SXM's 3,350 and its 67 float32 TFLOP/s without tensor cores), the sum over operations of the
-longer of their bytes over the bandwidth and their FLOPs over the peak (each operation's calls summed). A lower
-bound on the device time of these operations, however well each kernel runs; unfused, as the engine issues them
-(a kernel that kept a result in cache for the next would move less).
+The device's work per key frame, which does depend on the frame size (the batch of sessions trained once,
+8 steps, divided by its sessions): the bytes every computing operation reads and writes (each tensor argument
+and result, counted by the memory it spans: a broadcast dimension once), torch's ``FlopCounterMode`` FLOPs (a
+grouped convolution's weight gradient counted once, not once per group), the operations that move the most
+bytes, and the roofline of a key frame on a GPU of ``--bandwidth`` GB/s and ``--peak`` TFLOP/s (the defaults:
+an H100 SXM's 3,350 and its 67 float32 TFLOP/s without tensor cores), the sum over operations of the longer
+of their bytes over the bandwidth and their FLOPs over the peak (each operation's calls summed). A lower bound
+on the device time of these operations, however well each kernel runs; unfused, as the engine issues them (a
+kernel that kept a result in cache for the next would move less).
 
 Usage: ``python lab/scripts/engine_operations.py [--sessions 64] [--size 64x64] [--out R.json]``
 """
