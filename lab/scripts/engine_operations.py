@@ -91,30 +91,33 @@ def spanned_bytes(tensor: torch.Tensor) -> int:
 
 
 class OperationCount(TorchDispatchMode):
-    """Counts the aten operations dispatched while open, by overload, and, summed per operation (``aten.mm``), the
-    bytes of the tensor arguments and results of those that compute (not in :data:`NO_KERNEL`) and the FLOPs
-    (``FlopCounterMode``)."""
+    """Counts the aten operations dispatched while open, by overload, and with ``work``, summed per operation
+    (``aten.mm``), the bytes of the tensor arguments and results of those that compute (not in
+    :data:`NO_KERNEL`) and the FLOPs (``FlopCounterMode``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, work: bool = True) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()
         self.bytes: Counter[str] = Counter()
+        self.work = work
         self.flops = FlopCounterMode(
             display=False, custom_mapping={torch.ops.aten.convolution_backward: grouped_convolution_backward_flops})
 
     def __enter__(self) -> OperationCount:
-        self.flops.__enter__()
+        if self.work:
+            self.flops.__enter__()
         return cast(OperationCount, super().__enter__())
 
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
-        self.flops.__exit__(*exc)
+        if self.work:
+            self.flops.__exit__(*exc)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = str(func)
         self.counts[name] += 1
         result = func(*args, **(kwargs or {}))
-        if name not in NO_KERNEL:
+        if self.work and name not in NO_KERNEL:
             tensors = [t for t in pytree.tree_leaves((args, kwargs, result)) if isinstance(t, torch.Tensor)]
             self.bytes[str(func.overloadpacket)] += sum(spanned_bytes(t) for t in tensors)
         return result
@@ -148,8 +151,9 @@ def traffic(counted: OperationCount, key_frames: int, roofline: Roofline, larges
 
 
 def count_batch(template: StudentNet, inputs: list[Any], fuse_tail: bool, convolution: Convolution,
-                max_updates: int, trained_once: bool) -> OperationCount:
-    """The operations of one batch (every session's key frame of ``inputs``), its sessions fresh or trained once."""
+                max_updates: int, trained_once: bool, work: bool = False) -> OperationCount:
+    """The operations of one batch (every session's key frame of ``inputs``), its sessions fresh or trained once;
+    with ``work``, their bytes and FLOPs too (:class:`OperationCount`)."""
     params = AlgorithmParams(threshold=0.999, max_updates=max_updates)
     background = background_index(LVS_CLASSES)
     distillers = [Distiller(copy.deepcopy(template), params, background, "cpu", fuse_tail=fuse_tail) for _ in inputs]
@@ -162,7 +166,7 @@ def count_batch(template: StudentNet, inputs: list[Any], fuse_tail: bool, convol
     if trained_once:
         distill_batch(jobs(), convolution)
     batch = jobs()
-    with OperationCount() as counted:
+    with OperationCount(work) as counted:
         distill_batch(batch, convolution)
     return counted
 
@@ -179,7 +183,7 @@ def measure(sessions: int, size: tuple[int, int], roofline: Roofline, seed: int 
         for fuse_tail in (False, True):
             for convolution in CONVOLUTIONS:
                 fresh = count_batch(template, inputs, fuse_tail, convolution, 8, trained_once=False).totals()
-                counted = count_batch(template, inputs, fuse_tail, convolution, 8, trained_once=True)
+                counted = count_batch(template, inputs, fuse_tail, convolution, 8, trained_once=True, work=True)
                 trained = counted.totals()
                 seven = count_batch(template, inputs, fuse_tail, convolution, 7, trained_once=True).totals()
                 rows.append({
