@@ -242,7 +242,7 @@ def test_flow_path_leaves_key_frames_and_updates_as_they_were(
 ) -> None:
     plain = EdgeAgent(settings(stand_in, video, tmp_path / "plain")).run()
     agent = EdgeAgent(settings(stand_in, video, tmp_path / "flow", flow_path=True, key_interval=0,
-                               decision_threshold=0.0, max_key_age=3))
+                               decision_threshold=0.0, max_key_age=40))  # keys never too old: weights make them stale
     summary = agent.run()
     assert summary.frames == summary.labelled_frames == 40
     # Algorithm 2 is untouched: as many key frames (the loop waits for each update at MIN_STRIDE), all sent.
@@ -251,8 +251,10 @@ def test_flow_path_leaves_key_frames_and_updates_as_they_were(
     by_path = {s.labels["path"]: s.value for s in families["shadowtutor_edge_regions"].samples
                if s.name.endswith("_total")}
     assert by_path["segment"] + by_path["flow"] == 4 * 40 and by_path["flow"] > 0
-    # every weight change makes the keys stale: the frame after it is segmented whole
-    assert by_path["segment"] >= 4 * len(summary.versions_applied)
+    # every weight change makes the keys stale: the frame after it is segmented whole (one frame for the versions
+    # installed between two frames; none for one installed after the last, as an update may land on a loaded machine)
+    followed = {v["frame_index"] for v in summary.versions_applied if v["frame_index"] < summary.frames}
+    assert len(followed) >= 2 and by_path["segment"] >= 4 * len(followed)
 
 
 @pytest.mark.timeout(180)
