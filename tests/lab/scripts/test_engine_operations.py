@@ -4,29 +4,21 @@ beside the JSON."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[3] / "lab" / "scripts" / "engine_operations.py"
+from tests.support.lab_scripts import loaded_script
 
 
 @pytest.fixture(scope="module")
-def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("engine_operations", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+def script() -> Iterator[ModuleType]:
+    with loaded_script("engine_operations") as module:
+        yield module
 
 
 def test_operations_are_counted_per_tail_convolution_and_step(

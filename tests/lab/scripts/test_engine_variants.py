@@ -4,9 +4,7 @@ where the fused tail does not apply."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -15,8 +13,8 @@ from typing import Any
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[3]
-SCRIPT = REPO / "lab" / "scripts" / "engine_variants.py"
+from tests.support.lab_scripts import loaded_script
+
 CORE = ["grouped-written", "matmul-written", "grouped-fused", "matmul-fused"]
 FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "precision", "autocast", "sessions",
           "batch_seconds", "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference",
@@ -27,15 +25,8 @@ FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "precisio
 
 @pytest.fixture(scope="module")
 def script() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("engine_variants", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
+    with loaded_script("engine_variants") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
 
 
 def tiny(out: Path, variants: list[str], *extra: str) -> list[str]:

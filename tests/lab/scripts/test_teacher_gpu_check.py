@@ -6,12 +6,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from tests.support.lab_scripts import loaded_script
+
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "lab" / "scripts" / "teacher_gpu_check.py"
+
+
+@pytest.fixture(scope="module")
+def script() -> Iterator[ModuleType]:
+    with loaded_script("teacher_gpu_check") as module:
+        yield module
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -44,9 +54,10 @@ def test_tiny_cpu_run_writes_its_figures(tmp_path: Path) -> None:
     assert "host path as it was" in done.stdout
 
 
-def test_bad_flags_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_flags_are_one_line_errors(
+    script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """In process (the tiny run above runs the script as a program): exit code 2 and one line naming the flag."""
-    script = load_script()
     for flags, message in [(["--size", "720p"], "expected WIDTHxHEIGHT"), (["--batches", "0"], "positive batch"),
                            (["--precisions", "fp16"], "precision must be one of"),
                            (["--device", "tpu"], "unknown device 'tpu'")]:
@@ -58,19 +69,9 @@ def test_bad_flags_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFix
         assert code == 2 and message in error and "Traceback" not in error, (flags, error)
 
 
-def load_script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("teacher_gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_agreement_of_all_and_of_painted_pixels() -> None:
+def test_agreement_of_all_and_of_painted_pixels(script: ModuleType) -> None:
     import numpy as np
 
-    script = load_script()
     a = np.array([[0, 0, 1, 1]], np.uint8)
     b = np.array([[0, 1, 1, 0]], np.uint8)  # background 0: three pixels painted in either, one alike
     assert script.agreement([a], [b]) == 0.5
@@ -78,11 +79,10 @@ def test_agreement_of_all_and_of_painted_pixels() -> None:
     assert script.agreement([a * 0], [b * 0], background=0) == 1.0
 
 
-def test_frames_from_a_video_are_resized_and_repeated(tmp_path: Path) -> None:
+def test_frames_from_a_video_are_resized_and_repeated(script: ModuleType, tmp_path: Path) -> None:
     import cv2
     import numpy as np
 
-    script = load_script()
     path = tmp_path / "clip.mp4"
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 5, (64, 48))
     for value in (40, 200):
