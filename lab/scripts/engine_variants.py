@@ -10,6 +10,9 @@ runs before it even when not picked):
 - plain names train in IEEE float32 (``Distiller(precision="fp32")``, the server's ``--distill-precision
   fp32``); ``...-tf32``: the same with TF32 tensor cores for convolutions and matrix products
   (``--distill-precision tf32``; nothing changes on a CPU);
+- ``...-closs``: the same with the batch's loss and metric compiled by ``torch.compile`` (``distill_batch``'s
+  ``objective="compiled"``, the server's ``--distill-objective compiled``; the warm-up batch compiles), which
+  combines with ``-graphs`` as ``...-closs-graphs``;
 - ``...-graphs``: the same with every step after the second replayed as one CUDA graph (``distill_batch``'s
   ``graphs``, the server's ``--distill-graphs``; nothing changes off CUDA, where it still runs); its row says
   whether every batch replayed its graph (``graphs_replayed``), and one whose capture failed, which ran as its
@@ -88,6 +91,7 @@ from shadowtutor.algorithms.batched_distill import (
     CONVOLUTIONS,
     Convolution,
     KeyFrameJob,
+    Objective,
     distill_batch,
     front_fingerprint,
 )
@@ -109,6 +113,7 @@ VARIANTS = (
     "grouped-written", "matmul-written", "grouped-fused", "matmul-fused", "grouped-fused-graphs", "matmul-fused-graphs",
     "matmul-fused-tf32", "grouped-fused-tf32", "matmul-written-tf32", "grouped-written-graphs", "matmul-written-graphs",
     "grouped-written-cudnnbench", "grouped-fused-cudnnbench", "matmul-fused-bf16", "grouped-fused-bf16",
+    "grouped-fused-closs", "matmul-fused-closs", "grouped-fused-closs-graphs", "matmul-fused-closs-graphs",
 )
 STUDY_VARIANTS = ("grouped-written-compiled", "grouped-fused-compiled")
 PARAMS = AlgorithmParams(threshold=0.999, max_updates=8)
@@ -117,7 +122,8 @@ GIB = 1024 ** 3
 
 @dataclass(frozen=True)
 class Variant:
-    """One way to run the engine, read from its name ``CONVOLUTION-TAIL[-tf32|-graphs|-cudnnbench|-bf16|-compiled]``."""
+    """One way to run the engine, read from its name
+    ``CONVOLUTION-TAIL[-tf32|-closs|-graphs|-closs-graphs|-cudnnbench|-bf16|-compiled]``."""
 
     name: str
 
@@ -149,19 +155,25 @@ class Variant:
         return self.name.endswith("-graphs")
 
     @property
+    def objective(self) -> Objective:
+        return "compiled" if "closs" in self.name.split("-") else "eager"
+
+    @property
     def precision(self) -> TrainingPrecision:
         return "tf32" if self.name.endswith("-tf32") else "fp32"
 
     @property
     def server_option(self) -> bool:
         """Whether the server runs this variant (``--distill-convolution``, ``--distill-tail``,
-        ``--distill-precision``, ``--distill-graphs``; no study switch)."""
+        ``--distill-precision``, ``--distill-objective``, ``--distill-graphs``; no study switch)."""
         return not (self.cudnn_benchmark or self.bf16 or self.compiled)
 
     @property
     def server_flags(self) -> str:
         tail = "fused" if self.fuse_tail else "written"
         flags = f"--distill-convolution {self.convolution} --distill-tail {tail} --distill-precision {self.precision}"
+        if self.objective != "eager":
+            flags += f" --distill-objective {self.objective}"
         return f"{flags} --distill-graphs" if self.graphs else flags
 
     @property
@@ -323,7 +335,8 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
     def train(jobs: list[KeyFrameJob]) -> list[DistillResult]:
         autocast = bf16_autocast(device, "bf16" if variant.bf16 else variant.precision)
         with autocast, compiled_engine(variant.compiled), recorded_replays(replays):
-            return distill_batch(jobs, convolution=variant.convolution, graphs=variant.graphs)
+            return distill_batch(jobs, convolution=variant.convolution, graphs=variant.graphs,
+                                 objective=variant.objective)
 
     def batch() -> tuple[float, float, list[Distiller], list[DistillResult]]:
         preparation, distillers, jobs = prepare()
@@ -370,6 +383,7 @@ def run_point(variant: Variant, size: tuple[int, int], template: StudentNet,
         "size": f"{width}x{height}", "variant": variant.name, "convolution": variant.convolution,
         "tail": "fused" if variant.fuse_tail else "written", "cudnn_benchmark": variant.cudnn_benchmark,
         "precision": variant.precision, "compiled": variant.compiled, "graphs": variant.graphs,
+        "objective": variant.objective,
         "autocast": "bf16" if variant.bf16 else None, "sessions": len(inputs), "reference": variant.reference,
         "error": None,
     }

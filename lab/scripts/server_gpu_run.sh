@@ -14,11 +14,14 @@
 # Random Mask R-CNN weights (timing only).
 # RUN_LIMIT_S (default 530): the last step, a torch.compile study, runs only in what is left of it.
 # VARIANTS_LIMIT_S (default 240): the most seconds step 0 may take.
+# WARMUP (default 10): seconds each `bench server` point runs before its window (a compiled objective compiles in
+# its first batch; the compiled kernels are cached on disk by step 0 for the later server processes).
 # ONLY="STEP ...": run these steps alone (default: every step); VARIANTS and SIZES: step 0's --variants (default:
 # the server options still open, below) and --sizes (default 1280x720,640x360,128x72).
 set -uo pipefail
 OUT=${OUT:-docs/results/server_gpu}
 SECS=${SECONDS_PER_POINT:-4}
+WARMUP=${WARMUP:-10}
 PY=${PYTHON:-python3}
 export PYTHONPATH="$PWD:$PWD/lab${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT"
@@ -59,7 +62,7 @@ if [ ! -f "$weights" ] && { wanted teacher_check || wanted load_maskrcnn || want
   $PY -c "import torch, torchvision; torch.save(torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91).state_dict(), '$weights')"
 fi
 dev=${DEVICE:-cuda}
-OPEN_VARIANTS=grouped-written,matmul-written,grouped-fused,matmul-fused,grouped-fused-graphs,matmul-fused-graphs,matmul-written-graphs
+OPEN_VARIANTS=grouped-fused,matmul-fused,grouped-fused-closs,matmul-fused-closs,matmul-fused-closs-graphs
 case "${VARIANTS:-}" in all) ENGINE_VARIANTS= ;; "") ENGINE_VARIANTS=$OPEN_VARIANTS ;; *) ENGINE_VARIANTS=$VARIANTS ;; esac
 # the tests that need a GPU (CUDA graphs replayed against plain runs); the rest of the suite runs in CI
 step cuda_tests "$PY" -m pytest -q -p no:cacheprovider tests/shadowtutor/algorithms/test_step_graph.py \
@@ -86,14 +89,14 @@ log "engine flags: 1280x720 '$FLAGS_720', 640x360 '$FLAGS_360'; Mask R-CNN preci
 # 1. distillation through the server's engine, batched, all 8 steps (THRESHOLD 0.999), free teacher, per size; 128 sessions
 # only at 640x360 (at 1280x720 a window of two batches per session would cost the later steps their time)
 step distill_batched_720 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 1,64 --sizes 1280x720 \
-  --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_720" --out "$OUT/distill_batched_720"
+  --engines batched --seconds "$SECS" --warmup "$WARMUP" --server-args "--device $dev $FLAGS_720" --out "$OUT/distill_batched_720"
 step distill_batched_360 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 1,64,128 --sizes 640x360 \
-  --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_360" --out "$OUT/distill_batched_360"
+  --engines batched --seconds "$SECS" --warmup "$WARMUP" --server-args "--device $dev $FLAGS_360" --out "$OUT/distill_batched_360"
 # 1b. the same at 1280x720, 64 sessions, with 8 threads preparing key frames instead of the default 2: in a closed loop
 # the GPU waits while a batch's 64 key frames are prepared (9.3 ms each at 1280x720 on the H100's host while the
 # weight map came from connected components; since from region borders, about a tenth of that on a CPU)
 step distill_workers_720 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 64 --sizes 1280x720 \
-  --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_720 --distill-workers 8" \
+  --engines batched --seconds "$SECS" --warmup "$WARMUP" --server-args "--device $dev $FLAGS_720 --distill-workers 8" \
   --out "$OUT/distill_workers_720"
 # 2. two engine threads, each with batches of at most 32 (--distill-engines 2 --distill-batch-size 32: two cohorts of
 # sessions at 64, one prepared and its host work done while the other trains), against one engine with batches of 64
@@ -102,10 +105,10 @@ step distill_workers_720 "$PY" -m shadowtutor_lab bench server --stages distill 
 # on the same GPU two engines answered 0.76x one's key frames (docs/results/server_gpu/h100-threads-v1)
 TWO_ENGINES="--distill-engines 2 --distill-batch-size 32"
 step distill_engines_720 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 64,128 --sizes 1280x720 \
-  --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_720 $TWO_ENGINES" \
+  --engines batched --seconds "$SECS" --warmup "$WARMUP" --server-args "--device $dev $FLAGS_720 $TWO_ENGINES" \
   --out "$OUT/distill_engines_720"
 step distill_engines_360 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 64,128 --sizes 640x360 \
-  --engines batched --seconds "$SECS" --warmup 3 --server-args "--device $dev $FLAGS_360 $TWO_ENGINES" \
+  --engines batched --seconds "$SECS" --warmup "$WARMUP" --server-args "--device $dev $FLAGS_360 $TWO_ENGINES" \
   --out "$OUT/distill_engines_360"
 # key frames/s at 64 sessions in a bench server result (0 where absent)
 rate_at_64() {
@@ -129,7 +132,7 @@ step load_maskrcnn "$PY" -m shadowtutor_lab bench load --edges 64 --rate 1 --siz
   --teacher-precision $TEACHER_PRECISION" --out "$OUT/load_maskrcnn"
 # 5. teacher + distillation together with Mask R-CNN: the capacity planner's profile
 step profile "$PY" -m shadowtutor_lab bench server --stages teacher,distill,both --sessions 64 --sizes 640x360,1280x720 \
-  --engines batched --seconds "$SECS" --warmup 3 \
+  --engines batched --seconds "$SECS" --warmup "$WARMUP" \
   --server-args "--device $dev $FLAGS_720 --teacher maskrcnn --weights-path $weights --teacher-batch-size 16 \
   --teacher-precision $TEACHER_PRECISION" --out "$OUT/maskrcnn_server" --profile-out "$OUT/profile.json"
 # 6. a study, only where the run has time left for it (compiling takes minutes; RUN_LIMIT_S: the seconds the whole

@@ -34,7 +34,7 @@ from services.server.metrics import ServerMetrics
 from services.server.settings import DistillEngine, DistillTail
 from shadowtutor.algorithms.batched_distill import KeyFrameJob, distill_batch
 from shadowtutor.algorithms.distill import Distiller, DistillResult
-from shadowtutor.algorithms.engine_options import Convolution
+from shadowtutor.algorithms.engine_options import Convolution, Objective
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class BatchedDistillation:
 
     def __init__(
         self, metrics: ServerMetrics, max_batch: int, convolution: Convolution = "grouped", graphs: bool = False,
-        prepare_pool: Executor | None = None, engines: int = 1,
+        prepare_pool: Executor | None = None, engines: int = 1, objective: Objective = "eager",
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -99,6 +99,7 @@ class BatchedDistillation:
         self.max_batch = max_batch
         self.convolution = convolution
         self.graphs = graphs
+        self.objective = objective
         self.prepare_pool = prepare_pool
         self.engines = engines
         metrics.engine_batch_limit.set(max_batch)
@@ -253,7 +254,7 @@ class BatchedDistillation:
         any other failing batch is retried one key frame at a time, so that a bad key frame fails only its
         own session."""
         try:
-            return list(distill_batch([p.job for p in batch], self.convolution, self.graphs))
+            return list(distill_batch([p.job for p in batch], self.convolution, self.graphs, self.objective))
         except Exception as exc:
             if len(batch) == 1:
                 return [exc]
@@ -294,11 +295,12 @@ def resolve_tail(tail: DistillTail, device_type: str, engine: DistillEngine) -> 
 
 def make_distillation(
     engine: DistillEngine, device_type: str, metrics: ServerMetrics, pool: ThreadPoolExecutor, max_batch: int,
-    convolution: Convolution = "grouped", graphs: bool = False, engines: int = 1,
+    convolution: Convolution = "grouped", graphs: bool = False, engines: int = 1, objective: Objective = "eager",
 ) -> Distillation:
     """The engine ``engine`` names for a device of ``device_type`` (not yet started), running in ``pool`` (the
-    batched engine: its preparation of key frames); ``max_batch``, ``convolution``, ``graphs`` and ``engines`` (its
-    engine threads) apply to the batched engine."""
+    batched engine: its preparation of key frames); ``max_batch``, ``convolution``, ``graphs``, ``engines`` (its
+    engine threads) and ``objective`` apply to the batched engine."""
     if resolve_engine(engine, device_type) == "batched":
-        return BatchedDistillation(metrics, max_batch, convolution, graphs, prepare_pool=pool, engines=engines)
+        return BatchedDistillation(metrics, max_batch, convolution, graphs, prepare_pool=pool, engines=engines,
+                                   objective=objective)
     return PooledDistillation(pool)

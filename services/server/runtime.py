@@ -145,7 +145,7 @@ class ServerRuntime:
         distillation = make_distillation(
             self.settings.distill_engine, self.device.type, self.metrics, self.distill_pool,
             self.settings.distill_batch_size, self.settings.distill_convolution, self.settings.distill_graphs,
-            self.settings.distill_engines,
+            self.settings.distill_engines, self.settings.distill_objective,
         )
         distillation.start()
         self.distillation = distillation

@@ -18,7 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
-from shadowtutor.algorithms.engine_options import Convolution  # no torch either
+from shadowtutor.algorithms.engine_options import Convolution, Objective  # no torch either
 from shadowtutor.algorithms.params import AlgorithmParams  # no torch: quick CLI
 from shadowtutor.config.settings_flags import FlatSettings
 from shadowtutor.models.precision import Precision, TrainingPrecision  # no torch either
@@ -155,6 +155,12 @@ class ServerSettings(FlatSettings):
         False, description="batched engine on CUDA: replay each batch's steps after the second as one captured CUDA "
         "graph (the same arithmetic, without the host's cost per step: Python, vmap, autograd, kernel launches); "
         "no effect elsewhere"
+    )
+    distill_objective: Objective = Field(
+        "eager", description="batched engine: how each batch's loss and metric run on its sessions' logits, eager (one "
+        "PyTorch operation at a time) or compiled (torch.compile fuses them into a few kernels that read the logits "
+        "once; the first batch of each frame size compiles, seconds to a minute); the same function, rounded "
+        "differently (docs/design/batched_distillation.md)"
     )
     distill_tail: DistillTail = Field(
         "auto", description="the student's tail in distillation: fused (one convolution at a quarter of the "

@@ -37,15 +37,15 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
+from shadowtutor.algorithms.batched_objective import BatchedObjective
 from shadowtutor.algorithms.conv_matmul import ConvolutionsAsMatmul
 from shadowtutor.algorithms.distill import Distiller, DistillResult, HostKeyFrame, PreparedKeyFrame
-from shadowtutor.algorithms.engine_options import CONVOLUTIONS, Convolution
+from shadowtutor.algorithms.engine_options import CONVOLUTIONS, OBJECTIVES, Convolution, Objective
 from shadowtutor.algorithms.step_graph import replay_step
-from shadowtutor.models.fast_student import fused_back
+from shadowtutor.models.fast_student import frame_tail_fusable, fused_back, fused_back_scores
 from shadowtutor.models.precision import float32_precision
 from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet, map_sizes
 
@@ -95,18 +95,22 @@ def group_key(distiller: Distiller, key_frame: PreparedKeyFrame) -> tuple[object
 
 
 def distill_batch(
-    jobs: Sequence[KeyFrameJob], convolution: Convolution = "grouped", graphs: bool = False
+    jobs: Sequence[KeyFrameJob], convolution: Convolution = "grouped", graphs: bool = False,
+    objective: Objective = "eager",
 ) -> list[DistillResult]:
     """Algorithm 1 on every job, compatible ones batched (their convolutions computed as ``convolution``
-    says; with ``graphs``, on a CUDA device, every step after the second replayed as one CUDA graph:
-    :func:`~shadowtutor.algorithms.step_graph.replay_step`, the same arithmetic); results in the order of
-    ``jobs``.
+    says, their loss and metric as ``objective`` says: :class:`~shadowtutor.algorithms.batched_objective.
+    BatchedObjective`; with ``graphs``, on a CUDA device, every step after the second replayed as one CUDA
+    graph: :func:`~shadowtutor.algorithms.step_graph.replay_step`, the same arithmetic); results in the order
+    of ``jobs``.
 
     Each distiller may appear once (its key frames depend on each other: ValueError otherwise); an unknown
-    ``convolution`` raises ValueError before any distiller changes.
+    ``convolution`` or ``objective`` raises ValueError before any distiller changes.
     """
     if convolution not in CONVOLUTIONS:
         raise ValueError(f"unknown convolution {convolution!r}; use one of {', '.join(CONVOLUTIONS)}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
     distillers = [job.distiller for job in jobs]
     if len({id(d) for d in distillers}) != len(distillers):
         raise ValueError("a batch holds at most one key frame per distiller")
@@ -124,7 +128,8 @@ def distill_batch(
         if len(indices) == 1:
             alone.extend(indices)
             continue
-        run = _BatchedRun([distillers[i] for i in indices], [prepared[i] for i in indices], convolution, graphs)
+        run = _BatchedRun([distillers[i] for i in indices], [prepared[i] for i in indices], convolution, graphs,
+                          objective)
         group_results = run.run()
         for index, result in zip(indices, group_results, strict=True):
             results[index] = result
@@ -135,20 +140,27 @@ def distill_batch(
 
 class _Back(nn.Module):
     """The student's trainable back as a module of one frame's front features (for ``functional_call``), with
-    the tail as written or fused (:func:`~shadowtutor.models.fast_student.fused_back`)."""
+    the tail as written or fused (:func:`~shadowtutor.models.fast_student.fused_back`); with ``scores_only``
+    (fused tails only) it stops before the last upsampling to the frame
+    (:func:`~shadowtutor.models.fast_student.fused_back_scores`)."""
 
     def __init__(
-        self, student: StudentNet, x1_size: tuple[int, int], input_size: tuple[int, int], fuse_tail: bool
+        self, student: StudentNet, x1_size: tuple[int, int], input_size: tuple[int, int], fuse_tail: bool,
+        scores_only: bool,
     ) -> None:
         super().__init__()
         self.student = student
         self.x1_size = x1_size
         self.input_size = input_size
         self.fuse_tail = fuse_tail
+        self.scores_only = scores_only
 
     def forward(self, dec1: torch.Tensor, enc2: torch.Tensor, enc1: torch.Tensor) -> torch.Tensor:
         front = FrontFeatures(dec1[None], enc2[None], enc1[None], self.x1_size, self.input_size)
-        logits = fused_back(self.student, front) if self.fuse_tail else self.student.forward_back(front)
+        if self.scores_only:
+            logits = fused_back_scores(self.student, front)
+        else:
+            logits = fused_back(self.student, front) if self.fuse_tail else self.student.forward_back(front)
         return logits.squeeze(0)  # not [0], whose backward writes a zero-filled copy of the gradient
 
 
@@ -164,25 +176,6 @@ def replays_steps(device: torch.device, graphs: bool) -> bool:
     return graphs and device.type == "cuda"
 
 
-def batched_miou(pred: torch.Tensor, target: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """Per-session mean IoU ``(S,)`` of label maps ``(S, H, W)`` with values below ``num_classes``, as
-    :func:`~shadowtutor.algorithms.metrics.miou` computes it for each session (classes present in the
-    prediction or the label), on the device and without reading anything back from it (``bincount`` on a
-    GPU reads its input's extremes back to the host)."""
-    sessions = pred.shape[0]
-    cells = num_classes * num_classes
-    offsets = torch.arange(sessions, device=pred.device).view(-1, 1) * cells
-    codes = (offsets + target.reshape(sessions, -1) * num_classes + pred.reshape(sessions, -1)).reshape(-1)
-    confusion = torch.zeros(sessions * cells, dtype=torch.long, device=pred.device)
-    confusion.index_add_(0, codes, torch.ones((), dtype=torch.long, device=pred.device).expand(codes.numel()))
-    confusion = confusion.view(sessions, num_classes, num_classes)
-    intersection = confusion.diagonal(dim1=1, dim2=2)
-    union = confusion.sum(1) + confusion.sum(2) - intersection
-    present = union > 0
-    iou = torch.where(present, intersection.float() / union.clamp(min=1).float(), torch.zeros((), device=pred.device))
-    return iou.sum(1) / present.sum(1).float()
-
-
 class _BatchedRun:
     """One group's Algorithm 1: every session's trainable weights and Adam moments as one row of a flat
     ``(sessions, weights)`` tensor (so that an Adam step is a handful of kernels whatever the sessions), every
@@ -190,11 +183,12 @@ class _BatchedRun:
 
     def __init__(
         self, distillers: list[Distiller], key_frames: list[PreparedKeyFrame], convolution: Convolution,
-        graphs: bool,
+        graphs: bool, objective: Objective,
     ) -> None:
         self.distillers = distillers
         self.convolution = convolution
         self.graphs = graphs
+        self.objective = objective
         self.device = distillers[0].device
         self.reference = distillers[0].student
         self.keys = distillers[0].trainable_keys
@@ -275,7 +269,11 @@ class _BatchedRun:
         for distiller in self.distillers:
             distiller.student.train()
         dec1, enc2, enc1, x1_size, input_size = self._front()
-        back = _Back(self.reference, x1_size, input_size, self.distillers[0].fuse_tail)
+        fuse_tail = self.distillers[0].fuse_tail
+        scores_only = fuse_tail and frame_tail_fusable(*input_size)
+        back = _Back(self.reference, x1_size, input_size, fuse_tail, scores_only)
+        objective = BatchedObjective(self.target, self.weights, self.num_classes,
+                                     input_size if scores_only else None, self.objective == "compiled")
         names = [f"student.{key}" for key in self.keys]
 
         def forward_one(weights: tuple[torch.Tensor, ...], d1: torch.Tensor, e2: torch.Tensor,
@@ -294,7 +292,7 @@ class _BatchedRun:
 
         logits, leaf = logits_of()
         with torch.no_grad():
-            initial = batched_miou(logits.argmax(1), self.target, self.num_classes)
+            initial = objective.miou(logits)
         progress = _Progress(initial, self.threshold, torch.tensor(self.max_updates, device=self.device), flat,
                              (exp_avg, exp_avg_sq, adam_steps) if self.restore_adam else None)
         check_on_host = stops_early_on_host(self.device)
@@ -305,9 +303,7 @@ class _BatchedRun:
             progress.limit()
             if check_on_host and not bool(progress.active.any()):
                 return False
-            per_pixel = F.cross_entropy(logits, self.target, reduction="none")
-            loss = (per_pixel * self.weights).mean(dim=(1, 2)).sum()
-            (grad,) = torch.autograd.grad(loss, [leaf])
+            (grad,) = torch.autograd.grad(objective.loss(logits), [leaf])
             with torch.no_grad():
                 adam_steps.add_(progress.active.to(self.dtype))
                 self._adam_step(flat, exp_avg, exp_avg_sq, grad, adam_steps, progress.active)
@@ -317,7 +313,7 @@ class _BatchedRun:
         def evaluate() -> tuple[torch.Tensor, torch.Tensor]:
             logits, leaf = logits_of()
             with torch.no_grad():
-                progress.record(batched_miou(logits.argmax(1), self.target, self.num_classes), flat,
+                progress.record(objective.miou(logits), flat,
                                 (exp_avg, exp_avg_sq, adam_steps))
             return logits, leaf
 
@@ -337,8 +333,9 @@ class _BatchedRun:
             metric = progress.finish(flat, (exp_avg, exp_avg_sq, adam_steps))
             self._scatter(flat, exp_avg, exp_avg_sq)
             summary = torch.stack([initial.double(), metric.double(), progress.steps.double(),
-                                   adam_steps.double()]).cpu()
-            on_host = [self._unflatten(t.detach().to("cpu", copy=True)) for t in (flat, exp_avg, exp_avg_sq)]
+                                   adam_steps.double()])
+            summary, state = _to_host([summary, torch.stack([flat, exp_avg, exp_avg_sq]).detach()])
+            on_host = [self._unflatten(t) for t in state.unbind(0)]
         initial_h, metric_h, steps_h, adam_h = summary.tolist()
         self._write_steps(adam_h)
         return [
@@ -467,6 +464,18 @@ class _Progress:
             for best, now in zip(self.best_adam, adam, strict=True):
                 now.copy_(torch.where(rows if best.dim() == 2 else roll_back, best, now))
         return torch.where(roll_back, self.best, self.metric)
+
+
+def _to_host(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Host copies of ``tensors``, made in one wait: from a CUDA device through page-locked memory (several
+    times the speed of a copy to pageable memory), from elsewhere as plain copies."""
+    if not tensors or tensors[0].device.type != "cuda":
+        return [t.to("cpu", copy=True) for t in tensors]
+    copies = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
+    for copy, tensor in zip(copies, tensors, strict=True):
+        copy.copy_(tensor, non_blocking=True)
+    torch.cuda.current_stream(tensors[0].device).synchronize()
+    return copies
 
 
 def _trainable_parameters(distiller: Distiller, keys: Sequence[str]) -> list[torch.Tensor]:

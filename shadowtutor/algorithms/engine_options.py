@@ -9,3 +9,9 @@ Convolution = Literal["grouped", "matmul"]
 batched matrix product per layer (:mod:`shadowtutor.algorithms.conv_matmul`)."""
 
 CONVOLUTIONS: tuple[Convolution, ...] = get_args(Convolution)
+
+Objective = Literal["eager", "compiled"]
+"""How a batch's loss and metric run on the scores of its sessions: one PyTorch operation at a time, or compiled
+by ``torch.compile`` into a few fused kernels (:mod:`shadowtutor.algorithms.batched_objective`)."""
+
+OBJECTIVES: tuple[Objective, ...] = get_args(Objective)

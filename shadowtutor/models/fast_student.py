@@ -153,8 +153,16 @@ def fused_back(student: StudentNet, front: FrontFeatures) -> torch.Tensor:
     dec3 = student.forward_dec3(front)
     if not tail_fusable(dec3.shape[2:], front.x1_size):
         return student.forward_tail(dec3, front)
-    scores = tail_scores(dec3, fold_tail(student, *fold_head(student)))
-    return _upsample(scores, front.input_size)
+    return _upsample(tail_scores(dec3, fold_tail(student, *fold_head(student))), front.input_size)
+
+
+def fused_back_scores(student: StudentNet, front: FrontFeatures) -> torch.Tensor:
+    """:func:`fused_back` without its last bilinear upsampling to the frame: ``(N, classes, x1 height, x1 width)``.
+    ValueError where the tail does not fuse (:func:`tail_fusable`: there the logits have no such form)."""
+    dec3 = student.forward_dec3(front)
+    if not tail_fusable(dec3.shape[2:], front.x1_size):
+        raise ValueError(f"the tail does not fuse at an input of {tuple(front.input_size)}")
+    return tail_scores(dec3, fold_tail(student, *fold_head(student)))
 
 
 def channel_argmax(logits: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "precisio
           "batch_seconds", "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference",
           "metric_max_diff", "steps_equal_fraction", "weights_max_diff", "error", "gflop_per_key_frame",
           "achieved_tflops", "labels_agreement", "prepare_ms", "compiled", "graphs", "graphs_replayed",
-          "device_s", "device_busy", "device_largest"}
+          "device_s", "device_busy", "device_largest", "objective"}
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +209,13 @@ def test_variant_names_and_references(script: ModuleType) -> None:
     assert graphs.server_option and graphs.server_flags == (
         "--distill-convolution matmul --distill-tail fused --distill-precision fp32 --distill-graphs")
     assert not script.Variant("matmul-fused").graphs
+    both = script.Variant("matmul-fused-closs-graphs")
+    assert (both.convolution, both.fuse_tail, both.objective, both.graphs, both.server_option) == (
+        "matmul", True, "compiled", True, True)
+    assert both.server_flags == ("--distill-convolution matmul --distill-tail fused --distill-precision fp32 "
+                                 "--distill-objective compiled --distill-graphs")
+    assert script.Variant("grouped-fused-closs").objective == "compiled"
+    assert script.Variant("grouped-fused-graphs").objective == "eager"
     with pytest.raises(SystemExit):
         script.main(["--variants", "grouped-fast"])
 

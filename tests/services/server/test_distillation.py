@@ -25,7 +25,7 @@ from services.server.distillation import (
 from services.server.metrics import ServerMetrics
 from services.server.settings import ServerSettings
 from shadowtutor.algorithms.distill import Distiller
-from shadowtutor.algorithms.engine_options import CONVOLUTIONS, Convolution
+from shadowtutor.algorithms.engine_options import CONVOLUTIONS, Convolution, Objective
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.student import StudentNet
 from tests.support.prometheus import sample_value
@@ -67,12 +67,13 @@ def _engine_calls(monkeypatch: pytest.MonkeyPatch, fits: int | None = None) -> l
     calls: list[tuple[int, str]] = []
     original = distillation.distill_batch
 
-    def recording(jobs: list, convolution: Convolution = "grouped", graphs: bool = False) -> list:
+    def recording(jobs: list, convolution: Convolution = "grouped", graphs: bool = False,
+                  objective: Objective = "eager") -> list:
         calls.append((len(jobs), convolution))
         assert not graphs
         if fits is not None and len(jobs) > fits:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return original(jobs, convolution, graphs)
+        return original(jobs, convolution, graphs, objective)
 
     monkeypatch.setattr(distillation, "distill_batch", recording)
     return calls
@@ -148,7 +149,8 @@ def _concurrent_calls(
     gauges: list[float] = []
     together = threading.Barrier(meet)
 
-    def recording(jobs: list, convolution: Convolution = "grouped", graphs: bool = False) -> list:
+    def recording(jobs: list, convolution: Convolution = "grouped", graphs: bool = False,
+                  objective: Objective = "eager") -> list:
         mine = {id(job.distiller) for job in jobs}
         with lock:
             running.append(mine)
@@ -160,7 +162,7 @@ def _concurrent_calls(
         if metrics is not None:
             gauges.append(sample_value(metrics.exposition().decode(), "shadowtutor_server_engine_batches_running"))
         try:
-            return original(jobs, convolution, graphs)
+            return original(jobs, convolution, graphs, objective)
         finally:
             with lock:
                 running.remove(mine)
@@ -210,7 +212,8 @@ def test_stopping_cancels_the_key_frames_of_every_running_batch(monkeypatch: pyt
     running = threading.Semaphore(0)
     release = threading.Event()
 
-    def held(jobs: list, convolution: Convolution = "grouped", graphs: bool = False) -> list:
+    def held(jobs: list, convolution: Convolution = "grouped", graphs: bool = False,
+             objective: Objective = "eager") -> list:
         running.release()
         release.wait(10)  # the engine thread outlives the stop until released
         return []

@@ -22,7 +22,7 @@ from services.server.settings import ServerSettings
 from services.server.ws_edge import EdgeConnection
 from shadowtutor.algorithms.batched_distill import KeyFrameJob
 from shadowtutor.algorithms.distill import DistillResult
-from shadowtutor.algorithms.engine_options import Convolution
+from shadowtutor.algorithms.engine_options import Convolution, Objective
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import decode_labels, decode_tensors, encode_frame
@@ -381,22 +381,23 @@ def test_a_student_size_reaches_the_welcome_and_the_server_trains_on_what_the_ed
     assert update.initial_metric == pytest.approx(miou(seen, truth, len(scene.class_names)), abs=1e-6)
 
 
-@pytest.mark.parametrize(("convolution", "precision", "graphs"), [("grouped", "fp32", False), ("matmul", "tf32", True)])
+@pytest.mark.parametrize(("convolution", "precision", "graphs", "objective"),
+                         [("grouped", "fp32", False, "eager"), ("matmul", "tf32", True, "compiled")])
 def test_the_batched_engine_serves_concurrent_sessions_and_the_edge_holds_the_servers_student(
     settings: ServerSettings, scene: TinyScene, convolution: Convolution, precision: str, graphs: bool,
-    monkeypatch: pytest.MonkeyPatch,
+    objective: Objective, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    asked: list[tuple[str, str, bool]] = []
+    asked: list[tuple[str, str, bool, str]] = []
     original = distillation.distill_batch
 
-    def recording(jobs: list[KeyFrameJob], how: Convolution, replayed: bool) -> list[DistillResult]:
-        asked.extend((how, job.distiller.precision, replayed) for job in jobs)
-        return original(jobs, how, replayed)
+    def recording(jobs: list[KeyFrameJob], how: Convolution, replayed: bool, loss: Objective) -> list[DistillResult]:
+        asked.extend((how, job.distiller.precision, replayed, loss) for job in jobs)
+        return original(jobs, how, replayed, loss)
 
     monkeypatch.setattr(distillation, "distill_batch", recording)
     batched = settings.model_copy(update={
         "distill_engine": "batched", "distill_batch_size": 8, "distill_convolution": convolution,
-        "distill_precision": precision, "distill_graphs": graphs,
+        "distill_precision": precision, "distill_graphs": graphs, "distill_objective": objective,
     })
     with TestClient(create_app(batched)) as client:
         wait_ready(client)
@@ -423,7 +424,7 @@ def test_the_batched_engine_serves_concurrent_sessions_and_the_edge_holds_the_se
     assert sample_value(text, "shadowtutor_server_engine_batch_size_sum") == 4
     assert sample_value(text, "shadowtutor_server_engine_queue_wait_seconds_count") == 4
     assert sample_value(text, "shadowtutor_server_distill_latency_seconds_count") == 4
-    assert set(asked) == {(convolution, precision, graphs)}
+    assert set(asked) == {(convolution, precision, graphs, objective)}
 
 
 def _tensors_of(update: Update) -> tuple[list, bytes]:

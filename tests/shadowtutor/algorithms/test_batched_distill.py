@@ -26,11 +26,9 @@ from shadowtutor.algorithms.batched_distill import (
     CONVOLUTIONS,
     Convolution,
     KeyFrameJob,
-    batched_miou,
     distill_batch,
 )
 from shadowtutor.algorithms.distill import Distiller
-from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.student import StudentNet
 
@@ -149,6 +147,24 @@ def test_the_engine_equals_each_sessions_own_distiller(
     assert seen_steps & {1, 2, 3, 4, 5, 6, 7}
     assert rolled_back >= 2, "no session rolled back: the restore path went untested"
     assert len({id(alone) for alone, _ in pairs if restores[id(alone)]}) >= 2, "rollbacks in one session only"
+
+
+def test_a_compiled_objective_gives_each_session_its_own_result() -> None:
+    """The loss and metric compiled by torch.compile (inductor's CPU kernels here) instead of run eagerly: each
+    session's steps, metric and weights still those of its own distiller, within float64 rounding."""
+    torch.manual_seed(0)
+    base = StudentNet(num_classes=3).double()
+    pairs = [_pair(base, _params(s), fuse_tail=True) for s in range(SESSIONS)]
+    for round_ in range(2):
+        frames = [_key_frame(s, round_) for s in range(SESSIONS)]
+        sequential = [alone.train(frame, label) for (alone, _), (frame, label) in zip(pairs, frames, strict=True)]
+        jobs = [KeyFrameJob.prepare(engine, f, lab) for (_, engine), (f, lab) in zip(pairs, frames, strict=True)]
+        batched = distill_batch(jobs, objective="compiled")
+        for (alone, engine), want, got in zip(pairs, sequential, batched, strict=True):
+            assert (got.steps, got.metric) == (want.steps, pytest.approx(want.metric, abs=1e-9))
+            want_state, got_state = alone.student.state_dict(), engine.student.state_dict()
+            for key in want_state:
+                torch.testing.assert_close(got_state[key], want_state[key], rtol=0, atol=1e-6, msg=key)
 
 
 FLOAT32_RERUN = 0.05
@@ -273,35 +289,18 @@ def test_a_frame_and_labels_of_different_sizes_make_no_job_and_change_no_distill
     assert not distiller.optimizer.state
 
 
-def test_an_unknown_convolution_changes_no_distiller() -> None:
+@pytest.mark.parametrize(("option", "message"), [
+    ({"convolution": "winograd"}, "unknown convolution 'winograd'; use one of grouped, matmul"),
+    ({"objective": "fused"}, "unknown objective 'fused'; use one of eager, compiled"),
+])
+def test_an_unknown_engine_option_changes_no_distiller(option: dict[str, str], message: str) -> None:
     distillers = [Distiller(StudentNet(num_classes=3), AlgorithmParams(), background=0) for _ in range(2)]
     before = [copy.deepcopy(d.student.state_dict()) for d in distillers]
     frame, label = _key_frame(0, 0)
-    with pytest.raises(ValueError, match="unknown convolution 'winograd'; use one of grouped, matmul"):
-        distill_batch([KeyFrameJob.prepare(d, frame, label) for d in distillers], "winograd")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=message):
+        distill_batch([KeyFrameJob.prepare(d, frame, label) for d in distillers], **option)  # type: ignore[arg-type]
     for distiller, state in zip(distillers, before, strict=True):
         assert all(torch.equal(distiller.student.state_dict()[k], t) for k, t in state.items())
-
-
-def test_batched_miou_equals_miou_per_session() -> None:
-    rng = np.random.default_rng(3)
-    pred = torch.as_tensor(rng.integers(0, 4, (5, 7, 9)))
-    label = torch.as_tensor(rng.integers(0, 3, (5, 7, 9)))
-    label[2] = 0
-    pred[2] = 0  # one class present only: IoU 1
-    got = batched_miou(pred, label, 4)
-    for s in range(5):
-        assert float(got[s]) == pytest.approx(miou(pred[s], label[s], 4), abs=1e-6)
-
-
-def test_batched_miou_reads_nothing_back_from_its_device() -> None:
-    """On the meta device a tensor has no values: an operation that needs them on the host (``bincount``
-    sizing its output, ``.item()``) fails there, so this runs only if the metric reads nothing back."""
-    pred = torch.zeros(3, 8, 8, dtype=torch.long, device="meta")
-    with pytest.raises((NotImplementedError, RuntimeError)):
-        torch.bincount(pred.reshape(-1))  # the check can fail: what a host read does on the meta device
-    got = batched_miou(pred, pred, 4)
-    assert got.device.type == "meta" and got.shape == (3,)
 
 
 class _HostReads(TorchDispatchMode):
