@@ -155,16 +155,16 @@ def test_a_compiled_objective_gives_each_session_its_own_result() -> None:
     torch.manual_seed(0)
     base = StudentNet(num_classes=3).double()
     pairs = [_pair(base, _params(s), fuse_tail=True) for s in range(SESSIONS)]
-    for round_ in range(2):
-        frames = [_key_frame(s, round_) for s in range(SESSIONS)]
-        sequential = [alone.train(frame, label) for (alone, _), (frame, label) in zip(pairs, frames, strict=True)]
-        jobs = [KeyFrameJob.prepare(engine, f, lab) for (_, engine), (f, lab) in zip(pairs, frames, strict=True)]
-        batched = distill_batch(jobs, objective="compiled")
-        for (alone, engine), want, got in zip(pairs, sequential, batched, strict=True):
-            assert (got.steps, got.metric) == (want.steps, pytest.approx(want.metric, abs=1e-9))
-            want_state, got_state = alone.student.state_dict(), engine.student.state_dict()
-            for key in want_state:
-                torch.testing.assert_close(got_state[key], want_state[key], rtol=0, atol=1e-6, msg=key)
+    frames = [_key_frame(s, 0) for s in range(SESSIONS)]
+    sequential = [alone.train(frame, label) for (alone, _), (frame, label) in zip(pairs, frames, strict=True)]
+    jobs = [KeyFrameJob.prepare(engine, f, lab) for (_, engine), (f, lab) in zip(pairs, frames, strict=True)]
+    batched = distill_batch(jobs, objective="compiled")
+    assert len({r.steps for r in sequential}) >= 3  # sessions that skip, stop early and run out
+    for (alone, engine), want, got in zip(pairs, sequential, batched, strict=True):
+        assert (got.steps, got.metric) == (want.steps, pytest.approx(want.metric, abs=1e-9))
+        want_state, got_state = alone.student.state_dict(), engine.student.state_dict()
+        for key in want_state:
+            torch.testing.assert_close(got_state[key], want_state[key], rtol=0, atol=1e-6, msg=key)
 
 
 FLOAT32_RERUN = 0.05
