@@ -115,3 +115,17 @@ def test_the_fused_tail_is_built_on_the_weights_device() -> None:
     assert all(w.device.type == "meta" and b.device.type == "meta" for w, b in folded.values())
     front = student.forward_front(torch.zeros(1, 3, 64, 96, device="meta"))
     assert fused_back(student, front).shape == (1, 9, 64, 96)
+
+
+def test_the_fused_backs_scores_are_its_logits_before_the_last_upsampling() -> None:
+    from shadowtutor.models.fast_student import fused_back, fused_back_scores
+
+    torch.manual_seed(0)
+    student = StudentNet(9).double()
+    front = student.forward_front(torch.randn(1, 3, 64, 96, dtype=torch.float64))
+    scores = fused_back_scores(student, front)
+    assert scores.shape == (1, 9, 32, 48)  # in_conv1's resolution
+    upsampled = torch.nn.functional.interpolate(scores, size=(64, 96), mode="bilinear", align_corners=False)
+    torch.testing.assert_close(upsampled, fused_back(student, front), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="does not fuse at an input of"):
+        fused_back_scores(student, student.forward_front(torch.randn(1, 3, 180, 320, dtype=torch.float64)))
