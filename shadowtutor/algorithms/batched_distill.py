@@ -335,29 +335,31 @@ class _BatchedRun:
             summary = torch.stack([initial.double(), metric.double(), progress.steps.double(),
                                    adam_steps.double()])
             summary, state = _to_host([summary, torch.stack([flat, exp_avg, exp_avg_sq]).detach()])
-            on_host = [self._unflatten(t) for t in state.unbind(0)]
+            # each session's weights and moments in a block of its own: a result never holds the whole batch's
+            # memory (page-locked here), nor makes torch.save of its tensors write every session's
+            sessions = [self._unflatten(state[:, index].clone()) for index in range(len(self.distillers))]
         initial_h, metric_h, steps_h, adam_h = summary.tolist()
         self._write_steps(adam_h)
         return [
-            DistillResult(metric=m, initial_metric=i, steps=int(s), weights=self._row(on_host[0], index),
-                          optimizer_state=self._optimizer_state(index, on_host[1], on_host[2]))
-            for index, (i, m, s) in enumerate(zip(initial_h, metric_h, steps_h, strict=True))
+            DistillResult(metric=m, initial_metric=i, steps=int(s), weights=self._row(session, 0),
+                          optimizer_state=self._optimizer_state(index, self._row(session, 1), self._row(session, 2)))
+            for index, (i, m, s, session) in enumerate(zip(initial_h, metric_h, steps_h, sessions, strict=True))
         ]
 
     def _row(self, stacked: tuple[torch.Tensor, ...], index: int) -> dict[str, torch.Tensor]:
-        """Session ``index``'s tensors of ``stacked`` (as :meth:`_unflatten` gives them), by state-dict key."""
+        """Row ``index`` of the tensors ``stacked`` (as :meth:`_unflatten` gives them), by state-dict key."""
         return {key: tensor[index] for key, tensor in zip(self.keys, stacked, strict=True)}
 
     def _optimizer_state(
-        self, index: int, exp_avg: tuple[torch.Tensor, ...], exp_avg_sq: tuple[torch.Tensor, ...]
+        self, index: int, avg: dict[str, torch.Tensor], avg_sq: dict[str, torch.Tensor]
     ) -> dict[str, Any]:
         """Session ``index``'s ``optimizer.state_dict()`` as :meth:`_scatter` and :meth:`_write_steps` left it, with
-        its moments taken from the batch's host copies ``exp_avg`` and ``exp_avg_sq`` and its step counts copied."""
+        its moments taken from their host copies ``avg`` and ``avg_sq`` (by state-dict key) and its step counts
+        copied."""
         distiller = self.distillers[index]
         names = {id(p): key for key, p in zip(self.keys, self.parameters[index], strict=True)}
         params = distiller.optimizer.param_groups[0]["params"]
         packed = distiller.optimizer.state_dict()  # its per-parameter entries are the live ones: not changed here
-        avg, avg_sq = self._row(exp_avg, index), self._row(exp_avg_sq, index)
         state = {number: {**entry, "step": entry["step"].clone(), "exp_avg": avg[names[id(params[number])]],
                           "exp_avg_sq": avg_sq[names[id(params[number])]]}
                  for number, entry in packed["state"].items()}

@@ -167,6 +167,25 @@ def test_a_compiled_objective_gives_each_session_its_own_result() -> None:
             torch.testing.assert_close(got_state[key], want_state[key], rtol=0, atol=1e-6, msg=key)
 
 
+def test_each_result_holds_its_own_sessions_memory_alone() -> None:
+    """A result's weights and moments share one block of that session's own (weights and two moments), so that a
+    result kept, or saved with torch.save (a session checkpoint), never holds or writes the whole batch's."""
+    torch.manual_seed(0)
+    base = StudentNet(num_classes=3).double()
+    distillers = [_pair(base, _params(s))[0] for s in range(4)]
+    results = distill_batch([KeyFrameJob.prepare(d, *_key_frame(s, 0)) for s, d in enumerate(distillers)])
+    width = sum(t.numel() for t in results[0].weights.values())
+    blocks = set()
+    for result in results:
+        entries = result.optimizer_state["state"].values()
+        moments = [t for entry in entries for name, t in entry.items() if name != "step"]
+        storages = {t.untyped_storage().data_ptr() for t in (*result.weights.values(), *moments)}
+        assert len(storages) == 1
+        assert result.weights[next(iter(result.weights))].untyped_storage().nbytes() == 3 * width * 8  # float64
+        blocks |= storages
+    assert len(blocks) == len(results)
+
+
 FLOAT32_RERUN = 0.05
 """How far the metric after 8 steps of the same float32 batch moves from one run to the next on a GPU, graphs or
 not: cuDNN picks its algorithms per call, and Adam turns the different roundings of a gradient near zero into
