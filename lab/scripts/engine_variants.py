@@ -13,10 +13,10 @@ runs before it even when not picked):
 - ``...-closs``: the same with the batch's loss and metric compiled by ``torch.compile`` (``distill_batch``'s
   ``objective="compiled"``, the server's ``--distill-objective compiled``; the warm-up batch compiles), which
   combines with ``-graphs`` as ``...-closs-graphs``;
-- ``...-graphs``: the same with every step after the second replayed as one CUDA graph (``distill_batch``'s
-  ``graphs``, the server's ``--distill-graphs``; nothing changes off CUDA, where it still runs); its row says
-  whether every batch replayed its graph (``graphs_replayed``), and one whose capture failed, which ran as its
-  plain twin, is never chosen;
+- ``...-graphs``: the same with each batch replayed as one CUDA graph captured for its shape (``distill_batch``'s
+  ``graphs``, the server's ``--distill-graphs``; nothing changes off CUDA, where it still runs): a second warm-up
+  batch captures it, and its row says whether every timed batch replayed it (``graphs_replayed``); one that did
+  not, which ran as its plain twin, is never chosen;
 - ``...-cudnnbench``: the same with ``torch.backends.cudnn.benchmark`` on for that variant only (restored
   after; nothing changes on a CPU, where it still runs);
 - ``...-bf16``: the same under ``torch.autocast(device type, bfloat16)``: how fast, and how far its results
@@ -277,16 +277,17 @@ def compiled_engine(on: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def recorded_replays(replays: list[bool]) -> Iterator[None]:
-    """While open, whether each of the engine's calls of ``replay_step`` replayed a CUDA graph is appended to
-    ``replays`` (False: its capture failed and the steps ran eagerly; no call at all off CUDA)."""
-    original = batched_distill.replay_step
+def recorded_replays(replays: list[str]) -> Iterator[None]:
+    """While open, how the engine trained each batch through ``train_graphed`` is appended to ``replays``
+    (``eager``, ``captured``, ``replayed`` or ``failed``; nothing off CUDA, where no batch goes through it)."""
+    original = batched_distill.train_graphed
 
-    def recording(step: Callable[[], object], times: int, device: torch.device) -> bool:
-        replays.append(original(step, times, device))
-        return replays[-1]
+    def recording(*args: Any) -> Any:
+        state, how = original(*args)
+        replays.append(how)
+        return state, how
 
-    with mock.patch.object(batched_distill, "replay_step", recording):
+    with mock.patch.object(batched_distill, "train_graphed", recording):
         yield
 
 
@@ -322,7 +323,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
     for distiller in base:
         front_fingerprint(distiller)  # cached on the distiller, as a server session's is after its first key frame
 
-    replays: list[bool] = []
+    replays: list[str] = []
 
     def prepare() -> tuple[float, list[Distiller], list[KeyFrameJob]]:
         distillers = copy.deepcopy(base)
@@ -352,6 +353,9 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
     with cudnn_autotuner(variant.cudnn_benchmark):
         _, _, *warm = batch()
         warm_up = outcome(*warm, inputs) if variant.name == variant.reference else None
+        if variant.graphs:
+            batch()  # the batch that captures the shape's graph
+        replays.clear()
         timed = [batch() for _ in range(repeats)]
         last = outcome(*timed[-1][2:], inputs)
         on_device = profiled_batch() if kernel_time else None
@@ -366,7 +370,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         "mean_steps": float(last.steps.mean()),
         "prepare_ms": 1000 * statistics.median(t[1] for t in timed) / len(inputs),
         "peak_bytes": torch.cuda.max_memory_allocated(device) if device.startswith("cuda") else None,
-        "graphs_replayed": bool(replays) and all(replays) if variant.graphs else None,
+        "graphs_replayed": bool(replays) and all(how == "replayed" for how in replays) if variant.graphs else None,
         "device_s": None if on_device is None else on_device.seconds,
         "device_busy": None if on_device is None else on_device.seconds / median,
         "device_largest": None if on_device is None else on_device.largest,

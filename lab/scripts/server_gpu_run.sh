@@ -62,7 +62,7 @@ if [ ! -f "$weights" ] && { wanted teacher_check || wanted load_maskrcnn || want
   $PY -c "import torch, torchvision; torch.save(torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91).state_dict(), '$weights')"
 fi
 dev=${DEVICE:-cuda}
-OPEN_VARIANTS=grouped-fused,matmul-fused,grouped-fused-closs,matmul-fused-closs,matmul-fused-closs-graphs
+OPEN_VARIANTS=grouped-fused,matmul-fused,grouped-fused-graphs,matmul-fused-graphs,matmul-fused-closs-graphs
 case "${VARIANTS:-}" in all) ENGINE_VARIANTS= ;; "") ENGINE_VARIANTS=$OPEN_VARIANTS ;; *) ENGINE_VARIANTS=$VARIANTS ;; esac
 # the tests that need a GPU (CUDA graphs replayed against plain runs); the rest of the suite runs in CI
 step cuda_tests "$PY" -m pytest -q -p no:cacheprovider tests/shadowtutor/algorithms/test_step_graph.py \

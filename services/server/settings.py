@@ -152,9 +152,10 @@ class ServerSettings(FlatSettings):
         "function, rounded differently; which is faster depends on the GPU (docs/design/batched_distillation.md)"
     )
     distill_graphs: bool = Field(
-        False, description="batched engine on CUDA: replay each batch's steps after the second as one captured CUDA "
-        "graph (the same arithmetic, without the host's cost per step: Python, vmap, autograd, kernel launches); "
-        "no effect elsewhere"
+        False, description="batched engine on CUDA: replay a batch as one CUDA graph captured for its shape (group, "
+        "session count) when the engine thread's previous batch had the same shape, so that under steady load the "
+        "host's cost of training a batch (Python, vmap, autograd, kernel launches) is gone; the same arithmetic; "
+        "each engine thread keeps one captured batch in GPU memory; no effect elsewhere"
     )
     distill_objective: Objective = Field(
         "eager", description="batched engine: how each batch's loss and metric run on its sessions' logits, eager (one "

@@ -22,18 +22,20 @@ its distillers' precision, as :meth:`Distiller.train` does. Each group trains th
 tail its distillers train. ``convolution`` picks how the sessions' own convolutions run: ``grouped`` (one
 grouped convolution, as ``vmap`` makes it) or ``matmul`` (im2col and one batched matrix product,
 :mod:`~shadowtutor.algorithms.conv_matmul`); the same function either way, rounded differently.
-``graphs`` replays the steps on a CUDA device as one captured CUDA graph, which removes the host's cost of
-every step but the first two (Python, ``vmap``, autograd, kernel launches); the bookkeeping is in place for
-that reason, the same on every device.
+``graphs``, on a CUDA device, replays a whole batch (front, steps, bookkeeping) as one CUDA graph captured for
+its shape (:func:`train_graphed`), which removes the host's cost of the batch's training (Python, ``vmap``,
+autograd, kernel launches) from every batch of a shape the engine thread trained just before; a batch reads
+and writes only the tensors of its :class:`_BatchState`, in place, for that reason, the same on every device.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -44,7 +46,7 @@ from shadowtutor.algorithms.batched_objective import BatchedObjective
 from shadowtutor.algorithms.conv_matmul import ConvolutionsAsMatmul
 from shadowtutor.algorithms.distill import Distiller, DistillResult, HostKeyFrame, PreparedKeyFrame
 from shadowtutor.algorithms.engine_options import CONVOLUTIONS, OBJECTIVES, Convolution, Objective
-from shadowtutor.algorithms.step_graph import replay_step
+from shadowtutor.algorithms.step_graph import capture
 from shadowtutor.models.fast_student import frame_tail_fusable, fused_back, fused_back_scores
 from shadowtutor.models.precision import float32_precision
 from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet, map_sizes
@@ -100,9 +102,8 @@ def distill_batch(
 ) -> list[DistillResult]:
     """Algorithm 1 on every job, compatible ones batched (their convolutions computed as ``convolution``
     says, their loss and metric as ``objective`` says: :class:`~shadowtutor.algorithms.batched_objective.
-    BatchedObjective`; with ``graphs``, on a CUDA device, every step after the second replayed as one CUDA
-    graph: :func:`~shadowtutor.algorithms.step_graph.replay_step`, the same arithmetic); results in the order
-    of ``jobs``.
+    BatchedObjective`; with ``graphs``, on a CUDA device, a batch of the shape this thread trained last replayed
+    as one CUDA graph: :func:`train_graphed`, the same arithmetic); results in the order of ``jobs``.
 
     Each distiller may appear once (its key frames depend on each other: ValueError otherwise); an unknown
     ``convolution`` or ``objective`` raises ValueError before any distiller changes.
@@ -124,12 +125,12 @@ def distill_batch(
         else:
             groups.setdefault(key, []).append(index)
     results: list[DistillResult | None] = [None] * len(jobs)
-    for indices in groups.values():
+    for key, indices in groups.items():
         if len(indices) == 1:
             alone.extend(indices)
             continue
         run = _BatchedRun([distillers[i] for i in indices], [prepared[i] for i in indices], convolution, graphs,
-                          objective)
+                          objective, key)
         group_results = run.run()
         for index, result in zip(indices, group_results, strict=True):
             results[index] = result
@@ -172,8 +173,155 @@ def stops_early_on_host(device: torch.device) -> bool:
 
 
 def replays_steps(device: torch.device, graphs: bool) -> bool:
-    """Whether a batch replays its steps as a CUDA graph: where asked to, on a CUDA device."""
+    """Whether batches go through :func:`train_graphed` (CUDA graphs): where asked to, on a CUDA device."""
     return graphs and device.type == "cuda"
+
+
+@dataclass
+class _BatchState:
+    """A batch's tensors on its device: all that training a batch reads (the key frames, every session's weights,
+    Adam moments and step counts, learning rates, THRESHOLDs and MAX_UPDATES) and writes (the weights, moments and
+    step counts in place, and ``summary``: per session its first metric, final metric, steps taken and Adam step
+    count, ``(4, S)`` float64). A captured batch keeps one as the memory its replays read and write."""
+
+    x: torch.Tensor
+    target: torch.Tensor
+    weights: torch.Tensor
+    flat: torch.Tensor
+    exp_avg: torch.Tensor
+    exp_avg_sq: torch.Tensor
+    adam_steps: torch.Tensor
+    learning_rate: torch.Tensor
+    threshold: torch.Tensor
+    max_updates: torch.Tensor
+    summary: torch.Tensor
+
+    def copy_(self, other: _BatchState) -> None:
+        """Take ``other``'s values, tensor by tensor (of the same shapes), in place."""
+        for name in self.__dataclass_fields__:
+            getattr(self, name).copy_(getattr(other, name))
+
+
+@dataclass(frozen=True)
+class _Training:
+    """Algorithm 1 on a :class:`_BatchState`, the same for every batch of one shape: everything it needs but the
+    batch's tensors (the shared front's weights are ``reference``'s, whose back is called with each session's
+    trainable weights). Reads nothing back to the host unless ``check_on_host``."""
+
+    reference: StudentNet
+    keys: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    sizes: tuple[int, ...]
+    beta1: float
+    beta2: float
+    eps: float
+    restore_adam: bool
+    convolution: Convolution
+    objective: Objective
+    fuse_tail: bool
+    most: int
+    check_on_host: bool
+
+    def shape_key(self) -> tuple[object, ...]:
+        """What a batch's captured graph depends on besides the group and the session count."""
+        return (self.keys, self.beta1, self.beta2, self.eps, self.restore_adam, self.convolution, self.objective,
+                self.fuse_tail, self.most, self.check_on_host)
+
+    def unflatten(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Views of ``flat (S, weights)`` shaped as the stacked trainable tensors ``(S, *shape)``, in key order."""
+        parts = torch.split(flat, list(self.sizes), dim=1)
+        return tuple(part.view(-1, *shape) for part, shape in zip(parts, self.shapes, strict=True))
+
+    def __call__(self, state: _BatchState) -> None:
+        """Train the batch ``state`` holds: its weights, moments and step counts end as each session's
+        :meth:`Distiller.train` would leave them, and its ``summary`` says how it went."""
+        dec1, enc2, enc1, x1_size, input_size = self._front(state.x)
+        scores_only = self.fuse_tail and frame_tail_fusable(*input_size)
+        back = _Back(self.reference, x1_size, input_size, self.fuse_tail, scores_only)
+        objective = BatchedObjective(state.target, state.weights, self.reference.num_classes,
+                                     input_size if scores_only else None, self.objective == "compiled")
+        names = [f"student.{key}" for key in self.keys]
+        flat, exp_avg, exp_avg_sq, adam_steps = state.flat, state.exp_avg, state.exp_avg_sq, state.adam_steps
+
+        def forward_one(weights: tuple[torch.Tensor, ...], d1: torch.Tensor, e2: torch.Tensor,
+                        e1: torch.Tensor) -> torch.Tensor:
+            return functional_call(back, dict(zip(names, weights, strict=True)), (d1, e2, e1), strict=False)
+
+        forward = vmap(forward_one)
+
+        def logits_of() -> tuple[torch.Tensor, torch.Tensor]:
+            """The logits at the weights now in ``flat``, and the leaf they were computed from (``flat``'s memory;
+            a leaf per forward, so that autograd ties its gradient to the stream this forward runs on)."""
+            leaf = flat.detach().requires_grad_(True)
+            with ConvolutionsAsMatmul() if self.convolution == "matmul" else contextlib.nullcontext():
+                return forward(self.unflatten(leaf), dec1, enc2, enc1), leaf
+
+        logits, leaf = logits_of()
+        with torch.no_grad():
+            initial = objective.miou(logits)
+        progress = _Progress(initial, state.threshold, state.max_updates, flat,
+                             (exp_avg, exp_avg_sq, adam_steps) if self.restore_adam else None)
+
+        def update(logits: torch.Tensor, leaf: torch.Tensor) -> bool:
+            """One Adam step of the sessions still training, on the gradient at ``logits`` (computed from
+            ``leaf``); False (and no step) where the host checks and none trains."""
+            progress.limit()
+            if self.check_on_host and not bool(progress.active.any()):
+                return False
+            (grad,) = torch.autograd.grad(objective.loss(logits), [leaf])
+            with torch.no_grad():
+                adam_steps.add_(progress.active.to(flat.dtype))
+                self._adam_step(state, grad, progress.active)
+                progress.updated.copy_(progress.active)
+            return True
+
+        def evaluate() -> tuple[torch.Tensor, torch.Tensor]:
+            logits, leaf = logits_of()
+            with torch.no_grad():
+                progress.record(objective.miou(logits), flat, (exp_avg, exp_avg_sq, adam_steps))
+            return logits, leaf
+
+        trained = self.most > 0 and update(logits, leaf)
+        del logits, leaf  # the first forward's autograd graph, not kept through the later steps
+        for _ in range(self.most - 1 if trained else 0):
+            if not update(*evaluate()):
+                trained = False
+                break
+        if trained:
+            evaluate()
+        with torch.no_grad():
+            metric = progress.finish(flat, (exp_avg, exp_avg_sq, adam_steps))
+            state.summary.copy_(torch.stack([initial.double(), metric.double(), progress.steps.double(),
+                                             adam_steps.double()]))
+
+    def _front(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, int],
+                                               tuple[int, int]]:
+        student = self.reference
+
+        def one_frame(frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            front = student.forward_front(frame[None])
+            return front.dec1[0], front.enc2[0], front.enc1[0]
+
+        with torch.no_grad():
+            dec1, enc2, enc1 = vmap(one_frame)(x)
+        input_size = (x.shape[2], x.shape[3])
+        return dec1, enc2, enc1, map_sizes(input_size)["x1"], input_size
+
+    def _adam_step(self, state: _BatchState, grad: torch.Tensor, active: torch.Tensor) -> None:
+        """torch.optim.Adam's update (no weight decay, no AMSGrad) of the ``active`` sessions' rows of the weights
+        and of Adam's moments, in place."""
+        flat, exp_avg, exp_avg_sq = state.flat, state.exp_avg, state.exp_avg_sq
+        counted = state.adam_steps.clamp(min=1.0)
+        bias_correction1 = 1 - self.beta1 ** counted
+        bias_correction2_sqrt = (1 - self.beta2 ** counted).sqrt()
+        step_size = (state.learning_rate / bias_correction1).view(-1, 1)
+        rows = active.view(-1, 1)
+        new_avg = exp_avg.lerp(grad, 1 - self.beta1)
+        new_avg_sq = exp_avg_sq * self.beta2 + (1 - self.beta2) * grad * grad
+        denom = new_avg_sq.sqrt() / bias_correction2_sqrt.view(-1, 1) + self.eps
+        flat.copy_(torch.where(rows, flat - step_size * new_avg / denom, flat))
+        exp_avg.copy_(torch.where(rows, new_avg, exp_avg))
+        exp_avg_sq.copy_(torch.where(rows, new_avg_sq, exp_avg_sq))
 
 
 class _BatchedRun:
@@ -183,63 +331,44 @@ class _BatchedRun:
 
     def __init__(
         self, distillers: list[Distiller], key_frames: list[PreparedKeyFrame], convolution: Convolution,
-        graphs: bool, objective: Objective,
+        graphs: bool, objective: Objective, group: tuple[object, ...],
     ) -> None:
         self.distillers = distillers
-        self.convolution = convolution
         self.graphs = graphs
-        self.objective = objective
+        self.group = group
         self.device = distillers[0].device
-        self.reference = distillers[0].student
-        self.keys = distillers[0].trainable_keys
-        self.parameters = [_trainable_parameters(d, self.keys) for d in distillers]
-        self.x = torch.cat([k.x for k in key_frames])
-        self.target = torch.stack([k.target for k in key_frames])
-        self.weights = torch.stack([k.weights for k in key_frames])
-        self.num_classes = self.reference.num_classes
-        self.dtype = self.x.dtype
-        named = dict(self.reference.named_parameters())
-        self.shapes = [tuple(named[key].shape) for key in self.keys]
-        self.sizes = [named[key].numel() for key in self.keys]
+        reference = distillers[0].student
+        keys = tuple(distillers[0].trainable_keys)
+        self.parameters = [_trainable_parameters(d, keys) for d in distillers]
+        self.key_frames = key_frames
+        self.dtype = key_frames[0].x.dtype
+        named = dict(reference.named_parameters())
         groups = [d.optimizer.param_groups for d in distillers]
-        for group in groups:
-            _check_plain_adam(group)
+        for group_params in groups:
+            _check_plain_adam(group_params)
         betas = groups[0][0]["betas"]
-        self.beta1, self.beta2, self.eps = float(betas[0]), float(betas[1]), float(groups[0][0]["eps"])
-        self.learning_rate = self._per_session([g[0]["lr"] for g in groups])
-        self.threshold = self._per_session([d.params.threshold for d in distillers])
+        self.learning_rates = [float(g[0]["lr"]) for g in groups]
         self.max_updates = [d.params.max_updates for d in distillers]
-        self.restore_adam = distillers[0].params.restore == "weights+adam"
         self.precision = distillers[0].precision
+        self.training = _Training(
+            reference=reference, keys=keys, shapes=tuple(tuple(named[key].shape) for key in keys),
+            sizes=tuple(named[key].numel() for key in keys), beta1=float(betas[0]), beta2=float(betas[1]),
+            eps=float(groups[0][0]["eps"]), restore_adam=distillers[0].params.restore == "weights+adam",
+            convolution=convolution, objective=objective, fuse_tail=distillers[0].fuse_tail,
+            most=max(self.max_updates, default=0), check_on_host=stops_early_on_host(self.device),
+        )
 
     def _per_session(self, values: Sequence[float]) -> torch.Tensor:
         return torch.tensor(values, dtype=self.dtype, device=self.device)
 
-    def _front(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, int], tuple[int, int]]:
-        student = self.reference
-
-        def one_frame(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            front = student.forward_front(x[None])
-            return front.dec1[0], front.enc2[0], front.enc1[0]
-
-        with torch.no_grad():
-            dec1, enc2, enc1 = vmap(one_frame)(self.x)
-        input_size = (self.x.shape[2], self.x.shape[3])
-        return dec1, enc2, enc1, map_sizes(input_size)["x1"], input_size
-
-    def _unflatten(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Views of ``flat (S, weights)`` shaped as the stacked trainable tensors ``(S, *shape)``, in key order."""
-        parts = torch.split(flat, self.sizes, dim=1)
-        return tuple(part.view(-1, *shape) for part, shape in zip(parts, self.shapes, strict=True))
-
     def _session_rows(self, flat: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
         """Per trainable tensor (in key order), its view in every session's row of ``flat (S, weights)``."""
-        return [part.unbind(0) for part in self._unflatten(flat)]
+        return [part.unbind(0) for part in self.training.unflatten(flat)]
 
-    def _gather(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The flat weights, Adam's two flat moments (zero for a parameter without them) and the step counts, copied
-        from every session in one multi-tensor copy."""
-        sessions, width = len(self.distillers), sum(self.sizes)
+    def _state(self) -> _BatchState:
+        """The batch's :class:`_BatchState`: its key frames stacked, and the weights, Adam's two moments (zero for
+        a parameter without them) and step counts of every session, copied in one multi-tensor copy."""
+        sessions, width = len(self.distillers), sum(self.training.sizes)
         flat = torch.empty(sessions, width, dtype=self.dtype, device=self.device)
         exp_avg, exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)
         rows = [self._session_rows(t) for t in (flat, exp_avg, exp_avg_sq)]
@@ -259,7 +388,15 @@ class _BatchedRun:
             first = state.get(parameters[0], {})
             steps.append(float(first["step"]) if "step" in first else 0.0)
         torch._foreach_copy_(targets, sources)
-        return flat, exp_avg, exp_avg_sq, self._per_session(steps)
+        return _BatchState(
+            x=torch.cat([k.x for k in self.key_frames]), target=torch.stack([k.target for k in self.key_frames]),
+            weights=torch.stack([k.weights for k in self.key_frames]), flat=flat, exp_avg=exp_avg,
+            exp_avg_sq=exp_avg_sq, adam_steps=self._per_session(steps),
+            learning_rate=self._per_session(self.learning_rates),
+            threshold=self._per_session([d.params.threshold for d in self.distillers]),
+            max_updates=torch.tensor(self.max_updates, device=self.device),
+            summary=torch.zeros(4, sessions, dtype=torch.float64, device=self.device),
+        )
 
     def run(self) -> list[DistillResult]:
         with float32_precision(self.device, self.precision):
@@ -268,76 +405,19 @@ class _BatchedRun:
     def _run(self) -> list[DistillResult]:
         for distiller in self.distillers:
             distiller.student.train()
-        dec1, enc2, enc1, x1_size, input_size = self._front()
-        fuse_tail = self.distillers[0].fuse_tail
-        scores_only = fuse_tail and frame_tail_fusable(*input_size)
-        back = _Back(self.reference, x1_size, input_size, fuse_tail, scores_only)
-        objective = BatchedObjective(self.target, self.weights, self.num_classes,
-                                     input_size if scores_only else None, self.objective == "compiled")
-        names = [f"student.{key}" for key in self.keys]
-
-        def forward_one(weights: tuple[torch.Tensor, ...], d1: torch.Tensor, e2: torch.Tensor,
-                        e1: torch.Tensor) -> torch.Tensor:
-            return functional_call(back, dict(zip(names, weights, strict=True)), (d1, e2, e1), strict=False)
-
-        forward = vmap(forward_one)
-        flat, exp_avg, exp_avg_sq, adam_steps = self._gather()
-
-        def logits_of() -> tuple[torch.Tensor, torch.Tensor]:
-            """The logits at the weights now in ``flat``, and the leaf they were computed from (``flat``'s memory;
-            a leaf per forward, so that autograd ties its gradient to the stream this forward runs on)."""
-            leaf = flat.detach().requires_grad_(True)
-            with ConvolutionsAsMatmul() if self.convolution == "matmul" else contextlib.nullcontext():
-                return forward(self._unflatten(leaf), dec1, enc2, enc1), leaf
-
-        logits, leaf = logits_of()
-        with torch.no_grad():
-            initial = objective.miou(logits)
-        progress = _Progress(initial, self.threshold, torch.tensor(self.max_updates, device=self.device), flat,
-                             (exp_avg, exp_avg_sq, adam_steps) if self.restore_adam else None)
-        check_on_host = stops_early_on_host(self.device)
-
-        def update(logits: torch.Tensor, leaf: torch.Tensor) -> bool:
-            """One Adam step of the sessions still training, on the gradient at ``logits`` (computed from
-            ``leaf``); False (and no step) where the host checks and none trains."""
-            progress.limit()
-            if check_on_host and not bool(progress.active.any()):
-                return False
-            (grad,) = torch.autograd.grad(objective.loss(logits), [leaf])
-            with torch.no_grad():
-                adam_steps.add_(progress.active.to(self.dtype))
-                self._adam_step(flat, exp_avg, exp_avg_sq, grad, adam_steps, progress.active)
-                progress.updated.copy_(progress.active)
-            return True
-
-        def evaluate() -> tuple[torch.Tensor, torch.Tensor]:
-            logits, leaf = logits_of()
-            with torch.no_grad():
-                progress.record(objective.miou(logits), flat,
-                                (exp_avg, exp_avg_sq, adam_steps))
-            return logits, leaf
-
-        most = max(self.max_updates, default=0)
-        trained = most > 0 and update(logits, leaf)
-        del logits, leaf  # the first forward's autograd graph, not kept through the later steps
-        if trained and replays_steps(self.device, self.graphs):
-            replay_step(lambda: update(*evaluate()), most - 1, self.device)
+        state = self._state()
+        if replays_steps(self.device, self.graphs):
+            key = (self.group, len(self.distillers), str(self.dtype), self.training.shape_key())
+            state, _ = train_graphed(key, self.training, state, self.device)
         else:
-            for _ in range(most - 1 if trained else 0):
-                if not update(*evaluate()):
-                    trained = False
-                    break
-        if trained:
-            evaluate()
+            self.training(state)
         with torch.no_grad():
-            metric = progress.finish(flat, (exp_avg, exp_avg_sq, adam_steps))
-            self._scatter(flat, exp_avg, exp_avg_sq)
-            summary = torch.stack([initial.double(), metric.double(), progress.steps.double(),
-                                   adam_steps.double()])
-            summary, state = _to_host([summary, torch.stack([flat, exp_avg, exp_avg_sq]).detach()])
+            self._scatter(state.flat, state.exp_avg, state.exp_avg_sq)
+            summary, stacked = _to_host([state.summary, torch.stack([state.flat, state.exp_avg,
+                                                                     state.exp_avg_sq]).detach()])
             # each session's weights and moments in a block of its own: a result never holds the whole batch's
             # memory (page-locked here), nor makes torch.save of its tensors write every session's
-            sessions = [self._unflatten(state[:, index].clone()) for index in range(len(self.distillers))]
+            sessions = [self.training.unflatten(stacked[:, index].clone()) for index in range(len(self.distillers))]
         initial_h, metric_h, steps_h, adam_h = summary.tolist()
         self._write_steps(adam_h)
         return [
@@ -347,8 +427,8 @@ class _BatchedRun:
         ]
 
     def _row(self, stacked: tuple[torch.Tensor, ...], index: int) -> dict[str, torch.Tensor]:
-        """Row ``index`` of the tensors ``stacked`` (as :meth:`_unflatten` gives them), by state-dict key."""
-        return {key: tensor[index] for key, tensor in zip(self.keys, stacked, strict=True)}
+        """Row ``index`` of the tensors ``stacked`` (as :meth:`_Training.unflatten` gives them), by state-dict key."""
+        return {key: tensor[index] for key, tensor in zip(self.training.keys, stacked, strict=True)}
 
     def _optimizer_state(
         self, index: int, avg: dict[str, torch.Tensor], avg_sq: dict[str, torch.Tensor]
@@ -357,31 +437,13 @@ class _BatchedRun:
         its moments taken from their host copies ``avg`` and ``avg_sq`` (by state-dict key) and its step counts
         copied."""
         distiller = self.distillers[index]
-        names = {id(p): key for key, p in zip(self.keys, self.parameters[index], strict=True)}
+        names = {id(p): key for key, p in zip(self.training.keys, self.parameters[index], strict=True)}
         params = distiller.optimizer.param_groups[0]["params"]
         packed = distiller.optimizer.state_dict()  # its per-parameter entries are the live ones: not changed here
         state = {number: {**entry, "step": entry["step"].clone(), "exp_avg": avg[names[id(params[number])]],
                           "exp_avg_sq": avg_sq[names[id(params[number])]]}
                  for number, entry in packed["state"].items()}
         return {"state": state, "param_groups": packed["param_groups"]}
-
-    def _adam_step(
-        self, flat: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, grad: torch.Tensor,
-        adam_steps: torch.Tensor, active: torch.Tensor,
-    ) -> None:
-        """torch.optim.Adam's update (no weight decay, no AMSGrad) of the ``active`` sessions' rows of ``flat`` and
-        of Adam's moments, in place."""
-        counted = adam_steps.clamp(min=1.0)
-        bias_correction1 = 1 - self.beta1 ** counted
-        bias_correction2_sqrt = (1 - self.beta2 ** counted).sqrt()
-        step_size = (self.learning_rate / bias_correction1).view(-1, 1)
-        rows = active.view(-1, 1)
-        new_avg = exp_avg.lerp(grad, 1 - self.beta1)
-        new_avg_sq = exp_avg_sq * self.beta2 + (1 - self.beta2) * grad * grad
-        denom = new_avg_sq.sqrt() / bias_correction2_sqrt.view(-1, 1) + self.eps
-        flat.copy_(torch.where(rows, flat - step_size * new_avg / denom, flat))
-        exp_avg.copy_(torch.where(rows, new_avg, exp_avg))
-        exp_avg_sq.copy_(torch.where(rows, new_avg_sq, exp_avg_sq))
 
     def _scatter(self, flat: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor) -> None:
         """Write every session's weights and Adam moments back into its own student and optimiser."""
@@ -466,6 +528,54 @@ class _Progress:
             for best, now in zip(self.best_adam, adam, strict=True):
                 now.copy_(torch.where(rows if best.dim() == 2 else roll_back, best, now))
         return torch.where(roll_back, self.best, self.metric)
+
+
+GraphOutcome = Literal["eager", "captured", "replayed", "failed"]
+"""How :func:`train_graphed` trained a batch: eagerly (a shape the thread's last batch did not have), eagerly
+and then captured, by replaying the graph captured for its shape, or eagerly after a failed capture."""
+
+_graphs = threading.local()  # per engine thread: a captured batch's graph and memory are for one batch at a time
+
+
+@dataclass
+class _CapturedBatch:
+    """A batch captured as a CUDA graph: its shape's key, the graph, the state its replays read and write, and
+    the training it replays (which keeps the front's weights the graph reads alive)."""
+
+    key: tuple[object, ...]
+    graph: Any
+    state: _BatchState
+    training: _Training
+
+
+def train_graphed(
+    key: tuple[object, ...], training: _Training, state: _BatchState, device: torch.device
+) -> tuple[_BatchState, GraphOutcome]:
+    """``training(state)`` on the CUDA ``device``, through a CUDA graph where this thread has one for ``key``
+    (the batch's group, session count and training): ``state``'s values are copied into the captured batch's
+    state and the graph replays the whole batch, the host's cost of Python, ``vmap``, autograd and every kernel
+    launch gone. A batch whose key is the same as this thread's last batch's, with no graph yet, trains eagerly
+    and is then captured (:func:`~shadowtutor.algorithms.step_graph.capture`, replacing the thread's last graph
+    and its memory); any other trains eagerly, as does a key whose capture failed once. Returns the state that
+    holds the results (``state`` or the captured batch's) and how the batch was trained."""
+    captured: _CapturedBatch | None = getattr(_graphs, "captured", None)
+    if captured is not None and captured.key == key:
+        captured.state.copy_(state)
+        captured.graph.replay()
+        return captured.state, "replayed"
+    previous = getattr(_graphs, "previous", None)
+    _graphs.previous = key
+    failed: set[tuple[object, ...]] = _graphs.__dict__.setdefault("failed", set())
+    if key != previous or key in failed:
+        training(state)
+        return state, "eager"
+    _graphs.captured = None  # the last shape's graph and memory go before this one's capture
+    graph = capture(lambda: training(state), device)
+    if graph is None:
+        failed.add(key)
+        return state, "failed"
+    _graphs.captured = _CapturedBatch(key, graph, state, training)
+    return state, "captured"
 
 
 def _to_host(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:

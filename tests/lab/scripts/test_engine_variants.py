@@ -5,9 +5,10 @@ where the fused tail does not apply."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -119,15 +120,39 @@ def test_a_graphs_variant_that_replayed_no_graph_is_never_chosen(
     assert script.server_flags([rows["grouped-fused"], replayed])["128x72"].endswith("--distill-graphs")
 
 
+def test_a_graphs_variant_times_the_batches_that_replay_its_graph(
+    script: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second warm-up batch captures the graph and the timed ones replay it: with a stand-in capture on this CPU
+    (CUDA graphs need a GPU) whose replays run the captured batch again, the row says every timed batch replayed."""
+    engine = script.batched_distill
+    monkeypatch.setattr(engine, "_graphs", threading.local())
+    monkeypatch.setattr(engine, "replays_steps", lambda device, graphs: graphs)
+    monkeypatch.setattr(engine, "stops_early_on_host", lambda device: False)
+    replays: list[Any] = []
+
+    def stand_in_capture(call: Any, device: Any) -> Any:
+        call()
+        return SimpleNamespace(replay=lambda: replays.append(call()))
+
+    monkeypatch.setattr(engine, "capture", stand_in_capture)
+    out = tmp_path / "variants.json"
+    assert script.main(tiny(out, ["grouped-fused-graphs"])) == 0
+    rows = {row["variant"]: row for row in json.loads(out.read_text())["rows"]}
+    assert rows["grouped-fused-graphs"]["graphs_replayed"] is True and len(replays) == 1  # the timed batch
+    assert rows["grouped-fused-graphs"]["labels_agreement"] == 1 and rows["grouped-fused-graphs"]["error"] is None
+
+
 def test_a_failing_point_is_recorded_and_the_run_goes_on(
     script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     original = script.distill_batch
 
-    def out_of_memory_for_matmul(jobs: list[Any], convolution: str = "grouped", graphs: bool = False) -> Any:
+    def out_of_memory_for_matmul(jobs: list[Any], convolution: str = "grouped", graphs: bool = False,
+                                 **options: Any) -> Any:
         if convolution == "matmul":
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
-        return original(jobs, convolution=convolution, graphs=graphs)
+        return original(jobs, convolution=convolution, graphs=graphs, **options)
 
     monkeypatch.setattr(script, "distill_batch", out_of_memory_for_matmul)
     out = tmp_path / "variants.json"
@@ -155,10 +180,10 @@ def test_a_run_cut_short_keeps_the_server_flags_of_the_points_it_measured(
 
     original = script.distill_batch
 
-    def stopped_at_64x64(jobs: list[Any], convolution: str = "grouped", graphs: bool = False) -> Any:
+    def stopped_at_64x64(jobs: list[Any], convolution: str = "grouped", graphs: bool = False, **options: Any) -> Any:
         if jobs[0].key_frame.frame_bgr.shape[1] == 64:
             raise Stopped
-        return original(jobs, convolution=convolution, graphs=graphs)
+        return original(jobs, convolution=convolution, graphs=graphs, **options)
 
     monkeypatch.setattr(script, "distill_batch", stopped_at_64x64)
     out = tmp_path / "variants.json"

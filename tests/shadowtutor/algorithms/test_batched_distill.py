@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import cv2
 import numpy as np
@@ -194,76 +196,111 @@ steps of the learning rate. The H100 measured 2.7e-2 between two eager runs of a
 arithmetic."""
 
 
-def _replayed_against_plain(
-    device: str, replay: bool, fuse_tail: bool = False, dtype: torch.dtype = torch.float64,
-    size: tuple[int, int] = (WIDTH, HEIGHT),
-) -> list[int]:
-    """Train the same sessions (their own stop points and rollbacks) once plainly and once with ``graphs``, on
-    ``device``, as on a GPU (every batch takes MAX_UPDATES steps), with frames of ``size`` (WIDTH, HEIGHT);
-    assert equal results and students (in float64 to the rounding the CPU tests allow; in float32 the same
-    steps, the same first metric within 1e-3 and the last within ``FLOAT32_RERUN``). Returns each session's
-    steps."""
+def _graphed_against_plain(
+    device: str, fuse_tail: bool = False, dtype: torch.dtype = torch.float64, size: tuple[int, int] = (WIDTH, HEIGHT),
+) -> tuple[list[str], list[int]]:
+    """Four batches of the same shape, each trained once plainly and once with ``graphs``, on ``device``, as on a GPU
+    (every batch takes MAX_UPDATES steps), with frames of ``size`` (WIDTH, HEIGHT): three of new sessions with key
+    frames of their own, then the third's sessions again (with Adam state). Asserts equal results and students (in
+    float64 to the rounding the CPU tests allow; in float32 the same steps, the same first metric within 1e-3 and
+    the last within ``FLOAT32_RERUN``). Returns how each graphed batch was trained and the sessions' steps."""
     torch.manual_seed(0)
     base = StudentNet(num_classes=3).to(dtype).to(device)
-    pairs = [(Distiller(copy.deepcopy(base), _params(s), background=0, device=device, fuse_tail=fuse_tail),
-              Distiller(copy.deepcopy(base), _params(s), background=0, device=device, fuse_tail=fuse_tail))
-             for s in range(SESSIONS)]
-    frames = [tuple(cv2.resize(image, size, interpolation=cv2.INTER_NEAREST) for image in _key_frame(s, 0))
-              for s in range(SESSIONS)]
-    plain = distill_batch([KeyFrameJob.prepare(p, f, lab) for (p, _), (f, lab) in zip(pairs, frames, strict=True)])
-    replayed = distill_batch(
-        [KeyFrameJob.prepare(r, f, lab) for (_, r), (f, lab) in zip(pairs, frames, strict=True)], graphs=replay)
+    outcomes: list[str] = []
+    original = batched_distill.train_graphed
+
+    def recording(*args: Any) -> Any:
+        state, how = original(*args)
+        outcomes.append(how)
+        return state, how
+
     exact = dtype == torch.float64
-    for (p, r), want, got in zip(pairs, plain, replayed, strict=True):
-        assert got.steps == want.steps
-        assert got.initial_metric == pytest.approx(want.initial_metric, abs=1e-12 if exact else 1e-3)
-        assert got.metric == pytest.approx(want.metric, abs=1e-12 if exact else FLOAT32_RERUN)
-        if exact:
-            for key, tensor in p.student.state_dict().items():
-                atol = 1e-6 if key in INERT else 1e-9
-                torch.testing.assert_close(r.student.state_dict()[key], tensor, rtol=0, atol=atol, msg=key)
-        assert float(_optimiser_state(r)["dec3.long_path.3.weight"]["step"]) == float(
-            _optimiser_state(p)["dec3.long_path.3.weight"]["step"])
-    return [result.steps for result in replayed]
+    steps: list[int] = []
+    pairs: list[tuple[Distiller, Distiller]] = []
+    with mock.patch.object(batched_distill, "train_graphed", recording):
+        for round_ in range(4):
+            if round_ < 3:  # new sessions; one restore rule, so that a batch is one group
+                params = [_params(s).model_copy(update={"restore": "weights+adam"}) for s in range(SESSIONS)]
+                pairs = [tuple(Distiller(copy.deepcopy(base), p, background=0, device=device, fuse_tail=fuse_tail)
+                               for _ in range(2)) for p in params]  # type: ignore[misc]
+            frames = [tuple(cv2.resize(image, size, interpolation=cv2.INTER_NEAREST) for image in _key_frame(s, round_))
+                      for s in range(SESSIONS)]
+            plain = distill_batch([KeyFrameJob.prepare(p, *frame) for (p, _), frame in zip(pairs, frames, strict=True)])
+            graphed = distill_batch(
+                [KeyFrameJob.prepare(g, *frame) for (_, g), frame in zip(pairs, frames, strict=True)], graphs=True)
+            for (p, g), want, got in zip(pairs, plain, graphed, strict=True):
+                assert got.steps == want.steps
+                assert got.initial_metric == pytest.approx(want.initial_metric, abs=1e-12 if exact else 1e-3)
+                assert got.metric == pytest.approx(want.metric, abs=1e-12 if exact else FLOAT32_RERUN)
+                if exact:
+                    for key, tensor in p.student.state_dict().items():
+                        atol = 1e-6 if key in INERT else 1e-9
+                        torch.testing.assert_close(g.student.state_dict()[key], tensor, rtol=0, atol=atol, msg=key)
+                        if key in want.weights:
+                            torch.testing.assert_close(got.weights[key], want.weights[key], rtol=0, atol=atol, msg=key)
+                want_adam, got_adam = _optimiser_state(p), _optimiser_state(g)
+                assert want_adam.keys() == got_adam.keys()
+                for name, state in want_adam.items():
+                    assert float(got_adam[name]["step"]) == float(state["step"])
+                steps.append(got.steps)
+    return outcomes, steps
 
 
-def test_steps_replayed_as_a_graph_give_each_session_its_result(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The engine's side of CUDA graphs on the CPU: the batch hands its step to :func:`replay_step` (a stand-in
-    that calls it eagerly, as a replay reruns what was captured: CUDA graphs need a GPU, absent here) and the
-    sessions end as without it, with stop points and rollbacks of their own."""
-    replays: list[int] = []
+class _StandInGraph:
+    """What a captured CUDA graph does, on the CPU: a replay runs the captured call again, the call made while
+    capturing (a closure over the captured batch's state and training), on the memory it captured."""
 
-    def eager_replay(step: Any, times: int, device: torch.device) -> bool:
-        replays.append(times)
-        for _ in range(times):
-            step()
-        return True
+    def __init__(self, call: Any) -> None:
+        self.call = call
 
+    def replay(self) -> None:
+        self.call()
+
+
+def test_a_batch_replayed_as_a_graph_gives_each_session_its_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's side of CUDA graphs on the CPU (they need a GPU, absent here): a stand-in capture runs the batch
+    once, as the warm-up does, and its replays run the captured call again, reading and writing only the captured
+    batch's state. A batch that read anything of its own outside that state would get the captured batch's."""
+    monkeypatch.setattr(batched_distill, "_graphs", threading.local())
     monkeypatch.setattr(batched_distill, "stops_early_on_host", lambda device: False)
     monkeypatch.setattr(batched_distill, "replays_steps", lambda device, graphs: graphs)
-    monkeypatch.setattr(batched_distill, "replay_step", eager_replay)
-    steps = _replayed_against_plain("cpu", replay=True)
-    assert replays == [7, 7]  # a batch per restore rule, each replaying its steps after the first (of 8)
+
+    def stand_in_capture(call: Any, device: torch.device) -> _StandInGraph:
+        call()
+        return _StandInGraph(call)
+
+    monkeypatch.setattr(batched_distill, "capture", stand_in_capture)
+    outcomes, steps = _graphed_against_plain("cpu", fuse_tail=True)
+    assert outcomes == ["eager", "captured", "replayed", "replayed"]
     assert len(set(steps)) >= 3  # sessions stopped at different points
+
+
+def test_a_shape_whose_capture_failed_trains_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batched_distill, "_graphs", threading.local())
+    monkeypatch.setattr(batched_distill, "stops_early_on_host", lambda device: False)
+    monkeypatch.setattr(batched_distill, "replays_steps", lambda device, graphs: graphs)
+    tries: list[int] = []
+
+    def failing_capture(call: Any, device: torch.device) -> None:
+        call()
+        tries.append(1)
+
+    monkeypatch.setattr(batched_distill, "capture", failing_capture)
+    outcomes, _ = _graphed_against_plain("cpu")
+    assert outcomes == ["eager", "failed", "eager", "eager"] and len(tries) == 1
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("fuse_tail", [False, True], ids=["tail as written", "fused tail"])
-def test_steps_replayed_as_a_cuda_graph_equal_the_plain_run(
+def test_batches_replayed_as_a_cuda_graph_equal_the_plain_run(
     monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, fuse_tail: bool
 ) -> None:
-    """On a GPU: every batch captures its step (no eager fallback) and the replays give the plain run's results."""
-    captured: list[bool] = []
-    original = batched_distill.replay_step
-
-    def recording(step: Any, times: int, device: torch.device) -> bool:
-        captured.append(original(step, times, device))
-        return captured[-1]
-
-    monkeypatch.setattr(batched_distill, "replay_step", recording)
-    steps = _replayed_against_plain("cuda", replay=True, fuse_tail=fuse_tail, dtype=dtype, size=(128, 72))
-    assert captured == [True, True] and len(set(steps)) >= 2
+    """On a GPU: the third and fourth batches of one shape replay the graph the second captured (no eager
+    fallback), with the plain run's results."""
+    monkeypatch.setattr(batched_distill, "_graphs", threading.local())
+    outcomes, steps = _graphed_against_plain("cuda", fuse_tail=fuse_tail, dtype=dtype, size=(128, 72))
+    assert outcomes == ["eager", "captured", "replayed", "replayed"] and len(set(steps)) >= 2
 
 
 def test_graphs_are_replayed_on_cuda_alone() -> None:
