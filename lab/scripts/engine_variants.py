@@ -291,6 +291,16 @@ def recorded_replays(replays: list[str]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def graphs_released() -> Iterator[None]:
+    """On leaving, the engine's captured batch of this thread (and its device memory) is dropped, so that one
+    point's graph never holds memory through the next points."""
+    try:
+        yield
+    finally:
+        batched_distill.release_graphs()
+
+
 def outcome(distillers: list[Distiller], results: list[DistillResult],
             inputs: list[tuple[np.ndarray, np.ndarray]]) -> Outcome:
     weights, labels = [], []
@@ -350,7 +360,7 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         _, _, jobs = prepare()
         return device_time(lambda: train(jobs), device)
 
-    with cudnn_autotuner(variant.cudnn_benchmark):
+    with cudnn_autotuner(variant.cudnn_benchmark), graphs_released():
         _, _, *warm = batch()
         warm_up = outcome(*warm, inputs) if variant.name == variant.reference else None
         if variant.graphs:

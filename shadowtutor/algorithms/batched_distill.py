@@ -578,6 +578,11 @@ def train_graphed(
     return state, "captured"
 
 
+def release_graphs() -> None:
+    """Drop this thread's captured batch (its graph and device memory) and its memory of the last batch's shape."""
+    _graphs.__dict__.clear()
+
+
 def _to_host(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """Host copies of ``tensors``, made in one wait: from a CUDA device through page-locked memory (several
     times the speed of a copy to pageable memory), from elsewhere as plain copies."""

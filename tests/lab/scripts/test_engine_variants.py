@@ -141,6 +141,7 @@ def test_a_graphs_variant_times_the_batches_that_replay_its_graph(
     rows = {row["variant"]: row for row in json.loads(out.read_text())["rows"]}
     assert rows["grouped-fused-graphs"]["graphs_replayed"] is True and len(replays) == 1  # the timed batch
     assert rows["grouped-fused-graphs"]["labels_agreement"] == 1 and rows["grouped-fused-graphs"]["error"] is None
+    assert not vars(engine._graphs)  # the point's captured batch dropped after it
 
 
 def test_a_failing_point_is_recorded_and_the_run_goes_on(
