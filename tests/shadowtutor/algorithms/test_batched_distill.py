@@ -198,12 +198,14 @@ arithmetic."""
 
 def _graphed_against_plain(
     device: str, fuse_tail: bool = False, dtype: torch.dtype = torch.float64, size: tuple[int, int] = (WIDTH, HEIGHT),
+    sessions: int = SESSIONS, rounds: int = 4,
 ) -> tuple[list[str], list[int]]:
-    """Four batches of the same shape, each trained once plainly and once with ``graphs``, on ``device``, as on a GPU
-    (every batch takes MAX_UPDATES steps), with frames of ``size`` (WIDTH, HEIGHT): three of new sessions with key
-    frames of their own, then the third's sessions again (with Adam state). Asserts equal results and students (in
-    float64 to the rounding the CPU tests allow; in float32 the same steps, the same first metric within 1e-3 and
-    the last within ``FLOAT32_RERUN``). Returns how each graphed batch was trained and the sessions' steps."""
+    """``rounds`` batches of ``sessions`` sessions and one shape, each trained once plainly and once with ``graphs``,
+    on ``device``, as on a GPU (every batch takes MAX_UPDATES steps), with frames of ``size`` (WIDTH, HEIGHT): up to
+    three of new sessions with key frames of their own, then the third's sessions again (with Adam state). Asserts
+    equal results and students (in float64 to the rounding the CPU tests allow; in float32 the same steps, the same
+    first metric within 1e-3 and the last within ``FLOAT32_RERUN``). Returns how each graphed batch was trained
+    and the sessions' steps."""
     torch.manual_seed(0)
     base = StudentNet(num_classes=3).to(dtype).to(device)
     outcomes: list[str] = []
@@ -218,13 +220,13 @@ def _graphed_against_plain(
     steps: list[int] = []
     pairs: list[tuple[Distiller, Distiller]] = []
     with mock.patch.object(batched_distill, "train_graphed", recording):
-        for round_ in range(4):
+        for round_ in range(rounds):
             if round_ < 3:  # new sessions; one restore rule, so that a batch is one group
-                params = [_params(s).model_copy(update={"restore": "weights+adam"}) for s in range(SESSIONS)]
+                params = [_params(s).model_copy(update={"restore": "weights+adam"}) for s in range(sessions)]
                 pairs = [tuple(Distiller(copy.deepcopy(base), p, background=0, device=device, fuse_tail=fuse_tail)
                                for _ in range(2)) for p in params]  # type: ignore[misc]
             frames = [tuple(cv2.resize(image, size, interpolation=cv2.INTER_NEAREST) for image in _key_frame(s, round_))
-                      for s in range(SESSIONS)]
+                      for s in range(sessions)]
             plain = distill_batch([KeyFrameJob.prepare(p, *frame) for (p, _), frame in zip(pairs, frames, strict=True)])
             graphed = distill_batch(
                 [KeyFrameJob.prepare(g, *frame) for (_, g), frame in zip(pairs, frames, strict=True)], graphs=True)
@@ -270,7 +272,7 @@ def test_a_batch_replayed_as_a_graph_gives_each_session_its_result(monkeypatch: 
         return _StandInGraph(call)
 
     monkeypatch.setattr(batched_distill, "capture", stand_in_capture)
-    outcomes, steps = _graphed_against_plain("cpu", fuse_tail=True)
+    outcomes, steps = _graphed_against_plain("cpu", fuse_tail=True, sessions=6)
     assert outcomes == ["eager", "captured", "replayed", "replayed"]
     assert len(set(steps)) >= 3  # sessions stopped at different points
 
@@ -286,8 +288,8 @@ def test_a_shape_whose_capture_failed_trains_eagerly(monkeypatch: pytest.MonkeyP
         tries.append(1)
 
     monkeypatch.setattr(batched_distill, "capture", failing_capture)
-    outcomes, _ = _graphed_against_plain("cpu")
-    assert outcomes == ["eager", "failed", "eager", "eager"] and len(tries) == 1
+    outcomes, _ = _graphed_against_plain("cpu", sessions=2, rounds=3)
+    assert outcomes == ["eager", "failed", "eager"] and len(tries) == 1
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
