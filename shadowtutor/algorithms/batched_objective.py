@@ -77,12 +77,18 @@ def weighted_loss(scores: torch.Tensor, target: torch.Tensor, weights: torch.Ten
 
 def class_counts(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
     """Per session, the pixels of each class ``(S, num_classes)`` long, of label maps ``(S, H, W)``."""
-    sessions = labels.shape[0]
-    offsets = torch.arange(sessions, device=labels.device).view(-1, 1) * num_classes
-    codes = (offsets + labels.reshape(sessions, -1)).reshape(-1)
-    counts = torch.zeros(sessions * num_classes, dtype=torch.long, device=labels.device)
-    counts.index_add_(0, codes, torch.ones((), dtype=torch.long, device=labels.device).expand(codes.numel()))
-    return counts.view(sessions, num_classes)
+    return _counts(labels.reshape(labels.shape[0], -1), num_classes)
+
+
+def _counts(codes: torch.Tensor, bins: int) -> torch.Tensor:
+    """Per row of ``codes`` ``(S, N)`` (values below ``bins``), how often each value occurs ``(S, bins)`` long:
+    one ``index_add_`` for all rows, as ``bincount`` on a GPU reads its input's extremes back to the host."""
+    sessions = codes.shape[0]
+    offsets = torch.arange(sessions, device=codes.device).view(-1, 1) * bins
+    flat = (offsets + codes).reshape(-1)
+    counts = torch.zeros(sessions * bins, dtype=torch.long, device=codes.device)
+    counts.index_add_(0, flat, torch.ones((), dtype=torch.long, device=codes.device).expand(flat.numel()))
+    return counts.view(sessions, bins)
 
 
 def label_overlaps(scores: torch.Tensor, target: torch.Tensor, num_classes: int,
@@ -95,15 +101,10 @@ def label_overlaps(scores: torch.Tensor, target: torch.Tensor, num_classes: int,
 def confusion_overlaps(pred: torch.Tensor, target: torch.Tensor,
                        num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per session and class ``(S, num_classes)`` of label maps ``(S, H, W)``: the pixels of that class in both
-    maps, and in ``pred``; through one confusion matrix per session (``index_add_``, as ``bincount`` on a GPU
-    reads its input's extremes back to the host)."""
+    maps, and in ``pred``; through one confusion matrix per session."""
     sessions = pred.shape[0]
-    cells = num_classes * num_classes
-    offsets = torch.arange(sessions, device=pred.device).view(-1, 1) * cells
-    codes = (offsets + target.reshape(sessions, -1) * num_classes + pred.reshape(sessions, -1)).reshape(-1)
-    confusion = torch.zeros(sessions * cells, dtype=torch.long, device=pred.device)
-    confusion.index_add_(0, codes, torch.ones((), dtype=torch.long, device=pred.device).expand(codes.numel()))
-    confusion = confusion.view(sessions, num_classes, num_classes)
+    codes = target.reshape(sessions, -1) * num_classes + pred.reshape(sessions, -1)
+    confusion = _counts(codes, num_classes * num_classes).view(sessions, num_classes, num_classes)
     return confusion.diagonal(dim1=1, dim2=2), confusion.sum(1)
 
 
