@@ -172,7 +172,7 @@ def stops_early_on_host(device: torch.device) -> bool:
     return device.type == "cpu"
 
 
-def replays_steps(device: torch.device, graphs: bool) -> bool:
+def replays_batches(device: torch.device, graphs: bool) -> bool:
     """Whether batches go through :func:`train_graphed` (CUDA graphs): where asked to, on a CUDA device."""
     return graphs and device.type == "cuda"
 
@@ -406,7 +406,7 @@ class _BatchedRun:
         for distiller in self.distillers:
             distiller.student.train()
         state = self._state()
-        if replays_steps(self.device, self.graphs):
+        if replays_batches(self.device, self.graphs):
             key = (self.group, len(self.distillers), str(self.dtype), self.training.shape_key())
             state, _ = train_graphed(key, self.training, state, self.device)
         else:

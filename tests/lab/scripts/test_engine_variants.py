@@ -127,7 +127,7 @@ def test_a_graphs_variant_times_the_batches_that_replay_its_graph(
     (CUDA graphs need a GPU) whose replays run the captured batch again, the row says every timed batch replayed."""
     engine = script.batched_distill
     monkeypatch.setattr(engine, "_graphs", threading.local())
-    monkeypatch.setattr(engine, "replays_steps", lambda device, graphs: graphs)
+    monkeypatch.setattr(engine, "replays_batches", lambda device, graphs: graphs)
     monkeypatch.setattr(engine, "stops_early_on_host", lambda device: False)
     replays: list[Any] = []
 

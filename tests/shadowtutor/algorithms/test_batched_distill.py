@@ -265,7 +265,7 @@ def test_a_batch_replayed_as_a_graph_gives_each_session_its_result(monkeypatch: 
     batch's state. A batch that read anything of its own outside that state would get the captured batch's."""
     monkeypatch.setattr(batched_distill, "_graphs", threading.local())
     monkeypatch.setattr(batched_distill, "stops_early_on_host", lambda device: False)
-    monkeypatch.setattr(batched_distill, "replays_steps", lambda device, graphs: graphs)
+    monkeypatch.setattr(batched_distill, "replays_batches", lambda device, graphs: graphs)
 
     def stand_in_capture(call: Any, device: torch.device) -> _StandInGraph:
         call()
@@ -280,7 +280,7 @@ def test_a_batch_replayed_as_a_graph_gives_each_session_its_result(monkeypatch: 
 def test_a_shape_whose_capture_failed_trains_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(batched_distill, "_graphs", threading.local())
     monkeypatch.setattr(batched_distill, "stops_early_on_host", lambda device: False)
-    monkeypatch.setattr(batched_distill, "replays_steps", lambda device, graphs: graphs)
+    monkeypatch.setattr(batched_distill, "replays_batches", lambda device, graphs: graphs)
     tries: list[int] = []
 
     def failing_capture(call: Any, device: torch.device) -> None:
@@ -306,9 +306,9 @@ def test_batches_replayed_as_a_cuda_graph_equal_the_plain_run(
 
 
 def test_graphs_are_replayed_on_cuda_alone() -> None:
-    assert batched_distill.replays_steps(torch.device("cuda", 0), graphs=True)
-    assert not batched_distill.replays_steps(torch.device("cuda", 0), graphs=False)
-    assert not batched_distill.replays_steps(torch.device("cpu"), graphs=True)
+    assert batched_distill.replays_batches(torch.device("cuda", 0), graphs=True)
+    assert not batched_distill.replays_batches(torch.device("cuda", 0), graphs=False)
+    assert not batched_distill.replays_batches(torch.device("cpu"), graphs=True)
 
 
 def test_incompatible_key_frames_run_on_their_own() -> None:
