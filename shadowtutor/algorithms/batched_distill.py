@@ -584,10 +584,11 @@ def release_graphs() -> None:
 
 
 def _to_host(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Host copies of ``tensors``, made in one wait: from a CUDA device through page-locked memory (several
-    times the speed of a copy to pageable memory), from elsewhere as plain copies."""
+    """``tensors`` on the host: from a CUDA device, copies made in one wait through page-locked memory (several
+    times the speed of a copy to pageable memory); tensors already on the host as they are (the caller copies
+    what it keeps)."""
     if not tensors or tensors[0].device.type != "cuda":
-        return [t.to("cpu", copy=True) for t in tensors]
+        return [t.cpu() for t in tensors]
     copies = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
     for copy, tensor in zip(copies, tensors, strict=True):
         copy.copy_(tensor, non_blocking=True)
