@@ -1,7 +1,7 @@
 """How many operations the batched distillation engine issues: a device-free count of its host work.
 
 On a GPU each operation that computes is a kernel launch, and the engine's time per batch at small frame
-sizes is the host's (Python, ``vmap``, autograd, launches: docs/design/batched_distillation.md). This
+sizes is the host's (Python, autograd, launches: docs/design/batched_distillation.md). This
 script counts, with a ``TorchDispatchMode`` on the CPU, the aten operations of :func:`distill_batch`:
 
 - per batch of ``--sessions`` sessions, THRESHOLD 0.999 and MAX_UPDATES 8 (every step taken), for fresh

@@ -20,10 +20,9 @@ runs before it even when not picked):
 - ``...-cudnnbench``: the same with ``torch.backends.cudnn.benchmark`` on for that variant only (restored
   after; nothing changes on a CPU, where it still runs);
 - ``...-bf16``: the same under ``torch.autocast(device type, bfloat16)``: how fast, and how far its results
-  move (a study, not a product option: autocast does not reach every operation inside ``vmap``, on this
-  CPU none, so its rows say what autocast does on the device measured);
+  move (a study, not a product option: docs/design/training_precision.md);
 - ``grouped-written-compiled``, ``grouped-fused-compiled`` (a study run only when named in ``--variants``, as
-  compiling takes a minute or more per size): the engine's vmapped functions compiled by ``torch.compile``
+  compiling takes a minute or more per size): the engine's front and stacked back compiled by ``torch.compile``
   (inductor, static shapes), the backward of the back's forward included, the fused tail's replicate padding
   written as concatenations, which inductor compiles; the warm-up batch compiles.
 
@@ -76,7 +75,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,7 +85,7 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from shadowtutor.algorithms import batched_distill
+from shadowtutor.algorithms import batched_distill, stacked_back
 from shadowtutor.algorithms.batched_distill import (
     CONVOLUTIONS,
     Convolution,
@@ -259,20 +258,20 @@ def replicate_pad_by_concatenation(x: torch.Tensor) -> torch.Tensor:
 
 @contextlib.contextmanager
 def compiled_engine(on: bool) -> Iterator[None]:
-    """While ``on``: every function the engine vmaps (the front, and the back's forward, whose backward autograd
-    then runs compiled too) is compiled by ``torch.compile`` (inductor, static shapes), with Dynamo's recompile
-    limits raised so that each size and tail gets its own graph rather than falling back to eager, and the fused
-    tail pads by :func:`replicate_pad_by_concatenation`. Nothing changes when ``on`` is False."""
+    """While ``on``: the engine's front and its stacked back (whose backward autograd then runs compiled too) are
+    compiled by ``torch.compile`` (inductor, static shapes), with Dynamo's recompile limits raised so that each size
+    and tail gets its own graph rather than falling back to eager, and the fused tail pads by
+    :func:`replicate_pad_by_concatenation`. Nothing changes when ``on`` is False."""
     if not on:
         yield
         return
-
-    def compiling_vmap(function: Callable[..., Any]) -> Callable[..., Any]:
-        return torch.compile(torch.func.vmap(function), dynamic=False)
-
     limits = torch._dynamo.config.patch(recompile_limit=256, accumulated_recompile_limit=4096)
     padding = mock.patch.object(fast_student, "replicate_pad", replicate_pad_by_concatenation)
-    with mock.patch.object(batched_distill, "vmap", compiling_vmap), padding, limits:
+    front = mock.patch.object(batched_distill, "per_frame_front",
+                              torch.compile(fast_student.per_frame_front, dynamic=False))
+    back = mock.patch.object(stacked_back.StackedBack, "__call__",
+                             torch.compile(stacked_back.StackedBack.__call__, dynamic=False))
+    with front, back, padding, limits:
         yield
 
 

@@ -16,6 +16,7 @@
 # VARIANTS_LIMIT_S (default 240): the most seconds step 0 may take.
 # WARMUP (default 10): seconds each `bench server` point runs before its window (a compiled objective compiles in
 # its first batch; the compiled kernels are cached on disk by step 0 for the later server processes).
+# BASELINE: an earlier commit's checkout whose engine step 0b times on the same machine (below).
 # ONLY="STEP ...": run these steps alone (default: every step); VARIANTS and SIZES: step 0's --variants (default:
 # the server options still open, below) and --sizes (default 1280x720,640x360,128x72).
 set -uo pipefail
@@ -44,13 +45,14 @@ summary() {
   for name in "${STEPS[@]}"; do
     echo "-- $name"
     case $name in
-      engine_variants) pattern="^(device|fastest|not chosen|server flags)|FAILED|Error|rc=" ;;
+      engine_variants) pattern="^(device|fastest|not chosen|server flags)| sessions: |FAILED|Error|rc=" ;;
+      engine_baseline) pattern=" sessions: |FAILED|Error|rc=" ;;
       engine_compiled) pattern=" sessions: |rc=" ;;
       cuda_tests) pattern="passed|failed|error|rc=" ;;
       teacher_check) pattern="detections per frame|^ *[0-9]+ \||^ *(fp32|tf32|bf16)|host path|Error|rc=" ;;
       *) pattern="key frames/s|answered|turnaround|problem|FAILED|Error|rc=" ;;
     esac
-    grep -E "$pattern" "$OUT/$name.log" | cut -c1-200 | tail -16
+    grep -E "$pattern" "$OUT/$name.log" | cut -c1-200 | tail -24
   done
 }
 $PY - <<'PY' | tee "$OUT/device.txt"
@@ -75,6 +77,14 @@ step cuda_tests "$PY" -m pytest -q -p no:cacheprovider tests/shadowtutor/algorit
 step engine_variants timeout "${VARIANTS_LIMIT_S:-240}" "$PY" lab/scripts/engine_variants.py --device "$dev" --sessions 64 --kernel-time \
   --sizes "${SIZES:-1280x720,640x360,128x72}" ${ENGINE_VARIANTS:+--variants "$ENGINE_VARIANTS"} --repeats "${VARIANT_REPEATS:-2}" \
   --out "$OUT/engine_variants.json"
+# 0b. BASELINE (a directory holding an earlier commit's shadowtutor/ and lab/, e.g. from `git archive`, carried to
+# the machine): the plain variants of that commit timed the same way on this machine, so that a change to the
+# engine is a ratio within one run
+if [ -n "${BASELINE:-}" ]; then
+  step engine_baseline env PYTHONPATH="$BASELINE:$BASELINE/lab:$PYTHONPATH" timeout "${VARIANTS_LIMIT_S:-240}" "$PY" \
+    "$BASELINE/lab/scripts/engine_variants.py" --device "$dev" --sessions 64 --sizes "${SIZES:-1280x720,640x360,128x72}" \
+    --variants grouped-fused,matmul-fused --repeats "${VARIANT_REPEATS:-2}" --out "$OUT/engine_baseline.json"
+fi
 # the server flags of the fastest server option per size (none measured: the defaults)
 flags_at() {
   "$PY" -c "import json,sys; print(json.load(open(sys.argv[1])).get('server_flags', {}).get(sys.argv[2], ''))" \

@@ -11,7 +11,7 @@
   frames, the sessions' convolutions computed as ``distill_convolution`` says). The GPU default: one
   batched run keeps the device busy where a session at a time leaves it idle between small
   kernels, and the next batch's host work runs in parallel beside it. With several engines, one
-  batch's host work (Python, ``vmap``, autograd, launches) runs beside another's GPU work.
+  batch's host work (Python, autograd, launches) runs beside another's GPU work.
 
 Both give each session the result its own ``Distiller.train`` would; each returns the result with
 the seconds the key frame spent from submission to its result.

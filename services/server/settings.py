@@ -143,7 +143,7 @@ class ServerSettings(FlatSettings):
     )
     distill_engines: int = Field(
         1, ge=1, le=8, description="batched engine: threads that each train a batch, so that one batch's host work "
-        "(Python, vmap, autograd, kernel launches) runs beside another's GPU work; each holds its batch in device "
+        "(Python, autograd, kernel launches) runs beside another's GPU work; each holds its batch in device "
         "memory (docs/design/batched_distillation.md)"
     )
     distill_convolution: Convolution = Field(
@@ -154,7 +154,7 @@ class ServerSettings(FlatSettings):
     distill_graphs: bool = Field(
         False, description="batched engine on CUDA: replay a batch as one CUDA graph captured for its shape (group, "
         "session count) when the engine thread's previous batch had the same shape, so that under steady load the "
-        "host's cost of training a batch (Python, vmap, autograd, kernel launches) is gone; the same arithmetic; "
+        "host's cost of training a batch (Python, autograd, kernel launches) is gone; the same arithmetic; "
         "each engine thread keeps one captured batch in GPU memory; no effect elsewhere"
     )
     distill_objective: Objective = Field(

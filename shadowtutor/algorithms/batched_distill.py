@@ -8,7 +8,7 @@ one batch:
 * the frozen front runs once for the group's frames (its weights are shared: every session of a
   group has the same front), each frame normalised with its own statistics as at batch 1;
 * each session's trainable back runs with its own weights, stacked along a leading session axis
-  (``torch.func.functional_call`` under ``torch.func.vmap``: grouped convolutions underneath);
+  (:class:`~shadowtutor.algorithms.stacked_back.StackedBack`: each layer one batched operation);
 * one Adam per session on the stacked tensors, with per-session step counts, learning rates and
   a mask of the sessions still training;
 * early stop at THRESHOLD, MAX_UPDATES and the restore of the best student are masks on the
@@ -20,17 +20,16 @@ size, class count, restore rule, tail (as written or fused) and precision, on th
 fronts of equal weights; anything else runs through its own :meth:`Distiller.train`. A group trains at
 its distillers' precision, as :meth:`Distiller.train` does. Each group trains the
 tail its distillers train. ``convolution`` picks how the sessions' own convolutions run: ``grouped`` (one
-grouped convolution, as ``vmap`` makes it) or ``matmul`` (im2col and one batched matrix product,
-:mod:`~shadowtutor.algorithms.conv_matmul`); the same function either way, rounded differently.
+grouped convolution) or ``matmul`` (im2col and one batched matrix product):
+:mod:`~shadowtutor.algorithms.stacked_conv`; the same function either way, rounded differently.
 ``graphs``, on a CUDA device, replays a whole batch (front, steps, bookkeeping) as one CUDA graph captured for
-its shape (:func:`train_graphed`), which removes the host's cost of the batch's training (Python, ``vmap``,
-autograd, kernel launches) from every batch of a shape the engine thread trained just before; a batch reads
+its shape (:func:`train_graphed`), which removes the host's cost of the batch's training (Python, autograd,
+kernel launches) from every batch of a shape the engine thread trained just before; a batch reads
 and writes only the tensors of its :class:`_BatchState`, in place, for that reason, the same on every device.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import threading
 from collections.abc import Sequence
@@ -39,17 +38,15 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from torch import nn
-from torch.func import functional_call, vmap
 
 from shadowtutor.algorithms.batched_objective import BatchedObjective
-from shadowtutor.algorithms.conv_matmul import ConvolutionsAsMatmul
 from shadowtutor.algorithms.distill import Distiller, DistillResult, HostKeyFrame, PreparedKeyFrame
 from shadowtutor.algorithms.engine_options import CONVOLUTIONS, OBJECTIVES, Convolution, Objective
+from shadowtutor.algorithms.stacked_back import StackedBack
 from shadowtutor.algorithms.step_graph import capture
-from shadowtutor.models.fast_student import frame_tail_fusable, fused_back, fused_back_scores
+from shadowtutor.models.fast_student import frame_tail_fusable, per_frame_front
 from shadowtutor.models.precision import float32_precision
-from shadowtutor.models.student import FRONT_MODULES, FrontFeatures, StudentNet, map_sizes
+from shadowtutor.models.student import FRONT_MODULES, StudentNet
 
 
 @dataclass
@@ -139,32 +136,6 @@ def distill_batch(
     return [r for r in results if r is not None]
 
 
-class _Back(nn.Module):
-    """The student's trainable back as a module of one frame's front features (for ``functional_call``), with
-    the tail as written or fused (:func:`~shadowtutor.models.fast_student.fused_back`); with ``scores_only``
-    (fused tails only) it stops before the last upsampling to the frame
-    (:func:`~shadowtutor.models.fast_student.fused_back_scores`)."""
-
-    def __init__(
-        self, student: StudentNet, x1_size: tuple[int, int], input_size: tuple[int, int], fuse_tail: bool,
-        scores_only: bool,
-    ) -> None:
-        super().__init__()
-        self.student = student
-        self.x1_size = x1_size
-        self.input_size = input_size
-        self.fuse_tail = fuse_tail
-        self.scores_only = scores_only
-
-    def forward(self, dec1: torch.Tensor, enc2: torch.Tensor, enc1: torch.Tensor) -> torch.Tensor:
-        front = FrontFeatures(dec1[None], enc2[None], enc1[None], self.x1_size, self.input_size)
-        if self.scores_only:
-            logits = fused_back_scores(self.student, front)
-        else:
-            logits = fused_back(self.student, front) if self.fuse_tail else self.student.forward_back(front)
-        return logits.squeeze(0)  # not [0], whose backward writes a zero-filled copy of the gradient
-
-
 def stops_early_on_host(device: torch.device) -> bool:
     """Whether a batch reads back, after each step, whether any session still trains, to stop as soon as none
     does: on a CPU, where reading it costs nothing; not on an accelerator, where it would wait for the device
@@ -237,24 +208,17 @@ class _Training:
         :meth:`Distiller.train` would leave them, and its ``summary`` says how it went."""
         dec1, enc2, enc1, x1_size, input_size = self._front(state.x)
         scores_only = self.fuse_tail and frame_tail_fusable(*input_size)
-        back = _Back(self.reference, x1_size, input_size, self.fuse_tail, scores_only)
+        back = StackedBack(self.reference, self.convolution, self.fuse_tail, scores_only)
         objective = BatchedObjective(state.target, state.weights, self.reference.num_classes,
                                      input_size if scores_only else None, self.objective == "compiled")
-        names = [f"student.{key}" for key in self.keys]
         flat, exp_avg, exp_avg_sq, adam_steps = state.flat, state.exp_avg, state.exp_avg_sq, state.adam_steps
-
-        def forward_one(weights: tuple[torch.Tensor, ...], d1: torch.Tensor, e2: torch.Tensor,
-                        e1: torch.Tensor) -> torch.Tensor:
-            return functional_call(back, dict(zip(names, weights, strict=True)), (d1, e2, e1), strict=False)
-
-        forward = vmap(forward_one)
 
         def logits_of() -> tuple[torch.Tensor, torch.Tensor]:
             """The logits at the weights now in ``flat``, and the leaf they were computed from (``flat``'s memory;
             a leaf per forward, so that autograd ties its gradient to the stream this forward runs on)."""
             leaf = flat.detach().requires_grad_(True)
-            with ConvolutionsAsMatmul() if self.convolution == "matmul" else contextlib.nullcontext():
-                return forward(self.unflatten(leaf), dec1, enc2, enc1), leaf
+            weights = dict(zip(self.keys, self.unflatten(leaf), strict=True))
+            return back(weights, dec1, enc2, enc1, x1_size, input_size), leaf
 
         logits, leaf = logits_of()
         with torch.no_grad():
@@ -296,16 +260,9 @@ class _Training:
 
     def _front(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, int],
                                                tuple[int, int]]:
-        student = self.reference
-
-        def one_frame(frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            front = student.forward_front(frame[None])
-            return front.dec1[0], front.enc2[0], front.enc1[0]
-
         with torch.no_grad():
-            dec1, enc2, enc1 = vmap(one_frame)(x)
-        input_size = (x.shape[2], x.shape[3])
-        return dec1, enc2, enc1, map_sizes(input_size)["x1"], input_size
+            front = per_frame_front(self.reference, x)
+        return front.dec1, front.enc2, front.enc1, front.x1_size, front.input_size
 
     def _adam_step(self, state: _BatchState, grad: torch.Tensor, active: torch.Tensor) -> None:
         """torch.optim.Adam's update (no weight decay, no AMSGrad) of the ``active`` sessions' rows of the weights
@@ -553,7 +510,7 @@ def train_graphed(
 ) -> tuple[_BatchState, GraphOutcome]:
     """``training(state)`` on the CUDA ``device``, through a CUDA graph where this thread has one for ``key``
     (the batch's group, session count and training): ``state``'s values are copied into the captured batch's
-    state and the graph replays the whole batch, the host's cost of Python, ``vmap``, autograd and every kernel
+    state and the graph replays the whole batch, the host's cost of Python, autograd and every kernel
     launch gone. A batch whose key is the same as this thread's last batch's, with no graph yet, trains eagerly
     and is then captured (:func:`~shadowtutor.algorithms.step_graph.capture`, replacing the thread's last graph
     and its memory); any other trains eagerly, as does a key whose capture failed once. Returns the state that

@@ -6,7 +6,7 @@ from typing import Literal, get_args
 
 Convolution = Literal["grouped", "matmul"]
 """How the sessions' own convolutions of one batch run: one grouped convolution per layer, or im2col and one
-batched matrix product per layer (:mod:`shadowtutor.algorithms.conv_matmul`)."""
+batched matrix product per layer (:mod:`shadowtutor.algorithms.stacked_conv`)."""
 
 CONVOLUTIONS: tuple[Convolution, ...] = get_args(Convolution)
 

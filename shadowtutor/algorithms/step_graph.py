@@ -3,7 +3,7 @@
 :func:`capture` runs ``call`` once eagerly on a side stream (the warm-up that a capture needs: lazy
 initialisations, the cuBLAS and cuDNN workspaces of that stream; its effects are real), then captures it into
 a CUDA graph on that stream (a capture runs nothing). Each :meth:`torch.cuda.CUDAGraph.replay` then launches
-every kernel of the call at once, so that Python, ``vmap``, autograd and the launches cost nothing.
+every kernel of the call at once, so that Python, autograd and the launches cost nothing.
 
 ``call`` must be a function of no arguments that reads and writes only tensors that outlive the graph, in
 place (a replay reads and writes the memory the capture saw), and reads nothing back to the host. The capture

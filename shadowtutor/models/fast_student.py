@@ -23,7 +23,7 @@ itself, so the same module exports to ONNX with preprocessing and argmax inside.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -52,10 +52,19 @@ def check_update(student: StudentNet, update: Mapping[str, torch.Tensor]) -> Non
 def fold_head(student: StudentNet) -> tuple[torch.Tensor, torch.Tensor]:
     """Weight and bias of the single 3x3 conv equal to ``out_conv3(out_conv2(x))`` (differentiable in the
     student's weights: distillation trains through it; call under ``no_grad`` for inference buffers)."""
-    w2, b2 = student.out_conv2.weight, conv_bias(student.out_conv2)
-    w3 = student.out_conv3.weight[:, :, 0, 0]
-    weight = torch.einsum("om,mikl->oikl", w3, w2).contiguous()
-    bias = w3 @ b2 + conv_bias(student.out_conv3)
+    return fold_head_weights(student.out_conv2.weight, conv_bias(student.out_conv2), student.out_conv3.weight,
+                             conv_bias(student.out_conv3))
+
+
+def fold_head_weights(
+    w2: torch.Tensor, b2: torch.Tensor, w3: torch.Tensor, b3: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`fold_head` of ``out_conv2``'s weight ``(..., M, I, 3, 3)`` and bias ``(..., M)`` and ``out_conv3``'s
+    ``(..., O, M, 1, 1)`` and ``(..., O)``: the folded weight ``(..., O, I, 3, 3)`` and bias ``(..., O)``, for any
+    leading axes (one student, or one per session stacked)."""
+    w3 = w3[..., 0, 0]
+    weight = torch.einsum("...om,...mikl->...oikl", w3, w2).contiguous()
+    bias = torch.matmul(w3, b2.unsqueeze(-1)).squeeze(-1) + b3
     return weight, bias
 
 
@@ -78,24 +87,39 @@ def fold_tail(
     last block the taps that read the convolutions' zero padding are left out. Differentiable in the
     student's weights, like :func:`fold_head`.
     """
-    w1, b1 = student.out_conv1.weight, conv_bias(student.out_conv1)
-    mixes, hidden_taps = _tail_mixes(w1.dtype, w1.device)
+    return fold_tail_weights(student.out_conv1.weight, conv_bias(student.out_conv1), head_weight, head_bias)
+
+
+def fold_tail_weights(
+    w1: torch.Tensor, b1: torch.Tensor, head_weight: torch.Tensor, head_bias: torch.Tensor
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """:func:`fold_tail` of ``out_conv1``'s weight ``(..., M, C, 3, 3)`` and bias ``(..., M)`` and the folded head
+    ``(..., K, M, 3, 3)``, ``(..., K)`` (:func:`fold_head_weights`): per region, the weight
+    ``(..., K * 16, C, 3, 3)`` and bias ``(..., K * 16)``, for any leading axes."""
+    mixes, tap_mix = _tail_mixes(w1.dtype, w1.device)
+    lead = tuple(w1.shape[:-4])
+    classes, channels = head_weight.shape[-4], w1.shape[-3]
+    r = TAIL_UPSCALE
     # all nine regions at once: R and Q pick the (first, inner, last) mix of the block row and column
-    weights = torch.einsum("kmAB,mcCD,RyACj,QxBDl->RQkyxcjl", head_weight, w1, mixes, mixes)
-    biases = head_bias.view(1, 1, -1, 1, 1) + torch.einsum(
-        "kmAB,m,RyA,QxB->RQkyx", head_weight, b1, hidden_taps, hidden_taps)
+    weights = torch.einsum("...kmAB,...mcCD,RyACj,QxBDl->...RQkyxcjl", head_weight, w1, mixes, mixes)
     regions = len(TAIL_REGIONS)
-    weights = weights.reshape(regions, -1, w1.shape[1], 3, 3).contiguous()
-    biases = biases.reshape(regions, -1).contiguous()
-    return {region: (weight, bias)
-            for region, weight, bias in zip(TAIL_REGIONS, weights.unbind(0), biases.unbind(0), strict=True)}
+    weights = weights.reshape(*lead, regions, classes * r * r, channels, 3, 3)
+    # the biases: the head's bias, and out_conv1's through the head taps that read out_conv1's output
+    through_head = torch.matmul(head_weight.movedim(-3, -1), b1[..., None, None, :, None]).squeeze(-1)  # k A B
+    bias_rows = torch.matmul(through_head.transpose(-1, -2), tap_mix)  # k B (R y)
+    bias_both = torch.matmul(bias_rows.transpose(-1, -2), tap_mix).view(*lead, classes, 3, r, 3, r)  # k R y Q x
+    biases = head_bias[..., :, None, None, None, None] + bias_both
+    biases = biases.permute(*range(len(lead)), -4, -2, -5, -3, -1).reshape(*lead, regions, classes * r * r)
+    return {region: (weight, bias) for region, weight, bias in
+            zip(TAIL_REGIONS, weights.unbind(len(lead)), biases.unbind(len(lead)), strict=True)}
 
 
 @functools.lru_cache(maxsize=8)
 def _tail_mixes(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`fold_tail`'s constants: the mixes ``(3, r, 3, 3, 3)`` (first, inner, last block; output phase;
-    head tap; out_conv1 tap; input offset) and the head taps that read out_conv1's output ``(3, r, 3)``: plain
-    tensors without gradients, whatever mode the first caller runs in."""
+    """:func:`fold_tail`'s constants, per axis: the mixes ``(3, r, 3, 3, 3)`` (first, inner, last block; output
+    phase; head tap; out_conv1 tap; input offset), and the head taps that read out_conv1's output as a matrix
+    ``(3, 3 * r)`` from head tap to (block; output phase): plain tensors without gradients, whatever mode the
+    first caller runs in."""
     r = TAIL_UPSCALE
     with torch.inference_mode(False), torch.no_grad():
         eye = torch.eye(7, dtype=dtype, device=device).unsqueeze(0)
@@ -110,7 +134,7 @@ def _tail_mixes(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor,
         mixes = torch.stack([mix[:, (a + b).flatten()].view(r, 3, 3, 3) * (hidden & up).unsqueeze(3)
                              for hidden, up in zip(reads_hidden, reads_up, strict=True)])
         hidden_taps = torch.stack([hidden[:, :, 0].to(dtype) for hidden in reads_hidden])
-    return mixes, hidden_taps
+    return mixes, hidden_taps.permute(2, 0, 1).reshape(3, 3 * r)
 
 
 def tail_fusable(dec3_size: tuple[int, int] | torch.Size, x1_size: tuple[int, int] | torch.Size) -> bool:
@@ -125,8 +149,13 @@ def replicate_pad(x: torch.Tensor) -> torch.Tensor:
     return F.pad(x, (1, 1, 1, 1), mode="replicate")
 
 
-def tail_scores(dec3: torch.Tensor, folded: Mapping[str, tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-    """``head(out_conv1(upsample_x4(dec3)))`` from :func:`fold_tail`'s kernels: ``(1, classes, 4h, 4w)``."""
+def tail_scores(
+    dec3: torch.Tensor, folded: Mapping[str, tuple[torch.Tensor, torch.Tensor]],
+    conv: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] = F.conv2d,
+) -> torch.Tensor:
+    """``head(out_conv1(upsample_x4(dec3)))`` from :func:`fold_tail`'s kernels: ``(N, classes, 4h, 4w)`` for
+    ``dec3 (N, C, h, w)``, each region's 3x3 convolution (no padding) computed as ``conv(x, weight, bias)``
+    (``F.conv2d``; for kernels with a leading session axis, a convolution that gives each frame its own)."""
     height, width = dec3.shape[2], dec3.shape[3]
     padded = replicate_pad(dec3)
     # padded rows read by the first block row, the inner ones and the last; columns the same
@@ -134,7 +163,7 @@ def tail_scores(dec3: torch.Tensor, folded: Mapping[str, tuple[torch.Tensor, tor
     spans_x = (slice(0, 3), slice(1, width + 1), slice(width - 1, None))
     rows = []
     for row in range(3):
-        parts = [F.conv2d(padded[:, :, spans_y[row], spans_x[col]], *folded[TAIL_REGIONS[3 * row + col]])
+        parts = [conv(padded[:, :, spans_y[row], spans_x[col]], *folded[TAIL_REGIONS[3 * row + col]])
                  for col in range(3)]
         rows.append(torch.cat(parts, dim=3))
     return F.pixel_shuffle(torch.cat(rows, dim=2), TAIL_UPSCALE)
@@ -197,6 +226,16 @@ def _block(block: StudentBlock, x: torch.Tensor) -> torch.Tensor:
     return short + block.long_path(preact)
 
 
+def per_frame_front(student: StudentNet, x: torch.Tensor) -> FrontFeatures:
+    """:meth:`StudentNet.forward_front` of every frame of ``x (N, 3, H, W)`` on its own (each block normalised with
+    its frame's statistics, as at batch 1): the front features of the N frames, stacked."""
+    x1 = student.in_conv1(x)
+    enc1 = _block(student.enc1, student.in_conv2(x1))
+    enc2 = _block(student.enc2, enc1)
+    dec1 = _upsample(_block(student.dec1, _block(student.enc3, enc2)), enc2.shape[2:])
+    return FrontFeatures(dec1, enc2, enc1, (x1.shape[2], x1.shape[3]), (x.shape[2], x.shape[3]))
+
+
 class FastStudent(nn.Module):
     """Inference-only view of a student: ``forward(frame uint8 (H, W, 3)) -> labels uint8 (H, W)``.
 
@@ -252,13 +291,10 @@ class FastStudent(nn.Module):
         x = (frame.permute(2, 0, 1).unsqueeze(0).float() - self.pixel_mean).contiguous(
             memory_format=torch.channels_last
         )
-        x1 = s.in_conv1(x)
-        enc1 = _block(s.enc1, s.in_conv2(x1))
-        enc2 = _block(s.enc2, enc1)
-        dec1 = _upsample(_block(s.dec1, _block(s.enc3, enc2)), enc2.shape[2:])
-        dec2 = _upsample(_block(s.dec2, torch.cat([dec1, enc2], dim=1)), enc1.shape[2:])
-        dec3 = _block(s.dec3, torch.cat([dec2, enc1], dim=1))
-        return _upsample(self.tail(dec3, x1.shape[2:]), x.shape[2:])
+        front = per_frame_front(s, x)
+        dec2 = _upsample(_block(s.dec2, torch.cat([front.dec1, front.enc2], dim=1)), front.enc1.shape[2:])
+        dec3 = _block(s.dec3, torch.cat([dec2, front.enc1], dim=1))
+        return _upsample(self.tail(dec3, front.x1_size), front.input_size)
 
     def tail(self, dec3: torch.Tensor, x1_size: tuple[int, int] | torch.Size) -> torch.Tensor:
         """Class scores at in_conv1's resolution from the ``dec3`` block's output (before its upsampling)."""

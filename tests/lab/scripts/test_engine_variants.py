@@ -257,32 +257,34 @@ def test_compiled_variants_are_studies_run_only_when_named(script: ModuleType) -
         "grouped-written", "matmul-written", "grouped-written-compiled"]
 
 
-def test_compiled_engine_compiles_what_the_engine_vmaps_while_on(
+def test_compiled_engine_compiles_the_front_and_the_back_while_on(
     script: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The switch's plumbing only: ``torch.compile`` is replaced by a recorder, since compiling takes ~30 s here
     (the study itself measures what compiling does: docs/results/server_engine_cpu/compiled.md)."""
-    from shadowtutor.algorithms import batched_distill
+    from shadowtutor.algorithms import batched_distill, stacked_back
     from shadowtutor.models import fast_student
 
-    plain, limit, pad = batched_distill.vmap, torch._dynamo.config.recompile_limit, fast_student.replicate_pad
-    options: list[dict[str, Any]] = []
+    front, pad = batched_distill.per_frame_front, fast_student.replicate_pad
+    limit = torch._dynamo.config.recompile_limit
+    back = stacked_back.StackedBack.__call__
+    compiled: list[tuple[Any, dict[str, Any]]] = []
 
     def record(function: Any, **given: Any) -> Any:
-        options.append(given)
-        return function
+        compiled.append((function, given))
+        return lambda *args: function(*args)
 
     monkeypatch.setattr(torch, "compile", record)
     with script.compiled_engine(False):
-        assert batched_distill.vmap is plain
+        assert batched_distill.per_frame_front is front
+    assert compiled == []
     with script.compiled_engine(True):
-        assert batched_distill.vmap is not plain and torch._dynamo.config.recompile_limit > limit
+        assert batched_distill.per_frame_front is not front and stacked_back.StackedBack.__call__ is not back
+        assert torch._dynamo.config.recompile_limit > limit
         assert fast_student.replicate_pad is script.replicate_pad_by_concatenation
-        square = batched_distill.vmap(lambda x: x * x)
-        assert torch.equal(square(torch.arange(3.0)), torch.tensor([0.0, 1.0, 4.0]))
-    assert options == [{"dynamic": False}]
-    assert batched_distill.vmap is plain and torch._dynamo.config.recompile_limit == limit
-    assert fast_student.replicate_pad is pad
+    assert compiled == [(fast_student.per_frame_front, {"dynamic": False}), (back, {"dynamic": False})]
+    assert batched_distill.per_frame_front is front and torch._dynamo.config.recompile_limit == limit
+    assert fast_student.replicate_pad is pad and stacked_back.StackedBack.__call__ is back
 
 
 def test_padding_by_concatenation_equals_replicate_padding_and_its_gradient(script: ModuleType) -> None:
