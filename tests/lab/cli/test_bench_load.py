@@ -11,7 +11,7 @@ import pytest
 
 from shadowtutor_lab.demo.processes import free_port, shadowtutor_command
 
-EDGES, SECONDS, RATE = 4, 20, 1.0
+EDGES, SECONDS, RATE = 4, 14, 1.0
 # Bound on the server's memory growth from the first to the last quarter of the run (means of 1 s samples).
 # Sessions allocate their student, optimiser and weight mirror when they open, before the first quarter,
 # so what grows after that is allocator noise: measured +5 to +12 MiB here (glibc arenas of the
