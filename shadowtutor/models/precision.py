@@ -35,8 +35,8 @@ AGREEMENT_NEEDED = 0.995
 before that precision is offered as a choice (the lab's teacher and engine checks measure it)."""
 
 TrainingPrecision = Literal["fp32", "tf32"]
-"""What a student trains at: no ``bf16``, whose trained students' labels move far past what the teacher's
-precisions may (``docs/design/training_precision.md``)."""
+"""What a student trains at: no ``bf16``, whose trained students' labels agree with fp32's on far fewer pixels than
+the :data:`AGREEMENT_NEEDED` a precision must keep (``docs/design/training_precision.md``)."""
 TRAINING_PRECISIONS: tuple[TrainingPrecision, ...] = ("fp32", "tf32")
 
 

@@ -13,6 +13,7 @@ from shadowtutor.models.fast_student import (
     fold_head,
     fold_tail,
     frame_tail_fusable,
+    per_frame_front,
     tail_scores,
 )
 from shadowtutor.models.student import StudentNet, normalise_frame
@@ -129,3 +130,16 @@ def test_the_fused_backs_scores_are_its_logits_before_the_last_upsampling() -> N
     torch.testing.assert_close(upsampled, fused_back(student, front), rtol=0, atol=0)
     with pytest.raises(ValueError, match="does not fuse at an input of"):
         fused_back_scores(student, student.forward_front(torch.randn(1, 3, 180, 320, dtype=torch.float64)))
+
+
+def test_the_front_of_several_frames_is_each_frames_own() -> None:
+    """Each frame normalised with its own statistics, as the student's BatchNorm does at batch 1."""
+    torch.manual_seed(0)
+    student = StudentNet(5).double()
+    frames = torch.randn(3, 3, 72, 128, dtype=torch.float64) * torch.tensor([1.0, 5.0, 0.2]).view(3, 1, 1, 1)
+    got = per_frame_front(student, frames)
+    for index in range(3):
+        want = student.forward_front(frames[index:index + 1])
+        for name in ("dec1", "enc2", "enc1"):
+            torch.testing.assert_close(getattr(got, name)[index:index + 1], getattr(want, name), rtol=0, atol=1e-10)
+        assert got.x1_size == want.x1_size and got.input_size == want.input_size
