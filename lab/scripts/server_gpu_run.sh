@@ -68,7 +68,8 @@ OPEN_VARIANTS=grouped-fused,matmul-fused,grouped-fused-graphs,matmul-fused-graph
 case "${VARIANTS:-}" in all) ENGINE_VARIANTS= ;; "") ENGINE_VARIANTS=$OPEN_VARIANTS ;; *) ENGINE_VARIANTS=$VARIANTS ;; esac
 # the tests that need a GPU (CUDA graphs replayed against plain runs); the rest of the suite runs in CI
 step cuda_tests "$PY" -m pytest -q -p no:cacheprovider tests/shadowtutor/algorithms/test_step_graph.py \
-  tests/shadowtutor/algorithms/test_batched_distill.py tests/lab/evaluation/test_torch_switches.py -k "cuda or graph"
+  tests/shadowtutor/algorithms/test_batched_distill.py tests/lab/evaluation/test_torch_switches.py \
+  tests/shadowtutor/models/test_host_copy.py -k "cuda or graph"
 # 0. the batched engine alone, 64 sessions: which variant is fastest, of the convolutions x tails with and without
 # CUDA graphs (TF32, cuDNN's autotuner and bf16 were measured on an H100: docs/results/server_gpu/h100-engine-v2;
 # VARIANTS=all to time every variant of engine_variants.py again); 128x72 has next to no arithmetic, so its batch

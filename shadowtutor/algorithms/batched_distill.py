@@ -45,6 +45,7 @@ from shadowtutor.algorithms.engine_options import CONVOLUTIONS, OBJECTIVES, Conv
 from shadowtutor.algorithms.stacked_back import StackedBack
 from shadowtutor.algorithms.step_graph import capture
 from shadowtutor.models.fast_student import frame_tail_fusable, per_frame_front
+from shadowtutor.models.host_copy import to_host
 from shadowtutor.models.precision import float32_precision
 from shadowtutor.models.student import FRONT_MODULES, StudentNet
 
@@ -370,7 +371,7 @@ class _BatchedRun:
             self.training(state)
         with torch.no_grad():
             self._scatter(state.flat, state.exp_avg, state.exp_avg_sq)
-            summary, stacked = _to_host([state.summary, torch.stack([state.flat, state.exp_avg,
+            summary, stacked = to_host([state.summary, torch.stack([state.flat, state.exp_avg,
                                                                      state.exp_avg_sq]).detach()])
             # each session's weights and moments in a block of its own: a result never holds the whole batch's
             # memory (page-locked here), nor makes torch.save of its tensors write every session's
@@ -538,19 +539,6 @@ def train_graphed(
 def release_graphs() -> None:
     """Drop this thread's captured batch (its graph and device memory) and its memory of the last batch's shape."""
     _graphs.__dict__.clear()
-
-
-def _to_host(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """``tensors`` on the host: from a CUDA device, copies made in one wait through page-locked memory (several
-    times the speed of a copy to pageable memory); tensors already on the host as they are (the caller copies
-    what it keeps)."""
-    if not tensors or tensors[0].device.type != "cuda":
-        return [t.cpu() for t in tensors]
-    copies = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
-    for copy, tensor in zip(copies, tensors, strict=True):
-        copy.copy_(tensor, non_blocking=True)
-    torch.cuda.current_stream(tensors[0].device).synchronize()
-    return copies
 
 
 def _trainable_parameters(distiller: Distiller, keys: Sequence[str]) -> list[torch.Tensor]:

@@ -93,14 +93,8 @@ def _paint_one(canvas: torch.Tensor, mask: torch.Tensor, cell: list[int], task_i
 
 
 def _to_host(canvases: list[torch.Tensor]) -> list[np.ndarray]:
-    """The maps as NumPy arrays: CPU tensors as they are; CUDA ones copied asynchronously into pinned
-    memory on the current stream, which is then waited for once."""
-    import torch
+    """The maps as NumPy arrays, through :func:`~shadowtutor.models.host_copy.to_host` (CUDA ones copied into
+    pinned memory on the current stream, waited for once; CPU ones as they are)."""
+    from shadowtutor.models.host_copy import to_host
 
-    if not canvases or canvases[0].device.type != "cuda":
-        return [canvas.numpy() for canvas in canvases]
-    hosts = [torch.empty(c.shape, dtype=c.dtype, pin_memory=True) for c in canvases]
-    for host, canvas in zip(hosts, canvases, strict=True):
-        host.copy_(canvas, non_blocking=True)
-    torch.cuda.current_stream(canvases[0].device).synchronize()
-    return [host.numpy() for host in hosts]
+    return [host.numpy() for host in to_host(canvases)]
