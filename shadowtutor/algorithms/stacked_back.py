@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from shadowtutor.algorithms.engine_options import Convolution
 from shadowtutor.algorithms.stacked_conv import stacked_conv2d
 from shadowtutor.models.fast_student import fold_head_weights, fold_tail_weights, tail_fusable, tail_scores
-from shadowtutor.models.student import StudentBlock, StudentNet
+from shadowtutor.models.student import StudentBlock, StudentNet, upsample
 
 
 @dataclass(frozen=True)
@@ -62,19 +62,19 @@ class StackedBack:
         self, weights: Mapping[str, torch.Tensor], dec1: torch.Tensor, enc2: torch.Tensor, enc1: torch.Tensor,
         x1_size: tuple[int, int], input_size: tuple[int, int],
     ) -> torch.Tensor:
-        dec2 = _upsample(self._block(weights, self.dec2, torch.cat([dec1, enc2], dim=1)), enc1.shape[2:])
+        dec2 = upsample(self._block(weights, self.dec2, torch.cat([dec1, enc2], dim=1)), enc1.shape[2:])
         dec3 = self._block(weights, self.dec3, torch.cat([dec2, enc1], dim=1))
         if self.fuse_tail and tail_fusable(dec3.shape[2:], x1_size):
             head = fold_head_weights(weights["out_conv2.weight"], weights["out_conv2.bias"],
                                      weights["out_conv3.weight"], weights["out_conv3.bias"])
             folded = fold_tail_weights(weights["out_conv1.weight"], weights["out_conv1.bias"], *head)
             scores = tail_scores(dec3, folded, self._conv)
-            return scores if self.scores_only else _upsample(scores, input_size)
+            return scores if self.scores_only else upsample(scores, input_size)
         if self.scores_only:
             raise ValueError(f"the tail does not fuse at an input of {tuple(input_size)}")
-        hidden = self._conv(_upsample(dec3, x1_size), weights["out_conv1.weight"], weights["out_conv1.bias"], 1, 1)
+        hidden = self._conv(upsample(dec3, x1_size), weights["out_conv1.weight"], weights["out_conv1.bias"], 1, 1)
         hidden = self._conv(hidden, weights["out_conv2.weight"], weights["out_conv2.bias"], 1, 1)
-        return self._conv(_upsample(hidden, input_size), weights["out_conv3.weight"], weights["out_conv3.bias"])
+        return self._conv(upsample(hidden, input_size), weights["out_conv3.weight"], weights["out_conv3.bias"])
 
     def _conv(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, stride: int | tuple[int, int] = 1,
               padding: int | tuple[int, int] = 0) -> torch.Tensor:
@@ -99,7 +99,3 @@ class StackedBack:
         long = self._conv(long, weight("long_path.2.weight"), weight("long_path.2.bias"), 1, (0, 1))
         long = self._conv(long, weight("long_path.3.weight"), weight("long_path.3.bias"), 1, (1, 0))
         return short + long
-
-
-def _upsample(x: torch.Tensor, size: tuple[int, int] | torch.Size) -> torch.Tensor:
-    return F.interpolate(x, size=size, mode="bilinear", align_corners=False)

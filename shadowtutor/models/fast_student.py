@@ -29,7 +29,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shadowtutor.models.student import PIXEL_MEAN_BGR, FrontFeatures, StudentBlock, StudentNet, conv_bias, map_sizes
+from shadowtutor.models.student import (
+    PIXEL_MEAN_BGR,
+    FrontFeatures,
+    StudentBlock,
+    StudentNet,
+    conv_bias,
+    map_sizes,
+    upsample,
+)
 
 
 class WeightUpdateError(ValueError):
@@ -182,7 +190,7 @@ def fused_back(student: StudentNet, front: FrontFeatures) -> torch.Tensor:
     dec3 = student.forward_dec3(front)
     if not tail_fusable(dec3.shape[2:], front.x1_size):
         return student.forward_tail(dec3, front)
-    return _upsample(tail_scores(dec3, fold_tail(student, *fold_head(student))), front.input_size)
+    return upsample(tail_scores(dec3, fold_tail(student, *fold_head(student))), front.input_size)
 
 
 def fused_back_scores(student: StudentNet, front: FrontFeatures) -> torch.Tensor:
@@ -212,10 +220,6 @@ def channel_argmax(logits: torch.Tensor) -> torch.Tensor:
     return labels
 
 
-def _upsample(x: torch.Tensor, size: tuple[int, int] | torch.Size) -> torch.Tensor:
-    return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
-
-
 def _block(block: StudentBlock, x: torch.Tensor) -> torch.Tensor:
     norm = block.norm
     preact = F.relu(F.instance_norm(x, weight=norm.weight, bias=norm.bias, eps=norm.eps))
@@ -232,7 +236,7 @@ def per_frame_front(student: StudentNet, x: torch.Tensor) -> FrontFeatures:
     x1 = student.in_conv1(x)
     enc1 = _block(student.enc1, student.in_conv2(x1))
     enc2 = _block(student.enc2, enc1)
-    dec1 = _upsample(_block(student.dec1, _block(student.enc3, enc2)), enc2.shape[2:])
+    dec1 = upsample(_block(student.dec1, _block(student.enc3, enc2)), enc2.shape[2:])
     return FrontFeatures(dec1, enc2, enc1, (x1.shape[2], x1.shape[3]), (x.shape[2], x.shape[3]))
 
 
@@ -292,15 +296,15 @@ class FastStudent(nn.Module):
             memory_format=torch.channels_last
         )
         front = per_frame_front(s, x)
-        dec2 = _upsample(_block(s.dec2, torch.cat([front.dec1, front.enc2], dim=1)), front.enc1.shape[2:])
+        dec2 = upsample(_block(s.dec2, torch.cat([front.dec1, front.enc2], dim=1)), front.enc1.shape[2:])
         dec3 = _block(s.dec3, torch.cat([dec2, front.enc1], dim=1))
-        return _upsample(self.tail(dec3, front.x1_size), front.input_size)
+        return upsample(self.tail(dec3, front.x1_size), front.input_size)
 
     def tail(self, dec3: torch.Tensor, x1_size: tuple[int, int] | torch.Size) -> torch.Tensor:
         """Class scores at in_conv1's resolution from the ``dec3`` block's output (before its upsampling)."""
         if self.fuse_tail and tail_fusable(dec3.shape[2:], x1_size):
             return tail_scores(dec3, self.folded_tail())
-        hidden = self.student.out_conv1(_upsample(dec3, x1_size))
+        hidden = self.student.out_conv1(upsample(dec3, x1_size))
         return F.conv2d(hidden, self.head_weight, self.head_bias, padding=1)
 
     def forward(self, frame: torch.Tensor) -> torch.Tensor:

@@ -115,7 +115,8 @@ def block_input_sizes(size: tuple[int, int]) -> dict[str, tuple[int, int]]:
     return {block: sizes[source] for block, source in BLOCK_INPUTS.items()}
 
 
-def _upsample(x: torch.Tensor, size: tuple[int, int] | torch.Size) -> torch.Tensor:
+def upsample(x: torch.Tensor, size: tuple[int, int] | torch.Size) -> torch.Tensor:
+    """``x (N, C, h, w)`` resized to ``size`` by the student's bilinear upsampling (``align_corners=False``)."""
     return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
 
 
@@ -150,7 +151,7 @@ class StudentNet(nn.Module):
         enc1 = self.enc1(x2)
         enc2 = self.enc2(enc1)
         enc3 = self.enc3(enc2)
-        dec1 = _upsample(self.dec1(enc3), enc2.shape[2:])
+        dec1 = upsample(self.dec1(enc3), enc2.shape[2:])
         return FrontFeatures(dec1, enc2, enc1, (x1.shape[2], x1.shape[3]), (x.shape[2], x.shape[3]))
 
     def forward_back(self, front: FrontFeatures) -> torch.Tensor:
@@ -158,13 +159,13 @@ class StudentNet(nn.Module):
 
     def forward_dec3(self, front: FrontFeatures) -> torch.Tensor:
         """The back up to the dec3 block's output, before its upsampling (at enc1's resolution)."""
-        dec2 = _upsample(self.dec2(torch.cat([front.dec1, front.enc2], dim=1)), front.enc1.shape[2:])
+        dec2 = upsample(self.dec2(torch.cat([front.dec1, front.enc2], dim=1)), front.enc1.shape[2:])
         return self.dec3(torch.cat([dec2, front.enc1], dim=1))
 
     def forward_tail(self, dec3: torch.Tensor, front: FrontFeatures) -> torch.Tensor:
         """The linear tail as written: dec3's output upsampled, ``out_conv1`` to ``out_conv3``, the last upsampling."""
-        out = self.out_conv2(self.out_conv1(_upsample(dec3, front.x1_size)))
-        return self.out_conv3(_upsample(out, front.input_size))
+        out = self.out_conv2(self.out_conv1(upsample(dec3, front.x1_size)))
+        return self.out_conv3(upsample(out, front.input_size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_back(self.forward_front(x))
