@@ -148,8 +148,8 @@ class StandInServer:
 
     async def _send(self, ws: ServerConnection, session: StandInSession | None, message: Message) -> None:
         data = encode(message)
+        self.bytes_sent += len(data)  # counted before the peer can see it, so a reader never sees fewer
         await ws.send(data)
-        self.bytes_sent += len(data)
         if session is not None:
             session.sent.append(message)
 

@@ -56,7 +56,7 @@ def scene_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_killed_demo_leaves_no_child_behind(tmp_path: Path, scene_cache: Path, signum: int) -> None:
     out = tmp_path / "demo"
     demo = start_process(
-        shadowtutor_command("demo", "--out", str(out), "--frames", "400", "--size", "128x72",
+        shadowtutor_command("demo", "--out", str(out), "--frames", "160", "--size", "128x72",
                             "--cache-dir", str(scene_cache)),
         name="demo", log_dir=tmp_path,
     )
