@@ -297,7 +297,7 @@ class _BatchedRun:
         self.device = distillers[0].device
         reference = distillers[0].student
         keys = tuple(distillers[0].trainable_keys)
-        self.parameters = [_trainable_parameters(d, keys) for d in distillers]
+        self.parameters = [d.trainable.parameters for d in distillers]
         self.key_frames = key_frames
         self.dtype = key_frames[0].x.dtype
         named = dict(reference.named_parameters())
@@ -319,33 +319,25 @@ class _BatchedRun:
     def _per_session(self, values: Sequence[float]) -> torch.Tensor:
         return torch.tensor(values, dtype=self.dtype, device=self.device)
 
-    def _session_rows(self, flat: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
-        """Per trainable tensor (in key order), its view in every session's row of ``flat (S, weights)``."""
-        return [part.unbind(0) for part in self.training.unflatten(flat)]
-
     def _state(self) -> _BatchState:
         """The batch's :class:`_BatchState`: its key frames stacked, and the weights, Adam's two moments (zero for
-        a parameter without them) and step counts of every session, copied in one multi-tensor copy."""
-        sessions, width = len(self.distillers), sum(self.training.sizes)
-        flat = torch.empty(sessions, width, dtype=self.dtype, device=self.device)
-        exp_avg, exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)
-        rows = [self._session_rows(t) for t in (flat, exp_avg, exp_avg_sq)]
-        targets: list[torch.Tensor] = []
-        sources: list[torch.Tensor] = []
-        steps = []
-        for index, (distiller, parameters) in enumerate(zip(self.distillers, self.parameters, strict=True)):
-            state = distiller.optimizer.state
-            for number, parameter in enumerate(parameters):
-                targets.append(rows[0][number][index])
-                sources.append(parameter.detach())
-                entry = state.get(parameter, {})
-                for moments, name in ((rows[1], "exp_avg"), (rows[2], "exp_avg_sq")):
-                    if name in entry:
-                        targets.append(moments[number][index])
-                        sources.append(entry[name])
-            first = state.get(parameters[0], {})
-            steps.append(float(first["step"]) if "step" in first else 0.0)
-        torch._foreach_copy_(targets, sources)
+        a session without them) and step counts of every session, one row per session
+        (:class:`~shadowtutor.algorithms.flat_trainable.FlatTrainable`)."""
+        trainables = [d.trainable for d in self.distillers]
+        flat = torch.stack([t.weights_now() for t in trainables])
+        zeros: torch.Tensor | None = None
+        moments: list[torch.Tensor] = []
+        steps: list[float] = []
+        for trainable in trainables:
+            found = trainable.moments_now()
+            if found is None:
+                zeros = torch.zeros_like(trainable.moments) if zeros is None else zeros
+                moments.append(zeros)
+                steps.append(0.0)
+            else:
+                moments.append(found[0])
+                steps.append(found[1])
+        exp_avg, exp_avg_sq = torch.stack(moments, dim=1)
         return _BatchState(
             x=torch.cat([k.x for k in self.key_frames]), target=torch.stack([k.target for k in self.key_frames]),
             weights=torch.stack([k.weights for k in self.key_frames]), flat=flat, exp_avg=exp_avg,
@@ -353,7 +345,7 @@ class _BatchedRun:
             learning_rate=self._per_session(self.learning_rates),
             threshold=self._per_session([d.params.threshold for d in self.distillers]),
             max_updates=torch.tensor(self.max_updates, device=self.device),
-            summary=torch.zeros(4, sessions, dtype=torch.float64, device=self.device),
+            summary=torch.zeros(4, len(trainables), dtype=torch.float64, device=self.device),
         )
 
     def run(self) -> list[DistillResult]:
@@ -375,60 +367,53 @@ class _BatchedRun:
                                                                      state.exp_avg_sq]).detach()])
             # each session's weights and moments in a block of its own: a result never holds the whole batch's
             # memory (page-locked here), nor makes torch.save of its tensors write every session's
-            sessions = [self.training.unflatten(stacked[:, index].clone()) for index in range(len(self.distillers))]
+            sessions = [self._by_key(stacked[:, index].clone()) for index in range(len(self.distillers))]
         initial_h, metric_h, steps_h, adam_h = summary.tolist()
         self._write_steps(adam_h)
         return [
-            DistillResult(metric=m, initial_metric=i, steps=int(s), weights=self._row(session, 0),
-                          optimizer_state=self._optimizer_state(index, self._row(session, 1), self._row(session, 2)))
-            for index, (i, m, s, session) in enumerate(zip(initial_h, metric_h, steps_h, sessions, strict=True))
+            DistillResult(metric=m, initial_metric=i, steps=int(s), weights=weights,
+                          optimizer_state=self._optimizer_state(index, avg, avg_sq, count))
+            for index, (i, m, s, count, (weights, avg, avg_sq))
+            in enumerate(zip(initial_h, metric_h, steps_h, adam_h, sessions, strict=True))
         ]
 
-    def _row(self, stacked: tuple[torch.Tensor, ...], index: int) -> dict[str, torch.Tensor]:
-        """Row ``index`` of the tensors ``stacked`` (as :meth:`_Training.unflatten` gives them), by state-dict key."""
-        return {key: tensor[index] for key, tensor in zip(self.training.keys, stacked, strict=True)}
+    def _by_key(self, block: torch.Tensor) -> tuple[dict[str, torch.Tensor], ...]:
+        """One session's weights, ``exp_avg`` and ``exp_avg_sq`` ``block (3, weights)`` as three dicts of views of it
+        by state-dict key, each tensor shaped as its parameter."""
+        parts = torch.split(block, list(self.training.sizes), dim=1)
+        kinds = [part.view(3, *shape).unbind(0) for part, shape in zip(parts, self.training.shapes, strict=True)]
+        return tuple(dict(zip(self.training.keys, tensors, strict=True)) for tensors in zip(*kinds, strict=True))
 
     def _optimizer_state(
-        self, index: int, avg: dict[str, torch.Tensor], avg_sq: dict[str, torch.Tensor]
+        self, index: int, avg: dict[str, torch.Tensor], avg_sq: dict[str, torch.Tensor], count: float
     ) -> dict[str, Any]:
         """Session ``index``'s ``optimizer.state_dict()`` as :meth:`_scatter` and :meth:`_write_steps` left it, with
         its moments taken from their host copies ``avg`` and ``avg_sq`` (by state-dict key) and its step counts
-        copied."""
+        ``count`` (in tensors of their own, as Adam keeps them)."""
         distiller = self.distillers[index]
         names = {id(p): key for key, p in zip(self.training.keys, self.parameters[index], strict=True)}
         params = distiller.optimizer.param_groups[0]["params"]
         packed = distiller.optimizer.state_dict()  # its per-parameter entries are the live ones: not changed here
-        state = {number: {**entry, "step": entry["step"].clone(), "exp_avg": avg[names[id(params[number])]],
+        steps = iter(torch.full((len(packed["state"]),), count, dtype=distiller.trainable.steps.dtype).unbind(0))
+        state = {number: {**entry, "step": next(steps), "exp_avg": avg[names[id(params[number])]],
                           "exp_avg_sq": avg_sq[names[id(params[number])]]}
                  for number, entry in packed["state"].items()}
         return {"state": state, "param_groups": packed["param_groups"]}
 
     def _scatter(self, flat: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor) -> None:
-        """Write every session's weights and Adam moments back into its own student and optimiser."""
-        targets: list[torch.Tensor] = []
-        sources: list[torch.Tensor] = []
-        stacked = [self._session_rows(t.detach()) for t in (flat, exp_avg, exp_avg_sq)]
-        for index, (distiller, parameters) in enumerate(zip(self.distillers, self.parameters, strict=True)):
-            state = distiller.optimizer.state
-            for number, parameter in enumerate(parameters):
-                entry = state[parameter]
-                if "exp_avg" not in entry:  # written over below
-                    entry["exp_avg"] = torch.empty_like(parameter, memory_format=torch.preserve_format)
-                    entry["exp_avg_sq"] = torch.empty_like(parameter, memory_format=torch.preserve_format)
-                targets += [parameter.data, entry["exp_avg"], entry["exp_avg_sq"]]
-                sources += [stacked[0][number][index], stacked[1][number][index], stacked[2][number][index]]
-        torch._foreach_copy_(targets, sources)
+        """Write every session's weights and Adam moments back into its flat tensors, which its student and
+        optimiser hold views of."""
+        trainables = [d.trainable for d in self.distillers]
+        targets = [t.weights for t in trainables] + [row for t in trainables for row in t.moment_rows]
+        moments = [row for pair in zip(exp_avg.detach().unbind(0), exp_avg_sq.detach().unbind(0), strict=True)
+                   for row in pair]
+        torch._foreach_copy_(targets, [*flat.detach().unbind(0), *moments])
 
     def _write_steps(self, adam_steps: list[float]) -> None:
         """Set each optimiser's step count (on the host, as Adam keeps it); drop the state of a session that
         never stepped, as a fresh Adam has none."""
-        for distiller, parameters, count in zip(self.distillers, self.parameters, adam_steps, strict=True):
-            state = distiller.optimizer.state
-            for parameter in parameters:
-                if count == 0:
-                    state.pop(parameter, None)
-                else:
-                    state[parameter]["step"] = torch.tensor(count, dtype=torch.get_default_dtype())
+        for distiller, count in zip(self.distillers, adam_steps, strict=True):
+            distiller.trainable.set_steps(count)
 
 
 class _Progress:
@@ -539,12 +524,6 @@ def train_graphed(
 def release_graphs() -> None:
     """Drop this thread's captured batch (its graph and device memory) and its memory of the last batch's shape."""
     _graphs.__dict__.clear()
-
-
-def _trainable_parameters(distiller: Distiller, keys: Sequence[str]) -> list[torch.Tensor]:
-    """The distiller's trainable parameters in the order of ``keys`` (state-dict names)."""
-    named = dict(distiller.student.named_parameters())
-    return [named[key] for key in keys]
 
 
 def _check_plain_adam(param_groups: list[dict[str, object]]) -> None:

@@ -26,6 +26,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from shadowtutor.algorithms.flat_trainable import FlatTrainable
 from shadowtutor.algorithms.loss import key_frame_weights, weighted_cross_entropy
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
@@ -113,6 +114,10 @@ class Distiller:
         self.background = background
         self.trainable_keys = student.trainable_keys(params.mode)
         self.optimizer = torch.optim.Adam(student.set_trainable(params.mode), lr=params.learning_rate)
+        named = dict(self.student.named_parameters())
+        self.trainable = FlatTrainable([named[key] for key in self.trainable_keys], self.optimizer)
+        """The trainable weights and Adam's state as flat tensors (in ``trainable_keys`` order), for the batched
+        engine."""
 
     def _forward(self, x: torch.Tensor, front: FrontFeatures | None) -> torch.Tensor:
         """Logits; ``front``: the frozen front's features (partial mode), or None: run the whole student."""

@@ -108,6 +108,20 @@ def restores(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     return counts
 
 
+def _assert_same_training(alone: Distiller, engine: Distiller) -> None:
+    """``engine``'s student and Adam state equal ``alone``'s to float64 rounding (the inert biases to 1e-6)."""
+    want_state, got_state = alone.student.state_dict(), engine.student.state_dict()
+    for key in want_state:
+        atol = 1e-6 if key in INERT else 1e-10
+        torch.testing.assert_close(got_state[key], want_state[key], rtol=0, atol=atol, msg=key)
+    want_adam, got_adam = _optimiser_state(alone), _optimiser_state(engine)
+    assert want_adam.keys() == got_adam.keys()
+    for name, state in want_adam.items():
+        assert float(got_adam[name]["step"]) == float(state["step"])
+        torch.testing.assert_close(got_adam[name]["exp_avg"], state["exp_avg"], rtol=0, atol=1e-10)
+        torch.testing.assert_close(got_adam[name]["exp_avg_sq"], state["exp_avg_sq"], rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("convolution", CONVOLUTIONS)
 @pytest.mark.parametrize("fuse_tail", [False, True], ids=["tail as written", "fused tail"])
 def test_the_engine_equals_each_sessions_own_distiller(
@@ -133,15 +147,7 @@ def test_the_engine_equals_each_sessions_own_distiller(
                 assert all(torch.equal(t, state[k]) and t.device.type == "cpu" for k, t in result.weights.items())
             _assert_same(want.optimizer_state, alone.optimizer.state_dict())
             _assert_same(got.optimizer_state, engine.optimizer.state_dict())
-            for key in want_state:
-                atol = 1e-6 if key in INERT else 1e-10
-                torch.testing.assert_close(got_state[key], want_state[key], rtol=0, atol=atol, msg=key)
-            want_adam, got_adam = _optimiser_state(alone), _optimiser_state(engine)
-            assert want_adam.keys() == got_adam.keys()
-            for name, state in want_adam.items():
-                assert float(got_adam[name]["step"]) == float(state["step"])
-                torch.testing.assert_close(got_adam[name]["exp_avg"], state["exp_avg"], rtol=0, atol=1e-10)
-                torch.testing.assert_close(got_adam[name]["exp_avg_sq"], state["exp_avg_sq"], rtol=0, atol=1e-12)
+            _assert_same_training(alone, engine)
             seen_steps.add(want.steps)
         rolled_back = sum(restores.values())
     # the cases the masks must get right all occurred: skipped, stopped early, ran out, rolled back
@@ -149,6 +155,33 @@ def test_the_engine_equals_each_sessions_own_distiller(
     assert seen_steps & {1, 2, 3, 4, 5, 6, 7}
     assert rolled_back >= 2, "no session rolled back: the restore path went untested"
     assert len({id(alone) for alone, _ in pairs if restores[id(alone)]}) >= 2, "rollbacks in one session only"
+
+
+def test_sessions_trained_by_turns_alone_by_the_engine_and_from_a_checkpoint_stay_each_sessions_own() -> None:
+    """A session's weights and Adam state live in flat tensors the engine gathers in one row; its own ``train``
+    (whose rollbacks load the optimiser's state) and a checkpoint loaded into its student and optimiser replace
+    or change what the engine reads. Round by round, each session still ends as a distiller that trained alone."""
+    torch.manual_seed(0)
+    base = StudentNet(num_classes=3).double()
+    pairs = [_pair(base, _params(s), fuse_tail=True) for s in range(4)]
+    for round_ in range(4):
+        frames = [_key_frame(s, round_) for s in range(len(pairs))]
+        for (alone, _), frame in zip(pairs, frames, strict=True):
+            alone.train(*frame)
+        if round_ == 1:  # the engine's distillers train on their own
+            for (_, engine), frame in zip(pairs, frames, strict=True):
+                engine.train(*frame)
+        else:
+            distill_batch([KeyFrameJob.prepare(engine, *frame)
+                           for (_, engine), frame in zip(pairs, frames, strict=True)])
+        for alone, engine in pairs:
+            _assert_same_training(alone, engine)
+        if round_ == 2:  # a checkpoint of each session's own state, loaded back as a restore after a restart does
+            for _, engine in pairs:
+                weights = {k: v.clone() for k, v in engine.student.state_dict().items()}
+                optimizer = copy.deepcopy(engine.optimizer.state_dict())
+                engine.student.load_state_dict(weights)
+                engine.optimizer.load_state_dict(optimizer)
 
 
 def test_a_compiled_objective_gives_each_session_its_own_result() -> None:

@@ -1,0 +1,125 @@
+"""One session's trainable weights and Adam state in flat tensors, so that a batch of sessions gathers and
+scatters them as one row per session.
+
+The student's trainable parameters are views of one 1-D tensor (``weights``), and, once the optimiser has
+state, Adam's moments of each parameter are views of the two rows of ``moments`` and its step counts views
+of ``steps``. Training through the parameters and the optimiser (``Distiller.train``) therefore changes the
+flat tensors, and writing the flat tensors changes what the parameters and the optimiser hold.
+
+Whatever replaces a parameter's data or the optimiser's state tensors (``Optimizer.load_state_dict``, for
+one) breaks that tie; :meth:`FlatTrainable.weights_now` and :meth:`FlatTrainable.moments_now` find out with
+identity and pointer checks on the host (no device work) and tie them again, their values copied in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+MOMENTS = ("exp_avg", "exp_avg_sq")
+
+
+class FlatTrainable:
+    """The trainable ``parameters`` of one student (in the order the batch's rows lay them out) and their state in
+    ``optimizer`` (plain Adam), kept in flat tensors of the parameters' dtype and device:
+
+    - ``weights (n,)``, the parameters' values, ``n`` their element count;
+    - ``moments (2, n)``, Adam's ``exp_avg`` and ``exp_avg_sq``;
+    - ``steps (len(parameters),)``, Adam's step count of each parameter (on the host, in Adam's scalar dtype).
+
+    ValueError where the parameters differ in dtype or device.
+    """
+
+    def __init__(self, parameters: Sequence[nn.Parameter], optimizer: torch.optim.Optimizer) -> None:
+        if not parameters:
+            raise ValueError("nothing to train: no parameters")
+        first = parameters[0]
+        if any(p.dtype != first.dtype or p.device != first.device for p in parameters):
+            raise ValueError("the trainable parameters differ in dtype or device")
+        self.parameters = list(parameters)
+        self.optimizer = optimizer
+        self.sizes = [p.numel() for p in parameters]
+        self.weights = torch.cat([p.detach().reshape(-1) for p in parameters])
+        self.moments = torch.zeros(2, self.weights.numel(), dtype=first.dtype, device=first.device)
+        self.steps = torch.zeros(len(parameters), dtype=_step_dtype())
+        self._weight_views = self._views(self.weights)
+        self.moment_rows = tuple(self.moments.unbind(0))
+        """``moments``' two rows, ``exp_avg`` and ``exp_avg_sq``."""
+        self._moment_views = [self._views(row) for row in self.moment_rows]
+        self._step_views = list(self.steps.unbind(0))
+        self._pointers = [view.data_ptr() for view in self._weight_views]
+        for parameter, view in zip(self.parameters, self._weight_views, strict=True):
+            parameter.data = view
+
+    def _views(self, row: torch.Tensor) -> list[torch.Tensor]:
+        """``row (n,)`` cut and shaped as the parameters."""
+        parts = torch.split(row, self.sizes)
+        return [part.view(p.shape) for part, p in zip(parts, self.parameters, strict=True)]
+
+    def weights_now(self) -> torch.Tensor:
+        """``weights``, after tying again any parameter whose data no longer lies in it (its values copied in);
+        ValueError for one that changed shape, dtype or device."""
+        for parameter, view, pointer in zip(self.parameters, self._weight_views, self._pointers, strict=True):
+            if parameter.data_ptr() != pointer or parameter.shape != view.shape:
+                if (parameter.shape, parameter.dtype, parameter.device) != (view.shape, view.dtype, view.device):
+                    raise ValueError("a trainable parameter changed shape, dtype or device after its flat copy was "
+                                     f"made: {tuple(parameter.shape)} {parameter.dtype} {parameter.device}")
+                with torch.no_grad():
+                    view.copy_(parameter.detach())
+                parameter.data = view
+        return self.weights
+
+    def moments_now(self) -> tuple[torch.Tensor, float] | None:
+        """``moments`` and the step count of the first parameter (the batched update keeps one per session), after
+        tying again any state tensor the optimiser replaced (its values copied in; a moment it lacks is zero);
+        None where the optimiser has no state yet (a fresh Adam)."""
+        state = self.optimizer.state
+        if not state:
+            return None
+        for number, parameter in enumerate(self.parameters):
+            entry = state.get(parameter)
+            if entry is None or not self._tied(number, entry):
+                self._tie(number, parameter, entry or {})
+        return self.moments, float(self._step_views[0])
+
+    def _tied(self, number: int, entry: dict[str, Any]) -> bool:
+        avg, avg_sq = self._moment_views
+        return (entry.get("exp_avg") is avg[number] and entry.get("exp_avg_sq") is avg_sq[number]
+                and entry.get("step") is self._step_views[number])
+
+    def _tie(self, number: int, parameter: nn.Parameter, entry: dict[str, Any]) -> None:
+        """Copy ``entry``'s values into the flat tensors and make the optimiser's state of ``parameter`` their views."""
+        with torch.no_grad():
+            for name, views in zip(MOMENTS, self._moment_views, strict=True):
+                if name in entry:
+                    views[number].copy_(entry[name])
+                else:
+                    views[number].zero_()
+            self._step_views[number].fill_(float(entry["step"]) if "step" in entry else 0.0)
+        self.optimizer.state[parameter] = {**entry, "step": self._step_views[number],
+                                           **{name: views[number] for name, views in
+                                              zip(MOMENTS, self._moment_views, strict=True)}}
+
+    def set_steps(self, count: float) -> None:
+        """After ``moments`` were written: Adam's step count of every parameter is ``count``; with 0 the optimiser
+        keeps no state, as a fresh Adam (``moments`` is then ignored until it has state again)."""
+        state = self.optimizer.state
+        if count == 0:
+            for parameter in self.parameters:
+                state.pop(parameter, None)
+            return
+        self.steps.fill_(count)
+        for number, parameter in enumerate(self.parameters):
+            entry = state.get(parameter)
+            if entry is None or not self._tied(number, entry):
+                self.optimizer.state[parameter] = {"step": self._step_views[number],
+                                                   **{name: views[number] for name, views in
+                                                      zip(MOMENTS, self._moment_views, strict=True)}}
+
+
+def _step_dtype() -> torch.dtype:
+    """The dtype torch's Adam keeps its step counts in (float32 unless the default dtype is float64)."""
+    return torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
