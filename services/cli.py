@@ -22,6 +22,7 @@ from typing import Any
 
 from services.server.settings import ServerSettings
 from shadowtutor.config.settings_flags import add_settings_flags, build_settings, given_flags
+from shadowtutor.heap import freeze_startup_heap
 
 DEST_PREFIX = "serve_"
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
@@ -101,6 +102,7 @@ def run_serve(args: argparse.Namespace) -> int:
         log.warning("no TLS: tokens, frames and weights cross the network in clear; pass --tls-cert and "
                     "--tls-key, or terminate TLS at a reverse proxy (docs/security.md)")
     app = create_app(settings, models=load_or_fail(settings))
+    log.debug("%d startup objects kept out of the garbage collector's full passes", freeze_startup_heap())
     uvicorn.run(app, host=settings.host, port=settings.port, **uvicorn_options(settings))
     return 0
 

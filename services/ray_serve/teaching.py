@@ -38,6 +38,7 @@ from services.server.session_checkpoint import restore, snapshot
 from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherFailed
 from shadowtutor.algorithms.distill import DistillResult
+from shadowtutor.heap import freeze_startup_heap
 from shadowtutor.protocol.codecs import encode_labels
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Error, Labels, Message
@@ -79,6 +80,7 @@ class TeachingReplica:
         self.store = open_store(store)
         self._models = load_models(self.settings)
         self.runtime = ServerRuntime(self.settings, ServerMetrics(1, 60.0))
+        freeze_startup_heap()
         self._started = False
         self._held = 0  # slots handed out by the multiplexed loader and not dropped yet
 

@@ -102,7 +102,7 @@ def test_serve_process_end_to_end(tmp_path: Path, scene: TinyScene, student_path
     base = f"http://127.0.0.1:{port}"
     command = shadowtutor_command(
         "serve", "--port", str(port), "--labels-dir", str(scene.directory), "--student", str(student_path),
-        "--max-updates", "1",
+        "--max-updates", "1", "--log-level", "debug",
     )
     env = {"SHADOWTUTOR_TEACHER": "labels", "SHADOWTUTOR_DEVICE": "cpu"}
     with start_process(command, name="server", log_dir=tmp_path / "logs", env=env) as server:
@@ -132,6 +132,7 @@ def test_serve_process_end_to_end(tmp_path: Path, scene: TinyScene, student_path
     logs = server.logs()
     assert "ready: teacher 'labels'" in logs and "Application shutdown complete" in logs
     assert "of edge 'proc-edge' ended: 1 key frames" in logs
+    assert "startup objects kept out of the garbage collector's full passes" in logs  # frozen before serving
 
 
 def test_a_server_whose_teacher_cannot_load_exits_at_once_with_one_line(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
+from shadowtutor.heap import startup_heap_frozen
 from shadowtutor_lab.capacity.profile import SCHEMA
 
 STAGES = ("teacher", "distill", "both")
@@ -239,8 +240,6 @@ def run_server_bench(
     import torch
 
     from services.server.loading import load_models
-    from services.server.metrics import ServerMetrics
-    from services.server.runtime import ServerRuntime
 
     if synthetic_teacher:
         scene = SyntheticScene(LVS_CLASSES)
@@ -251,35 +250,10 @@ def run_server_bench(
     for size in sizes:
         if size not in scene.frames:
             scene.add_size(size)
-    points: list[BenchPoint] = []
-    for engine in engines:
-        engine_settings = settings.model_copy(update={"distill_engine": engine})
-
-        async def run_engine(engine_settings: Any = engine_settings, engine: str = engine) -> None:
-            runtime = ServerRuntime(engine_settings, ServerMetrics(), models=models)
-            runtime.start()
-            try:
-                for size in sizes:
-                    for stage in stages:
-                        for count in session_counts:
-                            window = await _measure(
-                                runtime, scene, size, count, stage, warmup_s, seconds, models.device
-                            )
-                            point = BenchPoint(
-                                size=size, sessions=count, stage=stage, engine=engine, key_frames=window.answered,
-                                seconds=window.seconds,
-                                key_frames_per_s=window_rate(window.answer_times, window.seconds),
-                                p50_ms=_ms(_percentile(window.latencies, 50)),
-                                p95_ms=_ms(_percentile(window.latencies, 95)),
-                                mean_steps=statistics.fmean(window.steps) if window.steps else None,
-                                gpu_busy=window.gpu_busy,
-                            )
-                            points.append(point)
-                            progress(_line(point))
-            finally:
-                await runtime.stop()
-
-        asyncio.run(run_engine())
+    with startup_heap_frozen():  # as the server runs once its models are loaded
+        points = [point for engine in engines for point in _measure_engine(
+            settings.model_copy(update={"distill_engine": engine}), engine, models, scene, sizes, session_counts,
+            stages, warmup_s, seconds, progress)]
     info = {
         "device": device_name(models.device),
         "torch": torch.__version__,
@@ -288,6 +262,43 @@ def run_server_bench(
         "max_updates": settings.algorithm_params().max_updates,
     }
     return points, info
+
+
+def _measure_engine(
+    settings: Any, engine: str, models: Any, scene: SyntheticScene, sizes: Sequence[tuple[int, int]],
+    session_counts: Sequence[int], stages: Sequence[str], warmup_s: float, seconds: float, progress: Any,
+) -> list[BenchPoint]:
+    """Every (size, stage, sessions) point of one distillation ``engine`` (``settings`` name it), on a runtime of
+    its own around ``models``."""
+    from services.server.metrics import ServerMetrics
+    from services.server.runtime import ServerRuntime
+
+    points: list[BenchPoint] = []
+
+    async def run_engine() -> None:
+        runtime = ServerRuntime(settings, ServerMetrics(), models=models)
+        runtime.start()
+        try:
+            for size in sizes:
+                for stage in stages:
+                    for count in session_counts:
+                        window = await _measure(runtime, scene, size, count, stage, warmup_s, seconds, models.device)
+                        point = BenchPoint(
+                            size=size, sessions=count, stage=stage, engine=engine, key_frames=window.answered,
+                            seconds=window.seconds,
+                            key_frames_per_s=window_rate(window.answer_times, window.seconds),
+                            p50_ms=_ms(_percentile(window.latencies, 50)),
+                            p95_ms=_ms(_percentile(window.latencies, 95)),
+                            mean_steps=statistics.fmean(window.steps) if window.steps else None,
+                            gpu_busy=window.gpu_busy,
+                        )
+                        points.append(point)
+                        progress(_line(point))
+        finally:
+            await runtime.stop()
+
+    asyncio.run(run_engine())
+    return points
 
 
 def _ms(seconds: float | None) -> float | None:

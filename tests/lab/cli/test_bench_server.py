@@ -3,16 +3,29 @@ bad flags are one line."""
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from shadowtutor.cli import main
+from shadowtutor_lab.evaluation import server_bench
 
 
-def test_a_tiny_run_writes_the_report_and_the_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_tiny_run_writes_the_report_and_the_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     out, profile = tmp_path / "bench", tmp_path / "profile.json"
+    frozen_while_measuring = []
+    measure_engine = server_bench._measure_engine
+
+    def spying(*args: Any) -> Any:
+        frozen_while_measuring.append(gc.get_freeze_count())
+        return measure_engine(*args)
+
+    monkeypatch.setattr(server_bench, "_measure_engine", spying)
     code = main(["bench", "server", "--sizes", "64x48", "--sessions", "1,2", "--engines", "batched,sequential",
                  "--seconds", "0.6", "--warmup", "0.2", "--server-args", "--device cpu --max-updates 1",
                  "--out", str(out), "--profile-out", str(profile)])
@@ -31,6 +44,8 @@ def test_a_tiny_run_writes_the_report_and_the_profile(tmp_path: Path, capsys: py
     size = written["sizes"]["64x48"]
     assert size["steps"] == 1.0 and size["key_frame_ms"] > 0 and size["step_ms"] > 0 and size["teacher_ms"] > 0
     assert "wrote the server profile" in capsys.readouterr().out
+    # measured with the startup heap out of the collector's full passes, as the server runs; left as it was after
+    assert len(frozen_while_measuring) == 2 and min(frozen_while_measuring) > 10_000 and gc.get_freeze_count() == 0
 
 
 @pytest.mark.parametrize(
