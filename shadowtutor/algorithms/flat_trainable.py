@@ -43,16 +43,33 @@ class FlatTrainable:
         self.optimizer = optimizer
         self.sizes = [p.numel() for p in parameters]
         self.weights = torch.cat([p.detach().reshape(-1) for p in parameters])
-        self.moments = torch.zeros(2, self.weights.numel(), dtype=first.dtype, device=first.device)
         self.steps = torch.zeros(len(parameters), dtype=_step_dtype())
         self._weight_views = self._views(self.weights)
-        self.moment_rows = tuple(self.moments.unbind(0))
-        """``moments``' two rows, ``exp_avg`` and ``exp_avg_sq``."""
-        self._moment_views = [self._views(row) for row in self.moment_rows]
+        self._moments: torch.Tensor | None = None  # made on first use: a distiller trained alone never needs it
+        self._moment_rows: tuple[torch.Tensor, torch.Tensor] = (self.weights, self.weights)  # set with _moments
+        self._moment_views: list[list[torch.Tensor]] = []
         self._step_views = list(self.steps.unbind(0))
         self._pointers = [view.data_ptr() for view in self._weight_views]
         for parameter, view in zip(self.parameters, self._weight_views, strict=True):
             parameter.data = view
+
+    @property
+    def moments(self) -> torch.Tensor:
+        """Adam's ``exp_avg`` and ``exp_avg_sq`` ``(2, n)`` (zeros when first asked for)."""
+        return self._made_moments()[0]
+
+    @property
+    def moment_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``moments``' two rows, ``exp_avg`` and ``exp_avg_sq``."""
+        return self._made_moments()[1]
+
+    def _made_moments(self) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        if self._moments is None:
+            self._moments = torch.zeros(2, self.weights.numel(), dtype=self.weights.dtype, device=self.weights.device)
+            avg, avg_sq = self._moments.unbind(0)
+            self._moment_rows = (avg, avg_sq)
+            self._moment_views = [self._views(row) for row in self._moment_rows]
+        return self._moments, self._moment_rows
 
     def _views(self, row: torch.Tensor) -> list[torch.Tensor]:
         """``row (n,)`` cut and shaped as the parameters."""
@@ -79,11 +96,12 @@ class FlatTrainable:
         state = self.optimizer.state
         if not state:
             return None
+        moments = self.moments
         for number, parameter in enumerate(self.parameters):
             entry = state.get(parameter)
             if entry is None or not self._tied(number, entry):
                 self._tie(number, parameter, entry or {})
-        return self.moments, float(self._step_views[0])
+        return moments, float(self._step_views[0])
 
     def _tied(self, number: int, entry: dict[str, Any]) -> bool:
         avg, avg_sq = self._moment_views
@@ -112,6 +130,7 @@ class FlatTrainable:
                 state.pop(parameter, None)
             return
         self.steps.fill_(count)
+        self._made_moments()
         for number, parameter in enumerate(self.parameters):
             entry = state.get(parameter)
             if entry is None or not self._tied(number, entry):
