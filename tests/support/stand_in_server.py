@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -129,6 +130,14 @@ class StandInServer:
         if not ready.wait(10) or failure:
             raise RuntimeError(f"the stand-in server did not start: {failure}")
         return self
+
+    def received_once_settled(self, expected: int, timeout: float = 5.0) -> int:
+        """``bytes_received`` once it reaches ``expected`` or ``timeout`` seconds pass: a peer that closed its
+        connection has sent everything, but this server may not have read its last message yet."""
+        deadline = time.monotonic() + timeout
+        while self.bytes_received < expected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.bytes_received
 
     def kill(self) -> None:
         """Stop like a crashed process: stop listening and drop every connection without a close frame."""
