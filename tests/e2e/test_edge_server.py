@@ -27,7 +27,7 @@ from tests.support.processes import ManagedProcess, free_port
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("edges, frames", [(1, 120), (4, 48)], ids=["one-edge", "four-edges"])
+@pytest.mark.parametrize("edges, frames", [(1, 72), (4, 48)], ids=["one-edge", "four-edges"])
 def test_edges_and_server_agree_on_every_frame_and_byte(
     scene: Path, tmp_path: Path, processes: list[ManagedProcess], edges: int, frames: int
 ) -> None:

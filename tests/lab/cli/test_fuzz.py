@@ -35,7 +35,7 @@ def test_bad_arguments_and_an_absent_server_are_clear_errors(
 def test_a_fixed_budget_against_a_local_server_finds_no_violation(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "fuzz"
-    code = main(["fuzz", "--seconds", "14", "--seed", "11", "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
+    code = main(["fuzz", "--seconds", "10", "--seed", "11", "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
                  "--log-dir", str(tmp_path / "logs"), "--no-progress"])
     results = json.loads(out.with_suffix(".json").read_text())
     assert code == 0, (results["violations"], (tmp_path / "logs" / "fuzz-server.log").read_text()[-3000:])
@@ -43,7 +43,7 @@ def test_a_fixed_budget_against_a_local_server_finds_no_violation(tmp_path: Path
     assert set(results["categories"]) == set(CATEGORIES)  # every category ran
     assert results["cases"] >= 2 * len(CATEGORIES)
     assert results["canary"]["round_trips"] >= 3 and results["canary"]["failures"] == []
-    assert results["command"].startswith("shadowtutor fuzz --seconds 14")
+    assert results["command"].startswith("shadowtutor fuzz --seconds 10")
     assert results["server"]["local"] and results["server"]["version"]
     attacks = results["attacks"]  # the short form of the named attacks, on a local server by default
     assert attacks["scale"] == "short" and [a["name"] for a in attacks["results"]] == list(ATTACKS)
