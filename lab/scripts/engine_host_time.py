@@ -1,11 +1,11 @@
 """Where the host's time of a batch of the batched distillation engine goes, outside its training steps, and
-what the garbage collector adds: a device-free measure of the engine's bookkeeping.
+what the garbage collector adds: the engine's bookkeeping, measured on the host.
 
 On a GPU a batch at 640x360 is bounded by the host (docs/design/batched_distillation.md): whatever the engine
-thread does besides issuing the steps' kernels delays them. This script times, on the CPU, one thread, at a
-frame size where the steps are cheap (``--size``, default 64x48), ``--batches`` batches of ``--sessions``
-sessions that trained once before (Adam state present, as a server's sessions after their first key frame),
-THRESHOLD 0.999 and MAX_UPDATES 8, and splits each batch's wall time into:
+thread does besides issuing the steps' kernels delays them. This script times, on ``--device`` (default the
+CPU, one thread, at a frame size where the steps are cheap: ``--size``, default 64x48), ``--batches`` batches
+of ``--sessions`` sessions that trained once before (Adam state present, as a server's sessions after their
+first key frame), THRESHOLD 0.999 and MAX_UPDATES 8, and splits each batch's wall time into:
 
 - ``gather``: every session's weights, Adam moments and step count stacked into the batch's rows;
 - ``training``: Algorithm 1 on the rows (on a CPU mostly the kernels' own time);
@@ -13,15 +13,18 @@ THRESHOLD 0.999 and MAX_UPDATES 8, and splits each batch's wall time into:
 - ``rest``: the key frames' uploads, the results copied to the host and split per session, everything else;
 - ``outside_training``: the batch less its training.
 
-Each figure is the median over the batches.
+Each figure is the median over the batches. On CUDA the phases are the host's time to issue their work (the
+kernels run asynchronously; longer where the launch queue is full and the host waits), a batch starts with the
+device idle and ends when its results are on the host, so ``rest`` also holds the wait for the device's last
+kernels; the GPU's own time is ``engine_variants.py --kernel-time``'s.
 
 Each phase's time includes the collector's passes that fell in it; ``gc`` reports the passes of each
 generation per batch and their milliseconds per batch, with the startup heap (the process's objects before the
 first batch: torch, the students) left to the collector or frozen out of its full passes
 (``--freeze-heap``, :func:`shadowtutor.heap.startup_heap_frozen`, as the server does at startup).
 
-Usage: ``python lab/scripts/engine_host_time.py [--sessions 64] [--size 64x48] [--convolution matmul]
-[--tail fused] [--batches 5] [--freeze-heap] [--out R.json]``
+Usage: ``python lab/scripts/engine_host_time.py [--device cpu] [--sessions 64] [--size 64x48]
+[--convolution matmul] [--tail fused] [--batches 5] [--freeze-heap] [--out R.json]``
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from shadowtutor.models.student import StudentNet
 from shadowtutor_lab.cli.options import frame_size, script_command
 from shadowtutor_lab.evaluation.engine_inputs import key_frames
 from shadowtutor_lab.evaluation.machine import machine_info
+from shadowtutor_lab.evaluation.server_bench import device_name
 
 PHASES = {"gather": (batched_distill._BatchedRun, "_state"), "training": (batched_distill._Training, "__call__"),
           "scatter": (batched_distill._BatchedRun, "_scatter")}
@@ -103,14 +107,14 @@ def timed_phases(spent: dict[str, float]) -> Iterator[None]:
 
 
 def measure(sessions: int, size: tuple[int, int], convolution: str, fuse_tail: bool, batches: int,
-            freeze_heap: bool, seed: int = 0) -> dict[str, Any]:
+            freeze_heap: bool, device: torch.device, seed: int = 0) -> dict[str, Any]:
     """Median milliseconds per batch of each phase and of the whole batch, and the collector's passes."""
     torch.manual_seed(seed)
     template = StudentNet(num_classes=len(LVS_CLASSES))
     inputs = key_frames(sessions, size[0], size[1], seed)
     params = AlgorithmParams(threshold=0.999, max_updates=8)
     background = background_index(LVS_CLASSES)
-    distillers = [Distiller(copy.deepcopy(template), params, background, "cpu", fuse_tail=fuse_tail) for _ in inputs]
+    distillers = [Distiller(copy.deepcopy(template), params, background, device, fuse_tail=fuse_tail) for _ in inputs]
     for distiller in distillers:
         front_fingerprint(distiller)
 
@@ -127,6 +131,8 @@ def measure(sessions: int, size: tuple[int, int], convolution: str, fuse_tail: b
             heap.enter_context(watch.installed())
             for _ in range(batches):
                 batch = jobs()
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
                 spent: dict[str, float] = {}
                 with timed_phases(spent):
                     started = time.perf_counter()
@@ -148,7 +154,8 @@ def lines(result: dict[str, Any], args: argparse.Namespace) -> list[str]:
     ms, collector = result["ms"], result["gc"]
     heap = f"frozen ({result['frozen_objects']:,} objects)" if args.freeze_heap else "left to the collector"
     return [
-        f"host time of a batch, {args.sessions} sessions at {args.size[0]}x{args.size[1]}, {args.convolution}, "
+        f"host time of a batch on {result['device']}, {args.sessions} sessions at {args.size[0]}x{args.size[1]}, "
+        f"{args.convolution}, "
         f"{args.tail} tail, median of {args.batches} batches, ms; startup heap {heap}:",
         "| gather | training | scatter | rest | batch | outside training |", "|---:|---:|---:|---:|---:|---:|",
         f"| {ms['gather']:.1f} | {ms['training']:.0f} | {ms['scatter']:.1f} | {ms['rest']:.1f} | {ms['batch']:.0f} "
@@ -161,6 +168,7 @@ def lines(result: dict[str, Any], args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", help="cpu (default, one thread), cuda[:N]")
     parser.add_argument("--sessions", type=int, default=64, help="sessions per batch (default 64)")
     parser.add_argument("--size", type=frame_size, default=(64, 48), help="frame size WIDTHxHEIGHT (default 64x48)")
     parser.add_argument("--convolution", choices=CONVOLUTIONS, default="matmul", help="default matmul")
@@ -170,11 +178,21 @@ def main(argv: list[str]) -> int:
                         help="freeze the startup heap out of the collector's full passes, as the server does")
     parser.add_argument("--out", type=Path, help="results JSON")
     args = parser.parse_args(argv)
-    if args.sessions < 2 or args.batches < 1:
-        parser.error("--sessions must be at least 2 and --batches at least 1")
-    torch.set_num_threads(1)
+    if args.sessions < 2:
+        parser.error("--sessions must be at least 2")
+    if args.batches < 1:
+        parser.error("--batches must be at least 1")
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        parser.error(f"--device {args.device}: unknown device; use cpu or cuda[:N]")
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    elif device.type != "cuda" or not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: use cpu, or cuda on a machine with a CUDA device")
     result = measure(args.sessions, args.size, args.convolution, args.tail == "fused", args.batches,
-                     args.freeze_heap)
+                     args.freeze_heap, device)
+    result["device"] = device_name(device)
     table = lines(result, args)
     print("\n".join(table))
     if args.out is not None:

@@ -47,6 +47,7 @@ summary() {
     case $name in
       engine_variants) pattern="^(device|fastest|not chosen|server flags)| sessions: |FAILED|Error|rc=" ;;
       engine_baseline) pattern=" sessions: |FAILED|Error|rc=" ;;
+      engine_host_time) pattern="^\||host time|garbage|Error|rc=" ;;
       engine_compiled) pattern=" sessions: |rc=" ;;
       cuda_tests) pattern="passed|failed|error|rc=" ;;
       teacher_check) pattern="detections per frame|^ *[0-9]+ \||^ *(fp32|tf32|bf16)|host path|Error|rc=" ;;
@@ -86,6 +87,10 @@ if [ -n "${BASELINE:-}" ]; then
     "$BASELINE/lab/scripts/engine_variants.py" --device "$dev" --sessions 64 --sizes "${SIZES:-1280x720,640x360,128x72}" \
     --variants grouped-fused,matmul-fused --repeats "${VARIANT_REPEATS:-2}" --out "$OUT/engine_baseline.json"
 fi
+# 0c. the host's time of a batch of this commit's engine at 640x360 by phase (gathering, training, writing back, the
+# rest) and the collector's passes, the heap frozen as the server's is
+step engine_host_time timeout 150 "$PY" lab/scripts/engine_host_time.py --device "$dev" --sessions 64 --size 640x360 \
+  --freeze-heap --out "$OUT/engine_host_time.json"
 # the server flags of the fastest server option per size (none measured: the defaults)
 flags_at() {
   "$PY" -c "import json,sys; print(json.load(open(sys.argv[1])).get('server_flags', {}).get(sys.argv[2], ''))" \

@@ -33,6 +33,7 @@ def test_a_batch_is_split_into_its_phases_with_the_heap_frozen(
     assert results["frozen_objects"] > 10_000  # torch and the students, at least
     assert len(results["gc"]["passes_per_batch"]) == len(results["gc"]["ms_per_batch"]) == 3
     assert results["command"].startswith("python lab/scripts/engine_host_time.py --sessions 2")
+    assert results["device"].startswith("CPU: ")
     assert "outside training" in capsys.readouterr().out
 
 
@@ -44,6 +45,8 @@ def test_the_collector_watch_counts_a_forced_pass(script: ModuleType) -> None:
     assert watch not in gc.callbacks
 
 
-def test_bad_arguments_are_refused(script: ModuleType) -> None:
-    with pytest.raises(SystemExit):
-        script.main(["--sessions", "1"])
+@pytest.mark.parametrize("argv", [["--sessions", "1"], ["--batches", "0"], ["--device", "gpu"], ["--device", "mps"]])
+def test_bad_arguments_are_refused(script: ModuleType, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as leaving:
+        script.main(argv)
+    assert leaving.value.code == 2 and f"error: {argv[0]}" in capsys.readouterr().err
