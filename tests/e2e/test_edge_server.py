@@ -40,10 +40,10 @@ def test_edges_and_server_agree_on_every_frame_and_byte(
         check_edge_run(summary, metrics, run.out, frames)
         assert summary["reconnects"] == 0 and summary["stopped_by"] == "max_frames"
     summaries = [summary for summary, _ in results]
-    totals = server_totals(port)
-    assert totals["received"] == sum(s["bytes_sent"] for s in summaries)
-    assert totals["sent"] == sum(s["bytes_received"] for s in summaries)
-    assert totals["key_frames"] == sum(s["frames_sent"] for s in summaries)
+    expected = {"received": sum(s["bytes_sent"] for s in summaries),
+                "sent": sum(s["bytes_received"] for s in summaries),
+                "key_frames": sum(s["frames_sent"] for s in summaries)}
+    assert server_totals(port, expected) == expected
     assert len({s["sessions"][0] for s in summaries}) == edges  # one session each
 
 
@@ -74,9 +74,10 @@ def test_server_crash_mid_run_agent_labels_every_frame_and_resyncs(
     assert after[0]["origin"] == "welcome" and after[0]["full"]  # the new server's weights replaced the model
     assert len(after) >= 2  # and its updates were applied after it
     assert after[0]["frame_index"] > frames_at_crash
-    totals = server_totals(port)  # the second server saw exactly what crossed after the restart
-    assert totals["received"] == summary["bytes_sent"] - sent_before
-    assert totals["sent"] == summary["bytes_received"] - received_before
+    # the second server saw exactly what crossed after the restart
+    expected = {"received": summary["bytes_sent"] - sent_before, "sent": summary["bytes_received"] - received_before}
+    totals = server_totals(port, expected)
+    assert (totals["received"], totals["sent"]) == (expected["received"], expected["sent"])
 
 
 def test_a_change_based_edge_labels_every_frame_and_installs_updates(

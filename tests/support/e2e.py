@@ -180,11 +180,19 @@ def server_metric_samples(port: int, name: str, **labels: str) -> dict[str, floa
     return {value: sample.value for sample in samples for key, value in sample.labels.items() if key not in labels}
 
 
-def server_totals(port: int) -> dict[str, float]:
-    text = _wait_http_ok(f"http://127.0.0.1:{port}/metrics").decode()
-    promtool_check(text)
-    return {
-        "received": sample_value(text, "shadowtutor_server_received_bytes_total"),
-        "sent": sample_value(text, "shadowtutor_server_sent_bytes_total"),
-        "key_frames": sample_value(text, "shadowtutor_server_key_frames_total", mode="distill"),
-    }
+def server_totals(port: int, expected: dict[str, float] | None = None, timeout: float = 5.0) -> dict[str, float]:
+    """The server's byte and key-frame totals; with ``expected``, read again (for at most ``timeout`` s) until they
+    equal it: an edge that has closed its connection sent everything, but the server may not have read its last
+    message yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = _wait_http_ok(f"http://127.0.0.1:{port}/metrics").decode()
+        totals = {
+            "received": sample_value(text, "shadowtutor_server_received_bytes_total"),
+            "sent": sample_value(text, "shadowtutor_server_sent_bytes_total"),
+            "key_frames": sample_value(text, "shadowtutor_server_key_frames_total", mode="distill"),
+        }
+        if expected is None or all(totals[k] == v for k, v in expected.items()) or time.monotonic() > deadline:
+            promtool_check(text)
+            return totals
+        time.sleep(0.1)
