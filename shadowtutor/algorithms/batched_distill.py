@@ -300,7 +300,7 @@ class _BatchedRun:
         self.parameters = [d.trainable.parameters for d in distillers]
         self.key_frames = key_frames
         self.dtype = key_frames[0].x.dtype
-        named = dict(reference.named_parameters())
+        layout = distillers[0].trainable
         groups = [d.optimizer.param_groups for d in distillers]
         for group_params in groups:
             _check_plain_adam(group_params)
@@ -309,8 +309,8 @@ class _BatchedRun:
         self.max_updates = [d.params.max_updates for d in distillers]
         self.precision = distillers[0].precision
         self.training = _Training(
-            reference=reference, keys=keys, shapes=tuple(tuple(named[key].shape) for key in keys),
-            sizes=tuple(named[key].numel() for key in keys), beta1=float(betas[0]), beta2=float(betas[1]),
+            reference=reference, keys=keys, shapes=tuple(tuple(p.shape) for p in layout.parameters),
+            sizes=tuple(layout.sizes), beta1=float(betas[0]), beta2=float(betas[1]),
             eps=float(groups[0][0]["eps"]), restore_adam=distillers[0].params.restore == "weights+adam",
             convolution=convolution, objective=objective, fuse_tail=distillers[0].fuse_tail,
             most=max(self.max_updates, default=0), check_on_host=stops_early_on_host(self.device),

@@ -14,12 +14,23 @@ identity and pointer checks on the host (no device work) and tie them again, the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
+
+
+@dataclass(frozen=True)
+class _Moments:
+    """Adam's two moments ``both (2, n)``, its rows (``exp_avg``, ``exp_avg_sq``) and, per row, its views shaped as
+    the parameters."""
+
+    both: torch.Tensor
+    rows: tuple[torch.Tensor, torch.Tensor]
+    views: tuple[list[torch.Tensor], list[torch.Tensor]]
 
 
 class FlatTrainable:
@@ -45,9 +56,7 @@ class FlatTrainable:
         self.weights = torch.cat([p.detach().reshape(-1) for p in parameters])
         self.steps = torch.zeros(len(parameters), dtype=_step_dtype())
         self._weight_views = self._views(self.weights)
-        self._moments: torch.Tensor | None = None  # made on first use: a distiller trained alone never needs it
-        self._moment_rows: tuple[torch.Tensor, torch.Tensor] = (self.weights, self.weights)  # set with _moments
-        self._moment_views: list[list[torch.Tensor]] = []
+        self._moments: _Moments | None = None  # made on first use: a distiller trained alone never needs them
         self._step_views = list(self.steps.unbind(0))
         self._pointers = [view.data_ptr() for view in self._weight_views]
         for parameter, view in zip(self.parameters, self._weight_views, strict=True):
@@ -56,20 +65,19 @@ class FlatTrainable:
     @property
     def moments(self) -> torch.Tensor:
         """Adam's ``exp_avg`` and ``exp_avg_sq`` ``(2, n)`` (zeros when first asked for)."""
-        return self._made_moments()[0]
+        return self._made_moments().both
 
     @property
     def moment_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``moments``' two rows, ``exp_avg`` and ``exp_avg_sq``."""
-        return self._made_moments()[1]
+        return self._made_moments().rows
 
-    def _made_moments(self) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def _made_moments(self) -> _Moments:
         if self._moments is None:
-            self._moments = torch.zeros(2, self.weights.numel(), dtype=self.weights.dtype, device=self.weights.device)
-            avg, avg_sq = self._moments.unbind(0)
-            self._moment_rows = (avg, avg_sq)
-            self._moment_views = [self._views(row) for row in self._moment_rows]
-        return self._moments, self._moment_rows
+            both = torch.zeros(2, self.weights.numel(), dtype=self.weights.dtype, device=self.weights.device)
+            avg, avg_sq = both.unbind(0)
+            self._moments = _Moments(both, (avg, avg_sq), (self._views(avg), self._views(avg_sq)))
+        return self._moments
 
     def _views(self, row: torch.Tensor) -> list[torch.Tensor]:
         """``row (n,)`` cut and shaped as the parameters."""
@@ -104,22 +112,26 @@ class FlatTrainable:
         return moments, float(self._step_views[0])
 
     def _tied(self, number: int, entry: dict[str, Any]) -> bool:
-        avg, avg_sq = self._moment_views
+        avg, avg_sq = self._made_moments().views
         return (entry.get("exp_avg") is avg[number] and entry.get("exp_avg_sq") is avg_sq[number]
                 and entry.get("step") is self._step_views[number])
 
+    def _tied_entry(self, number: int) -> dict[str, torch.Tensor]:
+        """Parameter ``number``'s optimiser state as views of the flat tensors."""
+        avg, avg_sq = self._made_moments().views
+        return {"step": self._step_views[number], "exp_avg": avg[number], "exp_avg_sq": avg_sq[number]}
+
     def _tie(self, number: int, parameter: nn.Parameter, entry: dict[str, Any]) -> None:
         """Copy ``entry``'s values into the flat tensors and make the optimiser's state of ``parameter`` their views."""
+        tied = self._tied_entry(number)
         with torch.no_grad():
-            for name, views in zip(MOMENTS, self._moment_views, strict=True):
+            for name in MOMENTS:
                 if name in entry:
-                    views[number].copy_(entry[name])
+                    tied[name].copy_(entry[name])
                 else:
-                    views[number].zero_()
-            self._step_views[number].fill_(float(entry["step"]) if "step" in entry else 0.0)
-        self.optimizer.state[parameter] = {**entry, "step": self._step_views[number],
-                                           **{name: views[number] for name, views in
-                                              zip(MOMENTS, self._moment_views, strict=True)}}
+                    tied[name].zero_()
+            tied["step"].fill_(float(entry["step"]) if "step" in entry else 0.0)
+        self.optimizer.state[parameter] = {**entry, **tied}
 
     def set_steps(self, count: float) -> None:
         """After ``moments`` were written: Adam's step count of every parameter is ``count``; with 0 the optimiser
@@ -130,13 +142,10 @@ class FlatTrainable:
                 state.pop(parameter, None)
             return
         self.steps.fill_(count)
-        self._made_moments()
         for number, parameter in enumerate(self.parameters):
             entry = state.get(parameter)
             if entry is None or not self._tied(number, entry):
-                self.optimizer.state[parameter] = {"step": self._step_views[number],
-                                                   **{name: views[number] for name, views in
-                                                      zip(MOMENTS, self._moment_views, strict=True)}}
+                state[parameter] = self._tied_entry(number)
 
 
 def _step_dtype() -> torch.dtype:
