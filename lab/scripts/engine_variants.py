@@ -41,9 +41,11 @@ steps taken by all sessions), mean steps per key frame, the floating-point opera
 (torch's ``FlopCounterMode`` on the student: front, first forward, then forward and backward per step;
 ``--flops-only`` prints them alone) and the rate they were done at (TFLOP/s: how much of the device's
 peak the variant uses), peak device memory (null on a CPU), with ``--kernel-time`` on CUDA the device's own
-time per batch (kernels, copies and fills of one more batch's training, profiled), how busy it kept the device
-(that time over the median batch time: well below 1, the host kept the device waiting; null elsewhere) and the
-ten kernels that took most of that time, and agreement
+work per batch (kernels, copies and fills of one more batch's training, profiled: their summed time, and the time
+in which any of them ran, less where they overlapped), how busy it kept the device (the latter over the median batch
+time: well below 1, the host kept the device waiting; null elsewhere), the key frames/s the device allows at that
+work (sessions over the time any of it ran: the rate if the host never kept the device waiting) and the ten
+kernels that took most of the work, and agreement
 with the reference of the same tail and size (``grouped-written`` or ``grouped-fused``; the reference's
 warm-up batch against the variant's last timed batch, so the reference's own figures are its run-to-run
 noise, 0 where the device is deterministic): the largest metric difference over sessions, the fraction of
@@ -381,7 +383,9 @@ def measure(variant: Variant, template: StudentNet, inputs: list[tuple[np.ndarra
         "peak_bytes": torch.cuda.max_memory_allocated(device) if device.startswith("cuda") else None,
         "graphs_replayed": bool(replays) and all(how == "replayed" for how in replays) if variant.graphs else None,
         "device_s": None if on_device is None else on_device.seconds,
-        "device_busy": None if on_device is None else on_device.seconds / median,
+        "device_occupied_s": None if on_device is None else on_device.occupied,
+        "device_busy": None if on_device is None else on_device.occupied / median,
+        "device_bound_key_frames_per_s": None if on_device is None else len(inputs) / on_device.occupied,
         "device_largest": None if on_device is None else on_device.largest,
     }, warm_up, last
 
@@ -440,8 +444,9 @@ def point_line(row: dict[str, Any]) -> str:
             f"prepare {row['prepare_ms']:.1f} ms/key frame")
     if row["device_busy"] is not None:
         largest = "; ".join(f"{name[:60]} {seconds:.3f} s" for name, seconds in row["device_largest"][:3])
-        line += (f", device busy {100 * row['device_busy']:.0f} % ({row['device_s']:.3f} s of work per batch; "
-                 f"most: {largest})")
+        line += (f", device busy {100 * row['device_busy']:.0f} % ({row['device_occupied_s']:.3f} s occupied, "
+                 f"{row['device_s']:.3f} s of work per batch; at most {row['device_bound_key_frames_per_s']:.1f} "
+                 f"key frames/s at this work; most: {largest})")
     if row["graphs_replayed"] is not None:
         line += ", graphs replayed" if row["graphs_replayed"] else ", graphs not replayed (ran eagerly)"
     if row["metric_max_diff"] is None:
@@ -530,8 +535,8 @@ def render(results: dict[str, Any]) -> str:
              f"{results['sessions']} sessions per batch, THRESHOLD {PARAMS.threshold}, MAX_UPDATES "
              f"{PARAMS.max_updates}, median of {results['repeats']} batches after one warm-up.", "",
              "| size | variant | key frames/s | s/batch | ms/step | steps | TFLOP/s | peak GiB | device busy | "
-             "reference | metric diff | steps equal | weights diff | labels agree |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "device bound (key frames/s) | reference | metric diff | steps equal | weights diff | labels agree |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def number(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
@@ -539,16 +544,17 @@ def render(results: dict[str, Any]) -> str:
     for row in results["rows"]:
         if row["error"] is not None:
             lines.append(f"| {row['size']} | {row['variant']} | failed: {row['error'].splitlines()[0][:200]} "
-                         "|  |  |  |  |  |  |  |  |  |  |  |")
+                         "|  |  |  |  |  |  |  |  |  |  |  |  |")
             continue
         peak = None if row["peak_bytes"] is None else row["peak_bytes"] / GIB
         equal = None if row["steps_equal_fraction"] is None else 100 * row["steps_equal_fraction"]
         agree = None if row["labels_agreement"] is None else 100 * row["labels_agreement"]
         busy = None if row.get("device_busy") is None else 100 * row["device_busy"]
+        bound = row.get("device_bound_key_frames_per_s")
         lines.append(
             f"| {row['size']} | {row['variant']} | {row['key_frames_per_s']:.1f} | {row['median_s']:.3f} | "
             f"{number(row['ms_per_step'], '.3f')} | {row['mean_steps']:.2f} | {row['achieved_tflops']:.2f} | "
-            f"{number(peak, '.2f')} | {number(busy, '.0f')} % | "
+            f"{number(peak, '.2f')} | {number(busy, '.0f')} % | {number(bound, '.1f')} | "
             f"{row['reference']} | {number(row['metric_max_diff'], '.1e')} | {number(equal, '.0f')} % | "
             f"{number(row['weights_max_diff'], '.1e')} | {number(agree, '.2f')} % |")
     return "\n".join([*lines, "", *summary(results["rows"])]) + "\n"

@@ -33,10 +33,13 @@ def synchronize(device: str) -> None:
 
 @dataclass(frozen=True)
 class DeviceTime:
-    """What a profiled call put on the device: ``seconds`` of kernels, copies and fills in all, and the ``largest``
-    of them by name (name, seconds), most first."""
+    """What a profiled call put on the device: ``seconds`` of kernels, copies and fills in all, ``occupied`` seconds in
+    which at least one of them ran (the union of their intervals: at most ``seconds``, less where they overlapped,
+    as kernels of several streams and copies beside kernels do), and the ``largest`` of them by name (name, seconds),
+    most first."""
 
     seconds: float
+    occupied: float
     largest: list[tuple[str, float]]
 
 
@@ -56,14 +59,30 @@ def device_time(run: Callable[[], object], device: str, largest: int = 10) -> De
 
 def summarise_device_events(events: Iterable[FunctionEvent], largest: int = 10) -> DeviceTime | None:
     """The device's work among a profile's ``events``: every kernel, copy and fill once, as the device event it
-    is (an operator's own device time repeats the kernels it launched, so operators count nothing), and the
-    ``largest`` names by their summed time. None where no device event took any time."""
+    is (an operator's own device time repeats the kernels it launched, so operators count nothing), the time in
+    which any of them ran, and the ``largest`` names by their summed time. None where no device event took any
+    time."""
     by_name: dict[str, float] = {}
+    intervals: list[tuple[int, int]] = []
     for event in events:
         if event.device_type != DeviceType.CPU:
             by_name[event.name] = by_name.get(event.name, 0.0) + event.device_time_total / 1e6
+            intervals.append((event.time_range.start, event.time_range.end))
     total = sum(by_name.values())
     if total <= 0:
         return None
     ranked = sorted(by_name.items(), key=lambda item: item[1], reverse=True)[:largest]
-    return DeviceTime(total, ranked)
+    return DeviceTime(total, _covered_us(intervals) / 1e6, ranked)
+
+
+def _covered_us(intervals: list[tuple[int, int]]) -> int:
+    """How many microseconds the union of ``intervals`` (start, end) covers."""
+    covered, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            covered += end - start
+            reach = end
+        elif end > reach:
+            covered += end - reach
+            reach = end
+    return covered

@@ -48,13 +48,26 @@ def test_a_kernel_counts_once_not_again_in_the_operator_that_launched_it() -> No
     assert operator.device_time_total == 500  # what summing every event would count again
     summary = summarise_device_events([operator, child, *kernels], largest=1)
     assert summary is not None and summary.seconds == pytest.approx(700e-6)
+    assert summary.occupied == pytest.approx(300e-6)  # all three start together
     assert summary.largest == [("gemm", pytest.approx(500e-6))]
     assert summarise_device_events([operator, child]) is None
 
 
-def _on_device(name: str, id_: int, microseconds: int) -> FunctionEvent:
+def test_the_occupied_time_counts_overlapping_work_once_and_gaps_not_at_all() -> None:
+    """Kernels and copies that overlap (streams, a copy beside a kernel) occupy the device once; a gap between
+    them, the device waiting for the host, occupies nothing."""
+    events = [_on_device("copy", 1, 100, start=0), _on_device("gemm", 2, 300, start=50),
+              _on_device("fill", 3, 50, start=100), _on_device("gemm", 4, 100, start=1000),
+              _on_device("gemm", 5, 100, start=1100)]
+    summary = summarise_device_events(events)
+    assert summary is not None
+    assert summary.seconds == pytest.approx(650e-6)
+    assert summary.occupied == pytest.approx(550e-6)  # 0-350, then 1000-1200
+
+
+def _on_device(name: str, id_: int, microseconds: int, start: int = 1000) -> FunctionEvent:
     """A kernel as the profiler records it on the device."""
-    return FunctionEvent(id=id_, name=name, thread=7, start_us=1000, end_us=1000 + microseconds, use_device="cuda",
+    return FunctionEvent(id=id_, name=name, thread=7, start_us=start, end_us=start + microseconds, use_device="cuda",
                          device_type=DeviceType.CUDA)
 
 
@@ -71,4 +84,5 @@ def test_the_device_time_of_a_call_on_cuda_is_its_kernels_time() -> None:
     torch.cuda.synchronize()
     measured = device_time(lambda: [x @ x for _ in range(20)], "cuda")
     assert measured is not None and measured.seconds == pytest.approx(start.elapsed_time(end) / 1000, rel=0.2)
+    assert measured.occupied == pytest.approx(measured.seconds, rel=0.05)  # one stream: nothing overlaps
     assert measured.largest and measured.largest[0][1] == pytest.approx(measured.seconds, rel=0.05)  # one GEMM

@@ -21,7 +21,8 @@ FIELDS = {"size", "variant", "convolution", "tail", "cudnn_benchmark", "precisio
           "batch_seconds", "median_s", "key_frames_per_s", "ms_per_step", "mean_steps", "peak_bytes", "reference",
           "metric_max_diff", "steps_equal_fraction", "weights_max_diff", "error", "gflop_per_key_frame",
           "achieved_tflops", "labels_agreement", "prepare_ms", "compiled", "graphs", "graphs_replayed",
-          "device_s", "device_busy", "device_largest", "objective"}
+          "device_s", "device_occupied_s", "device_busy", "device_bound_key_frames_per_s", "device_largest",
+          "objective"}
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,7 @@ def test_core_variants_on_the_cpu(script: ModuleType, tmp_path: Path, capsys: py
         assert row["ms_per_step"] == pytest.approx(1000 * row["median_s"] / (2 * 8))
         assert row["mean_steps"] == 8 and row["peak_bytes"] is None  # THRESHOLD 0.999: every step taken
         assert row["prepare_ms"] > 0 and row["device_s"] is None and row["device_busy"] is None
+        assert row["device_occupied_s"] is None and row["device_bound_key_frames_per_s"] is None
         assert row["device_largest"] is None
         assert row["achieved_tflops"] == pytest.approx(2 * row["gflop_per_key_frame"] / row["median_s"] / 1000)
         assert row["reference"] == ("grouped-fused" if name.endswith("fused") else "grouped-written")
@@ -83,24 +85,28 @@ def test_the_device_time_of_a_batch_is_its_training_alone(
     script: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--kernel-time``: one more batch is prepared, then its training alone is profiled, and the row and line
-    report that time against the median batch with its largest kernels. A stand-in profiler (no GPU here) trains
-    the call it is given and reports a fixed time."""
+    report that time against the median batch with its largest kernels, and the key frames/s the time the device
+    was occupied allows. A stand-in profiler (no GPU here) trains the call it is given and reports fixed times."""
     profiled: list[int] = []
 
     def stand_in(run: Any, device: str, largest: int = 10) -> Any:
         results = run()
         profiled.append(len(results))  # the call profiled is the training: a result per session
-        return script.DeviceTime(0.5, [("gemm_kernel", 0.3), ("elementwise_kernel", 0.1)])
+        return script.DeviceTime(0.5, 0.4, [("gemm_kernel", 0.3), ("elementwise_kernel", 0.1)])
 
     monkeypatch.setattr(script, "device_time", stand_in)
     out = tmp_path / "variants.json"
     assert script.main(tiny(out, ["grouped-fused"], "--kernel-time")) == 0
     row = json.loads(out.read_text())["rows"][0]
     assert profiled == [2]
-    assert row["device_s"] == 0.5 and row["device_busy"] == pytest.approx(0.5 / row["median_s"])
+    assert row["device_s"] == 0.5 and row["device_occupied_s"] == 0.4
+    assert row["device_busy"] == pytest.approx(0.4 / row["median_s"])
+    assert row["device_bound_key_frames_per_s"] == pytest.approx(2 / 0.4)
     assert row["device_largest"] == [["gemm_kernel", 0.3], ["elementwise_kernel", 0.1]]
     line = capsys.readouterr().out.splitlines()[0]
-    assert f"device busy {50 / row['median_s']:.0f} % (0.500 s of work per batch; most: gemm_kernel 0.300 s; " in line
+    assert (f"device busy {40 / row['median_s']:.0f} % (0.400 s occupied, 0.500 s of work per batch; at most 5.0 key "
+            "frames/s at this work; most: gemm_kernel 0.300 s; ") in line
+    assert "| 5.0 |" in (tmp_path / "variants.md").read_text()
 
 
 def test_a_graphs_variant_that_replayed_no_graph_is_never_chosen(
