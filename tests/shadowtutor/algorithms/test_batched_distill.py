@@ -363,6 +363,29 @@ def test_incompatible_key_frames_run_on_their_own() -> None:
             torch.testing.assert_close(engine.student.state_dict()[key], tensor, rtol=0, atol=atol, msg=key)
 
 
+def test_students_end_in_training_mode_walked_only_where_they_were_not_in_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As after its own train, every student is in training mode after a batch; a student already in it is not
+    walked again (``train()`` visits every module: the host's largest cost per session of a batch)."""
+    torch.manual_seed(3)
+    base = StudentNet(num_classes=3)
+    distillers = [Distiller(copy.deepcopy(base), AlgorithmParams(threshold=0.999, max_updates=1), background=0)
+                  for _ in range(3)]
+    distillers[1].student.eval()
+    walked: list[int] = []
+    real_train = StudentNet.train
+
+    def counted(student: StudentNet, mode: bool = True) -> StudentNet:
+        walked.append(next(i for i, d in enumerate(distillers) if d.student is student))
+        return real_train(student, mode)
+
+    monkeypatch.setattr(StudentNet, "train", counted)
+    distill_batch([KeyFrameJob.prepare(d, *_key_frame(i, 0)) for i, d in enumerate(distillers)])
+    assert walked == [1]
+    assert all(module.training for d in distillers for module in d.student.modules())
+
+
 def test_a_distiller_appears_at_most_once_per_batch() -> None:
     distiller = Distiller(StudentNet(num_classes=3), AlgorithmParams(), background=0)
     frame, label = _key_frame(0, 0)
