@@ -41,11 +41,12 @@ step() {
 # the headline lines of every step's log, in the order the steps ran (the archive holds the rest)
 summary() {
   echo "== summary"; cat "$OUT/device.txt"
-  local name pattern
+  local name pattern width
   for name in "${STEPS[@]}"; do
     echo "-- $name"
+    width=200
     case $name in
-      engine_variants) pattern="^(device|fastest|not chosen|server flags)| sessions: |FAILED|Error|rc=" ;;
+      engine_variants) pattern="^(device|fastest|not chosen|server flags)| sessions: |FAILED|Error|rc="; width=330 ;;
       engine_baseline) pattern=" sessions: |FAILED|Error|rc=" ;;
       engine_host_time) pattern="^\||host time|garbage|Error|rc=" ;;
       engine_compiled) pattern=" sessions: |rc=" ;;
@@ -53,7 +54,7 @@ summary() {
       teacher_check) pattern="detections per frame|^ *[0-9]+ \||^ *(fp32|tf32|bf16)|host path|Error|rc=" ;;
       *) pattern="key frames/s|answered|turnaround|problem|FAILED|Error|rc=" ;;
     esac
-    grep -E "$pattern" "$OUT/$name.log" | cut -c1-200 | tail -24
+    grep -E "$pattern" "$OUT/$name.log" | cut -c1-"$width" | tail -24
   done
 }
 $PY - <<'PY' | tee "$OUT/device.txt"
