@@ -528,9 +528,9 @@ def release_graphs() -> None:
 
 def _in_training_mode(student: StudentNet) -> None:
     """Put ``student`` in training mode, as :meth:`Distiller.train` leaves it, unless its root module is in it
-    already: its modules change modes together (``train()``, ``eval()``), and walking all of them costs the host
-    more per batch than anything else it does for a session. No mode changes what a batch computes (the student's
-    normalisation keeps no running statistics)."""
+    already (its modules change modes together, through ``train()`` and ``eval()``; a student in training mode
+    is not walked again). No mode changes what a batch computes: the student's normalisation keeps no running
+    statistics."""
     if not student.training:
         student.train()
 

@@ -367,7 +367,7 @@ def test_students_end_in_training_mode_walked_only_where_they_were_not_in_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """As after its own train, every student is in training mode after a batch; a student already in it is not
-    walked again (``train()`` visits every module: the host's largest cost per session of a batch)."""
+    walked again (``train()`` visits every one of its modules)."""
     torch.manual_seed(3)
     base = StudentNet(num_classes=3)
     distillers = [Distiller(copy.deepcopy(base), AlgorithmParams(threshold=0.999, max_updates=1), background=0)
