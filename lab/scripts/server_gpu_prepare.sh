@@ -27,6 +27,10 @@ if missing .whl; then
   bash "$WHEELS_TOOL" .whl > /dev/null
 fi
 if missing .gpu-assets; then
+  if [ ! -x .venv/bin/shadowtutor ]; then
+    echo "server_gpu_prepare: no .venv/bin/shadowtutor to fetch the photos with (run ./scripts/bootstrap.sh)" >&2
+    exit 2
+  fi
   SHADOWTUTOR_ASSETS_DIR="$PWD/.gpu-assets" .venv/bin/shadowtutor scenes fetch-photos > /dev/null
 fi
 if missing .gpu-baseline; then

@@ -64,3 +64,13 @@ def test_a_bad_setting_is_one_clear_line(repo: Path, env: dict[str, str], messag
     done = _prepare(repo, **env)
     assert done.returncode == 2
     assert done.stderr.strip() == message
+
+
+def test_photos_to_fetch_without_the_checkouts_venv_is_one_clear_line(repo: Path) -> None:
+    for photo in (repo / ".gpu-assets" / "photos").iterdir():
+        photo.unlink()
+    (repo / ".gpu-assets" / "photos").rmdir()
+    done = _prepare(repo)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("server_gpu_prepare: no .venv/bin/shadowtutor to fetch the photos with "
+                                   "(run ./scripts/bootstrap.sh)")
