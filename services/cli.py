@@ -131,7 +131,9 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     HTTP is parsed by h11 with a request line and headers of at most :data:`MAX_REQUEST_HEAD_BYTES`
     (more: 400 and the connection closed; httptools has no such limit); WebSockets by
     :class:`~services.server.ws_protocol.HelloFirstProtocol` (nothing over the largest HELLO is
-    read before one is accepted); the access log leaves out query strings.
+    read before one is accepted); the access log leaves out query strings. ``X-Forwarded-For`` and
+    ``X-Forwarded-Proto`` are honoured only from the addresses in ``forwarded_allow_ips`` (none by
+    default, whatever uvicorn's own default or ``FORWARDED_ALLOW_IPS`` say).
     """
     from services.server.access_log import logging_config
     from services.server.ws_protocol import HelloFirstProtocol
@@ -146,5 +148,7 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
         ws_ping_interval=settings.ping_interval,
         ws_ping_timeout=settings.ping_timeout,
         timeout_graceful_shutdown=10,
+        proxy_headers=settings.forwarded_allow_ips is not None,
+        forwarded_allow_ips=",".join(settings.forwarded_allow_ips or ()) or None,
         **tls_options(settings),
     )

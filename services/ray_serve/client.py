@@ -25,6 +25,7 @@ from ray.serve.handle import DeploymentHandle
 from services.ray_serve.metrics import TeachingMetrics
 from services.ray_serve.requests import Answer, LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
 from services.server.metrics import ServerMetrics
+from services.server.remote_teaching import SessionEnded
 from services.server.session import EdgeSession
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Error, KeyFrame, Labels, Message, Update, Welcome
@@ -98,7 +99,7 @@ class ServeTeaching:
     def _checked(answer: Message) -> Any:
         """The answer, or the ProtocolError a replica's ERROR stands for."""
         if isinstance(answer, Error):
-            raise ProtocolError(ErrorCode(answer.code), answer.message)
+            raise (SessionEnded if answer.fatal else ProtocolError)(ErrorCode(answer.code), answer.message)
         return answer
 
     async def _call(self, method: str, edge_id: str | None, request: Any) -> Message:

@@ -18,6 +18,7 @@ is answered from there, not trained again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -32,9 +33,10 @@ from services.ray_serve.requests import Answer, LabelKeyFrame, OpenSession, Resy
 from services.server.checkpoint_store import open_store
 from services.server.loading import load_models
 from services.server.metrics import ServerMetrics
+from services.server.remote_teaching import SessionEnded
 from services.server.runtime import ServerRuntime
 from services.server.session import EdgeSession, Traffic
-from services.server.session_checkpoint import restore, snapshot
+from services.server.session_checkpoint import CheckpointFormatError, restore, snapshot
 from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherFailed
 from shadowtutor.algorithms.distill import DistillResult
@@ -64,6 +66,11 @@ class _Slot:
         if not self.dropped:
             self.dropped = True
             self.on_drop()
+
+
+def _error(exc: ProtocolError, seq: int | None) -> Error:
+    """The ERROR answering ``exc``: fatal for :class:`SessionEnded`, else for this request only."""
+    return Error(code=exc.code.value, message=exc.message, fatal=isinstance(exc, SessionEnded), seq=seq)
 
 
 def teaching_settings(settings: ServerSettings) -> ServerSettings:
@@ -153,7 +160,7 @@ class TeachingReplica:
             update = await self._in_pool(session.trained, request.seq, result, seconds, request.base_version,
                                          labelled.seconds * 1000.0)
         except ProtocolError as exc:
-            return self._answer(Error(code=exc.code.value, message=exc.message, fatal=False, seq=request.seq), slot)
+            return self._answer(_error(exc, request.seq), slot)
         except TeacherFailed as exc:
             error = Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq)
             return self._answer(error, slot)
@@ -172,7 +179,7 @@ class TeachingReplica:
         try:
             session = await self._session(slot, request.session, None)
         except ProtocolError as exc:
-            return self._answer(Error(code=exc.code.value, message=exc.message, fatal=False), slot)
+            return self._answer(_error(exc, None), slot)
         update = await self._in_pool(session.resync, request.have_version)
         if not await self._checkpoint(slot, session, None, None):
             return self._answer(Error(code=ErrorCode.INTERNAL.value, message="another teaching replica changed "
@@ -204,7 +211,21 @@ class TeachingReplica:
         data = await asyncio.to_thread(self.store.load, slot.edge_id, ref.session_id)
         if data is None:
             raise ProtocolError(ErrorCode.INTERNAL, f"no checkpoint of this session in {self.store.location}")
-        restored = await self._in_pool(restore, data, self.runtime.params, self.runtime.new_distiller)
+        settings = self.settings
+        try:
+            restored = await self._in_pool(
+                functools.partial(restore, edge_id=slot.edge_id, session_id=ref.session_id,
+                                  max_size=(settings.max_frame_width, settings.max_frame_height)),
+                data, self.runtime.params, self.runtime.new_distiller,
+            )
+        except CheckpointFormatError as exc:
+            log.warning("the checkpoint of session %s of edge %r is refused (%s); the edge is told to start a "
+                        "fresh session", ref.session_id, slot.edge_id, exc)
+            slot.session = None
+            raise SessionEnded(
+                ErrorCode.INTERNAL, f"this session's checkpoint is refused ({str(exc)[:200]}); reconnect: the "
+                "next session starts fresh from the base student",
+            ) from None
         session = restored.session
         if session.session_id != ref.session_id or session.version < ref.version:
             raise ProtocolError(

@@ -6,14 +6,18 @@ server admits any edge and logs a warning at start. The file is reread when it c
 and revoke without a restart. A file that turns unreadable or malformed (any content: not
 UTF-8, not JSON, nested too deep, wrong fields) is rejected with one warning and
 :attr:`Authenticator.problem` set; the last good table stays in force (unknown or revoked
-tokens are still refused) until a good file is read. Neither a reload nor the watch ever
-raises: SIGHUP reloads or warns, it never ends the process. Checks cost a scrypt hash
-(about 50 ms): call them off the event loop.
+tokens are still refused) until a good file is read; only a regular file is read, never
+waited for longer than :data:`READ_TIMEOUT` (a FIFO or a stalled file system is rejected, not
+waited on). Neither a reload nor the watch ever raises: SIGHUP reloads or warns, it never ends
+the process. A token is found by its id (:func:`~services.server.tokens.token_id`), so a check
+costs at most one scrypt hash (about 50 ms) and a made-up token none: call checks off the event
+loop (:mod:`services.server.credential_gate`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hashlib
 import hmac
@@ -21,13 +25,24 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from services.server.settings import ServerSettings
-from services.server.tokens import MAX_TOKEN_CHARS, Kind, ScryptHash, TokenFileError, TokenTable, burn_time, read_table
+from services.server.tokens import (
+    MAX_TOKEN_CHARS,
+    Kind,
+    ScryptHash,
+    TokenFileError,
+    TokenTable,
+    burn_time,
+    read_table,
+    token_id,
+)
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 
 log = logging.getLogger(__name__)
+READ_TIMEOUT = 1.0  # seconds a check or the watch waits for the tokens file to be read
 
 
 class Authenticator:
@@ -43,12 +58,15 @@ class Authenticator:
         self.rejected = 0  # reads rejected so far
         self._table: TokenTable = TokenTable.parse(inline, "SHADOWTUTOR_TOKENS") if inline else TokenTable()
         self._stamp: tuple[int, int, int] | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the table, the stamp and the pending read; never held in I/O
+        self._pending: concurrent.futures.Future[_ReadOutcome] | None = None
+        self._outcome: _ReadOutcome | None = None
         # (kind, name) -> (the stored hash, SHA-256 of the token that matched it): repeat checks skip scrypt
         self._verified: dict[tuple[Kind, str], tuple[ScryptHash, bytes]] = {}
         if path is not None:
             self._table = read_table(path)  # a missing or bad file at start is an error, not a warning
             self._stamp = _stamp(path)
+            _warn_legacy(self._table)
 
     @classmethod
     def from_settings(cls, settings: ServerSettings) -> Authenticator:
@@ -57,30 +75,44 @@ class Authenticator:
     # -- reloading ----------------------------------------------------------------------------
 
     def refresh(self, force: bool = False) -> None:
-        """Reread the file if it changed (or always with ``force``); never raises (a bad file is only rejected)."""
+        """Reread the file if it changed (or always with ``force``); never raises (a bad file is only rejected).
+
+        The file is examined and read in a thread of its own, outside any lock, and waited for at most
+        :data:`READ_TIMEOUT` seconds: a read that takes longer is rejected (the last good table stays)
+        and, while it still hangs, no other read starts; checks never wait longer than that."""
         if self.path is None:
             return
         with self._lock:
-            try:
-                stamp = _stamp(self.path)
-            except OSError as exc:
-                self._reject(f"cannot read {self.path}: {exc.strerror or exc}", None)
+            pending = self._pending
+            if pending is None or pending.done():
+                pending = self._pending = _start_read(self.path, self._stamp, force)
+        try:
+            outcome = pending.result(timeout=READ_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            with self._lock:
+                self._reject(f"reading {self.path} took over {READ_TIMEOUT:g} s (it may be a FIFO or a stalled "
+                             "file system)", self._stamp)
+            return
+        with self._lock:
+            if self._outcome is outcome:  # seen already (another check waited on the same read)
                 return
-            if stamp == self._stamp and not force:
-                return
-            try:
-                table = read_table(self.path)
-            except TokenFileError as exc:
-                self._reject(str(exc), stamp)
-                return
-            except Exception as exc:  # whatever else the content provokes: still only a rejected file
-                self._reject(f"{self.path}: cannot be read as a tokens file ({type(exc).__name__}: {exc})", stamp)
-                return
-            self._table, self._stamp, self.problem = table, stamp, None
-            self._verified.clear()
-            self.generation += 1
-            log.info("tokens reloaded from %s: %d edges, %d admins active", self.path,
-                     sum(e.active for e in table.edges.values()), sum(e.active for e in table.admins.values()))
+            self._outcome = outcome
+            self._apply(outcome)
+
+    def _apply(self, outcome: _ReadOutcome) -> None:
+        """Install the table of ``outcome``, or reject its problem (under the lock)."""
+        if outcome.problem is not None:
+            self._reject(outcome.problem, outcome.stamp)
+            return
+        if outcome.table is None:  # unchanged
+            return
+        table = outcome.table
+        self._table, self._stamp, self.problem = table, outcome.stamp, None
+        self._verified.clear()
+        self.generation += 1
+        log.info("tokens reloaded from %s: %d edges, %d admins active", self.path,
+                 sum(e.active for e in table.edges.values()), sum(e.active for e in table.admins.values()))
+        _warn_legacy(table)
 
     def _reject(self, problem: str, stamp: tuple[int, int, int] | None) -> None:
         """Keep the last good table; warn once per distinct problem."""
@@ -129,14 +161,15 @@ class Authenticator:
             raise ProtocolError(ErrorCode.UNAUTHORIZED, f"edge {shown!r}: missing, wrong or revoked token")
 
     def admin_name(self, token: str | None) -> str | None:
-        """The administrator whose active token ``token`` is, or None (blocking: scrypt)."""
+        """The administrator whose active token ``token`` is, or None (blocking: at most one scrypt hash per
+        administrator without a token id, else at most one in all; a made-up token costs none)."""
         self.refresh()
-        names = [name for name, entry in self._table.admins.items() if entry.active]
-        for name in sorted(names, key=lambda n: not self._cached("admins", n, token)):  # cached hits first
+        if not token or len(token) > MAX_TOKEN_CHARS or not token.isascii():
+            return None
+        table = self._table
+        for name in table.by_id("admins", token):
             if self._verify("admins", name, token) is None:
                 return name
-        if not names and token:
-            burn_time(token[:MAX_TOKEN_CHARS])
         return None
 
     def edge_admitted(self, edge_id: str) -> bool:
@@ -157,9 +190,12 @@ class Authenticator:
             return "a token with characters outside ASCII"
         entry = table.entries(kind).get(name)
         if entry is None or not entry.active:
-            burn_time(token)
+            if table.has_legacy(kind):  # else every refusal before scrypt is equally quick
+                burn_time(token)
             return "not in the tokens file" if entry is None else "revoked"
         assert entry.hash is not None, "an active entry has a hash"
+        if entry.id is not None and not hmac.compare_digest(entry.id, token_id(token)):
+            return "wrong token"
         if self._cached(kind, name, token):
             return None
         if not entry.hash.matches(token):
@@ -182,3 +218,46 @@ def _sha256(token: str) -> bytes:
 def _stamp(path: Path) -> tuple[int, int, int]:
     st = path.stat()
     return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+@dataclass(frozen=True)
+class _ReadOutcome:
+    """One look at the tokens file: a new table, a problem, or neither (unchanged)."""
+
+    stamp: tuple[int, int, int] | None
+    table: TokenTable | None = None
+    problem: str | None = None
+
+
+def _read(path: Path, seen: tuple[int, int, int] | None, force: bool) -> _ReadOutcome:
+    try:
+        stamp = _stamp(path)
+    except OSError as exc:
+        return _ReadOutcome(None, problem=f"cannot read {path}: {exc.strerror or exc}")
+    if stamp == seen and not force:
+        return _ReadOutcome(stamp)
+    try:
+        return _ReadOutcome(stamp, table=read_table(path))
+    except TokenFileError as exc:
+        return _ReadOutcome(stamp, problem=str(exc))
+    except Exception as exc:  # whatever else the content provokes: still only a rejected file
+        return _ReadOutcome(stamp, problem=f"{path}: cannot be read as a tokens file ({type(exc).__name__}: {exc})")
+
+
+def _start_read(
+    path: Path, seen: tuple[int, int, int] | None, force: bool
+) -> concurrent.futures.Future[_ReadOutcome]:
+    """:func:`_read` in a daemon thread of its own (one that hangs never holds up the process's exit)."""
+    future: concurrent.futures.Future[_ReadOutcome] = concurrent.futures.Future()
+
+    def run() -> None:
+        future.set_result(_read(path, seen, force))
+
+    threading.Thread(target=run, name="tokens-file-read", daemon=True).start()
+    return future
+
+
+def _warn_legacy(table: TokenTable) -> None:
+    if table.has_legacy("admins"):
+        log.warning("administrators without a token id in the tokens file: each bearer check costs one scrypt "
+                    "hash per such administrator; reissue their tokens (shadowtutor token new) to add ids")

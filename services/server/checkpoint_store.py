@@ -14,11 +14,18 @@ on local file systems and NFS); an object store with conditional writes fits the
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Protocol
 
+from services.server.checkpoint_checks import MAX_CHECKPOINT_BYTES
+
+log = logging.getLogger(__name__)
+LOAD_ROUNDS = 8  # listings a load tries while newer versions prune the ones it found
 KEEP_VERSIONS = 2  # of a session, the latest ones kept (the one before the latest: for a reader mid-switch)
 
 
@@ -48,19 +55,30 @@ def _name(text: str) -> str:
 
 class DirectoryStore:
     """``DIR/<edge hash>/<session hash>-<version>.ckpt`` (hashes: any id is a safe name); each written to a
-    temporary file and linked into place, which fails when the version exists."""
+    temporary file and linked into place, which fails when the version exists.
 
-    def __init__(self, directory: Path) -> None:
+    Only regular files named exactly so count: anything else in the directory (other names,
+    symbolic links, directories, FIFOs) is ignored, and a checkpoint larger than ``max_bytes`` is
+    passed over with a warning, never read."""
+
+    def __init__(self, directory: Path, max_bytes: int = MAX_CHECKPOINT_BYTES) -> None:
         self.directory = Path(directory)
         self.location = str(self.directory)
+        self.max_bytes = max_bytes
 
     def _versions(self, edge_id: str, session_id: str) -> list[tuple[int, Path]]:
-        prefix = _name(session_id) + "-"
+        """The session's checkpoints by version: regular files named ``<session hash>-<12 digits>.ckpt``."""
+        pattern = re.compile(re.escape(_name(session_id)) + r"-(\d{12})\.ckpt")
+        found = []
         try:
-            paths = list((self.directory / _name(edge_id)).glob(f"{prefix}*.ckpt"))
-        except FileNotFoundError:
+            with os.scandir(self.directory / _name(edge_id)) as entries:
+                for entry in entries:
+                    match = pattern.fullmatch(entry.name)
+                    if match and entry.is_file(follow_symlinks=False):
+                        found.append((int(match.group(1)), Path(entry.path)))
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted((int(p.stem[len(prefix):]), p) for p in paths)
+        return sorted(found)
 
     def create(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
         folder = self.directory / _name(edge_id)
@@ -80,17 +98,40 @@ class DirectoryStore:
         return True
 
     def load(self, edge_id: str, session_id: str) -> bytes | None:
-        for _, path in reversed(self._versions(edge_id, session_id)):
+        # a version pruned by a newer version's writer meanwhile: list again (the newer one is there);
+        # a few rounds at most, as each needs another writer to have stored a version meanwhile
+        for _ in range(LOAD_ROUNDS):
+            versions = self._versions(edge_id, session_id)
+            if not versions:
+                return None
             try:
-                return path.read_bytes()
-            except FileNotFoundError:  # pruned by a newer version's writer meanwhile: take the newer one
-                return self.load(edge_id, session_id)  # (a newer version exists: the listing sees it)
+                return self._read(versions[-1][1])
+            except FileNotFoundError:
+                continue
         return None
+
+    def _read(self, path: Path) -> bytes | None:
+        """The bytes of ``path`` if it is still a regular file of at most ``max_bytes`` (a link is not
+        followed); None, with a warning, for one that is not."""
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:  # a link put there since the listing (ELOOP), a directory...
+            log.warning("checkpoint %s passed over: %s", path, exc.strerror or exc)
+            return None
+        with os.fdopen(fd, "rb") as stream:
+            st = os.fstat(stream.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > self.max_bytes:
+                log.warning("checkpoint %s passed over: not a regular file of at most %d bytes", path, self.max_bytes)
+                return None
+            return stream.read(self.max_bytes + 1)
 
     def forget_others(self, edge_id: str, session_id: str) -> None:
         keep = _name(session_id) + "-"
         for path in (self.directory / _name(edge_id)).glob("*.ckpt"):
-            if not path.name.startswith(keep):
+            if not path.name.startswith(keep) and not path.is_dir():
                 path.unlink(missing_ok=True)
 
     def check(self) -> None:

@@ -7,6 +7,7 @@ Per-edge series (``shadowtutor_server_edge_*``) come from :mod:`services.server.
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterator
 
 from prometheus_client import (
     CollectorRegistry,
@@ -18,6 +19,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
 
 from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION, FleetCollector
 from shadowtutor.protocol.errors import ErrorCode
@@ -128,6 +130,19 @@ class ServerMetrics:
         for code in ErrorCode:
             self.errors.labels(code=code.value)
 
-    def exposition(self) -> bytes:
-        """The text format that ``GET /metrics`` serves."""
-        return generate_latest(self.registry)
+    def exposition(self, edges: bool = True) -> bytes:
+        """The text format that ``GET /metrics`` serves; without ``edges``, no series labelled by an edge
+        (no edge ids, agents or per-edge figures: what an unauthenticated reader may see)."""
+        return generate_latest(self.registry if edges else _WithoutEdges(self.registry))
+
+
+class _WithoutEdges:
+    """A registry's metrics less every family with a sample labelled ``edge_id``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self._registry.collect():
+            if not any("edge_id" in sample.labels for sample in metric.samples):
+                yield metric

@@ -15,7 +15,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from services.server.session import EdgeSession
+from shadowtutor.protocol.errors import ProtocolError
 from shadowtutor.protocol.messages import KeyFrame, Labels, Update, Welcome
+
+
+class SessionEnded(ProtocolError):
+    """The remote teaching cannot go on with this session (e.g. its checkpoint is refused): the edge gets
+    a fatal ERROR saying why and the connection closes; the edge's next session starts fresh."""
 
 
 class RemoteTeaching(Protocol):
@@ -29,9 +35,9 @@ class RemoteTeaching(Protocol):
 
     async def key_frame(self, session: EdgeSession, key_frame: KeyFrame, frame: np.ndarray) -> Update | Labels:
         """The answer to a checked, decoded key frame; raises ``ProtocolError`` or ``TeacherFailed`` for an
-        error that answers only this key frame."""
+        error that answers only this key frame, :class:`SessionEnded` for one that ends the session."""
         ...
 
     async def resync(self, session: EdgeSession, have_version: int) -> Update:
-        """The full weights for an edge that holds ``have_version``."""
+        """The full weights for an edge that holds ``have_version`` (:class:`SessionEnded` as above)."""
         ...

@@ -16,6 +16,7 @@ import torch
 
 from services.server.admission import Admission
 from services.server.auth import Authenticator
+from services.server.credential_gate import CredentialGate
 from services.server.distillation import Distillation, make_distillation, resolve_engine, resolve_tail
 from services.server.gpu_metrics import start_gpu_metrics, stop_gpu_metrics
 from services.server.limits import KeyFrameLimits
@@ -60,6 +61,16 @@ class ServerRuntime:
         self.gpu_sampler: GpuUsageSampler | None = None  # feeds the GPU gauges where the device is a GPU
         self.not_ready_reason = "the server is starting"
         self.distill_pool = ThreadPoolExecutor(settings.distill_workers, thread_name_prefix="shadowtutor-distill")
+        # credential checks: pools of their own, apart from frame decoding and from each other
+        self.bearer_gate = CredentialGate(
+            "shadowtutor-bearer", 2, settings.auth_checks_per_source, settings.auth_checks_total,
+            settings.auth_failure_delay,
+        )
+        self.hello_gate = CredentialGate(  # admission bounds these connections already
+            "shadowtutor-hello", 2, settings.max_unauthenticated_per_source,
+            max(settings.max_unauthenticated_per_source, settings.unauthenticated_limit()),
+            settings.auth_failure_delay,
+        )
         self._models = models
         self._loader: asyncio.Task[None] | None = None
         self._token_watch: asyncio.Task[None] | None = None
@@ -109,6 +120,8 @@ class ServerRuntime:
         self.gpu_sampler = None
         self.not_ready_reason = "the server is shutting down"
         self.distill_pool.shutdown(wait=False, cancel_futures=True)
+        self.bearer_gate.close()
+        self.hello_gate.close()
 
     async def _load(self) -> None:
         def progress(step: str) -> None:

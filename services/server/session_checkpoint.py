@@ -6,6 +6,12 @@ the original session would have sent), the agreement of the HELLO (without its t
 last reply with its key frame's ``seq`` (so a key frame whose answer was lost with its process is
 answered again, not trained twice). :func:`restore` rebuilds the session on a fresh copy of the
 base student: its next UPDATE continues the version sequence the edge holds.
+
+:func:`restore` uses nothing it has not checked (``services.server.checkpoint_checks``): a
+bounded zip archive, loaded with ``weights_only``; the HELLO's edge and the session id those of
+the slot asked for; every field of its type; the weights, the mirror and Adam's state exactly
+the student's keys, shapes and dtypes; the student size within the frame bounds. Anything else
+is a :class:`CheckpointFormatError`, raised before the session is touched.
 """
 
 from __future__ import annotations
@@ -17,19 +23,33 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from services.server.checkpoint_checks import (
+    CheckpointFormatError,
+    check_archive,
+    check_fields,
+    check_optimizer,
+    check_tensors,
+)
 from services.server.session import EdgeSession, Traffic
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.protocol.codecs import FRAME_CODECS, WEIGHT_CODECS
 from shadowtutor.protocol.messages import Hello, Message, decode, encode
 
 FORMAT = 1
-
-
-class CheckpointFormatError(ValueError):
-    """Bytes that are not a session checkpoint of this format."""
+_INT, _OPTIONAL_INT = (int,), (int, type(None))
+# each field of the record and the types it may hold (weights, optimizer and mirror: checked further)
+FIELDS: dict[str, tuple[type, ...]] = {
+    "format": _INT, "hello": (bytes,), "session_id": (str,), "frame_codec": (str,), "weight_codec": (str,),
+    "delta_codec": (str, type(None)), "telemetry_interval": (int, float, type(None)),
+    "student_size": (list, tuple, type(None)), "version": _INT, "last_seq": _OPTIONAL_INT,
+    "weights": (dict,), "optimizer": (dict,), "mirror": (dict,), "reply": (bytes, type(None)),
+    "reply_seq": _OPTIONAL_INT, "saved_at": (int, float), "writer": (str,),
+}
 
 
 @dataclass
@@ -81,24 +101,45 @@ def snapshot(
 
 
 def restore(
-    data: bytes, params: AlgorithmParams, new_distiller: Callable[[tuple[int, int] | None], Distiller]
+    data: bytes, params: AlgorithmParams, new_distiller: Callable[[tuple[int, int] | None], Distiller], *,
+    edge_id: str, session_id: str, max_size: tuple[int, int],
 ) -> Restored:
     """The session ``data`` was taken from, on ``new_distiller(student_size)`` (a fresh base student on
-    this process's device); :class:`CheckpointFormatError` for bytes that are not a checkpoint."""
-    try:
-        record = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-        if record.get("format") != FORMAT:
-            raise CheckpointFormatError(f"checkpoint format {record.get('format')!r}, expected {FORMAT}")
-        hello = decode(record["hello"])
-    except CheckpointFormatError:
-        raise
-    except Exception as exc:
-        raise CheckpointFormatError(f"not a session checkpoint: {exc}") from None
+    this process's device), if ``data`` is a checkpoint of session ``session_id`` of edge ``edge_id``
+    for this student with a student size within ``max_size``; :class:`CheckpointFormatError` (one line)
+    for anything else, and nothing of ``data`` used."""
+    record = _load(data)
+    check_fields(record, FIELDS)
+    if record["format"] != FORMAT:
+        raise CheckpointFormatError(f"checkpoint format {record['format']!r}, expected {FORMAT}")
+    hello = _decoded(record["hello"], "hello")
     if not isinstance(hello, Hello):
         raise CheckpointFormatError("not a session checkpoint: no HELLO")
-    distiller = new_distiller(record["student_size"])
-    distiller.student.load_state_dict(record["weights"], strict=False)
-    distiller.optimizer.load_state_dict(record["optimizer"])
+    if hello.edge_id != edge_id or record["session_id"] != session_id:
+        raise CheckpointFormatError(
+            f"it holds session {record['session_id'][:36]!r} of edge {hello.edge_id[:128]!r}, not session "
+            f"{session_id[:36]!r} of edge {edge_id[:128]!r}"
+        )
+    _check_codecs(record)
+    if record["version"] < 0 or (record["telemetry_interval"] or 0) < 0:
+        raise CheckpointFormatError("a negative version or telemetry interval")
+    reply = _decoded(record["reply"], "reply") if record["reply"] is not None else None
+    distiller = new_distiller(_student_size(record["student_size"], max_size))
+    student = distiller.student.state_dict()
+    expected = {key: student[key] for key in distiller.trainable_keys}
+    check_tensors("weights", record["weights"], expected)
+    mirror = record["mirror"]
+    if set(mirror) != {"held", "sent"}:
+        raise CheckpointFormatError("mirror: not the held and sent weights")
+    for part in ("held", "sent"):
+        check_tensors(f"mirror {part}", mirror[part], {key: t.float() for key, t in expected.items()})
+    params_in_order = [p for group in distiller.optimizer.param_groups for p in group["params"]]
+    check_optimizer(record["optimizer"], distiller.optimizer.state_dict(), params_in_order)
+    try:
+        distiller.student.load_state_dict(record["weights"], strict=False)
+        distiller.optimizer.load_state_dict(record["optimizer"])
+    except (RuntimeError, KeyError, TypeError, ValueError) as exc:
+        raise CheckpointFormatError(f"optimizer: not this student's ({type(exc).__name__}: {exc})"[:300]) from None
     session = EdgeSession(
         hello=hello, frame_codec=record["frame_codec"], weight_codec=record["weight_codec"], params=params,
         traffic=Traffic(), distiller=distiller, delta_codec=record["delta_codec"],
@@ -106,16 +147,49 @@ def restore(
     )
     session.version = record["version"]
     session.last_seq = record["last_seq"]
-    session.encoder.restore_mirror(record["mirror"])
-    reply = decode(record["reply"]) if record["reply"] is not None else None
-    return Restored(session, reply, record["reply_seq"], record["saved_at"], record["writer"])
+    session.encoder.restore_mirror(mirror)
+    return Restored(session, reply, record["reply_seq"], float(record["saved_at"]), record["writer"])
+
+
+def _load(data: bytes) -> Any:
+    """The record in ``data`` (a bounded archive, loaded without code)."""
+    check_archive(data)
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise CheckpointFormatError(f"not a session checkpoint: {exc}"[:300]) from None
+
+
+def _decoded(data: bytes, what: str) -> Message:
+    try:
+        return decode(data)
+    except Exception as exc:
+        raise CheckpointFormatError(f"{what}: not a protocol message ({exc})"[:300]) from None
+
+
+def _check_codecs(record: dict[str, Any]) -> None:
+    if record["frame_codec"] not in FRAME_CODECS or record["weight_codec"] not in WEIGHT_CODECS or (
+        record["delta_codec"] is not None and record["delta_codec"] not in WEIGHT_CODECS
+    ):
+        raise CheckpointFormatError("unknown frame or weight codecs")
+
+
+def _student_size(value: Any, max_size: tuple[int, int]) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if len(value) != 2 or not all(isinstance(n, int) and not isinstance(n, bool) for n in value) or not (
+        0 < value[0] <= max_size[0] and 0 < value[1] <= max_size[1]
+    ):
+        raise CheckpointFormatError(
+            f"student_size {list(value)[:3]} is not [W, H] within 1x1 .. {max_size[0]}x{max_size[1]}"
+        )
+    return int(value[0]), int(value[1])
 
 
 def header(data: bytes) -> dict[str, object]:
     """What a checkpoint says about itself without rebuilding the session: ``session_id``, ``version``,
     ``saved_at`` and ``writer`` (:class:`CheckpointFormatError` for bytes that are not a checkpoint)."""
-    try:
-        record = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise CheckpointFormatError(f"not a session checkpoint: {exc}") from None
+    record = _load(data)
+    if not isinstance(record, dict):
+        raise CheckpointFormatError("not a session checkpoint (no record)")
     return {key: record.get(key) for key in ("session_id", "version", "saved_at", "writer")}

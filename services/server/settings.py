@@ -94,7 +94,26 @@ class ServerSettings(FlatSettings):
         2.0, ge=0.1, le=MAX_SECONDS, allow_inf_nan=False,
         description="how often the tokens file is checked for changes (SIGHUP reloads it at once)"
     )
-    protect_metrics: bool = Field(False, description="/metrics needs an admin bearer token too")
+    protect_metrics: bool | None = Field(
+        None, description="/metrics needs an admin bearer token too; default: yes when tokens are configured. "
+        "Unprotected under authentication, /metrics leaves out the per-edge series (no device identities)"
+    )
+    auth_failure_delay: float = Field(
+        1.0, ge=0, le=60, allow_inf_nan=False, description="seconds a refused bearer token or HELLO token waits "
+        "before its answer (a client looping on bad credentials is slowed to that pace)"
+    )
+    auth_checks_per_source: int = Field(
+        4, ge=1, description="most administrators' bearer-token checks one address may have queued or running; "
+        "more are answered 429 after auth_failure_delay"
+    )
+    auth_checks_total: int = Field(
+        16, ge=1, description="most bearer-token checks queued or running from all addresses together"
+    )
+    forwarded_allow_ips: CommaList = Field(
+        None, description="comma-separated addresses (or networks, or *) of reverse proxies whose "
+        "X-Forwarded-For and X-Forwarded-Proto are trusted (uvicorn's forwarded_allow_ips); default: none, "
+        "every connection's address is its peer's"
+    )
     key_frame_rate: float = Field(
         0.0, ge=0, allow_inf_nan=False,
         description="key frames per second an edge may send on average (a quota of teacher time "
@@ -220,7 +239,7 @@ class ServerSettings(FlatSettings):
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("teacher_classes", "frame_codecs", "weight_codecs", mode="before")
+    @field_validator("teacher_classes", "frame_codecs", "weight_codecs", "forwarded_allow_ips", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -271,7 +290,19 @@ class ServerSettings(FlatSettings):
             raise ValueError("give tokens_file or tokens, not both")
         if self.protect_metrics and not self.auth_enabled:
             raise ValueError("protect_metrics needs admin tokens: set tokens_file (or tokens)")
+        if self.auth_checks_total < self.auth_checks_per_source:
+            raise ValueError("auth_checks_total must be at least auth_checks_per_source")
         return self
+
+    @property
+    def metrics_protected(self) -> bool:
+        """/metrics needs an administrator's token: as set, else whenever tokens are configured."""
+        return self.auth_enabled if self.protect_metrics is None else self.protect_metrics
+
+    @property
+    def metrics_carry_edges(self) -> bool:
+        """/metrics lists per-edge series (edge ids, agents): when protected, or with authentication off."""
+        return self.metrics_protected or not self.auth_enabled
 
     @property
     def auth_enabled(self) -> bool:

@@ -6,7 +6,10 @@ A JSON document (one file, or the same text in ``SHADOWTUTOR_TOKENS``)::
                 "cam-2": {"revoked": "2025-05-02T09:00:00+00:00"}},
      "admins": {"ops":   {"hash": "$scrypt$ln=14,r=8,p=1$<salt>$<hash>", "updated": "..."}}}
 
-The hash is a PHC string (salt and hash in unpadded base64). An entry without ``hash``, or
+The hash is a PHC string (salt and hash in unpadded base64). ``id``, written by ``shadowtutor token
+new``, is :func:`token_id` of the token: a presented token is looked up by its id, so that checking it
+costs one scrypt hash whatever the number of entries, and a made-up token none (entries from before
+ids existed are checked by their hash alone). An entry without ``hash``, or
 with ``revoked``, admits nobody; neither does a name that is not listed. Tokens themselves
 are never stored: ``shadowtutor token new`` prints a new one once. This module imports only
 the standard library, so that the ``token`` command stays quick.
@@ -20,6 +23,7 @@ import hmac
 import json
 import os
 import secrets
+import stat
 import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -32,6 +36,8 @@ SCHEME = "scrypt"
 LOG2_N, BLOCK_SIZE, PARALLELISM = 14, 8, 1  # 16 MiB and about 50 ms per check on one core
 SALT_BYTES, HASH_BYTES, TOKEN_BYTES = 16, 32, 32
 MAX_TOKEN_CHARS = 512  # longer presented tokens are refused unhashed
+MAX_FILE_BYTES = 1 << 20  # a larger tokens file is refused unread
+ID_CHARS = 16  # hex characters of a token id (64 bits of its SHA-256)
 _MAX_LOG2_N = 20  # a hash asking for more memory than this (1 GiB at r=8) is refused when the file loads
 _DUMMY = f"${SCHEME}$ln={LOG2_N},r={BLOCK_SIZE},p={PARALLELISM}$" + "A" * 22 + "$" + "A" * 43
 
@@ -43,6 +49,12 @@ class TokenFileError(ValueError):
 def new_token() -> str:
     """A fresh random token: 256 bits, URL-safe text (43 characters)."""
     return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def token_id(token: str) -> str:
+    """The id a token is looked up by: the start of its SHA-256 in hex (a 256-bit random token cannot
+    be recovered from it, and a made-up token's id matches no entry)."""
+    return hashlib.sha256(token.encode()).hexdigest()[:ID_CHARS]
 
 
 def _b64(data: bytes) -> str:
@@ -109,13 +121,15 @@ class Entry:
     hash: ScryptHash | None
     updated: str | None = None
     revoked: str | None = None
+    id: str | None = None  # token_id of the token (None: an entry written before ids)
 
     @property
     def active(self) -> bool:
         return self.hash is not None and self.revoked is None
 
     def to_json(self) -> dict[str, str]:
-        out = {"hash": self.hash.encode() if self.hash else None, "updated": self.updated, "revoked": self.revoked}
+        out = {"hash": self.hash.encode() if self.hash else None, "id": self.id, "updated": self.updated,
+               "revoked": self.revoked}
         return {key: value for key, value in out.items() if value is not None}
 
 
@@ -128,6 +142,18 @@ class TokenTable:
 
     def entries(self, kind: Kind) -> dict[str, Entry]:
         return self.edges if kind == "edges" else self.admins
+
+    def by_id(self, kind: Kind, token: str) -> list[str]:
+        """The active names of ``kind`` that ``token`` may be: those whose id is the token's, then those
+        without an id (checked by their hash alone); empty for a token no entry can match."""
+        wanted = token_id(token)
+        active = [(name, entry) for name, entry in self.entries(kind).items() if entry.active]
+        return [name for name, entry in active if entry.id == wanted] + [
+            name for name, entry in active if entry.id is None]
+
+    def has_legacy(self, kind: Kind) -> bool:
+        """Whether some active entry of ``kind`` has no id (its token can only be checked by scrypt)."""
+        return any(entry.active and entry.id is None for entry in self.entries(kind).values())
 
     def with_entry(self, kind: Kind, name: str, entry: Entry) -> TokenTable:
         return replace(self, **{kind: {**self.entries(kind), name: entry}})
@@ -163,26 +189,53 @@ def _parse_section(section: Any, where: str) -> dict[str, Entry]:
     for name, raw in section.items():
         if not name or not isinstance(raw, dict):
             raise TokenFileError(f"{where}: entry {name!r} must be an object with 'hash' or 'revoked'")
-        texts = {key: raw.get(key) for key in ("hash", "updated", "revoked")}
+        texts = {key: raw.get(key) for key in ("hash", "id", "updated", "revoked")}
         if any(value is not None and not isinstance(value, str) for value in texts.values()):
-            raise TokenFileError(f"{where}: entry {name!r}: 'hash', 'updated' and 'revoked' are strings")
+            raise TokenFileError(f"{where}: entry {name!r}: 'hash', 'id', 'updated' and 'revoked' are strings")
+        if texts["id"] is not None and not _is_id(texts["id"]):
+            raise TokenFileError(f"{where}: entry {name!r}: 'id' must be {ID_CHARS} lower-case hex characters")
         try:
             parsed = ScryptHash.parse(texts["hash"]) if texts["hash"] is not None else None
         except ValueError as exc:
             raise TokenFileError(f"{where}: entry {name!r}: {exc}") from None
-        entries[name] = Entry(parsed, texts["updated"], texts["revoked"])
+        entries[name] = Entry(parsed, texts["updated"], texts["revoked"], texts["id"])
     return entries
 
 
+def _is_id(text: str) -> bool:
+    return len(text) == ID_CHARS and all(c in "0123456789abcdef" for c in text)
+
+
 def read_table(path: Path) -> TokenTable:
-    """The table in ``path``; any unreadable or malformed content raises :class:`TokenFileError` naming ``path``."""
+    """The table in ``path``; any unreadable or malformed content raises :class:`TokenFileError` naming ``path``.
+
+    Only a regular file of at most :data:`MAX_FILE_BYTES` is read (a FIFO, device or directory is
+    refused without waiting for a writer); a symbolic link to one is followed."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = _read_regular(path).decode("utf-8")
     except OSError as exc:
         raise TokenFileError(f"cannot read the tokens file {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise TokenFileError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     return TokenTable.parse(text, str(path))
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file within the size bound; TokenFileError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise TokenFileError(f"the tokens file {path} is not a regular file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise TokenFileError(f"the tokens file {path} has {st.st_size} bytes (at most {MAX_FILE_BYTES})")
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            data = stream.read(MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise TokenFileError(f"the tokens file {path} grew past {MAX_FILE_BYTES} bytes while it was read")
+    return data
 
 
 def write_table(path: Path, table: TokenTable) -> None:
@@ -208,7 +261,8 @@ def issue_token(path: Path, kind: Kind, name: str) -> str:
     check_name(name)
     table = read_table(path) if path.exists() else TokenTable()
     token = new_token()
-    write_table(path, table.with_entry(kind, name, Entry(ScryptHash.parse(hash_token(token)), updated=_now())))
+    entry = Entry(ScryptHash.parse(hash_token(token)), updated=_now(), id=token_id(token))
+    write_table(path, table.with_entry(kind, name, entry))
     return token
 
 

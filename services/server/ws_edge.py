@@ -29,8 +29,10 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
 from services.server.admission import Ticket
+from services.server.credential_gate import BUSY
 from services.server.handshake import check_hello
 from services.server.limits import Verdict
+from services.server.remote_teaching import SessionEnded
 from services.server.runtime import ServerRuntime
 from services.server.session import EdgeSession, Traffic
 from services.server.teacher_queue import TeacherFailed
@@ -90,10 +92,11 @@ class EdgeConnection:
         self._eviction: ProtocolError | None = None
         self._ticket: Ticket | None = None  # its place among the unauthenticated connections until admitted
         self._message_limit = MAX_HELLO_BYTES  # until the HELLO is accepted
+        self._source = websocket.client.host if websocket.client is not None else "unknown"
 
     async def serve(self) -> None:
         runtime = self.runtime
-        source = self.ws.client.host if self.ws.client is not None else "unknown"
+        source = self._source
         ticket = runtime.admission.enter(source, self._make_room)
         if isinstance(ticket, str):  # refused before the upgrade: HTTP 403, no WebSocket at all
             log.warning(
@@ -141,7 +144,7 @@ class EdgeConnection:
 
     async def _run(self) -> None:
         hello = await self._receive_hello()
-        await asyncio.to_thread(self.runtime.auth.check_edge, hello.edge_id, hello.token)
+        await self._check_token(hello)
         self._admitted()
         self.session = await self._open_session(hello, self.runtime.auth.generation)
         remote = self.runtime.remote
@@ -203,6 +206,19 @@ class EdgeConnection:
             self._eviction = error
             self._evicted.set()
 
+    async def _check_token(self, hello: Hello) -> None:
+        """Check the HELLO's token on the runtime's HELLO gate; a refusal is raised after the gate's
+        failure delay (the connection keeps its place among the unauthenticated ones meanwhile)."""
+        gate = self.runtime.hello_gate
+        try:
+            outcome = await gate.run(self._source, self.runtime.auth.check_edge, hello.edge_id, hello.token)
+        except ProtocolError:
+            await gate.after_failure()
+            raise
+        if outcome is BUSY:
+            await gate.after_failure()
+            raise ProtocolError(ErrorCode.SERVER_BUSY, "too many HELLOs being checked; try again later")
+
     def _admitted(self) -> None:
         """The HELLO's token is accepted: leave the unauthenticated connections, accept full-size messages."""
         if self._ticket is not None:
@@ -237,7 +253,7 @@ class EdgeConnection:
             evict=self.evict,
         )
         if runtime.auth.generation != checked_generation:  # the tokens changed while the student was copied
-            await asyncio.to_thread(runtime.auth.check_edge, hello.edge_id, hello.token)
+            await self._check_token(hello)
         if not runtime.auth.edge_admitted(hello.edge_id):  # no await from here to add: a reload cannot slip in
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked")
         runtime.sessions.add(session)
@@ -317,6 +333,8 @@ class EdgeConnection:
                 if queue is None:
                     raise TeacherFailed("the teacher is not available (the server is shutting down)")
                 labelled = await queue.label(frame, key_frame.frame_index)
+        except SessionEnded:
+            raise
         except ProtocolError as exc:
             await self._send_error(exc.code, exc.message, seq=key_frame.seq)
             return

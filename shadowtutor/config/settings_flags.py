@@ -200,7 +200,7 @@ def add_settings_flags(parser: argparse.ArgumentParser, settings_cls: type[BaseS
         name, field = setting.name, setting.field
         text = f"{field.description} [env {env_var(name)}{default_text(field)}]"
         dest = dest_prefix + name
-        if field.annotation is bool:
+        if field.annotation in (bool, bool | None):
             parser.add_argument(flag(name), dest=dest, default=argparse.SUPPRESS, nargs="?", const=_TRUE,
                                 metavar="BOOL", help=text)
             parser.add_argument("--no-" + name.replace("_", "-"), dest=dest, default=argparse.SUPPRESS,

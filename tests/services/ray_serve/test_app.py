@@ -245,7 +245,8 @@ def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(depl
         ws.send(encode(Hello(edge_id="race", class_names=list(scene.class_names), frame_width=64, frame_height=48)))
         welcome = decode(ws.recv(timeout=30))
         assert isinstance(welcome, Welcome)
-        other = restore(deployment.store.load("race", welcome.session_id), params, new_distiller).session
+        other = restore(deployment.store.load("race", welcome.session_id), params, new_distiller, edge_id="race",
+                        session_id=welcome.session_id, max_size=(1920, 1080)).session
         first = other.distill(0, scene.frames[0], scene.labels[0], base_version=0, teacher_ms=0.0)
         assert deployment.store.create("race", welcome.session_id, 1, snapshot(other, first, 0))
         ws.send(key_frame(0, base_version=0))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.server.checkpoint_store import CheckpointStoreError, DirectoryStore, open_store
+from services.server.checkpoint_store import CheckpointStoreError, DirectoryStore, _name, open_store
 
 
 def _files(root: Path) -> list[Path]:
@@ -57,3 +57,33 @@ def test_a_store_under_a_file_is_one_clear_error(tmp_path: Path) -> None:
 def test_an_unknown_scheme_is_refused() -> None:
     with pytest.raises(CheckpointStoreError, match="no checkpoint store for s3://"):
         open_store("s3://bucket/sessions")
+
+
+def _slot(store: DirectoryStore, edge_id: str, session_id: str) -> tuple[Path, str]:
+    """The edge's folder and the session's file prefix in ``store`` (as the store names them)."""
+    store.create(edge_id, session_id, 0, b"v0")
+    (only,) = (store.directory / _name(edge_id)).iterdir()
+    return only.parent, _name(session_id)
+
+
+def test_stray_files_links_and_folders_are_ignored(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "sessions"))
+    folder, prefix = _slot(store, "cam-1", "s1")
+    elsewhere = tmp_path / "elsewhere.ckpt"
+    elsewhere.write_bytes(b"not the store's")
+    (folder / f"{prefix}-abc.ckpt").write_bytes(b"stray")
+    (folder / f"{prefix}-000000000009.ckpt.bak").write_bytes(b"stray")
+    (folder / f"{prefix}-000000000007.ckpt").symlink_to(elsewhere)
+    (folder / f"{prefix}-000000000008.ckpt").symlink_to(tmp_path / "missing")  # dangling
+    (folder / f"{prefix}-000000000006.ckpt").mkdir()
+    os.mkfifo(folder / f"{prefix}-000000000005.ckpt")
+    assert store.load("cam-1", "s1") == b"v0"
+    store.create("cam-1", "s1", 1, b"v1")
+    store.forget_others("cam-1", "s2")
+    assert elsewhere.read_bytes() == b"not the store's"
+
+
+def test_a_checkpoint_over_the_size_bound_is_passed_over_unread(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path / "sessions", max_bytes=16)
+    assert store.create("cam-1", "s1", 0, b"x" * 17)
+    assert store.load("cam-1", "s1") is None

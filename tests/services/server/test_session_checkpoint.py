@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+import io
+import zipfile
+
 import pytest
 import torch
 
+from services.server.checkpoint_checks import MAX_CHECKPOINT_BYTES
 from services.server.session import EdgeSession, Traffic
 from services.server.session_checkpoint import CheckpointFormatError, header, restore, snapshot
 from shadowtutor.algorithms.distill import Distiller
@@ -14,6 +19,7 @@ from shadowtutor.protocol.messages import Hello, encode
 from tests.support.scene import CLASS_NAMES, make_frames
 
 PARAMS = AlgorithmParams(max_updates=2, threshold=0.99, learning_rate=0.05)
+BOUND = (1920, 1080)
 
 
 def new_distiller(student_size: tuple[int, int] | None) -> Distiller:
@@ -35,7 +41,7 @@ def test_a_restored_session_sends_the_updates_the_original_would_have() -> None:
         update = session.distill(seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
     data = snapshot(session, update, reply_seq=1)
     assert b"secret" not in data  # the token stays out of shared storage
-    restored = restore(data, PARAMS, new_distiller)
+    restored = restore(data, PARAMS, new_distiller, edge_id="cam", session_id=session.session_id, max_size=BOUND)
     copy = restored.session
     assert (copy.session_id, copy.version, copy.distiller.student_size) == (session.session_id, 2, (64, 48))
     assert (restored.reply_seq, encode(restored.reply)) == (1, encode(update))
@@ -63,14 +69,15 @@ def test_a_checkpoint_from_the_results_host_copies_equals_one_read_from_the_stud
     for seq in range(2):
         result = session.distiller.train(frames[seq], labels[seq])
         update = session.trained(seq, result, 0.1, base_version=seq, teacher_ms=1.0)
-    read = restore(snapshot(session, update, reply_seq=1), PARAMS, new_distiller).session
+    slot = {"edge_id": "cam", "session_id": session.session_id, "max_size": BOUND}
+    read = restore(snapshot(session, update, reply_seq=1), PARAMS, new_distiller, **slot).session
 
     def unread(*args: object, **kwargs: object) -> None:
         raise AssertionError("the student or its optimiser was read")
 
     monkeypatch.setattr(session.distiller.student, "state_dict", unread)
     monkeypatch.setattr(session.distiller.optimizer, "state_dict", unread)
-    copied = restore(snapshot(session, update, reply_seq=1, trained=result), PARAMS, new_distiller).session
+    copied = restore(snapshot(session, update, reply_seq=1, trained=result), PARAMS, new_distiller, **slot).session
     for name, tensor in read.distiller.student.state_dict().items():
         torch.testing.assert_close(copied.distiller.student.state_dict()[name], tensor, rtol=0, atol=0)
     want, got = read.distiller.optimizer.state_dict(), copied.distiller.optimizer.state_dict()
@@ -82,7 +89,7 @@ def test_a_checkpoint_from_the_results_host_copies_equals_one_read_from_the_stud
 
 def test_bytes_that_are_not_a_checkpoint_are_refused() -> None:
     with pytest.raises(CheckpointFormatError, match="not a session checkpoint"):
-        restore(b"not a checkpoint", PARAMS, new_distiller)
+        restore(b"not a checkpoint", PARAMS, new_distiller, edge_id="cam", session_id="s", max_size=BOUND)
     with pytest.raises(CheckpointFormatError, match="not a session checkpoint"):
         header(b"")
 
@@ -91,3 +98,81 @@ def test_a_naive_session_has_nothing_to_checkpoint() -> None:
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48, mode="naive")
     with pytest.raises(ValueError, match="naive"):
         snapshot(EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), None))
+
+
+def _checkpoint() -> tuple[EdgeSession, dict]:
+    """A distilled session and its checkpoint's record (to tamper with)."""
+    frames, labels = make_frames(1)
+    session = original()
+    session.welcome()
+    update = session.distill(0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
+    record = torch.load(io.BytesIO(snapshot(session, update, reply_seq=0)), weights_only=True)
+    return session, record
+
+
+def _saved(record: dict) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(record, buffer)
+    return buffer.getvalue()
+
+
+def _tampered(record: dict, key: str, change: object) -> dict:
+    changed = copy.deepcopy(record)
+    if callable(change):
+        change(changed)
+    else:
+        changed[key] = change
+    return changed
+
+
+def _first_state(record: dict) -> dict:
+    return next(iter(record["optimizer"]["state"].values()))
+
+
+TAMPERINGS = {
+    "another edge's hello": ("hello", encode(Hello(edge_id="cam-2", class_names=list(CLASS_NAMES), frame_width=64,
+                                                   frame_height=48)), "not session"),
+    "another session": ("session_id", "someone-else", "not session"),
+    "no weights": ("weights", {}, "keys differ"),
+    "a wrong shape": ("weights", lambda r: r["weights"].update(
+        {k: torch.zeros(3) for k in list(r["weights"])[:1]}), "the student's is"),
+    "an unknown weight": ("weights", lambda r: r["weights"].update({"extra.weight": torch.zeros(1)}), "unknown"),
+    "a string version": ("version", "7", "'version' is str"),
+    "a bool version": ("version", True, "'version' is bool"),
+    "a huge student size": ("student_size", [20000, 20000], "student_size"),
+    "a bad optimiser state": ("optimizer", lambda r: _first_state(r).update(exp_avg=torch.zeros(2, 2)),
+                              "optimizer"),
+    "an optimiser without groups": ("optimizer", {"state": {}}, "optimizer"),
+    "a string optimiser step": ("optimizer", lambda r: _first_state(r).update(step="1"), "not a tensor"),
+    "a bad mirror": ("mirror", {"held": {}}, "mirror"),
+    "an unknown codec": ("frame_codec", "gif", "codecs"),
+    "a format from elsewhere": ("format", 2, "format"),
+    "a reply that is no message": ("reply", b"junk", "reply"),
+    "not a record": ("", lambda r: r.clear(), "'format'"),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERINGS))
+def test_a_tampered_checkpoint_is_refused_in_one_line(case: str) -> None:
+    session, record = _checkpoint()
+    key, change, reason = TAMPERINGS[case]
+    data = _saved(_tampered(record, key, change))
+    with pytest.raises(CheckpointFormatError, match=reason) as refused:
+        restore(data, PARAMS, new_distiller, edge_id="cam", session_id=session.session_id, max_size=BOUND)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_checkpoint_is_restored_only_into_its_own_edges_slot() -> None:
+    session, record = _checkpoint()
+    data = _saved(record)
+    with pytest.raises(CheckpointFormatError, match="of edge 'cam', not session"):
+        restore(data, PARAMS, new_distiller, edge_id="cam-1", session_id=session.session_id, max_size=BOUND)
+
+
+def test_an_archive_that_inflates_past_the_bound_is_refused_unread() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("archive/data/0", b"\0" * (MAX_CHECKPOINT_BYTES + 1))
+    assert len(buffer.getvalue()) < MAX_CHECKPOINT_BYTES // 100
+    with pytest.raises(CheckpointFormatError, match="inflates"):
+        restore(buffer.getvalue(), PARAMS, new_distiller, edge_id="cam", session_id="s", max_size=BOUND)
