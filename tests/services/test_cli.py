@@ -13,10 +13,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from fastapi import FastAPI, Request
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from services.cli import MAX_REQUEST_HEAD_BYTES, settings_from_args, tls_options
+from services.cli import MAX_REQUEST_HEAD_BYTES, settings_from_args, tls_options, uvicorn_options
+from services.server.settings import ServerSettings
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.cli import build_parser, main
 from shadowtutor.config.settings_flags import env_var, flag, setting_name
@@ -28,7 +30,7 @@ from shadowtutor.teachers.registry import TEACHER_KINDS
 from shadowtutor_lab.stress.attack_client import huge_header
 from shadowtutor_lab.stress.load_memory import read_rss
 from tests.support.certs import CertAuthority
-from tests.support.inprocess_server import serve_as_shadowtutor_serves
+from tests.support.inprocess_server import serve_as_shadowtutor_serves, serve_in_thread
 from tests.support.processes import free_port, shadowtutor_command, start_process, wait_http_ok
 from tests.support.prometheus import sample_value
 from tests.support.scene import TinyScene
@@ -238,3 +240,26 @@ def test_serve_on_ray_with_a_bad_address_or_store_is_one_line(
     assert main(["serve", "--teacher", "labels", *store, *flags]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
+
+
+def _peer_seen(forwarded_allow_ips: str | None) -> str:
+    """The client address an app sees for a loopback request claiming ``X-Forwarded-For: 203.0.113.9``,
+    under the uvicorn options ``shadowtutor serve`` uses."""
+    app = FastAPI()
+
+    @app.get("/readyz")
+    async def peer(request: Request) -> str:
+        return request.client.host if request.client else ""
+
+    settings = ServerSettings(forwarded_allow_ips=forwarded_allow_ips)
+    options = {k: v for k, v in uvicorn_options(settings).items() if k not in ("log_level", "log_config")}
+    with serve_in_thread(app, **options) as base:
+        request = urllib.request.Request(f"{base}/readyz", headers={"X-Forwarded-For": "203.0.113.9"})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return json.loads(response.read())
+
+
+def test_proxy_headers_are_trusted_only_from_the_addresses_named() -> None:
+    assert _peer_seen(None) == "127.0.0.1"  # by default not even from loopback
+    assert _peer_seen("10.0.0.1") == "127.0.0.1"
+    assert _peer_seen("127.0.0.1") == "203.0.113.9"

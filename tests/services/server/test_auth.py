@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import queue
@@ -18,7 +19,15 @@ from pathlib import Path
 import pytest
 
 from services.server.auth import Authenticator
-from services.server.tokens import TokenFileError, TokenTable, issue_token, revoke
+from services.server.tokens import (
+    MAX_FILE_BYTES,
+    ScryptHash,
+    TokenFileError,
+    TokenTable,
+    issue_token,
+    read_table,
+    revoke,
+)
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 
 
@@ -266,3 +275,95 @@ def test_the_server_exports_whether_the_tokens_file_is_rejected(settings, tmp_pa
     tokens_file.with_name("other.json").replace(tokens_file)
     runtime.auth.refresh()
     assert valid() == 1.0
+
+
+def test_a_bearer_costs_one_scrypt_hash_at_most_and_a_made_up_one_none(
+    tokens_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tokens are found by their id: the cost of a check does not grow with the number of admins."""
+    admins = [issue_token(tokens_file, "admins", f"ops-{n}") for n in range(5)]
+    edge = issue_token(tokens_file, "edges", "cam-1")
+    auth = Authenticator(tokens_file)
+    hashes: list[str] = []
+    compute = ScryptHash.compute
+    monkeypatch.setattr(ScryptHash, "compute", lambda self, token: hashes.append(token) or compute(self, token))
+    assert auth.admin_name("made-up-" + "x" * 35) is None and auth.admin_name(edge) is None
+    refused(auth, "cam-1", "made-up-" + "x" * 35)
+    refused(auth, "cam-9", edge)
+    assert hashes == []
+    assert auth.admin_name(admins[3]) == "ops-3" and len(hashes) == 1
+
+
+def test_admins_without_a_token_id_are_still_checked(tokens_file: Path) -> None:
+    """A tokens file written before ids: each entry is checked by its hash (and the server says what it costs)."""
+    admin = issue_token(tokens_file, "admins", "ops")
+    document = json.loads(tokens_file.read_text())
+    del document["admins"]["ops"]["id"]
+    tokens_file.write_text(json.dumps(document))
+    auth = Authenticator(tokens_file)
+    assert auth.admin_name(admin) == "ops" and auth.admin_name("made-up") is None
+
+
+def _replace_by_fifo(path: Path) -> None:
+    fifo = path.with_name("fifo")
+    os.mkfifo(fifo)
+    fifo.replace(path)
+
+
+def _finishes(fn, timeout: float) -> bool:
+    """Whether ``fn()`` returns within ``timeout`` s (run in a daemon thread, left behind if it hangs)."""
+    done = threading.Event()
+    threading.Thread(target=lambda: (fn(), done.set()), daemon=True).start()
+    return done.wait(timeout)
+
+
+def test_a_fifo_in_place_of_the_file_wedges_neither_checks_nor_revocation(tokens_file: Path) -> None:
+    token = issue_token(tokens_file, "edges", "cam-1")
+    other = issue_token(tokens_file, "edges", "cam-2")
+    good = tokens_file.read_text()
+    auth = Authenticator(tokens_file)
+    _replace_by_fifo(tokens_file)
+    try:
+        assert _finishes(lambda: auth.check_edge("cam-1", token), 2.0), "a check hangs on the FIFO"
+        assert _finishes(lambda: auth.refresh(force=True), 2.0)
+        assert auth.problem and "not a regular file" in auth.problem
+    finally:
+        with contextlib.suppress(OSError):  # a reader blocked in open() (the old behaviour) is let go
+            os.close(os.open(tokens_file, os.O_WRONLY | os.O_NONBLOCK))
+    tokens_file.unlink()
+    tokens_file.write_text(good)
+    start = time.monotonic()
+    auth.check_edge("cam-2", other)
+    assert time.monotonic() - start < 2.0 and auth.problem is None
+    revoke(tokens_file, "edges", "cam-2")
+    refused(auth, "cam-2", other)
+    assert not auth.edge_admitted("cam-2") and auth.edge_admitted("cam-1")
+
+
+def test_a_read_that_stalls_is_abandoned_after_the_timeout(
+    tokens_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that never returns (a stalled file system; simulated: no such mount here) is waited on for
+    READ_TIMEOUT only; the last good tokens stay and a check answers."""
+    token = issue_token(tokens_file, "edges", "cam-1")
+    auth = Authenticator(tokens_file)
+    release = threading.Event()
+    monkeypatch.setattr("services.server.auth.read_table", lambda path: release.wait(30) and TokenTable())
+    monkeypatch.setattr("services.server.auth.READ_TIMEOUT", 0.2)
+    tokens_file.write_text(tokens_file.read_text() + " ")
+    try:
+        start = time.monotonic()
+        auth.check_edge("cam-1", token)
+        auth.check_edge("cam-1", token)  # the stalled read is still pending: no second one starts
+        assert time.monotonic() - start < 1.0
+        assert auth.problem and "took over" in auth.problem
+    finally:
+        release.set()
+
+
+def test_an_oversized_or_special_file_is_refused_unread(tokens_file: Path, tmp_path: Path) -> None:
+    tokens_file.write_bytes(b" " * (MAX_FILE_BYTES + 1))
+    with pytest.raises(TokenFileError, match="bytes \\(at most"):
+        read_table(tokens_file)
+    with pytest.raises(TokenFileError, match="not a regular file"):
+        read_table(tmp_path)

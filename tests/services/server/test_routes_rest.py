@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -59,7 +63,8 @@ def test_with_tokens_sessions_need_an_admin_bearer_token(
 ) -> None:
     path = tmp_path / "tokens.json"
     admin, edge = issue_token(path, "admins", "ops"), issue_token(path, "edges", "cam-1")
-    protected = settings.model_copy(update={"tokens_file": path, "protect_metrics": protect_metrics})
+    protected = settings.model_copy(update={"tokens_file": path, "protect_metrics": protect_metrics,
+                                            "auth_failure_delay": 0.0})
     with TestClient(create_app(protected)) as client:
         wait_ready(client)
         assert client.get("/healthz").status_code == 200 and client.get("/readyz").status_code == 200
@@ -71,5 +76,96 @@ def test_with_tokens_sessions_need_an_admin_bearer_token(
         assert client.get("/v1/sessions", headers=bearer).json() == {"sessions": []}
         assert client.get("/metrics").status_code == (401 if protect_metrics else 200)
         assert client.get("/metrics", headers=bearer).status_code == 200
+        revoke(path, "admins", "ops")
+        assert client.get("/v1/sessions", headers=bearer).status_code == 401
+
+
+def _tokens(tmp_path: Path) -> tuple[Path, str]:
+    path = tmp_path / "tokens.json"
+    return path, issue_token(path, "admins", "ops")
+
+
+def test_under_tokens_metrics_are_protected_by_default(settings: ServerSettings, tmp_path: Path) -> None:
+    path, admin = _tokens(tmp_path)
+    with TestClient(create_app(settings.model_copy(update={"tokens_file": path, "auth_failure_delay": 0.0}))) as c:
+        c.app.state.runtime.metrics.fleet.session_opened("cam-secret", "s-1", "distill", "agent/1")
+        assert c.get("/metrics").status_code == 401
+        shown = c.get("/metrics", headers={"Authorization": f"Bearer {admin}"})
+        assert shown.status_code == 200 and 'edge_id="cam-secret"' in shown.text
+
+
+def test_unprotected_metrics_under_tokens_carry_no_edge_identities(settings: ServerSettings, tmp_path: Path) -> None:
+    path, _ = _tokens(tmp_path)
+    opened = settings.model_copy(update={"tokens_file": path, "protect_metrics": False})
+    with TestClient(create_app(opened)) as client:
+        client.app.state.runtime.metrics.fleet.session_opened("cam-secret", "s-1", "distill", "agent/1")
+        text = client.get("/metrics").text
+        assert "cam-secret" not in text and "agent/1" not in text and "shadowtutor_server_sessions" in text
+    with TestClient(create_app(settings)) as client:  # no tokens at all: everything is open anyway
+        client.app.state.runtime.metrics.fleet.session_opened("cam-open", "s-1", "distill", "agent/1")
+        assert 'edge_id="cam-open"' in client.get("/metrics").text
+
+
+def test_bearer_checks_run_on_their_own_pool_and_refusals_wait(
+    settings: ServerSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not in asyncio's default pool, where key frames are decoded; a refusal waits the failure delay."""
+    path, admin = _tokens(tmp_path)
+    app = create_app(settings.model_copy(update={"tokens_file": path, "auth_failure_delay": 0.3}))
+    auth = app.state.runtime.auth
+    threads: list[str] = []
+    admin_name = auth.admin_name
+    monkeypatch.setattr(auth, "admin_name", lambda token: threads.append(threading.current_thread().name)
+                        or admin_name(token))
+    with TestClient(app) as client:
+        start = time.monotonic()
+        assert client.get("/v1/sessions", headers={"Authorization": "Bearer made-up"}).status_code == 401
+        assert time.monotonic() - start >= 0.3
+        assert client.get("/v1/sessions", headers={"Authorization": f"Bearer {admin}"}).status_code == 200
+    assert len(threads) == 2 and all(name.startswith("shadowtutor-bearer") for name in threads)
+
+
+def test_bearer_checks_over_the_bound_are_answered_429(settings: ServerSettings, tmp_path: Path) -> None:
+    path, admin = _tokens(tmp_path)
+    app = create_app(settings.model_copy(update={"tokens_file": path, "auth_failure_delay": 0.0,
+                                                 "auth_checks_per_source": 1, "auth_checks_total": 1}))
+    gate = app.state.runtime.bearer_gate
+    with TestClient(app) as client:
+        gate._held = gate.total  # the gate is full (as while a flood's checks are queued)
+        busy = client.get("/v1/sessions", headers={"Authorization": f"Bearer {admin}"})
+        gate._held = 0
+        assert busy.status_code == 429 and "retry-after" in busy.headers
+        assert client.get("/v1/sessions", headers={"Authorization": f"Bearer {admin}"}).status_code == 200
+
+
+def test_a_fifo_swap_of_the_tokens_file_does_not_wedge_the_server(settings: ServerSettings, tmp_path: Path) -> None:
+    """The tokens file replaced by a FIFO for a while, then the good file put back: the admin is answered
+    throughout, within 2 s of the good file's return, and a revocation after it takes effect."""
+    path, admin = _tokens(tmp_path)
+    good = path.read_text()
+    bearer = {"Authorization": f"Bearer {admin}"}
+    app = create_app(settings.model_copy(update={"tokens_file": path, "tokens_poll_seconds": 0.1,
+                                                 "auth_failure_delay": 0.0}))
+    with TestClient(app) as client:
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        fifo.replace(path)
+        try:
+            time.sleep(0.5)  # the watch meets the FIFO
+            answered: list[int] = []
+            asking = threading.Thread(
+                target=lambda: answered.append(client.get("/v1/sessions", headers=bearer).status_code), daemon=True,
+            )
+            asking.start()
+            asking.join(3.0)
+            assert answered == [200], "the admin is not answered while the tokens file is a FIFO"
+        finally:
+            with contextlib.suppress(OSError):  # lets go of a reader blocked in open() (the old behaviour)
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        path.unlink()
+        path.write_text(good)
+        start = time.monotonic()
+        assert client.get("/v1/sessions", headers=bearer).status_code == 200
+        assert time.monotonic() - start < 2.0
         revoke(path, "admins", "ops")
         assert client.get("/v1/sessions", headers=bearer).status_code == 401
