@@ -1,7 +1,10 @@
 """Video sources: files, V4L2 cameras, network streams and GStreamer pipelines, as BGR uint8 frames.
 
-The end of a file ends the stream; a live source (camera, stream, pipeline) that stops
-delivering frames is reopened with backoff, and given up after ``retries`` failed attempts.
+The end of a file ends the stream; a file whose read fails before the frame count its container
+announces (a corrupt middle) ends it too, with a warning naming the frame, and
+:attr:`VideoSource.stopped_early` set to that frame's index. A live source (camera, stream,
+pipeline) that stops delivering frames is reopened with backoff, and given up after ``retries``
+failed attempts.
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ class VideoSource:
         self._stop = stop or threading.Event()
         self._capture: Capture | None = None
         self.reopens = 0
+        self.stopped_early: int | None = None  # a file's frame that could not be read, before its end
         self._open()
 
     @property
@@ -127,9 +131,20 @@ class VideoSource:
             if not self.spec.live:
                 if delivered == 0:
                     raise SourceError(f"video file {self.spec.text!r} has no decodable frames")
+                self._check_end(delivered)
                 return
             if not self._reopen():
                 return
+
+    def _check_end(self, delivered: int) -> None:
+        """A file that stopped at frame ``delivered``: warn (and note it) when it announced more frames."""
+        import cv2
+
+        announced = int(self._capture.get(cv2.CAP_PROP_FRAME_COUNT)) if self._capture is not None else 0
+        if announced > delivered:
+            self.stopped_early = delivered
+            log.warning("video file %r: frame %d could not be read (the file announces %d frames); the stream "
+                        "ends there", self.spec.text, delivered, announced)
 
     def _reopen(self) -> bool:
         """Reopen a live source that stopped; False when stopped meanwhile. Raises after ``retries``."""

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from edge_agent.backoff import Backoff
 from edge_agent.sources import SourceError, SourceSpec, VideoSource, parse_source
+from tests.support.videos import DAMAGED_FRAMES, damaged_video
 
 
 def write_video(path: Path, frames: int, size: tuple[int, int] = (64, 48)) -> Path:
@@ -136,3 +138,19 @@ def test_a_stop_interrupts_the_reopen_backoff() -> None:
 def test_an_unopenable_live_source_fails_at_once() -> None:
     with pytest.raises(SourceError, match="cannot open stream source 'rtsp://cam/x'"):
         VideoSource("rtsp://cam/x", capture_factory=FlakyCamera([None]))
+
+
+def test_a_file_damaged_midway_says_at_which_frame_it_stops(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = damaged_video(tmp_path / "damaged.mp4")
+    with caplog.at_level(logging.WARNING, "edge_agent.sources"), VideoSource(str(path)) as source:
+        count = sum(1 for _ in source)
+    assert 0 < count < DAMAGED_FRAMES and source.stopped_early == count
+    assert f"frame {count} could not be read (the file announces {DAMAGED_FRAMES} frames)" in caplog.text
+
+
+def test_a_whole_file_is_not_reported_as_damaged(tmp_path: Path) -> None:
+    path = write_video(tmp_path / "whole.mp4", 5)
+    with VideoSource(str(path)) as source:
+        assert sum(1 for _ in source) == 5 and source.stopped_early is None

@@ -71,6 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--camera-kind", choices=("fixed", "moving", "egocentric"), default="fixed",
                    help="how the camera moves, for the record (default fixed)")
     p.add_argument("--cache-dir", type=Path, help="scene cache (default ~/.cache/shadowtutor/scenes)")
+    p.add_argument("--accept-short", action="store_true",
+                   help="a video damaged before its end: evaluate the frames read before the damage (default: fail)")
     edge = p.add_argument_group("edge accelerations")
     edge.add_argument("--change-based", action="store_true",
                       help="the edges' students run change-based (a fixed camera; shadowtutor edge --change-based)")
@@ -146,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
         change_based=args.change_based,
         strip=max(0, args.strip),
         cache_dir=args.cache_dir,
+        accept_short=args.accept_short,
     )
     results, strips = evaluate(config)
     args.out.mkdir(parents=True, exist_ok=True)

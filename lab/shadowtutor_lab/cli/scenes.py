@@ -54,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="re-sample a fetched clip (its first --frames frames) to this lower rate (Table 7: 7)")
     real.add_argument("--teacher", default="mediapipe", help="the labelling teacher (default mediapipe)")
     real.add_argument("--cache-dir", type=Path, help="scene cache (default ~/.cache/shadowtutor/scenes)")
+    real.add_argument("--accept-short", action="store_true",
+                      help="a video damaged before its end: use the frames read before the damage (default: fail)")
     real.set_defaults(handler=run_make_real)
 
 
@@ -104,5 +106,6 @@ def run_fetch_photos(args: argparse.Namespace) -> int:
 def run_make_real(args: argparse.Namespace) -> int:
     from shadowtutor_lab.scenes.real import clip_scene
 
-    print(clip_scene(args.clip, args.frames, args.width, args.teacher, args.cache_dir, sample_fps=args.sample_fps))
+    print(clip_scene(args.clip, args.frames, args.width, args.teacher, args.cache_dir, sample_fps=args.sample_fps,
+                     accept_short=args.accept_short))
     return 0

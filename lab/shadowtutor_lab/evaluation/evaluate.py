@@ -78,6 +78,7 @@ class EvaluateConfig:
     link_bps: float = 80e6
     camera: str = "fixed"
     change_based: bool = False
+    accept_short: bool = False  # a video damaged before its end: evaluate the frames read (else an error)
     strip: int = 3
     cache_dir: Path | None = None
 
@@ -220,7 +221,8 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
     started = time.perf_counter()
     footage: Footage = footage_scene(source, config.frames, config.size, config.max_width, config.teacher,
                                      config.teacher_options, config.camera,
-                                     config.cache_dir, config.progress, reuse=config.resume)
+                                     config.cache_dir, config.progress, reuse=config.resume,
+                                     accept_short=config.accept_short)
     scene = Scene.open(footage.directory)
     frames, fps, name = len(scene), scene.meta.fps, footage_names([source])[0]
     change_based = ChangeBasedOptions() if config.change_based else None

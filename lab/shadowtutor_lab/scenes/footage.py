@@ -64,8 +64,11 @@ def scaled_to_width(size: Size, max_width: int | None) -> Size:
 
 
 def _read_into(source: str, video: Path, frames: int | None, size: Size | None,
-               max_width: int | None) -> tuple[int, Size, Size, float, str]:
-    """Write up to ``frames`` frames of ``source`` into ``video``; return (count, native size, size, fps, sha256)."""
+               max_width: int | None, accept_short: bool = False) -> tuple[int, Size, Size, float, str]:
+    """Write up to ``frames`` frames of ``source`` into ``video``; return (count, native size, size, fps, sha256).
+
+    A file that fails before its end (and before ``frames``) is a :class:`SceneError` unless
+    ``accept_short``; one that simply ends sooner gives the frames it has."""
     from edge_agent.sources import VideoSource
 
     digest = hashlib.sha256(_HASH_VERSION)
@@ -97,20 +100,24 @@ def _read_into(source: str, video: Path, frames: int | None, size: Size | None,
                 writer.release()
     if count == 0 or native is None or size is None:
         raise SceneError(f"{source!r} gave no frames")
+    if stream.stopped_early is not None and not accept_short and (frames is None or count < frames):
+        raise SceneError(f"{source!r} could not be read past frame {count} ({frames or 'all'} asked): the file is "
+                         f"damaged there; pass --accept-short to use the {count} frames read")
     return count, native, size, fps, digest.hexdigest()
 
 
 def footage_scene(source: str, frames: int | None = None, size: Size | None = None, max_width: int | None = None,
                   teacher: str = "mediapipe", teacher_options: dict[str, Any] | None = None,
                   camera: str = "fixed", cache_dir: str | Path | None = None, progress: bool = True,
-                  reuse: bool = True) -> Footage:
+                  reuse: bool = True, accept_short: bool = False) -> Footage:
     """The first ``frames`` frames of ``source`` (all of a file when None; a live source needs a count) at
     ``size`` (default: the source's own, scaled down to ``max_width`` when given) as a scene labelled by
     ``teacher``, from the cache when it holds these pixels labelled by this teacher (``reuse`` False:
     labelled again and the cache entry replaced).
 
     Raises :class:`~edge_agent.sources.SourceError` when the source cannot be opened or read,
-    :class:`SceneError` when it gives no frames, :class:`~shadowtutor.teachers.TeacherError` for an
+    :class:`SceneError` when it gives no frames, or when a file fails before its end and before
+    ``frames`` (unless ``accept_short``: then the frames read), :class:`~shadowtutor.teachers.TeacherError` for an
     unknown teacher or bad options.
     """
     from shadowtutor.teachers import build_teacher, write_teacher_labels
@@ -121,7 +128,8 @@ def footage_scene(source: str, frames: int | None = None, size: Size | None = No
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".read-", dir=root))
     try:
-        count, native, size, fps, content = _read_into(source, work / VIDEO_NAME, frames, size, max_width)
+        count, native, size, fps, content = _read_into(source, work / VIDEO_NAME, frames, size, max_width,
+                                                           accept_short)
         teacher_hash = hashlib.sha256(described.encode()).hexdigest()[:12]
         directory = root / f"{content[:24]}_{teacher}-{teacher_hash}"
         try:

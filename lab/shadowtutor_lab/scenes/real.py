@@ -195,13 +195,14 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
 
 def clip_scene(clip: str, frames: int | None = None, width: int | None = None, teacher: str = "mediapipe",
                cache_dir: str | Path | None = None, progress: bool = True, sample_fps: float | None = None,
-               teacher_options: dict[str, Any] | None = None) -> Path:
+               teacher_options: dict[str, Any] | None = None, accept_short: bool = False) -> Path:
     """The directory of the scene of ``clip`` labelled by ``teacher``, made in the scene cache unless there.
 
     ``clip`` is a packaged clip's name (:data:`REAL_CLIPS`; :func:`real_scene` at ``width``, aspect kept,
     re-sampled to ``sample_fps`` if given) or any video file (or source URL) that
     :func:`~shadowtutor_lab.scenes.footage.footage_scene` reads: its first ``frames`` frames (default all),
-    scaled down to ``width`` when wider, cached by content. Raises :class:`SceneError` for a name that is
+    scaled down to ``width`` when wider, cached by content (a file damaged before its end: an error
+    unless ``accept_short``). Raises :class:`SceneError` for a name that is
     neither, and for ``sample_fps`` with a video path; the source's own errors (not a video, no frames)
     as :func:`~shadowtutor_lab.scenes.footage.footage_scene` raises them.
     """
@@ -220,7 +221,7 @@ def clip_scene(clip: str, frames: int | None = None, width: int | None = None, t
     # FFmpeg's own log lines ("moov atom not found") would come before the one error a bad file gives.
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", str(_AV_LOG_QUIET))
     return footage_scene(clip, frames, max_width=width, teacher=teacher, teacher_options=teacher_options,
-                         cache_dir=cache_dir, progress=progress).directory
+                         cache_dir=cache_dir, progress=progress, accept_short=accept_short).directory
 
 
 def make_real_command(scene: Scene) -> str:

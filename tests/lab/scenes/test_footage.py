@@ -15,6 +15,7 @@ from shadowtutor.scene_store import Scene, SceneError
 from shadowtutor.teachers import TeacherError
 from shadowtutor_lab.scenes.footage import footage_scene, scaled_to_width
 from shadowtutor_lab.scenes.generator import make_scene
+from tests.support.videos import DAMAGED_FRAMES, damaged_video
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +106,14 @@ def test_a_live_source_needs_a_frame_count(tmp_path: Path, mediapipe_model: Path
 def test_an_unknown_teacher_is_refused_before_reading(tmp_path: Path) -> None:
     with pytest.raises(TeacherError, match="unknown teacher"):
         footage_scene("whatever.mp4", teacher="oracle", cache_dir=tmp_path, progress=False)
+
+
+def test_a_damaged_video_is_refused_unless_short_clips_are_accepted(tmp_path: Path, mediapipe_model: Path) -> None:
+    """What `evaluate --frames 30` and `scenes make-real` read: a file damaged midway fails, or with
+    accept_short gives the frames read before the damage."""
+    path = damaged_video(tmp_path / "damaged.mp4")
+    with pytest.raises(SceneError, match="could not be read past frame .* pass --accept-short"):
+        footage_scene(str(path), frames=DAMAGED_FRAMES, teacher="mediapipe", cache_dir=tmp_path, progress=False)
+    footage = footage_scene(str(path), frames=DAMAGED_FRAMES, teacher="mediapipe", cache_dir=tmp_path,
+                            progress=False, accept_short=True)
+    assert 0 < len(Scene.open(footage.directory)) < DAMAGED_FRAMES
