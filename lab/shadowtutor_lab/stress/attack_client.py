@@ -32,14 +32,15 @@ def _connect(host: str, port: int, source: str | None, timeout: float) -> socket
 
 
 def upgrade(host: str, port: int, path: str = "/v1/edge", *, source: str | None = None,
-            timeout: float = 10.0) -> socket.socket:
-    """A WebSocket opened by hand (``source``: the local address to connect from); raises
-    :class:`ConnectionError` with the status line unless the server answers 101."""
+            timeout: float = 10.0, headers: dict[str, str] | None = None) -> socket.socket:
+    """A WebSocket opened by hand (``source``: the local address to connect from; ``headers``: more request
+    headers); raises :class:`ConnectionError` with the status line unless the server answers 101."""
     sock = _connect(host, port, source, timeout)
     key = base64.b64encode(os.urandom(16)).decode()
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     sock.sendall(
         f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n".encode()
     )
     head = b""
     try:

@@ -12,6 +12,9 @@ peer or an unlucky operator can do, each judged against what docs/security.md pr
 - ``tokens_file``: the tokens file replaced by non-UTF-8 bytes and by JSON nested 200,000 deep, each
   followed by SIGHUP: the server must live on, still admit the edge and refuse an unknown one with
   ``unauthorized``, export ``tokens_file_valid 0``, and take the good file back on the next SIGHUP.
+- ``bearer_flood``, ``tokens_fifo``, ``metrics_leak``, ``forwarded_for``: authentication under bad
+  bearer tokens in bulk, a FIFO in place of the tokens file, what ``/metrics`` shows without a token,
+  and a spoofed ``X-Forwarded-For`` (:mod:`shadowtutor_lab.stress.fuzz_auth_attacks`).
 
 Scales: ``short`` (CI: seconds) and ``long`` (the committed results).
 """
@@ -33,13 +36,15 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect
 
 from shadowtutor.protocol.messages import Error, Hello, Welcome, decode, encode
+from shadowtutor_lab.stress import fuzz_auth_attacks as auth_attacks
 from shadowtutor_lab.stress.attack_client import IdleFlood, big_message_before_hello, huge_header
 from shadowtutor_lab.stress.load_memory import read_rss
 
 MIB = 1 << 20
 RSS_SLACK = 100 * 10**6  # bytes the server may keep after a flood
 WELCOME_WITHIN = 5.0
-ATTACKS = ("huge_header", "pre_hello_flood", "idle_lockout", "tokens_file")
+ATTACKS = ("huge_header", "pre_hello_flood", "idle_lockout", "tokens_file", "bearer_flood", "tokens_fifo",
+           "metrics_leak", "forwarded_for")
 
 
 @dataclass(frozen=True)
@@ -50,13 +55,15 @@ class AttackScale:
     flood_rounds: int
     lockout_loops: int
     lockout_hold_s: float  # how long the loops run before the edge tries (past the server's hello_timeout)
+    bearer_clients: int
+    fifo_s: float
 
 
 SCALES = {
     "short": AttackScale(header_mib=20, flood_connections=10, flood_mib=15, flood_rounds=1, lockout_loops=20,
-                         lockout_hold_s=0.5),
+                         lockout_hold_s=0.5, bearer_clients=10, fifo_s=1.0),
     "long": AttackScale(header_mib=100, flood_connections=40, flood_mib=15, flood_rounds=6, lockout_loops=60,
-                        lockout_hold_s=5.0),
+                        lockout_hold_s=5.0, bearer_clients=40, fifo_s=3.0),
 }
 
 
@@ -100,6 +107,11 @@ def run_attacks(target: LocalTarget, scale: AttackScale, send_signal: Callable[[
         ("pre_hello_flood", lambda r: _pre_hello_flood(target, scale, r)),
         ("idle_lockout", lambda r: _idle_lockout(target, scale, r)),
         ("tokens_file", lambda r: _tokens_file(target, send_signal, r)),
+        ("bearer_flood", lambda r: auth_attacks.bearer_flood(target, scale, r, _welcome_within)),
+        ("tokens_fifo", lambda r: auth_attacks.tokens_fifo(target, scale, send_signal, r, _welcome_within,
+                                                            _first_answer)),
+        ("metrics_leak", lambda r: auth_attacks.metrics_leak(target, r)),
+        ("forwarded_for", lambda r: auth_attacks.forwarded_for(target, r)),
     ]
     results = []
     for name, step in steps:

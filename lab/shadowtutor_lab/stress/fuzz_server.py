@@ -89,11 +89,12 @@ def server_version(base: str, ssl_context: ssl.SSLContext | None) -> str:
     return found.group(1) if found else "unknown"
 
 
-def local_serve_args(scene_dir: Path, port: int, tokens_file: Path) -> list[str]:
+def local_serve_args(scene_dir: Path, port: int, tokens_file: Path, protect_metrics: bool = False) -> list[str]:
+    """The local server's arguments; /metrics open (without per-edge series) unless ``protect_metrics``."""
     return ["serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "info",
             "--teacher", "labels", "--labels-dir", str(scene_dir), "--max-updates", "2", "--distill-workers", "1",
             "--max-message-bytes", str(LOCAL_MAX_MESSAGE_BYTES), "--hello-timeout", str(LOCAL_HELLO_TIMEOUT),
-            "--tokens-file", str(tokens_file)]
+            "--tokens-file", str(tokens_file), "--protect-metrics", str(protect_metrics).lower()]
 
 
 def issue_local_tokens(tokens_file: Path) -> dict[str, str]:
@@ -105,7 +106,8 @@ def issue_local_tokens(tokens_file: Path) -> dict[str, str]:
 
 
 @contextmanager
-def local_server(scene_dir: Path, log_dir: Path, ready_timeout: float = 180.0) -> Iterator[ServerUnderTest]:
+def local_server(scene_dir: Path, log_dir: Path, ready_timeout: float = 180.0,
+                 protect_metrics: bool = False) -> Iterator[ServerUnderTest]:
     """``shadowtutor serve`` on a free loopback port, one thread for torch, tokens required; stopped on exit."""
     from importlib.metadata import version
 
@@ -114,7 +116,7 @@ def local_server(scene_dir: Path, log_dir: Path, ready_timeout: float = 180.0) -
     port = free_port()
     tokens_file = log_dir / "fuzz-tokens.json"
     tokens = issue_local_tokens(tokens_file)
-    args = local_serve_args(scene_dir, port, tokens_file)
+    args = local_serve_args(scene_dir, port, tokens_file, protect_metrics)
     base = f"http://127.0.0.1:{port}"
     with start_process(shadowtutor_command(*args), name="fuzz-server", log_dir=log_dir,
                        env={"OMP_NUM_THREADS": "1"}) as process:

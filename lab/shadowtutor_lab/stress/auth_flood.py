@@ -1,0 +1,220 @@
+"""Bad bearer tokens in bulk against a local server, and what an authenticated edge notices meanwhile.
+
+:func:`run_auth_flood` starts ``shadowtutor serve`` on loopback (tokens required, ``admins``
+administrators in its tokens file, a generated 64x48 scene's labels as the teacher), opens one
+naive-mode session, and measures in one run, quiet and under each flood: a new edge's time from
+connecting to its WELCOME, and the open session's key-frame turnaround (KEY_FRAME sent to its
+LABELS received). A flood is ``clients`` threads, each on a keep-alive HTTP connection bound to
+one of the flood's source addresses (distinct 127.0.0.x on loopback), asking ``/v1/sessions``
+and ``/metrics`` over and over with made-up bearer tokens. The verdict compares the flood's
+figures with the quiet ones of the same run: WELCOME within ``welcome_limit_s`` every time and
+the median key-frame turnaround within ``turnaround_ratio`` times the quiet median.
+"""
+
+from __future__ import annotations
+
+import http.client
+import platform
+import secrets
+import statistics
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from websockets.sync.client import ClientConnection, connect
+
+from shadowtutor.protocol.codecs import encode_frame
+from shadowtutor.protocol.messages import Hello, KeyFrame, Labels, Welcome, decode, encode
+from shadowtutor_lab.stress.fuzz_server import LOCAL_CANARY_ID, LOCAL_EDGE_ID, local_server, scene_frames
+
+SIZE = (64, 48)
+
+
+@dataclass(frozen=True)
+class FloodPlan:
+    """One flood: ``clients`` threads spread evenly over ``sources`` (local addresses to bind), asking
+    ``paths`` in turn."""
+
+    name: str
+    clients: int
+    sources: tuple[str, ...]
+    paths: tuple[str, ...] = ("/v1/sessions", "/metrics")
+
+
+@dataclass(frozen=True)
+class FloodConfig:
+    out_dir: Path
+    floods: tuple[FloodPlan, ...] = (
+        FloodPlan("one_address", 40, ("127.0.0.1",)),
+        FloodPlan("four_addresses", 40, ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")),
+    )
+    admins: int = 3
+    samples: int = 20  # WELCOMEs and key frames measured per phase
+    warmup_s: float = 3.0  # flood time before measuring starts
+    welcome_limit_s: float = 0.5
+    turnaround_ratio: float = 2.0
+    cache_dir: Path | None = None
+
+
+@dataclass
+class Phase:
+    name: str
+    welcome_s: list[float] = field(default_factory=list)
+    turnaround_s: list[float] = field(default_factory=list)
+    flood_answers: dict[str, int] = field(default_factory=dict)  # status code (or error) -> count
+    flood_seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {"welcome_max_s": round(max(self.welcome_s), 4), "welcome_median_s": round(
+            statistics.median(self.welcome_s), 4), "turnaround_median_s": round(statistics.median(
+                self.turnaround_s), 4), "turnaround_p90_s": round(_quantile(self.turnaround_s, 0.9), 4),
+            "flood_requests_per_s": round(sum(self.flood_answers.values()) / self.flood_seconds, 1)
+            if self.flood_seconds else 0.0, "flood_answers": self.flood_answers}
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Flood:
+    """``plan.clients`` threads asking with made-up bearer tokens until :meth:`stop`."""
+
+    def __init__(self, host: str, port: int, plan: FloodPlan) -> None:
+        self.host, self.port, self.plan = host, port, plan
+        self.answers: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._client, args=(plan.sources[i % len(plan.sources)], i),
+                                          daemon=True) for i in range(plan.clients)]
+
+    def start(self) -> Flood:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(10)
+
+    def _client(self, source: str, index: int) -> None:
+        paths = self.plan.paths
+        connection: http.client.HTTPConnection | None = None
+        n = 0
+        while not self._stop.is_set():
+            try:
+                if connection is None:
+                    connection = http.client.HTTPConnection(self.host, self.port, timeout=10,
+                                                            source_address=(source, 0))
+                connection.request("GET", paths[(index + n) % len(paths)],
+                                   headers={"Authorization": f"Bearer {secrets.token_urlsafe(32)}"})
+                response = connection.getresponse()
+                response.read()
+                outcome = str(response.status)
+            except (OSError, http.client.HTTPException) as exc:
+                outcome = type(exc).__name__
+                if connection is not None:
+                    connection.close()
+                connection = None
+                self._stop.wait(0.05)
+            n += 1
+            with self._lock:
+                self.answers[outcome] += 1
+
+
+def _welcome_seconds(ws_url: str, hello: Hello) -> float:
+    start = time.perf_counter()
+    with connect(ws_url, max_size=None, open_timeout=30, close_timeout=1) as ws:
+        ws.send(encode(hello))
+        answer = decode(ws.recv(30))
+        if not isinstance(answer, Welcome):
+            raise RuntimeError(f"the edge got {answer!r}, not WELCOME")
+        return time.perf_counter() - start
+
+
+def _turnaround_seconds(ws: ClientConnection, seq: int, frame_index: int, payload: bytes) -> float:
+    start = time.perf_counter()
+    ws.send(encode(KeyFrame(seq=seq, frame_index=frame_index, base_version=0, codec="raw", width=SIZE[0],
+                            height=SIZE[1], payload=payload)))
+    while True:
+        answer = decode(ws.recv(30))
+        if isinstance(answer, Labels) and answer.seq == seq:
+            return time.perf_counter() - start
+
+
+def _measure(phase: Phase, ws_url: str, hello: Hello, session: ClientConnection, payloads: list[bytes],
+             samples: int, seq: list[int]) -> None:
+    for _ in range(samples):
+        phase.welcome_s.append(_welcome_seconds(ws_url, hello))
+        seq[0] += 1
+        index = seq[0] % len(payloads)
+        phase.turnaround_s.append(_turnaround_seconds(session, seq[0], index, payloads[index]))
+        time.sleep(0.05)
+
+
+def run_auth_flood(config: FloodConfig) -> dict[str, Any]:
+    """Measure quiet, then under each flood; the result (figures, ratios, verdict) as a JSON-ready dict."""
+    from services.server.tokens import issue_token
+    from shadowtutor_lab.scenes.cache import cached_scene
+
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    scene = cached_scene("fixed-people", 12, 1, SIZE, 30.0, config.cache_dir, progress=False)
+    with local_server(scene, config.out_dir, protect_metrics=True) as server:
+        assert server.tokens_file is not None
+        for n in range(config.admins):
+            issue_token(server.tokens_file, "admins", f"ops-{n}")
+        time.sleep(3.0)  # the server's poll (every 2 s) takes the admins in
+        classes = list(server.readyz["class_names"])
+        edge = Hello(edge_id=LOCAL_EDGE_ID, class_names=classes, frame_width=SIZE[0], frame_height=SIZE[1],
+                     token=server.tokens[LOCAL_EDGE_ID], agent="auth-flood-bench")
+        watcher = Hello(edge_id=LOCAL_CANARY_ID, class_names=classes, frame_width=SIZE[0], frame_height=SIZE[1],
+                        token=server.tokens[LOCAL_CANARY_ID], mode="naive", agent="auth-flood-bench")
+        payloads = [encode_frame(frame, "raw") for frame in scene_frames(scene)]
+        host, port = "127.0.0.1", int(server.base_url.rsplit(":", 1)[1])
+        phases: list[Phase] = []
+        seq = [0]
+        with connect(server.ws_url, max_size=None, open_timeout=30, close_timeout=1) as session:
+            session.send(encode(watcher))
+            if not isinstance(decode(session.recv(30)), Welcome):
+                raise RuntimeError("the measuring session got no WELCOME")
+            _measure(Phase("warm-up"), server.ws_url, edge, session, payloads, 3, seq)
+            quiet = Phase("quiet")
+            _measure(quiet, server.ws_url, edge, session, payloads, config.samples, seq)
+            phases.append(quiet)
+            for plan in config.floods:
+                phase = Phase(plan.name)
+                flood = Flood(host, port, plan).start()
+                start = time.monotonic()
+                try:
+                    time.sleep(config.warmup_s)
+                    _measure(phase, server.ws_url, edge, session, payloads, config.samples, seq)
+                finally:
+                    phase.flood_seconds = time.monotonic() - start
+                    flood.stop()
+                phase.flood_answers = dict(flood.answers)
+                phases.append(phase)
+    return _verdict(config, phases)
+
+
+def _verdict(config: FloodConfig, phases: list[Phase]) -> dict[str, Any]:
+    quiet = phases[0]
+    quiet_turnaround = statistics.median(quiet.turnaround_s)
+    result: dict[str, Any] = {
+        "machine": f"{platform.processor() or platform.machine()}, {platform.system()}",
+        "config": {key: value for key, value in asdict(config).items() if key not in ("out_dir", "cache_dir")},
+        "phases": {phase.name: phase.summary() for phase in phases},
+        "passed": True, "failures": [],
+    }
+    for phase in phases[1:]:
+        ratio = statistics.median(phase.turnaround_s) / quiet_turnaround
+        result["phases"][phase.name]["turnaround_ratio"] = round(ratio, 2)
+        if max(phase.welcome_s) >= config.welcome_limit_s:
+            result["failures"].append(f"{phase.name}: a WELCOME took {max(phase.welcome_s):.3f} s")
+        if ratio >= config.turnaround_ratio:
+            result["failures"].append(f"{phase.name}: key-frame turnaround {ratio:.2f}x the quiet one")
+    result["passed"] = not result["failures"]
+    return result
