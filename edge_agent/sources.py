@@ -101,7 +101,8 @@ class VideoSource:
         self._stop = stop or threading.Event()
         self._capture: Capture | None = None
         self.reopens = 0
-        self.stopped_early: int | None = None  # a file's frame that could not be read, before its end
+        # a file's frame that could not be read, before its end
+        self.stopped_early: int | None = None
         self._open()
 
     @property

@@ -42,7 +42,8 @@ from services.server.tokens import (
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 
 log = logging.getLogger(__name__)
-READ_TIMEOUT = 1.0  # seconds a check or the watch waits for the tokens file to be read
+# seconds a check or the watch waits for the tokens file to be read
+READ_TIMEOUT = 1.0
 
 
 class Authenticator:
@@ -58,7 +59,8 @@ class Authenticator:
         self.rejected = 0  # reads rejected so far
         self._table: TokenTable = TokenTable.parse(inline, "SHADOWTUTOR_TOKENS") if inline else TokenTable()
         self._stamp: tuple[int, int, int] | None = None
-        self._lock = threading.Lock()  # guards the table, the stamp and the pending read; never held in I/O
+        # guards the table, the stamp and the pending read; never held in I/O
+        self._lock = threading.Lock()
         self._pending: concurrent.futures.Future[_ReadOutcome] | None = None
         self._outcome: _ReadOutcome | None = None
         # (kind, name) -> (the stored hash, SHA-256 of the token that matched it): repeat checks skip scrypt
@@ -94,7 +96,8 @@ class Authenticator:
                              "file system)", self._stamp)
             return
         with self._lock:
-            if self._outcome is outcome:  # seen already (another check waited on the same read)
+            # seen already (another check waited on the same read)
+            if self._outcome is outcome:
                 return
             self._outcome = outcome
             self._apply(outcome)
@@ -104,7 +107,8 @@ class Authenticator:
         if outcome.problem is not None:
             self._reject(outcome.problem, outcome.stamp)
             return
-        if outcome.table is None:  # unchanged
+        # unchanged
+        if outcome.table is None:
             return
         table = outcome.table
         self._table, self._stamp, self.problem = table, outcome.stamp, None
@@ -190,7 +194,8 @@ class Authenticator:
             return "a token with characters outside ASCII"
         entry = table.entries(kind).get(name)
         if entry is None or not entry.active:
-            if table.has_legacy(kind):  # else every refusal before scrypt is equally quick
+            # else every refusal before scrypt is equally quick
+            if table.has_legacy(kind):
                 burn_time(token)
             return "not in the tokens file" if entry is None else "revoked"
         assert entry.hash is not None, "an active entry has a hash"
@@ -240,7 +245,8 @@ def _read(path: Path, seen: tuple[int, int, int] | None, force: bool) -> _ReadOu
         return _ReadOutcome(stamp, table=read_table(path))
     except TokenFileError as exc:
         return _ReadOutcome(stamp, problem=str(exc))
-    except Exception as exc:  # whatever else the content provokes: still only a rejected file
+    # whatever else the content provokes: still only a rejected file
+    except Exception as exc:
         return _ReadOutcome(stamp, problem=f"{path}: cannot be read as a tokens file ({type(exc).__name__}: {exc})")
 
 

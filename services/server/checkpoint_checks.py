@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-MAX_CHECKPOINT_BYTES = 64 << 20  # of a checkpoint, stored and inflated: the paper's student needs under 2 MiB
+# of a checkpoint, stored and inflated: the paper's student needs under 2 MiB
+MAX_CHECKPOINT_BYTES = 64 << 20
 
 
 class CheckpointFormatError(ValueError):

@@ -25,7 +25,8 @@ from typing import Protocol
 from services.server.checkpoint_checks import MAX_CHECKPOINT_BYTES
 
 log = logging.getLogger(__name__)
-LOAD_ROUNDS = 8  # listings a load tries while newer versions prune the ones it found
+# listings a load tries while newer versions prune the ones it found
+LOAD_ROUNDS = 8
 KEEP_VERSIONS = 2  # of a session, the latest ones kept (the one before the latest: for a reader mid-switch)
 
 
@@ -118,7 +119,8 @@ class DirectoryStore:
             fd = os.open(path, flags)
         except FileNotFoundError:
             raise
-        except OSError as exc:  # a link put there since the listing (ELOOP), a directory...
+        # a link put there since the listing (ELOOP), a directory...
+        except OSError as exc:
             log.warning("checkpoint %s passed over: %s", path, exc.strerror or exc)
             return None
         with os.fdopen(fd, "rb") as stream:

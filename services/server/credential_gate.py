@@ -42,7 +42,8 @@ class CredentialGate:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix=name)
         self._by_source: dict[str, int] = {}
         self._held = 0
-        self.refused = 0  # checks not run because of a bound, so far
+        # checks not run because of a bound, so far
+        self.refused = 0
 
     @property
     def held(self) -> int:

@@ -66,7 +66,8 @@ class ServerRuntime:
             "shadowtutor-bearer", 2, settings.auth_checks_per_source, settings.auth_checks_total,
             settings.auth_failure_delay,
         )
-        self.hello_gate = CredentialGate(  # admission bounds these connections already
+        # admission bounds these connections already
+        self.hello_gate = CredentialGate(
             "shadowtutor-hello", 2, settings.max_unauthenticated_per_source,
             max(settings.max_unauthenticated_per_source, settings.unauthenticated_limit()),
             settings.auth_failure_delay,

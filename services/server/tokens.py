@@ -36,8 +36,10 @@ SCHEME = "scrypt"
 LOG2_N, BLOCK_SIZE, PARALLELISM = 14, 8, 1  # 16 MiB and about 50 ms per check on one core
 SALT_BYTES, HASH_BYTES, TOKEN_BYTES = 16, 32, 32
 MAX_TOKEN_CHARS = 512  # longer presented tokens are refused unhashed
-MAX_FILE_BYTES = 1 << 20  # a larger tokens file is refused unread
-ID_CHARS = 16  # hex characters of a token id (64 bits of its SHA-256)
+# a larger tokens file is refused unread
+MAX_FILE_BYTES = 1 << 20
+# hex characters of a token id (64 bits of its SHA-256)
+ID_CHARS = 16
 _MAX_LOG2_N = 20  # a hash asking for more memory than this (1 GiB at r=8) is refused when the file loads
 _DUMMY = f"${SCHEME}$ln={LOG2_N},r={BLOCK_SIZE},p={PARALLELISM}$" + "A" * 22 + "$" + "A" * 43
 
@@ -121,7 +123,8 @@ class Entry:
     hash: ScryptHash | None
     updated: str | None = None
     revoked: str | None = None
-    id: str | None = None  # token_id of the token (None: an entry written before ids)
+    # token_id of the token (None: an entry written before ids)
+    id: str | None = None
 
     @property
     def active(self) -> bool:

@@ -260,6 +260,7 @@ def _peer_seen(forwarded_allow_ips: str | None) -> str:
 
 
 def test_proxy_headers_are_trusted_only_from_the_addresses_named() -> None:
-    assert _peer_seen(None) == "127.0.0.1"  # by default not even from loopback
+    # by default not even from loopback
+    assert _peer_seen(None) == "127.0.0.1"
     assert _peer_seen("10.0.0.1") == "127.0.0.1"
     assert _peer_seen("127.0.0.1") == "203.0.113.9"

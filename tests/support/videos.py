@@ -7,7 +7,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-DAMAGED_FRAMES = 30  # the frames the damaged clip's container announces
+# the frames the damaged clip's container announces
+DAMAGED_FRAMES = 30
 
 
 def damaged_video(path: Path) -> Path:

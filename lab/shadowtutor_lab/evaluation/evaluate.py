@@ -78,7 +78,8 @@ class EvaluateConfig:
     link_bps: float = 80e6
     camera: str = "fixed"
     change_based: bool = False
-    accept_short: bool = False  # a video damaged before its end: evaluate the frames read (else an error)
+    # a video damaged before its end: evaluate the frames read (else an error)
+    accept_short: bool = False
     strip: int = 3
     cache_dir: Path | None = None
 

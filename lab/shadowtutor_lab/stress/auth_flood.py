@@ -52,8 +52,10 @@ class FloodConfig:
         FloodPlan("four_addresses", 40, ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")),
     )
     admins: int = 3
-    samples: int = 20  # WELCOMEs and key frames measured per phase
-    warmup_s: float = 3.0  # flood time before measuring starts
+    # WELCOMEs and key frames measured per phase
+    samples: int = 20
+    # flood time before measuring starts
+    warmup_s: float = 3.0
     welcome_limit_s: float = 0.5
     turnaround_ratio: float = 2.0
     cache_dir: Path | None = None
@@ -64,7 +66,8 @@ class Phase:
     name: str
     welcome_s: list[float] = field(default_factory=list)
     turnaround_s: list[float] = field(default_factory=list)
-    flood_answers: dict[str, int] = field(default_factory=dict)  # status code (or error) -> count
+    # status code (or error) -> count
+    flood_answers: dict[str, int] = field(default_factory=dict)
     flood_seconds: float = 0.0
 
     def summary(self) -> dict[str, Any]:
@@ -167,7 +170,8 @@ def run_auth_flood(config: FloodConfig) -> dict[str, Any]:
         assert server.tokens_file is not None
         for n in range(config.admins):
             issue_token(server.tokens_file, "admins", f"ops-{n}")
-        time.sleep(3.0)  # the server's poll (every 2 s) takes the admins in
+        # the server's poll (every 2 s) takes the admins in
+        time.sleep(3.0)
         classes = list(server.readyz["class_names"])
         edge = Hello(edge_id=LOCAL_EDGE_ID, class_names=classes, frame_width=SIZE[0], frame_height=SIZE[1],
                      token=server.tokens[LOCAL_EDGE_ID], agent="auth-flood-bench")

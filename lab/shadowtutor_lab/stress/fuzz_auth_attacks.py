@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 FLOOD_WELCOME_WITHIN = 2.0
 AFTER_FIFO_WITHIN = 2.0
-PER_SOURCE_LIMIT = 8  # the server's default max_unauthenticated_per_source
+# the server's default max_unauthenticated_per_source
+PER_SOURCE_LIMIT = 8
 SPOOFED_SOCKETS = 12
 
 
@@ -80,7 +81,8 @@ def tokens_fifo(target: LocalTarget, scale: AttackScale, send_signal: Callable[[
         during = welcome_within(target, AFTER_FIFO_WITHIN)
         time.sleep(scale.fifo_s / 2)
     finally:
-        with contextlib.suppress(OSError):  # a server blocked opening the FIFO (the old weakness) is let go
+        # a server blocked opening the FIFO (the old weakness) is let go
+        with contextlib.suppress(OSError):
             os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
         path.unlink(missing_ok=True)
         path.write_bytes(good)

@@ -328,7 +328,8 @@ def test_a_fifo_in_place_of_the_file_wedges_neither_checks_nor_revocation(tokens
         assert _finishes(lambda: auth.refresh(force=True), 2.0)
         assert auth.problem and "not a regular file" in auth.problem
     finally:
-        with contextlib.suppress(OSError):  # a reader blocked in open() (the old behaviour) is let go
+        # a reader blocked in open() (the old behaviour) is let go
+        with contextlib.suppress(OSError):
             os.close(os.open(tokens_file, os.O_WRONLY | os.O_NONBLOCK))
     tokens_file.unlink()
     tokens_file.write_text(good)
@@ -354,7 +355,8 @@ def test_a_read_that_stalls_is_abandoned_after_the_timeout(
     try:
         start = time.monotonic()
         auth.check_edge("cam-1", token)
-        auth.check_edge("cam-1", token)  # the stalled read is still pending: no second one starts
+        # the stalled read is still pending: no second one starts
+        auth.check_edge("cam-1", token)
         assert time.monotonic() - start < 1.0
         assert auth.problem and "took over" in auth.problem
     finally:

@@ -74,7 +74,8 @@ def test_stray_files_links_and_folders_are_ignored(tmp_path: Path) -> None:
     (folder / f"{prefix}-abc.ckpt").write_bytes(b"stray")
     (folder / f"{prefix}-000000000009.ckpt.bak").write_bytes(b"stray")
     (folder / f"{prefix}-000000000007.ckpt").symlink_to(elsewhere)
-    (folder / f"{prefix}-000000000008.ckpt").symlink_to(tmp_path / "missing")  # dangling
+    # dangling
+    (folder / f"{prefix}-000000000008.ckpt").symlink_to(tmp_path / "missing")
     (folder / f"{prefix}-000000000006.ckpt").mkdir()
     os.mkfifo(folder / f"{prefix}-000000000005.ckpt")
     assert store.load("cam-1", "s1") == b"v0"

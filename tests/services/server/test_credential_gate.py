@@ -36,7 +36,8 @@ def test_checks_over_the_bounds_are_not_run() -> None:
     async def scenario() -> list[object]:
         held = [asyncio.create_task(gate.run(s, check, s)) for s in ("a", "a", "b")]
         await asyncio.sleep(0.05)
-        over = [await gate.run("a", check, "a"), await gate.run("c", check, "c")]  # per address; in all
+        # per address; in all
+        over = [await gate.run("a", check, "a"), await gate.run("c", check, "c")]
         assert gate.held == 3 and gate.refused == 2
         release.set()
         return [*await asyncio.gather(*held), *over]

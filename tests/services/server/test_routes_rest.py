@@ -101,7 +101,8 @@ def test_unprotected_metrics_under_tokens_carry_no_edge_identities(settings: Ser
         client.app.state.runtime.metrics.fleet.session_opened("cam-secret", "s-1", "distill", "agent/1")
         text = client.get("/metrics").text
         assert "cam-secret" not in text and "agent/1" not in text and "shadowtutor_server_sessions" in text
-    with TestClient(create_app(settings)) as client:  # no tokens at all: everything is open anyway
+    # no tokens at all: everything is open anyway
+    with TestClient(create_app(settings)) as client:
         client.app.state.runtime.metrics.fleet.session_opened("cam-open", "s-1", "distill", "agent/1")
         assert 'edge_id="cam-open"' in client.get("/metrics").text
 
@@ -131,7 +132,8 @@ def test_bearer_checks_over_the_bound_are_answered_429(settings: ServerSettings,
                                                  "auth_checks_per_source": 1, "auth_checks_total": 1}))
     gate = app.state.runtime.bearer_gate
     with TestClient(app) as client:
-        gate._held = gate.total  # the gate is full (as while a flood's checks are queued)
+        # the gate is full (as while a flood's checks are queued)
+        gate._held = gate.total
         busy = client.get("/v1/sessions", headers={"Authorization": f"Bearer {admin}"})
         gate._held = 0
         assert busy.status_code == 429 and "retry-after" in busy.headers
@@ -151,7 +153,8 @@ def test_a_fifo_swap_of_the_tokens_file_does_not_wedge_the_server(settings: Serv
         os.mkfifo(fifo)
         fifo.replace(path)
         try:
-            time.sleep(0.5)  # the watch meets the FIFO
+            # the watch meets the FIFO
+            time.sleep(0.5)
             answered: list[int] = []
             asking = threading.Thread(
                 target=lambda: answered.append(client.get("/v1/sessions", headers=bearer).status_code), daemon=True,
@@ -160,7 +163,8 @@ def test_a_fifo_swap_of_the_tokens_file_does_not_wedge_the_server(settings: Serv
             asking.join(3.0)
             assert answered == [200], "the admin is not answered while the tokens file is a FIFO"
         finally:
-            with contextlib.suppress(OSError):  # lets go of a reader blocked in open() (the old behaviour)
+            # lets go of a reader blocked in open() (the old behaviour)
+            with contextlib.suppress(OSError):
                 os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
         path.unlink()
         path.write_text(good)
