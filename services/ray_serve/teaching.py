@@ -30,6 +30,7 @@ from typing import Any
 from ray import serve
 
 from services.ray_serve.requests import Answer, LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
+from services.server.checkpoint_seal import seal, unseal
 from services.server.checkpoint_store import open_store
 from services.server.loading import load_models
 from services.server.metrics import ServerMetrics
@@ -208,11 +209,12 @@ class TeachingReplica:
             held.version == ref.version or (held.version == ref.version + 1 and slot.reply_seq == seq)
         ):
             return held
-        data = await asyncio.to_thread(self.store.load, slot.edge_id, ref.session_id)
-        if data is None:
+        stored = await asyncio.to_thread(self.store.load, slot.edge_id, ref.session_id)
+        if stored is None:
             raise ProtocolError(ErrorCode.INTERNAL, f"no checkpoint of this session in {self.store.location}")
         settings = self.settings
         try:
+            data = unseal(stored, settings.checkpoint_key(), slot.edge_id, ref.session_id)
             restored = await self._in_pool(
                 functools.partial(restore, edge_id=slot.edge_id, session_id=ref.session_id,
                                   max_size=(settings.max_frame_width, settings.max_frame_height)),
@@ -245,7 +247,8 @@ class TeachingReplica:
         training it reports, whose host copies are the state); False when another replica stored that version
         first: then the slot is emptied, and the caller answers from the store."""
         start = time.perf_counter()  # off the distillation pool: no wait behind other sessions' training
-        data = await asyncio.to_thread(snapshot, session, reply, seq, trained)
+        data = seal(await asyncio.to_thread(snapshot, session, reply, seq, trained), self.settings.checkpoint_key(),
+                    slot.edge_id, session.session_id)
         if not await asyncio.to_thread(self.store.create, slot.edge_id, session.session_id, session.version, data):
             log.warning("version %d of session %s was stored by another replica first; answering with it",
                         session.version, session.session_id)

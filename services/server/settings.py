@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
@@ -108,6 +108,10 @@ class ServerSettings(FlatSettings):
     )
     auth_checks_total: int = Field(
         16, ge=1, description="most bearer-token checks queued or running from all addresses together"
+    )
+    checkpoint_secret: SecretStr | None = Field(
+        None, description="with --ray: a secret (at least 16 characters) that every session checkpoint is tagged "
+        "with (HMAC-SHA256); a checkpoint without a matching tag is refused. The same on every replica"
     )
     forwarded_allow_ips: CommaList = Field(
         None, description="comma-separated addresses (or networks, or *) of reverse proxies whose "
@@ -222,6 +226,17 @@ class ServerSettings(FlatSettings):
         "its labels upsampled to the frame) for edges that announce none; empty or native: the frame's size"
     )
 
+    @field_validator("checkpoint_secret")
+    @classmethod
+    def _long_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("checkpoint_secret must have at least 16 characters")
+        return value
+
+    def checkpoint_key(self) -> bytes | None:
+        """The checkpoint secret as an HMAC key (None without one)."""
+        return None if self.checkpoint_secret is None else self.checkpoint_secret.get_secret_value().encode()
+
     @field_validator("edge_report_interval")
     @classmethod
     def _report_interval(cls, value: float) -> float:
@@ -246,7 +261,8 @@ class ServerSettings(FlatSettings):
             return tuple(item.strip() for item in value.split(",") if item.strip()) or None
         return value
 
-    @field_validator("tokens", "tokens_file", "tls_cert", "tls_key", "tls_client_ca", "max_connections", mode="before")
+    @field_validator("tokens", "tokens_file", "checkpoint_secret", "tls_cert", "tls_key", "tls_client_ca",
+                     "max_connections", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value

@@ -18,6 +18,8 @@ pytest.importorskip("ray", reason="the serve extra is not installed (pip install
 from services.ray_serve.client import ServeTeaching  # noqa: E402
 from services.ray_serve.requests import SessionRef  # noqa: E402
 from services.ray_serve.teaching import TeachingReplica, _error, _Slot  # noqa: E402
+from services.server.checkpoint_checks import CheckpointFormatError  # noqa: E402
+from services.server.checkpoint_seal import seal, unseal  # noqa: E402
 from services.server.checkpoint_store import DirectoryStore  # noqa: E402
 from services.server.remote_teaching import SessionEnded  # noqa: E402
 from services.server.session import EdgeSession, Traffic  # noqa: E402
@@ -78,3 +80,37 @@ def test_the_ingress_ends_the_connection_only_for_a_fatal_answer() -> None:
     with pytest.raises(ProtocolError) as plain:
         ServeTeaching._checked(Error(code="internal", message="once", fatal=False))
     assert not isinstance(plain.value, SessionEnded)
+
+
+def test_with_a_secret_only_checkpoints_tagged_for_the_slot_are_used(tmp_path: Path) -> None:
+    key = b"a checkpoint secret"
+    session_id, data = _checkpoint_of("cam-1")
+    assert unseal(seal(data, key, "cam-1", session_id), key, "cam-1", session_id) == data
+    assert unseal(data, None, "cam-1", session_id) == data
+    refusals = [
+        ("no integrity tag", unseal_error(data, key, "cam-1", session_id)),
+        ("does not match", unseal_error(seal(data, b"another secret!!", "cam-1", session_id), key, "cam-1",
+                                        session_id)),
+        ("does not match", unseal_error(seal(data, key, "cam-2", session_id), key, "cam-1", session_id)),
+        ("no checkpoint secret", unseal_error(seal(data, key, "cam-1", session_id), None, "cam-1", session_id)),
+    ]
+    for expected, message in refusals:
+        assert expected in message
+    changed = bytearray(seal(data, key, "cam-1", session_id))
+    changed[-100] ^= 1
+    assert "does not match" in unseal_error(bytes(changed), key, "cam-1", session_id)
+    store = DirectoryStore(tmp_path)
+    store.create("cam-1", session_id, 0, data)  # untagged, on a replica with a secret
+    with ThreadPoolExecutor(1) as pool:
+        replica = _replica(store, pool)
+        replica.settings = ServerSettings(checkpoint_secret="a checkpoint secret")
+        slot = _Slot("cam-1", lambda: None)
+        with pytest.raises(SessionEnded, match="no integrity tag"):
+            asyncio.run(replica._session(slot, SessionRef(session_id, 0), None))
+        slot.dropped = True
+
+
+def unseal_error(stored: bytes, key: bytes | None, edge_id: str, session_id: str) -> str:
+    with pytest.raises(CheckpointFormatError) as refused:
+        unseal(stored, key, edge_id, session_id)
+    return str(refused.value)
