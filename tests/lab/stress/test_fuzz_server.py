@@ -32,7 +32,8 @@ def test_synthetic_frames_repeat_by_seed() -> None:
 
 
 def test_the_version_of_a_server_with_tokens_comes_from_its_build_info(tmp_path: Path) -> None:
-    """A server with tokens serves no OpenAPI schema; its /metrics (unprotected) names the version."""
+    """A server with tokens serves no OpenAPI schema; its /metrics (opened with protect_metrics false, as
+    the fuzzer's local server is) names the version."""
     from services.server.app import create_app
     from services.server.settings import ServerSettings
     from shadowtutor.models.checkpoint import save_student
@@ -44,6 +45,6 @@ def test_the_version_of_a_server_with_tokens_comes_from_its_build_info(tmp_path:
     scene = write_scene(tmp_path / "scene")
     student = save_student(tmp_path / "student.pt", StudentNet(len(scene.class_names)), scene.class_names)
     settings = ServerSettings(teacher="labels", labels_dir=scene.directory, student=student, device="cpu",
-                              tokens='{"edges": {}}')
+                              tokens='{"edges": {}}', protect_metrics=False)
     with serve_in_thread(create_app(settings)) as base:
         assert server_version(base, None) == package_version()
