@@ -24,6 +24,7 @@ import hmac
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,23 +85,28 @@ class Authenticator:
         and, while it still hangs, no other read starts; checks never wait longer than that."""
         if self.path is None:
             return
-        with self._lock:
-            pending = self._pending
-            if pending is None or pending.done():
-                pending = self._pending = _start_read(self.path, self._stamp, force)
-        try:
-            outcome = pending.result(timeout=READ_TIMEOUT)
-        except concurrent.futures.TimeoutError:
+        deadline = time.monotonic() + READ_TIMEOUT
+        # a read already under way may predate the caller's change: after it, one of the caller's own
+        for _ in range(2):
             with self._lock:
-                self._reject(f"reading {self.path} took over {READ_TIMEOUT:g} s (it may be a FIFO or a stalled "
-                             "file system)", self._stamp)
-            return
-        with self._lock:
-            # seen already (another check waited on the same read)
-            if self._outcome is outcome:
+                pending = self._pending
+                own = pending is None or pending.done()
+                if own:
+                    pending = self._pending = _start_read(self.path, self._stamp, force)
+            try:
+                outcome = pending.result(timeout=max(0.0, deadline - time.monotonic()))
+            except concurrent.futures.TimeoutError:
+                with self._lock:
+                    self._reject(f"reading {self.path} took over {READ_TIMEOUT:g} s (it may be a FIFO or a "
+                                 "stalled file system)", self._stamp)
                 return
-            self._outcome = outcome
-            self._apply(outcome)
+            with self._lock:
+                # another check may have waited on the same read and applied it
+                if self._outcome is not outcome:
+                    self._outcome = outcome
+                    self._apply(outcome)
+            if own:
+                return
 
     def _apply(self, outcome: _ReadOutcome) -> None:
         """Install the table of ``outcome``, or reject its problem (under the lock)."""
