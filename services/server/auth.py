@@ -89,10 +89,10 @@ class Authenticator:
         # a read already under way may predate the caller's change: after it, one of the caller's own
         for _ in range(2):
             with self._lock:
-                pending = self._pending
-                own = pending is None or pending.done()
-                if own:
-                    pending = self._pending = _start_read(self.path, self._stamp, force)
+                running = self._pending
+                own = running is None or running.done()
+                pending = _start_read(self.path, self._stamp, force) if own or running is None else running
+                self._pending = pending
             try:
                 outcome = pending.result(timeout=max(0.0, deadline - time.monotonic()))
             except concurrent.futures.TimeoutError:
