@@ -35,6 +35,7 @@ from edge_agent.tls import transport_security
 from edge_agent.transport import EdgeTransport, SessionInfo
 from edge_agent.versioning import VersionedStudent
 from shadowtutor.algorithms.client_loop import ClientLoop
+from shadowtutor.algorithms.link_budget import KeyFrameBudget
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
 from shadowtutor.protocol.messages import Hello
@@ -132,7 +133,8 @@ class EdgeAgent:
             summary = RunSummary(s.edge_id, s.mode, s.source, s.server)
             sinks = ThreadedSink(self._open_sinks(source.fps), observer=self.metrics)
             try:
-                self._run_session(itertools.chain([first], frames), (first.shape[1], first.shape[0]), sinks, summary)
+                self._run_session(itertools.chain([first], frames), (first.shape[1], first.shape[0]), source.fps,
+                                  sinks, summary)
             finally:
                 sinks.close()
                 summary.label_writes_dropped = dict(sinks.dropped)
@@ -157,7 +159,8 @@ class EdgeAgent:
         return sinks + self.extra_sinks
 
     def _run_session(
-        self, frames: Iterable[np.ndarray], size: tuple[int, int], sinks: LabelSink, summary: RunSummary
+        self, frames: Iterable[np.ndarray], size: tuple[int, int], fps: float, sinks: LabelSink,
+        summary: RunSummary,
     ) -> None:
         s = self.settings
         hello = Hello(s.edge_id, list(s.class_names), size[0], size[1], s.mode, "shadowtutor-student",
@@ -192,7 +195,8 @@ class EdgeAgent:
             if student is None:
                 self._run_naive(frames, transport, sinks, summary)
             else:
-                self._run_distill(frames, transport, student, info, sinks, summary)
+                self._run_distill(frames, transport, student, info, self._budget_gate(transport, fps), sinks,
+                                  summary)
         finally:
             transport.close()
             if student is not None:
@@ -209,6 +213,20 @@ class EdgeAgent:
             summary.resyncs_requested = transport.stats.resyncs_requested
             summary.server_errors = dict(transport.stats.errors)
             summary.update_roundtrip_seconds = list(transport.stats.update_roundtrips)
+
+    def _budget_gate(self, transport: EdgeTransport, fps: float) -> KeyFrameBudget | None:
+        """The byte budget's gate over ``transport``'s bytes after the first handshake; None without a budget."""
+        budget = self.settings.link_budget()
+        if not budget.active:
+            return None
+        self.metrics.budget_set(budget.uplink_bps, budget.downlink_bps)
+        stats = transport.stats
+
+        def steady_bytes() -> tuple[int, int]:
+            return (stats.bytes_sent - stats.handshake_bytes_sent,
+                    stats.bytes_received - stats.handshake_bytes_received)
+
+        return KeyFrameBudget(budget, fps, steady_bytes, on_denied=self.metrics.on_key_frame_deferred)
 
     def _state_file(self) -> Path | None:
         s = self.settings
@@ -244,6 +262,7 @@ class EdgeAgent:
         transport: EdgeTransport,
         student: VersionedStudent,
         info: SessionInfo | None,
+        gate: KeyFrameBudget | None,
         sinks: LabelSink,
         summary: RunSummary,
     ) -> None:
@@ -253,7 +272,8 @@ class EdgeAgent:
         """
         s = self.settings
         # Before the first session the paper's defaults; each session's WELCOME brings the server's.
-        loop = ClientLoop(info.params if info else AlgorithmParams(), student, transport, wait_timeout=s.wait_timeout)
+        loop = ClientLoop(info.params if info else AlgorithmParams(), student, transport,
+                          wait_timeout=s.wait_timeout, gate=gate)
         state = self._state_file()
         keeper = None
         if state is not None:

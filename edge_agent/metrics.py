@@ -114,6 +114,16 @@ class EdgeMetrics:
             Counter, "shadowtutor_edge_key_frames_dropped_total",
             "Key frames not sent because no session was open (offline: labelled, not queued)",
         )
+        # The byte budget (--uplink-budget, --downlink-budget): absent until one is set.
+        self._budget: tuple[float | None, float | None] | None = None
+        self.key_frames_deferred = make(
+            Counter, "shadowtutor_edge_key_frames_deferred_total",
+            "Frames at which the byte budget held back the key frame the stride asked for",
+        )
+        self.uplink_budget = make(Gauge, "shadowtutor_edge_uplink_budget_bps", "Uplink budget, bits per second")
+        self.downlink_budget = make(
+            Gauge, "shadowtutor_edge_downlink_budget_bps", "Downlink budget, bits per second"
+        )
         self._outputs_dropped = Counter(
             "shadowtutor_edge_output_dropped_total",
             "Writes an output dropped because it failed (disk full, I/O error); inference went on",
@@ -250,6 +260,17 @@ class EdgeMetrics:
     def on_key_frame_dropped(self) -> None:
         self.key_frames_dropped.inc()
 
+    def budget_set(self, uplink_bps: float | None, downlink_bps: float | None) -> None:
+        """The byte budgets in force (None: that direction has none); reported from now on."""
+        self._budget = (uplink_bps, downlink_bps)
+        if uplink_bps is not None:
+            self.uplink_budget.set(uplink_bps)
+        if downlink_bps is not None:
+            self.downlink_budget.set(downlink_bps)
+
+    def on_key_frame_deferred(self) -> None:
+        self.key_frames_deferred.inc()
+
     # -- the TELEMETRY report ----------------------------------------------------------------
 
     def telemetry(self) -> Telemetry:
@@ -266,7 +287,17 @@ class EdgeMetrics:
             weights_version=None if version is None else int(version), seconds_since_update=since,
             inference_seconds=_snapshot(self.inference), blocked_seconds=_snapshot(self.blocked),
             roundtrip_seconds=_snapshot(self.roundtrip), **self._field_operations(), **self._acceleration(),
+            **self._budget_fields(),
         )
+
+    def _budget_fields(self) -> dict[str, Any]:
+        """The budgets and the key frames they held back; absent without a budget."""
+        if self._budget is None:
+            return {}
+        up, down = self._budget
+        return dict(key_frames_deferred=int(_sample(self.key_frames_deferred)),
+                    uplink_budget_bps=None if up is None else round(up),
+                    downlink_budget_bps=None if down is None else round(down))
 
     def _field_operations(self) -> dict[str, Any]:
         """Drops while offline or out of disk, retention removals: always known."""

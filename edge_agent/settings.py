@@ -21,7 +21,9 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shadowtutor.algorithms.link_budget import LinkBudget
 from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.config.rates import parse_rate
 from shadowtutor.config.settings_flags import ENV_PREFIX, describe_validation_error
 from shadowtutor.models.backends import STUDENT_BACKENDS
 from shadowtutor.models.scale import setting as student_size_setting
@@ -114,6 +116,18 @@ class EdgeSettings(BaseSettings):
     weight_codecs: CommaList = Field(
         DEFAULT_WEIGHT_CODECS,
         description="weight codecs offered, in preference order (a delta codec needs a float one too)",
+    )
+
+    # -- the link's byte budget (shadowtutor.algorithms.link_budget) -----------------------------
+    uplink_budget: float | None = Field(
+        None, gt=0, description="most bits per second this camera sends, kept over budget_window by sending key "
+        "frames less often (e.g. 200kbps; empty: no budget; the model download at connection is not counted)",
+    )
+    downlink_budget: float | None = Field(
+        None, gt=0, description="most bits per second this camera receives, kept the same way (e.g. 200kbps)",
+    )
+    budget_window: float = Field(
+        30.0, ge=1, description="seconds of the source's time over which the budgets are kept (s/m/h suffixes)",
     )
 
     # -- the student and the frames -------------------------------------------------------------
@@ -246,7 +260,8 @@ class EdgeSettings(BaseSettings):
     # -- parsing (the same for flags and variables) ---------------------------------------------
     @field_validator(
         "token", "token_file", "ca_file", "client_cert", "client_key", "output_dir", "frame_quality", "max_frames",
-        "max_fps", "state_dir", "change_thresholds", "decision_network", "decision_budget", "cluster", mode="before",
+        "max_fps", "state_dir", "change_thresholds", "decision_network", "decision_budget", "cluster",
+        "uplink_budget", "downlink_budget", mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
@@ -259,10 +274,19 @@ class EdgeSettings(BaseSettings):
     def _bytes(cls, value: Any) -> Any:
         return parse_bytes(value) if isinstance(value, str) else value
 
-    @field_validator("labels_max_age", mode="before")
+    @field_validator("labels_max_age", "budget_window", mode="before")
     @classmethod
     def _seconds(cls, value: Any) -> Any:
         return parse_seconds(value) if isinstance(value, str) else value
+
+    @field_validator("uplink_budget", "downlink_budget", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> Any:
+        return parse_rate(value) if isinstance(value, str) else value
+
+    def link_budget(self) -> LinkBudget:
+        """The budgets as the client loop's gate keeps them (inactive when neither is set)."""
+        return LinkBudget(self.uplink_budget, self.downlink_budget, self.budget_window)
 
     @field_validator("class_names", "frame_codecs", "weight_codecs", mode="before")
     @classmethod
@@ -343,6 +367,8 @@ class EdgeSettings(BaseSettings):
             raise ValueError(f"reconnect_max ({self.reconnect_max}) is below reconnect_min ({self.reconnect_min})")
         if self.overlay and self.output_dir is None:
             raise ValueError("overlay needs output_dir")
+        if self.mode == "naive" and self.link_budget().active:
+            raise ValueError("uplink_budget and downlink_budget need distill mode (naive mode sends every frame)")
         self._check_accelerations()
         self._check_change_based()
         self._check_flow_path()

@@ -40,6 +40,7 @@ COUNTERS = {
     "waited_seconds": ("waited_seconds", "Seconds the edge's inference waited for the server"),
     "key_frames_dropped": ("key_frames_dropped", "Key frames the edge dropped because no session was open"),
     "labels_removed": ("labels_removed", "Label-map files the edge's retention removed"),
+    "key_frames_deferred": ("key_frames_deferred", "Frames whose key frame the edge's byte budget held back"),
 }
 # TELEMETRY's labelled counters: field -> (series name without _total, label, help); label values: LABELS
 LABELLED_COUNTERS = {
@@ -55,6 +56,8 @@ GAUGES = {
     "weights_version": ("weights_version", "Version of the weights the edge holds (in its current session)"),
     "cluster_workers": ("cluster_workers", "Live workers of the edge's cluster"),
     "region_queue_depth": ("region_queue_depth", "Regions waiting for an idle worker of the edge's cluster"),
+    "uplink_budget_bps": ("uplink_budget_bps", "The edge's uplink budget, bits per second (absent: none)"),
+    "downlink_budget_bps": ("downlink_budget_bps", "The edge's downlink budget, bits per second (absent: none)"),
 }
 HISTOGRAMS = {
     "inference_seconds": ("inference_seconds", "Student inference time per frame on the edge (T_SI)"),

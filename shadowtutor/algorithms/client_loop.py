@@ -9,6 +9,10 @@ Extension for unreliable networks (only with a finite ``wait_timeout``): if the 
 MIN_STRIDE times out, inference goes on with the weights it has, the outstanding update
 is still applied when it lands, and the next key frame is sent only after it resolved.
 A failed update (the link was down) leaves weights and stride as they are.
+
+With a ``gate`` (e.g. a byte budget, :class:`~shadowtutor.algorithms.link_budget.KeyFrameBudget`),
+a key frame the stride asks for goes out only once the gate allows it; until then every frame
+asks again, so the gate can only lower the key-frame rate.
 """
 
 from __future__ import annotations
@@ -53,6 +57,16 @@ class KeyFrameTransport(Protocol[Payload]):
         """Send a key frame without blocking; the answer arrives later."""
 
 
+class KeyFrameGate(Protocol):
+    """What may hold a key frame back beyond the stride (e.g. a byte budget)."""
+
+    def allows(self, frame_index: int) -> bool:
+        """Whether the key frame the stride asks for at ``frame_index`` may go out now."""
+
+    def key_frame(self, frame_index: int) -> None:
+        """A key frame goes out at ``frame_index``."""
+
+
 class StudentRuntime(Protocol[PayloadIn]):
     def infer(self, frame: np.ndarray) -> np.ndarray:
         """Per-pixel class labels ``(H, W)`` for one BGR frame."""
@@ -82,11 +96,13 @@ class ClientLoop(Generic[Payload]):
         runtime: StudentRuntime[Payload],
         transport: KeyFrameTransport[Payload],
         wait_timeout: float | None = None,
+        gate: KeyFrameGate | None = None,
     ) -> None:
         self.params = params
         self.runtime = runtime
         self.transport = transport
         self.wait_timeout = wait_timeout
+        self.gate = gate
         self.stride = params.min_stride
         self.threshold = StrideThreshold(params)  # the THRESHOLD the stride is scaled against
         self.step = self.stride  # the first frame is a key frame
@@ -99,6 +115,10 @@ class ClientLoop(Generic[Payload]):
         index = self.frame_index
         self.frame_index += 1
         is_key = self.step >= self.stride and self.updated
+        if is_key and self.gate is not None:
+            is_key = self.gate.allows(index)
+            if is_key:
+                self.gate.key_frame(index)
         if is_key:
             self.pending = self.transport.submit(index, frame)
             self.step = 0

@@ -173,6 +173,10 @@ class Telemetry(Message):
     region_key_age_frames: dict[str, Any] | None = None
     cluster_workers: int | None = None
     region_queue_depth: int | None = None
+    # With a byte budget: key frames it held back (frames that asked), and the budgets in bit/s.
+    key_frames_deferred: int | None = None
+    uplink_budget_bps: int | None = None
+    downlink_budget_bps: int | None = None
 
 
 MESSAGE_TYPES: dict[int, type[Message]] = {

@@ -21,7 +21,10 @@ from shadowtutor.protocol.student_layers import STUDENT_LAYERS
 MAX_BUCKETS = 32  # bounds per histogram: what one edge may add to the server's series
 MAX_COUNT = 2**63 - 1
 COUNTERS = ("frames", "key_frames", "updates_applied", "resyncs", "reconnects", "bytes_sent", "bytes_received")
-OPTIONAL_COUNTS = ("key_frames_dropped", "labels_removed", "cluster_workers", "region_queue_depth")
+OPTIONAL_COUNTS = (
+    "key_frames_dropped", "labels_removed", "cluster_workers", "region_queue_depth", "key_frames_deferred",
+    "uplink_budget_bps", "downlink_budget_bps",
+)
 HISTOGRAMS = ("inference_seconds", "blocked_seconds", "roundtrip_seconds", "region_key_age_frames")
 OUTPUTS = ("labels", "overlay", "state")  # the edge's outputs (edge_agent.sinks)
 CHANGE_MODES = ("change", "full", "fallback")  # how a frame of the change-based student ran

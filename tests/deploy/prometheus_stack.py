@@ -118,6 +118,9 @@ REPORTED = (
     ("region_key_age_frames", "histogram", ()),
     ("cluster_workers", "gauge", ()),  # --cluster
     ("region_queue_depth", "gauge", ()),
+    ("key_frames_deferred_total", "counter", ()),  # --uplink-budget, --downlink-budget
+    ("uplink_budget_bps", "gauge", ()),
+    ("downlink_budget_bps", "gauge", ()),
 )
 SERVER_EDGE_METRICS = tuple(
     MetricSpec(f"shadowtutor_server_edge_{name}", kind, ("edge_id", *labels))

@@ -303,3 +303,27 @@ def test_an_accelerations_trial_is_in_the_summary_and_the_metrics(
     assert values["shadowtutor_edge_acceleration_stepped_aside"] == int(trial["stepped_aside"])
     assert values["shadowtutor_edge_acceleration_speedup"] == pytest.approx(trial["speedup"])
     assert summary.labelled_frames == 20
+
+
+def test_an_uplink_budget_holds_key_frames_back_and_is_reported(
+    stand_in: StandInServer, tmp_path: Path
+) -> None:
+    # 25 FPS; a raw 64x48 key frame is about 9.3 kB: 100 kbit/s over 1 s carries one key frame a second
+    clip = write_video(tmp_path / "long.mp4", 100, (64, 48))
+    free = EdgeAgent(settings(stand_in, clip, tmp_path / "free")).run()
+    agent = EdgeAgent(settings(stand_in, clip, tmp_path / "kept", uplink_budget="100kbps", budget_window=1))
+    kept = agent.run()
+    assert kept.frames == kept.labelled_frames == 100
+    assert free.key_frames >= 10 and 3 <= kept.key_frames <= 6, (free.key_frames, kept.key_frames)
+    values = metric_values(agent.metrics.exposition())
+    assert values["shadowtutor_edge_uplink_budget_bps"] == 100_000
+    assert values["shadowtutor_edge_key_frames_deferred_total"] > 0
+    report = agent.metrics.telemetry()
+    assert report.uplink_budget_bps == 100_000 and report.downlink_budget_bps is None
+    assert report.key_frames_deferred == values["shadowtutor_edge_key_frames_deferred_total"]
+    check_telemetry(report)
+
+
+def test_a_budget_needs_distill_mode(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="distill mode"):
+        settings(stand_in, video, tmp_path, mode="naive", downlink_budget="50kbps")

@@ -107,7 +107,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _target(args: argparse.Namespace) -> Target:
     """The recommendation's target from the flags (default: at most 5 % key frames)."""
-    from shadowtutor_lab.evaluation.operating_point import Target, parse_percent, parse_rate
+    from shadowtutor.config.rates import parse_rate
+    from shadowtutor_lab.evaluation.operating_point import Target, parse_percent
 
     if args.target_miou is not None:
         return Target("miou", parse_percent(args.target_miou))

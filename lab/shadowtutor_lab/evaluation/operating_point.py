@@ -20,14 +20,13 @@ and says that the target is not met.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from shadowtutor.config.rates import format_rate
+
 TargetKind = Literal["key_frames", "miou", "uplink"]
-_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmg]?)(bps|bit/s|b/s)\s*$", re.IGNORECASE)
-_RATE_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
 
 
 def threshold_setting(threshold: float, policy: str) -> str:
@@ -81,21 +80,6 @@ def parse_percent(text: str) -> float:
     if not 0 <= value <= 100:
         raise ValueError(f"a percentage lies in 0..100, got {text!r}")
     return value
-
-
-def parse_rate(text: str) -> float:
-    """``300kbps``, ``1.5Mbps``, ``80 Mbit/s`` -> bits per second (SI prefixes)."""
-    match = _RATE.match(text)
-    if not match or float(match[1]) <= 0:
-        raise ValueError(f"expected a bit rate > 0 such as 300kbps or 1.5Mbps, got {text!r}")
-    return float(match[1]) * _RATE_SCALE[match[2].lower()]
-
-
-def format_rate(bps: float) -> str:
-    for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if bps >= scale:
-            return f"{bps / scale:.3g} {prefix}bit/s"
-    return f"{bps:.3g} bit/s"
 
 
 def pareto_front(points: Sequence[Point]) -> list[Point]:

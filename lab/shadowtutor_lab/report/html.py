@@ -13,8 +13,8 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shadowtutor.config.rates import format_rate
 from shadowtutor_lab.evaluation.evaluate import StripFrame
-from shadowtutor_lab.evaluation.operating_point import format_rate
 from shadowtutor_lab.report.plots import per_frame_plot, sweep_plot, traffic_plot
 from shadowtutor_lab.report.strip import png_data_uri, strip_image
 

@@ -2,13 +2,12 @@ from __future__ import annotations
 
 import pytest
 
+from shadowtutor.config.rates import parse_rate
 from shadowtutor_lab.evaluation.operating_point import (
     Point,
     Target,
-    format_rate,
     pareto_front,
     parse_percent,
-    parse_rate,
     recommend,
 )
 
@@ -70,32 +69,8 @@ def test_no_points_is_an_error() -> None:
         recommend([], Target("miou", 50.0))
 
 
-@pytest.mark.parametrize(("text", "bps"), [
-    ("300kbps", 3e5), ("1.5Mbps", 1.5e6), ("80 Mbit/s", 8e7), ("2Gbps", 2e9), ("900bps", 900.0), ("1.5mb/s", 1.5e6),
-])
-def test_parse_rate(text: str, bps: float) -> None:
-    assert parse_rate(text) == pytest.approx(bps)
-
-
-@pytest.mark.parametrize("text", ["300", "fast", "-3kbps", "0kbps", "3kB"])
-def test_parse_rate_refuses_what_is_not_a_bit_rate(text: str) -> None:
-    with pytest.raises(ValueError, match="bit rate"):
-        parse_rate(text)
-
-
 def test_parse_percent() -> None:
     assert parse_percent("5%") == 5.0 and parse_percent("70") == 70.0
     for bad in ("101", "five", "-1%"):
         with pytest.raises(ValueError):
             parse_percent(bad)
-
-
-def test_format_rate() -> None:
-    assert format_rate(3e5) == "300 kbit/s" and format_rate(8e7) == "80 Mbit/s" and format_rate(12) == "12 bit/s"
-
-
-def test_an_auto_point_is_run_with_threshold_auto() -> None:
-    auto = Point(0.8, 8, 4.0, 60.0, 1e5, 20.0, 3.0, policy="auto")
-    assert auto.setting == "auto" and auto.key == ("auto", 8)
-    assert auto.to_dict()["setting"] == "auto"
-    assert point(0.65, 16, 4.0, 60.0).setting == "0.65"

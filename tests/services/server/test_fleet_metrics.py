@@ -90,7 +90,7 @@ def test_the_acceleration_and_field_figures_become_labelled_series() -> None:
         key_frames_dropped=5, output_dropped={"labels": 2, "state": 1}, labels_removed=40,
         change_based_frames={"change": 7, "full": 2, "fallback": 1}, changed_fraction={"in_conv1": 0.02, "output": 0},
         regions={"segment": 4, "flow": 12}, region_key_age_frames={"buckets": [0, 1], "counts": [4, 12, 0], "sum": 12},
-        cluster_workers=3, region_queue_depth=1))
+        cluster_workers=3, region_queue_depth=1, key_frames_deferred=9, uplink_budget_bps=200_000))
     text = exposition(fleet)
     edge = {"edge_id": "cam-2"}
     assert sample_value(text, "shadowtutor_server_edge_key_frames_dropped_total", **edge) == 5
@@ -108,10 +108,13 @@ def test_the_acceleration_and_field_figures_become_labelled_series() -> None:
     assert sample_value(text, "shadowtutor_server_edge_region_key_age_frames_sum", **edge) == 12
     assert sample_value(text, "shadowtutor_server_edge_cluster_workers", **edge) == 3
     assert sample_value(text, "shadowtutor_server_edge_region_queue_depth", **edge) == 1
+    assert sample_value(text, "shadowtutor_server_edge_key_frames_deferred_total", **edge) == 9
+    assert sample_value(text, "shadowtutor_server_edge_uplink_budget_bps", **edge) == 200_000
+    assert "shadowtutor_server_edge_downlink_budget_bps{" not in text
     promtool_check(text)
 
 
-def test_one_edge_adds_at_most_192_series() -> None:
+def test_one_edge_adds_at_most_195_series() -> None:
     """docs/deploy.md, Fleet metrics: the bound per edge when every figure is at its largest."""
     fleet = FleetCollector()
     fleet.session_opened("big", "s1", "distill", "")
@@ -122,7 +125,7 @@ def test_one_edge_adds_at_most_192_series() -> None:
         **{name: dict.fromkeys(keys, 1) for name, keys in LABELS.items()},
         changed_fraction=dict.fromkeys(STUDENT_LAYERS, 0.5)))
     lines = [line for line in exposition(fleet).splitlines() if line.startswith("shadowtutor_server_edge_")]
-    assert len(lines) == 192  # the change-based layers of today and the two retired ones (older edges)
+    assert len(lines) == 195  # the change-based layers of today and the two retired ones (older edges)
 
 
 def test_figures_of_features_that_are_off_are_absent() -> None:
@@ -133,7 +136,7 @@ def test_figures_of_features_that_are_off_are_absent() -> None:
     text = exposition(fleet)
     for name in ("key_frames_dropped_total", "labels_removed_total", "change_based_frames_total",
                  "changed_fraction", "regions_total", "region_key_age_frames_count", "cluster_workers",
-                 "region_queue_depth"):
+                 "region_queue_depth", "key_frames_deferred_total", "uplink_budget_bps", "downlink_budget_bps"):
         assert f"shadowtutor_server_edge_{name}{{" not in text, name
     promtool_check(text)
 

@@ -33,7 +33,8 @@ ACCELERATION = dict(change_based_frames={"change": 7, "full": 2, "fallback": 1},
                                                                               "counts": [4, 8, 4, 0], "sum": 16},
                     cluster_workers=3, region_queue_depth=0)
 FIELD_OPERATIONS = dict(key_frames_dropped=5, output_dropped={"labels": 2, "overlay": 0, "state": 1},
-                        labels_removed=40)
+                        labels_removed=40, key_frames_deferred=3, uplink_budget_bps=200_000,
+                        downlink_budget_bps=100_000)
 
 
 def test_the_figures_added_within_version_1_survive_the_wire() -> None:
@@ -69,6 +70,8 @@ def test_fields_a_receiver_does_not_know_are_ignored() -> None:
         {"key_frames_dropped": -1},
         {"labels_removed": 2**63},
         {"cluster_workers": -1},
+        {"uplink_budget_bps": -1},
+        {"key_frames_deferred": -2},
         {"region_queue_depth": -3},
         {"output_dropped": {"labels": -1}},
         {"output_dropped": {"thumbnails": 1}},  # not an output of the edge: no new label value
