@@ -22,6 +22,7 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.handle import DeploymentHandle
 
+from services.ray_serve import logs
 from services.ray_serve.client import ServeTeaching
 from services.ray_serve.teaching import TeachingReplica
 from services.server.app import create_app
@@ -53,9 +54,11 @@ class Ingress:
     """Serves ``create_app(settings)`` with its model work on ``teaching``."""
 
     def __init__(self, settings: ServerSettings, teaching: DeploymentHandle) -> None:
+        logs.configure(settings.log_level)
         remote = ServeTeaching(teaching)
         self._app = create_app(settings, remote=remote)
-        remote.export_to(self._app.state.runtime.metrics)
+        runtime = self._app.state.runtime
+        remote.export_to(runtime.metrics, lambda: {s.hello.edge_id for s in runtime.sessions.all()})
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return self._app

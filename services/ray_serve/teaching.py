@@ -28,6 +28,7 @@ from typing import Any
 
 from ray import serve
 
+from services.ray_serve import logs
 from services.ray_serve.requests import Answer, LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
 from services.server.checkpoint_store import open_store
 from services.server.loading import load_models
@@ -76,6 +77,7 @@ class TeachingReplica:
     """Loads the models at construction (a replica that cannot load them fails to start, and Serve says why)."""
 
     def __init__(self, settings: ServerSettings, store: str) -> None:
+        logs.configure(settings.log_level)
         self.settings = teaching_settings(settings)
         self.store = open_store(store)
         self._models = load_models(self.settings)
