@@ -121,10 +121,9 @@ def run_on_ray(args: argparse.Namespace, settings: ServerSettings) -> int:
                            store=store if "://" in store else str(Path(store).resolve()),
                            replica_sessions=args.ray_replica_sessions)
     deploy(args.ray, settings, options)
-    scheme = "https" if settings.tls_enabled else "http"
-    print(f"ShadowTutor on Ray Serve at {scheme}://{settings.host}:{settings.port}: "
-          f"{options.replicas} teaching replica(s) running, sessions checkpointed to {options.store}; the application "
-          "stays deployed after this driver ends (`serve shutdown` removes it)", flush=True)
+    from services.ray_serve.summary import alive_actors, summary_lines
+
+    print("\n".join(summary_lines(args.ray, settings, options, alive_actors())), flush=True)
     while True:
         time.sleep(3600)
 
