@@ -49,6 +49,6 @@ def summary_lines(address: str, settings: ServerSettings, options: ServeOptions,
         *(f"    replica {i}: {_where(a)}" for i, a in enumerate(teaching, 1)),
         f"  HTTP proxies on: {', '.join(proxies) or 'none yet'} (port {settings.port})",
         f"  checkpoints: {options.store}",
-        "  the application stays deployed after this driver ends (`serve shutdown -y` removes it)",
+        "  the application stays deployed after this driver ends (docs/deploy.md: removing it)",
     ]
     return lines
