@@ -1,8 +1,8 @@
 """docker-compose.ray.yml on top of docker-compose.yml: the server as a Ray Serve application instead
 of the single-process `server`, as Docker Compose resolves the two files (`docker-compose config`,
 no engine needed). Only one service reserves the GPUs; the Ray service answers as `server` for the
-edges and Prometheus; its session volume is a directory the image creates for uid 10001; Ray binds
-to 127.0.0.1, runs without the dashboard and with token authentication."""
+edges and Prometheus; its session volume is a directory the image creates for uid 10001; Ray
+advertises 127.0.0.1, runs without the dashboard and with token authentication."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_edges_and_prometheus_reach_it_as_server(run_tool) -> None:
     assert [p["target"] for p in ray["ports"]] == [8000]
 
 
-def test_ray_is_bound_to_loopback_with_tokens_and_no_dashboard(run_tool) -> None:
+def test_ray_runs_with_tokens_and_no_dashboard(run_tool) -> None:
     ray = _config(run_tool)["services"]["ray"]
     (command,) = ray["command"]
     start = command[command.index("ray start"):command.index("&& exec")]
