@@ -48,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ray.add_argument("--ray-gpus", type=float, default=0.0, metavar="G",
                      help="GPUs per teaching replica (default 0; 1: one replica per GPU)")
     ray.add_argument("--ray-cpus", type=float, default=1.0, metavar="C", help="CPUs per teaching replica (default 1)")
+    ray.add_argument("--ray-replica-sessions", type=int, default=None, metavar="N",
+                     help="students one teaching replica holds, least recently used dropped past that (its "
+                     "checkpoint stays); default --max-sessions, which bounds the edges the ingress admits")
     ray.add_argument("--checkpoint-store", default="shadowtutor-sessions", metavar="DIR",
                      help="where teaching replicas checkpoint sessions: a directory every replica's node reaches "
                      "(shared storage across nodes; default ./shadowtutor-sessions)")
@@ -115,12 +118,12 @@ def run_on_ray(args: argparse.Namespace, settings: ServerSettings) -> int:
         raise ServerStartError(f"--ray needs Ray Serve: pip install 'shadowtutor[serve]' ({exc})") from None
     store = args.checkpoint_store  # a directory: absolute, for replicas that run elsewhere
     options = ServeOptions(replicas=args.ray_replicas, gpus=args.ray_gpus, cpus=args.ray_cpus,
-                           store=store if "://" in store else str(Path(store).resolve()))
+                           store=store if "://" in store else str(Path(store).resolve()),
+                           replica_sessions=args.ray_replica_sessions)
     deploy(args.ray, settings, options)
-    scheme = "https" if settings.tls_enabled else "http"
-    print(f"ShadowTutor on Ray Serve at {scheme}://{settings.host}:{settings.port}: "
-          f"{options.replicas} teaching replica(s) running, sessions checkpointed to {options.store}; the application "
-          "stays deployed after this driver ends (`serve shutdown` removes it)", flush=True)
+    from services.ray_serve.summary import alive_actors, summary_lines
+
+    print("\n".join(summary_lines(args.ray, settings, options, alive_actors())), flush=True)
     while True:
         time.sleep(3600)
 

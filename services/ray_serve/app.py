@@ -22,6 +22,7 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.handle import DeploymentHandle
 
+from services.ray_serve import logs
 from services.ray_serve.client import ServeTeaching
 from services.ray_serve.teaching import TeachingReplica
 from services.server.app import create_app
@@ -40,10 +41,18 @@ class ServeOptions:
     gpus: float = 0.0  # GPUs per teaching replica (1: one replica per GPU)
     cpus: float = 1.0  # CPUs per teaching replica
     store: str = "shadowtutor-sessions"  # session checkpoints: a directory every teaching node can reach
+    # students one teaching replica holds (None: the settings' max_sessions, the ingress's admission)
+    replica_sessions: int | None = None
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
             raise ValueError(f"replicas must be >= 1, got {self.replicas}")
+        if self.replica_sessions is not None and self.replica_sessions < 1:
+            raise ValueError(f"students per replica must be >= 1, got {self.replica_sessions}")
+
+    def students(self, settings: ServerSettings) -> int:
+        """Students one teaching replica holds: ``replica_sessions``, else ``settings.max_sessions``."""
+        return settings.max_sessions if self.replica_sessions is None else self.replica_sessions
         if self.gpus < 0 or self.cpus < 0:
             raise ValueError("gpus and cpus per replica must be >= 0")
 
@@ -53,9 +62,11 @@ class Ingress:
     """Serves ``create_app(settings)`` with its model work on ``teaching``."""
 
     def __init__(self, settings: ServerSettings, teaching: DeploymentHandle) -> None:
+        logs.configure(settings.log_level)
         remote = ServeTeaching(teaching)
         self._app = create_app(settings, remote=remote)
-        remote.export_to(self._app.state.runtime.metrics)
+        runtime = self._app.state.runtime
+        remote.export_to(runtime.metrics, lambda: {s.hello.edge_id for s in runtime.sessions.all()})
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return self._app
@@ -64,24 +75,28 @@ class Ingress:
 def build_app(settings: ServerSettings, options: ServeOptions) -> Application:
     """The application (not yet running); the store is checked here, so a bad one fails before deployment."""
     open_store(options.store)
+    students = options.students(settings)
     teaching = serve.deployment(
         name=TEACHING, num_replicas=options.replicas,
         ray_actor_options={"num_gpus": options.gpus, "num_cpus": options.cpus},
-        max_ongoing_requests=max(8, 2 * settings.max_sessions),
+        max_ongoing_requests=max(8, 2 * students),
         health_check_period_s=2, graceful_shutdown_timeout_s=5,
-    )(TeachingReplica).bind(settings, options.store)
+    )(TeachingReplica).bind(settings, options.store, students)
     ingress = serve.deployment(name="ingress", num_replicas=1, ray_actor_options={"num_cpus": 0},
                                max_ongoing_requests=max(100, 4 * settings.max_sessions))(Ingress)
     return ingress.bind(settings, teaching)
 
 
 def app_builder(args: dict[str, Any]) -> Application:
-    """For Serve config files (``import_path: services.ray_serve.app:app_builder``): ``args`` are ``store``
-    and any server setting (``teacher``, ``student``, ``max_sessions``, ...), over the environment's
-    ``SHADOWTUTOR_*``. The replica count and resources come from the config's ``deployments``."""
+    """For Serve config files (``import_path: services.ray_serve.app:app_builder``): ``args`` are ``store``,
+    ``replica_sessions`` (students per teaching replica; default ``max_sessions``) and any server
+    setting (``teacher``, ``student``, ``max_sessions``: the edges the ingress admits, ...), over the
+    environment's ``SHADOWTUTOR_*``. The replica count and resources come from the config's
+    ``deployments``."""
     args = dict(args)
     store = args.pop("store", ServeOptions.store)
-    return build_app(ServerSettings(**args), ServeOptions(store=store))
+    replica_sessions = args.pop("replica_sessions", None)
+    return build_app(ServerSettings(**args), ServeOptions(store=store, replica_sessions=replica_sessions))
 
 
 def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, Any]:
@@ -95,6 +110,8 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
         raise ValueError("on Ray, give tokens as --tokens-file: inline --tokens would be readable in the Serve "
                          "config (the Ray dashboard shows it)")
     args = {"store": options.store, **settings.model_dump(mode="json", exclude_defaults=True)}
+    if options.replica_sessions is not None:
+        args["replica_sessions"] = options.replica_sessions
     http: dict[str, Any] = {"host": settings.host, "port": settings.port}
     if settings.tls_enabled:  # Serve's proxy serves https:// and wss:// itself
         http.update(ssl_certfile=str(settings.tls_cert), ssl_keyfile=str(settings.tls_key))

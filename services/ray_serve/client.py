@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
@@ -42,10 +43,11 @@ class ServeTeaching:
         self.metrics: ServerMetrics | None = None
         self.teaching_metrics: TeachingMetrics | None = None
 
-    def export_to(self, metrics: ServerMetrics) -> None:
-        """Count into the server's metrics (distillation latency and steps) and add the teaching's own."""
+    def export_to(self, metrics: ServerMetrics, live_edges: Callable[[], Collection[str]]) -> None:
+        """Count into the server's metrics (distillation latency and steps) and add the teaching's own;
+        ``live_edges()`` names the edges connected now."""
         self.metrics = metrics
-        self.teaching_metrics = TeachingMetrics(metrics.registry)
+        self.teaching_metrics = TeachingMetrics(metrics.registry, live_edges)
 
     async def describe(self) -> dict[str, Any]:
         return await self.handle.describe.remote()
@@ -111,15 +113,20 @@ class ServeTeaching:
             try:
                 answer: Answer = await getattr(handle, method).remote(request)
                 if self.teaching_metrics is not None:
-                    self.teaching_metrics.record(answer)
+                    self.teaching_metrics.record(answer, edge_id)
+                if answer.moved:
+                    log.info("the session of edge %r was rebuilt from its checkpoint on replica %s (%s)",
+                             edge_id, answer.replica, method)
                 return answer.message
             except REPLICA_LOST as exc:
                 if time.monotonic() > deadline:
                     raise ProtocolError(
                         ErrorCode.SERVER_BUSY, f"no teaching replica answered for {self.retry_seconds:g} s",
                     ) from None
+                lost = None
                 if self.teaching_metrics is not None:
                     self.teaching_metrics.retries.inc()
-                log.warning("a teaching replica was lost during %s for edge %r (%s); sending it again",
-                            method, edge_id, type(exc).__name__)
+                    lost = self.teaching_metrics.lost(edge_id) if edge_id is not None else None
+                log.warning("teaching replica %s was lost during %s for edge %r (%s); sending it again",
+                            lost or "?", method, edge_id, type(exc).__name__)
                 await asyncio.sleep(0.2)

@@ -3,7 +3,8 @@
 Sessions are Serve multiplexed models keyed by edge id: the ingress sends every request of an
 edge with ``multiplexed_model_id=edge_id``, so Serve routes it to the replica that holds that
 edge's student (a new edge goes to a replica with the fewest). A replica holds at most
-``max_sessions`` students; the least recently used one is dropped past that.
+``students`` students (``--ray-replica-sessions``, default ``max_sessions``); the least recently
+used one is dropped past that.
 
 Every change to a session (its WELCOME, each UPDATE) is checkpointed to the store before the
 answer leaves (``services.server.session_checkpoint``), as a new version that only its first
@@ -29,6 +30,7 @@ from typing import Any
 
 from ray import serve
 
+from services.ray_serve import logs
 from services.ray_serve.requests import Answer, LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
 from services.server.checkpoint_seal import seal, unseal
 from services.server.checkpoint_store import open_store
@@ -83,7 +85,9 @@ def teaching_settings(settings: ServerSettings) -> ServerSettings:
 class TeachingReplica:
     """Loads the models at construction (a replica that cannot load them fails to start, and Serve says why)."""
 
-    def __init__(self, settings: ServerSettings, store: str) -> None:
+    def __init__(self, settings: ServerSettings, store: str, students: int | None = None) -> None:
+        """``students``: the most students held here (default ``settings.max_sessions``)."""
+        logs.configure(settings.log_level)
         self.settings = teaching_settings(settings)
         self.store = open_store(store)
         self._models = load_models(self.settings)
@@ -98,8 +102,9 @@ class TeachingReplica:
             self._held += 1
             return _Slot(edge_id, self._dropped)
 
-        # at most max_sessions students here; Serve drops the least recently used past that
-        self._slot = serve.multiplexed(max_num_models_per_replica=self.settings.max_sessions)(new_slot)
+        # at most `students` here; Serve drops the least recently used past that
+        held = self.settings.max_sessions if students is None else students
+        self._slot = serve.multiplexed(max_num_models_per_replica=held)(new_slot)
 
     def _start(self) -> ServerRuntime:
         if not self._started:  # the engine's tasks belong to the replica's event loop

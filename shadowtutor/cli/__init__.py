@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
+from shadowtutor.version import package_version
+
 COMMAND_MODULES = (
     "shadowtutor.cli.teacher",
     "services.cli",
@@ -38,6 +40,8 @@ def build_parser(extra_modules: Sequence[str] = ()) -> argparse.ArgumentParser:
     module's docstring)."""
     parser = argparse.ArgumentParser(prog="shadowtutor", description=__doc__.splitlines()[0])
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+                        help="print the installed version and exit")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in dict.fromkeys((*COMMAND_MODULES, *plugin_modules(), *extra_modules)):
         importlib.import_module(name).register(subparsers)

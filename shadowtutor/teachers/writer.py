@@ -47,7 +47,8 @@ def write_teacher_labels(
     ``teacher.label_batch`` ``batch_size`` at a time.
     """
     import cv2
-    from tqdm import tqdm
+
+    from shadowtutor.progress import progress_bar
 
     if batch_size < 1:
         raise TeacherError(f"batch_size must be at least 1, got {batch_size}")
@@ -67,7 +68,7 @@ def write_teacher_labels(
         total = min(total, max_frames) if total else max_frames
     written = 0
     try:
-        with tqdm(total=total, unit="frame", desc=f"{teacher.name} labels", disable=not progress) as bar:
+        with progress_bar(total=total, unit="frame", desc=f"{teacher.name} labels", disable=not progress) as bar:
             for batch in _frame_batches(capture, batch_size, max_frames):
                 indices = list(range(written, written + len(batch)))
                 for index, labels in zip(indices, teacher.label_batch(batch, indices), strict=True):

@@ -50,7 +50,7 @@ def test_the_schema_rejects_a_broken_compose_file(compose: dict, compose_schema)
     assert len(_errors(compose_schema, broken)) == 2
 
 
-@pytest.mark.parametrize("profile", [None, "edge", "ray"])
+@pytest.mark.parametrize("profile", [None, "edge"])
 def test_docker_compose_accepts_the_file(run_tool, profile: str | None) -> None:
     args = ["--file", str(COMPOSE_FILE)] + (["--profile", profile] if profile else [])
     result = run_tool("docker-compose", *args, "config", "--quiet")
@@ -68,31 +68,11 @@ def test_server_reserves_a_gpu_and_reports_health(compose: dict) -> None:
 
 def test_edge_service_is_opt_in_and_reaches_the_server(compose: dict) -> None:
     services = compose["services"]
-    assert [name for name, s in services.items() if s.get("profiles")] == ["edge", "ray"]
+    assert [name for name, s in services.items() if s.get("profiles")] == ["edge"]
     edge = services["edge"]
     assert edge["profiles"] == ["edge"] and edge["build"]["dockerfile"] == "Dockerfile.edge"
     assert edge["environment"]["SHADOWTUTOR_SERVER"] == "ws://server:8000/v1/edge"
     assert edge["depends_on"]["server"]["condition"] == "service_healthy"
-
-
-def test_the_ray_profile_runs_the_serve_application_with_its_extra_and_a_session_volume(compose: dict) -> None:
-    import tomllib
-
-    ray = compose["services"]["ray"]
-    assert ray["profiles"] == ["ray"] and ray["build"]["dockerfile"] == "Dockerfile.server"
-    extras = ray["build"]["args"]["EXTRAS"].split(",")
-    assert "serve" in extras and set(extras) <= set(
-        tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
-    (command,) = ray["command"]
-    assert command.startswith("ray start --head --port 6379 ") and "shadowtutor serve --ray 127.0.0.1:6379" in command
-    store = command.split("--checkpoint-store ")[1].split()[0]
-    volumes = {spec.split(":")[1]: spec.split(":")[0] for spec in ray["volumes"]}
-    assert volumes[store] in compose["volumes"]  # checkpoints outlive the container
-    assert "/readyz" in " ".join(ray["healthcheck"]["test"]) and ray["entrypoint"][0] == "/bin/bash"
-    (device,) = ray["deploy"]["resources"]["reservations"]["devices"]
-    assert device["driver"] == "nvidia" and device["count"] == "all"
-    host_ports = [str(p).rsplit(":", 1)[0] for name in ("server", "ray") for p in compose["services"][name]["ports"]]
-    assert len(set(host_ports)) == 2  # both may run at once
 
 
 def test_edge_outputs_and_state_are_on_a_volume_and_label_maps_bounded(compose: dict) -> None:
@@ -120,7 +100,7 @@ def test_everything_built_or_mounted_from_the_repository_exists(compose: dict) -
 @pytest.fixture(scope="module")
 def resolved(run_tool_module) -> dict:
     """The compose file as Docker Compose resolves it with nothing set in the environment (the defaults)."""
-    result = run_tool_module("docker-compose", "--file", str(COMPOSE_FILE), "--profile", "edge", "--profile", "ray",
+    result = run_tool_module("docker-compose", "--file", str(COMPOSE_FILE), "--profile", "edge",
                              "config", "--format", "json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)

@@ -1,23 +1,41 @@
 """deploy/kubernetes/rayservice.yaml: a KubeRay RayService whose serveConfigV2 is a valid Serve config
 (Ray Serve's own schema) of this repository's application, with settings the server accepts, the Ray
 version the lock pins, GPUs where the teaching replicas ask for them and the session store mounted
-on every pod that may hold a replica."""
+on every pod that may hold a replica; the claims it mounts defined beside it; Ray closed (token
+authentication, no public dashboard, a NetworkPolicy); every pod as uid 10001 with fsGroup; a pinned
+image in a registry host's namespace, never pulled by a bare name; the autoscaler on.
+
+Validated offline: the Kubernetes objects (claims, NetworkPolicy, every pod template wrapped in a
+v1/PodTemplate) against the Kubernetes schemas kubernetes-validate ships, and the RayService
+against tests/deploy/rayservice_schema.py, a schema written for this repository from reading
+KubeRay's CRD (no package ships KubeRay's CRD schema; none is copied here)."""
 
 from __future__ import annotations
 
+import copy
 import importlib
 
+import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 
+from shadowtutor.version import package_version
 from tests.deploy.prometheus_stack import REPO_ROOT
+from tests.deploy.rayservice_schema import RAYSERVICE_SCHEMA
 
 MANIFEST = REPO_ROOT / "deploy" / "kubernetes" / "rayservice.yaml"
 
 
 @pytest.fixture(scope="module")
-def service() -> dict:
-    return yaml.safe_load(MANIFEST.read_text())
+def documents() -> list[dict]:
+    return list(yaml.safe_load_all(MANIFEST.read_text()))
+
+
+@pytest.fixture(scope="module")
+def service(documents: list[dict]) -> dict:
+    (rayservice,) = [d for d in documents if d["kind"] == "RayService"]
+    return rayservice
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +86,113 @@ def test_teaching_replicas_get_gpus_and_every_pod_mounts_the_store_and_models(se
     for pod in _pods(service):
         (container,) = pod["containers"]
         mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
-        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]
+                  if "persistentVolumeClaim" in v}
         for path in paths:
             (mount,) = [m for p, m in mounts.items() if path == p or path.startswith(p + "/")]
             assert mount["name"] in claims, path
         assert not mounts["/data/sessions"].get("readOnly")  # replicas write checkpoints there
     assert any(p.get("containerPort") == 8000 for p in _pods(service)[0]["containers"][0]["ports"])
+
+
+def _kubernetes_objects(documents: list[dict]) -> list[dict]:
+    """The manifest's own Kubernetes objects and each pod template as a v1/PodTemplate."""
+    objects = [d for d in documents if d["kind"] != "RayService"]
+    (service,) = [d for d in documents if d["kind"] == "RayService"]
+    cluster = service["spec"]["rayClusterConfig"]
+    groups = [cluster["headGroupSpec"]] + cluster["workerGroupSpecs"]
+    objects += [{"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"group-{i}"},
+                 "template": group["template"]} for i, group in enumerate(groups)]
+    return objects
+
+
+def test_kubernetes_objects_match_the_kubernetes_schemas(documents: list[dict]) -> None:
+    for obj in _kubernetes_objects(documents):
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_the_kubernetes_schemas_catch_a_misspelt_pod_field(documents: list[dict]) -> None:
+    broken = copy.deepcopy(documents)
+    (service,) = [d for d in broken if d["kind"] == "RayService"]
+    (container,) = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"]
+    container["imagePullPolicy"] = "IfNotPresnt"
+    container["securityContext"]["runAsUsr"] = 10001
+    with pytest.raises(kubernetes_validate.ValidationError):
+        for obj in _kubernetes_objects(broken):
+            kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_the_rayservice_matches_kuberays_fields(service: dict) -> None:
+    jsonschema.validate(service, RAYSERVICE_SCHEMA)
+
+
+@pytest.mark.parametrize("path, value", [
+    (("rayClusterConfig", "enableInTreeAutoscalling"), True),
+    (("rayClusterConfig", "enableInTreeAutoscaling"), "yes"),
+    (("rayClusterConfig", "authOptions", "mode"), "tokens"),
+    (("rayClusterConfig", "headGroupSpec", "rayStartParams", "num-gpus"), 0),
+    (("serveConfigV2",), {"applications": []}),
+])
+def test_the_rayservice_schema_catches_a_misspelt_or_mistyped_field(service: dict, path: tuple,
+                                                                     value: object) -> None:
+    broken = copy.deepcopy(service)
+    target = broken["spec"]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, RAYSERVICE_SCHEMA)
+
+
+def test_a_worker_group_without_a_name_is_refused(service: dict) -> None:
+    broken = copy.deepcopy(service)
+    del broken["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["groupName"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, RAYSERVICE_SCHEMA)
+
+
+def test_every_claim_a_pod_mounts_is_defined_in_the_manifest(documents: list[dict], service: dict) -> None:
+    claims = {d["metadata"]["name"]: d for d in documents if d["kind"] == "PersistentVolumeClaim"}
+    for pod in _pods(service):
+        for volume in pod["volumes"]:
+            if "persistentVolumeClaim" in volume:
+                claim = claims[volume["persistentVolumeClaim"]["claimName"]]
+                assert "ReadWriteMany" in claim["spec"]["accessModes"]
+
+
+def test_every_pod_runs_as_the_images_user_and_can_write_the_volumes(service: dict) -> None:
+    for pod in _pods(service):
+        context = pod["securityContext"]
+        assert context["runAsUser"] == context["runAsGroup"] == context["fsGroup"] == 10001
+        assert context["runAsNonRoot"] is True
+        for container in pod["containers"]:
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_images_are_pinned_in_a_registry_namespace_with_an_explicit_pull_policy(service: dict) -> None:
+    version = package_version()
+    for pod in _pods(service):
+        for container in pod["containers"]:
+            image = container["image"]
+            host, _, rest = image.partition("/")
+            # A registry host (a dot or a port), not Docker Hub's namespace a bare name resolves to.
+            assert "." in host or ":" in host, image
+            assert rest.rpartition(":")[2] == version, image
+            assert container["imagePullPolicy"] == "IfNotPresent"
+    autoscaler = service["spec"]["rayClusterConfig"]["autoscalerOptions"]
+    assert autoscaler["imagePullPolicy"] == "IfNotPresent"
+
+
+def test_ray_is_closed_and_the_autoscaler_adds_gpu_workers(documents: list[dict], service: dict) -> None:
+    cluster = service["spec"]["rayClusterConfig"]
+    assert cluster["authOptions"] == {"mode": "token"}
+    assert cluster["enableInTreeAutoscaling"] is True
+    for group in [cluster["headGroupSpec"]] + cluster["workerGroupSpecs"]:
+        assert "dashboard-host" not in group.get("rayStartParams", {})
+    (head,) = _pods(service)[0]["containers"]
+    assert {p["containerPort"] for p in head["ports"]}.isdisjoint({8265, 10001})
+    (policy,) = [d for d in documents if d["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == (
+        cluster["headGroupSpec"]["template"]["metadata"]["labels"])
+    open_rules = [rule for rule in policy["spec"]["ingress"] if "from" not in rule]
+    assert [p["port"] for rule in open_rules for p in rule["ports"]] == [8000]

@@ -209,7 +209,8 @@ def test_stand_ins_serve_the_names_and_labels_of_the_real_exporters() -> None:
     from services.ray_serve.requests import Answer
     from shadowtutor.protocol.messages import Error
 
-    TeachingMetrics(server.registry).record(Answer(Error(code="internal", message=""), "node:1", 1, True, 0.01, 9))
+    TeachingMetrics(server.registry, lambda: {"edge-a"}).record(
+        Answer(Error(code="internal", message=""), "node:1", 1, True, 0.01, 9), "edge-a")
     real: dict[str, set[str]] = {}
     for text in (server.exposition().decode(), edge.exposition().decode()):
         for family in text_string_to_metric_families(text):

@@ -20,6 +20,7 @@ BENCH_MODULES = (
     "shadowtutor_lab.cli.bench_change_based",
     "shadowtutor_lab.cli.bench_regions",
     "shadowtutor_lab.cli.bench_auth",
+    "shadowtutor_lab.cli.bench_fleet",
 )
 
 

@@ -33,8 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 
-from tqdm import tqdm
-
+from shadowtutor.progress import progress_bar
 from shadowtutor_lab.demo.orphan_guard import guarded
 
 LOOPBACK = "127.0.0.1"
@@ -183,7 +182,7 @@ def half_cores_env() -> dict[str, str]:
 def follow_agent(agent: ManagedProcess, labels_dir: Path, total: int, label: str, timeout: float) -> None:
     """Show a progress bar from the label maps an edge agent writes until it exits; fail if it fails."""
     deadline = time.monotonic() + timeout
-    with tqdm(total=total, desc=label, unit="frame") as bar:
+    with progress_bar(total=total, desc=label, unit="frame") as bar:
         while agent.alive():
             if time.monotonic() > deadline:
                 agent.stop()

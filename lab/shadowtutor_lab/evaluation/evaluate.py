@@ -146,8 +146,7 @@ def naive_offloading(scene: Scene, frames: int, teacher: Any, codecs: LinkCodecs
     """Per-frame mIoU of naive offloading against the teacher on the frame itself, and its mean bytes up and
     down per frame: every frame crosses the link in the frame codec (a KEY_FRAME message), the server's
     teacher labels the decoded frame, and the labels come back as a LABELS message (PNG)."""
-    from tqdm import tqdm
-
+    from shadowtutor.progress import progress_bar
     from shadowtutor.protocol.codecs import decode_frame, encode_frame, encode_labels
     from shadowtutor.protocol.messages import KeyFrame, Labels, encode
     from shadowtutor.teachers.class_maps import checked_class_lut
@@ -159,7 +158,7 @@ def naive_offloading(scene: Scene, frames: int, teacher: Any, codecs: LinkCodecs
     lut = None if tuple(teacher.class_names) == names else checked_class_lut(teacher.class_names, names, teacher.name)
     scores, up, down = [], 0, 0
     frames_iter = scene.frames()
-    for index in tqdm(range(frames), desc="naive offloading", unit="frame", disable=not progress,
+    for index in progress_bar(range(frames), desc="naive offloading", unit="frame", disable=not progress,
                       dynamic_ncols=True):
         frame = next(frames_iter)
         height, width = frame.shape[:2]
@@ -213,10 +212,9 @@ def _capacity(config: EvaluateConfig, load: CameraLoad, t_si: float, key_frame_b
 
 def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, backend: str) -> FootageResult:
     """Evaluate one source (steps 1-5 of the module docstring)."""
-    from tqdm import tqdm
-
     from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
     from shadowtutor.models.checkpoint import load_student
+    from shadowtutor.progress import progress_bar
     from shadowtutor.teachers import build_teacher
 
     started = time.perf_counter()
@@ -244,7 +242,7 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
         if score < worst[0]:
             worst[:] = [score, index, {key: value.copy() for key, value in labels.items()}]
 
-    with tqdm(total=frames, desc="ShadowTutor and Wild", unit="frame", disable=not config.progress,
+    with progress_bar(total=frames, desc="ShadowTutor and Wild", unit="frame", disable=not config.progress,
               dynamic_ncols=True) as bar:
         main: SceneEvaluation = run_pass(job((WILD, SHADOWTUTOR), config.params, name), bar.update, keep)
     teacher = build_teacher(config.teacher, **config.teacher_options)

@@ -104,11 +104,11 @@ def run_passes(
     jobs: Sequence[ScenePass], workers: int = 1, threads: int = 1, progress: bool = True
 ) -> Iterator[tuple[ScenePass, SceneEvaluation]]:
     """Run ``jobs`` and yield each with its evaluation as it finishes."""
-    from tqdm import tqdm
+    from shadowtutor.progress import progress_bar
 
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    bar = tqdm(total=sum(j.frames for j in jobs), unit="frame", desc="bench accuracy", disable=not progress,
+    bar = progress_bar(total=sum(j.frames for j in jobs), unit="frame", desc="bench accuracy", disable=not progress,
                dynamic_ncols=True)
     try:
         if workers == 1:

@@ -146,10 +146,10 @@ def train_student(
 
 def pretrain(config: PretrainConfig, work_dir: Path, progress: bool = True) -> PretrainResult:
     """Make the scenes (cached in ``work_dir``) and train the student on them."""
-    from tqdm import tqdm
+    from shadowtutor.progress import progress_bar
 
     samples = load_scene_samples(work_dir, config, progress)
-    bar = tqdm(total=config.epochs * len(samples), desc="pretrain", unit="step", disable=not progress)
+    bar = progress_bar(total=config.epochs * len(samples), desc="pretrain", unit="step", disable=not progress)
 
     def on_step(step: int, total: int, loss: float) -> None:
         bar.update(1)

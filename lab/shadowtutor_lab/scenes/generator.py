@@ -215,7 +215,7 @@ def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Pat
     (:data:`shadowtutor_lab.scenes.backgrounds.BACKGROUND_SETS`; ``held-out`` for places pre-training never saw).
     ``cut_interval``: frames between hard cuts instead of the preset's (0: one continuous shot).
     """
-    from tqdm import tqdm
+    from shadowtutor.progress import progress_bar
 
     renderer = SceneRenderer(preset, frames, seed, size, fps, backgrounds, cut_interval)
     meta, kept = resampled(renderer.meta, sample_fps)
@@ -229,7 +229,7 @@ def make_scene(preset: ScenePreset | str, frames: int, seed: int, out: str | Pat
             raise RuntimeError("OpenCV cannot open an 'mp4v' video writer")
         boxes = []
         try:
-            bar = tqdm(renderer, total=frames, desc=renderer.preset.name, unit="frame", disable=not progress)
+            bar = progress_bar(renderer, total=frames, desc=renderer.preset.name, unit="frame", disable=not progress)
             for source_index, frame in enumerate(bar):
                 index = written.get(source_index)
                 if index is None:

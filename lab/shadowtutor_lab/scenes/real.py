@@ -148,8 +148,7 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
     """The scene of clip ``name`` (its first ``frames`` frames, at ``size``, re-sampled to ``sample_fps``
     if given) labelled by ``teacher``, made in the scene cache first unless it is there labelled by the
     same teacher (same ``describe()``). Default: all frames at the clip's own size and rate."""
-    from tqdm import tqdm
-
+    from shadowtutor.progress import progress_bar
     from shadowtutor.teachers import build_teacher
 
     clip = real_clip(name)
@@ -180,7 +179,9 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
         (tmp / LABELS_DIR).mkdir()
         cap = cv2.VideoCapture(str(tmp / VIDEO_NAME))
         try:
-            for index in tqdm(range(meta.frames), desc=f"{teacher} labels {name}", unit="frame", disable=not progress):
+            indices = progress_bar(range(meta.frames), desc=f"{teacher} labels {name}", unit="frame",
+                                   disable=not progress)
+            for index in indices:
                 ok, frame = cap.read()
                 if not ok:
                     raise SceneError(f"the re-encoded {name} ended after {index} frames")

@@ -210,9 +210,9 @@ def load_frames(config: LoadConfig) -> tuple[Path, list[Any]]:
 def _progress(config: LoadConfig, cameras: Sequence[SimulatedCamera], sampler: MemorySampler, start: float,
               duration: float, threads: Sequence[threading.Thread]) -> None:
     """A bar over the run's seconds with key frames sent/answered, server RSS and sessions; returns at the end."""
-    from tqdm import tqdm
+    from shadowtutor.progress import progress_bar
 
-    with tqdm(total=round(duration), unit="s", desc="load", disable=not config.progress) as bar:
+    with progress_bar(total=round(duration), unit="s", desc="load", disable=not config.progress) as bar:
         while any(t.is_alive() for t in threads):
             time.sleep(1.0)
             bar.update(min(round(duration), max(0, round(time.monotonic() - start))) - bar.n)

@@ -1,0 +1,46 @@
+"""The Serve config of the deployment: ``max_sessions`` (the ingress's admission) and the students
+one teaching replica holds are two settings; the second defaults to the first, travels in the
+config's args and is read back by ``app_builder``. No Ray cluster needed: the config is data and the
+application is only built (``build_app`` binds, it does not deploy)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray.serve", reason="the serve extra is not installed")
+
+from ray.serve.schema import ServeDeploySchema  # noqa: E402
+
+from services.ray_serve.app import ServeOptions, app_builder, serve_config  # noqa: E402
+from services.server.settings import ServerSettings  # noqa: E402
+
+
+def test_students_per_replica_default_to_max_sessions_and_can_differ(tmp_path: Path) -> None:
+    settings = ServerSettings(max_sessions=64)
+    assert ServeOptions(store=str(tmp_path)).students(settings) == 64
+    assert ServeOptions(store=str(tmp_path), replica_sessions=24).students(settings) == 24
+    with pytest.raises(ValueError, match="students per replica"):
+        ServeOptions(replica_sessions=0)
+
+
+def test_the_config_carries_both_settings_and_app_builder_reads_them(tmp_path: Path) -> None:
+    settings = ServerSettings(max_sessions=64)
+    config = serve_config(settings, ServeOptions(replicas=3, store=str(tmp_path), replica_sessions=24))
+    ServeDeploySchema.model_validate(config)
+    (app,) = config["applications"]
+    assert (app["args"]["max_sessions"], app["args"]["replica_sessions"]) == (64, 24)
+    built = app_builder(app["args"])
+    teaching = built._bound_deployment.init_args[1]  # the ingress is bound to (settings, teaching)
+    assert teaching._bound_deployment.init_args[2] == 24
+    assert teaching._bound_deployment.max_ongoing_requests == 48
+    assert "replica_sessions" not in serve_config(settings, ServeOptions(store=str(tmp_path)))[
+        "applications"][0]["args"]
+
+
+def test_serve_has_a_flag_for_students_per_replica() -> None:
+    from shadowtutor.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--ray", "auto", "--ray-replica-sessions", "8"])
+    assert args.ray_replica_sessions == 8
