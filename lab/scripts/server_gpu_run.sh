@@ -51,7 +51,7 @@ summary() {
       engine_host_time) pattern="^\||host time|garbage|Error|rc=" ;;
       engine_compiled) pattern=" sessions: |rc=" ;;
       cuda_tests) pattern="passed|failed|error|rc=" ;;
-      teacher_check) pattern="detections per frame|^ *[0-9]+ \||^ *(fp32|tf32|bf16)|host path|Error|rc=" ;;
+      teacher_check|teacher_agreement_*) pattern="detections per frame|^ *[0-9]+ \||^ *(fp32|tf32|bf16)|host path|Error|rc=" ;;
       *) pattern="key frames/s|answered|turnaround|problem|FAILED|Error|rc=" ;;
     esac
     grep -E "$pattern" "$OUT/$name.log" | cut -c1-"$width" | tail -24
@@ -66,7 +66,7 @@ if [ ! -f "$weights" ] && { wanted teacher_check || wanted load_maskrcnn || want
   $PY -c "import torch, torchvision; torch.save(torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91).state_dict(), '$weights')"
 fi
 dev=${DEVICE:-cuda}
-OPEN_VARIANTS=grouped-fused,matmul-fused,grouped-fused-graphs,matmul-fused-graphs,matmul-fused-closs-graphs
+OPEN_VARIANTS=grouped-fused,matmul-fused,matmul-fused-bf16,grouped-fused-bf16,matmul-fused-graphs,matmul-fused-bf16-graphs,matmul-fused-closs-graphs
 case "${VARIANTS:-}" in all) ENGINE_VARIANTS= ;; "") ENGINE_VARIANTS=$OPEN_VARIANTS ;; *) ENGINE_VARIANTS=$VARIANTS ;; esac
 # the tests that need a GPU (CUDA graphs replayed against plain runs); the rest of the suite runs in CI
 step cuda_tests "$PY" -m pytest -q -p no:cacheprovider tests/shadowtutor/algorithms/test_step_graph.py \
@@ -109,6 +109,16 @@ step distill_batched_720 "$PY" -m shadowtutor_lab bench server --stages distill 
   --engines batched --seconds "$SECS" --warmup "$WARMUP" --server-args "--device $dev $FLAGS_720" --out "$OUT/distill_batched_720"
 step distill_batched_360 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 1,64,128 --sizes 640x360 \
   --engines batched --seconds "$SECS" --warmup "$WARMUP" --server-args "--device $dev $FLAGS_360" --out "$OUT/distill_batched_360"
+# 1a. the same at 1280x720, 64 sessions, at the other training precision than the chosen flags' (bf16 where they
+# name fp32 or tf32, fp32 where they name bf16): the server's ratio of the two in one run
+case "$FLAGS_720" in
+  *"--distill-precision bf16"*) OTHER_720=${FLAGS_720/--distill-precision bf16/--distill-precision fp32} ;;
+  *"--distill-precision "*) OTHER_720=$(echo "$FLAGS_720" | sed -E 's/--distill-precision [a-z0-9]+/--distill-precision bf16/') ;;
+  *) OTHER_720="$FLAGS_720 --distill-precision fp32" ;;
+esac
+step distill_precision_720 "$PY" -m shadowtutor_lab bench server --stages distill --sessions 64 --sizes 1280x720 \
+  --engines batched --seconds "$SECS" --warmup "$WARMUP" --server-args "--device $dev $OTHER_720" \
+  --out "$OUT/distill_precision_720"
 # 1b. the same at 1280x720, 64 sessions, with 8 threads preparing key frames instead of the default 2: in a closed loop
 # the GPU waits while a batch's 64 key frames are prepared (9.3 ms each at 1280x720 on the H100's host while the
 # weight map came from connected components; since from region borders, about a tenth of that on a CPU)
@@ -141,6 +151,19 @@ log "engine threads for the labels teacher's load: '${THREAD_FLAGS:-one engine, 
 # 3. the Mask R-CNN teacher: label path per frame at batch 8/16; fp32, tf32 and fp32 with cuDNN's autotuner
 [ "${TEACHER_CHECK:-1}" = 1 ] && step teacher_check "$PY" lab/scripts/teacher_gpu_check.py --weights-path "$weights" --device "$dev" --size 1280x720 \
   --batches 8,16 --precisions fp32,tf32 --cudnn-benchmark --score-threshold 0.05 --out "$OUT/teacher_check.json"
+# 3b. the teacher's labels at tf32 and bf16 against fp32 on the packaged clips' frames (vtest, bikes): only with real
+# weights (REAL_WEIGHTS=a torchvision maskrcnn_resnet50_fpn COCO state dict); random weights say nothing of them
+if [ -n "${REAL_WEIGHTS:-}" ] && wanted teacher_agreement; then
+  clips=$("$PY" -c "from shadowtutor_lab.scenes.real import REAL_CLIPS; print(REAL_CLIPS['vtest'].path, REAL_CLIPS['bikes'].path)")
+  for clip in $clips; do
+    name=$(basename "${clip%.*}")
+    ONLY= step "teacher_agreement_$name" "$PY" lab/scripts/teacher_gpu_check.py --weights-path "$REAL_WEIGHTS" --device "$dev" \
+      --video "$clip" --size 1280x720 --frames 32 --batches 8 --precisions fp32,tf32,bf16 --score-threshold 0.5 \
+      --out "$OUT/teacher_agreement_$name.json"
+  done
+elif wanted teacher_agreement; then
+  log "teacher_agreement: skipped, no REAL_WEIGHTS (random weights say nothing of the labels' agreement)"
+fi
 # 4. bench load, labels teacher then Mask R-CNN: 64 edges at 1 key frame/s, 1280x720
 step load_labels "$PY" -m shadowtutor_lab bench load --edges 64 --rate 1 --size 1280x720 --minutes 0.5 --scene-frames 120 \
   --no-progress --server-args "--device $dev --distill-workers 8 --max-sessions 64 $LABELS_FLAGS_720" --out "$OUT/load_labels"

@@ -29,6 +29,7 @@ from services.server.teacher_queue import TeacherQueue
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.classes import background_index
 from shadowtutor.gpu_usage import GpuUsageSampler
+from shadowtutor.models.precision import training_precision
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ class ServerRuntime:
         fuse_tail = resolve_tail(self.settings.distill_tail, self.device.type, self.settings.distill_engine)
         return Distiller(
             student, self.params, background_index(self.class_names), self.device, student_size,
-            fuse_tail=fuse_tail, precision=self.settings.distill_precision,
+            fuse_tail=fuse_tail, precision=training_precision(self.settings.distill_precision, self.device),
         )
 
     def readiness(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
 from shadowtutor.algorithms.engine_options import Convolution, Objective  # no torch either
 from shadowtutor.algorithms.params import AlgorithmParams  # no torch: quick CLI
 from shadowtutor.config.settings_flags import FlatSettings
-from shadowtutor.models.precision import Precision, TrainingPrecision  # no torch either
+from shadowtutor.models.precision import DistillPrecision, Precision  # no torch either
 from shadowtutor.models.scale import setting as student_size_setting
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
@@ -192,11 +192,13 @@ class ServerSettings(FlatSettings):
         "(fused on a CPU and under the batched engine, written for the sequential engine on an accelerator); the same "
         "function, rounded differently"
     )
-    distill_precision: TrainingPrecision = Field(
-        "fp32", description="arithmetic of distillation on CUDA: fp32 (IEEE float32, as the paper) or tf32 (TF32 "
-        "tensor cores for convolutions and matmuls, several times the fp32 rate); the same on a CPU. The TF32 "
-        "switches are per process: teacher and distillation overlap only when they want the same (teacher tf32 or "
-        "bf16 with distillation tf32, or both fp32), otherwise they take turns (docs/design/training_precision.md)"
+    distill_precision: DistillPrecision = Field(
+        "auto", description="arithmetic of distillation: fp32 (IEEE float32, as the paper), tf32 (TF32 tensor cores "
+        "for convolutions and matmuls on CUDA; fp32 on a CPU), bf16 (the trained layers' forward pass in bfloat16 "
+        "under autocast; weights, Adam, loss and metric float32) or auto (bf16 on a CUDA device with bfloat16, fp32 "
+        "elsewhere). The TF32 switches are per process: teacher and distillation overlap only when they want the "
+        "same (teacher fp32 with distillation fp32 or bf16; teacher tf32 or bf16 with distillation tf32), "
+        "otherwise they take turns (docs/design/training_precision.md)"
     )
     max_pending_key_frames: int = Field(
         4, ge=1, description="key frames queued per session before the server stops reading from that edge"

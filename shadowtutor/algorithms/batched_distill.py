@@ -46,7 +46,7 @@ from shadowtutor.algorithms.stacked_back import StackedBack
 from shadowtutor.algorithms.step_graph import capture
 from shadowtutor.models.fast_student import frame_tail_fusable, per_frame_front
 from shadowtutor.models.host_copy import to_host
-from shadowtutor.models.precision import float32_precision
+from shadowtutor.models.precision import TrainingPrecision, bf16_autocast, float32_precision, training_float32
 from shadowtutor.models.student import FRONT_MODULES, StudentNet
 
 
@@ -191,13 +191,14 @@ class _Training:
     convolution: Convolution
     objective: Objective
     fuse_tail: bool
+    precision: TrainingPrecision
     most: int
     check_on_host: bool
 
     def shape_key(self) -> tuple[object, ...]:
         """What a batch's captured graph depends on besides the group and the session count."""
         return (self.keys, self.beta1, self.beta2, self.eps, self.restore_adam, self.convolution, self.objective,
-                self.fuse_tail, self.most, self.check_on_host)
+                self.fuse_tail, self.precision, self.most, self.check_on_host)
 
     def unflatten(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Views of ``flat (S, weights)`` shaped as the stacked trainable tensors ``(S, *shape)``, in key order."""
@@ -215,11 +216,14 @@ class _Training:
         flat, exp_avg, exp_avg_sq, adam_steps = state.flat, state.exp_avg, state.exp_avg_sq, state.adam_steps
 
         def logits_of() -> tuple[torch.Tensor, torch.Tensor]:
-            """The logits at the weights now in ``flat``, and the leaf they were computed from (``flat``'s memory;
-            a leaf per forward, so that autograd ties its gradient to the stream this forward runs on)."""
+            """The scores at the weights now in ``flat``, computed at the batch's precision and returned in
+            ``flat``'s dtype, and the leaf they were computed from (``flat``'s memory; a leaf per forward, so that
+            autograd ties its gradient to the stream this forward runs on)."""
             leaf = flat.detach().requires_grad_(True)
             weights = dict(zip(self.keys, self.unflatten(leaf), strict=True))
-            return back(weights, dec1, enc2, enc1, x1_size, input_size), leaf
+            with bf16_autocast(flat.device, self.precision):
+                scores = back(weights, dec1, enc2, enc1, x1_size, input_size)
+            return scores.to(flat.dtype), leaf
 
         logits, leaf = logits_of()
         with torch.no_grad():
@@ -313,7 +317,8 @@ class _BatchedRun:
             sizes=tuple(layout.sizes), beta1=float(betas[0]), beta2=float(betas[1]),
             eps=float(groups[0][0]["eps"]), restore_adam=distillers[0].params.restore == "weights+adam",
             convolution=convolution, objective=objective, fuse_tail=distillers[0].fuse_tail,
-            most=max(self.max_updates, default=0), check_on_host=stops_early_on_host(self.device),
+            precision=distillers[0].precision, most=max(self.max_updates, default=0),
+            check_on_host=stops_early_on_host(self.device),
         )
 
     def _per_session(self, values: Sequence[float]) -> torch.Tensor:
@@ -349,7 +354,7 @@ class _BatchedRun:
         )
 
     def run(self) -> list[DistillResult]:
-        with float32_precision(self.device, self.precision):
+        with float32_precision(self.device, training_float32(self.precision)):
             return self._run()
 
     def _run(self) -> list[DistillResult]:

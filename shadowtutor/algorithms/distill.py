@@ -12,8 +12,10 @@ seen is rolled back to the best (``params.restore``: its trainable weights, or t
 together with Adam's state, as the authors' deep copy of model and optimiser does).
 
 The arithmetic runs at the distiller's ``precision`` (:mod:`~shadowtutor.models.precision`): ``fp32``,
-IEEE float32 as in the paper, or ``tf32``, TF32 tensor cores for convolutions and matmuls on CUDA (the
-same as ``fp32`` on a CPU).
+IEEE float32 as in the paper; ``tf32``, TF32 tensor cores for convolutions and matmuls on CUDA (the
+same as ``fp32`` on a CPU); or ``bf16``, the trained part's forward pass (the back in partial mode, the
+whole student in full mode) under bfloat16 autocast, its logits cast back to the student's dtype: the weights
+(the master copy the edge is sent), their gradients, Adam's state, the loss and the metric stay in that dtype.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,7 +33,14 @@ from shadowtutor.algorithms.loss import key_frame_weights, weighted_cross_entrop
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.fast_student import fused_back
-from shadowtutor.models.precision import TRAINING_PRECISIONS, TrainingPrecision, check_precision, float32_precision
+from shadowtutor.models.precision import (
+    TRAINING_PRECISIONS,
+    TrainingPrecision,
+    bf16_autocast,
+    check_precision,
+    float32_precision,
+    training_float32,
+)
 from shadowtutor.models.scale import Size, boxes_to_student, check_size, frame_to_student, labels_to_student
 from shadowtutor.models.student import FrontFeatures, StudentNet, normalise_frame
 
@@ -107,7 +116,7 @@ class Distiller:
         ``precision``: the arithmetic of training (module docstring); ValueError for another."""
         self.device = torch.device(device)
         self.fuse_tail = self.device.type == "cpu" if fuse_tail is None else fuse_tail
-        self.precision = cast(TrainingPrecision, check_precision(precision, TRAINING_PRECISIONS))
+        self.precision: TrainingPrecision = check_precision(precision, TRAINING_PRECISIONS)
         self.student = student.to(device)
         self.student_size = check_size(student_size)
         self.params = params
@@ -120,10 +129,13 @@ class Distiller:
         engine."""
 
     def _forward(self, x: torch.Tensor, front: FrontFeatures | None) -> torch.Tensor:
-        """Logits; ``front``: the frozen front's features (partial mode), or None: run the whole student."""
-        if front is None:
-            front = self.student.forward_front(x)
-        return fused_back(self.student, front) if self.fuse_tail else self.student.forward_back(front)
+        """Logits in ``x``'s dtype (the student's) computed at the distiller's precision; ``front``: the frozen
+        front's features (partial mode), or None: run the whole student."""
+        with bf16_autocast(self.device, self.precision):
+            if front is None:
+                front = self.student.forward_front(x)
+            logits = fused_back(self.student, front) if self.fuse_tail else self.student.forward_back(front)
+        return logits.to(x.dtype)
 
     def _snapshot(self) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
         """The trainable weights, and Adam's state too when ``params.restore`` asks for it."""
@@ -181,7 +193,7 @@ class Distiller:
 
     def train_prepared(self, key_frame: PreparedKeyFrame) -> DistillResult:
         """:meth:`train` on a key frame from :meth:`prepare`, at the distiller's precision."""
-        with float32_precision(self.device, self.precision):
+        with float32_precision(self.device, training_float32(self.precision)):
             result = self._train_prepared(key_frame)
         result.weights, result.optimizer_state = self.state_on_host()
         return result

@@ -3,7 +3,8 @@
 ``fp32``: IEEE float32 everywhere (TF32 off for cuDNN convolutions and CUDA matmuls, which PyTorch would
 otherwise allow for convolutions). ``tf32``: TF32 tensor cores for float32 convolutions and matmuls on
 CUDA. ``bf16``: the caller's chosen part of the model under bfloat16 autocast (:func:`bf16_autocast`),
-the rest as ``tf32``. On a CPU ``fp32`` and ``tf32`` are the same (TF32 is a CUDA feature) and ``bf16``
+the rest as ``tf32`` for a teacher's forward pass and as ``fp32`` for a student's training
+(:func:`training_float32`). On a CPU ``fp32`` and ``tf32`` are the same (TF32 is a CUDA feature) and ``bf16``
 autocasts on the CPU.
 
 PyTorch keeps the TF32 switches per process, not per thread, and reads them when an operation is
@@ -34,10 +35,16 @@ AGREEMENT_NEEDED = 0.995
 """The fraction of pixels on which labels made at a lower precision must agree with those made in ``fp32``
 before that precision is offered as a choice (the lab's teacher and engine checks measure it)."""
 
-TrainingPrecision = Literal["fp32", "tf32"]
-"""What a student trains at: no ``bf16``, whose trained students' labels agree with fp32's on far fewer pixels than
-the :data:`AGREEMENT_NEEDED` a precision must keep (``docs/design/training_precision.md``)."""
-TRAINING_PRECISIONS: tuple[TrainingPrecision, ...] = ("fp32", "tf32")
+TrainingPrecision = Precision
+"""What a student trains at: ``fp32``, ``tf32``, or ``bf16``: the trained part's forward pass under bfloat16
+autocast (its convolutions and matrix products in bfloat16), its logits cast back to the weights' dtype, so
+that the weights, their gradients, Adam's state, the loss and the metric stay in it
+(``docs/design/training_precision.md``)."""
+TRAINING_PRECISIONS: tuple[TrainingPrecision, ...] = PRECISIONS
+
+DistillPrecision = Literal["auto", "fp32", "tf32", "bf16"]
+"""The server's setting: a :data:`TrainingPrecision`, or ``auto`` (:func:`training_precision`)."""
+DISTILL_PRECISIONS: tuple[DistillPrecision, ...] = ("auto", *TRAINING_PRECISIONS)
 
 
 def check_precision(precision: str, allowed: tuple[str, ...] = PRECISIONS) -> Precision:
@@ -45,6 +52,26 @@ def check_precision(precision: str, allowed: tuple[str, ...] = PRECISIONS) -> Pr
     if precision not in allowed:
         raise ValueError(f"precision must be one of {', '.join(allowed)}, got {precision!r}")
     return precision  # type: ignore[return-value]  # one of allowed, which are precisions
+
+
+def training_precision(setting: str, device: torch.device | str) -> TrainingPrecision:
+    """What training at ``setting`` (one of :data:`DISTILL_PRECISIONS`; ValueError otherwise) means on ``device``:
+    ``auto`` is ``bf16`` on a CUDA device with bfloat16 arithmetic and ``fp32`` elsewhere (a CPU without bfloat16
+    units emulates it, several times slower than float32); any other setting is itself."""
+    import torch
+
+    check_precision(setting, DISTILL_PRECISIONS)
+    if setting != "auto":
+        return setting  # type: ignore[return-value]  # checked: a training precision
+    device = torch.device(device)
+    return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+
+
+def training_float32(precision: TrainingPrecision) -> Precision:
+    """The float32 setting (:func:`float32_precision`) a student's training at ``precision`` holds: its own for
+    ``fp32`` and ``tf32``; ``fp32`` for ``bf16``, whose products run in bfloat16 under autocast and whose
+    float32 rest (the loss, the metric) stays IEEE float32."""
+    return "fp32" if precision == "bf16" else precision
 
 
 def float32_switch(precision: Precision) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from shadowtutor.models.precision import TRAINING_PRECISIONS
 from shadowtutor_lab.cli.options import (
     add_algorithm_options,
     algorithm_params,
@@ -25,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="scene directories, packaged clips (vtest, bikes) or video files; a clip or video is "
                         "labelled once by --teacher (mediapipe when that is labels) into the scene cache")
     add_accuracy_options(p)
+    p.add_argument("--distill-precision", default="fp32", choices=TRAINING_PRECISIONS,
+                   help="the servers' training arithmetic, as the server's --distill-precision (default fp32)")
     p.set_defaults(handler=run)
 
 
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.teacher == "labels" and args.teacher_option:
         raise ValueError("the labels teacher reads each scene's labels/: it takes no --teacher-option")
-    config = AccuracyConfig(scenes=tuple(args.scenes), **accuracy_settings(args))
+    config = AccuracyConfig(scenes=tuple(args.scenes), precision=args.distill_precision, **accuracy_settings(args))
     results = run_accuracy(config)
     for name, r in results.items():
         print(f"{name}: Wild {r['wild_miou']:.1f}  P-1 {r['p1_miou']:.1f}  P-8 {r['p8_miou']:.1f}  "

@@ -23,6 +23,7 @@ import torch
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.inference import onnx_available
+from shadowtutor.models.precision import TrainingPrecision
 from shadowtutor.models.pretrained import default_student_path
 from shadowtutor.models.scale import format_size
 from shadowtutor.scene_store import DEFAULT_BACKGROUNDS, Scene, SceneError
@@ -57,6 +58,7 @@ class AccuracyConfig:
     backend: str = "auto"  # auto: onnx where installed, else torch
     threads: int | None = None
     params: AlgorithmParams = AlgorithmParams()
+    precision: TrainingPrecision = "fp32"  # the servers' training arithmetic
     workers: int = 1  # passes run in parallel processes
     resume: bool = True
     progress: bool = True
@@ -163,6 +165,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
         "workers": config.workers,
         "threads": config.threads or (1 if config.workers > 1 else torch.get_num_threads()),
         "params": config.params.to_dict(),
+        "distill_precision": config.precision,
         "student": {"path": str(student_path), "sha256": student_sha, "metadata": loaded.metadata},
         "machine": machine_info(),
         "definitions": DEFINITIONS,
@@ -176,6 +179,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
             "teacher_options": {k: str(v) for k, v in config.teacher_options.items()},
             "backend": backend, "params": config.params.to_dict(),
             **({"student_size": list(config.student_size)} if config.student_size else {}),
+            **({"precision": config.precision} if config.precision != "fp32" else {}),
         }
         for name, scene in scenes.items()
     }
@@ -206,7 +210,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
         jobs += [
             ScenePass(name, scene.directory, settings, frames_of[name], config.size, student_path, config.teacher,
                       config.teacher_options, config.params, backend, config.threads,
-                      student_size=config.student_size)
+                      student_size=config.student_size, precision=config.precision)
             for settings in PASSES
         ]
     partial: dict[str, list[SceneEvaluation]] = {}

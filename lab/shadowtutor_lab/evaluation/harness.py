@@ -27,6 +27,7 @@ from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
+from shadowtutor.models.precision import TrainingPrecision
 from shadowtutor.models.scale import Size
 from shadowtutor.models.student import DistillMode, StudentNet
 from shadowtutor.teachers import Teacher, Teaching, teach_batch
@@ -144,6 +145,7 @@ def evaluate_scene(
     change_based: ChangeBasedOptions | None = None,
     student_size: Size | None = None,
     on_labels: Callable[[int, dict[str, np.ndarray]], None] | None = None,
+    precision: TrainingPrecision = "fp32",
 ) -> SceneEvaluation:
     """Run the ``settings`` (keys of :data:`SETTING_KEYS`) over ``frames`` (BGR uint8, one size).
 
@@ -151,7 +153,8 @@ def evaluate_scene(
     :class:`~shadowtutor_lab.evaluation.simulated_link.SimulatedServer`); ``link`` puts the
     protocol's codecs on what crosses the simulated link (None: the paper's raw accounting);
     ``change_based`` runs the edges' students change-based; ``student_size`` ``(W, H)`` runs every
-    student (edge and server copies) on frames resized to it (:mod:`shadowtutor.models.scale`).
+    student (edge and server copies) on frames resized to it (:mod:`shadowtutor.models.scale`); ``precision``
+    is the servers' training arithmetic (:class:`~shadowtutor.algorithms.distill.Distiller`).
     ``on_frame(index, running mean mIoU per setting)`` is called after each frame (progress);
     ``on_labels(index, labels per setting)`` gets each frame's label maps (the teacher's under ``"teacher"``).
     """
@@ -178,7 +181,8 @@ def evaluate_scene(
         if setting.key in settings:
             if setting.mode not in servers:
                 mode_params = params.replace(mode=setting.mode)
-                distiller = Distiller(copy.deepcopy(student), mode_params, background, student_size=student_size)
+                distiller = Distiller(copy.deepcopy(student), mode_params, background, student_size=student_size,
+                                      precision=precision)
                 servers[setting.mode] = SimulatedServer(distiller, teacher_label, link)
             edge = edge_student(spec, student, student_size)
             if servers[setting.mode].welcome is not None:

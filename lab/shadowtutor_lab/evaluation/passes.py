@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.models.precision import TrainingPrecision
 from shadowtutor_lab.evaluation.harness import SETTING_KEYS, SceneEvaluation, evaluate_scene
 from shadowtutor_lab.evaluation.simulated_link import LinkCodecs
 
@@ -47,6 +48,7 @@ class ScenePass:
     link: LinkCodecs | None = None  # codecs on the simulated link (None: the paper's raw accounting)
     student_size: Size | None = None  # the student's input scale (None: the frame's size)
     change_based: ChangeBasedOptions | None = None  # the edges' students change-based (None: full frames)
+    precision: TrainingPrecision = "fp32"  # the servers' training arithmetic
 
     def __post_init__(self) -> None:
         unknown = set(self.settings) - set(SETTING_KEYS)
@@ -81,7 +83,7 @@ def run_pass(job: ScenePass, on_frames: Callable[[int], None] | None = None,
     return evaluate_scene(
         job.name, itertools.islice(scene.frames(job.size), job.frames), teacher, loaded.model,
         loaded.class_names, job.params, job.backend, job.threads, on_frame, job.settings, job.link,
-        student_size=job.student_size, change_based=job.change_based, on_labels=on_labels,
+        student_size=job.student_size, change_based=job.change_based, on_labels=on_labels, precision=job.precision,
     )
 
 

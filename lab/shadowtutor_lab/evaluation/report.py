@@ -60,7 +60,8 @@ def _run_lines(results: Mapping[str, Mapping[str, Any]], meta: Mapping[str, Any]
         f"teacher `{meta.get('teacher', '?')}`; student inference "
         f"backend `{meta.get('backend', '?')}`; {meta.get('workers', 1)} worker process(es) with "
         f"{meta.get('threads', machine.get('torch_threads', '?'))} torch / ONNX Runtime thread(s) each.",
-        f"Algorithm parameters: `{json.dumps(meta.get('params', {}))}`.",
+        f"Algorithm parameters: `{json.dumps(meta.get('params', {}))}`; training precision "
+        f"`{meta.get('distill_precision', 'fp32')}`.",
         f"Machine: {describe_machine(machine)}.",
     ]
     if per_scene:

@@ -51,6 +51,12 @@ def test_run_writes_the_report_and_resumes(tiny_scene: Path, tmp_path: Path) -> 
     assert json.loads((out / "meta.json").read_text())["reused_scenes"] == [name]
     shorter = run_accuracy(AccuracyConfig(**{**config.__dict__, "frames": 12}))
     assert shorter[name]["frames"] == 12 and trace.stat().st_mtime_ns != stamp
+    assert json.loads((out / "meta.json").read_text())["distill_precision"] == "fp32"
+    stamp = trace.stat().st_mtime_ns
+    run_accuracy(AccuracyConfig(**{**config.__dict__, "frames": 12, "precision": "bf16"}))  # not the fp32 traces
+    assert trace.stat().st_mtime_ns != stamp
+    assert json.loads((out / "meta.json").read_text())["distill_precision"] == "bf16"
+    assert "training precision `bf16`" in (out / "results.md").read_text()
 
 
 def test_a_video_file_is_labelled_by_the_real_teacher_and_evaluated(

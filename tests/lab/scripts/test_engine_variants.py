@@ -230,8 +230,14 @@ def test_variant_names_and_references(script: ModuleType) -> None:
     assert [v.name for v in script.plan(["matmul-fused-bf16", "matmul-written"])] == [
         "grouped-written", "matmul-written", "grouped-fused", "matmul-fused-bf16"]
     bench, bf16 = script.Variant("grouped-written-cudnnbench"), script.Variant("matmul-fused-bf16")
-    assert (bench.convolution, bench.fuse_tail, bench.cudnn_benchmark, bench.bf16) == ("grouped", False, True, False)
-    assert (bf16.convolution, bf16.fuse_tail, bf16.cudnn_benchmark, bf16.bf16) == ("matmul", True, False, True)
+    assert (bench.convolution, bench.fuse_tail, bench.cudnn_benchmark, bench.precision) == (
+        "grouped", False, True, "fp32")
+    assert (bf16.convolution, bf16.fuse_tail, bf16.cudnn_benchmark, bf16.precision) == ("matmul", True, False, "bf16")
+    assert bf16.server_option and bf16.server_flags == (
+        "--distill-convolution matmul --distill-tail fused --distill-precision bf16")
+    bf16_graphs = script.Variant("matmul-fused-bf16-graphs")
+    assert (bf16_graphs.precision, bf16_graphs.graphs, bf16_graphs.reference) == ("bf16", True, "grouped-fused")
+    assert bf16_graphs.server_flags.endswith("--distill-precision bf16 --distill-graphs")
     tf32 = script.Variant("matmul-written-tf32")
     assert (tf32.convolution, tf32.fuse_tail, tf32.precision, tf32.server_option) == ("matmul", False, "tf32", True)
     assert script.Variant("matmul-fused").server_option and not bench.server_option
@@ -313,10 +319,12 @@ def row(variant: str, kfs: float, labels_agreement: float | None, size: str = "1
 
 def test_the_server_flags_are_the_fastest_server_option_whose_labels_agree(script: ModuleType) -> None:
     rows = [row("grouped-fused", 50, 0.9), row("matmul-fused", 80, 0.999), row("matmul-fused-tf32", 300, 0.99),
-            row("grouped-fused-tf32", 200, 0.996), row("grouped-fused-bf16", 900, 1.0),
+            row("grouped-fused-tf32", 200, 0.996), row("grouped-fused-cudnnbench", 900, 1.0),
+            row("grouped-fused-bf16", 150, 0.6),
             row("grouped-fused", 20, 1.0, "640x360"), row("matmul-fused-tf32", 90, None, "640x360")]
     lines = script.summary(rows)
-    # the bf16 study is the fastest but no server option; tf32 with the matmul form moves 1 % of the labels
+    # the autotuner study is the fastest but no server option; tf32 with the matmul form moves 1 % of the labels;
+    # bf16 (slower here) is held to its own bar, not to the labels of noise frames
     assert lines[-4:] == [
         "not chosen at 1280x720: matmul-fused-tf32 300.0 key frames/s, its students' labels agree with grouped-fused "
         "on 99.00 % of pixels (needs 99.5 %)",
@@ -328,3 +336,18 @@ def test_the_server_flags_are_the_fastest_server_option_whose_labels_agree(scrip
         "1280x720": "--distill-convolution grouped --distill-tail fused --distill-precision tf32",
         "640x360": "--distill-convolution grouped --distill-tail fused --distill-precision fp32",
     }
+    faster_bf16 = [*rows, row("grouped-fused-bf16", 250, 0.6)]
+    assert script.server_flags(faster_bf16)["1280x720"] == (
+        "--distill-convolution grouped --distill-tail fused --distill-precision bf16")
+
+
+def test_a_bf16_variant_trains_the_product_s_bf16_on_the_cpu(script: ModuleType, tmp_path: Path) -> None:
+    """``-bf16`` runs the server's ``--distill-precision bf16`` (the distillers' own precision, no autocast of the
+    study's): its students move away from the float32 reference's, and the row names its precision."""
+    out = tmp_path / "variants.json"
+    assert script.main(tiny(out, ["grouped-fused-bf16"])) == 0
+    rows = {r["variant"]: r for r in json.loads(out.read_text())["rows"]}
+    bf16 = rows["grouped-fused-bf16"]
+    assert (bf16["precision"], bf16["autocast"], bf16["error"], bf16["mean_steps"]) == ("bf16", "bf16", None, 8)
+    assert bf16["weights_max_diff"] > 0 and bf16["labels_agreement"] < 1
+    assert rows["grouped-fused"]["precision"] == "fp32"

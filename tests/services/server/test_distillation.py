@@ -318,6 +318,21 @@ def test_the_server_trains_the_tail_its_settings_name(settings: ServerSettings, 
     assert runtime.new_distiller().fuse_tail is fused
 
 
+@pytest.mark.parametrize(("precision", "trained"), [("auto", "fp32"), ("bf16", "bf16"), ("tf32", "tf32")])
+def test_the_server_trains_at_the_precision_its_settings_name(
+    settings: ServerSettings, precision: str, trained: str
+) -> None:
+    """On this CPU ``auto`` is fp32 (bfloat16 is emulated here, several times slower)."""
+    from services.server.loading import load_models
+    from services.server.runtime import ServerRuntime
+
+    configured = settings.model_copy(update={"distill_precision": precision})
+    models = load_models(configured)
+    runtime = ServerRuntime(configured, ServerMetrics(), models=models)
+    runtime.base_student = models.base_student  # what start() installs, without starting the workers
+    assert runtime.new_distiller().precision == trained
+
+
 def test_a_batch_out_of_device_memory_trains_in_halves_and_later_batches_hold_to_the_half(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -48,12 +48,14 @@ def test_versions_partial_full_and_resync() -> None:
     assert "secret-token" not in info.model_dump_json()
 
 
-def test_a_delta_session_keeps_the_edge_and_the_mirror_bit_identical_and_near_the_student() -> None:
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_delta_session_keeps_the_edge_and_the_mirror_bit_identical_and_near_the_student(precision: str) -> None:
+    """At bf16 too: the server trains float32 master weights, and what the edge holds is what the mirror holds."""
     torch.manual_seed(0)
     params = AlgorithmParams(max_updates=2, threshold=0.99)
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    s = EdgeSession(hello, "raw", "f16+zstd", params, Traffic(), Distiller(StudentNet(3), params, background=2),
-                    delta_codec="q8delta+zstd")
+    distiller = Distiller(StudentNet(3), params, background=2, precision=precision)  # type: ignore[arg-type]
+    s = EdgeSession(hello, "raw", "f16+zstd", params, Traffic(), distiller, delta_codec="q8delta+zstd")
     welcome = s.welcome()
     assert (welcome.weight_codec, welcome.delta_codec) == ("f16+zstd", "q8delta+zstd")
     edge = HeldWeights()  # the edge agent's rule: decode, then replace or add
@@ -67,6 +69,7 @@ def test_a_delta_session_keeps_the_edge_and_the_mirror_bit_identical_and_near_th
         sent += len(update.tensors)
         edge.apply(decode_tensors(update.tensors, update.payload, "q8delta+zstd"), delta=True)
         student = s.distiller.student.state_dict()
+        assert {value.dtype for value in student.values() if value.is_floating_point()} == {torch.float32}
         for key, value in edge.state.items():
             assert torch.equal(value, s.encoder.held.state[key]), key
             # the server trains on from its float weights; the edge is within half a step (f16 or int8) of them

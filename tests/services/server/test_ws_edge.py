@@ -382,7 +382,8 @@ def test_a_student_size_reaches_the_welcome_and_the_server_trains_on_what_the_ed
 
 
 @pytest.mark.parametrize(("convolution", "precision", "graphs", "objective"),
-                         [("grouped", "fp32", False, "eager"), ("matmul", "tf32", True, "compiled")])
+                         [("grouped", "fp32", False, "eager"), ("matmul", "tf32", True, "compiled"),
+                          ("grouped", "bf16", False, "eager")])
 def test_the_batched_engine_serves_concurrent_sessions_and_the_edge_holds_the_servers_student(
     settings: ServerSettings, scene: TinyScene, convolution: Convolution, precision: str, graphs: bool,
     objective: Objective, monkeypatch: pytest.MonkeyPatch,

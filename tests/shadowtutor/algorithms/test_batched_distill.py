@@ -231,14 +231,14 @@ arithmetic."""
 
 def _graphed_against_plain(
     device: str, fuse_tail: bool = False, dtype: torch.dtype = torch.float64, size: tuple[int, int] = (WIDTH, HEIGHT),
-    sessions: int = SESSIONS, rounds: int = 4,
+    sessions: int = SESSIONS, rounds: int = 4, precision: str = "fp32",
 ) -> tuple[list[str], list[int]]:
     """``rounds`` batches of ``sessions`` sessions and one shape, each trained once plainly and once with ``graphs``,
     on ``device``, as on a GPU (every batch takes MAX_UPDATES steps), with frames of ``size`` (WIDTH, HEIGHT): up to
     three of new sessions with key frames of their own, then the third's sessions again (with Adam state). Asserts
     equal results and students (in float64 to the rounding the CPU tests allow; in float32 the same steps, the same
-    first metric within 1e-3 and the last within ``FLOAT32_RERUN``). Returns how each graphed batch was trained
-    and the sessions' steps."""
+    first metric within 1e-3 and the last within ``FLOAT32_RERUN``), the distillers training at ``precision``.
+    Returns how each graphed batch was trained and the sessions' steps."""
     torch.manual_seed(0)
     base = StudentNet(num_classes=3).to(dtype).to(device)
     outcomes: list[str] = []
@@ -256,7 +256,8 @@ def _graphed_against_plain(
         for round_ in range(rounds):
             if round_ < 3:  # new sessions; one restore rule, so that a batch is one group
                 params = [_params(s).model_copy(update={"restore": "weights+adam"}) for s in range(sessions)]
-                pairs = [tuple(Distiller(copy.deepcopy(base), p, background=0, device=device, fuse_tail=fuse_tail)
+                pairs = [tuple(Distiller(copy.deepcopy(base), p, background=0, device=device, fuse_tail=fuse_tail,
+                                         precision=precision)  # type: ignore[arg-type]
                                for _ in range(2)) for p in params]  # type: ignore[misc]
             frames = [tuple(cv2.resize(image, size, interpolation=cv2.INTER_NEAREST) for image in _key_frame(s, round_))
                       for s in range(sessions)]
@@ -292,7 +293,8 @@ class _StandInGraph:
         self.call()
 
 
-def test_a_batch_replayed_as_a_graph_gives_each_session_its_result(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def stand_in_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine's side of CUDA graphs on the CPU (they need a GPU, absent here): a stand-in capture runs the batch
     once, as the warm-up does, and its replays run the captured call again, reading and writing only the captured
     batch's state. A batch that read anything of its own outside that state would get the captured batch's."""
@@ -305,9 +307,21 @@ def test_a_batch_replayed_as_a_graph_gives_each_session_its_result(monkeypatch: 
         return _StandInGraph(call)
 
     monkeypatch.setattr(batched_distill, "capture", stand_in_capture)
+
+
+@pytest.mark.usefixtures("stand_in_graphs")
+def test_a_batch_replayed_as_a_graph_gives_each_session_its_result() -> None:
     outcomes, steps = _graphed_against_plain("cpu", fuse_tail=True, sessions=6)
     assert outcomes == ["eager", "captured", "replayed", "replayed"]
     assert len(set(steps)) >= 3  # sessions stopped at different points
+
+
+@pytest.mark.usefixtures("stand_in_graphs")
+def test_a_bf16_batch_replayed_as_a_graph_gives_each_session_its_result() -> None:
+    """At bf16 (the back under bfloat16 autocast) too, a batch reads only the captured state."""
+    outcomes, _ = _graphed_against_plain("cpu", fuse_tail=True, dtype=torch.float32, sessions=2, rounds=3,
+                                         precision="bf16")
+    assert outcomes == ["eager", "captured", "replayed"]
 
 
 def test_a_shape_whose_capture_failed_trains_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -336,6 +350,18 @@ def test_batches_replayed_as_a_cuda_graph_equal_the_plain_run(
     monkeypatch.setattr(batched_distill, "_graphs", threading.local())
     outcomes, steps = _graphed_against_plain("cuda", fuse_tail=fuse_tail, dtype=dtype, size=(128, 72))
     assert outcomes == ["eager", "captured", "replayed", "replayed"] and len(set(steps)) >= 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+@pytest.mark.parametrize("fuse_tail", [False, True], ids=["tail as written", "fused tail"])
+def test_bf16_batches_replayed_as_a_cuda_graph_equal_the_plain_run(
+    monkeypatch: pytest.MonkeyPatch, fuse_tail: bool
+) -> None:
+    """On a GPU, training at bf16 (the back under bfloat16 autocast): replays as at float32."""
+    monkeypatch.setattr(batched_distill, "_graphs", threading.local())
+    outcomes, _ = _graphed_against_plain("cuda", fuse_tail=fuse_tail, dtype=torch.float32, size=(128, 72),
+                                         precision="bf16")
+    assert outcomes == ["eager", "captured", "replayed", "replayed"]
 
 
 def test_graphs_are_replayed_on_cuda_alone() -> None:
@@ -472,20 +498,23 @@ def test_each_group_trains_at_its_distillers_precision(float32_blocks: list[tupl
     torch.manual_seed(3)
     base = StudentNet(num_classes=3).double()
     params = AlgorithmParams(threshold=0.999, max_updates=2)
-    precisions = ["fp32", "tf32", "fp32", "tf32", "tf32"]
+    precisions = ["fp32", "tf32", "bf16", "fp32", "tf32", "tf32", "bf16"]
     engine = [Distiller(copy.deepcopy(base), params, background=0, precision=p) for p in precisions]  # type: ignore[arg-type]
     alone = [Distiller(copy.deepcopy(base), params, background=0) for _ in precisions]
     frames = [_key_frame(s, 0) for s in range(len(precisions))]
     got = distill_batch([KeyFrameJob.prepare(d, f, lab) for d, (f, lab) in zip(engine, frames, strict=True)])
-    assert sorted(float32_blocks) == [("cpu", "fp32"), ("cpu", "tf32")]  # one batch per precision
-    want = [d.train(f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]  # tf32 is fp32 on a CPU
+    # one batch per precision; bf16's float32 rest runs in IEEE float32
+    assert sorted(float32_blocks) == [("cpu", "fp32"), ("cpu", "fp32"), ("cpu", "tf32")]
+    # tf32 is fp32 on a CPU, and bfloat16 autocast leaves these float64 students' arithmetic alone
+    want = [d.train(f, lab) for d, (f, lab) in zip(alone, frames, strict=True)]
     for g, w in zip(got, want, strict=True):
         assert (g.steps, g.metric) == (w.steps, pytest.approx(w.metric, abs=1e-12))
     float32_blocks.clear()
     engine[1].train(*frames[1])
-    assert float32_blocks == [("cpu", "tf32")]
+    engine[2].train(*frames[2])
+    assert float32_blocks == [("cpu", "tf32"), ("cpu", "fp32")]
 
 
-def test_a_distiller_trains_at_fp32_or_tf32() -> None:
-    with pytest.raises(ValueError, match="precision must be one of fp32, tf32, got 'bf16'"):
-        Distiller(StudentNet(num_classes=3), AlgorithmParams(), background=0, precision="bf16")  # type: ignore[arg-type]
+def test_a_distiller_trains_at_fp32_tf32_or_bf16() -> None:
+    with pytest.raises(ValueError, match="precision must be one of fp32, tf32, bf16, got 'fp16'"):
+        Distiller(StudentNet(num_classes=3), AlgorithmParams(), background=0, precision="fp16")  # type: ignore[arg-type]

@@ -6,7 +6,13 @@ import time
 import pytest
 import torch
 
-from shadowtutor.models.precision import bf16_autocast, check_precision, float32_precision
+from shadowtutor.models.precision import (
+    bf16_autocast,
+    check_precision,
+    float32_precision,
+    training_float32,
+    training_precision,
+)
 
 SWITCHES = (torch.backends.cudnn.conv, torch.backends.cudnn.rnn, torch.backends.cuda.matmul)
 # the switches are process state that PyTorch keeps without a GPU too, and float32_precision acts on the device's
@@ -137,3 +143,19 @@ def test_bf16_autocast_only_when_asked() -> None:
     assert check_precision("tf32") == "tf32"
     with pytest.raises(ValueError, match="precision must be one of"):
         check_precision("half")
+
+
+def test_auto_training_precision_is_bf16_on_a_cuda_device_with_bfloat16_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.cuda.is_bf16_supported`` stands in for a GPU (none here): it is what ``auto`` asks."""
+    assert training_precision("auto", "cpu") == "fp32"
+    for supported, wanted in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda supported=supported: supported)
+        assert training_precision("auto", "cuda:0") == wanted
+    for precision in ("fp32", "tf32", "bf16"):
+        assert training_precision(precision, "cpu") == training_precision(precision, "cuda") == precision
+    with pytest.raises(ValueError, match="precision must be one of auto, fp32, tf32, bf16, got 'fp16'"):
+        training_precision("fp16", "cpu")
+
+
+def test_bf16_training_holds_the_ieee_float32_switches() -> None:
+    assert [training_float32(p) for p in ("fp32", "tf32", "bf16")] == ["fp32", "tf32", "fp32"]
