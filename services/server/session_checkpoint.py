@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from services.server.session import EdgeSession, Traffic
+from shadowtutor.algorithms.coordinates import SparseOptions
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.protocol.messages import Hello, Message, decode, encode
@@ -70,6 +71,10 @@ def snapshot(
         "weights": weights,
         "optimizer": optimizer,
         "mirror": session.encoder.mirror(keys),
+        "sparse": None if distiller.chooser is None else {
+            "fraction": distiller.chooser.options.fraction, "every": distiller.chooser.options.every,
+            "chooser": distiller.chooser.state(),
+        },
         "reply": encode(reply) if reply is not None else None,
         "reply_seq": reply_seq,
         "saved_at": time.time(),
@@ -99,11 +104,15 @@ def restore(
     distiller = new_distiller(record["student_size"])
     distiller.student.load_state_dict(record["weights"], strict=False)
     distiller.optimizer.load_state_dict(record["optimizer"])
+    sparse = record.get("sparse")
     session = EdgeSession(
         hello=hello, frame_codec=record["frame_codec"], weight_codec=record["weight_codec"], params=params,
         traffic=Traffic(), distiller=distiller, delta_codec=record["delta_codec"],
         telemetry_interval=record["telemetry_interval"], session_id=record["session_id"],
+        sparse=SparseOptions() if sparse is None else SparseOptions(sparse["fraction"], sparse["every"]),
     )
+    if sparse is not None and distiller.chooser is not None:
+        distiller.chooser.load_state(sparse["chooser"])
     session.version = record["version"]
     session.last_seq = record["last_seq"]
     session.encoder.restore_mirror(record["mirror"])

@@ -26,6 +26,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from shadowtutor.algorithms.coordinates import CoordinateChooser, SparseOptions
 from shadowtutor.algorithms.flat_trainable import FlatTrainable
 from shadowtutor.algorithms.loss import key_frame_weights, weighted_cross_entropy
 from shadowtutor.algorithms.metrics import miou
@@ -118,6 +119,13 @@ class Distiller:
         self.trainable = FlatTrainable([named[key] for key in self.trainable_keys], self.optimizer)
         """The trainable weights and Adam's state as flat tensors (in ``trainable_keys`` order), for the batched
         engine."""
+        self.chooser: CoordinateChooser | None = None
+        """Where updates are sparse: the coordinates trained (:meth:`train_sparse`); None: all of them."""
+
+    def train_sparse(self, options: SparseOptions) -> None:
+        """From now on train only a chosen share of the trainable coordinates (:mod:`.coordinates`)."""
+        named = dict(self.student.named_parameters())
+        self.chooser = CoordinateChooser(options, {key: named[key] for key in self.trainable_keys})
 
     def _forward(self, x: torch.Tensor, front: FrontFeatures | None) -> torch.Tensor:
         """Logits; ``front``: the frozen front's features (partial mode), or None: run the whole student."""
@@ -218,6 +226,8 @@ class Distiller:
             loss = weighted_cross_entropy(logits, target, weights)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if self.chooser is not None:
+                self.chooser.before_step(self.optimizer)
             self.optimizer.step()
             logits = self._forward(x, front)
             metric = miou(logits.argmax(1)[0], target, num_classes)
@@ -232,5 +242,7 @@ class Distiller:
                 assert saved_best is not None, "the best student was saved when training moved away from it"
                 self._restore(saved_best)
                 metric = best_metric
+        if self.chooser is not None:
+            self.chooser.key_frame_trained()
         result.metric = metric
         return result
