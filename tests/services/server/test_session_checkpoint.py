@@ -7,10 +7,14 @@ import torch
 
 from services.server.session import EdgeSession, Traffic
 from services.server.session_checkpoint import CheckpointFormatError, header, restore, snapshot
+from shadowtutor.algorithms.coordinates import SparseOptions
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.student import StudentNet
-from shadowtutor.protocol.messages import Hello, encode
+from shadowtutor.protocol.codecs import decode_tensors
+from shadowtutor.protocol.messages import Hello, Update, encode
+from shadowtutor.protocol.sparse_delta import decode_sparse
+from shadowtutor.protocol.weight_sync import HeldWeights
 from tests.support.scene import CLASS_NAMES, make_frames
 
 PARAMS = AlgorithmParams(max_updates=2, threshold=0.99, learning_rate=0.05)
@@ -91,3 +95,51 @@ def test_a_naive_session_has_nothing_to_checkpoint() -> None:
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48, mode="naive")
     with pytest.raises(ValueError, match="naive"):
         snapshot(EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), None))
+
+
+def sparse_session(every: int) -> EdgeSession:
+    hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    return EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller((64, 48)),
+                       delta_codec="q4sparse+zstd", sparse=SparseOptions(fraction=0.02, every=every))
+
+
+def edge_installs(edge: HeldWeights, update: Update, codec: str) -> None:
+    """What the edge agent does with an UPDATE (edge_agent.versioning): full weights replace, sparse apply."""
+    if update.full:
+        edge.replace(decode_tensors(update.tensors, update.payload, "f32"))
+    else:
+        edge.apply_sparse(decode_sparse(update.tensors, update.payload, codec, edge.coordinates))
+
+
+def test_sparse_updates_keep_the_edge_bit_identical_through_resyncs_reconnects_and_a_takeover() -> None:
+    frames, labels = make_frames(12)
+    session, edge = sparse_session(every=2), HeldWeights()
+    welcome = session.welcome()
+    edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f32"))
+    trainable = session.distiller.trainable_keys
+    chosen_counts, carried = set(), 0
+    for seq in range(12):
+        if seq == 4:
+            # a resync: full weights, after which the set travels again
+            edge_installs(edge, session.resync(session.version), "q4sparse+zstd")
+        if seq == 6:
+            # a takeover: another process restores the session from its checkpoint
+            session = restore(snapshot(session), PARAMS, new_distiller).session
+        if seq == 9:
+            # a reconnect: a new WELCOME with full weights on the same session's student
+            welcome = session.welcome()
+            edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f32"))
+        before = {key: edge.state[key].clone() for key in trainable}
+        update = session.distill(seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
+        edge_installs(edge, update, "q4sparse+zstd")
+        carried += bool(update.tensors)
+        for key, value in session.encoder.held.state.items():
+            assert torch.equal(edge.state[key], value), (seq, key)
+        moved = sum(int((edge.state[key] != before[key]).sum()) for key in trainable)
+        coordinates = session.distiller.chooser.coordinates
+        assert coordinates is not None and moved <= coordinates.size
+        chosen_counts.add(coordinates.size)
+    total = sum(session.distiller.student.state_dict()[key].numel() for key in trainable)
+    assert chosen_counts == {round(0.02 * total)}
+    # the set travelled at the first update, after the resync and the reconnect, and when chosen again
+    assert 3 <= carried < 12
