@@ -184,3 +184,21 @@ def test_delay_must_be_positive() -> None:
                              lambda i, f: Teaching(np.zeros((2, 2), np.uint8)))
     with pytest.raises(ValueError, match="delay_frames"):
         SimulatedLink(server, 0)
+
+
+def test_a_sparse_codec_trains_and_sends_only_the_chosen_coordinates(tiny_scene: Path) -> None:
+    scene = Scene.open(tiny_scene)
+    frames = list(scene.frames())
+    server = _codec_server(scene, LinkCodecs("raw", None, "f32", "q4sparse+zstd"), [])
+    link = SimulatedLink(server, 1)
+    update = link.submit(0, frames[0])
+    update.wait(None)
+    outcome, record = update.result(), link.records[0]
+    coordinates = server.distiller.chooser.coordinates
+    assert record.steps > 0 and coordinates is not None
+    moved = sum(int((value != server.welcome[key]).sum()) for key, value in outcome.payload.items())
+    assert 0 < moved <= coordinates.size < sum(server.welcome[key].numel() for key in outcome.payload) / 10
+    dense = _codec_server(scene, LinkCodecs("raw", None, "f32", "q8delta+zstd"), [])
+    dense_link = SimulatedLink(dense, 1)
+    dense_link.submit(0, frames[0]).wait(None)
+    assert record.bytes_down < dense_link.records[0].bytes_down / 3
