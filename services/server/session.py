@@ -29,9 +29,9 @@ import torch
 from pydantic import BaseModel
 
 from services.server.metrics import ServerMetrics
-from shadowtutor.algorithms.coordinates import SparseOptions
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello, Update, Welcome
 from shadowtutor.protocol.sparse_delta import is_sparse_codec

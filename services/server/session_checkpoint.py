@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import torch
 
 from services.server.session import EdgeSession, Traffic
-from shadowtutor.algorithms.coordinates import SparseOptions
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.protocol.messages import Hello, Message, decode, encode
 
 FORMAT = 1

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
 from shadowtutor.algorithms.engine_options import Convolution, Objective  # no torch either
-
-if TYPE_CHECKING:
-    from shadowtutor.algorithms.coordinates import SparseOptions
 from shadowtutor.algorithms.params import AlgorithmParams  # no torch: quick CLI
+from shadowtutor.algorithms.sparse_options import SparseOptions  # no torch either
 from shadowtutor.config.settings_flags import FlatSettings
 from shadowtutor.models.precision import Precision, TrainingPrecision  # no torch either
 from shadowtutor.models.scale import setting as student_size_setting
@@ -132,12 +130,14 @@ class ServerSettings(FlatSettings):
     frame_codecs: CommaList = Field(None, description="comma-separated frame codecs allowed (default: all)")
     weight_codecs: CommaList = Field(None, description="comma-separated weight codecs allowed (default: all)")
     sparse_fraction: float = Field(
-        0.05, gt=0.0, le=1.0, description="sessions with a sparse delta codec (q4sparse+zstd, q8sparse+zstd): "
-        "the share of the student's trainable coordinates trained and sent (docs/design/sparse_updates.md)"
+        SparseOptions.fraction, gt=0.0, le=1.0,
+        description="sessions with a sparse delta codec (q4sparse+zstd, q8sparse+zstd): the share of the "
+        "student's trainable coordinates trained and sent (docs/design/sparse_updates.md)"
     )
     sparse_every: int = Field(
-        8, ge=1, description="sessions with a sparse delta codec: key frames trained on one coordinate set "
-        "before it is chosen again from the accumulated gradient"
+        SparseOptions.every, ge=1,
+        description="sessions with a sparse delta codec: key frames trained on one coordinate set before it "
+        "is chosen again from the accumulated gradient"
     )
     teacher_batch_size: int = Field(8, ge=1, description="most queued key frames the teacher labels in one call")
     distill_workers: int = Field(
@@ -316,8 +316,6 @@ class ServerSettings(FlatSettings):
 
     def sparse_options(self) -> SparseOptions:
         """What sessions with a sparse delta codec train and send."""
-        from shadowtutor.algorithms.coordinates import SparseOptions
-
         return SparseOptions(self.sparse_fraction, self.sparse_every)
 
 

@@ -26,11 +26,12 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from shadowtutor.algorithms.coordinates import CoordinateChooser, SparseOptions
+from shadowtutor.algorithms.coordinates import CoordinateChooser
 from shadowtutor.algorithms.flat_trainable import FlatTrainable
 from shadowtutor.algorithms.loss import key_frame_weights, weighted_cross_entropy
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.models.fast_student import fused_back
 from shadowtutor.models.precision import TRAINING_PRECISIONS, TrainingPrecision, check_precision, float32_precision
 from shadowtutor.models.scale import Size, boxes_to_student, check_size, frame_to_student, labels_to_student

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from shadowtutor.algorithms.client_loop import UpdateOutcome
-from shadowtutor.algorithms.coordinates import SparseOptions
 from shadowtutor.algorithms.distill import Distiller, DistillResult
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.protocol.codecs import (
     DELTA_WEIGHT_CODECS,
     FLOAT_WEIGHT_CODECS,

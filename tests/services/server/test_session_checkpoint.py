@@ -7,9 +7,9 @@ import torch
 
 from services.server.session import EdgeSession, Traffic
 from services.server.session_checkpoint import CheckpointFormatError, header, restore, snapshot
-from shadowtutor.algorithms.coordinates import SparseOptions
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import decode_tensors
 from shadowtutor.protocol.messages import Hello, Update, encode
