@@ -33,7 +33,7 @@ from edge_agent.pending import Pending
 from edge_agent.versioning import WeightUpdate
 from shadowtutor.algorithms.client_loop import UpdateOutcome
 from shadowtutor.algorithms.params import AlgorithmParams
-from shadowtutor.protocol.codecs import decode_labels, decode_tensors, encode_frame, is_delta_codec
+from shadowtutor.protocol.codecs import TensorBlob, decode_labels, decode_tensors, encode_frame, is_delta_codec
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import (
     Error,
@@ -48,6 +48,7 @@ from shadowtutor.protocol.messages import (
     decode,
     encode,
 )
+from shadowtutor.protocol.sparse_delta import is_sparse_codec
 
 log = logging.getLogger(__name__)
 
@@ -581,11 +582,13 @@ class EdgeTransport:
         if self.weights is None:
             raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "UPDATE in naive mode")
         codec = session.info.update_codec(message.full)
-        tensors = decode_tensors(message.tensors, message.payload, codec)
+        sparse = (codec, TensorBlob(message.tensors, message.payload)) if is_sparse_codec(codec) else None
+        tensors = {} if sparse is not None else decode_tensors(message.tensors, message.payload, codec)
         pending = self._claim(session, message.seq, "key_frame")
         update = WeightUpdate(
             session.info.session_id, message.version, message.base_version, message.full, tensors,
             "update" if pending is not None else "resync", message.seq, message.metric, is_delta_codec(codec),
+            sparse,
         )
         if pending is not None:
             roundtrip = time.monotonic() - pending.submitted_at

@@ -20,7 +20,9 @@ import numpy as np
 import torch
 
 from edge_agent.runtime import StudentRuntime
+from shadowtutor.protocol.codecs import TensorBlob
 from shadowtutor.protocol.errors import ProtocolError
+from shadowtutor.protocol.sparse_delta import decode_sparse
 from shadowtutor.protocol.weight_sync import HeldWeights
 
 log = logging.getLogger(__name__)
@@ -31,7 +33,9 @@ class WeightUpdate:
     """Weights from the server, decoded. ``origin`` is ``welcome``, ``update`` or ``resync``.
 
     ``delta``: the tensors are dequantised deltas to add to the held ones (a partial update in
-    the session's delta codec).
+    the session's delta codec). ``sparse``: a partial update in a sparse codec, ``(codec, blob)``,
+    still encoded: it decodes only against the coordinate set held when it is installed (``tensors``
+    is then empty).
     """
 
     session_id: str
@@ -43,6 +47,7 @@ class WeightUpdate:
     seq: int | None = None
     metric: float | None = None
     delta: bool = False
+    sparse: tuple[str, TensorBlob] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,12 @@ class VersionedStudent:
             self.runtime.load(update.tensors, self.class_names)
             self.held.replace(update.tensors)
         else:
-            changed = self.held.apply(update.tensors, update.delta)
+            if update.sparse is not None:
+                codec, blob = update.sparse
+                decoded = decode_sparse(blob.tensors, blob.payload, codec, self.held.coordinates)
+                changed = self.held.apply_sparse(decoded)
+            else:
+                changed = self.held.apply(update.tensors, update.delta)
             if changed:
                 self.runtime.update(changed)
         self.session_id = update.session_id

@@ -85,3 +85,53 @@ def check_optimizer(given: Any, template: Mapping[str, Any], params: list[torch.
             if value.dim() > 0 and value.shape != params[index].shape:
                 raise CheckpointFormatError(f"optimizer: {str(name)[:40]} of parameter {index} is "
                                         f"{tuple(value.shape)}, the parameter {tuple(params[index].shape)}")
+
+
+def check_coordinates(given: Any, expected: Mapping[str, torch.Tensor]) -> None:
+    """``given`` is None or a held coordinate set over ``expected``'s tensors: an id in ``0..2**32-1``,
+    each tensor's shape as the student's, and its indices ascending, unique and within the tensor."""
+    if given is None:
+        return
+    if not isinstance(given, dict) or set(given) != {"set_id", "shapes", "indices"}:
+        raise CheckpointFormatError("mirror coordinates: not a coordinate set")
+    if not _is_int(given["set_id"]) or not 0 <= given["set_id"] < 2**32:
+        raise CheckpointFormatError("mirror coordinates: the set id is not an integer in 0..2**32-1")
+    shapes, indices = given["shapes"], given["indices"]
+    if not isinstance(shapes, dict) or not isinstance(indices, dict) or set(shapes) != set(indices):
+        raise CheckpointFormatError("mirror coordinates: shapes and indices name different tensors")
+    for name, shape in shapes.items():
+        if name not in expected or list(shape) != list(expected[name].shape):
+            raise CheckpointFormatError(f"mirror coordinates: {str(name)[:40]} is not a tensor of the student's")
+        chosen = indices[name]
+        if not isinstance(chosen, torch.Tensor) or chosen.dtype != torch.int64 or chosen.dim() != 1:
+            raise CheckpointFormatError(f"mirror coordinates: {name}'s indices are not a 1-d int64 tensor")
+        size = expected[name].numel()
+        if chosen.numel() and (int(chosen[0]) < 0 or int(chosen[-1]) >= size or bool((chosen.diff() <= 0).any())):
+            raise CheckpointFormatError(f"mirror coordinates: {name}'s indices are not ascending within 0..{size - 1}")
+
+
+def check_sparse(given: Any, expected: Mapping[str, torch.Tensor]) -> None:
+    """``given`` is None or a sparse session's record: its options and its chooser's state over
+    ``expected``'s tensors (boolean masks and float32 accumulated gradients of their shapes)."""
+    if given is None:
+        return
+    if not isinstance(given, dict) or set(given) != {"fraction", "every", "chooser"}:
+        raise CheckpointFormatError("sparse: not a sparse session's record")
+    if not isinstance(given["fraction"], int | float) or isinstance(given["fraction"], bool) or not _is_int(
+        given["every"]
+    ):
+        raise CheckpointFormatError("sparse: the fraction is not a number or the interval not an integer")
+    chooser = given["chooser"]
+    if not isinstance(chooser, dict) or set(chooser) != {"set_id", "trained_on_set", "masks", "accumulated"}:
+        raise CheckpointFormatError("sparse: not a coordinate chooser's state")
+    if not _is_int(chooser["set_id"]) or not _is_int(chooser["trained_on_set"]) or chooser["trained_on_set"] < 0:
+        raise CheckpointFormatError("sparse: the chooser's counters are not non-negative integers")
+    if chooser["masks"] is not None:
+        check_tensors("sparse masks", chooser["masks"],
+                      {key: torch.empty(t.shape, dtype=torch.bool) for key, t in expected.items()})
+    check_tensors("sparse accumulated", chooser["accumulated"],
+                  {key: torch.empty(t.shape, dtype=torch.float32) for key, t in expected.items()})
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -31,8 +31,10 @@ from pydantic import BaseModel
 from services.server.metrics import ServerMetrics
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello, Update, Welcome
+from shadowtutor.protocol.sparse_delta import is_sparse_codec
 from shadowtutor.protocol.weight_sync import UpdateEncoder
 
 
@@ -94,6 +96,8 @@ class EdgeSession:
     distiller: Distiller | None  # None in naive mode
     delta_codec: str | None = None  # partial updates as quantised deltas (else in weight_codec)
     telemetry_interval: float | None = None  # seconds between the edge's TELEMETRY; None: none asked for
+    # with a sparse delta codec: the share of coordinates trained and sent, and how often chosen again
+    sparse: SparseOptions = field(default_factory=SparseOptions)
     encoder: UpdateEncoder = field(init=False, repr=False, compare=False)  # mirrors what the edge holds
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     connected_since: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
@@ -106,6 +110,9 @@ class EdgeSession:
 
     def __post_init__(self) -> None:
         self.encoder = UpdateEncoder(self.weight_codec, self.delta_codec)
+        sparse = self.delta_codec is not None and is_sparse_codec(self.delta_codec)
+        if sparse and self.distiller is not None and self.distiller.chooser is None:
+            self.distiller.train_sparse(self.sparse)
 
     @property
     def mode(self) -> str:
@@ -189,7 +196,9 @@ class EdgeSession:
             blob = self.encoder.full(distiller.student.state_dict())
         else:
             assert trained is not None, "a partial update answers a training, whose result carries the weights"
-            blob = self.encoder.partial(trained, distiller.trainable_keys)
+            chooser = distiller.chooser
+            coordinates = chooser.coordinates if chooser is not None else None
+            blob = self.encoder.partial(trained, distiller.trainable_keys, coordinates)
         self.version += 1
         return Update(
             seq=seq, base_version=base_version, version=self.version, metric=float(metric),

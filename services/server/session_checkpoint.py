@@ -30,13 +30,16 @@ import torch
 from services.server.checkpoint_checks import (
     CheckpointFormatError,
     check_archive,
+    check_coordinates,
     check_fields,
     check_optimizer,
+    check_sparse,
     check_tensors,
 )
 from services.server.session import EdgeSession, Traffic
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.protocol.codecs import FRAME_CODECS, WEIGHT_CODECS
 from shadowtutor.protocol.messages import Hello, Message, decode, encode
 
@@ -90,6 +93,10 @@ def snapshot(
         "weights": weights,
         "optimizer": optimizer,
         "mirror": session.encoder.mirror(keys),
+        "sparse": None if distiller.chooser is None else {
+            "fraction": distiller.chooser.options.fraction, "every": distiller.chooser.options.every,
+            "chooser": distiller.chooser.state(),
+        },
         "reply": encode(reply) if reply is not None else None,
         "reply_seq": reply_seq,
         "saved_at": time.time(),
@@ -129,10 +136,13 @@ def restore(
     expected = {key: student[key] for key in distiller.trainable_keys}
     check_tensors("weights", record["weights"], expected)
     mirror = record["mirror"]
-    if set(mirror) != {"held", "sent"}:
+    if not {"held", "sent"} <= set(mirror) <= {"held", "sent", "coordinates"}:
         raise CheckpointFormatError("mirror: not the held and sent weights")
     for part in ("held", "sent"):
         check_tensors(f"mirror {part}", mirror[part], {key: t.float() for key, t in expected.items()})
+    check_coordinates(mirror.get("coordinates"), expected)
+    sparse = record.get("sparse")
+    check_sparse(sparse, expected)
     params_in_order = [p for group in distiller.optimizer.param_groups for p in group["params"]]
     check_optimizer(record["optimizer"], distiller.optimizer.state_dict(), params_in_order)
     try:
@@ -140,11 +150,18 @@ def restore(
         distiller.optimizer.load_state_dict(record["optimizer"])
     except (RuntimeError, KeyError, TypeError, ValueError) as exc:
         raise CheckpointFormatError(f"optimizer: not this student's ({type(exc).__name__}: {exc})"[:300]) from None
+    try:
+        options = None if sparse is None else SparseOptions(float(sparse["fraction"]), sparse["every"])
+    except ValueError as exc:
+        raise CheckpointFormatError(f"sparse: {exc}") from None
     session = EdgeSession(
         hello=hello, frame_codec=record["frame_codec"], weight_codec=record["weight_codec"], params=params,
         traffic=Traffic(), distiller=distiller, delta_codec=record["delta_codec"],
         telemetry_interval=record["telemetry_interval"], session_id=record["session_id"],
+        sparse=SparseOptions() if options is None else options,
     )
+    if sparse is not None and distiller.chooser is not None:
+        distiller.chooser.load_state(sparse["chooser"])
     session.version = record["version"]
     session.last_seq = record["last_seq"]
     session.encoder.restore_mirror(mirror)

@@ -20,6 +20,7 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
 from shadowtutor.algorithms.engine_options import Convolution, Objective  # no torch either
 from shadowtutor.algorithms.params import AlgorithmParams  # no torch: quick CLI
+from shadowtutor.algorithms.sparse_options import SparseOptions  # no torch either
 from shadowtutor.config.settings_flags import FlatSettings
 from shadowtutor.models.precision import DistillPrecision, Precision  # no torch either
 from shadowtutor.models.scale import setting as student_size_setting
@@ -151,6 +152,16 @@ class ServerSettings(FlatSettings):
     max_frame_height: int = Field(1080, ge=1, description="tallest frame an edge may announce")
     frame_codecs: CommaList = Field(None, description="comma-separated frame codecs allowed (default: all)")
     weight_codecs: CommaList = Field(None, description="comma-separated weight codecs allowed (default: all)")
+    sparse_fraction: float = Field(
+        SparseOptions.fraction, gt=0.0, le=1.0,
+        description="sessions with a sparse delta codec (q4sparse+zstd, q8sparse+zstd): the share of the "
+        "student's trainable coordinates trained and sent (docs/design/sparse_updates.md)"
+    )
+    sparse_every: int = Field(
+        SparseOptions.every, ge=1,
+        description="sessions with a sparse delta codec: key frames trained on one coordinate set before it "
+        "is chosen again from the accumulated gradient"
+    )
     teacher_batch_size: int = Field(8, ge=1, description="most queued key frames the teacher labels in one call")
     distill_workers: int = Field(
         2, ge=1, description="threads running distillation with the sequential engine (sessions in parallel), and "
@@ -351,6 +362,10 @@ class ServerSettings(FlatSettings):
         from shadowtutor.protocol.codecs import WEIGHT_CODECS
 
         return self.weight_codecs or WEIGHT_CODECS
+
+    def sparse_options(self) -> SparseOptions:
+        """What sessions with a sparse delta codec train and send."""
+        return SparseOptions(self.sparse_fraction, self.sparse_every)
 
 
 def _check_key_pair(cert: Path, key: Path) -> None:

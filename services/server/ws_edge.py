@@ -250,6 +250,7 @@ class EdgeConnection:
             traffic=self.traffic,
             distiller=distiller,
             telemetry_interval=runtime.settings.edge_report_interval or None,
+            sparse=runtime.settings.sparse_options(),
             evict=self.evict,
         )
         if runtime.auth.generation != checked_generation:  # the tokens changed while the student was copied

@@ -85,8 +85,9 @@ def front_fingerprint(distiller: Distiller) -> str:
 
 
 def group_key(distiller: Distiller, key_frame: PreparedKeyFrame) -> tuple[object, ...] | None:
-    """What key frames must share to run in one batch; None: this one runs on its own."""
-    if distiller.params.mode != "partial":
+    """What key frames must share to run in one batch; None: this one runs on its own (full mode, or a
+    distiller that trains a chosen coordinate set: :meth:`Distiller.train_sparse`)."""
+    if distiller.params.mode != "partial" or distiller.chooser is not None:
         return None
     return (
         tuple(key_frame.x.shape), distiller.student.num_classes, distiller.params.restore, distiller.fuse_tail,

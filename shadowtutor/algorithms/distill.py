@@ -28,10 +28,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from shadowtutor.algorithms.coordinates import CoordinateChooser
 from shadowtutor.algorithms.flat_trainable import FlatTrainable
 from shadowtutor.algorithms.loss import key_frame_weights, weighted_cross_entropy
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.models.fast_student import fused_back
 from shadowtutor.models.precision import (
     TRAINING_PRECISIONS,
@@ -127,6 +129,13 @@ class Distiller:
         self.trainable = FlatTrainable([named[key] for key in self.trainable_keys], self.optimizer)
         """The trainable weights and Adam's state as flat tensors (in ``trainable_keys`` order), for the batched
         engine."""
+        self.chooser: CoordinateChooser | None = None
+        """Where updates are sparse: the coordinates trained (:meth:`train_sparse`); None: all of them."""
+
+    def train_sparse(self, options: SparseOptions) -> None:
+        """From now on train only a chosen share of the trainable coordinates (:mod:`.coordinates`)."""
+        named = dict(self.student.named_parameters())
+        self.chooser = CoordinateChooser(options, {key: named[key] for key in self.trainable_keys})
 
     def _forward(self, x: torch.Tensor, front: FrontFeatures | None) -> torch.Tensor:
         """Logits in ``x``'s dtype (the student's) computed at the distiller's precision; ``front``: the frozen
@@ -230,6 +239,8 @@ class Distiller:
             loss = weighted_cross_entropy(logits, target, weights)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if self.chooser is not None:
+                self.chooser.before_step(self.optimizer)
             self.optimizer.step()
             logits = self._forward(x, front)
             metric = miou(logits.argmax(1)[0], target, num_classes)
@@ -244,5 +255,7 @@ class Distiller:
                 assert saved_best is not None, "the best student was saved when training moved away from it"
                 self._restore(saved_best)
                 metric = best_metric
+        if self.chooser is not None:
+            self.chooser.key_frame_trained()
         result.metric = metric
         return result

@@ -14,12 +14,14 @@ import zstandard
 
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_QUALITY
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.sparse_delta import SPARSE_BITS
 
 FRAME_CODECS = ("raw", "jpeg", "webp", "png")
 LABEL_CODECS = ("png", "raw")
 FLOAT_WEIGHT_CODECS = ("f32", "f16", "f32+zstd", "f16+zstd")
 DELTA_WEIGHT_CODECS = ("q8delta+zstd", "q8chdelta+zstd")  # int8 deltas, one scale per tensor / per channel
-WEIGHT_CODECS = FLOAT_WEIGHT_CODECS + DELTA_WEIGHT_CODECS
+SPARSE_WEIGHT_CODECS = tuple(SPARSE_BITS)  # deltas of a coordinate set (sparse_delta), decoded statefully
+WEIGHT_CODECS = FLOAT_WEIGHT_CODECS + DELTA_WEIGHT_CODECS + SPARSE_WEIGHT_CODECS
 MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 ZSTD_LEVEL = 3
 
@@ -43,7 +45,7 @@ def choose_codec(offered: list[str], supported: tuple[str, ...], preferred: tupl
 
 
 def is_delta_codec(codec: str) -> bool:
-    return codec in DELTA_WEIGHT_CODECS
+    return codec in DELTA_WEIGHT_CODECS or codec in SPARSE_WEIGHT_CODECS
 
 
 def choose_weight_codecs(offered: list[str], allowed: tuple[str, ...]) -> tuple[str, str | None]:

@@ -11,22 +11,63 @@ taken against what the edge really holds, and quantisation error never accumulat
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 
 from shadowtutor.protocol.codecs import TensorBlob, decode_tensors, encode_tensors, is_delta_codec
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.sparse_delta import (
+    CoordinateSet,
+    SparseDelta,
+    decode_sparse,
+    encode_sparse,
+    is_sparse_codec,
+)
 
 
 class HeldWeights:
-    """A float32 ``state_dict`` changed only by decoded blobs (empty until the first full weights)."""
+    """A float32 ``state_dict`` changed only by decoded blobs (empty until the first full weights), and
+    the coordinate set sparse updates refer to (``coordinates``, None until one arrives)."""
 
     def __init__(self) -> None:
         self.state: dict[str, torch.Tensor] = {}
+        self.coordinates: CoordinateSet | None = None
 
     def replace(self, tensors: Mapping[str, torch.Tensor]) -> None:
-        """Full weights: hold exactly these."""
+        """Full weights: hold exactly these, and no coordinate set."""
         self.state = {name: _float32(tensor) for name, tensor in tensors.items()}
+        self.coordinates = None
+
+    def apply_sparse(self, update: SparseDelta) -> dict[str, torch.Tensor]:
+        """A sparse update: hold the coordinate set it carries, if any, then add its deltas at the set's
+        coordinates. Returns the new values of the tensors it changed. A set naming a tensor that is not
+        held, or of another shape, or deltas for a set not held, raise BAD_MESSAGE and change nothing."""
+        coordinates = update.coordinates if update.coordinates is not None else self.coordinates
+        if update.coordinates is not None:
+            for name, shape in update.coordinates.shapes.items():
+                held = self.state.get(name)
+                if held is None or tuple(held.shape) != shape:
+                    raise ProtocolError(
+                        ErrorCode.BAD_MESSAGE,
+                        f"coordinate set names {name!r} with shape {list(shape)}, which the edge does not hold",
+                    )
+        if update.deltas is None:
+            self.coordinates = coordinates
+            return {}
+        if coordinates is None or coordinates.set_id != update.set_id:
+            raise ProtocolError(ErrorCode.BAD_MESSAGE, f"deltas for coordinate set {update.set_id}, none held")
+        new, start = {}, 0
+        for name, idx in coordinates.indices.items():
+            count = int(idx.numel())
+            if count:
+                flat = self.state[name].reshape(-1).clone()
+                flat[idx] += update.deltas[start : start + count]
+                new[name] = flat.view(self.state[name].shape)
+            start += count
+        self.state.update(new)
+        self.coordinates = coordinates
+        return new
 
     def apply(self, tensors: Mapping[str, torch.Tensor], delta: bool) -> dict[str, torch.Tensor]:
         """A partial update: new values, or (``delta``) dequantised deltas added to the held ones.
@@ -86,12 +127,24 @@ class UpdateEncoder:
         self._sent = {key: _float32(value) for key, value in state.items()}
         return blob
 
-    def partial(self, state: Mapping[str, torch.Tensor], keys: list[str]) -> TensorBlob:
-        """The tensors ``keys`` of ``state`` that differ from the held ones, for an edge holding :attr:`held`."""
+    def partial(
+        self, state: Mapping[str, torch.Tensor], keys: list[str], coordinates: CoordinateSet | None = None
+    ) -> TensorBlob:
+        """The tensors ``keys`` of ``state`` that differ from the held ones, for an edge holding :attr:`held`.
+
+        With a sparse delta codec, only the coordinates of ``coordinates`` (the set the server trains,
+        required then) travel: the set itself when the edge does not hold it, then deltas for all its
+        coordinates when any of them changed since last sent (else an empty payload)."""
         held = self.held.state
         missing = [key for key in keys if key not in held]
         if missing:
             raise ValueError(f"partial update before full weights: {missing[:3]} are not held")
+        if self.delta_codec is not None and is_sparse_codec(self.delta_codec):
+            if coordinates is None:
+                if any(not torch.equal(_float32(state[key]), self._sent[key]) for key in keys):
+                    raise ValueError(f"{self.delta_codec} needs the coordinate set the server trains")
+                return TensorBlob([], b"")
+            return self._sparse(state, coordinates, self.delta_codec)
         if self.delta_codec is not None:
             values = {key: _float32(state[key]) for key in keys}
             changed = [key for key, value in values.items()
@@ -108,13 +161,42 @@ class UpdateEncoder:
         self.held.apply(decode_tensors(blob.tensors, blob.payload, self.weight_codec), delta=False)
         return blob
 
-    def mirror(self, keys: list[str]) -> dict[str, dict[str, torch.Tensor]]:
-        """What :meth:`restore_mirror` needs to go on with partial updates of ``keys`` in another process:
-        the held values and the values last sent (float32 CPU copies)."""
-        return {"held": {key: self.held.state[key].clone() for key in keys},
-                "sent": {key: self._sent[key].clone() for key in keys}}
+    def _sparse(self, state: Mapping[str, torch.Tensor], coordinates: CoordinateSet, codec: str) -> TensorBlob:
+        held = self.held.state
+        with_set = self.held.coordinates is None or self.held.coordinates.set_id != coordinates.set_id
+        names = list(coordinates.indices)
+        values = {name: _float32(state[name]) for name in names}
+        changed = any(not torch.equal(values[name].reshape(-1)[idx], self._sent[name].reshape(-1)[idx])
+                      for name, idx in coordinates.indices.items())
+        deltas = None
+        if changed or with_set:
+            deltas = torch.cat([(values[name] - held[name]).reshape(-1)[idx]
+                                for name, idx in coordinates.indices.items()])
+            self._sent.update(values)
+        descriptors, payload = encode_sparse(deltas, coordinates, codec, with_set)
+        self.held.apply_sparse(decode_sparse(descriptors, payload, codec, self.held.coordinates))
+        return TensorBlob(descriptors, payload)
 
-    def restore_mirror(self, mirror: Mapping[str, Mapping[str, torch.Tensor]]) -> None:
+    def mirror(self, keys: list[str]) -> dict[str, Any]:
+        """What :meth:`restore_mirror` needs to go on with partial updates of ``keys`` in another process:
+        the held values and the values last sent (float32 CPU copies), and the held coordinate set."""
+        held_set = self.held.coordinates
+        coordinates = None if held_set is None else {
+            "set_id": held_set.set_id,
+            "shapes": {name: list(shape) for name, shape in held_set.shapes.items()},
+            "indices": {name: idx.clone() for name, idx in held_set.indices.items()},
+        }
+        return {"held": {key: self.held.state[key].clone() for key in keys},
+                "sent": {key: self._sent[key].clone() for key in keys},
+                "coordinates": coordinates}
+
+    def restore_mirror(self, mirror: Mapping[str, Any]) -> None:
         """Hold what :meth:`mirror` returned: the next partial update is what this encoder's would have been."""
         self.held.state = {key: _float32(value) for key, value in mirror["held"].items()}
         self._sent = {key: _float32(value) for key, value in mirror["sent"].items()}
+        saved = mirror.get("coordinates")
+        self.held.coordinates = None if saved is None else CoordinateSet(
+            int(saved["set_id"]),
+            {name: tuple(shape) for name, shape in saved["shapes"].items()},
+            {name: idx.to(torch.int64) for name, idx in saved["indices"].items()},
+        )

@@ -6,6 +6,8 @@ from edge_agent.runtime import StudentRuntime
 from edge_agent.versioning import VersionedStudent, WeightUpdate
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.models.student import StudentNet
+from shadowtutor.protocol.codecs import TensorBlob
+from shadowtutor.protocol.sparse_delta import CoordinateSet, encode_sparse
 
 
 def full_state(seed: int) -> dict[str, torch.Tensor]:
@@ -72,3 +74,33 @@ def test_staged_weights_wait_for_sync_and_the_newest_wins() -> None:
     assert student.sync() is None
     assert (student.session_id, student.version, student.history[-1].frame_index) == ("b", 0, 17)
     assert torch.equal(held(student, "in_conv1.weight"), full_state(2)["in_conv1.weight"])
+
+
+def sparse_update(version: int, coordinates: CoordinateSet, with_set: bool, payload: bytes | None = None
+                  ) -> WeightUpdate:
+    deltas = torch.ones(coordinates.size)
+    descriptors, encoded = encode_sparse(deltas, coordinates, "q4sparse+zstd", with_set)
+    blob = TensorBlob(descriptors, encoded if payload is None else payload)
+    return WeightUpdate("a", version, version - 1, False, {}, "update", delta=True,
+                        sparse=("q4sparse+zstd", blob))
+
+
+def test_sparse_updates_apply_against_the_held_set_and_a_bad_one_asks_for_a_resync() -> None:
+    student, resyncs = make()
+    mask = torch.zeros(9, dtype=torch.bool)
+    mask[:2] = True
+    coordinates = CoordinateSet.from_masks(4, {"out_conv3.bias": mask})
+    student.apply(sparse_update(1, coordinates, with_set=True))
+    student.apply(sparse_update(2, coordinates, with_set=False))
+    assert (student.version, resyncs) == (2, [])
+    assert held(student, "out_conv3.bias")[:3].tolist() == [2.0, 2.0, 0.0]
+    # deltas for a set the edge does not hold, and a cut payload: refused, nothing changes, a resync
+    other = CoordinateSet.from_masks(5, {"out_conv3.bias": mask})
+    student.apply(sparse_update(3, other, with_set=False))
+    student.apply(sparse_update(3, coordinates, with_set=False, payload=b"\x28\xb5\x2f\xfd"))
+    assert student.version == 2 and len(resyncs) == 2 and student.rejected == 2
+    assert held(student, "out_conv3.bias")[:3].tolist() == [2.0, 2.0, 0.0]
+    # full weights clear the held set: the next sparse update must carry its set again
+    student.apply(WeightUpdate("a", 9, 2, True, full_state(0), "resync"))
+    student.apply(sparse_update(10, coordinates, with_set=False))
+    assert student.version == 9 and len(resyncs) == 3

@@ -25,10 +25,12 @@ import torch
 
 from shadowtutor.algorithms.client_loop import UpdateOutcome
 from shadowtutor.algorithms.distill import Distiller, DistillResult
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.protocol.codecs import (
     DELTA_WEIGHT_CODECS,
     FLOAT_WEIGHT_CODECS,
     FRAME_CODECS,
+    SPARSE_WEIGHT_CODECS,
     decode_frame,
     encode_frame,
 )
@@ -62,8 +64,9 @@ class LinkCodecs:
         if self.weight_codec not in FLOAT_WEIGHT_CODECS:
             raise ValueError(f"full weights need a float codec ({', '.join(FLOAT_WEIGHT_CODECS)}), "
                              f"got {self.weight_codec!r}")
-        if self.delta_codec is not None and self.delta_codec not in DELTA_WEIGHT_CODECS:
-            raise ValueError(f"unknown delta codec {self.delta_codec!r}: choose from {', '.join(DELTA_WEIGHT_CODECS)}")
+        deltas = DELTA_WEIGHT_CODECS + SPARSE_WEIGHT_CODECS
+        if self.delta_codec is not None and self.delta_codec not in deltas:
+            raise ValueError(f"unknown delta codec {self.delta_codec!r}: choose from {', '.join(deltas)}")
         if self.frame_quality is not None and not 1 <= self.frame_quality <= 100:
             raise ValueError(f"frame quality must lie in 1..100, got {self.frame_quality}")
 
@@ -129,6 +132,9 @@ class SimulatedServer:
         self.welcome: WeightUpdate | None = None  # with codecs: the full weights every edge starts from
         if codecs is not None:
             self._encoder = UpdateEncoder(codecs.weight_codec, codecs.delta_codec)
+            if codecs.delta_codec in SPARSE_WEIGHT_CODECS and distiller.chooser is None:
+                # as the server does for a session that agreed a sparse codec (its default options)
+                distiller.train_sparse(SparseOptions())
             self._encoder.full(distiller.student.state_dict())
             self.welcome = {key: value.clone() for key, value in self._encoder.held.state.items()}
             self._sync_student()
@@ -176,8 +182,11 @@ class SimulatedServer:
         seen = seen if seen.flags.writeable else seen.copy()
         taught = self.label_for(frame_index, seen)
         result = self.distiller.train(seen, taught.labels, taught.boxes)
-        blob = encoder.partial(self.distiller.student.state_dict(), self.distiller.trainable_keys)
-        update = {desc["name"]: encoder.held.state[desc["name"]].clone() for desc in blob.tensors}
+        chooser = self.distiller.chooser
+        held = dict(encoder.held.state)
+        blob = encoder.partial(self.distiller.student.state_dict(), self.distiller.trainable_keys,
+                               chooser.coordinates if chooser is not None else None)
+        update = {name: value.clone() for name, value in encoder.held.state.items() if value is not held[name]}
         self._sync_student()
         key_frame = KeyFrame(position, frame_index, position, codecs.frame_codec, width, height, payload=sent)
         answer = Update(position, position, position + 1, result.metric, result.initial_metric, result.steps, False,

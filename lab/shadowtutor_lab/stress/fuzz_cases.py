@@ -260,6 +260,7 @@ def _hello_fields(b: _Builder) -> Generated:
         "unknown frame codec": ({"frame_codecs": ["h264"]}, "unsupported_codec"),
         "no weight codecs": ({"weight_codecs": []}, "unsupported_codec"),
         "delta weight codec alone": ({"weight_codecs": ["q8delta+zstd"]}, "unsupported_codec"),
+        "sparse weight codecs alone": ({"weight_codecs": ["q4sparse+zstd", "q8sparse+zstd"]}, "unsupported_codec"),
     }
     name = b.rng.choice(sorted(variants))
     changes, code = variants[name]

@@ -9,6 +9,7 @@ import torch
 from shadowtutor.algorithms.client_loop import ClientLoop, UpdateOutcome
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.models.inference import TorchBackend
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import decode_frame, decode_tensors, encode_frame, encode_tensors
@@ -184,3 +185,22 @@ def test_delay_must_be_positive() -> None:
                              lambda i, f: Teaching(np.zeros((2, 2), np.uint8)))
     with pytest.raises(ValueError, match="delay_frames"):
         SimulatedLink(server, 0)
+
+
+def test_a_sparse_codec_trains_and_sends_only_the_chosen_coordinates(tiny_scene: Path) -> None:
+    scene = Scene.open(tiny_scene)
+    frames = list(scene.frames())
+    server = _codec_server(scene, LinkCodecs("raw", None, "f32", "q4sparse+zstd"), [])
+    link = SimulatedLink(server, 1)
+    update = link.submit(0, frames[0])
+    update.wait(None)
+    outcome, record = update.result(), link.records[0]
+    coordinates = server.distiller.chooser.coordinates
+    assert record.steps > 0 and coordinates is not None
+    moved = sum(int((value != server.welcome[key]).sum()) for key, value in outcome.payload.items())
+    trainable = sum(server.welcome[key].numel() for key in server.distiller.trainable_keys)
+    assert 0 < moved <= coordinates.size == round(SparseOptions().fraction * trainable)
+    dense = _codec_server(scene, LinkCodecs("raw", None, "f32", "q8delta+zstd"), [])
+    dense_link = SimulatedLink(dense, 1)
+    dense_link.submit(0, frames[0]).wait(None)
+    assert record.bytes_down < dense_link.records[0].bytes_down / 3

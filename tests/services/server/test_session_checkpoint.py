@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import io
 import zipfile
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -14,8 +15,12 @@ from services.server.session import EdgeSession, Traffic
 from services.server.session_checkpoint import CheckpointFormatError, header, restore, snapshot
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.models.student import StudentNet
-from shadowtutor.protocol.messages import Hello, encode
+from shadowtutor.protocol.codecs import decode_tensors
+from shadowtutor.protocol.messages import Hello, Update, encode
+from shadowtutor.protocol.sparse_delta import decode_sparse
+from shadowtutor.protocol.weight_sync import HeldWeights
 from tests.support.scene import CLASS_NAMES, make_frames
 
 PARAMS = AlgorithmParams(max_updates=2, threshold=0.99, learning_rate=0.05)
@@ -176,3 +181,77 @@ def test_an_archive_that_inflates_past_the_bound_is_refused_unread() -> None:
     assert len(buffer.getvalue()) < MAX_CHECKPOINT_BYTES // 100
     with pytest.raises(CheckpointFormatError, match="inflates"):
         restore(buffer.getvalue(), PARAMS, new_distiller, edge_id="cam", session_id="s", max_size=BOUND)
+
+
+def sparse_session(every: int) -> EdgeSession:
+    hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    return EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller((64, 48)),
+                       delta_codec="q4sparse+zstd", sparse=SparseOptions(fraction=0.02, every=every))
+
+
+def edge_installs(edge: HeldWeights, update: Update, codec: str) -> None:
+    """What the edge agent does with an UPDATE (edge_agent.versioning): full weights replace, sparse apply."""
+    if update.full:
+        edge.replace(decode_tensors(update.tensors, update.payload, "f32"))
+    else:
+        edge.apply_sparse(decode_sparse(update.tensors, update.payload, codec, edge.coordinates))
+
+
+def test_sparse_updates_keep_the_edge_bit_identical_through_resyncs_reconnects_and_a_takeover() -> None:
+    frames, labels = make_frames(12)
+    session, edge = sparse_session(every=2), HeldWeights()
+    welcome = session.welcome()
+    edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f32"))
+    trainable = session.distiller.trainable_keys
+    chosen_counts, carried = set(), 0
+    for seq in range(12):
+        if seq == 4:
+            # a resync: full weights, after which the set travels again
+            edge_installs(edge, session.resync(session.version), "q4sparse+zstd")
+        if seq == 6:
+            # a takeover: another process restores the session from its checkpoint
+            session = restore(snapshot(session), PARAMS, new_distiller, edge_id="cam",
+                              session_id=session.session_id, max_size=BOUND).session
+        if seq == 9:
+            # a reconnect: a new WELCOME with full weights on the same session's student
+            welcome = session.welcome()
+            edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f32"))
+        before = {key: edge.state[key].clone() for key in trainable}
+        update = session.distill(seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
+        edge_installs(edge, update, "q4sparse+zstd")
+        carried += bool(update.tensors)
+        for key, value in session.encoder.held.state.items():
+            assert torch.equal(edge.state[key], value), (seq, key)
+        moved = sum(int((edge.state[key] != before[key]).sum()) for key in trainable)
+        coordinates = session.distiller.chooser.coordinates
+        assert coordinates is not None and moved <= coordinates.size
+        chosen_counts.add(coordinates.size)
+    total = sum(session.distiller.student.state_dict()[key].numel() for key in trainable)
+    assert chosen_counts == {round(0.02 * total)}
+    # the set travelled at the first update, after the resync and the reconnect, and when chosen again
+    assert 3 <= carried < 12
+
+
+def test_a_sparse_checkpoint_with_a_tampered_set_or_chooser_is_refused() -> None:
+    frames, labels = make_frames(2)
+    session = sparse_session(every=2)
+    session.welcome()
+    for seq in range(2):
+        session.distill(seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
+    record = torch.load(io.BytesIO(snapshot(session)), weights_only=True)
+
+    def refused(change: Callable[[dict], None], match: str) -> None:
+        tampered = copy.deepcopy(record)
+        change(tampered)
+        buffer = io.BytesIO()
+        torch.save(tampered, buffer)
+        with pytest.raises(CheckpointFormatError, match=match):
+            restore(buffer.getvalue(), PARAMS, new_distiller, edge_id="cam", session_id=session.session_id,
+                    max_size=BOUND)
+
+    first = next(iter(record["mirror"]["coordinates"]["indices"]))
+    refused(lambda r: r["mirror"]["coordinates"]["indices"].__setitem__(first, torch.tensor([10**9])),
+            "ascending")
+    refused(lambda r: r["mirror"]["coordinates"].__setitem__("set_id", -1), "set id")
+    refused(lambda r: r["sparse"].__setitem__("fraction", 7.0), "fraction")
+    refused(lambda r: r["sparse"]["chooser"]["accumulated"].popitem(), "sparse accumulated")

@@ -1,0 +1,219 @@
+"""Sparse delta codecs: quantised deltas of a chosen coordinate set (docs/protocol.md, "Sparse deltas").
+
+A :class:`CoordinateSet` names, per tensor, the flat indices the server trains; it has an id and
+travels once, in the first update that uses it, as one bitmap per tensor. Later updates carry only
+the set's id, one float32 scale per tensor of the set and one quantised delta per coordinate:
+int8 (``q8sparse+zstd``) or int4 packed two per byte, low nibble first (``q4sparse+zstd``).
+
+Payload, one zstd frame of::
+
+    u8 flags (bit 0: a set follows)   u32 set id
+    [set: per tensor of the descriptors, ceil(n/8) bytes, np.packbits little bit order]
+    f32 scale per tensor of the set   values, in the set's tensor order and ascending index order
+
+An update carries descriptors (name, shape) exactly when it carries a set. An empty payload is an
+update that changes nothing. Any defect raises :class:`ProtocolError` (BAD_MESSAGE, TOO_LARGE).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import zstandard
+
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+
+SPARSE_BITS = {"q8sparse+zstd": 8, "q4sparse+zstd": 4}
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+_HEADER = struct.Struct("<BI")
+_SET_FOLLOWS = 1
+_SCALE = np.dtype("<f4")
+_ZSTD_LEVEL = 3
+
+
+def _bad(message: str) -> ProtocolError:
+    return ProtocolError(ErrorCode.BAD_MESSAGE, message)
+
+
+def is_sparse_codec(codec: str) -> bool:
+    return codec in SPARSE_BITS
+
+
+@dataclass(frozen=True)
+class CoordinateSet:
+    """``indices``: per tensor name, its chosen flat indices (int64, ascending, unique), in set order;
+    ``shapes``: each tensor's shape; ``set_id``: the id updates refer to it by (0..2**32-1)."""
+
+    set_id: int
+    shapes: dict[str, tuple[int, ...]]
+    indices: dict[str, torch.Tensor]
+
+    @property
+    def size(self) -> int:
+        return sum(int(idx.numel()) for idx in self.indices.values())
+
+    @classmethod
+    def from_masks(cls, set_id: int, masks: Mapping[str, torch.Tensor]) -> CoordinateSet:
+        """The set of the True entries of boolean ``masks`` (by tensor name, in their order)."""
+        return cls(
+            set_id % 2**32,
+            {name: tuple(mask.shape) for name, mask in masks.items()},
+            {name: torch.nonzero(mask.reshape(-1).cpu()).reshape(-1) for name, mask in masks.items()},
+        )
+
+
+@dataclass(frozen=True)
+class SparseDelta:
+    """A decoded sparse update: ``coordinates`` (the set it carried, or None: the held one, ``set_id``),
+    ``deltas`` float32, one per coordinate of the set in its order (None: no change at all)."""
+
+    set_id: int
+    coordinates: CoordinateSet | None
+    deltas: torch.Tensor | None
+
+
+def _quantise(delta: np.ndarray, bits: int) -> tuple[np.float32, np.ndarray]:
+    q_max = 2 ** (bits - 1) - 1
+    scale = np.float32(np.abs(delta).max(initial=0.0) / np.float32(q_max))
+    divisor = scale if scale > 0 else np.float32(1)
+    return scale, np.clip(np.rint(delta / divisor), -q_max, q_max).astype(np.int8)
+
+
+def _pack(values: np.ndarray, bits: int) -> bytes:
+    if bits == 8:
+        return values.tobytes()
+    nibbles = (values.astype(np.uint8) & 0x0F)
+    if nibbles.size % 2:
+        nibbles = np.append(nibbles, np.uint8(0))
+    return (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8).tobytes()
+
+
+def _unpack(data: bytes, count: int, bits: int) -> np.ndarray:
+    if bits == 8:
+        return np.frombuffer(data, dtype=np.int8, count=count)
+    packed = np.frombuffer(data, dtype=np.uint8)
+    nibbles = np.empty(packed.size * 2, dtype=np.uint8)
+    nibbles[0::2], nibbles[1::2] = packed & 0x0F, packed >> 4
+    if count % 2 and nibbles[-1] != 0:
+        raise _bad("the padding nibble of an odd int4 value block is not zero")
+    signed = nibbles[:count].astype(np.int8)
+    return np.where(signed > 7, signed - 16, signed).astype(np.int8)
+
+
+def _value_bytes(count: int, bits: int) -> int:
+    return count if bits == 8 else (count + 1) // 2
+
+
+def encode_sparse(
+    deltas: torch.Tensor | None, coordinates: CoordinateSet, codec: str, with_set: bool
+) -> tuple[list[dict[str, Any]], bytes]:
+    """``(descriptors, payload)`` of an update for an edge; ``deltas``: float32, one per coordinate of
+    ``coordinates`` in its order (None: no change, an empty payload unless ``with_set``)."""
+    bits = SPARSE_BITS[codec]
+    if deltas is None and not with_set:
+        return [], b""
+    parts = [_HEADER.pack(_SET_FOLLOWS if with_set else 0, coordinates.set_id)]
+    descriptors: list[dict[str, Any]] = []
+    if with_set:
+        for name, shape in coordinates.shapes.items():
+            descriptors.append({"name": name, "shape": list(shape)})
+            mask = np.zeros(math.prod(shape), dtype=bool)
+            mask[coordinates.indices[name].numpy()] = True
+            parts.append(np.packbits(mask, bitorder="little").tobytes())
+    flat = (np.zeros(coordinates.size, np.float32) if deltas is None
+            else deltas.detach().cpu().numpy().astype(np.float32, copy=False))
+    if not np.isfinite(flat).all():
+        raise ValueError("cannot quantise a delta holding NaN or infinity")
+    scales, values, start = [], [], 0
+    for idx in coordinates.indices.values():
+        scale, quantised = _quantise(flat[start : start + idx.numel()], bits)
+        scales.append(scale)
+        values.append(quantised)
+        start += idx.numel()
+    parts.append(np.asarray(scales, dtype=_SCALE).tobytes())
+    parts.append(_pack(np.concatenate(values) if values else np.zeros(0, np.int8), bits))
+    return descriptors, zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(b"".join(parts))
+
+
+def _decompress(payload: bytes) -> bytes:
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(payload) as reader:
+            raw = reader.read(MAX_DECOMPRESSED_BYTES + 1)
+    except zstandard.ZstdError as exc:
+        raise _bad(f"sparse weight payload is not valid zstd: {exc}") from None
+    if len(raw) > MAX_DECOMPRESSED_BYTES:
+        raise ProtocolError(ErrorCode.TOO_LARGE, f"sparse blob exceeds {MAX_DECOMPRESSED_BYTES} bytes")
+    return raw
+
+
+def _read_set(set_id: int, descriptors: list[dict[str, Any]], raw: bytes, at: int) -> tuple[CoordinateSet, int]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    indices: dict[str, torch.Tensor] = {}
+    for desc in descriptors:
+        name, shape = (desc.get("name"), desc.get("shape")) if isinstance(desc, dict) else (None, None)
+        if not isinstance(name, str) or not isinstance(shape, list) or name in shapes or not all(
+            isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in shape
+        ):
+            raise _bad(f"bad or repeated tensor descriptor {desc!r}")
+        count = math.prod(shape)
+        size = (count + 7) // 8
+        if at + size > len(raw):
+            raise _bad(f"the coordinate bitmap of {name!r} is cut short")
+        bits = np.unpackbits(np.frombuffer(raw, np.uint8, size, at), bitorder="little")
+        if bits[count:].any():
+            raise _bad(f"the coordinate bitmap of {name!r} sets bits past its {count} entries")
+        shapes[name] = tuple(shape)
+        indices[name] = torch.from_numpy(np.flatnonzero(bits[:count]).astype(np.int64))
+        at += size
+    return CoordinateSet(set_id, shapes, indices), at
+
+
+def decode_sparse(
+    descriptors: list[dict[str, Any]], payload: bytes, codec: str, held: CoordinateSet | None
+) -> SparseDelta:
+    """Inverse of :func:`encode_sparse` for an edge holding the set ``held`` (None: none yet).
+
+    An update that refers to a set other than the held one, or carries descriptors without a set
+    (or a set without descriptors), raises BAD_MESSAGE."""
+    bits = SPARSE_BITS.get(codec)
+    if bits is None:
+        raise ProtocolError(ErrorCode.UNSUPPORTED_CODEC, f"{codec!r} is not a sparse codec")
+    if not payload:
+        if descriptors:
+            raise _bad("an empty sparse update names tensors")
+        return SparseDelta(held.set_id if held is not None else 0, None, None)
+    raw = _decompress(payload)
+    if len(raw) < _HEADER.size:
+        raise _bad("sparse update shorter than its header")
+    flags, set_id = _HEADER.unpack_from(raw)
+    if flags & ~_SET_FOLLOWS:
+        raise _bad(f"sparse update with unknown flags {flags:#x}")
+    carried = bool(flags & _SET_FOLLOWS)
+    if carried != bool(descriptors):
+        raise _bad("a sparse update names tensors exactly when it carries a coordinate set")
+    at = _HEADER.size
+    if carried:
+        coordinates, at = _read_set(set_id, descriptors, raw, at)
+    elif held is None or held.set_id != set_id:
+        holding = None if held is None else held.set_id
+        raise _bad(f"sparse update for coordinate set {set_id}, the edge holds set {holding}")
+    else:
+        coordinates = held
+    n_scales, count = len(coordinates.indices), coordinates.size
+    expected = at + n_scales * _SCALE.itemsize + _value_bytes(count, bits)
+    if len(raw) != expected:
+        raise _bad(f"sparse update of {len(raw)} bytes, its coordinate set needs {expected}")
+    scales = np.frombuffer(raw, _SCALE, n_scales, at)
+    if not ((scales >= 0) & (scales <= np.finfo(np.float32).max / 128)).all():
+        raise _bad("a sparse delta scale is negative, NaN, infinite or so large that values overflow")
+    values = _unpack(raw[at + n_scales * _SCALE.itemsize :], count, bits)
+    sizes = [int(idx.numel()) for idx in coordinates.indices.values()]
+    per_value = np.repeat(scales, sizes) if sizes else np.zeros(0, _SCALE)
+    deltas = torch.from_numpy(values.astype(np.float32) * per_value)
+    return SparseDelta(set_id, coordinates if carried else None, deltas)
