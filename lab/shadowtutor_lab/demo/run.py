@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shadowtutor.scene_store import Scene
+from shadowtutor_lab.demo.h264_baseline import h264_offloading
 from shadowtutor_lab.demo.processes import (
     LOOPBACK,
     follow_agent,
@@ -106,4 +107,6 @@ def run_demo(config: DemoConfig) -> tuple[RunReport, RunReport, str]:
         end = scrape_server_time(metrics)
     scene = Scene.open(scene_dir)
     shadow, naive = run_report(shadow_dir, scene, middle - start), run_report(naive_dir, scene, end - middle)
-    return shadow, naive, write_report(config.out, scene_dir, shadow, naive, config.command, note)
+    h264 = h264_offloading(scene, naive.steady_down_per_frame * naive.frames)
+    return shadow, naive, write_report(config.out, scene_dir, shadow, naive, h264, scene.meta.fps, config.command,
+                                       note)
