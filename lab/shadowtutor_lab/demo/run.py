@@ -75,6 +75,8 @@ def _run_agent(config: DemoConfig, scene: Path, server_url: str, mode: str, logs
         "--edge-id", f"demo-{mode}", "--output-dir", str(run_dir), "--save-labels",
         "--state-dir", str(config.out / "edge-state"),
         "--overlay" if mode == "distill" else "--no-overlay", "--metrics-port", "0",
+        # naive offloading as the demo's JPEG row; H.264 offloading is measured on the same frames
+        *(("--frame-codecs", "jpeg") if mode == "naive" else ()),
         *(("--change-based",) if config.change_based and mode == "distill" else ()),
         *(("--flow-path",) if config.flow_path and mode == "distill" else ()),
     )
