@@ -20,6 +20,16 @@ import numpy as np
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 
 STREAM_FRAME_CODECS = ("h264",)
+
+
+def streamable(width: int, height: int) -> bool:
+    """Whether frames of this size can travel as an H.264 (yuv420p) stream: positive even sides."""
+    return width > 0 and height > 0 and width % 2 == 0 and height % 2 == 0
+
+
+def frame_codecs_for(codecs: tuple[str, ...] | list[str], width: int, height: int) -> list[str]:
+    """``codecs`` less the stream codecs when frames of ``width`` x ``height`` cannot be streamed."""
+    return [c for c in codecs if streamable(width, height) or c not in STREAM_FRAME_CODECS]
 H264_CRF = 23
 H264_PRESET = "veryfast"
 
@@ -51,7 +61,7 @@ class StreamEncoder:
     """
 
     def __init__(self, width: int, height: int, crf: int = H264_CRF, preset: str = H264_PRESET) -> None:
-        if width <= 0 or height <= 0 or width % 2 or height % 2:
+        if not streamable(width, height):
             raise ValueError(f"H.264 streams need positive even sides, got {width}x{height}")
         self.width, self.height, self.crf, self.preset = width, height, crf, preset
         self._context: av.VideoCodecContext | None = None

@@ -6,7 +6,7 @@ import numpy as np
 
 from edge_agent.frame_encoder import FrameEncoder
 from shadowtutor.protocol.codecs import decode_frame
-from shadowtutor.protocol.video_stream import StreamDecoder
+from shadowtutor.protocol.video_stream import StreamDecoder, frame_codecs_for
 
 
 def frame(i: int, width: int = 64, height: int = 48) -> np.ndarray:
@@ -43,3 +43,8 @@ def test_a_refusal_restarts_the_current_stream_only_and_the_decoder_follows() ->
     assert after.stream_position == 1
     decoder.decode(intra.payload, 0)
     assert decoder.decode(after.payload, 1).shape == (48, 64, 3)
+
+
+def test_odd_sides_offer_no_stream_codec() -> None:
+    assert frame_codecs_for(("h264", "jpeg", "raw"), 64, 48) == ["h264", "jpeg", "raw"]
+    assert frame_codecs_for(("h264", "jpeg", "raw"), 63, 48) == ["jpeg", "raw"]

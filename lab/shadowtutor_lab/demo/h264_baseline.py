@@ -22,9 +22,11 @@ class H264Offloading:
 
 
 def h264_stream_bytes(scene: Scene, crf: int = H264_CRF, preset: str = H264_PRESET) -> int:
-    """Bytes of the scene's frames as one libx264 stream (zerolatency, one intra frame first)."""
-    encoder = StreamEncoder(scene.meta.width, scene.meta.height, crf=crf, preset=preset)
-    return sum(len(encoder.encode(frame).payload) for frame in scene.frames())
+    """Bytes of the scene's frames as one libx264 stream (zerolatency, one intra frame first); an odd
+    side loses its last pixel row or column (H.264 needs even sides)."""
+    width, height = scene.meta.width & ~1, scene.meta.height & ~1
+    encoder = StreamEncoder(width, height, crf=crf, preset=preset)
+    return sum(len(encoder.encode(frame[:height, :width]).payload) for frame in scene.frames())
 
 
 def h264_offloading(scene: Scene, labels_down_bytes: int) -> H264Offloading:

@@ -97,3 +97,9 @@ def test_bad_stream_frames_are_refused_and_the_session_goes_on(client: TestClien
         refused(wire, 2, "expected 64x48")
         wire.send(stream_frame(3, intra))
         assert wire.expect(Labels).seq == 3
+
+
+def test_odd_frame_sides_are_not_streamed(client: TestClient, scene: TinyScene) -> None:
+    with client.websocket_connect("/v1/edge") as ws:
+        _, welcome = open_session(ws, scene, frame_width=63, frame_codecs=["h264", "jpeg"])
+    assert welcome.frame_codec == "jpeg"
