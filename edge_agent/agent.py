@@ -39,6 +39,7 @@ from shadowtutor.algorithms.link_budget import KeyFrameBudget
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
 from shadowtutor.protocol.messages import Hello
+from shadowtutor.protocol.video_stream import frame_codecs_for
 from shadowtutor.version import package_version
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ class EdgeAgent:
     ) -> None:
         s = self.settings
         hello = Hello(s.edge_id, list(s.class_names), size[0], size[1], s.mode, "shadowtutor-student",
-                      list(s.frame_codecs), list(s.weight_codecs), None, agent_name(),
+                      frame_codecs_for(s.frame_codecs, size[0], size[1]), list(s.weight_codecs), None, agent_name(),
                       list(s.student_size) if s.student_size is not None else None)
         student = None
         if s.mode == "distill":

@@ -29,11 +29,12 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidMessage, WebSocketException
 
 from edge_agent.backoff import Backoff
+from edge_agent.frame_encoder import FrameEncoder
 from edge_agent.pending import Pending
 from edge_agent.versioning import WeightUpdate
 from shadowtutor.algorithms.client_loop import UpdateOutcome
 from shadowtutor.algorithms.params import AlgorithmParams
-from shadowtutor.protocol.codecs import TensorBlob, decode_labels, decode_tensors, encode_frame, is_delta_codec
+from shadowtutor.protocol.codecs import TensorBlob, decode_labels, decode_tensors, is_delta_codec
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import (
     Error,
@@ -167,6 +168,7 @@ class _Outgoing:
     data: bytes
     seq: int | None = None
     pending: Pending | None = None
+    stream_epoch: int | None = None  # a stream codec's frame: the stream it belongs to
 
 
 @dataclass
@@ -224,6 +226,7 @@ class EdgeTransport:
         self.observer = observer
         self.backoff = backoff or Backoff(0.5, 15.0)
         self.frame_quality = frame_quality  # jpeg/webp quality; None: the codec's default
+        self._frames = FrameEncoder(frame_quality)
         self.handshake_timeout = handshake_timeout
         self.ssl_context = ssl_context
         self.token = token
@@ -323,12 +326,13 @@ class EdgeTransport:
         if info is None:
             self._drop_key_frame()
             return Pending.failed()
-        payload = encode_frame(frame, info.frame_codec, self.frame_quality)
+        encoded = self._frames.encode(frame, info.frame_codec, info.session_id)
         seq = next(self._seq)
         height, width = frame.shape[:2]
-        message = KeyFrame(seq, frame_index, base_version, info.frame_codec, width, height, payload=payload)
+        message = KeyFrame(seq, frame_index, base_version, info.frame_codec, width, height,
+                           stream_position=encoded.stream_position, payload=encoded.payload)
         pending: Pending = Pending()
-        self._hand_over(_Outgoing(kind, encode(message), seq, pending))
+        self._hand_over(_Outgoing(kind, encode(message), seq, pending, encoded.epoch))
         return pending
 
     def _hand_over(self, item: _Outgoing) -> None:
@@ -346,6 +350,7 @@ class EdgeTransport:
         if self._active is None:
             if item.pending is not None:
                 self._drop_key_frame()
+                self._frames.restart(item.stream_epoch)
                 item.pending.resolve(None)
             return
         if item.kind == "resync":
@@ -571,6 +576,10 @@ class EdgeTransport:
             self._on_error(message)
             if message.seq is not None:
                 item = session.outstanding.pop(message.seq, None)
+                # a refused stream frame: the server's decoder takes only an intra frame next
+                if item is not None and self._frames.restart(item.stream_epoch):
+                    log.info("frame stream restarts from an intra frame after %s for seq %d", message.code,
+                             message.seq)
                 if item is not None and item.pending is not None:
                     item.pending.resolve(None)
             if message.fatal:

@@ -9,6 +9,7 @@ from shadowtutor.models.scale import Size, format_size
 from shadowtutor.protocol.codecs import choose_codec, choose_weight_codecs
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello
+from shadowtutor.protocol.video_stream import frame_codecs_for
 
 STUDENT_ARCH = "shadowtutor-student"
 SESSION_MODES = ("distill", "naive")
@@ -47,7 +48,8 @@ def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, 
             ErrorCode.BAD_FRAME,
             f"frame size {hello.frame_width}x{hello.frame_height} is outside 1x1 .. {max_w}x{max_h}",
         )
-    frame_codec = choose_codec(hello.frame_codecs, settings.allowed_frame_codecs(), tuple(hello.frame_codecs))
+    allowed = tuple(frame_codecs_for(settings.allowed_frame_codecs(), hello.frame_width, hello.frame_height))
+    frame_codec = choose_codec(hello.frame_codecs, allowed, tuple(hello.frame_codecs))
     weight_codec, delta_codec = choose_weight_codecs(hello.weight_codecs, settings.allowed_weight_codecs())
     return Agreement(frame_codec, weight_codec, delta_codec, _student_size(hello, settings))
 

@@ -207,7 +207,8 @@ class ServerSettings(FlatSettings):
         "fp32", description="arithmetic of distillation: fp32 (IEEE float32, as the paper), tf32 (TF32 tensor cores "
         "for convolutions and matmuls on CUDA; fp32 on a CPU), bf16 (the trained layers' forward pass in bfloat16 "
         "under autocast; weights, Adam, loss and metric float32) or auto (bf16 on a CUDA device with bfloat16, fp32 "
-        "elsewhere; opt-in until bf16 holds P-8 within 0.5 points on held-out scenes too). The TF32 switches are per process: teacher and distillation overlap only when they want the "
+        "elsewhere; opt-in until bf16 holds P-8 within 0.5 points on held-out scenes too). "
+        "The TF32 switches are per process: teacher and distillation overlap only when they want the "
         "same (teacher fp32 with distillation fp32 or bf16; teacher tf32 or bf16 with distillation tf32), "
         "otherwise they take turns (docs/design/training_precision.md)"
     )

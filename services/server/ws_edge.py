@@ -53,6 +53,7 @@ from shadowtutor.protocol.messages import (
     encode,
 )
 from shadowtutor.protocol.telemetry import check_telemetry
+from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamDecoder
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -65,8 +66,14 @@ async def edge_endpoint(websocket: WebSocket) -> None:
     await EdgeConnection(websocket, websocket.app.state.runtime).serve()
 
 
-def _decode_writable(key_frame: KeyFrame) -> np.ndarray:
-    """The key frame as a writable BGR array (raw frames decode to a read-only view)."""
+def _decode_writable(key_frame: KeyFrame, stream: StreamDecoder) -> np.ndarray:
+    """The key frame as a writable BGR array (raw frames decode to a read-only view); a stream
+    codec's frame goes through ``stream``, the connection's decoder, which refuses it unless it is
+    intra or follows the last frame decoded."""
+    if key_frame.codec in STREAM_FRAME_CODECS:
+        if key_frame.stream_position is None:
+            raise ProtocolError(ErrorCode.BAD_FRAME, f"a {key_frame.codec} key frame needs its stream_position")
+        return stream.decode(key_frame.payload, key_frame.stream_position)
     if key_frame.codec != "raw":  # the header's size first: a small payload may declare a huge image
         check_declared_size(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     frame = decode_frame(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
@@ -93,6 +100,7 @@ class EdgeConnection:
         self._ticket: Ticket | None = None  # its place among the unauthenticated connections until admitted
         self._message_limit = MAX_HELLO_BYTES  # until the HELLO is accepted
         self._source = websocket.client.host if websocket.client is not None else "unknown"
+        self._stream: StreamDecoder | None = None  # a stream frame codec's decoder, made at the first frame
 
     async def serve(self) -> None:
         runtime = self.runtime
@@ -325,7 +333,9 @@ class EdgeConnection:
                 )
             if key_frame.codec not in self.runtime.settings.allowed_frame_codecs():
                 raise ProtocolError(ErrorCode.UNSUPPORTED_CODEC, f"frame codec {key_frame.codec!r} is not allowed")
-            frame = await asyncio.to_thread(_decode_writable, key_frame)
+            if self._stream is None:
+                self._stream = StreamDecoder(hello.frame_width, hello.frame_height)
+            frame = await asyncio.to_thread(_decode_writable, key_frame, self._stream)
             remote = self.runtime.remote
             if remote is not None:  # teacher and student on a teaching replica: its answer (or its error)
                 answer = await remote.key_frame(session, key_frame, frame)

@@ -15,8 +15,12 @@ import zstandard
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_QUALITY
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.sparse_delta import SPARSE_BITS
+from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS
 
-FRAME_CODECS = ("raw", "jpeg", "webp", "png")
+# Image codecs: each frame stands alone. Stream codecs: a session's frames form one stream
+# (shadowtutor.protocol.video_stream), decoded in order by one decoder per session.
+IMAGE_FRAME_CODECS = ("raw", "jpeg", "webp", "png")
+FRAME_CODECS = IMAGE_FRAME_CODECS + STREAM_FRAME_CODECS
 LABEL_CODECS = ("png", "raw")
 FLOAT_WEIGHT_CODECS = ("f32", "f16", "f32+zstd", "f16+zstd")
 DELTA_WEIGHT_CODECS = ("q8delta+zstd", "q8chdelta+zstd")  # int8 deltas, one scale per tensor / per channel

@@ -76,7 +76,12 @@ class Welcome(Message):
 
 @dataclass
 class KeyFrame(Message):
-    """Edge -> server: one key frame (or, in naive mode, any frame) as an encoded image."""
+    """Edge -> server: one key frame (or, in naive mode, any frame) as an encoded image.
+
+    ``stream_position``: with a stream codec (h264), the frame's position in the session's
+    stream (0: an intra frame that starts it; n: decodable only right after position n - 1);
+    None with an image codec.
+    """
 
     TYPE: ClassVar[int] = 3
     seq: int
@@ -85,6 +90,7 @@ class KeyFrame(Message):
     codec: str
     width: int
     height: int
+    stream_position: int | None = None
 
 
 @dataclass

@@ -23,6 +23,7 @@ from edge_agent.transport import EdgeTransport, LabelsReply, ServerRefusedError,
 from edge_agent.versioning import VersionedStudent
 from shadowtutor.algorithms.client_loop import ClientLoop
 from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello, KeyFrame, ResyncRequest, Welcome
 from tests.support.certs import CertAuthority
@@ -403,3 +404,17 @@ def test_ws_to_a_tls_port_says_to_use_wss(tmp_path: Path) -> None:
             assert f"if the server serves TLS, use wss://127.0.0.1:{port}/v1/edge" in edge.transport.last_error
     finally:
         listener.close()
+
+
+def test_an_edge_preferring_h264_falls_back_to_jpeg_with_an_older_server(stand_in: StandInServer) -> None:
+    """The stand-in server knows the image codecs only, as servers before the stream codecs."""
+    hello = make_hello("naive", frame_codecs=DEFAULT_FRAME_CODECS)
+    assert hello.frame_codecs[0] == "h264"
+    transport = EdgeTransport(stand_in.url, hello, backoff=Backoff(0.05, 0.1))
+    transport.start()
+    try:
+        assert transport.wait_first_welcome(10).frame_codec == "jpeg"
+        pending = transport.request_labels(3, frame(3))
+        assert pending.wait(10) and isinstance(pending.result(), LabelsReply)
+    finally:
+        transport.close()

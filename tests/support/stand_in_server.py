@@ -23,7 +23,7 @@ from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import (
-    FRAME_CODECS,
+    IMAGE_FRAME_CODECS,
     WEIGHT_CODECS,
     TensorBlob,
     choose_codec,
@@ -174,7 +174,8 @@ class StandInServer:
                 await self._send(ws, None, Error(self.refuse.value, "refused by the test", fatal=True))
                 await ws.close(self.refuse.close, self.refuse.value)
                 return
-            frame_codec = choose_codec(hello.frame_codecs, FRAME_CODECS, tuple(hello.frame_codecs))
+            # image codecs only, as a server older than the stream codecs: the edge falls back to them
+            frame_codec = choose_codec(hello.frame_codecs, IMAGE_FRAME_CODECS, tuple(hello.frame_codecs))
             weight_codec, delta_codec = choose_weight_codecs(hello.weight_codecs, WEIGHT_CODECS)
             state = {k: v.clone() for k, v in self.weights.items()}
             encoder = UpdateEncoder(weight_codec, delta_codec)

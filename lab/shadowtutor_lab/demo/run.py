@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shadowtutor.scene_store import Scene
+from shadowtutor_lab.demo.h264_baseline import h264_offloading
 from shadowtutor_lab.demo.processes import (
     LOOPBACK,
     follow_agent,
@@ -74,6 +75,8 @@ def _run_agent(config: DemoConfig, scene: Path, server_url: str, mode: str, logs
         "--edge-id", f"demo-{mode}", "--output-dir", str(run_dir), "--save-labels",
         "--state-dir", str(config.out / "edge-state"),
         "--overlay" if mode == "distill" else "--no-overlay", "--metrics-port", "0",
+        # naive offloading as the demo's JPEG row; H.264 offloading is measured on the same frames
+        *(("--frame-codecs", "jpeg") if mode == "naive" else ()),
         *(("--change-based",) if config.change_based and mode == "distill" else ()),
         *(("--flow-path",) if config.flow_path and mode == "distill" else ()),
     )
@@ -106,4 +109,6 @@ def run_demo(config: DemoConfig) -> tuple[RunReport, RunReport, str]:
         end = scrape_server_time(metrics)
     scene = Scene.open(scene_dir)
     shadow, naive = run_report(shadow_dir, scene, middle - start), run_report(naive_dir, scene, end - middle)
-    return shadow, naive, write_report(config.out, scene_dir, shadow, naive, config.command, note)
+    h264 = h264_offloading(scene, naive.steady_down_per_frame * naive.frames)
+    return shadow, naive, write_report(config.out, scene_dir, shadow, naive, h264, scene.meta.fps, config.command,
+                                       note)

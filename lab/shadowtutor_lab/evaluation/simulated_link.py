@@ -29,7 +29,7 @@ from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.protocol.codecs import (
     DELTA_WEIGHT_CODECS,
     FLOAT_WEIGHT_CODECS,
-    FRAME_CODECS,
+    IMAGE_FRAME_CODECS,
     SPARSE_WEIGHT_CODECS,
     decode_frame,
     encode_frame,
@@ -59,8 +59,8 @@ class LinkCodecs:
     train_from_held: bool = False
 
     def __post_init__(self) -> None:
-        if self.frame_codec not in FRAME_CODECS:
-            raise ValueError(f"unknown frame codec {self.frame_codec!r}: choose from {', '.join(FRAME_CODECS)}")
+        if self.frame_codec not in IMAGE_FRAME_CODECS:
+            raise ValueError(f"unknown frame codec {self.frame_codec!r}: choose from {', '.join(IMAGE_FRAME_CODECS)}")
         if self.weight_codec not in FLOAT_WEIGHT_CODECS:
             raise ValueError(f"full weights need a float codec ({', '.join(FLOAT_WEIGHT_CODECS)}), "
                              f"got {self.weight_codec!r}")

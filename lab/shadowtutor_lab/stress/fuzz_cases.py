@@ -34,6 +34,7 @@ from shadowtutor.protocol.messages import (
     encode,
 )
 from shadowtutor.protocol.telemetry import LABELS, OPTIONAL_COUNTS, STUDENT_LAYERS
+from shadowtutor.protocol.video_stream import StreamEncoder, StreamFrame
 from shadowtutor_lab.stress.fuzz_mutate import mutate_bytes, mutate_header, pack, pack_raw
 
 # The probe that ends a case: a RESYNC_REQUEST with this version (its answer is the full UPDATE
@@ -110,6 +111,8 @@ class Target:
     edge_id: str | None = None  # every case uses this id (a token is issued per edge id); None: fuzz-SEED-N
     telemetry: bool = True  # the server asks for TELEMETRY in WELCOME (its default edge_report_interval)
     _encoded: dict[tuple[str, int], bytes] = field(default_factory=dict, init=False, compare=False, repr=False)
+    _streams: dict[str, tuple[StreamFrame, ...]] = field(default_factory=dict, init=False, compare=False,
+                                                          repr=False)
 
     def __post_init__(self) -> None:
         if not self.frames:
@@ -132,6 +135,20 @@ class Target:
 
     def hello(self, edge_id: str, /, **changes: Any) -> bytes:
         return pack(Hello.TYPE, self.hello_header(edge_id, **changes))
+
+    def stream(self) -> tuple[StreamFrame, ...]:
+        """The target's frames as one H.264 stream; ValueError when a side is odd (H.264 needs even ones)."""
+        if "h264" not in self._streams:
+            encoder = StreamEncoder(self.width, self.height)
+            self._streams["h264"] = tuple(encoder.encode(f) for f in self.frames)
+        return self._streams["h264"]
+
+    def stream_frame(self, seq: int, frame: StreamFrame | None = None, *, payload: bytes | None = None,
+                     **changes: Any) -> bytes:
+        """An h264 KEY_FRAME: ``frame`` of :meth:`stream` (default its intra frame), ``payload`` replacing its bytes."""
+        frame = frame or self.stream()[0]
+        return self.key_frame(seq, "h264", frame=frame.position, payload=frame.payload if payload is None else payload,
+                              **{"stream_position": frame.position, **changes})
 
     def key_frame(self, seq: int, codec: str = "raw", *, frame: int = 0, payload: bytes | None = None,
                   **changes: Any) -> bytes:
@@ -357,12 +374,39 @@ def _bad_key_frame(b: _Builder) -> Generated:
         f"png inflating to {BOMB_BYTES >> 20} MiB": (t.key_frame(0, "png", payload=_png_bomb(w, h)), maybe),
         "frame_index the teacher has no label for": (
             t.key_frame(0, frame_index=rng.choice((-1, len(t.frames) + 10**6, 2**63, 10**300))), maybe),
-        "unknown codec": (t.key_frame(0, rng.choice(("h264", "", "RAW")), payload=raw),
+        "unknown codec": (t.key_frame(0, rng.choice(("h265", "", "RAW")), payload=raw),
                           Expect(CONTINUE, KEY_FRAME_ERRORS, require="unsupported_codec")),
     }
     name = rng.choice(sorted(variants))
     data, expect = variants[name]
     return name, b.hello(), (Send(data),), expect
+
+
+def _bad_stream(b: _Builder) -> Generated:
+    """H.264 stream frames the server must refuse (or may decode) without losing the session."""
+    rng, t = b.rng, b.target
+    stream = t.stream()
+    intra, inter = stream[0], stream[min(1, len(stream) - 1)]
+    bad = Expect(CONTINUE, KEY_FRAME_ERRORS, require="bad_frame")
+    maybe = Expect(CONTINUE, KEY_FRAME_ERRORS)
+    big = StreamEncoder(2 * t.width, 2 * t.height).encode(np.tile(t.frames[0], (2, 2, 1)))
+    variants: dict[str, tuple[tuple[bytes, ...], Expect]] = {
+        "inter frame without its intra frame": ((t.stream_frame(0, inter),), bad),
+        "inter frame posing as intra": ((t.stream_frame(0, payload=inter.payload),), bad),
+        "no stream_position": ((t.stream_frame(0, stream_position=None),), bad),
+        "negative stream_position": ((t.stream_frame(0, stream_position=-rng.randint(1, 2**40)),), bad),
+        "stream position skipped": ((t.stream_frame(0, intra), t.stream_frame(1, inter, stream_position=2)), bad),
+        "intra frame twice the size": ((t.stream_frame(0, big),), bad),
+        "random bytes as intra": ((t.stream_frame(0, payload=rng.randbytes(rng.randint(0, 2000))),), bad),
+        "intra truncated": ((t.stream_frame(0, payload=intra.payload[: rng.randrange(len(intra.payload))]),), maybe),
+        "intra damaged": ((t.stream_frame(0, payload=mutate_bytes(intra.payload, rng)[1]),), maybe),
+        "inter damaged": ((t.stream_frame(0, intra), t.stream_frame(1, inter,
+                                                                   payload=mutate_bytes(inter.payload, rng)[1])),
+                          maybe),
+    }
+    name = rng.choice(sorted(variants))
+    messages, expect = variants[name]
+    return name, b.hello(frame_codecs=["h264"]), tuple(Send(m) for m in messages), expect
 
 
 def _oversize(b: _Builder) -> Generated:
@@ -529,6 +573,7 @@ CATEGORIES: dict[str, Callable[[_Builder], Generated]] = {
     "seq_order": _seq_order,
     "wrong_direction": _wrong_direction,
     "bad_key_frame": _bad_key_frame,
+    "bad_stream": _bad_stream,
     "oversize": _oversize,
     "text_frame": _text_frame,
     "disconnect": _disconnect,

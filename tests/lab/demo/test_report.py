@@ -10,7 +10,15 @@ import pytest
 
 from shadowtutor.scene_store import Scene
 from shadowtutor.teachers.label_store import write_label
-from shadowtutor_lab.demo.report import RunReport, predict, render_markdown, run_report, write_report
+from shadowtutor_lab.demo.h264_baseline import H264Offloading
+from shadowtutor_lab.demo.report import (
+    RunReport,
+    predict,
+    render_markdown,
+    run_report,
+    times_fewer,
+    write_report,
+)
 from shadowtutor_lab.demo.server_time import ServerTime
 from shadowtutor_lab.scenes.generator import make_scene
 
@@ -62,9 +70,14 @@ def test_a_missing_label_map_is_an_error_naming_the_frame(tmp_path: Path, scene:
         run_report(run_dir, scene, ServerTime())
 
 
+H264 = H264Offloading(frames=10, up_bytes=40_000, down_bytes=20_000)
+
+
 def report(mode: str, sent: int, received: int, handshake: int) -> RunReport:
+    """A run whose handshake ``handshake`` bytes were all received (the WELCOME)."""
     return RunReport(mode=mode, frames=10, labelled_frames=10, fps=5.0, key_frame_ratio=0.1, bytes_sent=sent,
-                     bytes_received=received, updates_applied=1, handshake_bytes=handshake, waited_seconds=1.0,
+                     bytes_received=received, updates_applied=1, handshake_bytes=handshake,
+                     handshake_bytes_received=handshake, waited_seconds=1.0,
                      wall_seconds=2.0, miou_percent=50.0, edge_seconds_per_frame=0.143, teacher_seconds=0.5,
                      distill_seconds=1.5)
 
@@ -73,7 +86,8 @@ def test_the_summary_states_the_saving_over_the_run_and_after_the_handshake(tmp_
     shadow = report("distill", sent=10_000, received=1_010_000, handshake=1_000_000)  # 102 kB/frame, 2 after
     naive = report("naive", sent=500_000, received=20_000, handshake=0)  # 52 kB per frame
     machine = {"cpu_model": "Some CPU", "cpu_count": 2, "torch": "2.x"}
-    markdown = render_markdown(tmp_path / "scene", shadow, naive, "shadowtutor demo --frames 10", machine, "`T`")
+    command = "shadowtutor demo --frames 10"
+    markdown = render_markdown(tmp_path / "scene", shadow, naive, H264, 10.0, command, machine, "`T`")
     assert "Teacher: `T`. Made by `shadowtutor demo --frames 10` on Some CPU (2 cores)" in markdown
     assert "2.0x the bytes per frame of naive offloading over the whole run" in markdown
     assert "96.2 % fewer bytes per frame than it after the one-time model download" in markdown
@@ -89,7 +103,7 @@ def test_the_paper_gpu_server_figures_are_a_labelled_prediction(tmp_path: Path) 
     assert forecast.naive_fps == pytest.approx(1 / 0.347)
     shadow, naive = report("distill", 1, 1, 0), report("naive", 1, 1, 0)
     machine = {"cpu_model": "Some CPU", "cpu_count": 2, "torch": "2.x"}
-    markdown = render_markdown(tmp_path / "scene", shadow, naive, "shadowtutor demo", machine, "`T`")
+    markdown = render_markdown(tmp_path / "scene", shadow, naive, H264, 10.0, "shadowtutor demo", machine, "`T`")
     measured, predicted = markdown.split("## Prediction, not measured")
     assert "predicted" not in measured.lower() and "5.02" not in measured
     assert "| ShadowTutor, lower bound (eq. 14, predicted) | 5.02 |" in predicted
@@ -98,10 +112,28 @@ def test_the_paper_gpu_server_figures_are_a_labelled_prediction(tmp_path: Path) 
 
 def test_write_report_writes_markdown_and_json(tmp_path: Path) -> None:
     shadow, naive = report("distill", 1000, 2000, 500), report("naive", 9000, 1000, 100)
-    markdown = write_report(tmp_path, tmp_path / "scene", shadow, naive, "shadowtutor demo", "`T`")
+    markdown = write_report(tmp_path, tmp_path / "scene", shadow, naive, H264, 10.0, "shadowtutor demo", "`T`")
     assert (tmp_path / "report.md").read_text() == markdown
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["command"] == "shadowtutor demo" and data["machine"]["cpu_count"] >= 1
     assert data["shadowtutor"]["steady_bytes_per_frame"] == pytest.approx(250.0)
     assert data["naive"]["bytes_per_frame"] == pytest.approx(1000.0)
     assert data["teacher"] == "`T`" and data["prediction_paper_gpu_server"]["t_si"] == pytest.approx(0.143)
+
+
+def test_the_report_states_the_ratio_against_h264_offloading(tmp_path: Path) -> None:
+    """H.264 offloading: 6 kB per frame; ShadowTutor after the handshake: 2 kB per frame, 3x fewer."""
+    shadow = report("distill", sent=10_000, received=1_010_000, handshake=1_000_000)
+    naive = report("naive", sent=500_000, received=20_000, handshake=0)
+    machine = {"cpu_model": "Some CPU", "cpu_count": 2, "torch": "2.x"}
+    markdown = render_markdown(tmp_path / "scene", shadow, naive, H264, 10.0, "shadowtutor demo", machine, "`T`")
+    assert "| bytes up per frame | 1.0 kB | 4.0 kB |" in markdown
+    assert "| bytes down per frame | 1.0 kB | 2.0 kB |" in markdown
+    assert "| kbps per camera at the clip's 10 FPS | 160 kbps | 480 kbps |" in markdown
+    assert "| ShadowTutor against H.264 offloading | **3.00x fewer bytes** | |" in markdown
+
+
+def test_more_bytes_than_h264_is_said_as_such() -> None:
+    assert times_fewer(5496.0, 9601.0) == "1.75x fewer"
+    assert times_fewer(9601.0, 5496.0) == "1.75x more"
+    assert times_fewer(0.0, 5496.0) == "-"

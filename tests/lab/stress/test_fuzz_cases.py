@@ -173,3 +173,12 @@ def test_telemetry_cases_expect_what_the_protocol_says(target: Target, asks: boo
         else:
             assert (case.expect.end, case.expect.require) == (CLOSE, "bad_message"), case.variant
     assert seen == {True, False}
+
+
+def test_bad_stream_cases_offer_h264_and_keep_seq_order(target: Target) -> None:
+    """The key frames of one case go in seq order: a case must break the stream, not the seq rule."""
+    for i in range(40):
+        case = make_case(5, i, target, ("bad_stream",))
+        assert decode(case.hello).frame_codecs == ["h264"]  # type: ignore[arg-type, attr-defined]
+        seqs = [decode(step.data).seq for step in case.steps]  # type: ignore[attr-defined]
+        assert seqs == sorted(set(seqs)) and all(decode(s.data).codec == "h264" for s in case.steps)  # type: ignore

@@ -21,7 +21,7 @@ def test_defaults_are_safe_and_the_papers(monkeypatch: pytest.MonkeyPatch) -> No
     assert (settings.host, settings.port, settings.teacher, settings.device) == ("127.0.0.1", 8000, "maskrcnn", "auto")
     assert settings.student is None and settings.max_sessions == 16
     assert settings.algorithm_params() == AlgorithmParams()
-    assert settings.allowed_frame_codecs() == ("raw", "jpeg", "webp", "png")
+    assert settings.allowed_frame_codecs() == ("raw", "jpeg", "webp", "png", "h264")
 
 
 def test_environment_then_explicit_values(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -1,0 +1,67 @@
+"""The edge's frame encoder: a session's frames in its negotiated frame codec.
+
+Image codecs encode each frame alone. A stream codec (h264) encodes a session's frames as one
+stream (docs/protocol.md, "Frames as a video stream"): the stream starts again from an intra frame
+in a new session, at a new frame size, and after :meth:`FrameEncoder.restart` -- which the
+transport calls when a frame of the current stream was refused or never acknowledged.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from shadowtutor.protocol.codecs import encode_frame
+from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamEncoder
+
+
+@dataclass(frozen=True)
+class EncodedFrame:
+    """A frame's payload; ``stream_position`` and ``epoch`` are None with an image codec.
+
+    ``epoch`` names the stream the frame belongs to (it grows at every restart).
+    """
+
+    payload: bytes
+    stream_position: int | None = None
+    epoch: int | None = None
+
+
+class FrameEncoder:
+    """Encodes on the caller's thread; :meth:`restart` may be called from any thread."""
+
+    def __init__(self, quality: int | None = None) -> None:
+        """``quality``: jpeg/webp quality (None: the codec's default); stream codecs use their CRF."""
+        self.quality = quality
+        self._lock = threading.Lock()
+        self._stream: StreamEncoder | None = None
+        self._session: str | None = None
+        self._epoch = 0
+
+    def encode(self, frame_bgr: np.ndarray, codec: str, session_id: str) -> EncodedFrame:
+        """``frame_bgr`` in ``codec`` for the session ``session_id``."""
+        if codec not in STREAM_FRAME_CODECS:
+            return EncodedFrame(encode_frame(frame_bgr, codec, self.quality))
+        height, width = frame_bgr.shape[:2]
+        with self._lock:
+            stream = self._stream
+            if stream is None or self._session != session_id or (stream.width, stream.height) != (width, height):
+                stream = StreamEncoder(width, height)
+                self._stream, self._session = stream, session_id
+                self._epoch += 1
+            epoch = self._epoch
+            encoded = stream.encode(frame_bgr)
+        return EncodedFrame(encoded.payload, encoded.position, epoch)
+
+    def restart(self, epoch: int | None) -> bool:
+        """Start a new stream (next frame intra) when ``epoch`` is the current stream's; True if so.
+
+        A refusal of a frame from an older stream changes nothing: that stream has already been restarted.
+        """
+        with self._lock:
+            if epoch is None or epoch != self._epoch or self._stream is None:
+                return False
+            self._stream = None
+            return True

@@ -1,0 +1,145 @@
+"""Frames as one inter-coded H.264 stream (docs/protocol.md, "Frames as a video stream").
+
+An edge's frames of one kind (its key frames, or every frame of naive offloading) travel as one
+H.264 stream: the first frame and every frame after a restart is an *intra* frame at stream
+position 0; each later frame is an *inter* frame at position ``n`` that can only be decoded right
+after the frame at position ``n - 1``. The receiver's :class:`StreamDecoder` refuses any inter frame
+that does not follow the last frame it decoded (lost, refused or reordered frames, a new session)
+with a BAD_FRAME ProtocolError, after which it accepts only an intra frame; the sender answers by
+:meth:`StreamEncoder.restart` so that its next frame is intra.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import av
+import numpy as np
+
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+
+STREAM_FRAME_CODECS = ("h264",)
+
+
+def streamable(width: int, height: int) -> bool:
+    """Whether frames of this size can travel as an H.264 (yuv420p) stream: positive even sides."""
+    return width > 0 and height > 0 and width % 2 == 0 and height % 2 == 0
+
+
+def frame_codecs_for(codecs: tuple[str, ...] | list[str], width: int, height: int) -> list[str]:
+    """``codecs`` less the stream codecs when frames of ``width`` x ``height`` cannot be streamed."""
+    return [c for c in codecs if streamable(width, height) or c not in STREAM_FRAME_CODECS]
+H264_CRF = 23
+H264_PRESET = "veryfast"
+
+
+@dataclass(frozen=True)
+class StreamFrame:
+    """One encoded frame: its H.264 access unit and its stream position (0: the intra frame)."""
+
+    payload: bytes
+    position: int
+
+    @property
+    def intra(self) -> bool:
+        return self.position == 0
+
+
+def _check_frame(frame_bgr: np.ndarray) -> None:
+    if frame_bgr.dtype != np.uint8 or frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3:
+        raise ValueError(f"frames are uint8 (H, W, 3) BGR, got {frame_bgr.dtype} {frame_bgr.shape}")
+    if frame_bgr.shape[0] % 2 or frame_bgr.shape[1] % 2:
+        raise ValueError(f"H.264 (yuv420p) frames have even sides, got {frame_bgr.shape[1]}x{frame_bgr.shape[0]}")
+
+
+class StreamEncoder:
+    """libx264 (CRF ``crf``, preset ``preset``, zerolatency): one access unit out per frame in.
+
+    Every call of :meth:`encode` returns the frame's complete access unit at once (no B-frames, no
+    look-ahead). The first frame, and the first after :meth:`restart`, is intra at position 0.
+    """
+
+    def __init__(self, width: int, height: int, crf: int = H264_CRF, preset: str = H264_PRESET) -> None:
+        if not streamable(width, height):
+            raise ValueError(f"H.264 streams need positive even sides, got {width}x{height}")
+        self.width, self.height, self.crf, self.preset = width, height, crf, preset
+        self._context: av.VideoCodecContext | None = None
+        self._position = 0
+
+    def _open(self) -> av.VideoCodecContext:
+        context = av.CodecContext.create("libx264", "w")
+        context.width, context.height, context.pix_fmt = self.width, self.height, "yuv420p"
+        context.time_base = Fraction(1, 1000)
+        context.options = {"crf": str(self.crf), "preset": self.preset, "tune": "zerolatency"}
+        return context
+
+    def restart(self) -> None:
+        """The next frame is intra at position 0 (after a refused or unacknowledged frame, a reconnect)."""
+        self._context = None
+
+    def encode(self, frame_bgr: np.ndarray) -> StreamFrame:
+        """Encode one BGR frame of the encoder's size; raises ValueError for another size or type."""
+        _check_frame(frame_bgr)
+        if frame_bgr.shape[:2] != (self.height, self.width):
+            size = f"{frame_bgr.shape[1]}x{frame_bgr.shape[0]}"
+            raise ValueError(f"frame is {size}, stream is {self.width}x{self.height}")
+        if self._context is None:
+            self._context, self._position = self._open(), 0
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame_bgr), format="bgr24").reformat(format="yuv420p")
+        frame.pts = self._position
+        packets = self._context.encode(frame)
+        payload = b"".join(bytes(packet) for packet in packets)
+        if not payload:
+            raise RuntimeError("libx264 returned no access unit for a frame (zerolatency should always return one)")
+        out = StreamFrame(payload, self._position)
+        self._position += 1
+        return out
+
+
+class StreamDecoder:
+    """The receiving side of one stream of ``width`` x ``height`` frames; see the module's contract."""
+
+    def __init__(self, width: int, height: int) -> None:
+        self.width, self.height = width, height
+        self._context: av.VideoCodecContext | None = None
+        self._last: int | None = None
+
+    def reset(self) -> None:
+        """Forget the stream: only an intra frame decodes next."""
+        self._context, self._last = None, None
+
+    @property
+    def last_position(self) -> int | None:
+        """The position of the last frame decoded, None when the next frame must be intra."""
+        return self._last
+
+    def _refuse(self, message: str) -> ProtocolError:
+        self.reset()
+        return ProtocolError(ErrorCode.BAD_FRAME, f"{message}; send an intra frame (stream position 0)")
+
+    def decode(self, payload: bytes, position: int) -> np.ndarray:
+        """The BGR frame of an access unit at stream ``position``; defects raise BAD_FRAME and reset."""
+        intra = position == 0
+        if position < 0:
+            raise self._refuse(f"negative stream position {position}")
+        if not intra and self._last != position - 1:
+            held = "no stream" if self._last is None else f"position {self._last}"
+            raise self._refuse(f"inter frame at stream position {position} does not follow {held}")
+        if intra:
+            self.reset()
+            context = av.CodecContext.create("h264", "r")
+            context.thread_count = 1
+            self._context = context
+        assert self._context is not None
+        try:
+            frames = self._context.decode(av.Packet(payload))
+        except (av.FFmpegError, ValueError) as exc:
+            raise self._refuse(f"undecodable H.264 access unit ({exc})") from None
+        if len(frames) != 1:
+            raise self._refuse(f"the access unit gave {len(frames)} frames, expected 1")
+        image = frames[0].to_ndarray(format="bgr24")
+        if image.shape[:2] != (self.height, self.width):
+            raise self._refuse(f"frame is {image.shape[1]}x{image.shape[0]}, expected {self.width}x{self.height}")
+        self._last = position
+        return image

@@ -1,0 +1,50 @@
+"""The edge's frame encoder with the real libx264 encoder on 64x48 frames."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edge_agent.frame_encoder import FrameEncoder
+from shadowtutor.protocol.codecs import decode_frame
+from shadowtutor.protocol.video_stream import StreamDecoder, frame_codecs_for
+
+
+def frame(i: int, width: int = 64, height: int = 48) -> np.ndarray:
+    return np.random.default_rng(i).integers(0, 255, (height, width, 3), dtype=np.uint8)
+
+
+def test_image_codecs_carry_no_stream_position() -> None:
+    encoded = FrameEncoder(quality=90).encode(frame(0), "jpeg", "s1")
+    assert encoded.stream_position is None and encoded.epoch is None
+    assert decode_frame(encoded.payload, "jpeg", 64, 48).shape == (48, 64, 3)
+
+
+def test_a_session_streams_in_order_and_a_new_session_or_size_starts_an_intra_frame() -> None:
+    encoder = FrameEncoder()
+    positions = [encoder.encode(frame(i), "h264", "s1").stream_position for i in range(3)]
+    assert positions == [0, 1, 2]
+    other = encoder.encode(frame(3), "h264", "s2")
+    assert (other.stream_position, other.epoch) == (0, 2)
+    resized = encoder.encode(frame(4, 96, 64), "h264", "s2")
+    assert (resized.stream_position, resized.epoch) == (0, 3)
+
+
+def test_a_refusal_restarts_the_current_stream_only_and_the_decoder_follows() -> None:
+    encoder, decoder = FrameEncoder(), StreamDecoder(64, 48)
+    first = encoder.encode(frame(0), "h264", "s1")
+    decoder.decode(first.payload, 0)
+    refused = encoder.encode(frame(1), "h264", "s1")
+    assert refused.epoch is not None and encoder.restart(refused.epoch)
+    intra = encoder.encode(frame(2), "h264", "s1")
+    assert intra.stream_position == 0 and intra.epoch == refused.epoch + 1
+    # a later refusal of a frame from the old stream leaves the new one alone
+    assert not encoder.restart(refused.epoch) and not encoder.restart(None)
+    after = encoder.encode(frame(3), "h264", "s1")
+    assert after.stream_position == 1
+    decoder.decode(intra.payload, 0)
+    assert decoder.decode(after.payload, 1).shape == (48, 64, 3)
+
+
+def test_odd_sides_offer_no_stream_codec() -> None:
+    assert frame_codecs_for(("h264", "jpeg", "raw"), 64, 48) == ["h264", "jpeg", "raw"]
+    assert frame_codecs_for(("h264", "jpeg", "raw"), 63, 48) == ["jpeg", "raw"]

@@ -1,0 +1,99 @@
+"""Frames as one H.264 stream: the real libx264 encoder and FFmpeg decoder on small frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.video_stream import StreamDecoder, StreamEncoder, StreamFrame
+
+W, H = 96, 64
+
+
+def frames(count: int, width: int = W, height: int = H) -> list[np.ndarray]:
+    """A bright square moving over a gradient: an inter-coder's easy case."""
+    ys, xs = np.mgrid[0:height, 0:width]
+    base = np.stack([xs * 2, ys * 3, (xs + ys)], axis=-1).astype(np.uint8)
+    out = []
+    for i in range(count):
+        frame = base.copy()
+        frame[8:24, 4 + 3 * i:20 + 3 * i] = 250
+        out.append(frame)
+    return out
+
+
+def close(a: np.ndarray, b: np.ndarray) -> bool:
+    return float(np.abs(a.astype(int) - b.astype(int)).mean()) < 8.0
+
+
+def refused(decoder: StreamDecoder, frame: StreamFrame, match: str) -> None:
+    with pytest.raises(ProtocolError, match=match) as info:
+        decoder.decode(frame.payload, frame.position)
+    assert info.value.code is ErrorCode.BAD_FRAME
+    assert decoder.last_position is None
+
+
+@pytest.mark.parametrize(("width", "height"), [(64, 48), (160, 120)])
+def test_a_stream_decodes_frame_by_frame_and_inter_frames_are_smaller(width: int, height: int) -> None:
+    encoder, decoder = StreamEncoder(width, height), StreamDecoder(width, height)
+    encoded = [encoder.encode(f) for f in frames(6, width, height)]
+    assert [e.position for e in encoded] == list(range(6)) and encoded[0].intra and not encoded[1].intra
+    assert max(len(e.payload) for e in encoded[1:]) < len(encoded[0].payload)
+    for original, frame in zip(frames(6, width, height), encoded, strict=True):
+        assert close(decoder.decode(frame.payload, frame.position), original)
+    assert decoder.last_position == 5
+
+
+def test_a_lost_frame_is_refused_until_the_encoder_restarts_with_an_intra_frame() -> None:
+    encoder, decoder = StreamEncoder(W, H), StreamDecoder(W, H)
+    source = frames(6)
+    first, lost, after = (encoder.encode(f) for f in source[:3])
+    decoder.decode(first.payload, first.position)
+    refused(decoder, after, "inter frame at stream position 2 does not follow position 0")
+    # still refused: the decoder waits for an intra frame, whatever follows
+    refused(decoder, encoder.encode(source[3]), "does not follow no stream")
+    encoder.restart()
+    intra = encoder.encode(source[4])
+    assert intra.intra and intra.position == 0
+    assert close(decoder.decode(intra.payload, 0), source[4])
+    nxt = encoder.encode(source[5])
+    assert close(decoder.decode(nxt.payload, nxt.position), source[5])
+
+
+def test_reordered_frames_are_refused() -> None:
+    encoder, decoder = StreamEncoder(W, H), StreamDecoder(W, H)
+    a, b, c = (encoder.encode(f) for f in frames(3))
+    decoder.decode(a.payload, a.position)
+    refused(decoder, c, "position 2 does not follow position 0")
+    refused(decoder, b, "does not follow no stream")
+
+
+def test_a_new_decoder_a_reconnect_takes_only_an_intra_frame() -> None:
+    encoder = StreamEncoder(W, H)
+    a, b = (encoder.encode(f) for f in frames(2))
+    fresh = StreamDecoder(W, H)
+    refused(fresh, b, "does not follow no stream")
+    assert close(fresh.decode(a.payload, 0), frames(1)[0])
+
+
+@pytest.mark.parametrize("payload", [b"", b"garbage", bytes(200), np.arange(600, dtype=np.uint8).tobytes()])
+def test_malformed_access_units_are_refused(payload: bytes) -> None:
+    refused(StreamDecoder(W, H), StreamFrame(payload, 0), "send an intra frame")
+
+
+def test_an_inter_frame_posing_as_intra_and_a_wrong_size_are_refused() -> None:
+    encoder = StreamEncoder(W, H)
+    intra, inter = (encoder.encode(f) for f in frames(2))
+    refused(StreamDecoder(W, H), StreamFrame(inter.payload, 0), "send an intra frame")
+    refused(StreamDecoder(2 * W, H), intra, f"frame is {W}x{H}, expected {2 * W}x{H}")
+    refused(StreamDecoder(W, H), StreamFrame(intra.payload, -1), "negative stream position")
+
+
+def test_the_encoder_takes_only_frames_of_its_even_size() -> None:
+    with pytest.raises(ValueError, match="even"):
+        StreamEncoder(95, 64)
+    with pytest.raises(ValueError, match="stream is 96x64"):
+        StreamEncoder(W, H).encode(np.zeros((48, 64, 3), np.uint8))
+    with pytest.raises(ValueError, match="uint8"):
+        StreamEncoder(W, H).encode(np.zeros((H, W, 3), np.float32))
