@@ -71,6 +71,9 @@ EDGE_SAMPLES = {
     "region_key_age_frames": 2,
     "cluster_workers": 3,
     "region_queue_depth": 1,
+    "key_frames_deferred_total": 0,
+    "uplink_budget_bps": 200_000,
+    "downlink_budget_bps": 200_000,
 }
 SAMPLES = {
     **{f"shadowtutor_server_edge_{name}": value for name, value in EDGE_SAMPLES.items()},
@@ -186,7 +189,7 @@ def test_every_dashboard_and_rule_expression_evaluates_with_no_edge_scraped(
 
 def test_stand_ins_serve_the_names_and_labels_of_the_real_exporters() -> None:
     """The real exporters, each with an edge that has every figure (a session, updates, change-based, flow-path
-    and cluster frames, a TELEMETRY)."""
+    and cluster frames, a byte budget, a TELEMETRY)."""
     server_metrics = pytest.importorskip("services.server.metrics")
     edge_metrics = pytest.importorskip("edge_agent.metrics")
     from prometheus_client.parser import text_string_to_metric_families
@@ -202,6 +205,8 @@ def test_stand_ins_serve_the_names_and_labels_of_the_real_exporters() -> None:
     edge.change_based_frame("change", {"in_conv1": 0.1})
     edge.regions_done(FrameRegions(("flow", "segment"), (1, 0), (0.9, None)))
     edge.cluster_done((2, 0))
+    edge.budget_set(200_000, 100_000)
+    edge.on_key_frame_deferred()
     server = server_metrics.ServerMetrics()
     server.fleet.session_opened("edge-a", "s1", "distill", "shadowtutor-edge/1.0")
     server.fleet.report("edge-a", check_telemetry(edge.telemetry()))

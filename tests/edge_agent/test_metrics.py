@@ -13,6 +13,9 @@ from tests.support.prometheus import promtool_check
 
 EXPECTED_NAMES = {
     "shadowtutor_edge_build_info",
+    "shadowtutor_edge_key_frames_deferred_total",
+    "shadowtutor_edge_uplink_budget_bps",
+    "shadowtutor_edge_downlink_budget_bps",
     "shadowtutor_edge_frames_total",
     "shadowtutor_edge_key_frames_total",
     "shadowtutor_edge_sent_bytes_total",

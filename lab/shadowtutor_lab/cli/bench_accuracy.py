@@ -26,8 +26,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="scene directories, packaged clips (vtest, bikes) or video files; a clip or video is "
                         "labelled once by --teacher (mediapipe when that is labels) into the scene cache")
     add_accuracy_options(p)
-    p.add_argument("--distill-precision", default="fp32", choices=TRAINING_PRECISIONS,
-                   help="the servers' training arithmetic, as the server's --distill-precision (default fp32)")
     p.set_defaults(handler=run)
 
 
@@ -37,6 +35,8 @@ def add_accuracy_options(parser: argparse.ArgumentParser,
     the algorithm parameters of :func:`~shadowtutor_lab.cli.options.add_algorithm_options`), for each command that
     runs the harness as it does; ``overrides`` maps an option's ``dest`` to its ``(default, help)`` there."""
     p = parser
+    p.add_argument("--distill-precision", default="fp32", choices=TRAINING_PRECISIONS,
+                   help="the servers' training arithmetic, as the server's --distill-precision (default fp32)")
     actions = {
         "frames": p.add_argument("--frames", type=positive_int, help="first N frames of each scene (default: all)"),
         "size": p.add_argument("--size", type=frame_size, help="run at WxH (default: each scene's size)"),
@@ -99,6 +99,7 @@ def accuracy_settings(args: argparse.Namespace) -> dict[str, Any]:
         "progress": not args.no_progress,
         "command": invoked_command(args),
         "notes": tuple(args.note),
+        "precision": args.distill_precision,
     }
 
 
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.teacher == "labels" and args.teacher_option:
         raise ValueError("the labels teacher reads each scene's labels/: it takes no --teacher-option")
-    config = AccuracyConfig(scenes=tuple(args.scenes), precision=args.distill_precision, **accuracy_settings(args))
+    config = AccuracyConfig(scenes=tuple(args.scenes), **accuracy_settings(args))
     results = run_accuracy(config)
     for name, r in results.items():
         print(f"{name}: Wild {r['wild_miou']:.1f}  P-1 {r['p1_miou']:.1f}  P-8 {r['p8_miou']:.1f}  "

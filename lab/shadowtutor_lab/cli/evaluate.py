@@ -121,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from shadowtutor.classes import LVS_CLASSES
+    from shadowtutor.config.rates import parse_rate
     from shadowtutor.teachers.registry import teacher_class
     from shadowtutor_lab.capacity.profile import load_profile, shipped_profiles
     from shadowtutor_lab.evaluation.evaluate import EvaluateConfig, evaluate
-    from shadowtutor_lab.evaluation.operating_point import parse_rate
     from shadowtutor_lab.evaluation.traffic import default_setting, parse_setting
     from shadowtutor_lab.report.html import render_report
 

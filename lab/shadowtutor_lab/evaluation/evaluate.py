@@ -34,6 +34,7 @@ import numpy as np
 
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams, threshold_fields
+from shadowtutor.models.precision import TrainingPrecision
 from shadowtutor.scene_store import Scene
 from shadowtutor_lab.capacity.plan import CameraLoad, cameras_per_link, edge_bounds, server_capacity
 from shadowtutor_lab.capacity.profile import ServerProfile
@@ -70,6 +71,7 @@ class EvaluateConfig:
     progress: bool = True
     command: str = ""
     notes: tuple[str, ...] = ()
+    precision: TrainingPrecision = "fp32"  # the servers' training arithmetic
     codecs: LinkCodecs = LinkCodecs()
     thresholds: tuple[float | str, ...] = (0.5, 0.65, 0.8, "auto")  # --threshold settings: numbers or "auto"
     min_strides: tuple[int, ...] = (8, 16)
@@ -229,7 +231,8 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
     def job(settings: tuple[str, ...], params: AlgorithmParams, label: str) -> ScenePass:
         return ScenePass(label, footage.directory, settings, frames, None, student_path, params=params,
                          backend=backend, threads=config.threads, link=config.codecs,
-                         student_size=config.student_size, change_based=change_based)
+                         student_size=config.student_size, change_based=change_based,
+                         precision=config.precision)
 
     moments = _strip_moments(frames, config.strip)
     kept: dict[int, dict[str, np.ndarray]] = {}

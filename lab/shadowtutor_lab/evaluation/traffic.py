@@ -27,7 +27,7 @@ import numpy as np
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.inference import onnx_available
 from shadowtutor.models.pretrained import default_student_path
-from shadowtutor.protocol.codecs import WEIGHT_CODECS, choose_weight_codecs, encode_frame
+from shadowtutor.protocol.codecs import IMAGE_FRAME_CODECS, WEIGHT_CODECS, choose_weight_codecs, encode_frame
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_FRAME_QUALITY, DEFAULT_WEIGHT_CODECS
 from shadowtutor.protocol.errors import ProtocolError
 from shadowtutor.protocol.messages import KeyFrame, encode
@@ -73,8 +73,10 @@ def parse_setting(spec: str) -> LinkCodecs:
 
 
 def default_setting() -> LinkCodecs:
-    """What a session between a default edge agent and a default server agrees on."""
-    frame = DEFAULT_FRAME_CODECS[0]
+    """What a session between a default edge agent and a default server agrees on, with the first image
+    codec of the defaults in place of a stream codec: the simulated link sends each key frame alone, so
+    its key-frame bytes are those of that image codec (the demo measures the stream's)."""
+    frame = next(codec for codec in DEFAULT_FRAME_CODECS if codec in IMAGE_FRAME_CODECS)
     quality = f"@{DEFAULT_FRAME_QUALITY[frame]}" if frame in DEFAULT_FRAME_QUALITY else ""
     return parse_setting(f"{frame}{quality}/{','.join(DEFAULT_WEIGHT_CODECS)}")
 
