@@ -120,7 +120,9 @@ class EdgeMetrics:
             Counter, "shadowtutor_edge_key_frames_deferred_total",
             "Frames at which the byte budget held back the key frame the stride asked for",
         )
-        self.uplink_budget = make(Gauge, "shadowtutor_edge_uplink_budget_bps", "Uplink budget, bits per second (0: none)")
+        self.uplink_budget = make(
+            Gauge, "shadowtutor_edge_uplink_budget_bps", "Uplink budget, bits per second (0: none)"
+        )
         self.downlink_budget = make(
             Gauge, "shadowtutor_edge_downlink_budget_bps", "Downlink budget, bits per second (0: none)"
         )
