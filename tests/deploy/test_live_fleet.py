@@ -79,6 +79,8 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
             "--edge-id", EDGE_ID, "--max-fps", str(EDGE_MAX_FPS), "--output-dir", str(edge_out),
             "--no-save-labels", "--no-overlay", "--metrics-host", LOOPBACK, "--metrics-port", str(metrics_port),
             "--linger", "60", "--flow-path",  # the flow path on, so that its panels have values too
+            # a byte budget too large to hold anything back, so that the budget's series exist
+            "--uplink-budget", "100Mbps", "--downlink-budget", "100Mbps",
         )
         with start_process(edge_args, name="edge", log_dir=logs, env=ENV) as edge:
             wait_http_ok(f"http://{LOOPBACK}:{metrics_port}/metrics", timeout=90, process=edge)
