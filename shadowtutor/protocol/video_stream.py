@@ -30,6 +30,8 @@ def streamable(width: int, height: int) -> bool:
 def frame_codecs_for(codecs: tuple[str, ...] | list[str], width: int, height: int) -> list[str]:
     """``codecs`` less the stream codecs when frames of ``width`` x ``height`` cannot be streamed."""
     return [c for c in codecs if streamable(width, height) or c not in STREAM_FRAME_CODECS]
+
+
 H264_CRF = 23
 H264_PRESET = "veryfast"
 
