@@ -167,6 +167,7 @@ def stand_in_server() -> Iterator[StandInExporter]:
     server.close()
 
 
+@pytest.mark.slow
 def test_every_dashboard_and_rule_expression_evaluates_with_no_edge_scraped(
     start_prometheus, stand_in_server, fleet_dashboard_queries, alert_rule_queries
 ) -> None:

@@ -260,6 +260,7 @@ def test_flow_path_leaves_key_frames_and_updates_as_they_were(
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_the_agent_labels_on_a_real_cluster_through_the_flow_path(
     stand_in: StandInServer, video: Path, tmp_path: Path
 ) -> None:

@@ -14,6 +14,7 @@ from shadowtutor.cli import main
 from shadowtutor_lab.evaluation import server_bench
 
 
+@pytest.mark.slow
 def test_a_tiny_run_writes_the_report_and_the_profile(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,6 +21,7 @@ def script() -> Iterator[ModuleType]:
         yield module
 
 
+@pytest.mark.slow
 def test_operations_are_counted_per_tail_convolution_and_step(
     script: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -34,7 +34,7 @@ from shadowtutor_lab.stress.load_edge import SimulatedCamera  # noqa: E402
 from tests.support.prometheus import sample_value  # noqa: E402
 from tests.support.scene import TinyScene, write_scene  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 EDGES = 8
 
 

@@ -52,6 +52,7 @@ def test_local_weights_and_end_to_end_forward(random_weights: Path, frames: list
     assert info["class_names"] == list(LVS_CLASSES) and info["weights"] == str(random_weights)
 
 
+@pytest.mark.slow
 def test_forward_paints_the_detectors_instances(random_weights: Path, frames: list[np.ndarray]) -> None:
     # The random model's detections are arbitrary COCO classes: take the class of its best real
     # detection as the task's one class, so the painted map is not all background.
@@ -127,6 +128,7 @@ def test_options_are_checked(random_weights: Path) -> None:
         MaskRCNNTeacher(weights_path=random_weights, min_size=96, device="gpu")
 
 
+@pytest.mark.slow
 def test_batch_labels_equal_the_host_path_of_the_full_forward(random_weights: Path) -> None:
     # The host path as it was: torchvision's whole forward (every mask pasted into the image as floats),
     # copied to the host, thresholded and painted with NumPy. Frames of three sizes, two of them not the

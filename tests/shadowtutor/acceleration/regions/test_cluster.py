@@ -20,7 +20,7 @@ from shadowtutor.classes import LVS_CLASSES  # noqa: E402
 from shadowtutor.models.student import StudentNet  # noqa: E402
 from tests.support.motion import panning  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 @pytest.fixture(scope="module")
