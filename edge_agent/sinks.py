@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 
 
 class LabelSink(Protocol):
+    """Where label maps go (files, video, a callback): the agent's writer thread calls ``write`` for
+    every labelled frame, in order, and ``close`` once at the end; a sink may raise ``OSError``,
+    which drops that frame's output only."""
+
     def write(self, frame_index: int, frame: np.ndarray, labels: np.ndarray) -> None: ...
 
     def close(self) -> None: ...

@@ -28,6 +28,8 @@ class GpuMonitoringUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class GpuSample:
+    """One NVML reading of a GPU: when it was taken, how busy the GPU was and the memory in use."""
+
     # time.monotonic() when read
     t: float
     # utilization.gpu / 100, in [0, 1]

@@ -33,6 +33,9 @@ class SessionRef:
 
 @dataclass(frozen=True)
 class TrainKeyFrame:
+    """The ingress's request to a teaching replica: answer key frame ``seq`` of the session with an
+    update from ``base_version`` (the frame decoded and checked by the ingress)."""
+
     session: SessionRef
     seq: int
     frame_index: int
@@ -43,6 +46,9 @@ class TrainKeyFrame:
 
 @dataclass(frozen=True)
 class Resync:
+    """The ingress's request to a teaching replica: the session's full weights for an edge that
+    holds ``have_version``."""
+
     session: SessionRef
     have_version: int
 

@@ -37,6 +37,10 @@ class CheckpointStoreError(RuntimeError):
 
 
 class CheckpointStore(Protocol):
+    """Where session checkpoints live, shared by every process that may take a session over
+    (``location`` names it in logs). Writes are whole: a reader sees a version completely or not at
+    all."""
+
     location: str
 
     def create(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:

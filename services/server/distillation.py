@@ -80,6 +80,8 @@ class PooledDistillation:
 
 @dataclass
 class _Pending:
+    """A key frame waiting in the batched engine's queue, with the future its session awaits."""
+
     job: KeyFrameJob
     future: asyncio.Future[tuple[DistillResult, float]]
     submitted_at: float

@@ -127,6 +127,9 @@ HISTOGRAMS = {
 
 @dataclass
 class EdgeRecord:
+    """What the fleet view knows of one edge id: its latest session, whether it is connected, how
+    many sessions it opened and its last TELEMETRY report."""
+
     edge_id: str
     # the latest session (an older one of the same edge may end after it opened)
     session_id: str

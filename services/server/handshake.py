@@ -18,6 +18,9 @@ MAX_EDGE_ID_CHARS = 128
 
 @dataclass(frozen=True)
 class Agreement:
+    """The codecs and student size both sides use for a session, settled by :func:`check_hello` from
+    the edge's HELLO and the server's settings."""
+
     frame_codec: str
     # full weights (a float codec)
     weight_codec: str

@@ -49,6 +49,9 @@ class TokenBucket:
 
 
 class Verdict(Enum):
+    """What the key-frame limiter says of one key frame: accept it, drop it with a non-fatal
+    ``rate_limited`` error, or close the connection."""
+
     ACCEPT = "accept"
     # non-fatal rate_limited
     DROP = "drop"

@@ -65,6 +65,8 @@ async def require_admin_for_metrics(request: Request, runtime: Runtime) -> None:
 
 
 class SessionList(BaseModel):
+    """The body of ``GET /v1/sessions``: the sessions open now."""
+
     sessions: list[SessionInfo]
 
 

@@ -70,6 +70,9 @@ FIELDS: dict[str, tuple[type, ...]] = {
 
 @dataclass
 class Restored:
+    """A session rebuilt from its checkpoint, with the answer it last gave (for an edge that retries
+    that key frame) and who wrote the checkpoint when."""
+
     session: EdgeSession
     # the answer to the key frame ``reply_seq``, kept for a retry
     reply: Message | None

@@ -74,6 +74,9 @@ def _unb64(text: str) -> bytes:
 
 @dataclass(frozen=True)
 class ScryptHash:
+    """An scrypt hash of a token in its ``$scrypt$ln=..,r=..,p=..$salt$hash`` text form: its cost
+    parameters, salt and digest."""
+
     log2_n: int
     r: int
     p: int
@@ -138,6 +141,9 @@ def burn_time(token: str) -> None:
 
 @dataclass(frozen=True)
 class Entry:
+    """One edge's line of the tokens file: the hash of its token (None once revoked), when it was
+    issued or revoked, and the token's id."""
+
     hash: ScryptHash | None
     updated: str | None = None
     revoked: str | None = None

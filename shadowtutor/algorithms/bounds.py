@@ -11,6 +11,9 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class Latencies:
+    """The measured times and bytes that the paper's throughput and traffic bounds (eqs. 14-15)
+    take, in seconds and bytes."""
+
     # student inference, one frame
     t_si: float
     # one student distillation step
@@ -32,6 +35,8 @@ class Latencies:
 
 @dataclass(frozen=True)
 class Bounds:
+    """The paper's lower and upper bounds of the edge's throughput (FPS) and its traffic (Mbps)."""
+
     throughput_fps_min: float
     throughput_fps_max: float
     traffic_mbps_min: float

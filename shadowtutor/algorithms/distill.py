@@ -92,6 +92,9 @@ class PreparedKeyFrame:
 
 @dataclass
 class DistillResult:
+    """What training a student on one key frame gave: the metrics before and after, the steps and
+    their times, and host copies of the trained weights and the optimiser's state."""
+
     # best metric, the one the returned student has
     metric: float
     initial_metric: float

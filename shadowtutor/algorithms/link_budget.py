@@ -60,6 +60,8 @@ class LinkBudget:
 
 @dataclass(frozen=True)
 class _Sample:
+    """The link's cumulative bytes sent and received at one instant of stream time."""
+
     seconds: float
     sent: int
     received: int

@@ -29,6 +29,9 @@ class CheckpointError(ValueError):
 
 @dataclass
 class LoadedStudent:
+    """A student read from a checkpoint file: the network, its class names and the file's metadata
+    (how it was trained)."""
+
     model: StudentNet
     class_names: tuple[str, ...]
     metadata: dict[str, Any] = field(default_factory=dict)

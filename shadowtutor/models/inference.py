@@ -34,6 +34,9 @@ BUILDABLE_BACKENDS = tuple(kind for kind in STUDENT_BACKENDS if kind != "auto")
 
 
 class InferenceBackend(Protocol):
+    """One way to run the student on the edge (PyTorch, ONNX Runtime, TensorRT ...): labels a frame
+    and installs weight updates; ``kind`` names it in logs and metrics."""
+
     kind: str
 
     def infer(self, frame_bgr: np.ndarray) -> np.ndarray:

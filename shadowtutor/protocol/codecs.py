@@ -177,6 +177,9 @@ class TensorBlob:
 
 @dataclass(frozen=True)
 class _WeightFormat:
+    """How a weight codec lays out tensor values: item type, compression, and for delta codecs
+    whether scales are per channel."""
+
     # float item, or int8 for quantised deltas
     item: np.dtype
     compressed: bool

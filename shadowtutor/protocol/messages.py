@@ -29,6 +29,10 @@ MAX_HELLO_BYTES = PREFIX.size + MAX_HEADER_BYTES
 
 @dataclass
 class Message:
+    """A protocol message: a small header of typed fields and an opaque binary ``payload`` (weights,
+    an image, a label map). Every message type has its ``TYPE`` number; :func:`encode` and
+    :func:`decode` turn messages into frames and back."""
+
     TYPE: ClassVar[int]
     payload: bytes = field(default=b"", repr=False, kw_only=True)
 

@@ -88,6 +88,10 @@ def _triple(name: str, value: Sequence[float]) -> np.ndarray:
 
 
 class OnnxTeacher(TeacherBase):
+    """A teacher that is any semantic-segmentation network exported to ONNX, run by ONNX Runtime
+    (CUDA when asked and present); its outputs map to the student's classes through
+    ``class_names``."""
+
     name = "onnx"
 
     def __init__(

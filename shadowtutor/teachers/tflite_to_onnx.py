@@ -78,6 +78,8 @@ def _tensor_value(model: TfliteObject, tensor: TfliteObject) -> np.ndarray | Non
 
 
 class _Converter:
+    """Turns one TFLite flatbuffer (a single subgraph) into an ONNX graph, operator by operator."""
+
     def __init__(self, buffer: bytes) -> None:
         import tflite
 

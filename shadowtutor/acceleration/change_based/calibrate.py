@@ -28,6 +28,9 @@ FEATURE_MULTIPLES = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 @dataclass(frozen=True)
 class CalibrationStep:
+    """One layer's calibration: the change thresholds tried with the label agreement each gave, and
+    the one chosen."""
+
     layer: str
     # (threshold, agreement)
     tried: tuple[tuple[float, float], ...]

@@ -46,6 +46,9 @@ class ClusterError(RuntimeError):
 
 @dataclass(frozen=True)
 class RegionResult:
+    """A worker's labels for one region of frame ``t``, with the key it made (segmentation path) and
+    how old the labels' key is."""
+
     t: int
     region: int
     labels: np.ndarray

@@ -48,6 +48,9 @@ SEGMENT, FLOW = "segment", "flow"
 
 
 class PathPolicy(Protocol):
+    """Decides, per keyed region, whether it is segmented again or warped along the optical flow
+    (the decision network, or a fixed interval)."""
+
     # whether it decides from flow features (then flow runs for every keyed region)
     needs_flow: bool
 
