@@ -206,8 +206,10 @@ def test_a_corrupt_profile_is_one_error_line(clip: Path, tmp_path: Path, capsys:
     assert str(bad) in line and "teacher_ms" in line and not (tmp_path / "cache").exists()
 
 
-def test_the_readme_opens_with_evaluating_ones_own_footage() -> None:
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    first = readme.split("\n## ")[1]
+def test_the_usage_page_opens_with_evaluating_ones_own_footage() -> None:
+    root = Path(__file__).resolve().parents[3]
+    usage = (root / "docs" / "usage.md").read_text()
+    first = usage.split("\n## ")[1]
     assert "own footage" in first.splitlines()[0]
     assert ".venv/bin/shadowtutor evaluate my.mp4" in first
+    assert "shadowtutor evaluate my.mp4" in (root / "README.md").read_text()
