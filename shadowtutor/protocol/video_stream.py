@@ -147,6 +147,9 @@ class StreamDecoder:
             self.reset()
             context = av.CodecContext.create("h264", "r")
             context.thread_count = 1
+            # a stream that announces larger pictures is refused before any picture is allocated
+            # (FFmpeg checks the size padded to its macroblocks and stride alignment)
+            context.options = {"max_pixels": str((self.width + 128) * (self.height + 32))}
             self._context = context
         assert self._context is not None
         try:

@@ -90,6 +90,13 @@ def test_an_inter_frame_posing_as_intra_and_a_wrong_size_are_refused() -> None:
     refused(StreamDecoder(W, H), StreamFrame(intra.payload, -1), "negative stream position")
 
 
+def test_a_stream_of_larger_pictures_is_refused_before_they_are_decoded() -> None:
+    big = StreamEncoder(8 * W, 8 * H).encode(np.zeros((8 * H, 8 * W, 3), np.uint8))
+    refused(StreamDecoder(W, H), big, "undecodable H.264 access unit")
+    smaller = StreamEncoder(W // 2, H // 2).encode(np.zeros((H // 2, W // 2, 3), np.uint8))
+    refused(StreamDecoder(W, H), smaller, f"frame is {W // 2}x{H // 2}, expected {W}x{H}")
+
+
 def test_the_encoder_takes_only_frames_of_its_even_size() -> None:
     with pytest.raises(ValueError, match="even"):
         StreamEncoder(95, 64)
