@@ -136,6 +136,7 @@ class TeachingReplica:
             hello=request.hello, frame_codec=request.frame_codec, weight_codec=request.weight_codec,
             params=runtime.params, traffic=Traffic(), distiller=distiller, delta_codec=request.delta_codec,
             telemetry_interval=request.telemetry_interval, session_id=request.session_id,
+            sparse=self.settings.sparse_options(),
         )
         welcome = await self._in_pool(session.welcome)
         if not await self._checkpoint(slot, session, None, None):  # opened already (this request sent again):
