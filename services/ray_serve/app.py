@@ -162,7 +162,8 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
     to deploy."""
     from ray.serve._private.api import (
         serve_start,
-    )  # what `serve run CONFIG` calls: there is no public form
+        # what `serve run CONFIG` calls: there is no public form
+    )
     from ray.serve.schema import ReplicaState, ServeDeploySchema
 
     schema = ServeDeploySchema.model_validate(config)

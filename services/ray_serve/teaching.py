@@ -170,6 +170,7 @@ class TeachingReplica:
             delta_codec=request.delta_codec,
             telemetry_interval=request.telemetry_interval,
             session_id=request.session_id,
+            sparse=self.settings.sparse_options(),
         )
         welcome = await self._in_pool(session.welcome)
         # opened already (this request sent again):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.models.precision import TRAINING_PRECISIONS
 from shadowtutor_lab.cli.options import (
     add_algorithm_options,
@@ -17,6 +19,9 @@ from shadowtutor_lab.cli.options import (
     student_size,
 )
 
+if TYPE_CHECKING:
+    from shadowtutor_lab.evaluation.simulated_link import LinkCodecs
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -25,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scenes", nargs="+", type=Path, required=True, metavar="SCENE",
                    help="scene directories, packaged clips (vtest, bikes) or video files; a clip or video is "
                         "labelled once by --teacher (mediapipe when that is labels) into the scene cache")
+    p.add_argument("--codecs", default=None, metavar="FRAME[@Q]/WEIGHTS",
+                   help="the protocol's codecs on the simulated link, as `bench traffic` writes them, e.g. "
+                        "jpeg@80/q4sparse+zstd,f16+zstd (default: none, the paper's raw accounting)")
     add_accuracy_options(p)
     p.set_defaults(handler=run)
 
@@ -64,6 +72,15 @@ def add_accuracy_options(parser: argparse.ArgumentParser,
         "no_progress": p.add_argument("--no-progress", action="store_true", help="no progress bar"),
         "note": p.add_argument("--note", action="append", default=[], help="a note for results.md (repeatable)"),
     }
+    sparse = SparseOptions()
+    actions["sparse_fraction"] = p.add_argument(
+        "--sparse-fraction", type=float, default=sparse.fraction,
+        help="with a sparse delta codec on the link: the share of the student's trainable coordinates the "
+             f"server trains and sends, as the server's --sparse-fraction (default {sparse.fraction})")
+    actions["sparse_every"] = p.add_argument(
+        "--sparse-every", type=positive_int, default=sparse.every,
+        help="with a sparse delta codec on the link: key frames trained on one coordinate set before it is "
+             f"chosen again, as the server's --sparse-every (default {sparse.every})")
     for dest, (default, text) in (overrides or {}).items():
         actions[dest].default, actions[dest].help = default, text
     add_algorithm_options(p)
@@ -78,6 +95,11 @@ def teacher_options(pairs: list[str]) -> dict[str, str]:
             raise ValueError(f"--teacher-option takes KEY=VALUE, got {pair!r}")
         options[key] = value
     return options
+
+
+def with_sparse_options(link: LinkCodecs, args: argparse.Namespace) -> LinkCodecs:
+    """``link`` with the sparse options of :func:`add_accuracy_options` (ValueError for values out of range)."""
+    return dataclasses.replace(link, sparse=SparseOptions(args.sparse_fraction, args.sparse_every))
 
 
 def accuracy_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -107,12 +129,14 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from shadowtutor_lab.evaluation.accuracy import AccuracyConfig, run_accuracy
+    from shadowtutor_lab.evaluation.traffic import parse_setting
 
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.teacher == "labels" and args.teacher_option:
         raise ValueError("the labels teacher reads each scene's labels/: it takes no --teacher-option")
-    config = AccuracyConfig(scenes=tuple(args.scenes), **accuracy_settings(args))
+    link = with_sparse_options(parse_setting(args.codecs), args) if args.codecs else None
+    config = AccuracyConfig(scenes=tuple(args.scenes), link=link, **accuracy_settings(args))
     results = run_accuracy(config)
     for name, r in results.items():
         print(f"{name}: Wild {r['wild_miou']:.1f}  P-1 {r['p1_miou']:.1f}  P-8 {r['p8_miou']:.1f}  "

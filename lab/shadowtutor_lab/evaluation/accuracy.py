@@ -32,6 +32,7 @@ from shadowtutor_lab.evaluation.machine import machine_info
 from shadowtutor_lab.evaluation.passes import PASSES, ScenePass, run_passes
 from shadowtutor_lab.evaluation.plots import plot_scene
 from shadowtutor_lab.evaluation.report import write_report
+from shadowtutor_lab.evaluation.simulated_link import LinkCodecs
 from shadowtutor_lab.evaluation.summary import DEFINITIONS, scene_summary
 from shadowtutor_lab.evaluation.trace_store import load_trace, store_trace
 from shadowtutor_lab.scenes.footage import FOOTAGE_PRESET_PREFIX
@@ -64,6 +65,7 @@ class AccuracyConfig:
     progress: bool = True
     command: str = ""
     notes: tuple[str, ...] = ()
+    link: LinkCodecs | None = None  # the protocol's codecs on the simulated link (None: the paper's raw accounting)
 
 
 def sha256_of(path: Path) -> str:
@@ -166,6 +168,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
         "threads": config.threads or (1 if config.workers > 1 else torch.get_num_threads()),
         "params": config.params.to_dict(),
         "distill_precision": config.precision,
+        "link": None if config.link is None else dataclasses.asdict(config.link),
         "student": {"path": str(student_path), "sha256": student_sha, "metadata": loaded.metadata},
         "machine": machine_info(),
         "definitions": DEFINITIONS,
@@ -180,6 +183,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
             "backend": backend, "params": config.params.to_dict(),
             **({"student_size": list(config.student_size)} if config.student_size else {}),
             **({"precision": config.precision} if config.precision != "fp32" else {}),
+            **({"link": dataclasses.asdict(config.link)} if config.link is not None else {}),
         }
         for name, scene in scenes.items()
     }
@@ -209,7 +213,7 @@ def run_accuracy(config: AccuracyConfig) -> dict[str, dict[str, Any]]:
             continue
         jobs += [
             ScenePass(name, scene.directory, settings, frames_of[name], config.size, student_path, config.teacher,
-                      config.teacher_options, config.params, backend, config.threads,
+                      config.teacher_options, config.params, backend, config.threads, link=config.link,
                       student_size=config.student_size, precision=config.precision)
             for settings in PASSES
         ]

@@ -47,9 +47,11 @@ class LinkCodecs:
     """The protocol's codecs on a simulated link, as a real session would have agreed them.
 
     ``weight_codec`` (a float codec) carries the full weights the edge starts from;
-    ``delta_codec``, when set, carries partial updates. ``train_from_held`` True sets the
-    server's student to the weights the edge holds after every update; the real server trains
-    on from its own float weights (False), and the other rule exists to measure the difference.
+    ``delta_codec``, when set, carries partial updates; with a sparse delta codec the server trains
+    and sends the coordinates ``sparse`` chooses, as the server's ``--sparse-*`` settings do.
+    ``train_from_held`` True sets the server's student to the weights the edge holds after every
+    update; the real server trains on from its own float weights (False), and the other rule
+    exists to measure the difference.
     """
 
     frame_codec: str = "raw"
@@ -57,6 +59,7 @@ class LinkCodecs:
     weight_codec: str = "f32"
     delta_codec: str | None = None
     train_from_held: bool = False
+    sparse: SparseOptions = SparseOptions()
 
     def __post_init__(self) -> None:
         if self.frame_codec not in IMAGE_FRAME_CODECS:
@@ -133,8 +136,8 @@ class SimulatedServer:
         if codecs is not None:
             self._encoder = UpdateEncoder(codecs.weight_codec, codecs.delta_codec)
             if codecs.delta_codec in SPARSE_WEIGHT_CODECS and distiller.chooser is None:
-                # as the server does for a session that agreed a sparse codec (its default options)
-                distiller.train_sparse(SparseOptions())
+                # as the server does for a session that agreed a sparse codec
+                distiller.train_sparse(codecs.sparse)
             self._encoder.full(distiller.student.state_dict())
             self.welcome = {key: value.clone() for key, value in self._encoder.held.state.items()}
             self._sync_student()

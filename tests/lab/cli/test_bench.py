@@ -63,6 +63,20 @@ def test_bench_accuracy_takes_the_algorithm_parameters(tmp_path: Path, student: 
     assert result["key_frame_ratio"] >= 100 * 3 / 10  # a key frame at least every 4 frames
 
 
+def test_bench_accuracy_runs_the_sparse_path_on_the_codec_link(tmp_path: Path, student: Path) -> None:
+    scene = make_scene("fixed-people", 10, 5, tmp_path / "fixed-people-s5", size=(64, 48), progress=False)
+    out = tmp_path / "out"
+    code = main(["bench", "accuracy", "--scenes", str(scene), "--student", str(student), "--out", str(out),
+                 "--size", "48x32", "--backend", "torch", "--threads", "1", "--no-progress", "--max-updates", "1",
+                 "--codecs", "raw/q4sparse+zstd,f16+zstd", "--sparse-fraction", "0.05", "--sparse-every", "3"])
+    assert code == 0
+    link = json.loads((out / "meta.json").read_text())["link"]
+    assert (link["frame_codec"], link["weight_codec"], link["delta_codec"]) == ("raw", "f16+zstd", "q4sparse+zstd")
+    assert link["sparse"] == {"fraction": 0.05, "every": 3}
+    assert main(["bench", "accuracy", "--scenes", str(scene), "--codecs", "raw/q4sparse+zstd,f16+zstd",
+                 "--sparse-fraction", "1.5", "--out", str(out)]) == 2
+
+
 def test_bench_accuracy_refuses_out_of_range_algorithm_parameters(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "accuracy", "--scenes", "x", "--min-stride", "9", "--max-stride", "8"]) == 2
     assert "min_stride" in capsys.readouterr().err

@@ -190,7 +190,8 @@ def test_delay_must_be_positive() -> None:
 def test_a_sparse_codec_trains_and_sends_only_the_chosen_coordinates(tiny_scene: Path) -> None:
     scene = Scene.open(tiny_scene)
     frames = list(scene.frames())
-    server = _codec_server(scene, LinkCodecs("raw", None, "f32", "q4sparse+zstd"), [])
+    sparse = SparseOptions(fraction=0.05)
+    server = _codec_server(scene, LinkCodecs("raw", None, "f32", "q4sparse+zstd", sparse=sparse), [])
     link = SimulatedLink(server, 1)
     update = link.submit(0, frames[0])
     update.wait(None)
@@ -199,7 +200,7 @@ def test_a_sparse_codec_trains_and_sends_only_the_chosen_coordinates(tiny_scene:
     assert record.steps > 0 and coordinates is not None
     moved = sum(int((value != server.welcome[key]).sum()) for key, value in outcome.payload.items())
     trainable = sum(server.welcome[key].numel() for key in server.distiller.trainable_keys)
-    assert 0 < moved <= coordinates.size == round(SparseOptions().fraction * trainable)
+    assert 0 < moved <= coordinates.size == round(sparse.fraction * trainable)
     dense = _codec_server(scene, LinkCodecs("raw", None, "f32", "q8delta+zstd"), [])
     dense_link = SimulatedLink(dense, 1)
     dense_link.submit(0, frames[0]).wait(None)

@@ -15,8 +15,9 @@ import pytest
 
 pytest.importorskip("ray", reason="the serve extra is not installed (pip install 'shadowtutor[serve]')")
 
+from services.ray_serve import teaching  # noqa: E402
 from services.ray_serve.client import ServeTeaching  # noqa: E402
-from services.ray_serve.requests import SessionRef  # noqa: E402
+from services.ray_serve.requests import OpenSession, SessionRef  # noqa: E402
 from services.ray_serve.teaching import TeachingReplica, _error, _Slot  # noqa: E402
 from services.server.checkpoint_checks import CheckpointFormatError  # noqa: E402
 from services.server.checkpoint_seal import seal, unseal  # noqa: E402
@@ -25,6 +26,7 @@ from services.server.remote_teaching import SessionEnded  # noqa: E402
 from services.server.session import EdgeSession, Traffic  # noqa: E402
 from services.server.session_checkpoint import snapshot  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
+from shadowtutor.algorithms.sparse_options import SparseOptions  # noqa: E402
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError  # noqa: E402
 from shadowtutor.protocol.messages import Error, Hello  # noqa: E402
 from tests.services.server.test_session_checkpoint import PARAMS, new_distiller  # noqa: E402
@@ -114,3 +116,27 @@ def unseal_error(stored: bytes, key: bytes | None, edge_id: str, session_id: str
     with pytest.raises(CheckpointFormatError) as refused:
         unseal(stored, key, edge_id, session_id)
     return str(refused.value)
+
+
+def test_a_session_opened_on_a_replica_trains_the_servers_sparse_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the replica's Serve plumbing (its multiplexed slot and model id) is stood in: it needs a Serve replica
+    slot = _Slot("cam-1", lambda: None)
+
+    async def the_slot(edge_id: str) -> _Slot:
+        return slot
+
+    monkeypatch.setattr(teaching.serve, "get_multiplexed_model_id", lambda: "cam-1")
+    hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    request = OpenSession(hello, "s-1", "raw", "f32", "q4sparse+zstd", None, None)
+    with ThreadPoolExecutor(1) as pool:
+        replica = _replica(DirectoryStore(tmp_path), pool)
+        replica.settings = ServerSettings(sparse_fraction=0.05, sparse_every=3)
+        replica._started, replica._slot, replica._held = True, the_slot, 1
+        replica.name = "replica-1"
+        asyncio.run(replica.open(request))
+        slot.dropped = True
+    assert slot.session is not None and slot.session.distiller is not None
+    chooser = slot.session.distiller.chooser
+    assert chooser is not None and chooser.options == SparseOptions(0.05, 3)
