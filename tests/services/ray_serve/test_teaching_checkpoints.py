@@ -7,6 +7,7 @@ The store, the checkpoints and their checks are the real ones."""
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,6 +16,7 @@ import pytest
 
 pytest.importorskip("ray", reason="the serve extra is not installed (pip install 'shadowtutor[serve]')")
 
+from services.ray_serve import teaching  # noqa: E402
 from services.ray_serve.client import ServeTeaching  # noqa: E402
 from services.ray_serve.requests import SessionRef  # noqa: E402
 from services.ray_serve.teaching import TeachingReplica, _error, _Slot  # noqa: E402
@@ -28,7 +30,7 @@ from services.server.settings import ServerSettings  # noqa: E402
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError  # noqa: E402
 from shadowtutor.protocol.messages import Error, Hello  # noqa: E402
 from tests.services.server.test_session_checkpoint import PARAMS, new_distiller  # noqa: E402
-from tests.support.scene import CLASS_NAMES  # noqa: E402
+from tests.support.scene import CLASS_NAMES, make_frames  # noqa: E402
 
 
 def _replica(store: DirectoryStore, pool: ThreadPoolExecutor) -> TeachingReplica:
@@ -72,6 +74,34 @@ def test_its_own_checkpoint_is_restored(tmp_path: Path) -> None:
         session = asyncio.run(_replica(store, pool)._session(slot, SessionRef(session_id, 0), None))
         slot.dropped = True
     assert session.session_id == session_id and session.hello.edge_id == "cam-1"
+
+
+def test_a_checkpoint_behind_the_edge_is_taken_and_the_next_update_is_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The replica that answered version 2 died before writing its checkpoint: the store holds version 1. The
+    session goes on from version 1 (after waiting for a newer one a while), numbers on from the edge's
+    version 2, and sends full weights, as it no longer knows what the edge holds."""
+    monkeypatch.setattr(teaching, "CHECKPOINT_LAG_SECONDS", 0.3)
+    frames, labels = make_frames(3)
+    hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    original = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None), delta_codec="q8delta+zstd")
+    original.welcome()
+    original.distill(0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
+    store = DirectoryStore(tmp_path)
+    store.create("cam-1", original.session_id, 1, snapshot(original))
+    original.distill(1, frames[1], labels[1], base_version=1, teacher_ms=1.0)  # version 2, never stored
+    with ThreadPoolExecutor(1) as pool:
+        slot = _Slot("cam-1", lambda: None)
+        start = time.monotonic()
+        session = asyncio.run(_replica(store, pool)._session(slot, SessionRef(original.session_id, 2), 2))
+        slot.dropped = True
+    assert time.monotonic() - start >= 0.3
+    assert session.version == 2 and slot.moved
+    update = session.distill(2, frames[2], labels[2], base_version=2, teacher_ms=1.0)
+    assert (update.version, update.full) == (3, True)
+    following = session.distill(2, frames[2], labels[2], base_version=3, teacher_ms=1.0)
+    assert (following.version, following.full) == (4, False)
 
 
 def test_the_ingress_ends_the_connection_only_for_a_fatal_answer() -> None:
