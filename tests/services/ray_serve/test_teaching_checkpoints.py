@@ -7,6 +7,7 @@ The store, the checkpoints and their checks are the real ones."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,9 +24,10 @@ from services.ray_serve.teaching import TeachingReplica, _error, _Slot  # noqa: 
 from services.server.checkpoint_checks import CheckpointFormatError  # noqa: E402
 from services.server.checkpoint_seal import seal, unseal  # noqa: E402
 from services.server.checkpoint_store import DirectoryStore  # noqa: E402
+from services.server.checkpoint_writer import CheckpointWriter  # noqa: E402
 from services.server.remote_teaching import SessionEnded  # noqa: E402
 from services.server.session import EdgeSession, Traffic  # noqa: E402
-from services.server.session_checkpoint import snapshot  # noqa: E402
+from services.server.session_checkpoint import header, snapshot  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError  # noqa: E402
 from shadowtutor.protocol.messages import Error, Hello  # noqa: E402
@@ -102,6 +104,47 @@ def test_a_checkpoint_behind_the_edge_is_taken_and_the_next_update_is_full(
     assert (update.version, update.full) == (3, True)
     following = session.distill(2, frames[2], labels[2], base_version=3, teacher_ms=1.0)
     assert (following.version, following.full) == (4, False)
+
+
+class _SlowStore(DirectoryStore):
+    """The real directory store, whose writes wait for ``release`` (a slow shared file system)."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.release = threading.Event()
+
+    def create(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
+        self.release.wait(30)
+        return super().create(edge_id, session_id, version, data)
+
+
+def test_the_answer_does_not_wait_for_the_checkpoint_and_a_lost_claim_is_seen(tmp_path: Path) -> None:
+    store = _SlowStore(tmp_path)
+    hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None))
+    welcome = session.welcome()
+    with ThreadPoolExecutor(1) as pool:
+        replica = _replica(store, pool)
+        replica.writer = CheckpointWriter(store).start()
+        slot = _Slot("cam-1", lambda: None)
+
+        async def answer() -> tuple[bool, float]:
+            start = time.monotonic()
+            claimed = await replica._checkpoint(slot, session, welcome, None)
+            return claimed, time.monotonic() - start
+
+        claimed, seconds = asyncio.run(answer())
+        assert claimed and seconds < 5.0 and store.load("cam-1", session.session_id) is None
+        assert slot.session is session
+        store.release.set()
+        assert replica.writer.close()
+        assert header(store.load("cam-1", session.session_id))["version"] == 0
+        # another replica answered the next version first: this one must not answer with its own
+        session.version = 1
+        assert store.claim("cam-1", session.session_id, 1)
+        assert not asyncio.run(replica._checkpoint(slot, session, welcome, None))
+        assert slot.session is None
+        slot.dropped = True
 
 
 def test_the_ingress_ends_the_connection_only_for_a_fatal_answer() -> None:
