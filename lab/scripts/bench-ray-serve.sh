@@ -49,7 +49,7 @@ for replicas in $REPLICAS; do
   "$BIN/shadowtutor" serve --ray "$RAY_ADDRESS" --host 127.0.0.1 --port "$PORT" --ray-replicas "$replicas" \
     --ray-gpus "$RAY_GPUS" --checkpoint-store "$STORE" "${SERVER[@]}" >"$OUT/ray-$replicas.driver.log" 2>&1 &
   driver=$!
-  until grep -q "teaching replica(s) running" "$OUT/ray-$replicas.driver.log"; do
+  until grep -q "^  teaching: " "$OUT/ray-$replicas.driver.log"; do
     kill -0 "$driver" || { cat "$OUT/ray-$replicas.driver.log"; exit 1; }
     sleep 2
   done
