@@ -285,13 +285,18 @@ class TeachingReplica:
         training it reports, whose host copies are the state) behind the answer: the state is captured and the
         version claimed now, the checkpoint encoded and stored by the writer once the answer is on its way
         (its time and size go out with the slot's next answer). False when another replica claimed that
-        version first: then the slot is emptied, and the caller answers from the store."""
+        version first and its checkpoint is stored within :data:`CHECKPOINT_LAG_SECONDS`: then the slot is
+        emptied, and the caller answers from the store (a claim whose checkpoint never comes was its
+        replica's last act: this replica stores its own)."""
         record = await asyncio.to_thread(capture, session, reply, seq, trained)
         if not await asyncio.to_thread(self.store.claim, slot.edge_id, session.session_id, session.version):
-            log.warning("version %d of session %s was claimed by another replica first; answering with its "
-                        "checkpoint", session.version, session.session_id)
-            slot.session = None
-            return False
+            if await self._stored_soon(slot.edge_id, session.session_id, session.version):
+                log.warning("version %d of session %s was claimed and stored by another replica first; answering "
+                            "with its checkpoint", session.version, session.session_id)
+                slot.session = None
+                return False
+            log.warning("version %d of session %s was claimed by a replica that never stored it (lost); this one "
+                        "stores it", session.version, session.session_id)
         slot.session, slot.reply, slot.reply_seq = session, reply, seq
         key, loop = self.settings.checkpoint_key(), asyncio.get_running_loop()
 
@@ -304,6 +309,18 @@ class TeachingReplica:
         self.writer.submit(slot.edge_id, session.session_id, session.version,
                            lambda: seal(pack(record), key, slot.edge_id, session.session_id), done)
         return True
+
+    async def _stored_soon(self, edge_id: str, session_id: str, version: int) -> bool:
+        """Whether the session's checkpoint at ``version`` (or later) is in the store within
+        :data:`CHECKPOINT_LAG_SECONDS`."""
+        deadline = time.monotonic() + CHECKPOINT_LAG_SECONDS
+        while True:
+            latest = await asyncio.to_thread(self.store.latest, edge_id, session_id)
+            if latest is not None and latest >= version:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.1)
 
     async def _in_pool(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.runtime.distill_pool, fn, *args)

@@ -56,6 +56,10 @@ class CheckpointStore(Protocol):
         """The session's latest checkpoint, or None where it has none."""
         ...
 
+    def latest(self, edge_id: str, session_id: str) -> int | None:
+        """The version of the session's latest checkpoint (without reading it), or None where it has none."""
+        ...
+
     def forget_others(self, edge_id: str, session_id: str) -> None:
         """Remove the checkpoints of the edge's other (earlier) sessions."""
         ...
@@ -137,6 +141,10 @@ class DirectoryStore:
             if claimed < oldest_kept:
                 old.unlink(missing_ok=True)
         return True
+
+    def latest(self, edge_id: str, session_id: str) -> int | None:
+        versions = self._versions(edge_id, session_id)
+        return versions[-1][0] if versions else None
 
     def load(self, edge_id: str, session_id: str) -> bytes | None:
         # a version pruned by a newer version's writer meanwhile: list again (the newer one is there);

@@ -118,7 +118,10 @@ class _SlowStore(DirectoryStore):
         return super().create(edge_id, session_id, version, data)
 
 
-def test_the_answer_does_not_wait_for_the_checkpoint_and_a_lost_claim_is_seen(tmp_path: Path) -> None:
+def test_the_answer_does_not_wait_for_the_checkpoint_and_a_lost_claim_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(teaching, "CHECKPOINT_LAG_SECONDS", 0.3)
     store = _SlowStore(tmp_path)
     hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
     session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None))
@@ -140,10 +143,18 @@ def test_the_answer_does_not_wait_for_the_checkpoint_and_a_lost_claim_is_seen(tm
         assert replica.writer.close()
         assert header(store.load("cam-1", session.session_id))["version"] == 0
         # another replica answered the next version first: this one must not answer with its own
+        replica.writer = CheckpointWriter(store).start()
         session.version = 1
         assert store.claim("cam-1", session.session_id, 1)
+        store.create("cam-1", session.session_id, 1, snapshot(session))
         assert not asyncio.run(replica._checkpoint(slot, session, welcome, None))
         assert slot.session is None
+        # a claim whose checkpoint never comes (its replica died): after a while this replica stores its own
+        session.version = 2
+        assert store.claim("cam-1", session.session_id, 2)
+        assert asyncio.run(replica._checkpoint(slot, session, welcome, None)) and slot.session is session
+        assert replica.writer.close()
+        assert store.latest("cam-1", session.session_id) == 2
         slot.dropped = True
 
 
