@@ -1,4 +1,4 @@
-"""Session checkpoints written behind the answers, in one background thread, the newest of a session first.
+"""Session checkpoints written behind the answers by a background thread, a session's newest first.
 
 :meth:`CheckpointWriter.submit` returns at once: the caller's answer goes out while the checkpoint
 is encoded and stored. Each session has at most one checkpoint waiting; a newer version submitted
@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Written:
-    """What became of one submitted checkpoint: ``stored`` False when that version was in the store already
+    """What became of one submitted checkpoint: ``stored`` False when that version was in the store
+    already
     (another process stored it first); ``seconds`` to encode and store it; ``size`` in bytes."""
 
     stored: bool
@@ -44,9 +45,11 @@ class _Job:
 
 
 class CheckpointWriter:
-    """One thread writing ``store``'s checkpoints; start it with :meth:`start`, stop with :meth:`close`."""
+    """One thread writing ``store``'s checkpoints; :meth:`start` it, :meth:`close` it."""
 
-    def __init__(self, store: CheckpointStore, ttl: float | None = None, sweep_seconds: float = 60.0) -> None:
+    def __init__(
+        self, store: CheckpointStore, ttl: float | None = None, sweep_seconds: float = 60.0
+    ) -> None:
         self.store = store
         self.ttl = ttl
         self.sweep_seconds = sweep_seconds
@@ -61,11 +64,16 @@ class CheckpointWriter:
         return self
 
     def submit(
-        self, edge_id: str, session_id: str, version: int, encode: Callable[[], bytes],
+        self,
+        edge_id: str,
+        session_id: str,
+        version: int,
+        encode: Callable[[], bytes],
         done: Callable[[Written], None] | None = None,
     ) -> None:
-        """Store ``encode()`` as ``version`` of the session, soon, unless a newer version of it is submitted
-        first; ``done`` is called in the writer's thread once it is stored (or found stored already)."""
+        """Store ``encode()`` as ``version`` of the session, soon, unless a newer version of it is
+        submitted first; ``done`` is called in the writer's thread once it is stored (or found
+        stored already)."""
         with self._changed:
             if self._closed:
                 raise RuntimeError("the checkpoint writer is closed")
@@ -78,7 +86,8 @@ class CheckpointWriter:
             self._changed.notify()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every checkpoint submitted so far is written; False if ``timeout`` passed first."""
+        """Wait until every checkpoint submitted so far is written; False if ``timeout`` passed
+        first."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._changed:
             while self._waiting or self._busy:
@@ -89,7 +98,8 @@ class CheckpointWriter:
         return True
 
     def close(self, timeout: float | None = 30.0) -> bool:
-        """Write what is waiting (for up to ``timeout`` seconds), then stop; False if some was left."""
+        """Write what is waiting (for up to ``timeout`` seconds), then stop; False if some was
+        left."""
         flushed = self.flush(timeout)
         with self._changed:
             self._closed = True
@@ -128,12 +138,20 @@ class CheckpointWriter:
             data = job.encode()
             stored = self.store.create(job.edge_id, job.session_id, job.version, data)
         except Exception:
-            log.exception("checkpoint of version %d of session %s of edge %r not written; its previous one "
-                          "stays the latest", job.version, job.session_id, job.edge_id)
+            log.exception(
+                "checkpoint of version %d of session %s of edge %r not written; its previous one "
+                "stays the latest",
+                job.version,
+                job.session_id,
+                job.edge_id,
+            )
             return
         if not stored:
-            log.warning("version %d of session %s was stored by another process first", job.version,
-                        job.session_id)
+            log.warning(
+                "version %d of session %s was stored by another process first",
+                job.version,
+                job.session_id,
+            )
         if job.done is not None:
             try:
                 job.done(Written(stored, time.perf_counter() - start, len(data)))
@@ -147,5 +165,9 @@ class CheckpointWriter:
             log.warning("the checkpoint store %s could not be swept: %s", self.store.location, exc)
             return
         if removed:
-            log.info("%d checkpoint file(s) of sessions idle for more than %g s removed from %s", removed, ttl,
-                     self.store.location)
+            log.info(
+                "%d checkpoint file(s) of sessions idle for more than %g s removed from %s",
+                removed,
+                ttl,
+                self.store.location,
+            )

@@ -41,31 +41,59 @@ def format1(record: dict[str, Any]) -> bytes:
     """The earlier release's checkpoint of a :func:`capture` record: ``torch.save`` of it as it was, every
     tensor float32 and in full, nothing compressed."""
     buffer = io.BytesIO()
-    torch.save({**record, "format": 1, "hello": encode(record["hello"]),
-                "reply": encode(record["reply"]) if record["reply"] is not None else None}, buffer)
+    torch.save(
+        {
+            **record,
+            "format": 1,
+            "hello": encode(record["hello"]),
+            "reply": encode(record["reply"]) if record["reply"] is not None else None,
+        },
+        buffer,
+    )
     return buffer.getvalue()
 
 
-def _session(edge_id: str, size: tuple[int, int], weight_codec: str, delta_codec: str | None,
-             params: AlgorithmParams) -> EdgeSession:
+def _session(
+    edge_id: str,
+    size: tuple[int, int],
+    weight_codec: str,
+    delta_codec: str | None,
+    params: AlgorithmParams,
+) -> EdgeSession:
     torch.manual_seed(0)
-    hello = Hello(edge_id=edge_id, class_names=list(LVS_CLASSES), frame_width=size[0], frame_height=size[1])
-    session = EdgeSession(hello, "raw", weight_codec, params, Traffic(),
-                          Distiller(StudentNet(len(LVS_CLASSES)), params, background_index(LVS_CLASSES)),
-                          delta_codec=delta_codec)
+    hello = Hello(
+        edge_id=edge_id, class_names=list(LVS_CLASSES), frame_width=size[0], frame_height=size[1]
+    )
+    session = EdgeSession(
+        hello,
+        "raw",
+        weight_codec,
+        params,
+        Traffic(),
+        Distiller(StudentNet(len(LVS_CLASSES)), params, background_index(LVS_CLASSES)),
+        delta_codec=delta_codec,
+    )
     session.welcome()
     return session
 
 
 def _stats(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
-    return {"mean": statistics.fmean(ordered), "p50": statistics.median(ordered),
-            "p95": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]}
+    return {
+        "mean": statistics.fmean(ordered),
+        "p50": statistics.median(ordered),
+        "p95": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
+    }
 
 
-def compare(updates: int = 30, size: tuple[int, int] = (320, 180), weight_codec: str = "f16+zstd",
-            delta_codec: str | None = "q8delta+zstd", store_dir: Path | None = None,
-            max_updates: int | None = None) -> dict[str, Any]:
+def compare(
+    updates: int = 30,
+    size: tuple[int, int] = (320, 180),
+    weight_codec: str = "f16+zstd",
+    delta_codec: str | None = "q8delta+zstd",
+    store_dir: Path | None = None,
+    max_updates: int | None = None,
+) -> dict[str, Any]:
     """``updates`` key frames (random frames and labels, all of Algorithm 1's steps taken: ``max_updates``,
     default the paper's) through both copies in turns; per mode the answer's wait, the turnaround and the
     bytes per update, and their ratios."""
@@ -73,8 +101,12 @@ def compare(updates: int = 30, size: tuple[int, int] = (320, 180), weight_codec:
         raise ValueError(f"updates must be >= 1, got {updates}")
     rng = np.random.default_rng(0)
     width, height = size
-    params = AlgorithmParams(threshold=0.99, **({} if max_updates is None else {"max_updates": max_updates}))
-    before, behind = (_session(edge, size, weight_codec, delta_codec, params) for edge in ("before", "behind"))
+    params = AlgorithmParams(
+        threshold=0.99, **({} if max_updates is None else {"max_updates": max_updates})
+    )
+    before, behind = (
+        _session(edge, size, weight_codec, delta_codec, params) for edge in ("before", "behind")
+    )
     waits: dict[str, list[float]] = {"before": [], "behind": []}
     turnarounds: dict[str, list[float]] = {"before": [], "behind": []}
     sizes: dict[str, list[int]] = {"before": [], "behind": []}
@@ -88,7 +120,9 @@ def compare(updates: int = 30, size: tuple[int, int] = (320, 180), weight_codec:
             for mode, session in (("before", before), ("behind", behind)):
                 start = time.perf_counter()
                 result = session.distiller.train(frame, labels)
-                update = session.trained(seq, result, time.perf_counter() - start, session.version, 0.0)
+                update = session.trained(
+                    seq, result, time.perf_counter() - start, session.version, 0.0
+                )
                 trained = time.perf_counter()
                 record = capture(session, update, seq, result)
                 if mode == "before":
@@ -99,8 +133,13 @@ def compare(updates: int = 30, size: tuple[int, int] = (320, 180), weight_codec:
                 else:
                     if not store.claim(mode, session.session_id, session.version):
                         raise RuntimeError(f"version {session.version} was claimed twice")
-                    writer.submit(mode, session.session_id, session.version,
-                                  lambda record=record: pack(record), written.append)
+                    writer.submit(
+                        mode,
+                        session.session_id,
+                        session.version,
+                        lambda record=record: pack(record),
+                        written.append,
+                    )
                 answered = time.perf_counter()
                 waits[mode].append((answered - trained) * 1000.0)
                 turnarounds[mode].append((answered - start) * 1000.0)
@@ -108,19 +147,33 @@ def compare(updates: int = 30, size: tuple[int, int] = (320, 180), weight_codec:
             raise RuntimeError("the checkpoint writer did not finish")
     sizes["behind"] = [w.size for w in written]
     result = {
-        "updates": updates, "size": f"{width}x{height}", "max_updates": params.max_updates,
-        "weight_codec": weight_codec, "delta_codec": delta_codec,
-        "trainable_parameters": sum(before.distiller.student.state_dict()[k].numel()
-                                    for k in before.distiller.trainable_keys),
+        "updates": updates,
+        "size": f"{width}x{height}",
+        "max_updates": params.max_updates,
+        "weight_codec": weight_codec,
+        "delta_codec": delta_codec,
+        "trainable_parameters": sum(
+            before.distiller.student.state_dict()[k].numel()
+            for k in before.distiller.trainable_keys
+        ),
         "written_behind": len(written),
         "write_behind_ms": _stats([w.seconds * 1000.0 for w in written]),
-        "modes": {mode: {"answer_wait_ms": _stats(waits[mode]), "turnaround_ms": _stats(turnarounds[mode]),
-                         "bytes_per_update": sum(sizes[mode]) / updates} for mode in waits},
+        "modes": {
+            mode: {
+                "answer_wait_ms": _stats(waits[mode]),
+                "turnaround_ms": _stats(turnarounds[mode]),
+                "bytes_per_update": sum(sizes[mode]) / updates,
+            }
+            for mode in waits
+        },
     }
     modes = result["modes"]
     result["ratios"] = {
-        "bytes_per_update": modes["behind"]["bytes_per_update"] / modes["before"]["bytes_per_update"],
-        "turnaround_mean": modes["behind"]["turnaround_ms"]["mean"] / modes["before"]["turnaround_ms"]["mean"],
-        "turnaround_p50": modes["behind"]["turnaround_ms"]["p50"] / modes["before"]["turnaround_ms"]["p50"],
+        "bytes_per_update": modes["behind"]["bytes_per_update"]
+        / modes["before"]["bytes_per_update"],
+        "turnaround_mean": modes["behind"]["turnaround_ms"]["mean"]
+        / modes["before"]["turnaround_ms"]["mean"],
+        "turnaround_p50": modes["behind"]["turnaround_ms"]["p50"]
+        / modes["before"]["turnaround_ms"]["p50"],
     }
     return result

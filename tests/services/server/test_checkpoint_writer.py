@@ -28,7 +28,9 @@ def test_submit_returns_before_the_checkpoint_is_written(tmp_path: Path) -> None
     assert not writer.flush(timeout=0.2)
     release.set()
     assert writer.close()
-    assert store.load("cam", "s") == b"one" and results and results[0].stored and results[0].size == 3
+    assert (
+        store.load("cam", "s") == b"one" and results and results[0].stored and results[0].size == 3
+    )
 
 
 def test_the_newest_version_of_a_session_wins_over_one_still_waiting(tmp_path: Path) -> None:
@@ -39,7 +41,9 @@ def test_the_newest_version_of_a_session_wins_over_one_still_waiting(tmp_path: P
     time.sleep(0.1)
     for version in (1, 2, 3):
         writer.submit("cam", "s", version, lambda v=version: encoded.append(v) or str(v).encode())
-    writer.submit("cam", "s", 2, lambda: encoded.append(-2) or b"late")  # older than the one waiting
+    writer.submit(
+        "cam", "s", 2, lambda: encoded.append(-2) or b"late"
+    )  # older than the one waiting
     release.set()
     assert writer.close()
     assert encoded == [3] and store.load("cam", "s") == b"3"
@@ -94,8 +98,16 @@ def test_a_version_is_claimed_by_one_writer_only(tmp_path: Path) -> None:
     store = DirectoryStore(tmp_path)
     assert store.claim("cam", "s", 1) and not store.claim("cam", "s", 1)
     assert store.create("cam", "s", 1, b"one") and not store.create("cam", "s", 1, b"again")
-    assert store.claim("cam", "s", 2) and store.create("cam", "s", 2, b"two") and store.create("cam", "s", 3, b"3")
+    assert (
+        store.claim("cam", "s", 2)
+        and store.create("cam", "s", 2, b"two")
+        and store.create("cam", "s", 3, b"3")
+    )
     assert not store.claim("cam", "s", 3)  # stored without a claim: taken all the same
     assert store.load("cam", "s") == b"3"
     names = sorted(p.name.rpartition("-")[2] for p in next(tmp_path.iterdir()).iterdir())
-    assert names == ["000000000002.ckpt", "000000000002.claim", "000000000003.ckpt"]  # older ones pruned
+    assert names == [
+        "000000000002.ckpt",
+        "000000000002.claim",
+        "000000000003.ckpt",
+    ]  # older ones pruned
