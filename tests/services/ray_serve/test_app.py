@@ -231,7 +231,8 @@ def test_resync_naive_mode_and_sessions_through_the_ingress(deployment: Deployme
         with urllib.request.urlopen(f"{deployment.base}/v1/sessions", timeout=5) as response:
             sessions = {s["edge_id"]: s for s in json.loads(response.read())["sessions"]}
         assert sessions["wire-distill"]["version"] == 2 and sessions["wire-naive"]["mode"] == "naive"
-    assert header(deployment.store.load("wire-distill", welcome.session_id))["version"] == 2
+    # written behind the answer
+    _until(lambda: _stored_version(deployment, "wire-distill", welcome.session_id) == 2, timeout=10.0)
 
 
 def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(deployment: Deployment) -> None:
@@ -272,7 +273,7 @@ def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(depl
         ws.send(key_frame(1, base_version=1))
         after = decode(ws.recv(timeout=30))
         assert isinstance(after, Update) and (after.version, after.full) == (2, False)
-    assert header(deployment.store.load("race", welcome.session_id))["version"] == 2
+    _until(lambda: _stored_version(deployment, "race", welcome.session_id) == 2, timeout=10.0)
 
 
 def test_a_bad_ray_address_is_one_clear_error(tmp_path: Path, deployment: Deployment) -> None:
