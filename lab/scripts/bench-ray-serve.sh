@@ -2,16 +2,18 @@
 # The Ray Serve deployment against the single-process server on this machine, same edges, same scene:
 # `shadowtutor bench load` (EDGES simulated cameras, RATE key frames/s each, MINUTES long) against
 #   1. `shadowtutor serve` (bench load's own local server),
-#   2. `shadowtutor serve --ray` with 1 teaching replica, then the same deployment scaled to 2,
+#   2. `shadowtutor serve --ray` with 1 teaching replica, then the same deployment scaled in place to each
+#      count of REPLICAS (default "1 2"; "1 2 3" for the three-way comparison),
 # the cost of a session checkpoint per update as the ingress's /metrics saw it under that load, and alone
-# (shadowtutor_lab.stress.checkpoint_cost). Writes OUT/{single,ray-1,ray-2}.* (bench load's reports),
+# (shadowtutor_lab.stress.checkpoint_cost). Writes OUT/single.* and OUT/ray-N.* (bench load's reports),
 # OUT/checkpoint-under-load.json and OUT/checkpoint-alone.json. Usage:
 #   ./lab/scripts/bench-ray-serve.sh            # EDGES=8 RATE=1 MINUTES=1 OUT=docs/results/ray_serve
+#   REPLICAS="1 2 3" EDGES=4 OUT=docs/results/ray_replicas ./lab/scripts/bench-ray-serve.sh
 #   DEVICE=cuda RAY_GPUS=1 ./lab/scripts/bench-ray-serve.sh   # on a GPU machine: one teaching replica per GPU
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 EDGES=${EDGES:-8} RATE=${RATE:-1} MINUTES=${MINUTES:-1} OUT=${OUT:-docs/results/ray_serve}
-PORT=${PORT:-8391} DEVICE=${DEVICE:-cpu} RAY_GPUS=${RAY_GPUS:-0} STORE=${STORE:-$(mktemp -d)/sessions}
+REPLICAS=${REPLICAS:-1 2} PORT=${PORT:-8391} DEVICE=${DEVICE:-cpu} RAY_GPUS=${RAY_GPUS:-0} STORE=${STORE:-$(mktemp -d)/sessions}
 BIN=.venv/bin
 mkdir -p "$OUT"
 SCENE=$("$BIN/python" -c "from shadowtutor_lab.scenes.cache import cached_scene
@@ -41,13 +43,13 @@ cleanup() {
 trap cleanup EXIT
 until grep -q "^address " "$OUT/ray-head.log"; do kill -0 "$head" || { cat "$OUT/ray-head.log"; exit 1; }; sleep 1; done
 RAY_ADDRESS=$(sed -n 's/^address //p' "$OUT/ray-head.log")
-for replicas in 1 2; do
+for replicas in $REPLICAS; do
   if [ -n "$driver" ]; then kill "$driver"; wait "$driver" 2>/dev/null || true; fi
   # the second deployment scales the first in place (the Serve application outlives its driver)
   "$BIN/shadowtutor" serve --ray "$RAY_ADDRESS" --host 127.0.0.1 --port "$PORT" --ray-replicas "$replicas" \
     --ray-gpus "$RAY_GPUS" --checkpoint-store "$STORE" "${SERVER[@]}" >"$OUT/ray-$replicas.driver.log" 2>&1 &
   driver=$!
-  until grep -q "teaching replica(s) running" "$OUT/ray-$replicas.driver.log"; do
+  until grep -q "^  teaching: " "$OUT/ray-$replicas.driver.log"; do
     kill -0 "$driver" || { cat "$OUT/ray-$replicas.driver.log"; exit 1; }
     sleep 2
   done

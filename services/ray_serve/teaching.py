@@ -7,14 +7,18 @@ edge's student (a new edge goes to a replica with the fewest). A replica holds a
 ``students`` students (``--ray-replica-sessions``, default ``max_sessions``); the least recently
 used one is dropped past that.
 
-Every change to a session (its WELCOME, each UPDATE) is checkpointed to the store before the
-answer leaves (``services.server.session_checkpoint``), as a new version that only its first
-writer stores: a replica that lost that race (both answered a request sent again) answers with
-the winner's checkpoint instead of its own. A replica that gets a request for a
-session it does not hold, or holds at another version than the one the ingress last sent,
-rebuilds it from the checkpoint: that is how a session survives its replica's death, an
-eviction, or a move to another replica. A retried key frame whose answer is in the checkpoint
-is answered from there, not trained again.
+Every change to a session (its WELCOME, each UPDATE) is checkpointed to the store
+(``services.server.session_checkpoint``) behind its answer, as a new version that only its first
+writer stores: before the answer leaves, the replica captures the state and claims the version (a
+few bytes in the store); the replica's :class:`~services.server.checkpoint_writer.CheckpointWriter`
+encodes and writes it after. A replica that lost the claim (both answered a request sent again)
+answers with the winner's checkpoint instead of its own. A replica that gets a request for a session
+it does not hold, or holds at another version than the one the ingress last sent, rebuilds it from
+the checkpoint: that is how a session survives its replica's death, an eviction, or a move to
+another replica. A retried key frame whose answer is in the checkpoint is answered from there, not
+trained again. A checkpoint older than the version the edge holds (its replica died between the
+answer and the write) is waited for briefly, then taken as it is: the session trains on from there
+and its next update carries full weights.
 """
 
 from __future__ import annotations
@@ -42,12 +46,20 @@ from services.ray_serve.requests import (
 )
 from services.server.checkpoint_seal import seal, unseal
 from services.server.checkpoint_store import open_store
+from services.server.checkpoint_writer import CheckpointWriter, Written
 from services.server.loading import load_models
 from services.server.metrics import ServerMetrics
 from services.server.remote_teaching import SessionEnded
 from services.server.runtime import ServerRuntime
 from services.server.session import EdgeSession, Traffic
-from services.server.session_checkpoint import CheckpointFormatError, restore, snapshot
+from services.server.session_checkpoint import (
+    CheckpointFormatError,
+    Restored,
+    capture,
+    header,
+    pack,
+    restore,
+)
 from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherFailed
 from shadowtutor.algorithms.distill import DistillResult
@@ -57,6 +69,8 @@ from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Error, Labels, Message
 
 log = logging.getLogger(__name__)
+# how long a replica waits for a checkpoint still being written elsewhere before taking an older one
+CHECKPOINT_LAG_SECONDS = 2.0
 
 
 @dataclass
@@ -112,6 +126,9 @@ class TeachingReplica:
         logs.configure(settings.log_level)
         self.settings = teaching_settings(settings)
         self.store = open_store(store)
+        self.writer = CheckpointWriter(
+            self.store, settings.checkpoint_ttl, min(300.0, settings.checkpoint_ttl / 4)
+        ).start()
         self._models = load_models(self.settings)
         self.runtime = ServerRuntime(self.settings, ServerMetrics(1, 60.0))
         freeze_startup_heap()
@@ -146,6 +163,12 @@ class TeachingReplica:
 
     def _dropped(self) -> None:
         self._held -= 1
+
+    def __del__(self) -> None:
+        """Serve's shutdown of this replica: the checkpoints not yet written are written first."""
+        writer = getattr(self, "writer", None)
+        if writer is not None:
+            writer.close()
 
     def _answer(self, message: Message, slot: _Slot | None = None) -> Answer:
         """``message`` with this replica's news for the ingress's metrics (the slot's move and
@@ -222,9 +245,12 @@ class TeachingReplica:
                 code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq
             )
             return self._answer(error, slot)
-        # another replica may have answered it first
+        # another replica may have answered it first: then wait for its checkpoint, and answer with
+        # it
         if not await self._checkpoint(slot, session, update, request.seq, result):
-            session = await self._session(slot, request.session, request.seq)
+            session = await self._session(
+                slot, SessionRef(request.session.session_id, session.version), None
+            )
             if slot.reply_seq != request.seq or slot.reply is None:
                 error = Error(
                     code=ErrorCode.INTERNAL.value,
@@ -296,47 +322,20 @@ class TeachingReplica:
             )
         ):
             return held
-        stored = await asyncio.to_thread(self.store.load, slot.edge_id, ref.session_id)
-        if stored is None:
-            raise ProtocolError(
-                ErrorCode.INTERNAL, f"no checkpoint of this session in {self.store.location}"
-            )
-        settings = self.settings
-        try:
-            data = unseal(stored, settings.checkpoint_key(), slot.edge_id, ref.session_id)
-            restored = await self._in_pool(
-                functools.partial(
-                    restore,
-                    edge_id=slot.edge_id,
-                    session_id=ref.session_id,
-                    max_size=(settings.max_frame_width, settings.max_frame_height),
-                ),
-                data,
-                self.runtime.params,
-                self.runtime.new_distiller,
-            )
-        except CheckpointFormatError as exc:
+        restored = await self._newest(slot, ref)
+        session = restored.session
+        if session.version < ref.version:
             log.warning(
-                "the checkpoint of session %s of edge %r is refused (%s); the edge is told to "
-                "start a "
-                "fresh session",
+                "the checkpoint of session %s of edge %r is at version %d, the edge holds %d (its "
+                "last "
+                "checkpoint was lost with its replica): training goes on from it, the next update "
+                "is full",
                 ref.session_id,
                 slot.edge_id,
-                exc,
+                session.version,
+                ref.version,
             )
-            slot.session = None
-            raise SessionEnded(
-                ErrorCode.INTERNAL,
-                f"this session's checkpoint is refused ({str(exc)[:200]}); reconnect: the "
-                "next session starts fresh from the base student",
-            ) from None
-        session = restored.session
-        if session.session_id != ref.session_id or session.version < ref.version:
-            raise ProtocolError(
-                ErrorCode.INTERNAL,
-                f"the checkpoint holds session {session.session_id[:8]} at version "
-                f"{session.version}, not {ref.session_id[:8]} at version {ref.version}",
-            )
+            session.version, session.edge_weights_known = ref.version, False
         slot.session, slot.reply, slot.reply_seq, slot.moved = (
             session,
             restored.reply,
@@ -352,6 +351,58 @@ class TeachingReplica:
         )
         return session
 
+    async def _newest(self, slot: _Slot, ref: SessionRef) -> Restored:
+        """The session ``ref`` rebuilt from its latest checkpoint, waiting up to
+        :data:`CHECKPOINT_LAG_SECONDS` for one at ``ref.version`` (another replica may still be
+        writing it); :class:`SessionEnded` when there is none or it is refused (the edge is told to
+        start a fresh session)."""
+        settings = self.settings
+        deadline = time.monotonic() + CHECKPOINT_LAG_SECONDS
+        try:
+            while True:
+                stored = await asyncio.to_thread(self.store.load, slot.edge_id, ref.session_id)
+                late = time.monotonic() > deadline
+                if stored is None and late:
+                    slot.session = None
+                    raise SessionEnded(
+                        ErrorCode.INTERNAL,
+                        f"no checkpoint of this session in {self.store.location} (idle past "
+                        "--checkpoint-ttl, or never written); reconnect: the next session starts "
+                        "fresh",
+                    )
+                if stored is not None:
+                    data = unseal(stored, settings.checkpoint_key(), slot.edge_id, ref.session_id)
+                    version = header(data)["version"]
+                    if late or (isinstance(version, int) and version >= ref.version):
+                        restored: Restored = await self._in_pool(
+                            functools.partial(
+                                restore,
+                                edge_id=slot.edge_id,
+                                session_id=ref.session_id,
+                                max_size=(settings.max_frame_width, settings.max_frame_height),
+                            ),
+                            data,
+                            self.runtime.params,
+                            self.runtime.new_distiller,
+                        )
+                        return restored
+                await asyncio.sleep(0.1)
+        except CheckpointFormatError as exc:
+            log.warning(
+                "the checkpoint of session %s of edge %r is refused (%s); the edge is told to "
+                "start a fresh "
+                "session",
+                ref.session_id,
+                slot.edge_id,
+                exc,
+            )
+            slot.session = None
+            raise SessionEnded(
+                ErrorCode.INTERNAL,
+                f"this session's checkpoint is refused ({str(exc)[:200]}); reconnect: the "
+                "next session starts fresh from the base student",
+            ) from None
+
     async def _checkpoint(
         self,
         slot: _Slot,
@@ -361,30 +412,63 @@ class TeachingReplica:
         trained: DistillResult | None = None,
     ) -> bool:
         """Checkpoint the session's new version (with ``reply``, the answer to ``seq``, and
-        ``trained``, the training it reports, whose host copies are the state); False when another
-        replica stored that version first: then the slot is emptied, and the caller answers from the
-        store."""
-        # off the distillation pool: no wait behind other sessions' training
-        start = time.perf_counter()
-        data = seal(
-            await asyncio.to_thread(snapshot, session, reply, seq, trained),
-            self.settings.checkpoint_key(),
-            slot.edge_id,
-            session.session_id,
-        )
+        ``trained``, the training it reports, whose host copies are the state) behind the answer:
+        the state is captured and the version claimed now, the checkpoint encoded and stored by the
+        writer once the answer is on its way (its time and size go out with the slot's next answer).
+        False when another replica claimed that version first and its checkpoint is stored within
+        :data:`CHECKPOINT_LAG_SECONDS`: then the slot is emptied, and the caller answers from the
+        store (a claim whose checkpoint never comes was its replica's last act: this replica stores
+        its own)."""
+        record = await asyncio.to_thread(capture, session, reply, seq, trained)
         if not await asyncio.to_thread(
-            self.store.create, slot.edge_id, session.session_id, session.version, data
+            self.store.claim, slot.edge_id, session.session_id, session.version
         ):
+            if await self._stored_soon(slot.edge_id, session.session_id, session.version):
+                log.warning(
+                    "version %d of session %s was claimed and stored by another replica first; "
+                    "answering "
+                    "with its checkpoint",
+                    session.version,
+                    session.session_id,
+                )
+                slot.session = None
+                return False
             log.warning(
-                "version %d of session %s was stored by another replica first; answering with it",
+                "version %d of session %s was claimed by a replica that never stored it (lost); "
+                "this one "
+                "stores it",
                 session.version,
                 session.session_id,
             )
-            slot.session = None
-            return False
         slot.session, slot.reply, slot.reply_seq = session, reply, seq
-        slot.checkpoint = (time.perf_counter() - start, len(data))
+        key, loop = self.settings.checkpoint_key(), asyncio.get_running_loop()
+
+        def written(result: Written) -> None:
+            slot.checkpoint = (result.seconds, result.size)
+
+        def done(result: Written) -> None:
+            loop.call_soon_threadsafe(written, result)
+
+        self.writer.submit(
+            slot.edge_id,
+            session.session_id,
+            session.version,
+            lambda: seal(pack(record), key, slot.edge_id, session.session_id),
+            done,
+        )
         return True
+
+    async def _stored_soon(self, edge_id: str, session_id: str, version: int) -> bool:
+        """Whether the session's checkpoint at ``version`` (or later) is in the store within
+        :data:`CHECKPOINT_LAG_SECONDS`."""
+        deadline = time.monotonic() + CHECKPOINT_LAG_SECONDS
+        while True:
+            latest = await asyncio.to_thread(self.store.latest, edge_id, session_id)
+            if latest is not None and latest >= version:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.1)
 
     async def _in_pool(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(

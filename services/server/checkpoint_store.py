@@ -2,13 +2,16 @@
 kept.
 
 :class:`CheckpointStore` is the interface. A session (an edge id and a session id) has one
-checkpoint per version; :meth:`~CheckpointStore.create` stores a version only if no one has
-stored it yet (first writer wins), so two replicas that both answered one key frame (a request
-sent again while the first replica still ran it) cannot leave the edge holding one answer and the
-store another: the second learns it lost and answers with the first's. :meth:`~CheckpointStore.load`
-returns a session's latest version. :class:`DirectoryStore` keeps them in a directory (on shared
-storage when several processes take over each other's sessions; creation is a hard link, atomic
-on local file systems and NFS); an object store with conditional writes fits the same interface.
+checkpoint per version; :meth:`~CheckpointStore.claim` reserves a version for one writer (the
+first wins) before its answer leaves, and :meth:`~CheckpointStore.create` stores it afterwards,
+only if no one has stored it yet: so two replicas that both answered one key frame (a request sent
+again while the first replica still ran it) cannot leave the edge holding one answer and the
+store another: the second learns it lost before it answers, and answers with the first's.
+:meth:`~CheckpointStore.load` returns a session's latest version (the newest wins, whatever order
+versions were written in); :meth:`~CheckpointStore.expire` removes the sessions idle past a time
+to live. :class:`DirectoryStore` keeps them in a directory (on shared storage when several
+processes take over each other's sessions; creation is a hard link, atomic on local file systems
+and NFS); an object store with conditional writes fits the same interface.
 :func:`open_store` checks that the store can be written before a server relies on it.
 """
 
@@ -20,6 +23,7 @@ import os
 import re
 import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import Protocol
 
@@ -30,6 +34,8 @@ log = logging.getLogger(__name__)
 LOAD_ROUNDS = 8
 # of a session, the latest ones kept (the one before the latest: for a reader mid-switch)
 KEEP_VERSIONS = 2
+_CHECKPOINT = re.compile(r"[0-9a-f]{32}-\d{12}\.(ckpt|claim)")
+_EDGE = re.compile(r"[0-9a-f]{32}")
 
 
 class CheckpointStoreError(RuntimeError):
@@ -48,12 +54,28 @@ class CheckpointStore(Protocol):
         version exists."""
         ...
 
+    def claim(self, edge_id: str, session_id: str, version: int) -> bool:
+        """Reserve ``version`` of the session for this writer before its checkpoint is written;
+        False when another writer reserved or stored it already (a few bytes: cheap enough for an
+        answer to wait on)."""
+        ...
+
     def load(self, edge_id: str, session_id: str) -> bytes | None:
         """The session's latest checkpoint, or None where it has none."""
         ...
 
+    def latest(self, edge_id: str, session_id: str) -> int | None:
+        """The version of the session's latest checkpoint (without reading it), or None where it has
+        none."""
+        ...
+
     def forget_others(self, edge_id: str, session_id: str) -> None:
         """Remove the checkpoints of the edge's other (earlier) sessions."""
+        ...
+
+    def expire(self, ttl: float) -> int:
+        """Remove the checkpoints of sessions idle for more than ``ttl`` seconds; how many files
+        went."""
         ...
 
 
@@ -74,10 +96,12 @@ class DirectoryStore:
         self.location = str(self.directory)
         self.max_bytes = max_bytes
 
-    def _versions(self, edge_id: str, session_id: str) -> list[tuple[int, Path]]:
-        """The session's checkpoints by version: regular files named ``<session hash>-<12
-        digits>.ckpt``."""
-        pattern = re.compile(re.escape(_name(session_id)) + r"-(\d{12})\.ckpt")
+    def _versions(
+        self, edge_id: str, session_id: str, kind: str = "ckpt"
+    ) -> list[tuple[int, Path]]:
+        """The session's checkpoints (``kind`` "claim": reservations) by version: regular files
+        named ``<session hash>-<12 digits>.<kind>``."""
+        pattern = re.compile(re.escape(_name(session_id)) + r"-(\d{12})\." + kind)
         found = []
         try:
             with os.scandir(self.directory / _name(edge_id)) as entries:
@@ -89,22 +113,50 @@ class DirectoryStore:
             return []
         return sorted(found)
 
-    def create(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
+    def _link(self, edge_id: str, name: str, data: bytes) -> bool:
+        """Write ``data`` to a temporary file in the edge's folder and link it into place as
+        ``name``; False (and nothing left behind) when ``name`` exists."""
         folder = self.directory / _name(edge_id)
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=folder, prefix=".partial-")
+        for attempt in range(2):
+            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                fd, temporary = tempfile.mkstemp(dir=folder, prefix=".partial-")
+                break
+            # removed meanwhile by expire(), as the edge had been idle
+            except FileNotFoundError:
+                if attempt:
+                    raise
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
             try:
-                os.link(temporary, folder / f"{_name(session_id)}-{version:012d}.ckpt")
+                os.link(temporary, folder / name)
             except FileExistsError:
                 return False
         finally:
             Path(temporary).unlink(missing_ok=True)
-        for _, old in self._versions(edge_id, session_id)[:-KEEP_VERSIONS]:
-            old.unlink(missing_ok=True)
         return True
+
+    def claim(self, edge_id: str, session_id: str, version: int) -> bool:
+        if (self.directory / _name(edge_id) / f"{_name(session_id)}-{version:012d}.ckpt").exists():
+            return False
+        return self._link(edge_id, f"{_name(session_id)}-{version:012d}.claim", b"")
+
+    def create(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
+        if not self._link(edge_id, f"{_name(session_id)}-{version:012d}.ckpt", data):
+            return False
+        versions = self._versions(edge_id, session_id)
+        for _, old in versions[:-KEEP_VERSIONS]:
+            old.unlink(missing_ok=True)
+        oldest_kept = versions[-KEEP_VERSIONS:][0][0]
+        for claimed, old in self._versions(edge_id, session_id, "claim"):
+            if claimed < oldest_kept:
+                old.unlink(missing_ok=True)
+        return True
+
+    def latest(self, edge_id: str, session_id: str) -> int | None:
+        versions = self._versions(edge_id, session_id)
+        return versions[-1][0] if versions else None
 
     def load(self, edge_id: str, session_id: str) -> bytes | None:
         # a version pruned by a newer version's writer meanwhile: list again (the newer one is
@@ -147,9 +199,46 @@ class DirectoryStore:
 
     def forget_others(self, edge_id: str, session_id: str) -> None:
         keep = _name(session_id) + "-"
-        for path in (self.directory / _name(edge_id)).glob("*.ckpt"):
+        folder = self.directory / _name(edge_id)
+        for path in [*folder.glob("*.ckpt"), *folder.glob("*.claim")]:
             if not path.name.startswith(keep) and not path.is_dir():
                 path.unlink(missing_ok=True)
+
+    def expire(self, ttl: float) -> int:
+        """Remove the checkpoints (and parts of checkpoints whose writer died) last written more
+        than ``ttl`` seconds ago, and the edges' folders left empty; how many files went. Only this
+        store's names count: nothing else in the directory is touched, and no link is followed."""
+        cutoff, removed = time.time() - ttl, 0
+        try:
+            with os.scandir(self.directory) as top:
+                folders = [
+                    entry
+                    for entry in top
+                    if _EDGE.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)
+                ]
+        except FileNotFoundError:
+            return 0
+        for folder in folders:
+            with os.scandir(folder.path) as entries:
+                old = [
+                    entry.path
+                    for entry in entries
+                    if (_CHECKPOINT.fullmatch(entry.name) or entry.name.startswith(".partial-"))
+                    and entry.is_file(follow_symlinks=False)
+                    and entry.stat(follow_symlinks=False).st_mtime < cutoff
+                ]
+            for path in old:
+                try:
+                    os.unlink(path)
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+            try:
+                os.rmdir(folder.path)
+            # not empty: a session still in use, or a file of someone else's
+            except OSError:
+                pass
+        return removed
 
     def check(self) -> None:
         """Raise :class:`CheckpointStoreError` unless a checkpoint can be written and read back

@@ -116,6 +116,9 @@ class EdgeSession:
     version: int = 0
     # seq of the last key frame received
     last_seq: int | None = None
+    # False: what the edge holds is not known here (the update that made ``version`` was lost with
+    # the process that sent it, before its checkpoint): the next update carries full weights
+    edge_weights_known: bool = True
     stats: SessionStats = field(default_factory=SessionStats)
     # ends the session from outside (a newer connection of the same edge, a revoked token): the
     # connection sends the error as a fatal ERROR and closes
@@ -233,9 +236,10 @@ class EdgeSession:
         """``trained``: the trainable weights as training left them (host copies), which a partial
         update is encoded from; only an update that answers a training is partial."""
         distiller = self._require_distiller()
-        full = force_full or base_version != self.version
+        full = force_full or base_version != self.version or not self.edge_weights_known
         if full:
             blob = self.encoder.full(distiller.student.state_dict())
+            self.edge_weights_known = True
         else:
             assert trained is not None, (
                 "a partial update answers a training, whose result carries the weights"

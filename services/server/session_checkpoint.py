@@ -1,14 +1,18 @@
 """A distill session's model state as bytes, and the session rebuilt from them in any process.
 
-:func:`snapshot` takes what the next key frame needs: the trainable weights, Adam's state, the
+:func:`capture` takes what the next key frame needs: the trainable weights, Adam's state, the
 version, the weights the edge holds (the encoder's mirror, so the next partial update is the one
 the original session would have sent), the agreement of the HELLO (without its token), and the
 last reply with its key frame's ``seq`` (so a key frame whose answer was lost with its process is
-answered again, not trained twice). :func:`restore` rebuilds the session on a fresh copy of the
-base student: its next UPDATE continues the version sequence the edge holds.
+answered again, not trained twice); :func:`pack` makes it bytes in the compact, lossless form of
+``services.server.checkpoint_pack`` (any thread, while the session trains on); :func:`snapshot`
+does both. :func:`restore` rebuilds the session on a fresh copy of the base student: bit for bit
+the weights, Adam's state and the mirror it was taken from, so its next UPDATE continues the
+version sequence the edge holds and is the one the original session would have sent.
 
 :func:`restore` uses nothing it has not checked (``services.server.checkpoint_checks``): a
-bounded zip archive, loaded with ``weights_only``; the HELLO's edge and the session id those of
+bounded zstd frame holding a bounded zip archive, loaded with ``weights_only`` (a checkpoint
+of format 1, an earlier release's, is refused unread); the HELLO's edge and the session id those of
 the slot asked for; every field of its type; the weights, the mirror and Adam's state exactly
 the student's keys, shapes and dtypes; the student size within the frame bounds. Anything else
 is a :class:`CheckpointFormatError`, raised before the session is touched.
@@ -17,7 +21,6 @@ is a :class:`CheckpointFormatError`, raised before the session is touched.
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 import socket
 import time
@@ -29,12 +32,18 @@ import torch
 
 from services.server.checkpoint_checks import (
     CheckpointFormatError,
-    check_archive,
     check_coordinates,
     check_fields,
     check_optimizer,
     check_sparse,
     check_tensors,
+)
+from services.server.checkpoint_pack import (
+    archive,
+    pack_tensor,
+    unarchive,
+    unpack_tensor,
+    unpack_tensors,
 )
 from services.server.session import EdgeSession, Traffic
 from shadowtutor.algorithms.distill import Distiller, DistillResult
@@ -43,7 +52,7 @@ from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.protocol.codecs import FRAME_CODECS, WEIGHT_CODECS
 from shadowtutor.protocol.messages import Hello, Message, decode, encode
 
-FORMAT = 1
+FORMAT = 2
 _INT, _OPTIONAL_INT = (int,), (int, type(None))
 # each field of the record and the types it may hold (weights, optimizer and mirror: checked
 # further)
@@ -83,16 +92,18 @@ class Restored:
     writer: str
 
 
-def snapshot(
+def capture(
     session: EdgeSession,
     reply: Message | None = None,
     reply_seq: int | None = None,
     trained: DistillResult | None = None,
-) -> bytes:
-    """The checkpoint of a distill ``session`` after it sent ``reply`` for the key frame
-    ``reply_seq`` (taken by this process: its ``HOST:PID`` is the checkpoint's writer). ``trained``:
-    the result of the training that ``reply`` answers, whose host copies of the weights and the
-    optimiser's state are the session's (None: :meth:`Distiller.state_on_host`)."""
+) -> dict[str, Any]:
+    """The checkpoint record of a distill ``session`` after it sent ``reply`` for the key frame
+    ``reply_seq``, taken now by this process (its ``HOST:PID`` is the writer): host copies of
+    everything, which nothing changes later, so :func:`pack` may turn it into bytes in any thread
+    while the session trains on. ``trained``: the result of the training that ``reply`` answers,
+    whose host copies of the weights and the optimiser's state are the session's (None:
+    :meth:`Distiller.state_on_host`)."""
     distiller = session.distiller
     if distiller is None:
         raise ValueError("a naive-mode session has no model state to checkpoint")
@@ -102,9 +113,9 @@ def snapshot(
         if trained is not None
         else distiller.state_on_host()
     )
-    record = {
+    return {
         "format": FORMAT,
-        "hello": encode(dataclasses.replace(session.hello, token=None)),
+        "hello": dataclasses.replace(session.hello, token=None),
         "session_id": session.session_id,
         "frame_codec": session.frame_codec,
         "weight_codec": session.weight_codec,
@@ -123,14 +134,63 @@ def snapshot(
             "every": distiller.chooser.options.every,
             "chooser": distiller.chooser.state(),
         },
-        "reply": encode(reply) if reply is not None else None,
+        "reply": reply,
         "reply_seq": reply_seq,
         "saved_at": time.time(),
         "writer": f"{socket.gethostname()}:{os.getpid()}",
     }
-    buffer = io.BytesIO()
-    torch.save(record, buffer)
-    return buffer.getvalue()
+
+
+def pack(record: dict[str, Any]) -> bytes:
+    """The stored form of a :func:`capture` record: the weights and Adam's moments as byte planes,
+    the weights the edge holds and the values last sent as their difference from the weights (the
+    values last sent only where they differ), messages encoded, all zstd-compressed
+    (``checkpoint_pack``)."""
+    weights = record["weights"]
+    references = {key: value.float() for key, value in weights.items()}
+    optimizer, mirror = record["optimizer"], record["mirror"]
+    return archive(
+        {
+            **record,
+            "hello": encode(record["hello"]),
+            "reply": encode(record["reply"]) if record["reply"] is not None else None,
+            "weights": {key: pack_tensor(value) for key, value in weights.items()},
+            "optimizer": {
+                **optimizer,
+                "state": {
+                    index: {
+                        name: pack_tensor(value)
+                        if isinstance(value, torch.Tensor) and value.dim() > 0
+                        else value
+                        for name, value in entry.items()
+                    }
+                    for index, entry in optimizer["state"].items()
+                },
+            },
+            "mirror": {
+                "held": {
+                    key: pack_tensor(value, references[key])
+                    for key, value in mirror["held"].items()
+                },
+                "sent": {
+                    key: pack_tensor(value, references[key])
+                    for key, value in mirror["sent"].items()
+                    if not torch.equal(value, references[key])
+                },
+                "coordinates": mirror["coordinates"],
+            },
+        }
+    )
+
+
+def snapshot(
+    session: EdgeSession,
+    reply: Message | None = None,
+    reply_seq: int | None = None,
+    trained: DistillResult | None = None,
+) -> bytes:
+    """:func:`pack` of :func:`capture`: the checkpoint's bytes, taken now."""
+    return pack(capture(session, reply, reply_seq, trained))
 
 
 def restore(
@@ -166,22 +226,18 @@ def restore(
     distiller = new_distiller(_student_size(record["student_size"], max_size))
     student = distiller.student.state_dict()
     expected = {key: student[key] for key in distiller.trainable_keys}
-    check_tensors("weights", record["weights"], expected)
-    mirror = record["mirror"]
-    if not {"held", "sent"} <= set(mirror) <= {"held", "sent", "coordinates"}:
-        raise CheckpointFormatError("mirror: not the held and sent weights")
-    for part in ("held", "sent"):
-        check_tensors(
-            f"mirror {part}", mirror[part], {key: t.float() for key, t in expected.items()}
-        )
+    weights = unpack_tensors("weights", record["weights"], expected)
+    check_tensors("weights", weights, expected)
+    mirror = _mirror(record["mirror"], weights)
     check_coordinates(mirror.get("coordinates"), expected)
     sparse = record.get("sparse")
     check_sparse(sparse, expected)
     params_in_order = [p for group in distiller.optimizer.param_groups for p in group["params"]]
-    check_optimizer(record["optimizer"], distiller.optimizer.state_dict(), params_in_order)
+    optimizer = _optimizer(record["optimizer"], params_in_order)
+    check_optimizer(optimizer, distiller.optimizer.state_dict(), params_in_order)
     try:
-        distiller.student.load_state_dict(record["weights"], strict=False)
-        distiller.optimizer.load_state_dict(record["optimizer"])
+        distiller.student.load_state_dict(weights, strict=False)
+        distiller.optimizer.load_state_dict(optimizer)
     except (RuntimeError, KeyError, TypeError, ValueError) as exc:
         raise CheckpointFormatError(
             f"optimizer: not this student's ({type(exc).__name__}: {exc})"[:300]
@@ -215,12 +271,52 @@ def restore(
 
 
 def _load(data: bytes) -> Any:
-    """The record in ``data`` (a bounded archive, loaded without code)."""
-    check_archive(data)
-    try:
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise CheckpointFormatError(f"not a session checkpoint: {exc}"[:300]) from None
+    """The record in ``data`` (bounded, loaded without code)."""
+    return unarchive(data)
+
+
+def _mirror(given: Any, weights: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The encoder's mirror from its stored form: held values and (where stored) values last sent,
+    both against the weights; a value last sent that is not stored is the weight's."""
+    if not isinstance(given, dict) or not {"held", "sent"} <= set(given) <= {
+        "held",
+        "sent",
+        "coordinates",
+    }:
+        raise CheckpointFormatError("mirror: not the held and sent weights")
+    references = {key: value.float() for key, value in weights.items()}
+    held = unpack_tensors("mirror held", given["held"], references, references)
+    sent = {key: value.clone() for key, value in references.items()}
+    sent.update(unpack_tensors("mirror sent", given["sent"], references, references, subset=True))
+    for part, tensors in (("held", held), ("sent", sent)):
+        check_tensors(f"mirror {part}", tensors, references)
+    return {"held": held, "sent": sent, "coordinates": given.get("coordinates")}
+
+
+def _optimizer(given: Any, params: list[torch.Tensor]) -> Any:
+    """``given`` with every stored tensor of a parameter's state unpacked to that parameter's shape
+    and dtype (what is not such a state is left for :func:`check_optimizer` to refuse)."""
+    state = given.get("state") if isinstance(given, dict) else None
+    if not isinstance(state, dict):
+        return given
+    unpacked = {}
+    for index, entry in state.items():
+        if (
+            not isinstance(index, int)
+            or isinstance(index, bool)
+            or not 0 <= index < len(params)
+            or not isinstance(entry, dict)
+        ):
+            return given
+        unpacked[index] = {
+            name: unpack_tensor(
+                f"optimizer: {str(name)[:40]} of parameter {index}", value, params[index]
+            )
+            if isinstance(value, torch.Tensor) and value.dim() > 0
+            else value
+            for name, value in entry.items()
+        }
+    return {**given, "state": unpacked}
 
 
 def _decoded(data: bytes, what: str) -> Message:

@@ -163,6 +163,17 @@ class ServerSettings(FlatSettings):
         "with (HMAC-SHA256); a checkpoint without a matching tag is refused. The same on every "
         "replica",
     )
+    checkpoint_ttl: float = Field(
+        3600.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="with --ray: seconds a session's checkpoints stay in the store after its last "
+        "update; "
+        "past that the teaching replicas remove them (a connected edge sends a key frame at least "
+        "every "
+        "max_stride frames, so only edges that left are idle that long)",
+    )
     forwarded_allow_ips: CommaList = Field(
         None,
         description="comma-separated addresses (or networks, or *) of reverse proxies whose "

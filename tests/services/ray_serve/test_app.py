@@ -5,6 +5,7 @@ WebSocket edges, the load benchmark's simulated cameras). A teaching replica is 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -130,8 +131,15 @@ def _until(condition, timeout: float = 30.0) -> None:  # noqa: ANN001
         time.sleep(0.1)
 
 
-def _check_every_key_frame_answered_in_one_version_line(deployment: Deployment,
-                                                         cameras: list[SimulatedCamera]) -> None:
+def _stored_version(deployment: Deployment, edge_id: str, session_id: str) -> object:
+    return header(deployment.store.load(edge_id, session_id))["version"]
+
+
+def _check_every_key_frame_answered_in_one_version_line(
+    deployment: Deployment, cameras: list[SimulatedCamera], taken_over: frozenset[str] = frozenset(),
+) -> None:
+    """``taken_over``: edges whose replica was killed; the answer it sent last may have gone out before its
+    checkpoint was written, and then the replica that takes over sends full weights once."""
     for camera in cameras:
         result = camera.result
         assert result.records, result.edge_id
@@ -139,9 +147,13 @@ def _check_every_key_frame_answered_in_one_version_line(deployment: Deployment,
         assert result.errors == {} and result.failure is None, (result.edge_id, result.errors, result.failure)
         assert (result.disconnects, result.sessions) == (0, 1), result.edge_id  # kept its WebSocket
         # versions followed one another (an update on another base is refused), never a full download again
-        assert (result.rejected_updates, result.full_answers, result.resyncs) == (0, 0, 0), result.edge_id
-        server = header(deployment.store.load(result.edge_id, camera.session.session_id))
-        assert camera.student.version == server["version"] == len(result.records), result.edge_id
+        assert (result.rejected_updates, result.resyncs) == (0, 0), result.edge_id
+        assert result.full_answers <= (result.edge_id in taken_over), result.edge_id
+        assert camera.student.version == len(result.records), result.edge_id
+        # the last checkpoints are written behind their answers
+        count = len(result.records)
+        written = functools.partial(_stored_version, deployment, result.edge_id, camera.session.session_id)
+        _until(lambda written=written, count=count: written() == count, timeout=10.0)
 
 
 def test_a_killed_teaching_replica_loses_no_key_frame_and_no_session(deployment: Deployment) -> None:
@@ -156,7 +168,7 @@ def test_a_killed_teaching_replica_loses_no_key_frame_and_no_session(deployment:
     os.kill(int(victim.rpartition(":")[2]), signal.SIGKILL)  # the replica's process
     for thread in threads:
         thread.join()
-    _check_every_key_frame_answered_in_one_version_line(deployment, cameras)
+    _check_every_key_frame_answered_in_one_version_line(deployment, cameras, frozenset(moved))
     after = _writers(deployment, cameras)
     assert all(after[edge] != victim for edge in moved)  # taken over from their checkpoints
     metrics = _metrics(deployment)
@@ -166,8 +178,9 @@ def test_a_killed_teaching_replica_loses_no_key_frame_and_no_session(deployment:
     assert sample_value(metrics, "shadowtutor_server_teaching_replica_sessions", replica=survivor) >= 0
     with pytest.raises(KeyError):
         sample_value(metrics, "shadowtutor_server_teaching_replica_sessions", replica=victim)
+    # a write is reported with the session's next answer: the last one of each session is not
     assert sample_value(metrics, "shadowtutor_server_checkpoint_seconds_count") >= sum(
-        len(c.result.records) for c in cameras)
+        len(c.result.records) for c in cameras) - 2 * EDGES
 
 
 def test_replica_count_changes_while_edges_run_lose_nothing(deployment: Deployment) -> None:
@@ -218,7 +231,8 @@ def test_resync_naive_mode_and_sessions_through_the_ingress(deployment: Deployme
         with urllib.request.urlopen(f"{deployment.base}/v1/sessions", timeout=5) as response:
             sessions = {s["edge_id"]: s for s in json.loads(response.read())["sessions"]}
         assert sessions["wire-distill"]["version"] == 2 and sessions["wire-naive"]["mode"] == "naive"
-    assert header(deployment.store.load("wire-distill", welcome.session_id))["version"] == 2
+    # written behind the answer
+    _until(lambda: _stored_version(deployment, "wire-distill", welcome.session_id) == 2, timeout=10.0)
 
 
 def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(deployment: Deployment) -> None:
@@ -251,6 +265,7 @@ def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(depl
         other = restore(deployment.store.load("race", welcome.session_id), params, new_distiller, edge_id="race",
                         session_id=welcome.session_id, max_size=(1920, 1080)).session
         first = other.distill(0, scene.frames[0], scene.labels[0], base_version=0, teacher_ms=0.0)
+        assert deployment.store.claim("race", welcome.session_id, 1)
         assert deployment.store.create("race", welcome.session_id, 1, snapshot(other, first, 0))
         ws.send(key_frame(0, base_version=0))
         answer = decode(ws.recv(timeout=30))
@@ -258,7 +273,7 @@ def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(depl
         ws.send(key_frame(1, base_version=1))
         after = decode(ws.recv(timeout=30))
         assert isinstance(after, Update) and (after.version, after.full) == (2, False)
-    assert header(deployment.store.load("race", welcome.session_id))["version"] == 2
+    _until(lambda: _stored_version(deployment, "race", welcome.session_id) == 2, timeout=10.0)
 
 
 def test_a_bad_ray_address_is_one_clear_error(tmp_path: Path, deployment: Deployment) -> None:

@@ -7,6 +7,8 @@ The store, the checkpoints and their checks are the real ones."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,15 +24,16 @@ from services.ray_serve.teaching import TeachingReplica, _error, _Slot  # noqa: 
 from services.server.checkpoint_checks import CheckpointFormatError  # noqa: E402
 from services.server.checkpoint_seal import seal, unseal  # noqa: E402
 from services.server.checkpoint_store import DirectoryStore  # noqa: E402
+from services.server.checkpoint_writer import CheckpointWriter  # noqa: E402
 from services.server.remote_teaching import SessionEnded  # noqa: E402
 from services.server.session import EdgeSession, Traffic  # noqa: E402
-from services.server.session_checkpoint import snapshot  # noqa: E402
+from services.server.session_checkpoint import header, snapshot  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
 from shadowtutor.algorithms.sparse_options import SparseOptions  # noqa: E402
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError  # noqa: E402
 from shadowtutor.protocol.messages import Error, Hello  # noqa: E402
 from tests.services.server.test_session_checkpoint import PARAMS, new_distiller  # noqa: E402
-from tests.support.scene import CLASS_NAMES  # noqa: E402
+from tests.support.scene import CLASS_NAMES, make_frames  # noqa: E402
 
 
 def _replica(store: DirectoryStore, pool: ThreadPoolExecutor) -> TeachingReplica:
@@ -74,6 +77,86 @@ def test_its_own_checkpoint_is_restored(tmp_path: Path) -> None:
         session = asyncio.run(_replica(store, pool)._session(slot, SessionRef(session_id, 0), None))
         slot.dropped = True
     assert session.session_id == session_id and session.hello.edge_id == "cam-1"
+
+
+def test_a_checkpoint_behind_the_edge_is_taken_and_the_next_update_is_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The replica that answered version 2 died before writing its checkpoint: the store holds version 1. The
+    session goes on from version 1 (after waiting for a newer one a while), numbers on from the edge's
+    version 2, and sends full weights, as it no longer knows what the edge holds."""
+    monkeypatch.setattr(teaching, "CHECKPOINT_LAG_SECONDS", 0.3)
+    frames, labels = make_frames(3)
+    hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    original = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None), delta_codec="q8delta+zstd")
+    original.welcome()
+    original.distill(0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
+    store = DirectoryStore(tmp_path)
+    store.create("cam-1", original.session_id, 1, snapshot(original))
+    original.distill(1, frames[1], labels[1], base_version=1, teacher_ms=1.0)  # version 2, never stored
+    with ThreadPoolExecutor(1) as pool:
+        slot = _Slot("cam-1", lambda: None)
+        start = time.monotonic()
+        session = asyncio.run(_replica(store, pool)._session(slot, SessionRef(original.session_id, 2), 2))
+        slot.dropped = True
+    assert time.monotonic() - start >= 0.3
+    assert session.version == 2 and slot.moved
+    update = session.distill(2, frames[2], labels[2], base_version=2, teacher_ms=1.0)
+    assert (update.version, update.full) == (3, True)
+    following = session.distill(2, frames[2], labels[2], base_version=3, teacher_ms=1.0)
+    assert (following.version, following.full) == (4, False)
+
+
+class _SlowStore(DirectoryStore):
+    """The real directory store, whose writes wait for ``release`` (a slow shared file system)."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.release = threading.Event()
+
+    def create(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
+        self.release.wait(30)
+        return super().create(edge_id, session_id, version, data)
+
+
+def test_the_answer_does_not_wait_for_the_checkpoint_and_a_lost_claim_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(teaching, "CHECKPOINT_LAG_SECONDS", 0.3)
+    store = _SlowStore(tmp_path)
+    hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None))
+    welcome = session.welcome()
+    with ThreadPoolExecutor(1) as pool:
+        replica = _replica(store, pool)
+        replica.writer = CheckpointWriter(store).start()
+        slot = _Slot("cam-1", lambda: None)
+
+        async def answer() -> tuple[bool, float]:
+            start = time.monotonic()
+            claimed = await replica._checkpoint(slot, session, welcome, None)
+            return claimed, time.monotonic() - start
+
+        claimed, seconds = asyncio.run(answer())
+        assert claimed and seconds < 5.0 and store.load("cam-1", session.session_id) is None
+        assert slot.session is session
+        store.release.set()
+        assert replica.writer.close()
+        assert header(store.load("cam-1", session.session_id))["version"] == 0
+        # another replica answered the next version first: this one must not answer with its own
+        replica.writer = CheckpointWriter(store).start()
+        session.version = 1
+        assert store.claim("cam-1", session.session_id, 1)
+        store.create("cam-1", session.session_id, 1, snapshot(session))
+        assert not asyncio.run(replica._checkpoint(slot, session, welcome, None))
+        assert slot.session is None
+        # a claim whose checkpoint never comes (its replica died): after a while this replica stores its own
+        session.version = 2
+        assert store.claim("cam-1", session.session_id, 2)
+        assert asyncio.run(replica._checkpoint(slot, session, welcome, None)) and slot.session is session
+        assert replica.writer.close()
+        assert store.latest("cam-1", session.session_id) == 2
+        slot.dropped = True
 
 
 def test_the_ingress_ends_the_connection_only_for_a_fatal_answer() -> None:
@@ -135,7 +218,9 @@ def test_a_session_opened_on_a_replica_trains_the_servers_sparse_share(
         replica.settings = ServerSettings(sparse_fraction=0.05, sparse_every=3)
         replica._started, replica._slot, replica._held = True, the_slot, 1
         replica.name = "replica-1"
+        replica.writer = CheckpointWriter(replica.store).start()
         asyncio.run(replica.open(request))
+        assert replica.writer.close()
         slot.dropped = True
     assert slot.session is not None and slot.session.distiller is not None
     chooser = slot.session.distiller.chooser

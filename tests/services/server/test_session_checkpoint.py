@@ -9,8 +9,10 @@ from collections.abc import Callable
 
 import pytest
 import torch
+import zstandard
 
 from services.server.checkpoint_checks import MAX_CHECKPOINT_BYTES
+from services.server.checkpoint_pack import archive, unarchive
 from services.server.session import EdgeSession, Traffic
 from services.server.session_checkpoint import CheckpointFormatError, header, restore, snapshot
 from shadowtutor.algorithms.distill import Distiller
@@ -111,14 +113,11 @@ def _checkpoint() -> tuple[EdgeSession, dict]:
     session = original()
     session.welcome()
     update = session.distill(0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
-    record = torch.load(io.BytesIO(snapshot(session, update, reply_seq=0)), weights_only=True)
-    return session, record
+    return session, unarchive(snapshot(session, update, reply_seq=0))
 
 
 def _saved(record: dict) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(record, buffer)
-    return buffer.getvalue()
+    return archive(record)
 
 
 def _tampered(record: dict, key: str, change: object) -> dict:
@@ -151,7 +150,7 @@ TAMPERINGS = {
     "a string optimiser step": ("optimizer", lambda r: _first_state(r).update(step="1"), "not a tensor"),
     "a bad mirror": ("mirror", {"held": {}}, "mirror"),
     "an unknown codec": ("frame_codec", "gif", "codecs"),
-    "a format from elsewhere": ("format", 2, "format"),
+    "a format from elsewhere": ("format", 3, "format"),
     "a reply that is no message": ("reply", b"junk", "reply"),
     "not a record": ("", lambda r: r.clear(), "'format'"),
 }
@@ -174,13 +173,26 @@ def test_a_checkpoint_is_restored_only_into_its_own_edges_slot() -> None:
         restore(data, PARAMS, new_distiller, edge_id="cam-1", session_id=session.session_id, max_size=BOUND)
 
 
-def test_an_archive_that_inflates_past_the_bound_is_refused_unread() -> None:
+def test_a_checkpoint_that_inflates_past_the_bound_is_refused_unread() -> None:
+    bomb = zstandard.ZstdCompressor().compress(b"\0" * (MAX_CHECKPOINT_BYTES + 1))
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("archive/data/0", b"\0" * (MAX_CHECKPOINT_BYTES + 1))
-    assert len(buffer.getvalue()) < MAX_CHECKPOINT_BYTES // 100
-    with pytest.raises(CheckpointFormatError, match="inflates"):
-        restore(buffer.getvalue(), PARAMS, new_distiller, edge_id="cam", session_id="s", max_size=BOUND)
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as inner:
+        inner.writestr("archive/data/0", b"\0" * (MAX_CHECKPOINT_BYTES + 1))
+    zip_bomb = zstandard.ZstdCompressor().compress(buffer.getvalue())
+    for data in (bomb, zip_bomb):
+        assert len(data) < MAX_CHECKPOINT_BYTES // 100
+        with pytest.raises(CheckpointFormatError, match="inflates"):
+            restore(data, PARAMS, new_distiller, edge_id="cam", session_id="s", max_size=BOUND)
+
+
+def test_a_checkpoint_of_the_earlier_format_is_refused_in_one_line() -> None:
+    session, record = _checkpoint()
+    buffer = io.BytesIO()
+    torch.save({**record, "format": 1}, buffer)
+    with pytest.raises(CheckpointFormatError, match="earlier release") as refused:
+        restore(buffer.getvalue(), PARAMS, new_distiller, edge_id="cam", session_id=session.session_id,
+                max_size=BOUND)
+    assert "\n" not in str(refused.value)
 
 
 def sparse_session(every: int) -> EdgeSession:
@@ -238,15 +250,13 @@ def test_a_sparse_checkpoint_with_a_tampered_set_or_chooser_is_refused() -> None
     session.welcome()
     for seq in range(2):
         session.distill(seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
-    record = torch.load(io.BytesIO(snapshot(session)), weights_only=True)
+    record = unarchive(snapshot(session))
 
     def refused(change: Callable[[dict], None], match: str) -> None:
         tampered = copy.deepcopy(record)
         change(tampered)
-        buffer = io.BytesIO()
-        torch.save(tampered, buffer)
         with pytest.raises(CheckpointFormatError, match=match):
-            restore(buffer.getvalue(), PARAMS, new_distiller, edge_id="cam", session_id=session.session_id,
+            restore(archive(tampered), PARAMS, new_distiller, edge_id="cam", session_id=session.session_id,
                     max_size=BOUND)
 
     first = next(iter(record["mirror"]["coordinates"]["indices"]))
