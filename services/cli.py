@@ -48,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ray.add_argument("--ray-gpus", type=float, default=0.0, metavar="G",
                      help="GPUs per teaching replica (default 0; 1: one replica per GPU)")
     ray.add_argument("--ray-cpus", type=float, default=1.0, metavar="C", help="CPUs per teaching replica (default 1)")
+    ray.add_argument("--ray-ingresses", type=int, default=1, metavar="N",
+                     help="ingress replicas holding the edges' WebSockets (default 1); losing one costs only its "
+                     "edges a reconnect")
     ray.add_argument("--ray-replica-sessions", type=int, default=None, metavar="N",
                      help="students one teaching replica holds, least recently used dropped past that (its "
                      "checkpoint stays); default --max-sessions, which bounds the edges the ingress admits")
@@ -119,7 +122,7 @@ def run_on_ray(args: argparse.Namespace, settings: ServerSettings) -> int:
     store = args.checkpoint_store  # a directory: absolute, for replicas that run elsewhere
     options = ServeOptions(replicas=args.ray_replicas, gpus=args.ray_gpus, cpus=args.ray_cpus,
                            store=store if "://" in store else str(Path(store).resolve()),
-                           replica_sessions=args.ray_replica_sessions)
+                           replica_sessions=args.ray_replica_sessions, ingresses=args.ray_ingresses)
     deploy(args.ray, settings, options)
     from services.ray_serve.summary import alive_actors, summary_lines
 

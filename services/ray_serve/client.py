@@ -1,12 +1,16 @@
 """The ingress's side of the teaching deployment: a :class:`~services.server.remote_teaching.RemoteTeaching`
 over a Serve deployment handle.
 
-Requests of a distill session carry ``multiplexed_model_id=edge_id`` (Serve routes them to the
-replica holding that student). A request that a dying or unreachable replica did not answer is
-sent again, for up to ``retry_seconds``: the next replica rebuilds the session from its
-checkpoint (or answers from it, when the lost answer was already checkpointed), so the edge keeps
-its connection, its version and its place in the version sequence. An error the replica
-answers with goes to the edge for that key frame only.
+Requests of a distill session carry ``multiplexed_model_id=edge_id``: the deployment's request
+router (``services.ray_serve.placement``) sends them to the replica holding that session, or moves
+the session to a less loaded replica. When an edge's answer comes from another replica than its
+last one, the old one is told to release its copy; so is the last one of an edge that left.
+
+A request that a dying or unreachable replica did not answer is sent again, for up to
+``retry_seconds``: the next replica rebuilds the session from its checkpoint (or answers from it,
+when the lost answer was already checkpointed), so the edge keeps its connection, its version and
+its place in the version sequence. An error the replica answers with goes to the edge for that key
+frame only.
 """
 
 from __future__ import annotations
@@ -24,7 +28,15 @@ from ray.serve.exceptions import DeploymentUnavailableError, ReplicaUnavailableE
 from ray.serve.handle import DeploymentHandle
 
 from services.ray_serve.metrics import TeachingMetrics
-from services.ray_serve.requests import Answer, LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
+from services.ray_serve.requests import (
+    Answer,
+    LabelKeyFrame,
+    OpenSession,
+    ReleaseSlot,
+    Resync,
+    SessionRef,
+    TrainKeyFrame,
+)
 from services.server.metrics import ServerMetrics
 from services.server.remote_teaching import SessionEnded
 from services.server.session import EdgeSession
@@ -36,17 +48,27 @@ REPLICA_LOST = (RayActorError, ActorDiedError, ActorUnavailableError, Deployment
                 ReplicaUnavailableError)
 
 
+RELEASE_TIMEOUT = 10.0  # seconds a release may wait for its replica before it is given up
+SWEEP_INTERVAL = 1.0  # seconds between looks for edges that left
+
+
 class ServeTeaching:
     def __init__(self, handle: DeploymentHandle, retry_seconds: float = 60.0) -> None:
         self.handle = handle
         self.retry_seconds = retry_seconds
         self.metrics: ServerMetrics | None = None
         self.teaching_metrics: TeachingMetrics | None = None
+        self.live_edges: Callable[[], Collection[str]] | None = None
+        # edge id -> unique id of the replica whose answer it got last
+        self.holders: dict[str, str] = {}
+        self._swept = 0.0
+        self._releases: set[asyncio.Task[None]] = set()
 
     def export_to(self, metrics: ServerMetrics, live_edges: Callable[[], Collection[str]]) -> None:
         """Count into the server's metrics (distillation latency and steps) and add the teaching's own;
         ``live_edges()`` names the edges connected now."""
         self.metrics = metrics
+        self.live_edges = live_edges
         self.teaching_metrics = TeachingMetrics(metrics.registry, live_edges)
 
     async def describe(self) -> dict[str, Any]:
@@ -114,6 +136,8 @@ class ServeTeaching:
                 answer: Answer = await getattr(handle, method).remote(request)
                 if self.teaching_metrics is not None:
                     self.teaching_metrics.record(answer, edge_id)
+                if edge_id is not None:
+                    self._held_by(edge_id, answer.replica_id)
                 if answer.moved:
                     log.info("the session of edge %r was rebuilt from its checkpoint on replica %s (%s)",
                              edge_id, answer.replica, method)
@@ -130,3 +154,32 @@ class ServeTeaching:
                 log.warning("teaching replica %s was lost during %s for edge %r (%s); sending it again",
                             lost or "?", method, edge_id, type(exc).__name__)
                 await asyncio.sleep(0.2)
+
+    def _held_by(self, edge_id: str, replica_id: str) -> None:
+        """The edge's session is on ``replica_id`` now: its copy on the replica it left is released, and so
+        are the copies of edges that left (looked for at most every ``SWEEP_INTERVAL`` seconds)."""
+        before = self.holders.get(edge_id)
+        self.holders[edge_id] = replica_id
+        if before is not None and before != replica_id:
+            self._release(ReleaseSlot(edge_id, before))
+        now = time.monotonic()
+        if self.live_edges is None or now - self._swept < SWEEP_INTERVAL:
+            return
+        self._swept = now
+        live = set(self.live_edges())
+        for edge in [edge for edge in self.holders if edge not in live]:
+            self._release(ReleaseSlot(edge, self.holders.pop(edge), ended=True))
+
+    def _release(self, request: ReleaseSlot) -> None:
+        """Send ``request`` in the background; a replica that does not answer in ``RELEASE_TIMEOUT`` seconds
+        is left to drop the slot by its own limit."""
+        async def release() -> None:
+            try:
+                await asyncio.wait_for(self.handle.release.remote(request), RELEASE_TIMEOUT)
+            except Exception as exc:  # the release only frees memory and evens the count: never an edge's error
+                log.warning("could not release the slot of edge %r on replica %s (%s)", request.edge_id,
+                            request.replica_id, type(exc).__name__)
+
+        task = asyncio.get_running_loop().create_task(release())
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)

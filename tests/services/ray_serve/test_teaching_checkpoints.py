@@ -53,10 +53,9 @@ def test_another_edges_checkpoint_in_the_slot_ends_the_session_with_a_fatal_erro
     store.create("cam-1", own_session, 0, others)  # cam-2's state put in cam-1's slot
     with ThreadPoolExecutor(1) as pool:
         replica = _replica(store, pool)
-        slot = _Slot("cam-1", lambda: None)
+        slot = _Slot("cam-1")
         with pytest.raises(SessionEnded, match="checkpoint is refused .*of edge 'cam-2'") as ended:
             asyncio.run(replica._session(slot, SessionRef(own_session, 0), None))
-        slot.dropped = True
     assert slot.session is None
     error = _error(ended.value, 7)
     assert (error.fatal, error.code, error.seq) == (True, ErrorCode.INTERNAL.value, 7)
@@ -68,9 +67,8 @@ def test_its_own_checkpoint_is_restored(tmp_path: Path) -> None:
     session_id, data = _checkpoint_of("cam-1")
     store.create("cam-1", session_id, 0, data)
     with ThreadPoolExecutor(1) as pool:
-        slot = _Slot("cam-1", lambda: None)
+        slot = _Slot("cam-1")
         session = asyncio.run(_replica(store, pool)._session(slot, SessionRef(session_id, 0), None))
-        slot.dropped = True
     assert session.session_id == session_id and session.hello.edge_id == "cam-1"
 
 
@@ -104,10 +102,9 @@ def test_with_a_secret_only_checkpoints_tagged_for_the_slot_are_used(tmp_path: P
     with ThreadPoolExecutor(1) as pool:
         replica = _replica(store, pool)
         replica.settings = ServerSettings(checkpoint_secret="a checkpoint secret")
-        slot = _Slot("cam-1", lambda: None)
+        slot = _Slot("cam-1")
         with pytest.raises(SessionEnded, match="no integrity tag"):
             asyncio.run(replica._session(slot, SessionRef(session_id, 0), None))
-        slot.dropped = True
 
 
 def unseal_error(stored: bytes, key: bytes | None, edge_id: str, session_id: str) -> str:
