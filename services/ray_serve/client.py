@@ -16,6 +16,7 @@ frame only.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import logging
 import time
@@ -48,7 +49,7 @@ REPLICA_LOST = (RayActorError, ActorDiedError, ActorUnavailableError, Deployment
                 ReplicaUnavailableError)
 
 
-RELEASE_TIMEOUT = 10.0  # seconds a release may wait for its replica before it is given up
+RELEASE_TIMEOUT = 30.0  # seconds a release may wait for its replica before it is sent again
 SWEEP_INTERVAL = 1.0  # seconds between looks for edges that left
 
 
@@ -63,6 +64,8 @@ class ServeTeaching:
         self.holders: dict[str, str] = {}
         self._swept = 0.0
         self._releases: set[asyncio.Task[None]] = set()
+        # releases that failed, sent again at the next sweep (a slot left behind counts as a session)
+        self._failed: list[ReleaseSlot] = []
 
     def export_to(self, metrics: ServerMetrics, live_edges: Callable[[], Collection[str]]) -> None:
         """Count into the server's metrics (distillation latency and steps) and add the teaching's own;
@@ -166,20 +169,27 @@ class ServeTeaching:
         if self.live_edges is None or now - self._swept < SWEEP_INTERVAL:
             return
         self._swept = now
+        failed, self._failed = self._failed, []
+        for request in failed:
+            self._release(request)
         live = set(self.live_edges())
         for edge in [edge for edge in self.holders if edge not in live]:
             self._release(ReleaseSlot(edge, self.holders.pop(edge), ended=True))
 
     def _release(self, request: ReleaseSlot) -> None:
-        """Send ``request`` in the background; a replica that does not answer in ``RELEASE_TIMEOUT`` seconds
-        is left to drop the slot by its own limit."""
+        """Send ``request`` in the background; when its replica does not answer in ``RELEASE_TIMEOUT``
+        seconds, again at the next sweep (a replica that is gone answers no more: its router sends the
+        request to any other replica, which ignores it)."""
         async def release() -> None:
             try:
                 await asyncio.wait_for(self.handle.release.remote(request), RELEASE_TIMEOUT)
             except Exception as exc:  # the release only frees memory and evens the count: never an edge's error
-                log.warning("could not release the slot of edge %r on replica %s (%s)", request.edge_id,
-                            request.replica_id, type(exc).__name__)
+                log.warning("could not release the slot of edge %r on replica %s (%s); trying again",
+                            request.edge_id, request.replica_id, type(exc).__name__)
+                self._failed.append(request)
 
-        task = asyncio.get_running_loop().create_task(release())
+        # a context of its own: not a child of the request that happened to send it (Serve would cancel
+        # it when that request ends)
+        task = asyncio.get_running_loop().create_task(release(), context=contextvars.Context())
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)

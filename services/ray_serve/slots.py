@@ -39,5 +39,9 @@ class SlotTable(Generic[T]):
         """The edges holding a slot, least recently used first."""
         return list(self._slots)
 
+    def slots(self) -> list[T]:
+        """The slots, least recently used first."""
+        return list(self._slots.values())
+
     def __len__(self) -> int:
         return len(self._slots)

@@ -117,8 +117,10 @@ class TeachingReplica:
         return self._slots.take(edge_id)
 
     def record_routing_stats(self) -> dict[str, Any]:
-        """What Serve polls for the request router: ``edges``, the edge ids holding a slot here."""
-        return {"edges": self._slots.edges()}
+        """What Serve polls for the request router: ``edges``, {edge id: version of its session here (-1:
+        none built yet)} for every slot."""
+        return {"edges": {slot.edge_id: -1 if slot.session is None else slot.session.version
+                          for slot in self._slots.slots()}}
 
     async def release(self, request: ReleaseSlot) -> bool:
         """Drop the edge's slot if ``request`` names this replica (its session moved away or ended);

@@ -57,9 +57,12 @@ class Fleet:
 
     def deploy(self, replicas: int) -> None:
         """Run ``replicas`` teaching replicas (and 2 ingress replicas), HTTP from the head's proxy only: every
-        node's proxy would bind the same port on this one machine."""
+        node's proxy would bind the same port on this one machine. The ingress replicas stay on the head
+        (its resource ``ingress``), so removing a worker node removes teaching replicas only."""
         config = serve_config(self.settings, ServeOptions(replicas, store=self.store.location, ingresses=2))
         config["proxy_location"] = "HeadOnly"
+        (ingress,) = (d for d in config["applications"][0]["deployments"] if d["name"] == INGRESS)
+        ingress["ray_actor_options"] = {"num_cpus": 0, "resources": {"ingress": 0.01}}
         apply(config, replicas)
 
 
@@ -74,7 +77,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         teacher="labels", labels_dir=scene.directory, student=student, device="cpu", max_sessions=2 * EDGES,
         max_updates=1, threshold=0.99, distill_workers=1, host="127.0.0.1", port=port, log_level="info",
     )
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "resources": {"ingress": 1},
+                                                                  "include_dashboard": False})
     try:
         workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
         fleet = Fleet(cluster, settings, scene, DirectoryStore(root / "sessions"), f"http://127.0.0.1:{port}",
@@ -100,12 +104,25 @@ def _actors(deployment: str) -> list[dict[str, Any]]:
 
 
 def test_new_edges_spread_within_one_of_even(fleet: Fleet) -> None:
+    """Two ingress replicas may place edges arriving at once up to one over even each; the next key
+    frames even them out."""
     cameras = start_cameras(fleet.base, fleet.scene, "spread", EDGES)
-    for thread in run_cameras(cameras, seconds=4.0, rate=2.0):
-        thread.join()
+    stop = threading.Event()
+    threads = run_cameras(cameras, seconds=60.0, rate=2.0, stop=stop)
+    started = time.monotonic()
+
+    def even() -> bool:
+        counts = Counter(writers(fleet.store, cameras).values())
+        return sum(counts.values()) == EDGES and len(counts) == 2 and _spread(counts, 2) <= 1
+
+    try:
+        until(even, timeout=20.0)
+        print(f"new edges: within one of even {time.monotonic() - started:.1f} s after the first key frames")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
     check_no_key_frame_lost(fleet.store, cameras)
-    counts = Counter(writers(fleet.store, cameras).values())
-    assert len(counts) == 2 and _spread(counts, 2) <= 1, counts
 
 
 def test_a_node_that_joins_under_load_takes_its_share_within_30_s(fleet: Fleet) -> None:
@@ -119,21 +136,20 @@ def test_a_node_that_joins_under_load_takes_its_share_within_30_s(fleet: Fleet) 
     joined = time.monotonic()
     share = EDGES // 3
 
-    def newcomer_has_its_share() -> bool:
+    def balanced() -> bool:
         counts = Counter(writers(fleet.store, cameras).values())
-        return sum(n for replica, n in counts.items() if replica not in before) >= share
+        newcomer = sum(n for replica, n in counts.items() if replica not in before)
+        return newcomer >= share and len(counts) == 3 and _spread(counts, 3) <= 1
 
     try:
-        until(newcomer_has_its_share, timeout=JOIN_SECONDS)
-        took = time.monotonic() - joined
-        time.sleep(2.0)  # and it stays so while the edges go on
+        until(balanced, timeout=JOIN_SECONDS)
+        print(f"a joining replica: its share ({share} of {EDGES}) and every replica within one of even "
+              f"{time.monotonic() - joined:.1f} s after it ran")
     finally:
         stop.set()
         for thread in threads:
             thread.join()
     check_no_key_frame_lost(fleet.store, cameras)
-    counts = Counter(writers(fleet.store, cameras).values())
-    assert len(counts) == 3 and _spread(counts, 3) <= 1, (counts, took)
 
 
 def test_a_node_removed_under_load_loses_no_key_frame(fleet: Fleet) -> None:

@@ -10,39 +10,46 @@ pytest.importorskip("ray", reason="the serve extra is not installed (pip install
 from services.ray_serve.placement import choose, owners  # noqa: E402
 from services.ray_serve.slots import SlotTable  # noqa: E402
 
+Reports = dict[str, dict[str, int]]
 
-def _route(edges: list[str], reported: dict[str, list[str]], placed: dict[str, str]) -> None:
-    """Each edge sends one request, in order; the chosen replica reports it at once, its old one not."""
+
+def _route(edges: list[str], reported: Reports, placed: dict[str, str], may_move: bool = True) -> None:
+    """Each edge sends one request, in order; the chosen replica reports it at once (one version further),
+    its old one not."""
     for edge in edges:
-        chosen = choose(edge, reported, placed)
+        chosen = choose(edge, reported, placed, may_move)
         placed[edge] = chosen
-        for replica, held in reported.items():
-            if replica != chosen and edge in held:
-                held.remove(edge)
-        if edge not in reported[chosen]:
-            reported[chosen].append(edge)
+        version = max((held.pop(edge, -1) for held in reported.values()), default=-1)
+        reported[chosen][edge] = version + 1
 
 
-def _loads(reported: dict[str, list[str]]) -> list[int]:
+def _loads(reported: Reports) -> list[int]:
     return sorted(len(held) for held in reported.values())
+
+
+def _held(*edges: str) -> dict[str, int]:
+    return dict.fromkeys(edges, 3)
 
 
 @pytest.mark.parametrize("replicas", [2, 3, 4])
 @pytest.mark.parametrize("edges", [1, 7, 8, 9])
 def test_new_edges_spread_within_one_of_even(replicas: int, edges: int) -> None:
-    reported: dict[str, list[str]] = {f"r{i}": [] for i in range(replicas)}
+    reported: Reports = {f"r{i}": {} for i in range(replicas)}
     _route([f"cam-{i}" for i in range(edges)], reported, {})
     loads = _loads(reported)
     assert loads[-1] - loads[0] <= 1 and sum(loads) == edges
 
 
 def test_a_joining_replica_takes_sessions_until_within_one_and_then_nothing_moves() -> None:
-    reported = {"a": [f"cam-{i}" for i in range(0, 9, 2)], "b": [f"cam-{i}" for i in range(1, 9, 2)]}
+    reported = {"a": _held(*(f"cam-{i}" for i in range(0, 9, 2))),
+                "b": _held(*(f"cam-{i}" for i in range(1, 9, 2)))}
     placed: dict[str, str] = {}
     edges = [f"cam-{i}" for i in range(9)]
     _route(edges, reported, placed)  # two replicas, 5/4: nothing moves
     assert _loads(reported) == [4, 5] and placed == owners(reported, {})
-    reported["c"] = []
+    reported["c"] = {}
+    _route(edges, reported, placed, may_move=False)  # no move allowed now: everyone stays
+    assert _loads(reported) == [0, 4, 5]
     _route(edges, reported, placed)  # one round of key frames after the join
     assert _loads(reported) == [3, 3, 3]
     before = dict(placed)
@@ -51,20 +58,21 @@ def test_a_joining_replica_takes_sessions_until_within_one_and_then_nothing_move
 
 
 def test_a_replica_that_leaves_hands_its_edges_to_the_least_loaded() -> None:
-    reported = {"a": ["cam-0", "cam-1", "cam-2"], "b": ["cam-3", "cam-4"], "c": ["cam-5"]}
+    reported = {"a": _held("cam-0", "cam-1", "cam-2"), "b": _held("cam-3", "cam-4"), "c": _held("cam-5")}
     placed = owners(reported, {})
     del reported["a"]
     _route(["cam-0", "cam-1", "cam-2"], reported, placed)
     assert _loads(reported) == [3, 3]
 
 
-def test_this_routers_placement_wins_over_a_stale_report() -> None:
-    # cam-0 moved from a to b; a still reports it until its release lands
-    reported = {"a": ["cam-0", "cam-1"], "b": ["cam-0"]}
-    assert owners(reported, {"cam-0": "b"}) == {"cam-0": "b", "cam-1": "a"}
-    assert choose("cam-0", reported, {"cam-0": "b"}) == "b"
-    # placed on a replica that left: the reports count
-    assert owners(reported, {"cam-0": "gone"}) == {"cam-0": "a", "cam-1": "a"}
+def test_a_copy_left_behind_by_a_move_does_not_count() -> None:
+    # cam-0 moved from a to b (b holds a newer version); a still reports it until its release lands
+    reported = {"a": {"cam-0": 4, "cam-1": 2}, "b": {"cam-0": 5}}
+    assert owners(reported, {}) == {"cam-0": "b", "cam-1": "a"}
+    # this router's own placement is newer than any report, unless its replica is gone
+    assert owners(reported, {"cam-1": "b"}) == {"cam-0": "b", "cam-1": "b"}
+    assert owners(reported, {"cam-1": "gone"}) == {"cam-0": "b", "cam-1": "a"}
+    assert choose("cam-0", reported, {}) == "b"
 
 
 def test_no_replica_is_one_clear_error() -> None:
