@@ -156,7 +156,8 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
 
     schema = ServeDeploySchema.model_validate(config)
     ingresses = next(d["num_replicas"] for d in config["applications"][0]["deployments"] if d["name"] == INGRESS)
-    client = serve_start(http_options=config["http_options"])
+    # the proxies start with Serve: where they run is a start option, not only the config's
+    client = serve_start(http_options=config["http_options"], proxy_location=config.get("proxy_location"))
     client.deploy_apps(schema)
     deadline = time.monotonic() + timeout
     while True:

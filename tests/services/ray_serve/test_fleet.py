@@ -112,6 +112,9 @@ def test_new_edges_spread_within_one_of_even(fleet: Fleet) -> None:
     started = time.monotonic()
 
     def even() -> bool:
+        # each edge's key frames answered (the WELCOME's checkpoint alone says where it opened)
+        if not all(len(c.result.records) >= 2 for c in cameras):
+            return False
         counts = Counter(writers(fleet.store, cameras).values())
         return sum(counts.values()) == EDGES and len(counts) == 2 and _spread(counts, 2) <= 1
 
@@ -152,9 +155,6 @@ def test_a_node_that_joins_under_load_takes_its_share_within_30_s(fleet: Fleet) 
     check_no_key_frame_lost(fleet.store, cameras)
 
 
-@pytest.mark.xfail(strict=False, reason="open: in 2 of 2 runs on a 2-core machine one camera's WebSocket "
-                   "dropped while the cameras started, before the node was removed (its key frame in flight "
-                   "unanswered); the node's sessions themselves were taken over")
 def test_a_node_removed_under_load_loses_no_key_frame(fleet: Fleet) -> None:
     cameras = start_cameras(fleet.base, fleet.scene, "remove", EDGES)
     stop = threading.Event()
