@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from services.server.checkpoint_store import DirectoryStore
 from services.server.session_checkpoint import header
@@ -52,6 +53,19 @@ def run_cameras(cameras: Sequence[SimulatedCamera], seconds: float, rate: float,
     for thread in threads:
         thread.start()
     return threads
+
+
+@contextmanager
+def cameras_running(cameras: Sequence[SimulatedCamera], rate: float, seconds: float = 120.0) -> Iterator[None]:
+    """The cameras send key frames (:func:`run_cameras`) while the block runs; stopped and joined after."""
+    stop = threading.Event()
+    threads = run_cameras(cameras, seconds, rate, stop)
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
 
 
 def writers(store: DirectoryStore, cameras: Sequence[SimulatedCamera]) -> dict[str, str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -33,8 +32,8 @@ from shadowtutor.models.student import StudentNet  # noqa: E402
 from shadowtutor_lab.demo.processes import free_port  # noqa: E402
 from tests.support.scene import TinyScene, write_scene  # noqa: E402
 from tests.support.serve_fleet import (  # noqa: E402
+    cameras_running,
     check_no_key_frame_lost,
-    run_cameras,
     start_cameras,
     until,
     wait_ready,
@@ -107,9 +106,6 @@ def test_new_edges_spread_within_one_of_even(fleet: Fleet) -> None:
     """Two ingress replicas may place edges arriving at once up to one over even each; the next key
     frames even them out."""
     cameras = start_cameras(fleet.base, fleet.scene, "spread", EDGES)
-    stop = threading.Event()
-    threads = run_cameras(cameras, seconds=60.0, rate=2.0, stop=stop)
-    started = time.monotonic()
 
     def even() -> bool:
         # each edge's key frames answered (the WELCOME's checkpoint alone says where it opened)
@@ -118,85 +114,66 @@ def test_new_edges_spread_within_one_of_even(fleet: Fleet) -> None:
         counts = Counter(writers(fleet.store, cameras).values())
         return sum(counts.values()) == EDGES and len(counts) == 2 and _spread(counts, 2) <= 1
 
-    try:
+    with cameras_running(cameras, rate=2.0):
+        started = time.monotonic()
         until(even, timeout=20.0)
         print(f"new edges: within one of even {time.monotonic() - started:.1f} s after the first key frames")
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
     check_no_key_frame_lost(fleet.store, cameras)
 
 
 def test_a_node_that_joins_under_load_takes_its_share_within_30_s(fleet: Fleet) -> None:
     cameras = start_cameras(fleet.base, fleet.scene, "join", EDGES)
-    stop = threading.Event()
-    threads = run_cameras(cameras, seconds=120.0, rate=2.0, stop=stop)
-    until(lambda: len(writers(fleet.store, cameras)) == EDGES, timeout=30.0)
-    before = set(writers(fleet.store, cameras).values())
-    fleet.workers.append(fleet.cluster.add_node(num_cpus=1))
-    fleet.deploy(3)
-    joined = time.monotonic()
     share = EDGES // 3
+    with cameras_running(cameras, rate=2.0):
+        until(lambda: len(writers(fleet.store, cameras)) == EDGES, timeout=30.0)
+        before = set(writers(fleet.store, cameras).values())
 
-    def balanced() -> bool:
-        counts = Counter(writers(fleet.store, cameras).values())
-        newcomer = sum(n for replica, n in counts.items() if replica not in before)
-        return newcomer >= share and len(counts) == 3 and _spread(counts, 3) <= 1
+        def balanced() -> bool:
+            counts = Counter(writers(fleet.store, cameras).values())
+            newcomer = sum(n for replica, n in counts.items() if replica not in before)
+            return newcomer >= share and len(counts) == 3 and _spread(counts, 3) <= 1
 
-    try:
+        fleet.workers.append(fleet.cluster.add_node(num_cpus=1))
+        fleet.deploy(3)
+        joined = time.monotonic()
         until(balanced, timeout=JOIN_SECONDS)
         print(f"a joining replica: its share ({share} of {EDGES}) and every replica within one of even "
               f"{time.monotonic() - joined:.1f} s after it ran")
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
     check_no_key_frame_lost(fleet.store, cameras)
 
 
 def test_a_node_removed_under_load_loses_no_key_frame(fleet: Fleet) -> None:
     cameras = start_cameras(fleet.base, fleet.scene, "remove", EDGES)
-    stop = threading.Event()
-    threads = run_cameras(cameras, seconds=120.0, rate=2.0, stop=stop)
-    until(lambda: len(writers(fleet.store, cameras)) == EDGES, timeout=30.0)
-    before = writers(fleet.store, cameras)
-    by_pid = {str(a["Pid"]): a["Address"]["NodeID"] for a in _actors(TEACHING)}
-    victim_pid = Counter(before.values()).most_common(1)[0][0].rpartition(":")[2]
-    node = next(n for n in fleet.workers if n.node_id == by_pid[victim_pid])
-    fleet.cluster.remove_node(node, allow_graceful=False)
-    fleet.workers.remove(node)
-    moved = [edge for edge, writer in before.items() if writer.endswith(f":{victim_pid}")]
-    try:
-        until(lambda: all(not w.endswith(f":{victim_pid}") for e, w in writers(fleet.store, cameras).items()
-                          if e in moved), timeout=60.0)
+    with cameras_running(cameras, rate=2.0):
+        until(lambda: len(writers(fleet.store, cameras)) == EDGES, timeout=30.0)
+        before = writers(fleet.store, cameras)
+        by_pid = {str(a["Pid"]): a["Address"]["NodeID"] for a in _actors(TEACHING)}
+        victim = Counter(before.values()).most_common(1)[0][0]
+        node = next(n for n in fleet.workers if n.node_id == by_pid[victim.rpartition(":")[2]])
+        fleet.cluster.remove_node(node, allow_graceful=False)
+        fleet.workers.remove(node)
+        moved = {edge for edge, writer in before.items() if writer == victim}
+        # its sessions taken over from their checkpoints
+        until(lambda: victim not in {w for e, w in writers(fleet.store, cameras).items() if e in moved},
+              timeout=60.0)
         time.sleep(1.0)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
     check_no_key_frame_lost(fleet.store, cameras)
 
 
 def test_killing_an_ingress_replica_costs_only_its_edges_a_reconnect(fleet: Fleet) -> None:
     cameras = start_cameras(fleet.base, fleet.scene, "ingress", EDGES)
-    stop = threading.Event()
-    threads = run_cameras(cameras, seconds=120.0, rate=2.0, stop=stop)
-    until(lambda: len(writers(fleet.store, cameras)) == EDGES, timeout=30.0)
-    ingresses = _actors(INGRESS)
-    assert len(ingresses) == 2
-    os.kill(int(ingresses[0]["Pid"]), signal.SIGKILL)
-    try:
+    with cameras_running(cameras, rate=2.0):
+        until(lambda: len(writers(fleet.store, cameras)) == EDGES, timeout=30.0)
+        ingresses = _actors(INGRESS)
+        assert len(ingresses) == 2
+        os.kill(int(ingresses[0]["Pid"]), signal.SIGKILL)
         until(lambda: any(c.observer.disconnects for c in cameras), timeout=15.0)
         cut = [c for c in cameras if c.observer.disconnects]
         until(lambda: all(len(c.transport.stats.sessions) == 2 for c in cut), timeout=60.0)
         time.sleep(2.0)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
     kept = [c for c in cameras if not c.result.disconnects]
     assert kept, "every edge was on the killed ingress replica"
     check_no_key_frame_lost(fleet.store, kept)
-    for camera in cut:  # reconnected through the other ingress replica, answered again there
+    # reconnected through the other ingress replica, answered again there
+    for camera in cut:
         assert camera.result.sessions == 2 and camera.result.records[-1].turnaround is not None, camera.result
