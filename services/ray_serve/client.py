@@ -1,5 +1,5 @@
-"""The ingress's side of the teaching deployment: a :class:`~services.server.remote_teaching.RemoteTeaching`
-over a Serve deployment handle.
+"""The ingress's side of the teaching deployment: a
+:class:`~services.server.remote_teaching.RemoteTeaching` over a Serve deployment handle.
 
 Requests of a distill session carry ``multiplexed_model_id=edge_id``: the deployment's request
 router (``services.ray_serve.placement``) sends them to the replica holding that session, or moves
@@ -45,12 +45,19 @@ from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Error, KeyFrame, Labels, Message, Update, Welcome
 
 log = logging.getLogger(__name__)
-REPLICA_LOST = (RayActorError, ActorDiedError, ActorUnavailableError, DeploymentUnavailableError,
-                ReplicaUnavailableError)
+REPLICA_LOST = (
+    RayActorError,
+    ActorDiedError,
+    ActorUnavailableError,
+    DeploymentUnavailableError,
+    ReplicaUnavailableError,
+)
 
 
-RELEASE_TIMEOUT = 30.0  # seconds a release may wait for its replica before it is sent again
-SWEEP_INTERVAL = 1.0  # seconds between looks for edges that left
+# seconds a release may wait for its replica before it is sent again
+RELEASE_TIMEOUT = 30.0
+# seconds between looks for edges that left
+SWEEP_INTERVAL = 1.0
 
 
 class ServeTeaching:
@@ -64,12 +71,13 @@ class ServeTeaching:
         self.holders: dict[str, str] = {}
         self._swept = 0.0
         self._releases: set[asyncio.Task[None]] = set()
-        # releases that failed, sent again at the next sweep (a slot left behind counts as a session)
+        # releases that failed, sent again at the next sweep (a slot left behind counts as a
+        # session)
         self._failed: list[ReleaseSlot] = []
 
     def export_to(self, metrics: ServerMetrics, live_edges: Callable[[], Collection[str]]) -> None:
-        """Count into the server's metrics (distillation latency and steps) and add the teaching's own;
-        ``live_edges()`` names the edges connected now."""
+        """Count into the server's metrics (distillation latency and steps) and add the teaching's
+        own; ``live_edges()`` names the edges connected now."""
         self.metrics = metrics
         self.live_edges = live_edges
         self.teaching_metrics = TeachingMetrics(metrics.registry, live_edges)
@@ -79,25 +87,40 @@ class ServeTeaching:
 
     async def open(self, session: EdgeSession) -> Welcome:
         if session.mode != "distill":
-            return session.welcome()  # no student: the WELCOME needs no model
+            # no student: the WELCOME needs no model
+            return session.welcome()
         student_size = session.student_size()
         size = (student_size[0], student_size[1]) if student_size is not None else None
         request = OpenSession(
-            hello=dataclasses.replace(session.hello, token=None), session_id=session.session_id,
-            frame_codec=session.frame_codec, weight_codec=session.weight_codec, delta_codec=session.delta_codec,
-            student_size=size, telemetry_interval=session.telemetry_interval,
+            hello=dataclasses.replace(session.hello, token=None),
+            session_id=session.session_id,
+            frame_codec=session.frame_codec,
+            weight_codec=session.weight_codec,
+            delta_codec=session.delta_codec,
+            student_size=size,
+            telemetry_interval=session.telemetry_interval,
         )
         return self._checked(await self._call("open", session.hello.edge_id, request))
 
-    async def key_frame(self, session: EdgeSession, key_frame: KeyFrame, frame: np.ndarray) -> Update | Labels:
+    async def key_frame(
+        self, session: EdgeSession, key_frame: KeyFrame, frame: np.ndarray
+    ) -> Update | Labels:
         if session.mode != "distill":
-            labels = self._checked(await self._call(
-                "label", None, LabelKeyFrame(key_frame.seq, key_frame.frame_index, frame)))
+            labels = self._checked(
+                await self._call(
+                    "label", None, LabelKeyFrame(key_frame.seq, key_frame.frame_index, frame)
+                )
+            )
             session.stats.labelled += 1
             session.stats.teacher_seconds += labels.teacher_ms / 1000.0
             return labels
-        request = TrainKeyFrame(SessionRef(session.session_id, session.version), key_frame.seq,
-                                key_frame.frame_index, key_frame.base_version, frame)
+        request = TrainKeyFrame(
+            SessionRef(session.session_id, session.version),
+            key_frame.seq,
+            key_frame.frame_index,
+            key_frame.base_version,
+            frame,
+        )
         update = self._checked(await self._call("train", session.hello.edge_id, request))
         self._count(session, update)
         return update
@@ -126,13 +149,17 @@ class ServeTeaching:
     def _checked(answer: Message) -> Any:
         """The answer, or the ProtocolError a replica's ERROR stands for."""
         if isinstance(answer, Error):
-            raise (SessionEnded if answer.fatal else ProtocolError)(ErrorCode(answer.code), answer.message)
+            raise (SessionEnded if answer.fatal else ProtocolError)(
+                ErrorCode(answer.code), answer.message
+            )
         return answer
 
     async def _call(self, method: str, edge_id: str | None, request: Any) -> Message:
-        """``method(request)`` on a teaching replica (the edge's, when ``edge_id`` is given), sent again while
-        replicas are lost, for up to ``retry_seconds``."""
-        handle = self.handle if edge_id is None else self.handle.options(multiplexed_model_id=edge_id)
+        """``method(request)`` on a teaching replica (the edge's, when ``edge_id`` is given), sent
+        again while replicas are lost, for up to ``retry_seconds``."""
+        handle = (
+            self.handle if edge_id is None else self.handle.options(multiplexed_model_id=edge_id)
+        )
         deadline = time.monotonic() + self.retry_seconds
         while True:
             try:
@@ -142,25 +169,36 @@ class ServeTeaching:
                 if edge_id is not None:
                     self._held_by(edge_id, answer.replica_id)
                 if answer.moved:
-                    log.info("the session of edge %r was rebuilt from its checkpoint on replica %s (%s)",
-                             edge_id, answer.replica, method)
+                    log.info(
+                        "the session of edge %r was rebuilt from its checkpoint on replica %s (%s)",
+                        edge_id,
+                        answer.replica,
+                        method,
+                    )
                 return answer.message
             except REPLICA_LOST as exc:
                 if time.monotonic() > deadline:
                     raise ProtocolError(
-                        ErrorCode.SERVER_BUSY, f"no teaching replica answered for {self.retry_seconds:g} s",
+                        ErrorCode.SERVER_BUSY,
+                        f"no teaching replica answered for {self.retry_seconds:g} s",
                     ) from None
                 lost = None
                 if self.teaching_metrics is not None:
                     self.teaching_metrics.retries.inc()
                     lost = self.teaching_metrics.lost(edge_id) if edge_id is not None else None
-                log.warning("teaching replica %s was lost during %s for edge %r (%s); sending it again",
-                            lost or "?", method, edge_id, type(exc).__name__)
+                log.warning(
+                    "teaching replica %s was lost during %s for edge %r (%s); sending it again",
+                    lost or "?",
+                    method,
+                    edge_id,
+                    type(exc).__name__,
+                )
                 await asyncio.sleep(0.2)
 
     def _held_by(self, edge_id: str, replica_id: str) -> None:
-        """The edge's session is on ``replica_id`` now: its copy on the replica it left is released, and so
-        are the copies of edges that left (looked for at most every ``SWEEP_INTERVAL`` seconds)."""
+        """The edge's session is on ``replica_id`` now: its copy on the replica it left is released,
+        and so are the copies of edges that left (looked for at most every ``SWEEP_INTERVAL``
+        seconds)."""
         before = self.holders.get(edge_id)
         self.holders[edge_id] = replica_id
         if before is not None and before != replica_id:
@@ -177,19 +215,25 @@ class ServeTeaching:
             self._release(ReleaseSlot(edge, self.holders.pop(edge), ended=True))
 
     def _release(self, request: ReleaseSlot) -> None:
-        """Send ``request`` in the background; when its replica does not answer in ``RELEASE_TIMEOUT``
-        seconds, again at the next sweep (a replica that is gone answers no more: its router sends the
-        request to any other replica, which ignores it)."""
+        """Send ``request`` in the background; when its replica does not answer in
+        ``RELEASE_TIMEOUT`` seconds, again at the next sweep (a replica that is gone answers no
+        more: its router sends the request to any other replica, which ignores it)."""
+
         async def release() -> None:
             try:
                 await asyncio.wait_for(self.handle.release.remote(request), RELEASE_TIMEOUT)
-            except Exception as exc:  # the release only frees memory and evens the count: never an edge's error
-                log.warning("could not release the slot of edge %r on replica %s (%s); trying again",
-                            request.edge_id, request.replica_id, type(exc).__name__)
+            # the release only frees memory and evens the count: never an edge's error
+            except Exception as exc:
+                log.warning(
+                    "could not release the slot of edge %r on replica %s (%s); trying again",
+                    request.edge_id,
+                    request.replica_id,
+                    type(exc).__name__,
+                )
                 self._failed.append(request)
 
-        # a context of its own: not a child of the request that happened to send it (Serve would cancel
-        # it when that request ends)
+        # a context of its own: not a child of the request that happened to send it (Serve would
+        # cancel it when that request ends)
         task = asyncio.get_running_loop().create_task(release(), context=contextvars.Context())
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)

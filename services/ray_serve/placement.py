@@ -1,4 +1,5 @@
-"""Which teaching replica runs an edge's session: the least-loaded one, moved as replicas join and leave.
+"""Which teaching replica runs an edge's session: the least-loaded one, moved as replicas join and
+leave.
 
 :class:`SessionBalanceRouter` is the teaching deployment's Ray Serve request router (every
 handle to the deployment, so every ingress replica, routes with its own instance). For a request
@@ -31,10 +32,12 @@ RELEASE = "release"
 # the same moment would move edges back and forth
 MOVE_PAUSE = (1.0, 2.0)
 
+
 def owners(reported: Mapping[str, Mapping[str, int]], placed: Mapping[str, str]) -> dict[str, str]:
-    """Edge id -> the replica counted as holding it: the replica it was ``placed`` on when that replica
-    is among the ``reported`` ones (replica -> {edge id: version held}), else the replica reporting the
-    highest version of it (a copy left behind by a move is older; ties: the lowest id)."""
+    """Edge id -> the replica counted as holding it: the replica it was ``placed`` on when that
+    replica is among the ``reported`` ones (replica -> {edge id: version held}), else the replica
+    reporting the highest version of it (a copy left behind by a move is older; ties: the lowest
+    id)."""
     best: dict[str, tuple[int, str]] = {}
     for replica in sorted(reported):
         for edge, version in reported[replica].items():
@@ -45,14 +48,18 @@ def owners(reported: Mapping[str, Mapping[str, int]], placed: Mapping[str, str])
     return found
 
 
-def choose(edge: str, reported: Mapping[str, Mapping[str, int]], placed: Mapping[str, str],
-           may_move: bool = True) -> str:
+def choose(
+    edge: str,
+    reported: Mapping[str, Mapping[str, int]],
+    placed: Mapping[str, str],
+    may_move: bool = True,
+) -> str:
     """The replica (a key of ``reported``, which must not be empty) to run ``edge``'s next request.
 
     Its holder (see :func:`owners`) keeps it unless the holder has at least 2 sessions more than the
     least-loaded other replica and ``may_move``: then, and when no live replica holds it, it goes to
-    the least-loaded replica (ties: the lowest id). So loads end within 1 of each other, and one move
-    never makes the spread worse.
+    the least-loaded replica (ties: the lowest id). So loads end within 1 of each other, and one
+    move never makes the spread worse.
     """
     if not reported:
         raise ValueError("no teaching replica to choose from")
@@ -71,10 +78,10 @@ def choose(edge: str, reported: Mapping[str, Mapping[str, int]], placed: Mapping
 
 
 class SessionBalanceRouter(RequestRouter):
-    """Routes each edge's requests by :func:`choose`, with a pause of ``MOVE_PAUSE`` after each move;
-    ``release`` requests to the replica they name; requests of no edge (naive-mode labelling) to the
-    replica with the shortest queue. Replicas that have not reported yet take no session while others
-    have."""
+    """Routes each edge's requests by :func:`choose`, with a pause of ``MOVE_PAUSE`` after each
+    move; ``release`` requests to the replica they name; requests of no edge (naive-mode labelling)
+    to the replica with the shortest queue. Replicas that have not reported yet take no session
+    while others have."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -84,23 +91,27 @@ class SessionBalanceRouter(RequestRouter):
         self.next_move = 0.0
 
     def _reported(self) -> dict[str, dict[str, int]]:
-        """Replica unique id -> {edge id: version} it holds, of the replicas that reported (all, with no
-        sessions, while none has)."""
+        """Replica unique id -> {edge id: version} it holds, of the replicas that reported (all,
+        with no sessions, while none has)."""
         reported: dict[str, dict[str, int]] = {
             replica_id.unique_id: dict(replica.routing_stats["edges"])
-            for replica_id, replica in self.curr_replicas.items() if "edges" in replica.routing_stats
+            for replica_id, replica in self.curr_replicas.items()
+            if "edges" in replica.routing_stats
         }
         if not reported:
             reported = {replica_id.unique_id: {} for replica_id in self.curr_replicas}
         return reported
 
     async def choose_replicas(
-        self, candidate_replicas: list[RunningReplica], pending_request: PendingRequest | None = None,
+        self,
+        candidate_replicas: list[RunningReplica],
+        pending_request: PendingRequest | None = None,
     ) -> list[list[RunningReplica]]:
         if pending_request is None or not candidate_replicas:
             return [candidate_replicas]
-        # when the replica chosen is busy or slow to say how busy it is, Serve waits, longer each time,
-        # and asks again (without this it would ask again at once, with the same short deadline)
+        # when the replica chosen is busy or slow to say how busy it is, Serve waits, longer each
+        # time, and asks again (without this it would ask again at once, with the same short
+        # deadline)
         pending_request.routing_context.should_backoff = True
         by_id = {replica.replica_id.unique_id: replica for replica in self.curr_replicas.values()}
         metadata = pending_request.metadata

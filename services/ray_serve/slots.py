@@ -1,4 +1,5 @@
-"""The edges' places on one teaching replica: at most ``capacity``, the least recently used dropped first."""
+"""The edges' places on one teaching replica: at most ``capacity``, the least recently used dropped
+first."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ T = TypeVar("T")
 
 
 class SlotTable(Generic[T]):
-    """Slots keyed by edge id, made by ``factory(edge_id)`` on first use. Holds at most ``capacity``: taking
-    a new one past that drops the least recently used. A dropped slot is only forgotten here; a request
-    still running with it keeps it until that request ends."""
+    """Slots keyed by edge id, made by ``factory(edge_id)`` on first use. Holds at most
+    ``capacity``: taking a new one past that drops the least recently used. A dropped slot is only
+    forgotten here; a request still running with it keeps it until that request ends."""
 
     def __init__(self, capacity: int, factory: Callable[[str], T]) -> None:
         if capacity < 1:
