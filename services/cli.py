@@ -68,6 +68,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="CPUs per teaching replica (default 1)",
     )
     ray.add_argument(
+        "--ray-ingresses",
+        type=int,
+        default=1,
+        metavar="N",
+        help="ingress replicas holding the edges' WebSockets (default 1); losing one costs only "
+        "its "
+        "edges a reconnect",
+    )
+    ray.add_argument(
         "--ray-replica-sessions",
         type=int,
         default=None,
@@ -169,6 +178,7 @@ def run_on_ray(args: argparse.Namespace, settings: ServerSettings) -> int:
         cpus=args.ray_cpus,
         store=store if "://" in store else str(Path(store).resolve()),
         replica_sessions=args.ray_replica_sessions,
+        ingresses=args.ray_ingresses,
     )
     deploy(args.ray, settings, options)
     from services.ray_serve.summary import alive_actors, summary_lines

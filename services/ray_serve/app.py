@@ -24,6 +24,7 @@ from ray.serve.handle import DeploymentHandle
 
 from services.ray_serve import logs
 from services.ray_serve.client import ServeTeaching
+from services.ray_serve.placement import SessionBalanceRouter
 from services.ray_serve.teaching import TeachingReplica
 from services.server.app import create_app
 from services.server.checkpoint_store import open_store
@@ -31,6 +32,9 @@ from services.server.settings import ServerSettings
 
 APP_NAME = "shadowtutor"
 TEACHING = "teaching"
+INGRESS = "ingress"
+# seconds between the teaching replicas' reports of the edges they hold (what placement counts)
+ROUTING_STATS_PERIOD = 0.5
 
 
 @dataclass(frozen=True)
@@ -48,19 +52,24 @@ class ServeOptions:
     # students one teaching replica holds (None: the settings' max_sessions, the ingress's
     # admission)
     replica_sessions: int | None = None
+    # ingress replicas: each holds the WebSockets Serve's proxy hands it; losing one loses only
+    # those
+    ingresses: int = 1
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
             raise ValueError(f"replicas must be >= 1, got {self.replicas}")
+        if self.ingresses < 1:
+            raise ValueError(f"ingress replicas must be >= 1, got {self.ingresses}")
         if self.replica_sessions is not None and self.replica_sessions < 1:
             raise ValueError(f"students per replica must be >= 1, got {self.replica_sessions}")
+        if self.gpus < 0 or self.cpus < 0:
+            raise ValueError("gpus and cpus per replica must be >= 0")
 
     def students(self, settings: ServerSettings) -> int:
         """Students one teaching replica holds: ``replica_sessions``, else
         ``settings.max_sessions``."""
         return settings.max_sessions if self.replica_sessions is None else self.replica_sessions
-        if self.gpus < 0 or self.cpus < 0:
-            raise ValueError("gpus and cpus per replica must be >= 0")
 
 
 @serve.ingress()
@@ -90,10 +99,14 @@ def build_app(settings: ServerSettings, options: ServeOptions) -> Application:
         max_ongoing_requests=max(8, 2 * students),
         health_check_period_s=2,
         graceful_shutdown_timeout_s=5,
+        request_router_config={
+            "request_router_class": SessionBalanceRouter,
+            "request_routing_stats_period_s": ROUTING_STATS_PERIOD,
+        },
     )(TeachingReplica).bind(settings, options.store, students)
     ingress = serve.deployment(
-        name="ingress",
-        num_replicas=1,
+        name=INGRESS,
+        num_replicas=options.ingresses,
         ray_actor_options={"num_cpus": 0},
         max_ongoing_requests=max(100, 4 * settings.max_sessions),
     )(Ingress)
@@ -149,25 +162,42 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
                         "name": TEACHING,
                         "num_replicas": options.replicas,
                         "ray_actor_options": {"num_cpus": options.cpus, "num_gpus": options.gpus},
-                    }
+                    },
+                    {"name": INGRESS, "num_replicas": options.ingresses},
                 ],
             }
         ],
     }
 
 
+def _running(app: Any, name: str, replicas: int) -> bool:
+    """Whether deployment ``name`` of the application status ``app`` runs exactly ``replicas``
+    replicas."""
+    from ray.serve.schema import ReplicaState
+
+    deployment = app.deployments.get(name)
+    states = deployment.replica_states if deployment is not None else {}
+    return states.get(ReplicaState.RUNNING, 0) == replicas and sum(states.values()) == replicas
+
+
 def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None:
     """Deploy ``config`` to the connected Ray cluster as ``serve run CONFIG`` does, and wait until
-    the application runs with ``replicas`` teaching replicas; RuntimeError (one line) when it fails
-    to deploy."""
+    the application runs with ``replicas`` teaching replicas and the config's ingress replicas;
+    RuntimeError (one line) when it fails to deploy."""
     from ray.serve._private.api import (
         serve_start,
         # what `serve run CONFIG` calls: there is no public form
     )
-    from ray.serve.schema import ReplicaState, ServeDeploySchema
+    from ray.serve.schema import ServeDeploySchema
 
     schema = ServeDeploySchema.model_validate(config)
-    client = serve_start(http_options=config["http_options"])
+    ingresses = next(
+        d["num_replicas"] for d in config["applications"][0]["deployments"] if d["name"] == INGRESS
+    )
+    # the proxies start with Serve: where they run is a start option, not only the config's
+    client = serve_start(
+        http_options=config["http_options"], proxy_location=config.get("proxy_location")
+    )
     client.deploy_apps(schema)
     deadline = time.monotonic() + timeout
     while True:
@@ -176,13 +206,11 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
             raise RuntimeError(
                 f"the Serve application failed to deploy: {' '.join(app.message.split())[:500]}"
             )
-        teaching = app.deployments.get(TEACHING) if app is not None else None
-        states = teaching.replica_states if teaching is not None else {}
         if (
             app is not None
             and app.status == "RUNNING"
-            and states.get(ReplicaState.RUNNING, 0) == replicas
-            and sum(states.values()) == replicas
+            and _running(app, TEACHING, replicas)
+            and _running(app, INGRESS, ingresses)
         ):
             return
         if time.monotonic() > deadline:

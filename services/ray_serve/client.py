@@ -1,17 +1,22 @@
 """The ingress's side of the teaching deployment: a
 :class:`~services.server.remote_teaching.RemoteTeaching` over a Serve deployment handle.
 
-Requests of a distill session carry ``multiplexed_model_id=edge_id`` (Serve routes them to the
-replica holding that student). A request that a dying or unreachable replica did not answer is
-sent again, for up to ``retry_seconds``: the next replica rebuilds the session from its
-checkpoint (or answers from it, when the lost answer was already checkpointed), so the edge keeps
-its connection, its version and its place in the version sequence. An error the replica
-answers with goes to the edge for that key frame only.
+Requests of a distill session carry ``multiplexed_model_id=edge_id``: the deployment's request
+router (``services.ray_serve.placement``) sends them to the replica holding that session, or moves
+the session to a less loaded replica. When an edge's answer comes from another replica than its
+last one, the old one is told to release its copy; so is the last one of an edge that left.
+
+A request that a dying or unreachable replica did not answer is sent again, for up to
+``retry_seconds``: the next replica rebuilds the session from its checkpoint (or answers from it,
+when the lost answer was already checkpointed), so the edge keeps its connection, its version and
+its place in the version sequence. An error the replica answers with goes to the edge for that key
+frame only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import logging
 import time
@@ -28,6 +33,7 @@ from services.ray_serve.requests import (
     Answer,
     LabelKeyFrame,
     OpenSession,
+    ReleaseSlot,
     Resync,
     SessionRef,
     TrainKeyFrame,
@@ -48,17 +54,32 @@ REPLICA_LOST = (
 )
 
 
+# seconds a release may wait for its replica before it is sent again
+RELEASE_TIMEOUT = 30.0
+# seconds between looks for edges that left
+SWEEP_INTERVAL = 1.0
+
+
 class ServeTeaching:
     def __init__(self, handle: DeploymentHandle, retry_seconds: float = 60.0) -> None:
         self.handle = handle
         self.retry_seconds = retry_seconds
         self.metrics: ServerMetrics | None = None
         self.teaching_metrics: TeachingMetrics | None = None
+        self.live_edges: Callable[[], Collection[str]] | None = None
+        # edge id -> unique id of the replica whose answer it got last
+        self.holders: dict[str, str] = {}
+        self._swept = 0.0
+        self._releases: set[asyncio.Task[None]] = set()
+        # releases that failed, sent again at the next sweep (a slot left behind counts as a
+        # session)
+        self._failed: list[ReleaseSlot] = []
 
     def export_to(self, metrics: ServerMetrics, live_edges: Callable[[], Collection[str]]) -> None:
         """Count into the server's metrics (distillation latency and steps) and add the teaching's
         own; ``live_edges()`` names the edges connected now."""
         self.metrics = metrics
+        self.live_edges = live_edges
         self.teaching_metrics = TeachingMetrics(metrics.registry, live_edges)
 
     async def describe(self) -> dict[str, Any]:
@@ -145,6 +166,8 @@ class ServeTeaching:
                 answer: Answer = await getattr(handle, method).remote(request)
                 if self.teaching_metrics is not None:
                     self.teaching_metrics.record(answer, edge_id)
+                if edge_id is not None:
+                    self._held_by(edge_id, answer.replica_id)
                 if answer.moved:
                     log.info(
                         "the session of edge %r was rebuilt from its checkpoint on replica %s (%s)",
@@ -171,3 +194,46 @@ class ServeTeaching:
                     type(exc).__name__,
                 )
                 await asyncio.sleep(0.2)
+
+    def _held_by(self, edge_id: str, replica_id: str) -> None:
+        """The edge's session is on ``replica_id`` now: its copy on the replica it left is released,
+        and so are the copies of edges that left (looked for at most every ``SWEEP_INTERVAL``
+        seconds)."""
+        before = self.holders.get(edge_id)
+        self.holders[edge_id] = replica_id
+        if before is not None and before != replica_id:
+            self._release(ReleaseSlot(edge_id, before))
+        now = time.monotonic()
+        if self.live_edges is None or now - self._swept < SWEEP_INTERVAL:
+            return
+        self._swept = now
+        failed, self._failed = self._failed, []
+        for request in failed:
+            self._release(request)
+        live = set(self.live_edges())
+        for edge in [edge for edge in self.holders if edge not in live]:
+            self._release(ReleaseSlot(edge, self.holders.pop(edge), ended=True))
+
+    def _release(self, request: ReleaseSlot) -> None:
+        """Send ``request`` in the background; when its replica does not answer in
+        ``RELEASE_TIMEOUT`` seconds, again at the next sweep (a replica that is gone answers no
+        more: its router sends the request to any other replica, which ignores it)."""
+
+        async def release() -> None:
+            try:
+                await asyncio.wait_for(self.handle.release.remote(request), RELEASE_TIMEOUT)
+            # the release only frees memory and evens the count: never an edge's error
+            except Exception as exc:
+                log.warning(
+                    "could not release the slot of edge %r on replica %s (%s); trying again",
+                    request.edge_id,
+                    request.replica_id,
+                    type(exc).__name__,
+                )
+                self._failed.append(request)
+
+        # a context of its own: not a child of the request that happened to send it (Serve would
+        # cancel it when that request ends)
+        task = asyncio.get_running_loop().create_task(release(), context=contextvars.Context())
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)

@@ -63,6 +63,16 @@ class LabelKeyFrame:
 
 
 @dataclass(frozen=True)
+class ReleaseSlot:
+    """Drop ``edge_id``'s slot on the replica ``replica_id`` (a Serve replica's unique id) only: its
+    session moved to another replica (``ended`` False) or ended (True)."""
+
+    edge_id: str
+    replica_id: str
+    ended: bool = False
+
+
+@dataclass(frozen=True)
 class Answer:
     """A replica's answer (``message``: what goes to the edge) with what the ingress's metrics
     show."""
@@ -77,3 +87,5 @@ class Answer:
     # the checkpoint written for this answer, if one was
     checkpoint_seconds: float | None = None
     checkpoint_bytes: int | None = None
+    # the Serve unique id of the replica that answered (what a release names)
+    replica_id: str = ""

@@ -1,11 +1,12 @@
 """The teaching deployment's replica: the teacher, the distillation engine and the students of its
 edges.
 
-Sessions are Serve multiplexed models keyed by edge id: the ingress sends every request of an
-edge with ``multiplexed_model_id=edge_id``, so Serve routes it to the replica that holds that
-edge's student (a new edge goes to a replica with the fewest). A replica holds at most
-``students`` students (``--ray-replica-sessions``, default ``max_sessions``); the least recently
-used one is dropped past that.
+The ingress sends every request of an edge with ``multiplexed_model_id=edge_id``; the
+deployment's request router (``services.ray_serve.placement``) sends it to the replica that holds
+the edge's session, or moves it to a less loaded one, from what each replica reports holding
+(:meth:`TeachingReplica.record_routing_stats`). A replica holds at most ``students`` sessions
+(``--ray-replica-sessions``, default ``max_sessions``) in slots; the least recently used one is
+dropped past that, and :meth:`TeachingReplica.release` drops one that moved away or ended.
 
 Every change to a session (its WELCOME, each UPDATE) is checkpointed to the store
 (``services.server.session_checkpoint``) behind its answer, as a new version that only its first
@@ -29,7 +30,6 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +40,12 @@ from services.ray_serve.requests import (
     Answer,
     LabelKeyFrame,
     OpenSession,
+    ReleaseSlot,
     Resync,
     SessionRef,
     TrainKeyFrame,
 )
+from services.ray_serve.slots import SlotTable
 from services.server.checkpoint_seal import seal, unseal
 from services.server.checkpoint_store import open_store
 from services.server.checkpoint_writer import CheckpointWriter, Written
@@ -75,11 +77,9 @@ CHECKPOINT_LAG_SECONDS = 2.0
 
 @dataclass
 class _Slot:
-    """One edge's place on this replica: its session (None until built) and the last answer sent;
-    ``on_drop`` runs once when Serve drops the slot (or it is collected)."""
+    """One edge's place on this replica: its session (None until built) and the last answer sent."""
 
     edge_id: str
-    on_drop: Callable[[], None]
     session: EdgeSession | None = None
     reply: Message | None = None
     reply_seq: int | None = None
@@ -87,12 +87,6 @@ class _Slot:
     moved: bool = False
     # (seconds, bytes) of the checkpoint written for it
     checkpoint: tuple[float, int] | None = None
-    dropped: bool = False
-
-    def __del__(self) -> None:
-        if not self.dropped:
-            self.dropped = True
-            self.on_drop()
 
 
 def _error(exc: ProtocolError, seq: int | None) -> Error:
@@ -133,18 +127,12 @@ class TeachingReplica:
         self.runtime = ServerRuntime(self.settings, ServerMetrics(1, 60.0))
         freeze_startup_heap()
         self._started = False
-        # slots handed out by the multiplexed loader and not dropped yet
-        self._held = 0
 
         self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.replica_id = serve.get_replica_context().replica_id.unique_id
 
-        async def new_slot(edge_id: str) -> _Slot:
-            self._held += 1
-            return _Slot(edge_id, self._dropped)
-
-        # at most `students` here; Serve drops the least recently used past that
         held = self.settings.max_sessions if students is None else students
-        self._slot = serve.multiplexed(max_num_models_per_replica=held)(new_slot)
+        self._slots = SlotTable(held, _Slot)
 
     def _start(self) -> ServerRuntime:
         # the engine's tasks belong to the replica's event loop
@@ -161,8 +149,32 @@ class TeachingReplica:
             "where": f"Ray Serve ({readiness['device']} teaching replicas)",
         }
 
-    def _dropped(self) -> None:
-        self._held -= 1
+    async def _slot(self, edge_id: str) -> _Slot:
+        return self._slots.take(edge_id)
+
+    def record_routing_stats(self) -> dict[str, Any]:
+        """What Serve polls for the request router: ``edges``, {edge id: version of its session here
+        (-1: none built yet)} for every slot."""
+        return {
+            "edges": {
+                slot.edge_id: -1 if slot.session is None else slot.session.version
+                for slot in self._slots.slots()
+            }
+        }
+
+    async def release(self, request: ReleaseSlot) -> bool:
+        """Drop the edge's slot if ``request`` names this replica (its session moved away or ended);
+        True when one was dropped."""
+        if request.replica_id != self.replica_id:
+            return False
+        released = self._slots.release(request.edge_id)
+        if released:
+            log.info(
+                "slot of edge %r released (%s)",
+                request.edge_id,
+                "its session ended" if request.ended else "its session moved to another replica",
+            )
+        return released
 
     def __del__(self) -> None:
         """Serve's shutdown of this replica: the checkpoints not yet written are written first."""
@@ -177,7 +189,7 @@ class TeachingReplica:
         if slot is not None:
             slot.moved, slot.checkpoint = False, None
         seconds, size = checkpoint if checkpoint is not None else (None, None)
-        return Answer(message, self.name, self._held, moved, seconds, size)
+        return Answer(message, self.name, len(self._slots), moved, seconds, size, self.replica_id)
 
     async def open(self, request: OpenSession) -> Answer:
         runtime = self._start()

@@ -5,7 +5,6 @@ WebSocket edges, the load benchmark's simulated cameras). A teaching replica is 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
@@ -34,6 +33,14 @@ from shadowtutor_lab.demo.processes import free_port  # noqa: E402
 from shadowtutor_lab.stress.load_edge import SimulatedCamera  # noqa: E402
 from tests.support.prometheus import sample_value  # noqa: E402
 from tests.support.scene import TinyScene, write_scene  # noqa: E402
+from tests.support.serve_fleet import (  # noqa: E402
+    check_no_key_frame_lost,
+    run_cameras,
+    start_cameras,
+    until,
+    wait_ready,
+    writers,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 EDGES = 8
@@ -48,20 +55,6 @@ class Deployment:
     address: str  # the Ray cluster's
 
 
-def _wait_ready(base: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/readyz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{base}/readyz never answered 200")
-        time.sleep(0.5)
-
-
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     root = tmp_path_factory.mktemp("ray-serve")
@@ -74,11 +67,11 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         max_updates=2, threshold=0.99, distill_workers=1, host="127.0.0.1", port=port, log_level="warning",
     )
     store = DirectoryStore(root / "sessions")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "include_dashboard": False})
     try:
         deploy(cluster.address, settings, ServeOptions(replicas=2, store=store.location))
         base = f"http://127.0.0.1:{port}"
-        _wait_ready(base)
+        wait_ready(base)
         yield Deployment(settings, scene, store, base, cluster.address)
     finally:
         serve.shutdown()
@@ -87,36 +80,11 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 
 
 def _cameras(deployment: Deployment, prefix: str) -> list[SimulatedCamera]:
-    url = deployment.base.replace("http://", "ws://") + "/v1/edge"
-    cameras = [SimulatedCamera(i, url, f"{prefix}-{i}", deployment.scene.class_names, deployment.scene.frames,
-                               stride=1, answer_timeout=60.0) for i in range(EDGES)]
-    for camera in cameras:
-        camera.start()
-    for camera in cameras:
-        camera.wait_welcome(60.0)
-    return cameras
-
-
-def _run(cameras: list[SimulatedCamera], seconds: float, rate: float,
-         stop: threading.Event | None = None) -> list[threading.Thread]:
-    """The cameras send key frames at ``rate`` for ``seconds`` or until ``stop`` is set, in threads."""
-    start = time.monotonic()
-    stop = stop or threading.Event()
-    threads = [threading.Thread(target=c.run, args=(start, start + seconds, rate, i / (EDGES * rate), stop))
-               for i, c in enumerate(cameras)]
-    for thread in threads:
-        thread.start()
-    return threads
+    return start_cameras(deployment.base, deployment.scene, prefix, EDGES)
 
 
 def _writers(deployment: Deployment, cameras: list[SimulatedCamera]) -> dict[str, str]:
-    """Edge id -> "HOST:PID" of the replica that last checkpointed its session."""
-    found = {}
-    for camera in cameras:
-        data = deployment.store.load(camera.result.edge_id, camera.session.session_id)
-        if data is not None:
-            found[camera.result.edge_id] = str(header(data)["writer"])
-    return found
+    return writers(deployment.store, cameras)
 
 
 def _metrics(deployment: Deployment) -> str:
@@ -124,42 +92,14 @@ def _metrics(deployment: Deployment) -> str:
         return response.read().decode()
 
 
-def _until(condition, timeout: float = 30.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def _stored_version(deployment: Deployment, edge_id: str, session_id: str) -> object:
     return header(deployment.store.load(edge_id, session_id))["version"]
 
 
-def _check_every_key_frame_answered_in_one_version_line(
-    deployment: Deployment, cameras: list[SimulatedCamera], taken_over: frozenset[str] = frozenset(),
-) -> None:
-    """``taken_over``: edges whose replica was killed; the answer it sent last may have gone out before its
-    checkpoint was written, and then the replica that takes over sends full weights once."""
-    for camera in cameras:
-        result = camera.result
-        assert result.records, result.edge_id
-        assert all(r.turnaround is not None for r in result.records), f"{result.edge_id}: a key frame unanswered"
-        assert result.errors == {} and result.failure is None, (result.edge_id, result.errors, result.failure)
-        assert (result.disconnects, result.sessions) == (0, 1), result.edge_id  # kept its WebSocket
-        # versions followed one another (an update on another base is refused), never a full download again
-        assert (result.rejected_updates, result.resyncs) == (0, 0), result.edge_id
-        assert result.full_answers <= (result.edge_id in taken_over), result.edge_id
-        assert camera.student.version == len(result.records), result.edge_id
-        # the last checkpoints are written behind their answers
-        count = len(result.records)
-        written = functools.partial(_stored_version, deployment, result.edge_id, camera.session.session_id)
-        _until(lambda written=written, count=count: written() == count, timeout=10.0)
-
-
 def test_a_killed_teaching_replica_loses_no_key_frame_and_no_session(deployment: Deployment) -> None:
     cameras = _cameras(deployment, "kill")
-    threads = _run(cameras, seconds=9.0, rate=2.0)
-    _until(lambda: len(_writers(deployment, cameras)) == EDGES and all(c.result.records for c in cameras))
+    threads = run_cameras(cameras, seconds=9.0, rate=2.0)
+    until(lambda: len(_writers(deployment, cameras)) == EDGES and all(c.result.records for c in cameras))
     before = _writers(deployment, cameras)
     replicas = set(before.values())
     assert len(replicas) == 2, f"sessions did not spread over the replicas: {before}"
@@ -168,7 +108,7 @@ def test_a_killed_teaching_replica_loses_no_key_frame_and_no_session(deployment:
     os.kill(int(victim.rpartition(":")[2]), signal.SIGKILL)  # the replica's process
     for thread in threads:
         thread.join()
-    _check_every_key_frame_answered_in_one_version_line(deployment, cameras, frozenset(moved))
+    check_no_key_frame_lost(deployment.store, cameras, frozenset(moved))
     after = _writers(deployment, cameras)
     assert all(after[edge] != victim for edge in moved)  # taken over from their checkpoints
     metrics = _metrics(deployment)
@@ -186,7 +126,7 @@ def test_a_killed_teaching_replica_loses_no_key_frame_and_no_session(deployment:
 def test_replica_count_changes_while_edges_run_lose_nothing(deployment: Deployment) -> None:
     cameras = _cameras(deployment, "scale")
     stop = threading.Event()
-    threads = _run(cameras, seconds=120.0, rate=1.0, stop=stop)
+    threads = run_cameras(cameras, seconds=120.0, rate=1.0, stop=stop)
     time.sleep(1.0)
     for replicas in (3, 1):  # each returns once the deployment runs at that count
         deploy(deployment.address, deployment.settings, ServeOptions(replicas, store=deployment.store.location))
@@ -195,7 +135,7 @@ def test_replica_count_changes_while_edges_run_lose_nothing(deployment: Deployme
     stop.set()
     for thread in threads:
         thread.join()
-    _check_every_key_frame_answered_in_one_version_line(deployment, cameras)
+    check_no_key_frame_lost(deployment.store, cameras)
     assert len(set(_writers(deployment, cameras).values())) == 1  # all on the one replica left
 
 
@@ -232,7 +172,7 @@ def test_resync_naive_mode_and_sessions_through_the_ingress(deployment: Deployme
             sessions = {s["edge_id"]: s for s in json.loads(response.read())["sessions"]}
         assert sessions["wire-distill"]["version"] == 2 and sessions["wire-naive"]["mode"] == "naive"
     # written behind the answer
-    _until(lambda: _stored_version(deployment, "wire-distill", welcome.session_id) == 2, timeout=10.0)
+    until(lambda: _stored_version(deployment, "wire-distill", welcome.session_id) == 2, timeout=10.0)
 
 
 def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(deployment: Deployment) -> None:
@@ -273,7 +213,7 @@ def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(depl
         ws.send(key_frame(1, base_version=1))
         after = decode(ws.recv(timeout=30))
         assert isinstance(after, Update) and (after.version, after.full) == (2, False)
-    _until(lambda: _stored_version(deployment, "race", welcome.session_id) == 2, timeout=10.0)
+    until(lambda: _stored_version(deployment, "race", welcome.session_id) == 2, timeout=10.0)
 
 
 def test_a_bad_ray_address_is_one_clear_error(tmp_path: Path, deployment: Deployment) -> None:

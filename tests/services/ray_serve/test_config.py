@@ -44,3 +44,30 @@ def test_serve_has_a_flag_for_students_per_replica() -> None:
 
     args = build_parser().parse_args(["serve", "--ray", "auto", "--ray-replica-sessions", "8"])
     assert args.ray_replica_sessions == 8
+
+
+def test_the_config_sets_the_ingress_replicas_and_the_teaching_router(tmp_path: Path) -> None:
+    config = serve_config(ServerSettings(), ServeOptions(replicas=2, ingresses=3, store=str(tmp_path)))
+    ServeDeploySchema.model_validate(config)
+    deployments = {d["name"]: d for d in config["applications"][0]["deployments"]}
+    assert (deployments["ingress"]["num_replicas"], deployments["teaching"]["num_replicas"]) == (3, 2)
+    built = app_builder(config["applications"][0]["args"])
+    teaching = built._bound_deployment.init_args[1]
+    router = teaching._bound_deployment._deployment_config.request_router_config
+    assert router.request_router_class == "services.ray_serve.placement.SessionBalanceRouter"
+    assert router.request_routing_stats_period_s == 0.5
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"ingresses": 0}, "ingress replicas must be >= 1"),
+    ({"gpus": -1.0}, "gpus and cpus per replica must be >= 0"),
+])
+def test_bad_options_are_one_clear_error(options: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ServeOptions(**options)  # type: ignore[arg-type]
+
+
+def test_serve_has_a_flag_for_ingress_replicas() -> None:
+    from shadowtutor.cli import build_parser
+
+    assert build_parser().parse_args(["serve", "--ray", "auto", "--ray-ingresses", "2"]).ray_ingresses == 2

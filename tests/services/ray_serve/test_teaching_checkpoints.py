@@ -20,6 +20,7 @@ pytest.importorskip("ray", reason="the serve extra is not installed (pip install
 from services.ray_serve import teaching  # noqa: E402
 from services.ray_serve.client import ServeTeaching  # noqa: E402
 from services.ray_serve.requests import OpenSession, SessionRef  # noqa: E402
+from services.ray_serve.slots import SlotTable  # noqa: E402
 from services.ray_serve.teaching import TeachingReplica, _error, _Slot  # noqa: E402
 from services.server.checkpoint_checks import CheckpointFormatError  # noqa: E402
 from services.server.checkpoint_seal import seal, unseal  # noqa: E402
@@ -58,10 +59,9 @@ def test_another_edges_checkpoint_in_the_slot_ends_the_session_with_a_fatal_erro
     store.create("cam-1", own_session, 0, others)  # cam-2's state put in cam-1's slot
     with ThreadPoolExecutor(1) as pool:
         replica = _replica(store, pool)
-        slot = _Slot("cam-1", lambda: None)
+        slot = _Slot("cam-1")
         with pytest.raises(SessionEnded, match="checkpoint is refused .*of edge 'cam-2'") as ended:
             asyncio.run(replica._session(slot, SessionRef(own_session, 0), None))
-        slot.dropped = True
     assert slot.session is None
     error = _error(ended.value, 7)
     assert (error.fatal, error.code, error.seq) == (True, ErrorCode.INTERNAL.value, 7)
@@ -73,9 +73,8 @@ def test_its_own_checkpoint_is_restored(tmp_path: Path) -> None:
     session_id, data = _checkpoint_of("cam-1")
     store.create("cam-1", session_id, 0, data)
     with ThreadPoolExecutor(1) as pool:
-        slot = _Slot("cam-1", lambda: None)
+        slot = _Slot("cam-1")
         session = asyncio.run(_replica(store, pool)._session(slot, SessionRef(session_id, 0), None))
-        slot.dropped = True
     assert session.session_id == session_id and session.hello.edge_id == "cam-1"
 
 
@@ -95,10 +94,9 @@ def test_a_checkpoint_behind_the_edge_is_taken_and_the_next_update_is_full(
     store.create("cam-1", original.session_id, 1, snapshot(original))
     original.distill(1, frames[1], labels[1], base_version=1, teacher_ms=1.0)  # version 2, never stored
     with ThreadPoolExecutor(1) as pool:
-        slot = _Slot("cam-1", lambda: None)
+        slot = _Slot("cam-1")
         start = time.monotonic()
         session = asyncio.run(_replica(store, pool)._session(slot, SessionRef(original.session_id, 2), 2))
-        slot.dropped = True
     assert time.monotonic() - start >= 0.3
     assert session.version == 2 and slot.moved
     update = session.distill(2, frames[2], labels[2], base_version=2, teacher_ms=1.0)
@@ -130,7 +128,7 @@ def test_the_answer_does_not_wait_for_the_checkpoint_and_a_lost_claim_is_seen(
     with ThreadPoolExecutor(1) as pool:
         replica = _replica(store, pool)
         replica.writer = CheckpointWriter(store).start()
-        slot = _Slot("cam-1", lambda: None)
+        slot = _Slot("cam-1")
 
         async def answer() -> tuple[bool, float]:
             start = time.monotonic()
@@ -156,7 +154,6 @@ def test_the_answer_does_not_wait_for_the_checkpoint_and_a_lost_claim_is_seen(
         assert asyncio.run(replica._checkpoint(slot, session, welcome, None)) and slot.session is session
         assert replica.writer.close()
         assert store.latest("cam-1", session.session_id) == 2
-        slot.dropped = True
 
 
 def test_the_ingress_ends_the_connection_only_for_a_fatal_answer() -> None:
@@ -189,10 +186,9 @@ def test_with_a_secret_only_checkpoints_tagged_for_the_slot_are_used(tmp_path: P
     with ThreadPoolExecutor(1) as pool:
         replica = _replica(store, pool)
         replica.settings = ServerSettings(checkpoint_secret="a checkpoint secret")
-        slot = _Slot("cam-1", lambda: None)
+        slot = _Slot("cam-1")
         with pytest.raises(SessionEnded, match="no integrity tag"):
             asyncio.run(replica._session(slot, SessionRef(session_id, 0), None))
-        slot.dropped = True
 
 
 def unseal_error(stored: bytes, key: bytes | None, edge_id: str, session_id: str) -> str:
@@ -205,7 +201,7 @@ def test_a_session_opened_on_a_replica_trains_the_servers_sparse_share(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the replica's Serve plumbing (its multiplexed slot and model id) is stood in: it needs a Serve replica
-    slot = _Slot("cam-1", lambda: None)
+    slot = _Slot("cam-1")
 
     async def the_slot(edge_id: str) -> _Slot:
         return slot
@@ -216,12 +212,12 @@ def test_a_session_opened_on_a_replica_trains_the_servers_sparse_share(
     with ThreadPoolExecutor(1) as pool:
         replica = _replica(DirectoryStore(tmp_path), pool)
         replica.settings = ServerSettings(sparse_fraction=0.05, sparse_every=3)
-        replica._started, replica._slot, replica._held = True, the_slot, 1
+        replica._started, replica._slot = True, the_slot
+        replica._slots, replica.replica_id = SlotTable(1, _Slot), "replica-1"
         replica.name = "replica-1"
         replica.writer = CheckpointWriter(replica.store).start()
         asyncio.run(replica.open(request))
         assert replica.writer.close()
-        slot.dropped = True
     assert slot.session is not None and slot.session.distiller is not None
     chooser = slot.session.distiller.chooser
     assert chooser is not None and chooser.options == SparseOptions(0.05, 3)
