@@ -36,17 +36,16 @@ from services.server.checkpoint_seal import seal, unseal
 from services.server.checkpoint_store import open_store
 from services.server.loading import load_models
 from services.server.metrics import ServerMetrics
-from services.server.remote_teaching import SessionEnded
 from services.server.runtime import ServerRuntime
 from services.server.session import EdgeSession, Traffic
 from services.server.session_checkpoint import CheckpointFormatError, restore, snapshot
 from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherFailed
+from services.server.teaching import LocalTeaching, SessionEnded
 from shadowtutor.algorithms.distill import DistillResult
 from shadowtutor.heap import freeze_startup_heap
-from shadowtutor.protocol.codecs import encode_labels
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.messages import Error, Labels, Message
+from shadowtutor.protocol.messages import Error, Message
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +82,11 @@ def teaching_settings(settings: ServerSettings) -> ServerSettings:
 
 
 class TeachingReplica:
-    """Loads the models at construction (a replica that cannot load them fails to start, and Serve says why)."""
+    """One replica of the teaching deployment: its models, the students of its edges (one slot per
+    edge, multiplexed by Serve) and their checkpoints. Each request's model work goes through a
+    :class:`~services.server.teaching.LocalTeaching`; every answer is an :class:`Answer` carrying
+    the message the ingress forwards. Loads the models at construction (a replica that cannot load
+    them fails to start, and Serve says why)."""
 
     def __init__(self, settings: ServerSettings, store: str, students: int | None = None) -> None:
         """``students``: the most students held here (default ``settings.max_sessions``)."""
@@ -92,6 +95,7 @@ class TeachingReplica:
         self.store = open_store(store)
         self._models = load_models(self.settings)
         self.runtime = ServerRuntime(self.settings, ServerMetrics(1, 60.0))
+        self.teaching = LocalTeaching(self.runtime)
         freeze_startup_heap()
         self._started = False
         self._held = 0  # slots handed out by the multiplexed loader and not dropped yet
@@ -113,9 +117,10 @@ class TeachingReplica:
         return self.runtime
 
     async def describe(self) -> dict[str, Any]:
-        readiness = self._start().readiness()
-        return {"class_names": readiness["class_names"], "teacher": readiness["teacher"],
-                "where": f"Ray Serve ({readiness['device']} teaching replicas)"}
+        self._start()
+        described = await self.teaching.describe()
+        return {"class_names": described["class_names"], "teacher": described["teacher"],
+                "where": f"Ray Serve ({described['device']} teaching replicas)"}
 
     def _dropped(self) -> None:
         self._held -= 1
@@ -131,47 +136,40 @@ class TeachingReplica:
     async def open(self, request: OpenSession) -> Answer:
         runtime = self._start()
         slot = await self._slot(serve.get_multiplexed_model_id())
-        distiller = await self._in_pool(runtime.new_distiller, request.student_size)
+        distiller = await self.teaching.new_student(request.hello, request.student_size)
         session = EdgeSession(
             hello=request.hello, frame_codec=request.frame_codec, weight_codec=request.weight_codec,
             params=runtime.params, traffic=Traffic(), distiller=distiller, delta_codec=request.delta_codec,
             telemetry_interval=request.telemetry_interval, session_id=request.session_id,
         )
-        welcome = await self._in_pool(session.welcome)
+        welcome = await self.teaching.open(session)
         if not await self._checkpoint(slot, session, None, None):  # opened already (this request sent again):
             session = await self._session(slot, SessionRef(request.session_id, 0), None)  # that session
-            welcome = await self._in_pool(session.welcome)  # the same weights, so the same WELCOME
+            welcome = await self.teaching.open(session)  # the same weights, so the same WELCOME
         await asyncio.to_thread(self.store.forget_others, slot.edge_id, request.session_id)
         return self._answer(welcome, slot)
 
     async def train(self, request: TrainKeyFrame) -> Answer:
-        runtime = self._start()
+        self._start()
         slot = await self._slot(serve.get_multiplexed_model_id())
         try:
             session = await self._session(slot, request.session, request.seq)
             if slot.reply_seq == request.seq and slot.reply is not None:
                 return self._answer(slot.reply, slot)  # answered before, the answer lost on its way: again
-            queue = runtime.teacher_queue
-            if queue is None:
-                raise TeacherFailed("the teacher is not available (the replica is shutting down)")
-            labelled = await queue.label(request.frame, request.frame_index)
-            distillation = runtime.distillation
-            if distillation is None:
-                raise ProtocolError(ErrorCode.SERVER_BUSY, "distillation is not available (the replica is stopping)")
             assert session.distiller is not None, "a teaching replica opens and restores sessions with a student"
             session.last_seq = request.seq
-            session.stats.labelled += 1
-            result, seconds = await distillation.train(session.distiller, request.frame, labelled.labels,
-                                                       labelled.boxes)
-            update = await self._in_pool(session.trained, request.seq, result, seconds, request.base_version,
-                                         labelled.seconds * 1000.0)
+            answer, trained = await self.teaching.answer(
+                session, request.frame, seq=request.seq, frame_index=request.frame_index,
+                base_version=request.base_version,
+            )
         except ProtocolError as exc:
             return self._answer(_error(exc, request.seq), slot)
         except TeacherFailed as exc:
             error = Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq)
             return self._answer(error, slot)
+        update: Message = answer
         # another replica may have answered it first
-        if not await self._checkpoint(slot, session, update, request.seq, result):
+        if not await self._checkpoint(slot, session, update, request.seq, trained):
             session = await self._session(slot, request.session, request.seq)
             if slot.reply_seq != request.seq or slot.reply is None:
                 error = Error(code=ErrorCode.INTERNAL.value, message="another teaching replica changed this session "
@@ -186,25 +184,23 @@ class TeachingReplica:
             session = await self._session(slot, request.session, None)
         except ProtocolError as exc:
             return self._answer(_error(exc, None), slot)
-        update = await self._in_pool(session.resync, request.have_version)
+        update = await self.teaching.resync(session, request.have_version)
         if not await self._checkpoint(slot, session, None, None):
             return self._answer(Error(code=ErrorCode.INTERNAL.value, message="another teaching replica changed "
                                       "this session meanwhile; ask again", fatal=False), slot)
         return self._answer(update, slot)
 
     async def label(self, request: LabelKeyFrame) -> Answer:
-        queue = self._start().teacher_queue
+        self._start()
         try:
-            if queue is None:
-                raise TeacherFailed("the teacher is not available (the replica is shutting down)")
-            labelled = await queue.label(request.frame, request.frame_index)
+            labels, _ = await self.teaching.answer(
+                None, request.frame, seq=request.seq, frame_index=request.frame_index,
+                base_version=0,
+            )
         except TeacherFailed as exc:
             return self._answer(Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False,
                                       seq=request.seq))
-        payload = await asyncio.to_thread(encode_labels, labelled.labels, "png")
-        height, width = request.frame.shape[:2]
-        return self._answer(Labels(seq=request.seq, frame_index=request.frame_index, codec="png", width=width,
-                                   height=height, teacher_ms=labelled.seconds * 1000.0, payload=payload))
+        return self._answer(labels)
 
     async def _session(self, slot: _Slot, ref: SessionRef, seq: int | None) -> EdgeSession:
         """The slot's session at the version the ingress knows (or one further, answered for ``seq``);

@@ -22,26 +22,30 @@ from services.server.gpu_metrics import start_gpu_metrics, stop_gpu_metrics
 from services.server.limits import KeyFrameLimits
 from services.server.loading import BaseStudent, LoadedModels, load_models
 from services.server.metrics import ServerMetrics
-from services.server.remote_teaching import RemoteTeaching
 from services.server.session import SessionRegistry
 from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherQueue
+from services.server.teaching import LocalTeaching, Teaching
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.classes import background_index
 from shadowtutor.gpu_usage import GpuUsageSampler
 from shadowtutor.models.precision import training_precision
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.teachers.base import Teacher
 
 log = logging.getLogger(__name__)
 
 
 class ServerRuntime:
     def __init__(
-        self, settings: ServerSettings, metrics: ServerMetrics, teacher: Any | None = None,
-        models: LoadedModels | None = None, remote: RemoteTeaching | None = None,
+        self, settings: ServerSettings, metrics: ServerMetrics, teacher: Teacher | None = None,
+        models: LoadedModels | None = None, remote: Teaching | None = None,
     ) -> None:
         self.settings = settings
-        self.remote = remote  # teacher and students elsewhere (a Ray Serve deployment): this process holds no model
+        # teacher and students elsewhere (a Ray Serve deployment): this process holds no model
+        self.remote = remote
+        # where the sessions' model work runs: chosen here, once
+        self.teaching: Teaching = remote if remote is not None else LocalTeaching(self)
         self._remote_described: dict[str, Any] | None = None
         self.metrics = metrics
         self.params = settings.algorithm_params()
@@ -54,7 +58,7 @@ class ServerRuntime:
             on_change=metrics.unauthenticated_connections.set,
             on_refusal=lambda reason: metrics.connections_refused.labels(reason=reason).inc(),
         )
-        self.teacher: Any | None = teacher
+        self.teacher: Teacher | None = teacher
         self.teacher_queue: TeacherQueue | None = None
         self.distillation: Distillation | None = None
         self.base_student: BaseStudent | None = None
@@ -137,7 +141,7 @@ class ServerRuntime:
             return
         self.install(models)
 
-    async def _describe_remote(self, remote: RemoteTeaching) -> None:
+    async def _describe_remote(self, remote: Teaching) -> None:
         """Ready once the remote teaching answers with its classes (retried while it starts)."""
         while True:
             try:

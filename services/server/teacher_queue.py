@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from services.server.metrics import ServerMetrics
-from shadowtutor.teachers.base import TeacherError, Teaching, teach_batch
+from shadowtutor.teachers.base import Teacher, TeacherAnswer, TeacherError, teach_batch
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class _Request:
 
 
 class TeacherQueue:
-    def __init__(self, teacher: Any, metrics: ServerMetrics, max_batch: int = 8) -> None:
+    def __init__(self, teacher: Teacher, metrics: ServerMetrics, max_batch: int = 8) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.teacher = teacher
@@ -105,7 +105,7 @@ class TeacherQueue:
                     self.metrics.teacher_latency.observe(seconds)
                     request.future.set_result(TeacherResult(outcome.labels, seconds, outcome.boxes))
 
-    def _label_all(self, batch: list[_Request]) -> list[Teaching | TeacherFailed]:
+    def _label_all(self, batch: list[_Request]) -> list[TeacherAnswer | TeacherFailed]:
         """Runs in the teacher thread, on the teacher's CUDA stream if it has one."""
         if self.stream is None:
             return self._label_batch(batch)
@@ -114,7 +114,7 @@ class TeacherQueue:
         with torch.cuda.stream(self.stream):
             return self._label_batch(batch)
 
-    def _label_batch(self, batch: list[_Request]) -> list[Teaching | TeacherFailed]:
+    def _label_batch(self, batch: list[_Request]) -> list[TeacherAnswer | TeacherFailed]:
         if len(batch) > 1:
             try:
                 taught = teach_batch(self.teacher, [r.frame for r in batch], [r.frame_index for r in batch])
@@ -123,7 +123,7 @@ class TeacherQueue:
                 log.warning("teacher batch of %d failed (%s); labelling one by one", len(batch), exc)
         return [self._label_one(r) for r in batch]
 
-    def _label_one(self, request: _Request) -> Teaching | TeacherFailed:
+    def _label_one(self, request: _Request) -> TeacherAnswer | TeacherFailed:
         try:
             return self._checked(request, teach_batch(self.teacher, [request.frame], [request.frame_index])[0])
         except TeacherFailed as exc:
@@ -135,7 +135,7 @@ class TeacherQueue:
             return TeacherFailed(f"the teacher failed on frame {request.frame_index}: {exc}")
 
 
-    def _checked(self, request: _Request, taught: Teaching) -> Teaching:
+    def _checked(self, request: _Request, taught: TeacherAnswer) -> TeacherAnswer:
         """The teacher's answer if it is a label map of the frame's size with known classes (and boxes
         ``(N, 4)`` if any)."""
         labels = np.asarray(taught.labels)
@@ -149,10 +149,10 @@ class TeacherQueue:
         boxes = None if taught.boxes is None else np.asarray(taught.boxes, dtype=np.float32)
         if boxes is not None and (boxes.ndim != 2 or boxes.shape[1] != 4 or not np.isfinite(boxes).all()):
             raise TeacherFailed(f"the teacher returned instance boxes of shape {boxes.shape}, not finite (N, 4)")
-        return Teaching(labels, boxes)
+        return TeacherAnswer(labels, boxes)
 
 
-def teacher_stream(teacher: Any) -> Any:
+def teacher_stream(teacher: Teacher) -> Any:
     """A new ``torch.cuda.Stream`` on the teacher's device when that is a usable CUDA device, else None
     (CPU teachers, and teachers that say no device)."""
     device = str(getattr(teacher, "device", "cpu"))

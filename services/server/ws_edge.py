@@ -2,8 +2,8 @@
 
 A connection reads messages in one task and serves key frames and resync requests in
 another, in arrival order, so that a malformed message or a disconnect is seen even while
-distillation runs. Teacher work goes through the shared queue, distillation through the runtime's
-:class:`~services.server.distillation.Distillation`; tensor encoding runs in the distillation thread pool.
+distillation runs. The model work (the student, the WELCOME, the answer to a key frame, a resync)
+goes through the runtime's :class:`~services.server.teaching.Teaching`, wherever that runs.
 
 Before any model data is sent, the HELLO must come within ``hello_timeout`` and carry the
 edge's token (when authentication is on). Until it is accepted, a connection takes a place among
@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable
 
 import numpy as np
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -32,12 +31,12 @@ from services.server.admission import Ticket
 from services.server.credential_gate import BUSY
 from services.server.handshake import check_hello
 from services.server.limits import Verdict
-from services.server.remote_teaching import SessionEnded
 from services.server.runtime import ServerRuntime
 from services.server.session import EdgeSession, Traffic
 from services.server.teacher_queue import TeacherFailed
+from services.server.teaching import SessionEnded
 from services.server.ws_protocol import MESSAGE_LIMIT_EXTENSION
-from shadowtutor.protocol.codecs import decode_frame, encode_labels
+from shadowtutor.protocol.codecs import decode_frame
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.image_header import check_declared_size
 from shadowtutor.protocol.messages import (
@@ -45,7 +44,6 @@ from shadowtutor.protocol.messages import (
     Error,
     Hello,
     KeyFrame,
-    Labels,
     Message,
     ResyncRequest,
     Telemetry,
@@ -57,7 +55,6 @@ from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamDecoder
 
 log = logging.getLogger(__name__)
 router = APIRouter()
-T = TypeVar("T")
 MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's reason fits in 123 bytes
 
 
@@ -155,8 +152,7 @@ class EdgeConnection:
         await self._check_token(hello)
         self._admitted()
         self.session = await self._open_session(hello, self.runtime.auth.generation)
-        remote = self.runtime.remote
-        await self._send(await remote.open(self.session) if remote else await self._in_pool(self.session.welcome))
+        await self._send(await self.runtime.teaching.open(self.session))
         log.info(
             "session %s opened for edge %r (%s, %dx%d, frames %s, weights %s)",
             self.session.session_id, hello.edge_id, hello.mode, hello.frame_width, hello.frame_height,
@@ -245,10 +241,7 @@ class EdgeConnection:
             raise ProtocolError(ErrorCode.SERVER_BUSY, f"the server is not ready ({runtime.not_ready_reason})")
         agreement = check_hello(hello, runtime.settings, runtime.class_names)
         runtime.sessions.reserve(hello.edge_id)
-        distiller = (  # with remote teaching, the student lives on a teaching replica
-            await self._in_pool(runtime.new_distiller, agreement.student_size)
-            if hello.mode == "distill" and runtime.remote is None else None
-        )
+        distiller = await runtime.teaching.new_student(hello, agreement.student_size)
         session = EdgeSession(
             hello=hello,
             frame_codec=agreement.frame_codec,
@@ -315,35 +308,17 @@ class EdgeConnection:
             item = await inbox.get()
             if isinstance(item, ResyncRequest):
                 log.info("%s asks for a resync (holds version %d: %s)", self._who(), item.have_version, item.reason)
-                remote = self.runtime.remote
-                await self._send(await remote.resync(session, item.have_version) if remote
-                                 else await self._in_pool(session.resync, item.have_version))
+                await self._send(await self.runtime.teaching.resync(session, item.have_version))
             else:
                 await self._key_frame(item)
 
     async def _key_frame(self, key_frame: KeyFrame) -> None:
+        """Check and decode ``key_frame``, then send the teaching's answer; an error that concerns
+        only this key frame is sent as a non-fatal ERROR, one that ends the session is raised."""
         session = self._session()
-        hello = session.hello
         try:
-            if (key_frame.width, key_frame.height) != (hello.frame_width, hello.frame_height):
-                raise ProtocolError(
-                    ErrorCode.BAD_FRAME,
-                    f"key frame is {key_frame.width}x{key_frame.height}; HELLO announced "
-                    f"{hello.frame_width}x{hello.frame_height}",
-                )
-            if key_frame.codec not in self.runtime.settings.allowed_frame_codecs():
-                raise ProtocolError(ErrorCode.UNSUPPORTED_CODEC, f"frame codec {key_frame.codec!r} is not allowed")
-            if self._stream is None:
-                self._stream = StreamDecoder(hello.frame_width, hello.frame_height)
-            frame = await asyncio.to_thread(_decode_writable, key_frame, self._stream)
-            remote = self.runtime.remote
-            if remote is not None:  # teacher and student on a teaching replica: its answer (or its error)
-                answer = await remote.key_frame(session, key_frame, frame)
-            else:
-                queue = self.runtime.teacher_queue
-                if queue is None:
-                    raise TeacherFailed("the teacher is not available (the server is shutting down)")
-                labelled = await queue.label(frame, key_frame.frame_index)
+            frame = await self._decoded(key_frame)
+            answer = await self.runtime.teaching.key_frame(session, key_frame, frame)
         except SessionEnded:
             raise
         except ProtocolError as exc:
@@ -352,31 +327,25 @@ class EdgeConnection:
         except TeacherFailed as exc:
             await self._send_error(ErrorCode.TEACHER_FAILED, str(exc), seq=key_frame.seq)
             return
-        if remote is not None:
-            await self._send(answer)
-            return
-        session.stats.labelled += 1
-        session.stats.teacher_seconds += labelled.seconds
-        teacher_ms = labelled.seconds * 1000.0
-        if session.distiller is None:
-            payload = await asyncio.to_thread(encode_labels, labelled.labels, "png")
-            await self._send(
-                Labels(
-                    seq=key_frame.seq, frame_index=key_frame.frame_index, codec="png", width=key_frame.width,
-                    height=key_frame.height, teacher_ms=teacher_ms, payload=payload,
-                )
+        await self._send(answer)
+
+    async def _decoded(self, key_frame: KeyFrame) -> np.ndarray:
+        """The key frame as a writable BGR array, once its size and codec are checked against the
+        HELLO and the settings (ProtocolError otherwise)."""
+        hello = self._session().hello
+        if (key_frame.width, key_frame.height) != (hello.frame_width, hello.frame_height):
+            raise ProtocolError(
+                ErrorCode.BAD_FRAME,
+                f"key frame is {key_frame.width}x{key_frame.height}; HELLO announced "
+                f"{hello.frame_width}x{hello.frame_height}",
             )
-            return
-        distillation = self.runtime.distillation
-        if distillation is None:
-            raise ProtocolError(ErrorCode.SERVER_BUSY, "distillation is not available (the server is shutting down)")
-        result, seconds = await distillation.train(session.distiller, frame, labelled.labels, labelled.boxes)
-        update = await self._in_pool(
-            session.trained, key_frame.seq, result, seconds, key_frame.base_version, teacher_ms
-        )
-        self.metrics.distill_latency.observe(update.distill_ms / 1000.0)
-        self.metrics.distill_steps.inc(update.steps)
-        await self._send(update)
+        if key_frame.codec not in self.runtime.settings.allowed_frame_codecs():
+            raise ProtocolError(
+                ErrorCode.UNSUPPORTED_CODEC, f"frame codec {key_frame.codec!r} is not allowed"
+            )
+        if self._stream is None:
+            self._stream = StreamDecoder(hello.frame_width, hello.frame_height)
+        return await asyncio.to_thread(_decode_writable, key_frame, self._stream)
 
     # -- I/O with byte accounting ------------------------------------------------------------
 
@@ -439,10 +408,6 @@ class EdgeConnection:
         if self.ws.application_state == WebSocketState.CONNECTED:
             reason_bytes = reason.encode()[:MAX_CLOSE_REASON_BYTES]
             await self._within_send_timeout(self.ws.close(close_code, reason_bytes.decode(errors="ignore")))
-
-    async def _in_pool(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run CPU/GPU work in the distillation pool, off the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(self.runtime.distill_pool, fn, *args)
 
     def _session(self) -> EdgeSession:
         if self.session is None:

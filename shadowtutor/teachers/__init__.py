@@ -7,11 +7,11 @@ a teacher has them (``maskrcnn``, ``detectron2``, ``labels`` of a scene). Backen
 when built.
 """
 
-from shadowtutor.teachers.base import Teacher, TeacherBase, TeacherError, Teaching, teach_batch
+from shadowtutor.teachers.base import Teacher, TeacherAnswer, TeacherBase, TeacherError, teach_batch
 from shadowtutor.teachers.registry import TEACHER_KINDS, build_teacher
 from shadowtutor.teachers.writer import write_teacher_labels
 
 __all__ = [
-    "TEACHER_KINDS", "Teacher", "TeacherBase", "TeacherError", "Teaching", "build_teacher", "teach_batch",
+    "TEACHER_KINDS", "Teacher", "TeacherBase", "TeacherError", "TeacherAnswer", "build_teacher", "teach_batch",
     "write_teacher_labels",
 ]

@@ -4,7 +4,7 @@ Callers type against :class:`Teacher`; backends subclass :class:`TeacherBase`, w
 checks the input and routes single frames through the batched path. Teachers that know
 instances (Mask R-CNN, scenes with their ground truth) also give the instances' boxes,
 through :meth:`TeacherBase.teach_batch`; :func:`teach_batch` asks any teacher for a
-:class:`Teaching` (boxes None where the teacher gives none).
+:class:`TeacherAnswer` (boxes None where the teacher gives none).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Teacher(Protocol):
 
 
 @dataclass(frozen=True)
-class Teaching:
+class TeacherAnswer:
     """A teacher's answer for one frame: the label map and, where the teacher has instances, their
     boxes ``(N, 4)`` float ``x0, y0, x1, y1`` in the frame's pixels (every instance the teacher kept,
     of any class, including those its label map cannot show)."""
@@ -53,15 +53,17 @@ class Teaching:
     boxes: np.ndarray | None = None
 
 
-def teach_batch(teacher: Teacher, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None) -> list[Teaching]:
+def teach_batch(
+    teacher: Teacher, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None
+) -> list[TeacherAnswer]:
     """``teacher.teach_batch`` where the teacher has it, else its labels without boxes (from ``label_batch``,
     or ``label`` frame by frame for a teacher that has only that)."""
     if hasattr(teacher, "teach_batch"):
         return teacher.teach_batch(frames, frame_indices)
     if len(frames) > 1 and hasattr(teacher, "label_batch"):
-        return [Teaching(labels) for labels in teacher.label_batch(frames, frame_indices)]
+        return [TeacherAnswer(labels) for labels in teacher.label_batch(frames, frame_indices)]
     indices = [None] * len(frames) if frame_indices is None else list(frame_indices)
-    return [Teaching(teacher.label(frame, index)) for frame, index in zip(frames, indices, strict=True)]
+    return [TeacherAnswer(teacher.label(frame, index)) for frame, index in zip(frames, indices, strict=True)]
 
 
 def label_dtype(num_classes: int) -> type[np.integer]:
@@ -127,7 +129,7 @@ class TeacherBase(ABC):
 
     def teach_batch(
         self, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None = None
-    ) -> list[Teaching]:
+    ) -> list[TeacherAnswer]:
         """Like :meth:`label_batch`, with the instances' boxes where the backend has them."""
         checked, indices = self._checked(frames, frame_indices)
         return self._teach_batch(checked, indices) if checked else []
@@ -148,9 +150,9 @@ class TeacherBase(ABC):
     def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
         """Label checked frames; each result is ``(H, W)`` of :func:`label_dtype` for its frame."""
 
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
+    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[TeacherAnswer]:
         """Labels and boxes of checked frames; backends that know instances override it."""
-        return [Teaching(labels) for labels in self._label_batch(frames, frame_indices)]
+        return [TeacherAnswer(labels) for labels in self._label_batch(frames, frame_indices)]
 
     def _details(self) -> dict[str, Any]:
         """Backend-specific entries for :meth:`describe`."""
@@ -169,7 +171,7 @@ class InstanceTeacherBase(TeacherBase):
     """A backend that knows instances: it implements :meth:`_teach_batch`, the labels come from it."""
 
     @abstractmethod
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
+    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[TeacherAnswer]:
         """Labels and instance boxes of checked frames."""
 
     def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:

@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.teachers.base import InstanceTeacherBase, TeacherError, Teaching, check_class_names, check_threshold
+from shadowtutor.teachers.base import (
+    InstanceTeacherBase,
+    TeacherAnswer,
+    TeacherError,
+    check_class_names,
+    check_threshold,
+)
 from shadowtutor.teachers.class_maps import COCO_CLASSES, checked_class_lut
 from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor.teachers.instances import PaintOrder, check_paint_order, kept_boxes, paint_instances
@@ -32,7 +38,7 @@ def instances_to_teaching(
     num_classes: int,
     score_threshold: float,
     paint_order: PaintOrder = "score",
-) -> Teaching:
+) -> TeacherAnswer:
     """detectron2 ``Instances`` (``pred_masks``, ``pred_boxes``, ``scores``, ``pred_classes`` over COCO's
     80 contiguous ids) -> an ``(H, W)`` map of task class indices and the kept instances' boxes."""
     if not hasattr(instances, "pred_masks"):
@@ -48,7 +54,7 @@ def instances_to_teaching(
         score_threshold,
         order=paint_order,
     )
-    return Teaching(labels, kept_boxes(instances.pred_boxes.tensor.cpu().numpy(), scores, score_threshold))
+    return TeacherAnswer(labels, kept_boxes(instances.pred_boxes.tensor.cpu().numpy(), scores, score_threshold))
 
 
 class Detectron2Teacher(InstanceTeacherBase):
@@ -111,7 +117,7 @@ class Detectron2Teacher(InstanceTeacherBase):
         )
         self._rgb_input = cfg.INPUT.FORMAT == "RGB"
 
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
+    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[TeacherAnswer]:
         import torch
 
         inputs = []

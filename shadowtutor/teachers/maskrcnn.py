@@ -21,7 +21,13 @@ import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.models.precision import Precision, bf16_autocast, check_precision, float32_precision
-from shadowtutor.teachers.base import InstanceTeacherBase, TeacherError, Teaching, check_class_names, check_threshold
+from shadowtutor.teachers.base import (
+    InstanceTeacherBase,
+    TeacherAnswer,
+    TeacherError,
+    check_class_names,
+    check_threshold,
+)
 from shadowtutor.teachers.class_maps import COCO_CATEGORY_NAMES, checked_class_lut
 from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor.teachers.device_paint import paint_frames
@@ -152,7 +158,7 @@ class MaskRCNNTeacher(InstanceTeacherBase):
             state_dict, min_size=self.min_size, max_size=self.max_size, box_score_thresh=self.score_threshold
         ).to(self.device)
 
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
+    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[TeacherAnswer]:
         import torch
 
         with torch.inference_mode():

@@ -33,6 +33,7 @@ from shadowtutor_lab.demo.processes import free_port  # noqa: E402
 from shadowtutor_lab.stress.load_edge import SimulatedCamera  # noqa: E402
 from tests.support.prometheus import sample_value  # noqa: E402
 from tests.support.scene import TinyScene, write_scene  # noqa: E402
+from tests.support.sessions import distill  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 EDGES = 8
@@ -250,7 +251,7 @@ def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(depl
         assert isinstance(welcome, Welcome)
         other = restore(deployment.store.load("race", welcome.session_id), params, new_distiller, edge_id="race",
                         session_id=welcome.session_id, max_size=(1920, 1080)).session
-        first = other.distill(0, scene.frames[0], scene.labels[0], base_version=0, teacher_ms=0.0)
+        first = distill(other, 0, scene.frames[0], scene.labels[0], base_version=0, teacher_ms=0.0)
         assert deployment.store.create("race", welcome.session_id, 1, snapshot(other, first, 0))
         ws.send(key_frame(0, base_version=0))
         answer = decode(ws.recv(timeout=30))

@@ -21,10 +21,10 @@ from services.ray_serve.teaching import TeachingReplica, _error, _Slot  # noqa: 
 from services.server.checkpoint_checks import CheckpointFormatError  # noqa: E402
 from services.server.checkpoint_seal import seal, unseal  # noqa: E402
 from services.server.checkpoint_store import DirectoryStore  # noqa: E402
-from services.server.remote_teaching import SessionEnded  # noqa: E402
 from services.server.session import EdgeSession, Traffic  # noqa: E402
 from services.server.session_checkpoint import snapshot  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
+from services.server.teaching import SessionEnded  # noqa: E402
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError  # noqa: E402
 from shadowtutor.protocol.messages import Error, Hello  # noqa: E402
 from tests.services.server.test_session_checkpoint import PARAMS, new_distiller  # noqa: E402

@@ -22,6 +22,7 @@ from shadowtutor.protocol.messages import Hello, Update, encode
 from shadowtutor.protocol.sparse_delta import decode_sparse
 from shadowtutor.protocol.weight_sync import HeldWeights
 from tests.support.scene import CLASS_NAMES, make_frames
+from tests.support.sessions import distill
 
 PARAMS = AlgorithmParams(max_updates=2, threshold=0.99, learning_rate=0.05)
 BOUND = (1920, 1080)
@@ -43,7 +44,7 @@ def test_a_restored_session_sends_the_updates_the_original_would_have() -> None:
     session = original()
     session.welcome()
     for seq in range(2):
-        update = session.distill(seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
+        update = distill(session, seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
     data = snapshot(session, update, reply_seq=1)
     assert b"secret" not in data  # the token stays out of shared storage
     restored = restore(data, PARAMS, new_distiller, edge_id="cam", session_id=session.session_id, max_size=BOUND)
@@ -53,8 +54,8 @@ def test_a_restored_session_sends_the_updates_the_original_would_have() -> None:
     assert header(data)["version"] == 2 and header(data)["writer"] == restored.writer
     sent = []
     for seq in range(2, 4):
-        a = session.distill(seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
-        b = copy.distill(seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
+        a = distill(session, seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
+        b = distill(copy, seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
         assert (a.version, a.full, a.tensors, a.payload) == (b.version, b.full, b.tensors, b.payload)
         assert not a.full
         sent += a.tensors
@@ -110,7 +111,7 @@ def _checkpoint() -> tuple[EdgeSession, dict]:
     frames, labels = make_frames(1)
     session = original()
     session.welcome()
-    update = session.distill(0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
+    update = distill(session, 0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
     record = torch.load(io.BytesIO(snapshot(session, update, reply_seq=0)), weights_only=True)
     return session, record
 
@@ -217,7 +218,7 @@ def test_sparse_updates_keep_the_edge_bit_identical_through_resyncs_reconnects_a
             welcome = session.welcome()
             edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f32"))
         before = {key: edge.state[key].clone() for key in trainable}
-        update = session.distill(seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
+        update = distill(session, seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
         edge_installs(edge, update, "q4sparse+zstd")
         carried += bool(update.tensors)
         for key, value in session.encoder.held.state.items():
@@ -237,7 +238,7 @@ def test_a_sparse_checkpoint_with_a_tampered_set_or_chooser_is_refused() -> None
     session = sparse_session(every=2)
     session.welcome()
     for seq in range(2):
-        session.distill(seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
+        distill(session, seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
     record = torch.load(io.BytesIO(snapshot(session)), weights_only=True)
 
     def refused(change: Callable[[dict], None], match: str) -> None:
