@@ -67,7 +67,10 @@ class KeyFrameGate(Protocol):
         """A key frame goes out at ``frame_index``."""
 
 
-class StudentRuntime(Protocol[PayloadIn]):
+class LoopStudent(Protocol[PayloadIn]):
+    """The student the client loop runs on every frame and updates with the server's payloads
+    (the agent's ``VersionedStudent``, the lab's in-process students)."""
+
     def infer(self, frame: np.ndarray) -> np.ndarray:
         """Per-pixel class labels ``(H, W)`` for one BGR frame."""
 
@@ -93,7 +96,7 @@ class ClientLoop(Generic[Payload]):
     def __init__(
         self,
         params: AlgorithmParams,
-        runtime: StudentRuntime[Payload],
+        runtime: LoopStudent[Payload],
         transport: KeyFrameTransport[Payload],
         wait_timeout: float | None = None,
         gate: KeyFrameGate | None = None,

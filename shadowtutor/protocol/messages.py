@@ -26,7 +26,7 @@ MAX_HEADER_BYTES = 64 * 1024
 MAX_HELLO_BYTES = PREFIX.size + MAX_HEADER_BYTES  # a HELLO is a header; the largest message before one
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Message:
     TYPE: ClassVar[int]
     payload: bytes = field(default=b"", repr=False, kw_only=True)
@@ -35,7 +35,7 @@ class Message:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "payload"}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Hello(Message):
     """Edge -> server, first message: who the edge is and what it can do."""
 
@@ -53,7 +53,7 @@ class Hello(Message):
     student_size: list[int] | None = None  # [W, H] the edge's student runs at; None: the server's choice
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Welcome(Message):
     """Server -> edge: the session, its parameters, and the full student weights (tensor blob).
 
@@ -74,7 +74,7 @@ class Welcome(Message):
     student_size: list[int] | None = None  # [W, H] both student copies run at; None: the frame's size
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KeyFrame(Message):
     """Edge -> server: one key frame (or, in naive mode, any frame) as an encoded image.
 
@@ -93,7 +93,7 @@ class KeyFrame(Message):
     stream_position: int | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Update(Message):
     """Server -> edge: the trained part of the student for the key frame ``seq``.
 
@@ -114,7 +114,7 @@ class Update(Message):
     distill_ms: float = 0.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ResyncRequest(Message):
     """Edge -> server: the edge holds another version than an update named; send full weights."""
 
@@ -123,7 +123,7 @@ class ResyncRequest(Message):
     reason: str = ""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Labels(Message):
     """Server -> edge (naive mode): the teacher's label map for the frame ``seq``."""
 
@@ -136,7 +136,7 @@ class Labels(Message):
     teacher_ms: float = 0.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Error(Message):
     """Either direction: a typed error; ``fatal`` errors are followed by a WebSocket close."""
 
@@ -147,7 +147,7 @@ class Error(Message):
     seq: int | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Telemetry(Message):
     """Edge -> server, every WELCOME ``telemetry_interval`` seconds: the edge's own figures, for the
     server's ``/metrics``. Counters count since the agent started (over reconnects); ``None`` is
