@@ -33,7 +33,8 @@ class FrameEncoder:
     """Encodes on the caller's thread; :meth:`restart` may be called from any thread."""
 
     def __init__(self, quality: int | None = None) -> None:
-        """``quality``: jpeg/webp quality (None: the codec's default); stream codecs use their CRF."""
+        """``quality``: jpeg/webp quality (None: the codec's default); stream codecs use their
+        CRF."""
         self.quality = quality
         self._lock = threading.Lock()
         self._stream: StreamEncoder | None = None
@@ -47,7 +48,11 @@ class FrameEncoder:
         height, width = frame_bgr.shape[:2]
         with self._lock:
             stream = self._stream
-            if stream is None or self._session != session_id or (stream.width, stream.height) != (width, height):
+            if (
+                stream is None
+                or self._session != session_id
+                or (stream.width, stream.height) != (width, height)
+            ):
                 stream = StreamEncoder(width, height)
                 self._stream, self._session = stream, session_id
                 self._epoch += 1
@@ -58,7 +63,8 @@ class FrameEncoder:
     def restart(self, epoch: int | None) -> bool:
         """Start a new stream (next frame intra) when ``epoch`` is the current stream's; True if so.
 
-        A refusal of a frame from an older stream changes nothing: that stream has already been restarted.
+        A refusal of a frame from an older stream changes nothing: that stream has already been
+        restarted.
         """
         with self._lock:
             if epoch is None or epoch != self._epoch or self._stream is None:

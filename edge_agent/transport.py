@@ -1,4 +1,5 @@
-"""The WebSocket client: the client loop's ``KeyFrameTransport`` over protocol v1 (docs/protocol.md).
+"""The WebSocket client: the client loop's ``KeyFrameTransport`` over protocol v1
+(docs/protocol.md).
 
 An asyncio loop in a background thread owns the connection: it connects, says HELLO,
 installs the WELCOME's weights, sends what the inference thread queued and resolves the
@@ -56,6 +57,7 @@ from shadowtutor.protocol.sparse_delta import is_sparse_codec
 log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
+
 class EdgeTransport:
     """One edge's connection to the server, kept alive in a background thread.
 
@@ -79,12 +81,12 @@ class EdgeTransport:
         ping_timeout: float = 20.0,
         report: Callable[[], Telemetry] | None = None,
     ) -> None:
-        """``report`` makes the TELEMETRY sent when a WELCOME asks for it. ``ssl_context`` verifies a
-        ``wss://`` server (default: the system's CA store); ``token`` gives the HELLO's token at each
-        connection (so that a rotated token file is picked up).
-        A connection whose keepalive ping gets no pong within ``ping_timeout``, or whose message
-        cannot go out within ``ping_interval + ping_timeout``, is dropped and reconnected: a dead
-        link is noticed within ``ping_interval + ping_timeout`` (plus the closing handshake's 3 s)."""
+        """``report`` makes the TELEMETRY sent when a WELCOME asks for it. ``ssl_context`` verifies
+        a ``wss://`` server (default: the system's CA store); ``token`` gives the HELLO's token at
+        each connection (so that a rotated token file is picked up). A connection whose keepalive
+        ping gets no pong within ``ping_timeout``, or whose message cannot go out within
+        ``ping_interval + ping_timeout``, is dropped and reconnected: a dead link is noticed within
+        ``ping_interval + ping_timeout`` (plus the closing handshake's 3 s)."""
         if hello.mode == "distill" and weights is None:
             raise ValueError("distill mode needs a weight sink for the server's weights")
         self.url = url
@@ -101,7 +103,8 @@ class EdgeTransport:
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.report = report
-        self.send_timeout = ping_interval + ping_timeout  # longest a message may wait to go out
+        # longest a message may wait to go out
+        self.send_timeout = ping_interval + ping_timeout
         self.stats = TransportStats()
         # the current session, None while disconnected
         self.session: SessionTerms | None = None
@@ -125,7 +128,9 @@ class EdgeTransport:
         """Start the network thread; it connects and keeps reconnecting until :meth:`close`."""
         if self._thread is not None:
             raise RuntimeError("the transport was started already")
-        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), name="edge-transport", daemon=True)
+        self._thread = threading.Thread(
+            target=asyncio.run, args=(self._main(),), name="edge-transport", daemon=True
+        )
         self._thread.start()
         self._started.wait()
 
@@ -150,19 +155,24 @@ class EdgeTransport:
                 raise TransportError("stopped before the server answered")
             if time.monotonic() >= deadline:
                 raise TransportError(
-                    f"no WELCOME from {self.url} within {timeout:g} s (last error: {self.last_error})"
+                    f"no WELCOME from {self.url} within {timeout:g} s (last error: "
+                    f"{self.last_error})"
                 )
         if self.fatal is not None:
             raise self.fatal
         info = self.session
-        if info is None:  # welcomed once but disconnected again since: report the last session's terms
-            raise TransportError(f"the server at {self.url} went away right after the handshake: {self.last_error}")
+        # welcomed once but disconnected again since: report the last session's terms
+        if info is None:
+            raise TransportError(
+                f"the server at {self.url} went away right after the handshake: {self.last_error}"
+            )
         return info
 
     def wait_first_attempt(
         self, timeout: float, stop: threading.Event | None = None
     ) -> SessionTerms | None:
-        """Block until the first connection attempt got a WELCOME or failed (at most ``timeout`` s, or a ``stop``).
+        """Block until the first connection attempt got a WELCOME or failed (at most ``timeout`` s,
+        or a ``stop``).
 
         Returns the session, or None when there is none (the transport keeps reconnecting in the
         background); a refusal or certificate error raises.
@@ -176,16 +186,19 @@ class EdgeTransport:
         return self.session
 
     def submit(self, frame_index: int, frame: np.ndarray) -> Pending[UpdateOutcome[WeightUpdate]]:
-        """Send a key frame (distill mode); the pending resolves with the server's update, or None."""
+        """Send a key frame (distill mode); the pending resolves with the server's update, or
+        None."""
         base = self.weights.version if self.weights is not None else 0
         return self._send_frame("key_frame", frame_index, frame, base)
 
     def request_labels(self, frame_index: int, frame: np.ndarray) -> Pending[LabelsReply]:
-        """Send a frame for the teacher's labels (naive mode); resolves with a :class:`LabelsReply`, or None."""
+        """Send a frame for the teacher's labels (naive mode); resolves with a :class:`LabelsReply`,
+        or None."""
         return self._send_frame("labels", frame_index, frame, 0)
 
     def request_resync(self, have_version: int, reason: str) -> None:
-        """Ask for full weights (the edge holds ``have_version``); nothing happens while disconnected."""
+        """Ask for full weights (the edge holds ``have_version``); nothing happens while
+        disconnected."""
         resync = ResyncRequest(have_version=have_version, reason=reason[:500])
         self._handover.hand_over(Outgoing("resync", encode(resync)))
 
@@ -195,13 +208,16 @@ class EdgeTransport:
         loop = self._handover.loop
         if self._thread is None or loop is None or not self._thread.is_alive():
             return
-        with contextlib.suppress(RuntimeError):  # the loop has just ended
+        # the loop has just ended
+        with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(self._begin_shutdown)
         self._thread.join(timeout)
 
     # -- hand-over between the threads -------------------------------------------------------
 
-    def _send_frame(self, kind: str, frame_index: int, frame: np.ndarray, base_version: int) -> Pending:
+    def _send_frame(
+        self, kind: str, frame_index: int, frame: np.ndarray, base_version: int
+    ) -> Pending:
         info = self.session
         if info is None:
             self._handover.drop_key_frame()
@@ -210,8 +226,13 @@ class EdgeTransport:
         seq = next(self._seq)
         height, width = frame.shape[:2]
         message = KeyFrame(
-            seq=seq, frame_index=frame_index, base_version=base_version, codec=info.frame_codec,
-            width=width, height=height, stream_position=encoded.stream_position,
+            seq=seq,
+            frame_index=frame_index,
+            base_version=base_version,
+            codec=info.frame_codec,
+            width=width,
+            height=height,
+            stream_position=encoded.stream_position,
             payload=encoded.payload,
         )
         pending: Pending = Pending()
@@ -241,11 +262,21 @@ class EdgeTransport:
 
     async def _connect_once(self) -> None:
         tls: dict[str, Any] = {"ssl": self.ssl_context} if self.ssl_context is not None else {}
-        hello = dataclasses.replace(self.hello, token=self.token()) if self.token is not None else self.hello
+        hello = (
+            dataclasses.replace(self.hello, token=self.token())
+            if self.token is not None
+            else self.hello
+        )
         sent_before, received_before = self.stats.bytes_sent, self.stats.bytes_received
         async with connect(
-            self.url, max_size=MAX_MESSAGE_BYTES, compression=None, open_timeout=self.handshake_timeout,
-            close_timeout=3, ping_interval=self.ping_interval, ping_timeout=self.ping_timeout, **tls,
+            self.url,
+            max_size=MAX_MESSAGE_BYTES,
+            compression=None,
+            open_timeout=self.handshake_timeout,
+            close_timeout=3,
+            ping_interval=self.ping_interval,
+            ping_timeout=self.ping_timeout,
+            **tls,
         ) as ws:
             await self._send(ws, encode(hello))
             info = await self._handshake(ws)
@@ -263,7 +294,11 @@ class EdgeTransport:
                     self.observer.on_reconnect()
             helpers = [asyncio.create_task(self._send_queued(session))]
             if self.report is not None and info.telemetry_interval:
-                helpers.append(asyncio.create_task(self._report_every(session, info.telemetry_interval, self.report)))
+                helpers.append(
+                    asyncio.create_task(
+                        self._report_every(session, info.telemetry_interval, self.report)
+                    )
+                )
             try:
                 async for data in ws:
                     self._count_received(data)
@@ -289,12 +324,20 @@ class EdgeTransport:
             self._on_error(message)
             raise SessionLost(f"the server answered HELLO with {message.code}: {message.message}")
         if not isinstance(message, Welcome):
-            raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, f"expected WELCOME, got {type(message).__name__}")
+            raise ProtocolError(
+                ErrorCode.UNEXPECTED_MESSAGE, f"expected WELCOME, got {type(message).__name__}"
+            )
         info = accept_welcome(self.hello, message, self.weights)
         self.stats.sessions.append(info.session_id)
         self.backoff.reset()
-        log.info("session %s: version %d, frames %s, weights %s, deltas %s", info.session_id, message.version,
-                 info.frame_codec, info.weight_codec, info.delta_codec)
+        log.info(
+            "session %s: version %d, frames %s, weights %s, deltas %s",
+            info.session_id,
+            message.version,
+            info.frame_codec,
+            info.weight_codec,
+            info.delta_codec,
+        )
         return info
 
     @staticmethod
@@ -309,19 +352,24 @@ class EdgeTransport:
     async def _send_queued(self, session: LiveSession) -> None:
         while True:
             item = await session.queue.get()
-            if item.seq is not None:  # register first: the reply may come before send() returns
+            # register first: the reply may come before send() returns
+            if item.seq is not None:
                 session.outstanding[item.seq] = item
             try:
                 await asyncio.wait_for(self._send(session.ws, item.data), self.send_timeout)
                 self.stats.frames_sent += int(item.seq is not None)
-            except (WebSocketException, asyncio.TimeoutError) as exc:  # the receive loop tears down
+            # the receive loop tears down
+            except (WebSocketException, asyncio.TimeoutError) as exc:
                 if item.pending is not None:
                     item.pending.resolve(None)
                 if isinstance(exc, asyncio.TimeoutError):
-                    # The link takes no more bytes (cut, or the server stopped reading). The keepalive cannot
-                    # tell: its pings wait behind this message. Drop the connection; the agent reconnects.
-                    log.warning("a message to the server could not go out in %g s; dropping the connection",
-                                self.send_timeout)
+                    # The link takes no more bytes (cut, or the server stopped reading). The
+                    # keepalive cannot tell: its pings wait behind this message. Drop the
+                    # connection; the agent reconnects.
+                    log.warning(
+                        "a message to the server could not go out in %g s; dropping the connection",
+                        self.send_timeout,
+                    )
                     session.ws.transport.abort()
                 return
 
@@ -345,9 +393,16 @@ class EdgeTransport:
             self._dispatch(session, message)
         except ProtocolError as exc:
             with contextlib.suppress(WebSocketException):
-                await self._send(session.ws, encode(Error(
-                    code=exc.code.value, message=exc.message, fatal=True,
-                )))
+                await self._send(
+                    session.ws,
+                    encode(
+                        Error(
+                            code=exc.code.value,
+                            message=exc.message,
+                            fatal=True,
+                        )
+                    ),
+                )
                 await session.ws.close(exc.code.close, exc.code.value)
             raise
 
@@ -357,7 +412,9 @@ class EdgeTransport:
         elif isinstance(message, Labels):
             pending = self._claim(session, message.seq, "labels")
             if pending is not None:
-                labels = decode_labels(message.payload, message.codec, message.width, message.height)
+                labels = decode_labels(
+                    message.payload, message.codec, message.width, message.height
+                )
                 pending.resolve(LabelsReply(message.frame_index, labels, message.teacher_ms))
         elif isinstance(message, Error):
             self._on_error(message)
@@ -365,25 +422,43 @@ class EdgeTransport:
                 item = session.outstanding.pop(message.seq, None)
                 # a refused stream frame: the server's decoder takes only an intra frame next
                 if item is not None and self._frames.restart(item.stream_epoch):
-                    log.info("frame stream restarts from an intra frame after %s for seq %d", message.code,
-                             message.seq)
+                    log.info(
+                        "frame stream restarts from an intra frame after %s for seq %d",
+                        message.code,
+                        message.seq,
+                    )
                 if item is not None and item.pending is not None:
                     item.pending.resolve(None)
             if message.fatal:
                 raise SessionLost(f"fatal server error {message.code}: {message.message}")
         else:
-            raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, f"the server sent {type(message).__name__}")
+            raise ProtocolError(
+                ErrorCode.UNEXPECTED_MESSAGE, f"the server sent {type(message).__name__}"
+            )
 
     def _on_update(self, session: LiveSession, message: Update) -> None:
         if self.weights is None:
             raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "UPDATE in naive mode")
         codec = session.terms.update_codec(message.full)
-        sparse = (codec, TensorBlob(message.tensors, message.payload)) if is_sparse_codec(codec) else None
-        tensors = {} if sparse is not None else decode_tensors(message.tensors, message.payload, codec)
+        sparse = (
+            (codec, TensorBlob(message.tensors, message.payload))
+            if is_sparse_codec(codec)
+            else None
+        )
+        tensors = (
+            {} if sparse is not None else decode_tensors(message.tensors, message.payload, codec)
+        )
         pending = self._claim(session, message.seq, "key_frame")
         update = WeightUpdate(
-            session.terms.session_id, message.version, message.base_version, message.full, tensors,
-            "update" if pending is not None else "resync", message.seq, message.metric, is_delta_codec(codec),
+            session.terms.session_id,
+            message.version,
+            message.base_version,
+            message.full,
+            tensors,
+            "update" if pending is not None else "resync",
+            message.seq,
+            message.metric,
+            is_delta_codec(codec),
             sparse,
         )
         if pending is not None:
@@ -391,16 +466,21 @@ class EdgeTransport:
             self.stats.update_roundtrips.append(roundtrip)
             if self.observer:
                 self.observer.on_roundtrip(roundtrip)
-            pending.resolve(UpdateOutcome(message.metric, update, message.steps, message.initial_metric))
+            pending.resolve(
+                UpdateOutcome(message.metric, update, message.steps, message.initial_metric)
+            )
         elif message.full:
             self.weights.stage(update)
         else:
-            log.warning("ignoring an incremental update for seq %d that answers no outstanding key frame",
-                        message.seq)
+            log.warning(
+                "ignoring an incremental update for seq %d that answers no outstanding key frame",
+                message.seq,
+            )
 
     @staticmethod
     def _claim(session: LiveSession, seq: int, kind: str) -> Pending | None:
-        """The pending of the outstanding ``kind`` request ``seq``, now no longer outstanding; None: none such."""
+        """The pending of the outstanding ``kind`` request ``seq``, now no longer outstanding; None:
+        none such."""
         item = session.outstanding.get(seq)
         if item is None or item.kind != kind or item.pending is None:
             return None
@@ -410,8 +490,12 @@ class EdgeTransport:
     def _on_error(self, message: Error) -> None:
         """Count and log an ERROR; a terminal refusal raises :class:`ServerRefusedError`."""
         self.stats.errors[message.code] = self.stats.errors.get(message.code, 0) + 1
-        log.warning("server error %s (seq %s, fatal %s): %s", message.code, message.seq, message.fatal,
-                    message.message)
+        log.warning(
+            "server error %s (seq %s, fatal %s): %s",
+            message.code,
+            message.seq,
+            message.fatal,
+            message.message,
+        )
         if message.fatal and message.code in {code.value for code in TERMINAL_CODES}:
             raise ServerRefusedError(ErrorCode(message.code), message.message)
-

@@ -40,7 +40,9 @@ class ServeOptions:
     replicas: int = 1  # teaching replicas
     gpus: float = 0.0  # GPUs per teaching replica (1: one replica per GPU)
     cpus: float = 1.0  # CPUs per teaching replica
-    store: str = "shadowtutor-sessions"  # session checkpoints: a directory every teaching node can reach
+    store: str = (
+        "shadowtutor-sessions"  # session checkpoints: a directory every teaching node can reach
+    )
     # students one teaching replica holds (None: the settings' max_sessions, the ingress's admission)
     replica_sessions: int | None = None
 
@@ -77,13 +79,19 @@ def build_app(settings: ServerSettings, options: ServeOptions) -> Application:
     open_store(options.store)
     students = options.students(settings)
     teaching = serve.deployment(
-        name=TEACHING, num_replicas=options.replicas,
+        name=TEACHING,
+        num_replicas=options.replicas,
         ray_actor_options={"num_gpus": options.gpus, "num_cpus": options.cpus},
         max_ongoing_requests=max(8, 2 * students),
-        health_check_period_s=2, graceful_shutdown_timeout_s=5,
+        health_check_period_s=2,
+        graceful_shutdown_timeout_s=5,
     )(TeachingReplica).bind(settings, options.store, students)
-    ingress = serve.deployment(name="ingress", num_replicas=1, ray_actor_options={"num_cpus": 0},
-                               max_ongoing_requests=max(100, 4 * settings.max_sessions))(Ingress)
+    ingress = serve.deployment(
+        name="ingress",
+        num_replicas=1,
+        ray_actor_options={"num_cpus": 0},
+        max_ongoing_requests=max(100, 4 * settings.max_sessions),
+    )(Ingress)
     return ingress.bind(settings, teaching)
 
 
@@ -96,7 +104,9 @@ def app_builder(args: dict[str, Any]) -> Application:
     args = dict(args)
     store = args.pop("store", ServeOptions.store)
     replica_sessions = args.pop("replica_sessions", None)
-    return build_app(ServerSettings(**args), ServeOptions(store=store, replica_sessions=replica_sessions))
+    return build_app(
+        ServerSettings(**args), ServeOptions(store=store, replica_sessions=replica_sessions)
+    )
 
 
 def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, Any]:
@@ -107,8 +117,10 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
     ValueError for inline tokens (the config is no place for secrets).
     """
     if settings.tokens is not None:
-        raise ValueError("on Ray, give tokens as --tokens-file: inline --tokens would be readable in the Serve "
-                         "config (the Ray dashboard shows it)")
+        raise ValueError(
+            "on Ray, give tokens as --tokens-file: inline --tokens would be readable in the Serve "
+            "config (the Ray dashboard shows it)"
+        )
     args = {"store": options.store, **settings.model_dump(mode="json", exclude_defaults=True)}
     if options.replica_sessions is not None:
         args["replica_sessions"] = options.replica_sessions
@@ -119,18 +131,30 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
             http["ssl_ca_certs"] = str(settings.tls_client_ca)
     return {
         "http_options": http,
-        "applications": [{
-            "name": APP_NAME, "route_prefix": "/", "import_path": f"{__name__}:app_builder", "args": args,
-            "deployments": [{"name": TEACHING, "num_replicas": options.replicas,
-                             "ray_actor_options": {"num_cpus": options.cpus, "num_gpus": options.gpus}}],
-        }],
+        "applications": [
+            {
+                "name": APP_NAME,
+                "route_prefix": "/",
+                "import_path": f"{__name__}:app_builder",
+                "args": args,
+                "deployments": [
+                    {
+                        "name": TEACHING,
+                        "num_replicas": options.replicas,
+                        "ray_actor_options": {"num_cpus": options.cpus, "num_gpus": options.gpus},
+                    }
+                ],
+            }
+        ],
     }
 
 
 def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None:
     """Deploy ``config`` to the connected Ray cluster as ``serve run CONFIG`` does, and wait until the
     application runs with ``replicas`` teaching replicas; RuntimeError (one line) when it fails to deploy."""
-    from ray.serve._private.api import serve_start  # what `serve run CONFIG` calls: there is no public form
+    from ray.serve._private.api import (
+        serve_start,
+    )  # what `serve run CONFIG` calls: there is no public form
     from ray.serve.schema import ReplicaState, ServeDeploySchema
 
     schema = ServeDeploySchema.model_validate(config)
@@ -140,15 +164,23 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
     while True:
         app = serve.status().applications.get(APP_NAME)
         if app is not None and app.status == "DEPLOY_FAILED":
-            raise RuntimeError(f"the Serve application failed to deploy: {' '.join(app.message.split())[:500]}")
+            raise RuntimeError(
+                f"the Serve application failed to deploy: {' '.join(app.message.split())[:500]}"
+            )
         teaching = app.deployments.get(TEACHING) if app is not None else None
         states = teaching.replica_states if teaching is not None else {}
-        if (app is not None and app.status == "RUNNING" and states.get(ReplicaState.RUNNING, 0) == replicas
-                and sum(states.values()) == replicas):
+        if (
+            app is not None
+            and app.status == "RUNNING"
+            and states.get(ReplicaState.RUNNING, 0) == replicas
+            and sum(states.values()) == replicas
+        ):
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the Serve application is not running {replicas} teaching replicas after "
-                               f"{timeout:g} s ({app.status if app else 'not deployed'})")
+            raise RuntimeError(
+                f"the Serve application is not running {replicas} teaching replicas after "
+                f"{timeout:g} s ({app.status if app else 'not deployed'})"
+            )
         time.sleep(0.5)
 
 
@@ -164,6 +196,10 @@ def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> Non
         connect(address)
     except ClusterError:
         raise
-    except Exception as exc:  # ray.init's own refusals (a version mismatch, an auth token): one line too
-        raise ClusterError(f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]}") from None
+    except (
+        Exception
+    ) as exc:  # ray.init's own refusals (a version mismatch, an auth token): one line too
+        raise ClusterError(
+            f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]}"
+        ) from None
     apply(config, options.replicas)

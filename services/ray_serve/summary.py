@@ -25,8 +25,12 @@ def _where(actor: Mapping[str, Any]) -> str:
     return f"{actor['Address']['IPAddress']} pid {actor['Pid']}"
 
 
-def summary_lines(address: str, settings: ServerSettings, options: ServeOptions,
-                  actors: Iterable[Mapping[str, Any]]) -> list[str]:
+def summary_lines(
+    address: str,
+    settings: ServerSettings,
+    options: ServeOptions,
+    actors: Iterable[Mapping[str, Any]],
+) -> list[str]:
     """The lines describing the running application at the Ray cluster ``address``."""
     actors = list(actors)
 
@@ -38,7 +42,9 @@ def summary_lines(address: str, settings: ServerSettings, options: ServeOptions,
     ws = "wss" if settings.tls_enabled else "ws"
     base = f"{settings.host}:{settings.port}"
     teaching = of(TEACHING)
-    proxies = sorted({a["Address"]["IPAddress"] for a in actors if a["ActorClassName"] == "ProxyActor"})
+    proxies = sorted(
+        {a["Address"]["IPAddress"] for a in actors if a["ActorClassName"] == "ProxyActor"}
+    )
     lines = [
         f"ShadowTutor on Ray Serve (Ray cluster {address})",
         f"  edges:       {ws}://{base}/v1/edge   metrics: {scheme}://{base}/metrics",

@@ -29,7 +29,8 @@ class DropQueryStrings(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
             record.args = tuple(
-                without_query(arg) if isinstance(arg, str) and arg.startswith("/") else arg for arg in record.args
+                without_query(arg) if isinstance(arg, str) and arg.startswith("/") else arg
+                for arg in record.args
             )
         return True
 
@@ -38,6 +39,9 @@ def logging_config() -> dict[str, Any]:
     """uvicorn's default logging configuration, its handlers filtered by :class:`DropQueryStrings`."""
     config = copy.deepcopy(LOGGING_CONFIG)
     config.setdefault("filters", {})["drop_query_strings"] = {"()": f"{__name__}.DropQueryStrings"}
-    for handler in ("access", "default"):  # HTTP requests go to the first, WebSocket handshakes to the second
+    for handler in (
+        "access",
+        "default",
+    ):  # HTTP requests go to the first, WebSocket handshakes to the second
         config["handlers"][handler].setdefault("filters", []).append("drop_query_strings")
     return config

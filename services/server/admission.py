@@ -41,8 +41,13 @@ class Ticket:
 class Admission:
     """The unauthenticated connections by source; see the module's docstring for the rules."""
 
-    def __init__(self, per_source: int, total: int, on_change: Callable[[int], None] = lambda n: None,
-                 on_refusal: Callable[[str], None] = lambda reason: None) -> None:
+    def __init__(
+        self,
+        per_source: int,
+        total: int,
+        on_change: Callable[[int], None] = lambda n: None,
+        on_refusal: Callable[[str], None] = lambda reason: None,
+    ) -> None:
         if per_source < 1 or total < 1:
             raise ValueError(f"need per_source >= 1 and total >= 1, got {per_source} and {total}")
         self.per_source = per_source

@@ -19,8 +19,11 @@ from shadowtutor.version import package_version
 
 
 def create_app(
-    settings: ServerSettings | None = None, *, teacher: Teacher | None = None,
-    models: LoadedModels | None = None, remote: Teaching | None = None,
+    settings: ServerSettings | None = None,
+    *,
+    teacher: Teacher | None = None,
+    models: LoadedModels | None = None,
+    remote: Teaching | None = None,
 ) -> FastAPI:
     """Build the server app; without ``models`` they load in the background once the app starts (``/readyz``).
 

@@ -56,9 +56,13 @@ class Authenticator:
         self.path = path
         self.enabled = path is not None or inline is not None
         self.generation = 1  # counts successful loads (the first is this one)
-        self.problem: str | None = None  # why the file's last read was rejected (None while it is fine)
+        self.problem: str | None = (
+            None  # why the file's last read was rejected (None while it is fine)
+        )
         self.rejected = 0  # reads rejected so far
-        self._table: TokenTable = TokenTable.parse(inline, "SHADOWTUTOR_TOKENS") if inline else TokenTable()
+        self._table: TokenTable = (
+            TokenTable.parse(inline, "SHADOWTUTOR_TOKENS") if inline else TokenTable()
+        )
         self._stamp: tuple[int, int, int] | None = None
         # guards the table, the stamp and the pending read; never held in I/O
         self._lock = threading.Lock()
@@ -67,7 +71,9 @@ class Authenticator:
         # (kind, name) -> (the stored hash, SHA-256 of the token that matched it): repeat checks skip scrypt
         self._verified: dict[tuple[Kind, str], tuple[ScryptHash, bytes]] = {}
         if path is not None:
-            self._table = read_table(path)  # a missing or bad file at start is an error, not a warning
+            self._table = read_table(
+                path
+            )  # a missing or bad file at start is an error, not a warning
             self._stamp = _stamp(path)
             _warn_legacy(self._table)
 
@@ -91,14 +97,21 @@ class Authenticator:
             with self._lock:
                 running = self._pending
                 own = running is None or running.done()
-                pending = _start_read(self.path, self._stamp, force) if own or running is None else running
+                pending = (
+                    _start_read(self.path, self._stamp, force)
+                    if own or running is None
+                    else running
+                )
                 self._pending = pending
             try:
                 outcome = pending.result(timeout=max(0.0, deadline - time.monotonic()))
             except concurrent.futures.TimeoutError:
                 with self._lock:
-                    self._reject(f"reading {self.path} took over {READ_TIMEOUT:g} s (it may be a FIFO or a "
-                                 "stalled file system)", self._stamp)
+                    self._reject(
+                        f"reading {self.path} took over {READ_TIMEOUT:g} s (it may be a FIFO or a "
+                        "stalled file system)",
+                        self._stamp,
+                    )
                 return
             with self._lock:
                 # another check may have waited on the same read and applied it
@@ -120,15 +133,21 @@ class Authenticator:
         self._table, self._stamp, self.problem = table, outcome.stamp, None
         self._verified.clear()
         self.generation += 1
-        log.info("tokens reloaded from %s: %d edges, %d admins active", self.path,
-                 sum(e.active for e in table.edges.values()), sum(e.active for e in table.admins.values()))
+        log.info(
+            "tokens reloaded from %s: %d edges, %d admins active",
+            self.path,
+            sum(e.active for e in table.edges.values()),
+            sum(e.active for e in table.admins.values()),
+        )
         _warn_legacy(table)
 
     def _reject(self, problem: str, stamp: tuple[int, int, int] | None) -> None:
         """Keep the last good table; warn once per distinct problem."""
         if problem != self.problem:
-            log.warning("the tokens file is rejected, the last good tokens stay in force until it is fixed: %s",
-                        problem[:500])
+            log.warning(
+                "the tokens file is rejected, the last good tokens stay in force until it is fixed: %s",
+                problem[:500],
+            )
         self._stamp, self.problem = stamp, problem
         self.rejected += 1
 
@@ -137,7 +156,9 @@ class Authenticator:
         (also after reloads made by checks in between). Runs until cancelled; SIGHUP is handled meanwhile."""
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
-        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):  # not the main thread
+        with contextlib.suppress(
+            ValueError, RuntimeError, NotImplementedError
+        ):  # not the main thread
             loop.add_signal_handler(signal.SIGHUP, wake.set)
         try:
             seen = self.generation
@@ -151,7 +172,9 @@ class Authenticator:
                     if self.generation != seen:
                         seen = self.generation
                         on_reload()
-                except Exception:  # the watch outlives anything: a dead watch would end revocation for good
+                except (
+                    Exception
+                ):  # the watch outlives anything: a dead watch would end revocation for good
                     log.exception("the tokens watch failed once; it goes on")
         finally:
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
@@ -166,9 +189,13 @@ class Authenticator:
         self.refresh()
         refusal = self._verify("edges", edge_id, token)
         if refusal is not None:
-            shown = edge_id if len(edge_id) <= 128 else edge_id[:128] + "..."  # a HELLO may carry anything
+            shown = (
+                edge_id if len(edge_id) <= 128 else edge_id[:128] + "..."
+            )  # a HELLO may carry anything
             log.warning("refused edge %r: %s", shown, refusal)
-            raise ProtocolError(ErrorCode.UNAUTHORIZED, f"edge {shown!r}: missing, wrong or revoked token")
+            raise ProtocolError(
+                ErrorCode.UNAUTHORIZED, f"edge {shown!r}: missing, wrong or revoked token"
+            )
 
     def admin_name(self, token: str | None) -> str | None:
         """The administrator whose active token ``token`` is, or None (blocking: at most one scrypt hash per
@@ -196,7 +223,9 @@ class Authenticator:
             return "no token in HELLO" if kind == "edges" else "no token"
         if len(token) > MAX_TOKEN_CHARS:
             return f"a token of {len(token)} characters (at most {MAX_TOKEN_CHARS})"
-        if not token.isascii():  # issued tokens are URL-safe base64: anything else is refused unhashed
+        if (
+            not token.isascii()
+        ):  # issued tokens are URL-safe base64: anything else is refused unhashed
             return "a token with characters outside ASCII"
         entry = table.entries(kind).get(name)
         if entry is None or not entry.active:
@@ -219,7 +248,11 @@ class Authenticator:
         if cached is None or not token:
             return False
         entry = table.entries(kind).get(name)
-        return entry is not None and entry.hash == cached[0] and hmac.compare_digest(cached[1], _sha256(token))
+        return (
+            entry is not None
+            and entry.hash == cached[0]
+            and hmac.compare_digest(cached[1], _sha256(token))
+        )
 
 
 def _sha256(token: str) -> bytes:
@@ -253,7 +286,9 @@ def _read(path: Path, seen: tuple[int, int, int] | None, force: bool) -> _ReadOu
         return _ReadOutcome(stamp, problem=str(exc))
     # whatever else the content provokes: still only a rejected file
     except Exception as exc:
-        return _ReadOutcome(stamp, problem=f"{path}: cannot be read as a tokens file ({type(exc).__name__}: {exc})")
+        return _ReadOutcome(
+            stamp, problem=f"{path}: cannot be read as a tokens file ({type(exc).__name__}: {exc})"
+        )
 
 
 def _start_read(
@@ -271,5 +306,7 @@ def _start_read(
 
 def _warn_legacy(table: TokenTable) -> None:
     if table.has_legacy("admins"):
-        log.warning("administrators without a token id in the tokens file: each bearer check costs one scrypt "
-                    "hash per such administrator; reissue their tokens (shadowtutor token new) to add ids")
+        log.warning(
+            "administrators without a token id in the tokens file: each bearer check costs one scrypt "
+            "hash per such administrator; reissue their tokens (shadowtutor token new) to add ids"
+        )

@@ -27,7 +27,9 @@ from services.server.checkpoint_checks import MAX_CHECKPOINT_BYTES
 log = logging.getLogger(__name__)
 # listings a load tries while newer versions prune the ones it found
 LOAD_ROUNDS = 8
-KEEP_VERSIONS = 2  # of a session, the latest ones kept (the one before the latest: for a reader mid-switch)
+KEEP_VERSIONS = (
+    2  # of a session, the latest ones kept (the one before the latest: for a reader mid-switch)
+)
 
 
 class CheckpointStoreError(RuntimeError):
@@ -114,7 +116,9 @@ class DirectoryStore:
     def _read(self, path: Path) -> bytes | None:
         """The bytes of ``path`` if it is still a regular file of at most ``max_bytes`` (a link is not
         followed); None, with a warning, for one that is not."""
-        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        flags = (
+            os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        )
         try:
             fd = os.open(path, flags)
         except FileNotFoundError:
@@ -126,7 +130,11 @@ class DirectoryStore:
         with os.fdopen(fd, "rb") as stream:
             st = os.fstat(stream.fileno())
             if not stat.S_ISREG(st.st_mode) or st.st_size > self.max_bytes:
-                log.warning("checkpoint %s passed over: not a regular file of at most %d bytes", path, self.max_bytes)
+                log.warning(
+                    "checkpoint %s passed over: not a regular file of at most %d bytes",
+                    path,
+                    self.max_bytes,
+                )
                 return None
             return stream.read(self.max_bytes + 1)
 

@@ -33,11 +33,19 @@ BUSY: Final = _Busy()
 class CredentialGate:
     """Runs credential checks on ``workers`` threads, at most ``per_source`` per address and ``total`` in all."""
 
-    def __init__(self, name: str, workers: int = 2, per_source: int = 4, total: int = 16,
-                 failure_delay: float = 1.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        workers: int = 2,
+        per_source: int = 4,
+        total: int = 16,
+        failure_delay: float = 1.0,
+    ) -> None:
         if workers < 1 or per_source < 1 or total < per_source or failure_delay < 0:
-            raise ValueError(f"need workers >= 1, 1 <= per_source <= total and failure_delay >= 0; got "
-                             f"{workers}, {per_source}, {total}, {failure_delay}")
+            raise ValueError(
+                f"need workers >= 1, 1 <= per_source <= total and failure_delay >= 0; got "
+                f"{workers}, {per_source}, {total}, {failure_delay}"
+            )
         self.per_source, self.total, self.failure_delay = per_source, total, failure_delay
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix=name)
         self._by_source: dict[str, int] = {}

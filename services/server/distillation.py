@@ -38,6 +38,7 @@ from shadowtutor.algorithms.engine_options import Convolution, Objective
 
 log = logging.getLogger(__name__)
 
+
 class Distillation(Protocol):
     """Runs Algorithm 1 on one session's key frame; a session has at most one key frame in flight."""
 
@@ -69,7 +70,9 @@ class PooledDistillation:
         self, distiller: Distiller, frame: np.ndarray, labels: np.ndarray, boxes: np.ndarray | None
     ) -> tuple[DistillResult, float]:
         start = time.perf_counter()
-        result = await asyncio.get_running_loop().run_in_executor(self.pool, distiller.train, frame, labels, boxes)
+        result = await asyncio.get_running_loop().run_in_executor(
+            self.pool, distiller.train, frame, labels, boxes
+        )
         return result, time.perf_counter() - start
 
 
@@ -88,8 +91,14 @@ class BatchedDistillation:
     session that another engine is training (its key frame waits for that batch to end)."""
 
     def __init__(
-        self, metrics: ServerMetrics, max_batch: int, convolution: Convolution = "grouped", graphs: bool = False,
-        prepare_pool: Executor | None = None, engines: int = 1, objective: Objective = "eager",
+        self,
+        metrics: ServerMetrics,
+        max_batch: int,
+        convolution: Convolution = "grouped",
+        graphs: bool = False,
+        prepare_pool: Executor | None = None,
+        engines: int = 1,
+        objective: Objective = "eager",
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -104,7 +113,9 @@ class BatchedDistillation:
         self.engines = engines
         metrics.engine_batch_limit.set(max_batch)
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
-        self._executor = ThreadPoolExecutor(max_workers=engines, thread_name_prefix="shadowtutor-engine")
+        self._executor = ThreadPoolExecutor(
+            max_workers=engines, thread_name_prefix="shadowtutor-engine"
+        )
         self._worker: asyncio.Task[None] | None = None
         self._preparing: set[asyncio.Task[None]] = set()
         self._batches: set[asyncio.Task[None]] = set()
@@ -116,7 +127,9 @@ class BatchedDistillation:
         if self._worker is None:
             self._free_engines = asyncio.Semaphore(self.engines)
             self._batch_ended = asyncio.Event()
-            self._worker = asyncio.get_running_loop().create_task(self._run(), name="distill-engine")
+            self._worker = asyncio.get_running_loop().create_task(
+                self._run(), name="distill-engine"
+            )
 
     async def stop(self) -> None:
         for task in list(self._preparing):
@@ -147,14 +160,21 @@ class BatchedDistillation:
         return await future
 
     async def _prepare(
-        self, distiller: Distiller, frame: np.ndarray, labels: np.ndarray, boxes: np.ndarray | None,
-        future: asyncio.Future[tuple[DistillResult, float]], submitted: float,
+        self,
+        distiller: Distiller,
+        frame: np.ndarray,
+        labels: np.ndarray,
+        boxes: np.ndarray | None,
+        future: asyncio.Future[tuple[DistillResult, float]],
+        submitted: float,
     ) -> None:
         """Prepare one key frame in the pool and queue it; its failure is ``future``'s (a caller that went away
         meanwhile has cancelled ``future``: nothing is queued)."""
         loop = asyncio.get_running_loop()
         try:
-            job = await loop.run_in_executor(self.prepare_pool, KeyFrameJob.prepare, distiller, frame, labels, boxes)
+            job = await loop.run_in_executor(
+                self.prepare_pool, KeyFrameJob.prepare, distiller, frame, labels, boxes
+            )
         except Exception as exc:
             if not future.done():
                 future.set_exception(exc)
@@ -191,7 +211,9 @@ class BatchedDistillation:
         assert self._batch_ended is not None
         while True:
             first = await self._queue.get()
-            if self._preparing:  # key frames already submitted join this batch rather than wait for the next
+            if (
+                self._preparing
+            ):  # key frames already submitted join this batch rather than wait for the next
                 await asyncio.wait(set(self._preparing))
             batch = self._take_batch(first)
             if batch:
@@ -236,7 +258,9 @@ class BatchedDistillation:
         for pending in batch:
             self.metrics.engine_queue_wait.observe(started - pending.queued_at)
         try:
-            outcomes = await asyncio.get_running_loop().run_in_executor(self._executor, self._train_all, batch)
+            outcomes = await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._train_all, batch
+            )
         finally:
             self.metrics.engine_batches_running.dec()
         done = time.perf_counter()
@@ -254,22 +278,32 @@ class BatchedDistillation:
         any other failing batch is retried one key frame at a time, so that a bad key frame fails only its
         own session."""
         try:
-            return list(distill_batch([p.job for p in batch], self.convolution, self.graphs, self.objective))
+            return list(
+                distill_batch([p.job for p in batch], self.convolution, self.graphs, self.objective)
+            )
         except Exception as exc:
             if len(batch) == 1:
                 return [exc]
             if not isinstance(exc, torch.OutOfMemoryError):
-                log.warning("a distillation batch of %d failed (%s); training one by one", len(batch), exc)
+                log.warning(
+                    "a distillation batch of %d failed (%s); training one by one", len(batch), exc
+                )
                 return [self._train_all([pending])[0] for pending in batch]
-        half = len(batch) // 2  # out of memory: retried outside the handler, which holds the failed batch's frames
+        half = (
+            len(batch) // 2
+        )  # out of memory: retried outside the handler, which holds the failed batch's frames
         self._limit_batch(len(batch), half)
         return self._train_all(batch[:half]) + self._train_all(batch[half:])
 
     def _limit_batch(self, failed: int, limit: int) -> None:
         """Hold later batches to ``limit`` key frames after a batch of ``failed`` ran out of device memory."""
         if limit < self.max_batch:
-            log.warning("a distillation batch of %d key frames ran out of device memory: batches now hold at most "
-                        "%d (set --distill-batch-size to keep it)", failed, limit)
+            log.warning(
+                "a distillation batch of %d key frames ran out of device memory: batches now hold at most "
+                "%d (set --distill-batch-size to keep it)",
+                failed,
+                limit,
+            )
             self.max_batch = limit
             self.metrics.engine_batch_limit.set(limit)
         if torch.cuda.is_available():
@@ -294,13 +328,27 @@ def resolve_tail(tail: DistillTail, device_type: str, engine: DistillEngine) -> 
 
 
 def make_distillation(
-    engine: DistillEngine, device_type: str, metrics: ServerMetrics, pool: ThreadPoolExecutor, max_batch: int,
-    convolution: Convolution = "grouped", graphs: bool = False, engines: int = 1, objective: Objective = "eager",
+    engine: DistillEngine,
+    device_type: str,
+    metrics: ServerMetrics,
+    pool: ThreadPoolExecutor,
+    max_batch: int,
+    convolution: Convolution = "grouped",
+    graphs: bool = False,
+    engines: int = 1,
+    objective: Objective = "eager",
 ) -> Distillation:
     """The engine ``engine`` names for a device of ``device_type`` (not yet started), running in ``pool`` (the
     batched engine: its preparation of key frames); ``max_batch``, ``convolution``, ``graphs``, ``engines`` (its
     engine threads) and ``objective`` apply to the batched engine."""
     if resolve_engine(engine, device_type) == "batched":
-        return BatchedDistillation(metrics, max_batch, convolution, graphs, prepare_pool=pool, engines=engines,
-                                   objective=objective)
+        return BatchedDistillation(
+            metrics,
+            max_batch,
+            convolution,
+            graphs,
+            prepare_pool=pool,
+            engines=engines,
+            objective=objective,
+        )
     return PooledDistillation(pool)

@@ -18,7 +18,9 @@ from enum import Enum
 class TokenBucket:
     """``capacity`` tokens, refilled continuously at ``rate`` per second; starts full."""
 
-    def __init__(self, rate: float, capacity: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, capacity: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if rate <= 0 or capacity < 1:
             raise ValueError(f"need rate > 0 and capacity >= 1, got {rate} and {capacity}")
         self.rate = rate
@@ -55,7 +57,9 @@ class Verdict(Enum):
 class KeyFrameLimiter:
     """One edge's pair of buckets."""
 
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.accepted = TokenBucket(rate, burst, clock)
         self.dropped = TokenBucket(rate, burst, clock)
 
@@ -73,7 +77,9 @@ class KeyFrameLimiter:
 class KeyFrameLimits:
     """The limiters by edge id; ``rate`` 0 turns limiting off. Idle limiters are forgotten (losslessly)."""
 
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.rate = rate
         self.burst = burst
         self._clock = clock

@@ -54,8 +54,9 @@ class LoadedModels:
 
 
 def load_models(
-    settings: ServerSettings, teacher: Teacher | None = None,
-    progress: Callable[[str], None] = lambda step: None
+    settings: ServerSettings,
+    teacher: Teacher | None = None,
+    progress: Callable[[str], None] = lambda step: None,
 ) -> LoadedModels:
     """The teacher (``teacher`` if given, else built from the settings), the device and the base student.
 
@@ -70,7 +71,9 @@ def load_models(
     class_names = tuple(teacher.class_names)
     background_index(class_names)  # distillation weights pixels near non-background objects
     progress("loading the student")
-    return LoadedModels(teacher, load_base_student(settings.student, class_names), torch.device(device))
+    return LoadedModels(
+        teacher, load_base_student(settings.student, class_names), torch.device(device)
+    )
 
 
 def resolve_device(device: str) -> str:
@@ -132,7 +135,9 @@ def load_base_student(checkpoint: Path | None, teacher_classes: tuple[str, ...])
             "sessions start from a freshly initialised student with %d classes",
             len(teacher_classes),
         )
-        return BaseStudent(_cpu_state(StudentNet(len(teacher_classes))), tuple(teacher_classes), "fresh")
+        return BaseStudent(
+            _cpu_state(StudentNet(len(teacher_classes))), tuple(teacher_classes), "fresh"
+        )
     loaded = load_student(path)
     if tuple(loaded.class_names) != tuple(teacher_classes):
         raise ValueError(

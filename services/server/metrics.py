@@ -38,7 +38,9 @@ class ServerMetrics:
     """Every series the server exports; label values are created up front so they read 0, not absent."""
 
     def __init__(
-        self, max_edge_series: int = DEFAULT_MAX_EDGES, edge_series_retention: float = DEFAULT_RETENTION
+        self,
+        max_edge_series: int = DEFAULT_MAX_EDGES,
+        edge_series_retention: float = DEFAULT_RETENTION,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=self.registry)
@@ -65,12 +67,18 @@ class ServerMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.distill_steps = Counter(f"{PREFIX}distill_steps", "Optimisation steps taken by distillation", registry=r)
+        self.distill_steps = Counter(
+            f"{PREFIX}distill_steps", "Optimisation steps taken by distillation", registry=r
+        )
         self.received_bytes = Counter(
             f"{PREFIX}received_bytes", "Bytes of WebSocket messages received from edges", registry=r
         )
-        self.sent_bytes = Counter(f"{PREFIX}sent_bytes", "Bytes of WebSocket messages sent to edges", registry=r)
-        self.errors = Counter(f"{PREFIX}errors", "ERROR messages sent to edges, by error code", ["code"], registry=r)
+        self.sent_bytes = Counter(
+            f"{PREFIX}sent_bytes", "Bytes of WebSocket messages sent to edges", registry=r
+        )
+        self.errors = Counter(
+            f"{PREFIX}errors", "ERROR messages sent to edges, by error code", ["code"], registry=r
+        )
         self.teacher_ready = Gauge(
             f"{PREFIX}teacher_ready", "1 once the teacher and the student are loaded", registry=r
         )
@@ -78,8 +86,10 @@ class ServerMetrics:
             f"{PREFIX}teacher_queue_depth", "Key frames waiting for the teacher", registry=r
         )
         self.engine_batch_size = Histogram(
-            f"{PREFIX}engine_batch_size", "Key frames per batch of the distillation engine",
-            buckets=BATCH_BUCKETS, registry=r,
+            f"{PREFIX}engine_batch_size",
+            "Key frames per batch of the distillation engine",
+            buckets=BATCH_BUCKETS,
+            registry=r,
         )
         self.engine_batch_limit = Gauge(
             f"{PREFIX}engine_batch_limit",
@@ -89,7 +99,8 @@ class ServerMetrics:
         )
         self.engine_batches_running = Gauge(
             f"{PREFIX}engine_batches_running",
-            "Batches the distillation engines are training now (at most --distill-engines)", registry=r,
+            "Batches the distillation engines are training now (at most --distill-engines)",
+            registry=r,
         )
         self.engine_queue_wait = Histogram(
             f"{PREFIX}engine_queue_wait_seconds",
@@ -98,7 +109,10 @@ class ServerMetrics:
             registry=r,
         )
         self.teacher_batch_size = Histogram(
-            f"{PREFIX}teacher_batch_size", "Frames per teacher call", buckets=BATCH_BUCKETS, registry=r
+            f"{PREFIX}teacher_batch_size",
+            "Frames per teacher call",
+            buckets=BATCH_BUCKETS,
+            registry=r,
         )
         self.gpu_busy = Gauge(
             f"{PREFIX}gpu_busy_ratio",
@@ -106,22 +120,29 @@ class ServerMetrics:
             registry=r,
         )
         self.gpu_memory_used = Gauge(
-            f"{PREFIX}gpu_memory_used_bytes", "GPU memory in use on the server's GPU, all processes (NVML); "
-            "0 without one", registry=r,
+            f"{PREFIX}gpu_memory_used_bytes",
+            "GPU memory in use on the server's GPU, all processes (NVML); 0 without one",
+            registry=r,
         )
         # -- security: the tokens file and unauthenticated connections (docs/security.md) --------
         self.tokens_file_valid = Gauge(
-            f"{PREFIX}tokens_file_valid", "1 while the tokens file's last read was accepted (or there is none); 0 "
-            "while it is rejected as unreadable or malformed and the last good tokens stay in force", registry=r
+            f"{PREFIX}tokens_file_valid",
+            "1 while the tokens file's last read was accepted (or there is none); 0 "
+            "while it is rejected as unreadable or malformed and the last good tokens stay in force",
+            registry=r,
         )
         self.tokens_file_valid.set(1)
         self.unauthenticated_connections = Gauge(
-            f"{PREFIX}unauthenticated_connections", "WebSocket connections on /v1/edge not admitted yet (waiting "
-            "for or checking their HELLO)", registry=r
+            f"{PREFIX}unauthenticated_connections",
+            "WebSocket connections on /v1/edge not admitted yet (waiting "
+            "for or checking their HELLO)",
+            registry=r,
         )
         self.connections_refused = Counter(
-            f"{PREFIX}connections_refused", "WebSocket connections refused, or closed before their HELLO to make "
-            "room, by reason", ["reason"], registry=r
+            f"{PREFIX}connections_refused",
+            "WebSocket connections refused, or closed before their HELLO to make room, by reason",
+            ["reason"],
+            registry=r,
         )
         for reason in REFUSAL_REASONS:
             self.connections_refused.labels(reason=reason)

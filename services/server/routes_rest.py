@@ -38,15 +38,23 @@ async def require_admin(request: Request, runtime: Runtime) -> None:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     gate = runtime.bearer_gate
     source = request.client.host if request.client is not None else "unknown"
-    name = await gate.run(source, runtime.auth.admin_name, token.strip()) if scheme.lower() == "bearer" else None
+    name = (
+        await gate.run(source, runtime.auth.admin_name, token.strip())
+        if scheme.lower() == "bearer"
+        else None
+    )
     if isinstance(name, str):
         return
     await gate.after_failure()
     if name is BUSY:
-        raise HTTPException(status_code=429, detail="too many credential checks at once; try again later",
-                            headers={"Retry-After": str(max(1, round(gate.failure_delay)))})
+        raise HTTPException(
+            status_code=429,
+            detail="too many credential checks at once; try again later",
+            headers={"Retry-After": str(max(1, round(gate.failure_delay)))},
+        )
     raise HTTPException(
-        status_code=401, detail="an administrator's bearer token is required",
+        status_code=401,
+        detail="an administrator's bearer token is required",
         headers={"WWW-Authenticate": "Bearer"},
     )
 

@@ -93,10 +93,14 @@ class EdgeSession:
     traffic: Traffic
     distiller: Distiller | None  # None in naive mode
     delta_codec: str | None = None  # partial updates as quantised deltas (else in weight_codec)
-    telemetry_interval: float | None = None  # seconds between the edge's TELEMETRY; None: none asked for
+    telemetry_interval: float | None = (
+        None  # seconds between the edge's TELEMETRY; None: none asked for
+    )
     # with a sparse delta codec: the share of coordinates trained and sent, and how often chosen again
     sparse: SparseOptions = field(default_factory=SparseOptions)
-    encoder: UpdateEncoder = field(init=False, repr=False, compare=False)  # mirrors what the edge holds
+    encoder: UpdateEncoder = field(
+        init=False, repr=False, compare=False
+    )  # mirrors what the edge holds
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     connected_since: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     version: int = 0  # the version last sent to the edge
@@ -104,7 +108,9 @@ class EdgeSession:
     stats: SessionStats = field(default_factory=SessionStats)
     # ends the session from outside (a newer connection of the same edge, a revoked token): the
     # connection sends the error as a fatal ERROR and closes
-    evict: Callable[[ProtocolError], None] = field(default=lambda error: None, repr=False, compare=False)
+    evict: Callable[[ProtocolError], None] = field(
+        default=lambda error: None, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         self.encoder = UpdateEncoder(self.weight_codec, self.delta_codec)
@@ -119,7 +125,9 @@ class EdgeSession:
     def accept_seq(self, seq: int) -> None:
         """Key frames carry strictly increasing ``seq`` numbers; anything else is a broken client."""
         if self.last_seq is not None and seq <= self.last_seq:
-            raise ProtocolError(ErrorCode.BAD_MESSAGE, f"KEY_FRAME seq {seq} does not follow seq {self.last_seq}")
+            raise ProtocolError(
+                ErrorCode.BAD_MESSAGE, f"KEY_FRAME seq {seq} does not follow seq {self.last_seq}"
+            )
         self.last_seq = seq
         self.stats.key_frames += 1
 
@@ -160,19 +168,35 @@ class EdgeSession:
         self.stats.distill_seconds += seconds
         self.stats.last_metric = result.metric
         return self._update(
-            seq, base_version, metric=result.metric, initial_metric=result.initial_metric, steps=result.steps,
-            teacher_ms=teacher_ms, distill_ms=seconds * 1000.0, trained=result.weights,
+            seq,
+            base_version,
+            metric=result.metric,
+            initial_metric=result.initial_metric,
+            steps=result.steps,
+            teacher_ms=teacher_ms,
+            distill_ms=seconds * 1000.0,
+            trained=result.weights,
         )
 
     def resync(self, have_version: int) -> Update:
         """The full weights for an edge that holds ``have_version`` (RESYNC_REQUEST)."""
         metric = self.stats.last_metric if self.stats.last_metric is not None else 0.0
         seq = self.last_seq if self.last_seq is not None else -1
-        return self._update(seq, have_version, metric=metric, initial_metric=metric, steps=0, force_full=True)
+        return self._update(
+            seq, have_version, metric=metric, initial_metric=metric, steps=0, force_full=True
+        )
 
     def _update(
-        self, seq: int, base_version: int, *, metric: float, initial_metric: float, steps: int,
-        teacher_ms: float = 0.0, distill_ms: float = 0.0, force_full: bool = False,
+        self,
+        seq: int,
+        base_version: int,
+        *,
+        metric: float,
+        initial_metric: float,
+        steps: int,
+        teacher_ms: float = 0.0,
+        distill_ms: float = 0.0,
+        force_full: bool = False,
         trained: Mapping[str, torch.Tensor] | None = None,
     ) -> Update:
         """``trained``: the trainable weights as training left them (host copies), which a partial update is
@@ -182,20 +206,32 @@ class EdgeSession:
         if full:
             blob = self.encoder.full(distiller.student.state_dict())
         else:
-            assert trained is not None, "a partial update answers a training, whose result carries the weights"
+            assert trained is not None, (
+                "a partial update answers a training, whose result carries the weights"
+            )
             chooser = distiller.chooser
             coordinates = chooser.coordinates if chooser is not None else None
             blob = self.encoder.partial(trained, distiller.trainable_keys, coordinates)
         self.version += 1
         return Update(
-            seq=seq, base_version=base_version, version=self.version, metric=float(metric),
-            initial_metric=float(initial_metric), steps=steps, full=full, tensors=blob.tensors,
-            teacher_ms=teacher_ms, distill_ms=distill_ms, payload=blob.payload,
+            seq=seq,
+            base_version=base_version,
+            version=self.version,
+            metric=float(metric),
+            initial_metric=float(initial_metric),
+            steps=steps,
+            full=full,
+            tensors=blob.tensors,
+            teacher_ms=teacher_ms,
+            distill_ms=distill_ms,
+            payload=blob.payload,
         )
 
     def _require_distiller(self) -> Distiller:
         if self.distiller is None:
-            raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "a naive-mode session has no student to update")
+            raise ProtocolError(
+                ErrorCode.UNEXPECTED_MESSAGE, "a naive-mode session has no student to update"
+            )
         return self.distiller
 
     def info(self) -> SessionInfo:
@@ -242,7 +278,8 @@ class SessionRegistry:
         taken = sum(s.hello.edge_id != edge_id for s in self._sessions.values())
         if taken >= self.max_sessions:
             raise ProtocolError(
-                ErrorCode.SERVER_BUSY, f"the server serves at most {self.max_sessions} sessions; try again later"
+                ErrorCode.SERVER_BUSY,
+                f"the server serves at most {self.max_sessions} sessions; try again later",
             )
 
     def add(self, session: EdgeSession) -> None:
@@ -252,10 +289,12 @@ class SessionRegistry:
         replaced = [s for s in self._sessions.values() if s.hello.edge_id == edge_id]
         for old in replaced:
             del self._sessions[old.session_id]
-            old.evict(ProtocolError(
-                ErrorCode.SESSION_REPLACED,
-                f"a newer connection of edge {edge_id!r} replaced this session (session {session.session_id})",
-            ))
+            old.evict(
+                ProtocolError(
+                    ErrorCode.SESSION_REPLACED,
+                    f"a newer connection of edge {edge_id!r} replaced this session (session {session.session_id})",
+                )
+            )
         self._sessions[session.session_id] = session
         self.metrics.sessions.set(len(self._sessions))
 

@@ -47,11 +47,23 @@ FORMAT = 1
 _INT, _OPTIONAL_INT = (int,), (int, type(None))
 # each field of the record and the types it may hold (weights, optimizer and mirror: checked further)
 FIELDS: dict[str, tuple[type, ...]] = {
-    "format": _INT, "hello": (bytes,), "session_id": (str,), "frame_codec": (str,), "weight_codec": (str,),
-    "delta_codec": (str, type(None)), "telemetry_interval": (int, float, type(None)),
-    "student_size": (list, tuple, type(None)), "version": _INT, "last_seq": _OPTIONAL_INT,
-    "weights": (dict,), "optimizer": (dict,), "mirror": (dict,), "reply": (bytes, type(None)),
-    "reply_seq": _OPTIONAL_INT, "saved_at": (int, float), "writer": (str,),
+    "format": _INT,
+    "hello": (bytes,),
+    "session_id": (str,),
+    "frame_codec": (str,),
+    "weight_codec": (str,),
+    "delta_codec": (str, type(None)),
+    "telemetry_interval": (int, float, type(None)),
+    "student_size": (list, tuple, type(None)),
+    "version": _INT,
+    "last_seq": _OPTIONAL_INT,
+    "weights": (dict,),
+    "optimizer": (dict,),
+    "mirror": (dict,),
+    "reply": (bytes, type(None)),
+    "reply_seq": _OPTIONAL_INT,
+    "saved_at": (int, float),
+    "writer": (str,),
 }
 
 
@@ -65,7 +77,9 @@ class Restored:
 
 
 def snapshot(
-    session: EdgeSession, reply: Message | None = None, reply_seq: int | None = None,
+    session: EdgeSession,
+    reply: Message | None = None,
+    reply_seq: int | None = None,
     trained: DistillResult | None = None,
 ) -> bytes:
     """The checkpoint of a distill ``session`` after it sent ``reply`` for the key frame ``reply_seq``
@@ -77,7 +91,9 @@ def snapshot(
         raise ValueError("a naive-mode session has no model state to checkpoint")
     keys = distiller.trainable_keys
     weights, optimizer = (
-        (trained.weights, trained.optimizer_state) if trained is not None else distiller.state_on_host()
+        (trained.weights, trained.optimizer_state)
+        if trained is not None
+        else distiller.state_on_host()
     )
     record = {
         "format": FORMAT,
@@ -93,8 +109,11 @@ def snapshot(
         "weights": weights,
         "optimizer": optimizer,
         "mirror": session.encoder.mirror(keys),
-        "sparse": None if distiller.chooser is None else {
-            "fraction": distiller.chooser.options.fraction, "every": distiller.chooser.options.every,
+        "sparse": None
+        if distiller.chooser is None
+        else {
+            "fraction": distiller.chooser.options.fraction,
+            "every": distiller.chooser.options.every,
             "chooser": distiller.chooser.state(),
         },
         "reply": encode(reply) if reply is not None else None,
@@ -108,8 +127,13 @@ def snapshot(
 
 
 def restore(
-    data: bytes, params: AlgorithmParams, new_distiller: Callable[[tuple[int, int] | None], Distiller], *,
-    edge_id: str, session_id: str, max_size: tuple[int, int],
+    data: bytes,
+    params: AlgorithmParams,
+    new_distiller: Callable[[tuple[int, int] | None], Distiller],
+    *,
+    edge_id: str,
+    session_id: str,
+    max_size: tuple[int, int],
 ) -> Restored:
     """The session ``data`` was taken from, on ``new_distiller(student_size)`` (a fresh base student on
     this process's device), if ``data`` is a checkpoint of session ``session_id`` of edge ``edge_id``
@@ -139,7 +163,9 @@ def restore(
     if not {"held", "sent"} <= set(mirror) <= {"held", "sent", "coordinates"}:
         raise CheckpointFormatError("mirror: not the held and sent weights")
     for part in ("held", "sent"):
-        check_tensors(f"mirror {part}", mirror[part], {key: t.float() for key, t in expected.items()})
+        check_tensors(
+            f"mirror {part}", mirror[part], {key: t.float() for key, t in expected.items()}
+        )
     check_coordinates(mirror.get("coordinates"), expected)
     sparse = record.get("sparse")
     check_sparse(sparse, expected)
@@ -149,15 +175,25 @@ def restore(
         distiller.student.load_state_dict(record["weights"], strict=False)
         distiller.optimizer.load_state_dict(record["optimizer"])
     except (RuntimeError, KeyError, TypeError, ValueError) as exc:
-        raise CheckpointFormatError(f"optimizer: not this student's ({type(exc).__name__}: {exc})"[:300]) from None
+        raise CheckpointFormatError(
+            f"optimizer: not this student's ({type(exc).__name__}: {exc})"[:300]
+        ) from None
     try:
-        options = None if sparse is None else SparseOptions(float(sparse["fraction"]), sparse["every"])
+        options = (
+            None if sparse is None else SparseOptions(float(sparse["fraction"]), sparse["every"])
+        )
     except ValueError as exc:
         raise CheckpointFormatError(f"sparse: {exc}") from None
     session = EdgeSession(
-        hello=hello, frame_codec=record["frame_codec"], weight_codec=record["weight_codec"], params=params,
-        traffic=Traffic(), distiller=distiller, delta_codec=record["delta_codec"],
-        telemetry_interval=record["telemetry_interval"], session_id=record["session_id"],
+        hello=hello,
+        frame_codec=record["frame_codec"],
+        weight_codec=record["weight_codec"],
+        params=params,
+        traffic=Traffic(),
+        distiller=distiller,
+        delta_codec=record["delta_codec"],
+        telemetry_interval=record["telemetry_interval"],
+        session_id=record["session_id"],
         sparse=SparseOptions() if options is None else options,
     )
     if sparse is not None and distiller.chooser is not None:
@@ -165,7 +201,9 @@ def restore(
     session.version = record["version"]
     session.last_seq = record["last_seq"]
     session.encoder.restore_mirror(mirror)
-    return Restored(session, reply, record["reply_seq"], float(record["saved_at"]), record["writer"])
+    return Restored(
+        session, reply, record["reply_seq"], float(record["saved_at"]), record["writer"]
+    )
 
 
 def _load(data: bytes) -> Any:
@@ -185,8 +223,10 @@ def _decoded(data: bytes, what: str) -> Message:
 
 
 def _check_codecs(record: dict[str, Any]) -> None:
-    if record["frame_codec"] not in FRAME_CODECS or record["weight_codec"] not in WEIGHT_CODECS or (
-        record["delta_codec"] is not None and record["delta_codec"] not in WEIGHT_CODECS
+    if (
+        record["frame_codec"] not in FRAME_CODECS
+        or record["weight_codec"] not in WEIGHT_CODECS
+        or (record["delta_codec"] is not None and record["delta_codec"] not in WEIGHT_CODECS)
     ):
         raise CheckpointFormatError("unknown frame or weight codecs")
 
@@ -194,8 +234,10 @@ def _check_codecs(record: dict[str, Any]) -> None:
 def _student_size(value: Any, max_size: tuple[int, int]) -> tuple[int, int] | None:
     if value is None:
         return None
-    if len(value) != 2 or not all(isinstance(n, int) and not isinstance(n, bool) for n in value) or not (
-        0 < value[0] <= max_size[0] and 0 < value[1] <= max_size[1]
+    if (
+        len(value) != 2
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+        or not (0 < value[0] <= max_size[0] and 0 < value[1] <= max_size[1])
     ):
         raise CheckpointFormatError(
             f"student_size {list(value)[:3]} is not [W, H] within 1x1 .. {max_size[0]}x{max_size[1]}"

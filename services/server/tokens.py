@@ -40,7 +40,9 @@ MAX_TOKEN_CHARS = 512  # longer presented tokens are refused unhashed
 MAX_FILE_BYTES = 1 << 20
 # hex characters of a token id (64 bits of its SHA-256)
 ID_CHARS = 16
-_MAX_LOG2_N = 20  # a hash asking for more memory than this (1 GiB at r=8) is refused when the file loads
+_MAX_LOG2_N = (
+    20  # a hash asking for more memory than this (1 GiB at r=8) is refused when the file loads
+)
 _DUMMY = f"${SCHEME}$ln={LOG2_N},r={BLOCK_SIZE},p={PARALLELISM}$" + "A" * 22 + "$" + "A" * 43
 
 
@@ -87,14 +89,26 @@ class ScryptHash:
             salt, digest = _unb64(parts[3]), _unb64(parts[4])
         except (KeyError, ValueError) as exc:
             raise ValueError(f"bad scrypt parameters, salt or hash ({exc})") from None
-        if not (1 <= log2_n <= _MAX_LOG2_N and 1 <= r <= 32 and 1 <= p <= 16) or len(salt) < 8 or len(digest) < 16:
-            raise ValueError(f"scrypt parameters out of range (ln={log2_n}, r={r}, p={p}) or salt/hash too short")
+        if (
+            not (1 <= log2_n <= _MAX_LOG2_N and 1 <= r <= 32 and 1 <= p <= 16)
+            or len(salt) < 8
+            or len(digest) < 16
+        ):
+            raise ValueError(
+                f"scrypt parameters out of range (ln={log2_n}, r={r}, p={p}) or salt/hash too short"
+            )
         return cls(log2_n, r, p, salt, digest)
 
     def compute(self, token: str) -> bytes:
         n, r = 1 << self.log2_n, self.r
         return hashlib.scrypt(
-            token.encode(), salt=self.salt, n=n, r=r, p=self.p, maxmem=256 * n * r, dklen=len(self.digest)
+            token.encode(),
+            salt=self.salt,
+            n=n,
+            r=r,
+            p=self.p,
+            maxmem=256 * n * r,
+            dklen=len(self.digest),
         )
 
     def matches(self, token: str) -> bool:
@@ -131,8 +145,12 @@ class Entry:
         return self.hash is not None and self.revoked is None
 
     def to_json(self) -> dict[str, str]:
-        out = {"hash": self.hash.encode() if self.hash else None, "id": self.id, "updated": self.updated,
-               "revoked": self.revoked}
+        out = {
+            "hash": self.hash.encode() if self.hash else None,
+            "id": self.id,
+            "updated": self.updated,
+            "revoked": self.revoked,
+        }
         return {key: value for key, value in out.items() if value is not None}
 
 
@@ -152,7 +170,8 @@ class TokenTable:
         wanted = token_id(token)
         active = [(name, entry) for name, entry in self.entries(kind).items() if entry.active]
         return [name for name, entry in active if entry.id == wanted] + [
-            name for name, entry in active if entry.id is None]
+            name for name, entry in active if entry.id is None
+        ]
 
     def has_legacy(self, kind: Kind) -> bool:
         """Whether some active entry of ``kind`` has no id (its token can only be checked by scrypt)."""
@@ -168,21 +187,36 @@ class TokenTable:
         except json.JSONDecodeError as exc:
             raise TokenFileError(f"{origin}: not JSON ({exc})") from None
         except RecursionError:
-            raise TokenFileError(f"{origin}: not a tokens document (JSON nested too deep)") from None
+            raise TokenFileError(
+                f"{origin}: not a tokens document (JSON nested too deep)"
+            ) from None
         except ValueError as exc:  # e.g. an integer past Python's digit limit
             raise TokenFileError(f"{origin}: not a tokens document ({exc})") from None
         if not isinstance(document, dict):
-            raise TokenFileError(f"{origin}: the document must be a JSON object with 'edges' and 'admins'")
+            raise TokenFileError(
+                f"{origin}: the document must be a JSON object with 'edges' and 'admins'"
+            )
         unknown = set(document) - set(KINDS)
         if unknown:
-            raise TokenFileError(f"{origin}: unknown keys {sorted(unknown)}; expected {list(KINDS)}")
-        tables = {kind: _parse_section(document.get(kind, {}), f"{origin}: {kind}") for kind in KINDS}
+            raise TokenFileError(
+                f"{origin}: unknown keys {sorted(unknown)}; expected {list(KINDS)}"
+            )
+        tables = {
+            kind: _parse_section(document.get(kind, {}), f"{origin}: {kind}") for kind in KINDS
+        }
         return cls(**tables)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {kind: {name: entry.to_json() for name, entry in self.entries(kind).items()} for kind in KINDS}, indent=2
-        ) + "\n"
+        return (
+            json.dumps(
+                {
+                    kind: {name: entry.to_json() for name, entry in self.entries(kind).items()}
+                    for kind in KINDS
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 def _parse_section(section: Any, where: str) -> dict[str, Entry]:
@@ -191,12 +225,18 @@ def _parse_section(section: Any, where: str) -> dict[str, Entry]:
     entries = {}
     for name, raw in section.items():
         if not name or not isinstance(raw, dict):
-            raise TokenFileError(f"{where}: entry {name!r} must be an object with 'hash' or 'revoked'")
+            raise TokenFileError(
+                f"{where}: entry {name!r} must be an object with 'hash' or 'revoked'"
+            )
         texts = {key: raw.get(key) for key in ("hash", "id", "updated", "revoked")}
         if any(value is not None and not isinstance(value, str) for value in texts.values()):
-            raise TokenFileError(f"{where}: entry {name!r}: 'hash', 'id', 'updated' and 'revoked' are strings")
+            raise TokenFileError(
+                f"{where}: entry {name!r}: 'hash', 'id', 'updated' and 'revoked' are strings"
+            )
         if texts["id"] is not None and not _is_id(texts["id"]):
-            raise TokenFileError(f"{where}: entry {name!r}: 'id' must be {ID_CHARS} lower-case hex characters")
+            raise TokenFileError(
+                f"{where}: entry {name!r}: 'id' must be {ID_CHARS} lower-case hex characters"
+            )
         try:
             parsed = ScryptHash.parse(texts["hash"]) if texts["hash"] is not None else None
         except ValueError as exc:
@@ -231,13 +271,17 @@ def _read_regular(path: Path) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise TokenFileError(f"the tokens file {path} is not a regular file")
         if st.st_size > MAX_FILE_BYTES:
-            raise TokenFileError(f"the tokens file {path} has {st.st_size} bytes (at most {MAX_FILE_BYTES})")
+            raise TokenFileError(
+                f"the tokens file {path} has {st.st_size} bytes (at most {MAX_FILE_BYTES})"
+            )
         with os.fdopen(fd, "rb", closefd=False) as stream:
             data = stream.read(MAX_FILE_BYTES + 1)
     finally:
         os.close(fd)
     if len(data) > MAX_FILE_BYTES:
-        raise TokenFileError(f"the tokens file {path} grew past {MAX_FILE_BYTES} bytes while it was read")
+        raise TokenFileError(
+            f"the tokens file {path} grew past {MAX_FILE_BYTES} bytes while it was read"
+        )
     return data
 
 
@@ -275,7 +319,9 @@ def revoke(path: Path, kind: Kind, name: str) -> None:
     entry = table.entries(kind).get(name)
     if entry is None:
         raise TokenFileError(f"{path}: no {kind[:-1]} named {name!r} to revoke")
-    write_table(path, table.with_entry(kind, name, Entry(None, updated=entry.updated, revoked=_now())))
+    write_table(
+        path, table.with_entry(kind, name, Entry(None, updated=entry.updated, revoked=_now()))
+    )
 
 
 def check_name(name: str) -> None:

@@ -69,9 +69,13 @@ def _decode_writable(key_frame: KeyFrame, stream: StreamDecoder) -> np.ndarray:
     intra or follows the last frame decoded."""
     if key_frame.codec in STREAM_FRAME_CODECS:
         if key_frame.stream_position is None:
-            raise ProtocolError(ErrorCode.BAD_FRAME, f"a {key_frame.codec} key frame needs its stream_position")
+            raise ProtocolError(
+                ErrorCode.BAD_FRAME, f"a {key_frame.codec} key frame needs its stream_position"
+            )
         return stream.decode(key_frame.payload, key_frame.stream_position)
-    if key_frame.codec != "raw":  # the header's size first: a small payload may declare a huge image
+    if (
+        key_frame.codec != "raw"
+    ):  # the header's size first: a small payload may declare a huge image
         check_declared_size(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     frame = decode_frame(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     return frame if frame.flags.writeable else frame.copy()
@@ -94,10 +98,14 @@ class EdgeConnection:
         self._send_lock = asyncio.Lock()
         self._evicted = asyncio.Event()
         self._eviction: ProtocolError | None = None
-        self._ticket: Ticket | None = None  # its place among the unauthenticated connections until admitted
+        self._ticket: Ticket | None = (
+            None  # its place among the unauthenticated connections until admitted
+        )
         self._message_limit = MAX_HELLO_BYTES  # until the HELLO is accepted
         self._source = websocket.client.host if websocket.client is not None else "unknown"
-        self._stream: StreamDecoder | None = None  # a stream frame codec's decoder, made at the first frame
+        self._stream: StreamDecoder | None = (
+            None  # a stream frame codec's decoder, made at the first frame
+        )
 
     async def serve(self) -> None:
         runtime = self.runtime
@@ -106,7 +114,10 @@ class EdgeConnection:
         if isinstance(ticket, str):  # refused before the upgrade: HTTP 403, no WebSocket at all
             log.warning(
                 "refused a WebSocket connection from %s (%s): %d from it and %d in all wait for their HELLO",
-                source, ticket, runtime.admission.held_by(source), len(runtime.admission),
+                source,
+                ticket,
+                runtime.admission.held_by(source),
+                len(runtime.admission),
             )
             await self.ws.close(CloseCode.TRY_AGAIN_LATER)
             return
@@ -120,10 +131,13 @@ class EdgeConnection:
 
     def _make_room(self) -> None:
         """Admission evicts this idle connection (no HELLO yet) to make room for a newer one."""
-        self.evict(ProtocolError(
-            ErrorCode.SERVER_BUSY, "too many connections without a HELLO from this address: the oldest idle one "
-            "was closed to make room",
-        ))
+        self.evict(
+            ProtocolError(
+                ErrorCode.SERVER_BUSY,
+                "too many connections without a HELLO from this address: the oldest idle one "
+                "was closed to make room",
+            )
+        )
 
     async def _serve(self) -> None:
         await self.ws.accept()
@@ -132,7 +146,9 @@ class EdgeConnection:
         except WebSocketDisconnect:
             pass
         except ProtocolError as exc:
-            log.warning("%s: %s", self._who(), str(exc))  # the text: a kept record must not keep the session
+            log.warning(
+                "%s: %s", self._who(), str(exc)
+            )  # the text: a kept record must not keep the session
             await self._fail(exc.code, exc.message)
         except Exception:
             log.exception("%s: internal error", self._who())
@@ -140,11 +156,16 @@ class EdgeConnection:
         finally:
             if self.session is not None:
                 self.runtime.sessions.remove(self.session)
-                self.metrics.fleet.session_ended(self.session.hello.edge_id, self.session.session_id)
+                self.metrics.fleet.session_ended(
+                    self.session.hello.edge_id, self.session.session_id
+                )
                 log.info(
                     "session %s of edge %r ended: %d key frames, %d bytes in, %d bytes out",
-                    self.session.session_id, self.session.hello.edge_id, self.session.stats.key_frames,
-                    self.traffic.bytes_in, self.traffic.bytes_out,
+                    self.session.session_id,
+                    self.session.hello.edge_id,
+                    self.session.stats.key_frames,
+                    self.traffic.bytes_in,
+                    self.traffic.bytes_out,
                 )
 
     async def _run(self) -> None:
@@ -155,16 +176,29 @@ class EdgeConnection:
         await self._send(await self.runtime.teaching.open(self.session))
         log.info(
             "session %s opened for edge %r (%s, %dx%d, frames %s, weights %s)",
-            self.session.session_id, hello.edge_id, hello.mode, hello.frame_width, hello.frame_height,
-            self.session.frame_codec, self.session.weight_codec,
+            self.session.session_id,
+            hello.edge_id,
+            hello.mode,
+            hello.frame_width,
+            hello.frame_height,
+            self.session.frame_codec,
+            self.session.weight_codec,
         )
-        inbox: asyncio.Queue[KeyFrame | ResyncRequest] = asyncio.Queue(self.runtime.settings.max_pending_key_frames)
+        inbox: asyncio.Queue[KeyFrame | ResyncRequest] = asyncio.Queue(
+            self.runtime.settings.max_pending_key_frames
+        )
         reader = asyncio.create_task(self._read(inbox), name=f"read-{self.session.session_id}")
         worker = asyncio.create_task(self._work(inbox), name=f"work-{self.session.session_id}")
-        evicted = asyncio.create_task(self._evicted.wait(), name=f"evicted-{self.session.session_id}")
+        evicted = asyncio.create_task(
+            self._evicted.wait(), name=f"evicted-{self.session.session_id}"
+        )
         tasks = {reader, worker, evicted}
-        for task in tasks:  # a task may fail instead of stopping when cancelled (a send the edge's disconnect
-            task.add_done_callback(_mark_retrieved)  # broke): no news, but asyncio would log it as an error
+        for task in (
+            tasks
+        ):  # a task may fail instead of stopping when cancelled (a send the edge's disconnect
+            task.add_done_callback(
+                _mark_retrieved
+            )  # broke): no news, but asyncio would log it as an error
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:  # no await here: a cancelled connection must not wait again
@@ -184,7 +218,9 @@ class EdgeConnection:
         receiving = asyncio.ensure_future(self._receive())
         evicted = asyncio.ensure_future(self._evicted.wait())
         try:
-            done, _ = await asyncio.wait({receiving, evicted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {receiving, evicted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             for task in (receiving, evicted):
                 task.cancel()
@@ -195,12 +231,15 @@ class EdgeConnection:
         hello = receiving.result()
         if self._ticket is not None:
             self._ticket.busy()  # its HELLO is being checked: no longer evicted to make room
-        if self._evicted.is_set():  # admission took its place just as the message arrived: the message wins
+        if (
+            self._evicted.is_set()
+        ):  # admission took its place just as the message arrived: the message wins
             self._eviction = None
             self._evicted.clear()
         if not isinstance(hello, Hello):
             raise ProtocolError(
-                ErrorCode.UNEXPECTED_MESSAGE, f"the first message must be HELLO, not {type(hello).__name__.upper()}"
+                ErrorCode.UNEXPECTED_MESSAGE,
+                f"the first message must be HELLO, not {type(hello).__name__.upper()}",
             )
         return hello
 
@@ -215,13 +254,17 @@ class EdgeConnection:
         failure delay (the connection keeps its place among the unauthenticated ones meanwhile)."""
         gate = self.runtime.hello_gate
         try:
-            outcome = await gate.run(self._source, self.runtime.auth.check_edge, hello.edge_id, hello.token)
+            outcome = await gate.run(
+                self._source, self.runtime.auth.check_edge, hello.edge_id, hello.token
+            )
         except ProtocolError:
             await gate.after_failure()
             raise
         if outcome is BUSY:
             await gate.after_failure()
-            raise ProtocolError(ErrorCode.SERVER_BUSY, "too many HELLOs being checked; try again later")
+            raise ProtocolError(
+                ErrorCode.SERVER_BUSY, "too many HELLOs being checked; try again later"
+            )
 
     def _admitted(self) -> None:
         """The HELLO's token is accepted: leave the unauthenticated connections, accept full-size messages."""
@@ -229,7 +272,9 @@ class EdgeConnection:
             self.runtime.admission.leave(self._ticket)
             self._ticket = None
         self._message_limit = self.runtime.settings.max_message_bytes
-        raise_limit = (self.ws.scope.get("extensions") or {}).get(MESSAGE_LIMIT_EXTENSION, {}).get("raise")
+        raise_limit = (
+            (self.ws.scope.get("extensions") or {}).get(MESSAGE_LIMIT_EXTENSION, {}).get("raise")
+        )
         if raise_limit is not None:
             raise_limit()
 
@@ -238,7 +283,9 @@ class EdgeConnection:
         ``checked_generation``; registered only if its edge is still admitted at that moment."""
         runtime = self.runtime
         if not runtime.ready:
-            raise ProtocolError(ErrorCode.SERVER_BUSY, f"the server is not ready ({runtime.not_ready_reason})")
+            raise ProtocolError(
+                ErrorCode.SERVER_BUSY, f"the server is not ready ({runtime.not_ready_reason})"
+            )
         agreement = check_hello(hello, runtime.settings, runtime.class_names)
         runtime.sessions.reserve(hello.edge_id)
         distiller = await runtime.teaching.new_student(hello, agreement.student_size)
@@ -254,12 +301,18 @@ class EdgeConnection:
             sparse=runtime.settings.sparse_options(),
             evict=self.evict,
         )
-        if runtime.auth.generation != checked_generation:  # the tokens changed while the student was copied
+        if (
+            runtime.auth.generation != checked_generation
+        ):  # the tokens changed while the student was copied
             await self._check_token(hello)
-        if not runtime.auth.edge_admitted(hello.edge_id):  # no await from here to add: a reload cannot slip in
+        if not runtime.auth.edge_admitted(
+            hello.edge_id
+        ):  # no await from here to add: a reload cannot slip in
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked")
         runtime.sessions.add(session)
-        self.metrics.fleet.session_opened(hello.edge_id, session.session_id, hello.mode, hello.agent)
+        self.metrics.fleet.session_opened(
+            hello.edge_id, session.session_id, hello.mode, hello.agent
+        )
         return session
 
     async def _read(self, inbox: asyncio.Queue[KeyFrame | ResyncRequest]) -> None:
@@ -294,10 +347,12 @@ class EdgeConnection:
         rate, burst = self.runtime.settings.key_frame_rate, self.runtime.settings.key_frame_burst
         if verdict is Verdict.CLOSE:
             raise ProtocolError(
-                ErrorCode.RATE_LIMITED, f"key frames far over the limit of {rate:g}/s for too long; closing",
+                ErrorCode.RATE_LIMITED,
+                f"key frames far over the limit of {rate:g}/s for too long; closing",
             )
         await self._send_error(
-            ErrorCode.RATE_LIMITED, f"key frame dropped: over the limit of {rate:g}/s (bursts of {burst})",
+            ErrorCode.RATE_LIMITED,
+            f"key frame dropped: over the limit of {rate:g}/s (bursts of {burst})",
             seq=key_frame.seq,
         )
         return False
@@ -307,7 +362,12 @@ class EdgeConnection:
         while True:
             item = await inbox.get()
             if isinstance(item, ResyncRequest):
-                log.info("%s asks for a resync (holds version %d: %s)", self._who(), item.have_version, item.reason)
+                log.info(
+                    "%s asks for a resync (holds version %d: %s)",
+                    self._who(),
+                    item.have_version,
+                    item.reason,
+                )
                 await self._send(await self.runtime.teaching.resync(session, item.have_version))
             else:
                 await self._key_frame(item)
@@ -361,8 +421,14 @@ class EdgeConnection:
         self.metrics.received_bytes.inc(size)
         limit = self._message_limit
         if size > limit:  # uvicorn enforces it too (ws_protocol); this covers any other ASGI server
-            before = " before an accepted HELLO" if limit < self.runtime.settings.max_message_bytes else ""
-            raise ProtocolError(ErrorCode.TOO_LARGE, f"message of {size} bytes exceeds the limit of {limit}{before}")
+            before = (
+                " before an accepted HELLO"
+                if limit < self.runtime.settings.max_message_bytes
+                else ""
+            )
+            raise ProtocolError(
+                ErrorCode.TOO_LARGE, f"message of {size} bytes exceeds the limit of {limit}{before}"
+            )
         return decode(data)
 
     async def _send(self, message: Message) -> None:
@@ -383,10 +449,13 @@ class EdgeConnection:
             await asyncio.wait_for(sending, timeout)
         except asyncio.TimeoutError:
             raise ProtocolError(
-                ErrorCode.SEND_TIMEOUT, f"the edge has not read the server's messages for {timeout:g} s"
+                ErrorCode.SEND_TIMEOUT,
+                f"the edge has not read the server's messages for {timeout:g} s",
             ) from None
 
-    async def _send_error(self, code: ErrorCode, text: str, *, seq: int | None = None, fatal: bool = False) -> None:
+    async def _send_error(
+        self, code: ErrorCode, text: str, *, seq: int | None = None, fatal: bool = False
+    ) -> None:
         self.metrics.errors.labels(code=code.value).inc()
         if self.session is not None:
             self.session.stats.errors += 1
@@ -407,7 +476,9 @@ class EdgeConnection:
     async def _close(self, close_code: int, reason: str) -> None:
         if self.ws.application_state == WebSocketState.CONNECTED:
             reason_bytes = reason.encode()[:MAX_CLOSE_REASON_BYTES]
-            await self._within_send_timeout(self.ws.close(close_code, reason_bytes.decode(errors="ignore")))
+            await self._within_send_timeout(
+                self.ws.close(close_code, reason_bytes.decode(errors="ignore"))
+            )
 
     def _session(self) -> EdgeSession:
         if self.session is None:

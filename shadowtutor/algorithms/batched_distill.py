@@ -46,7 +46,12 @@ from shadowtutor.algorithms.stacked_back import StackedBack
 from shadowtutor.algorithms.step_graph import capture
 from shadowtutor.models.fast_student import frame_tail_fusable, per_frame_front
 from shadowtutor.models.host_copy import to_host
-from shadowtutor.models.precision import TrainingPrecision, bf16_autocast, float32_precision, training_float32
+from shadowtutor.models.precision import (
+    TrainingPrecision,
+    bf16_autocast,
+    float32_precision,
+    training_float32,
+)
 from shadowtutor.models.student import FRONT_MODULES, StudentNet
 
 
@@ -61,7 +66,11 @@ class KeyFrameJob:
 
     @classmethod
     def prepare(
-        cls, distiller: Distiller, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None
+        cls,
+        distiller: Distiller,
+        frame_bgr: np.ndarray,
+        label: np.ndarray,
+        boxes: np.ndarray | None = None,
     ) -> KeyFrameJob:
         """The job of a BGR frame ``(H, W, 3)`` uint8, the teacher's labels ``(H, W)`` and, where the teacher gives
         them, its instance boxes ``(N, 4)``; ValueError where the frame and the labels differ in size. Changes no
@@ -90,13 +99,20 @@ def group_key(distiller: Distiller, key_frame: PreparedKeyFrame) -> tuple[object
     if distiller.params.mode != "partial" or distiller.chooser is not None:
         return None
     return (
-        tuple(key_frame.x.shape), distiller.student.num_classes, distiller.params.restore, distiller.fuse_tail,
-        distiller.precision, str(distiller.device), front_fingerprint(distiller),
+        tuple(key_frame.x.shape),
+        distiller.student.num_classes,
+        distiller.params.restore,
+        distiller.fuse_tail,
+        distiller.precision,
+        str(distiller.device),
+        front_fingerprint(distiller),
     )
 
 
 def distill_batch(
-    jobs: Sequence[KeyFrameJob], convolution: Convolution = "grouped", graphs: bool = False,
+    jobs: Sequence[KeyFrameJob],
+    convolution: Convolution = "grouped",
+    graphs: bool = False,
     objective: Objective = "eager",
 ) -> list[DistillResult]:
     """Algorithm 1 on every job, compatible ones batched (their convolutions computed as ``convolution``
@@ -108,7 +124,9 @@ def distill_batch(
     ``convolution`` or ``objective`` raises ValueError before any distiller changes.
     """
     if convolution not in CONVOLUTIONS:
-        raise ValueError(f"unknown convolution {convolution!r}; use one of {', '.join(CONVOLUTIONS)}")
+        raise ValueError(
+            f"unknown convolution {convolution!r}; use one of {', '.join(CONVOLUTIONS)}"
+        )
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
     distillers = [job.distiller for job in jobs]
@@ -128,8 +146,14 @@ def distill_batch(
         if len(indices) == 1:
             alone.extend(indices)
             continue
-        run = _BatchedRun([distillers[i] for i in indices], [prepared[i] for i in indices], convolution, graphs,
-                          objective, key)
+        run = _BatchedRun(
+            [distillers[i] for i in indices],
+            [prepared[i] for i in indices],
+            convolution,
+            graphs,
+            objective,
+            key,
+        )
         group_results = run.run()
         for index, result in zip(indices, group_results, strict=True):
             results[index] = result
@@ -198,8 +222,19 @@ class _Training:
 
     def shape_key(self) -> tuple[object, ...]:
         """What a batch's captured graph depends on besides the group and the session count."""
-        return (self.keys, self.beta1, self.beta2, self.eps, self.restore_adam, self.convolution, self.objective,
-                self.fuse_tail, self.precision, self.most, self.check_on_host)
+        return (
+            self.keys,
+            self.beta1,
+            self.beta2,
+            self.eps,
+            self.restore_adam,
+            self.convolution,
+            self.objective,
+            self.fuse_tail,
+            self.precision,
+            self.most,
+            self.check_on_host,
+        )
 
     def unflatten(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Views of ``flat (S, weights)`` shaped as the stacked trainable tensors ``(S, *shape)``, in key order."""
@@ -212,9 +247,19 @@ class _Training:
         dec1, enc2, enc1, x1_size, input_size = self._front(state.x)
         scores_only = self.fuse_tail and frame_tail_fusable(*input_size)
         back = StackedBack(self.reference, self.convolution, self.fuse_tail, scores_only)
-        objective = BatchedObjective(state.target, state.weights, self.reference.num_classes,
-                                     input_size if scores_only else None, self.objective == "compiled")
-        flat, exp_avg, exp_avg_sq, adam_steps = state.flat, state.exp_avg, state.exp_avg_sq, state.adam_steps
+        objective = BatchedObjective(
+            state.target,
+            state.weights,
+            self.reference.num_classes,
+            input_size if scores_only else None,
+            self.objective == "compiled",
+        )
+        flat, exp_avg, exp_avg_sq, adam_steps = (
+            state.flat,
+            state.exp_avg,
+            state.exp_avg_sq,
+            state.adam_steps,
+        )
 
         def logits_of() -> tuple[torch.Tensor, torch.Tensor]:
             """The scores at the weights now in ``flat``, computed at the batch's precision and returned in
@@ -229,8 +274,13 @@ class _Training:
         logits, leaf = logits_of()
         with torch.no_grad():
             initial = objective.miou(logits)
-        progress = _Progress(initial, state.threshold, state.max_updates, flat,
-                             (exp_avg, exp_avg_sq, adam_steps) if self.restore_adam else None)
+        progress = _Progress(
+            initial,
+            state.threshold,
+            state.max_updates,
+            flat,
+            (exp_avg, exp_avg_sq, adam_steps) if self.restore_adam else None,
+        )
 
         def update(logits: torch.Tensor, leaf: torch.Tensor) -> bool:
             """One Adam step of the sessions still training, on the gradient at ``logits`` (computed from
@@ -261,11 +311,20 @@ class _Training:
             evaluate()
         with torch.no_grad():
             metric = progress.finish(flat, (exp_avg, exp_avg_sq, adam_steps))
-            state.summary.copy_(torch.stack([initial.double(), metric.double(), progress.steps.double(),
-                                             adam_steps.double()]))
+            state.summary.copy_(
+                torch.stack(
+                    [
+                        initial.double(),
+                        metric.double(),
+                        progress.steps.double(),
+                        adam_steps.double(),
+                    ]
+                )
+            )
 
-    def _front(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, int],
-                                               tuple[int, int]]:
+    def _front(
+        self, x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, int], tuple[int, int]]:
         with torch.no_grad():
             front = per_frame_front(self.reference, x)
         return front.dec1, front.enc2, front.enc1, front.x1_size, front.input_size
@@ -275,8 +334,8 @@ class _Training:
         and of Adam's moments, in place."""
         flat, exp_avg, exp_avg_sq = state.flat, state.exp_avg, state.exp_avg_sq
         counted = state.adam_steps.clamp(min=1.0)
-        bias_correction1 = 1 - self.beta1 ** counted
-        bias_correction2_sqrt = (1 - self.beta2 ** counted).sqrt()
+        bias_correction1 = 1 - self.beta1**counted
+        bias_correction2_sqrt = (1 - self.beta2**counted).sqrt()
         step_size = (state.learning_rate / bias_correction1).view(-1, 1)
         rows = active.view(-1, 1)
         new_avg = exp_avg.lerp(grad, 1 - self.beta1)
@@ -293,8 +352,13 @@ class _BatchedRun:
     distiller updated on return."""
 
     def __init__(
-        self, distillers: list[Distiller], key_frames: list[PreparedKeyFrame], convolution: Convolution,
-        graphs: bool, objective: Objective, group: tuple[object, ...],
+        self,
+        distillers: list[Distiller],
+        key_frames: list[PreparedKeyFrame],
+        convolution: Convolution,
+        graphs: bool,
+        objective: Objective,
+        group: tuple[object, ...],
     ) -> None:
         self.distillers = distillers
         self.graphs = graphs
@@ -314,11 +378,19 @@ class _BatchedRun:
         self.max_updates = [d.params.max_updates for d in distillers]
         self.precision = distillers[0].precision
         self.training = _Training(
-            reference=reference, keys=keys, shapes=tuple(tuple(p.shape) for p in layout.parameters),
-            sizes=tuple(layout.sizes), beta1=float(betas[0]), beta2=float(betas[1]),
-            eps=float(groups[0][0]["eps"]), restore_adam=distillers[0].params.restore == "weights+adam",
-            convolution=convolution, objective=objective, fuse_tail=distillers[0].fuse_tail,
-            precision=distillers[0].precision, most=max(self.max_updates, default=0),
+            reference=reference,
+            keys=keys,
+            shapes=tuple(tuple(p.shape) for p in layout.parameters),
+            sizes=tuple(layout.sizes),
+            beta1=float(betas[0]),
+            beta2=float(betas[1]),
+            eps=float(groups[0][0]["eps"]),
+            restore_adam=distillers[0].params.restore == "weights+adam",
+            convolution=convolution,
+            objective=objective,
+            fuse_tail=distillers[0].fuse_tail,
+            precision=distillers[0].precision,
+            most=max(self.max_updates, default=0),
             check_on_host=stops_early_on_host(self.device),
         )
 
@@ -345,9 +417,13 @@ class _BatchedRun:
                 steps.append(found[1])
         exp_avg, exp_avg_sq = torch.stack(moments, dim=1)
         return _BatchState(
-            x=torch.cat([k.x for k in self.key_frames]), target=torch.stack([k.target for k in self.key_frames]),
-            weights=torch.stack([k.weights for k in self.key_frames]), flat=flat, exp_avg=exp_avg,
-            exp_avg_sq=exp_avg_sq, adam_steps=self._per_session(steps),
+            x=torch.cat([k.x for k in self.key_frames]),
+            target=torch.stack([k.target for k in self.key_frames]),
+            weights=torch.stack([k.weights for k in self.key_frames]),
+            flat=flat,
+            exp_avg=exp_avg,
+            exp_avg_sq=exp_avg_sq,
+            adam_steps=self._per_session(steps),
             learning_rate=self._per_session(self.learning_rates),
             threshold=self._per_session([d.params.threshold for d in self.distillers]),
             max_updates=torch.tensor(self.max_updates, device=self.device),
@@ -369,50 +445,88 @@ class _BatchedRun:
             self.training(state)
         with torch.no_grad():
             self._scatter(state.flat, state.exp_avg, state.exp_avg_sq)
-            summary, stacked = to_host([state.summary, torch.stack([state.flat, state.exp_avg,
-                                                                     state.exp_avg_sq]).detach()])
+            summary, stacked = to_host(
+                [state.summary, torch.stack([state.flat, state.exp_avg, state.exp_avg_sq]).detach()]
+            )
             # each session's weights and moments in a block of its own: a result never holds the whole batch's
             # memory (page-locked here), nor makes torch.save of its tensors write every session's
-            sessions = [self._by_key(stacked[:, index].clone()) for index in range(len(self.distillers))]
+            sessions = [
+                self._by_key(stacked[:, index].clone()) for index in range(len(self.distillers))
+            ]
         initial_h, metric_h, steps_h, adam_h = summary.tolist()
         self._write_steps(adam_h)
         return [
-            DistillResult(metric=m, initial_metric=i, steps=int(s), weights=weights,
-                          optimizer_state=self._optimizer_state(index, avg, avg_sq, count))
-            for index, (i, m, s, count, (weights, avg, avg_sq))
-            in enumerate(zip(initial_h, metric_h, steps_h, adam_h, sessions, strict=True))
+            DistillResult(
+                metric=m,
+                initial_metric=i,
+                steps=int(s),
+                weights=weights,
+                optimizer_state=self._optimizer_state(index, avg, avg_sq, count),
+            )
+            for index, (i, m, s, count, (weights, avg, avg_sq)) in enumerate(
+                zip(initial_h, metric_h, steps_h, adam_h, sessions, strict=True)
+            )
         ]
 
     def _by_key(self, block: torch.Tensor) -> tuple[dict[str, torch.Tensor], ...]:
         """One session's weights, ``exp_avg`` and ``exp_avg_sq`` ``block (3, weights)`` as three dicts of views of it
         by state-dict key, each tensor shaped as its parameter."""
         parts = torch.split(block, list(self.training.sizes), dim=1)
-        kinds = [part.view(3, *shape).unbind(0) for part, shape in zip(parts, self.training.shapes, strict=True)]
-        return tuple(dict(zip(self.training.keys, tensors, strict=True)) for tensors in zip(*kinds, strict=True))
+        kinds = [
+            part.view(3, *shape).unbind(0)
+            for part, shape in zip(parts, self.training.shapes, strict=True)
+        ]
+        return tuple(
+            dict(zip(self.training.keys, tensors, strict=True))
+            for tensors in zip(*kinds, strict=True)
+        )
 
     def _optimizer_state(
-        self, index: int, avg: dict[str, torch.Tensor], avg_sq: dict[str, torch.Tensor], count: float
+        self,
+        index: int,
+        avg: dict[str, torch.Tensor],
+        avg_sq: dict[str, torch.Tensor],
+        count: float,
     ) -> dict[str, Any]:
         """Session ``index``'s ``optimizer.state_dict()`` as :meth:`_scatter` and :meth:`_write_steps` left it, with
         its moments taken from their host copies ``avg`` and ``avg_sq`` (by state-dict key) and its step counts
         ``count`` (in tensors of their own, as Adam keeps them)."""
         distiller = self.distillers[index]
-        names = {id(p): key for key, p in zip(self.training.keys, self.parameters[index], strict=True)}
+        names = {
+            id(p): key for key, p in zip(self.training.keys, self.parameters[index], strict=True)
+        }
         params = distiller.optimizer.param_groups[0]["params"]
-        packed = distiller.optimizer.state_dict()  # its per-parameter entries are the live ones: not changed here
-        steps = iter(torch.full((len(packed["state"]),), count, dtype=distiller.trainable.steps.dtype).unbind(0))
-        state = {number: {**entry, "step": next(steps), "exp_avg": avg[names[id(params[number])]],
-                          "exp_avg_sq": avg_sq[names[id(params[number])]]}
-                 for number, entry in packed["state"].items()}
+        packed = (
+            distiller.optimizer.state_dict()
+        )  # its per-parameter entries are the live ones: not changed here
+        steps = iter(
+            torch.full(
+                (len(packed["state"]),), count, dtype=distiller.trainable.steps.dtype
+            ).unbind(0)
+        )
+        state = {
+            number: {
+                **entry,
+                "step": next(steps),
+                "exp_avg": avg[names[id(params[number])]],
+                "exp_avg_sq": avg_sq[names[id(params[number])]],
+            }
+            for number, entry in packed["state"].items()
+        }
         return {"state": state, "param_groups": packed["param_groups"]}
 
     def _scatter(self, flat: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor) -> None:
         """Write every session's weights and Adam moments back into its flat tensors, which its student and
         optimiser hold views of."""
         trainables = [d.trainable for d in self.distillers]
-        targets = [t.weights for t in trainables] + [row for t in trainables for row in t.moment_rows]
-        moments = [row for pair in zip(exp_avg.detach().unbind(0), exp_avg_sq.detach().unbind(0), strict=True)
-                   for row in pair]
+        targets = [t.weights for t in trainables] + [
+            row for t in trainables for row in t.moment_rows
+        ]
+        moments = [
+            row
+            for pair in zip(exp_avg.detach().unbind(0), exp_avg_sq.detach().unbind(0), strict=True)
+            for row in pair
+        ]
         torch._foreach_copy_(targets, [*flat.detach().unbind(0), *moments])
 
     def _write_steps(self, adam_steps: list[float]) -> None:
@@ -428,14 +542,22 @@ class _Progress:
     (and, restoring them, Adam's state) that reached it, which sessions still train, which passed THRESHOLD,
     the steps taken, and which sessions the last update stepped."""
 
-    def __init__(self, initial: torch.Tensor, threshold: torch.Tensor, max_updates: torch.Tensor,
-                 flat: torch.Tensor, adam: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None) -> None:
+    def __init__(
+        self,
+        initial: torch.Tensor,
+        threshold: torch.Tensor,
+        max_updates: torch.Tensor,
+        flat: torch.Tensor,
+        adam: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
+    ) -> None:
         """``initial``: the metrics before any step ``(S,)``; ``adam``: the moments and step counts to restore
         with the weights (None: the weights alone)."""
         sessions = initial.shape[0]
         self.threshold, self.max_updates = threshold, max_updates
         self.metric, self.best = initial.clone(), initial.clone()
-        self.active = initial < threshold  # a first metric at THRESHOLD ends Algorithm 1 with no step
+        self.active = (
+            initial < threshold
+        )  # a first metric at THRESHOLD ends Algorithm 1 with no step
         self.started = self.active.clone()
         self.hit = torch.zeros(sessions, dtype=torch.bool, device=initial.device)
         self.updated = torch.zeros(sessions, dtype=torch.bool, device=initial.device)
@@ -449,8 +571,12 @@ class _Progress:
         self.active &= self.update_index < self.max_updates
         self.update_index += 1
 
-    def record(self, new_metric: torch.Tensor, flat: torch.Tensor,
-               adam: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
+    def record(
+        self,
+        new_metric: torch.Tensor,
+        flat: torch.Tensor,
+        adam: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    ) -> None:
         """The metrics after the last update at weights ``flat`` and Adam state ``adam``: the updated sessions'
         metric and step count, whether they passed THRESHOLD (and stop), and their best so far."""
         updated = self.updated
@@ -467,7 +593,9 @@ class _Progress:
         self.hit |= passed
         self.active &= ~passed
 
-    def finish(self, flat: torch.Tensor, adam: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def finish(
+        self, flat: torch.Tensor, adam: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
         """Restore the best weights (and Adam state) of the sessions that trained, never passed THRESHOLD and
         ended below their best, in place; returns the final metrics ``(S,)``."""
         roll_back = self.started & ~self.hit & (self.metric < self.best)
@@ -483,7 +611,9 @@ GraphOutcome = Literal["eager", "captured", "replayed", "failed"]
 """How :func:`train_graphed` trained a batch: eagerly (a shape the thread's last batch did not have), eagerly
 and then captured, by replaying the graph captured for its shape, or eagerly after a failed capture."""
 
-_graphs = threading.local()  # per engine thread: a captured batch's graph and memory are for one batch at a time
+_graphs = (
+    threading.local()
+)  # per engine thread: a captured batch's graph and memory are for one batch at a time
 
 
 @dataclass
@@ -547,4 +677,6 @@ def _check_plain_adam(param_groups: list[dict[str, object]]) -> None:
         raise ValueError("batched distillation needs an optimiser with one parameter group")
     group = param_groups[0]
     if group.get("weight_decay", 0) or group.get("amsgrad", False) or group.get("maximize", False):
-        raise ValueError("batched distillation implements plain Adam (no weight decay, AMSGrad or maximize)")
+        raise ValueError(
+            "batched distillation implements plain Adam (no weight decay, AMSGrad or maximize)"
+        )

@@ -38,8 +38,14 @@ class BatchedObjective:
     where they are the logits themselves.
     """
 
-    def __init__(self, target: torch.Tensor, weights: torch.Tensor, num_classes: int,
-                 upsample_to: tuple[int, int] | None, compiled: bool) -> None:
+    def __init__(
+        self,
+        target: torch.Tensor,
+        weights: torch.Tensor,
+        num_classes: int,
+        upsample_to: tuple[int, int] | None,
+        compiled: bool,
+    ) -> None:
         self.target = target
         self.weights = weights
         self.num_classes = num_classes
@@ -68,8 +74,12 @@ def logits_of(scores: torch.Tensor, upsample_to: tuple[int, int] | None) -> torc
     return F.interpolate(scores, size=upsample_to, mode="bilinear", align_corners=False)
 
 
-def weighted_loss(scores: torch.Tensor, target: torch.Tensor, weights: torch.Tensor,
-                  upsample_to: tuple[int, int] | None) -> torch.Tensor:
+def weighted_loss(
+    scores: torch.Tensor,
+    target: torch.Tensor,
+    weights: torch.Tensor,
+    upsample_to: tuple[int, int] | None,
+) -> torch.Tensor:
     """Sum over sessions of the mean over pixels of ``weight * CE`` of the logits of ``scores``."""
     per_pixel = F.cross_entropy(logits_of(scores, upsample_to), target, reduction="none")
     return (per_pixel * weights).mean(dim=(1, 2)).sum()
@@ -87,19 +97,26 @@ def _counts(codes: torch.Tensor, bins: int) -> torch.Tensor:
     offsets = torch.arange(sessions, device=codes.device).view(-1, 1) * bins
     flat = (offsets + codes).reshape(-1)
     counts = torch.zeros(sessions * bins, dtype=torch.long, device=codes.device)
-    counts.index_add_(0, flat, torch.ones((), dtype=torch.long, device=codes.device).expand(flat.numel()))
+    counts.index_add_(
+        0, flat, torch.ones((), dtype=torch.long, device=codes.device).expand(flat.numel())
+    )
     return counts.view(sessions, bins)
 
 
-def label_overlaps(scores: torch.Tensor, target: torch.Tensor, num_classes: int,
-                   upsample_to: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+def label_overlaps(
+    scores: torch.Tensor,
+    target: torch.Tensor,
+    num_classes: int,
+    upsample_to: tuple[int, int] | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per session and class ``(S, num_classes)``: the pixels labelled that class both by the scores' argmax and
     by ``target``, and those labelled it by the argmax (:func:`confusion_overlaps` of the argmax)."""
     return confusion_overlaps(logits_of(scores, upsample_to).argmax(1), target, num_classes)
 
 
-def confusion_overlaps(pred: torch.Tensor, target: torch.Tensor,
-                       num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
+def confusion_overlaps(
+    pred: torch.Tensor, target: torch.Tensor, num_classes: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per session and class ``(S, num_classes)`` of label maps ``(S, H, W)``: the pixels of that class in both
     maps, and in ``pred``; through one confusion matrix per session."""
     sessions = pred.shape[0]
@@ -108,8 +125,12 @@ def confusion_overlaps(pred: torch.Tensor, target: torch.Tensor,
     return confusion.diagonal(dim1=1, dim2=2), confusion.sum(1)
 
 
-def overlaps_by_class(scores: torch.Tensor, target: torch.Tensor, num_classes: int,
-                      upsample_to: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+def overlaps_by_class(
+    scores: torch.Tensor,
+    target: torch.Tensor,
+    num_classes: int,
+    upsample_to: tuple[int, int] | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`label_overlaps` as per-class comparisons and sums, the form a compiler fuses into one pass over
     the scores (eagerly it would hold a boolean map per class)."""
     pred = logits_of(scores, upsample_to).argmax(1)
@@ -119,14 +140,19 @@ def overlaps_by_class(scores: torch.Tensor, target: torch.Tensor, num_classes: i
     return (predicted & truth).sum(dim=(2, 3)), predicted.sum(dim=(2, 3))
 
 
-def mean_iou(intersection: torch.Tensor, predicted: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
+def mean_iou(
+    intersection: torch.Tensor, predicted: torch.Tensor, truth: torch.Tensor
+) -> torch.Tensor:
     """Per session ``(S,)`` float32: :func:`~shadowtutor.algorithms.metrics.miou` from its per-class counts
     ``(S, C)`` of pixels in both maps, in the prediction and in the teacher's labels (classes present in
     either count)."""
     union = predicted + truth - intersection
     present = union > 0
-    iou = torch.where(present, intersection.float() / union.clamp(min=1).float(),
-                      torch.zeros((), device=union.device))
+    iou = torch.where(
+        present,
+        intersection.float() / union.clamp(min=1).float(),
+        torch.zeros((), device=union.device),
+    )
     return iou.sum(1) / present.sum(1).float()
 
 

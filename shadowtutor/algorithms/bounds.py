@@ -53,7 +53,9 @@ def throughput_upper(lat: Latencies, min_stride: int, max_stride: int) -> float:
 
 def traffic_lower(lat: Latencies, max_stride: int, max_updates: int) -> float:
     """Eq. 8, in Mbps."""
-    return _mbps(lat.s_net_bytes, max_stride * lat.t_si + max_updates * lat.t_sd + lat.t_ti + lat.t_net)
+    return _mbps(
+        lat.s_net_bytes, max_stride * lat.t_si + max_updates * lat.t_sd + lat.t_ti + lat.t_net
+    )
 
 
 def traffic_upper(lat: Latencies, min_stride: int) -> float:
@@ -74,7 +76,9 @@ def compute_bounds(lat: Latencies, min_stride: int, max_stride: int, max_updates
     )
 
 
-def advise_max_updates(lat: Latencies, min_stride: int, min_fps: float, limit: int = 10_000) -> int | None:
+def advise_max_updates(
+    lat: Latencies, min_stride: int, min_fps: float, limit: int = 10_000
+) -> int | None:
     """Largest MAX_UPDATES whose throughput lower bound stays >= ``min_fps`` (section 5.3).
 
     None when even zero updates miss ``min_fps``; ``limit`` when distillation is free.

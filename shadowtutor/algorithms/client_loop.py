@@ -38,7 +38,9 @@ class UpdateOutcome(Generic[Payload]):
     metric: float  # after distillation
     payload: Payload
     steps: int = 0
-    initial_metric: float | None = None  # before distillation: the score of the student the edge ran
+    initial_metric: float | None = (
+        None  # before distillation: the score of the student the edge ran
+    )
 
 
 class PendingUpdate(Protocol[Payload]):
@@ -144,14 +146,18 @@ class ClientLoop(Generic[Payload]):
                 applied_metric = self._resolve(self.pending)
                 self.updated = True
                 self.pending = None
-        return FrameResult(index, labels, is_key, self.stride, applied_metric, waited, settled, inference)
+        return FrameResult(
+            index, labels, is_key, self.stride, applied_metric, waited, settled, inference
+        )
 
     def _resolve(self, pending: PendingUpdate[Payload]) -> float | None:
         outcome = pending.result()
         if outcome is None:
             return None
         self.runtime.apply(outcome.payload)
-        self.stride = next_stride(self.stride, self._stride_metric(outcome), self.params, self.threshold.current)
+        self.stride = next_stride(
+            self.stride, self._stride_metric(outcome), self.params, self.threshold.current
+        )
         self.threshold.observe(outcome.metric)
         return outcome.metric
 
@@ -171,5 +177,10 @@ class ClientLoop(Generic[Payload]):
         return not self.updated
 
     def state(self) -> dict[str, Any]:
-        return {"stride": self.stride, "step": self.step, "updated": self.updated, "frames": self.frame_index,
-                "threshold": self.threshold.current}
+        return {
+            "stride": self.stride,
+            "step": self.step,
+            "updated": self.updated,
+            "frames": self.frame_index,
+            "threshold": self.threshold.current,
+        }

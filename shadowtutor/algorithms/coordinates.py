@@ -62,8 +62,12 @@ class CoordinateChooser:
 
     def _choose(self) -> None:
         names = list(self.parameters)
-        scores = torch.cat([self._accumulated.get(name, torch.zeros_like(self.parameters[name])).reshape(-1)
-                            for name in names])
+        scores = torch.cat(
+            [
+                self._accumulated.get(name, torch.zeros_like(self.parameters[name])).reshape(-1)
+                for name in names
+            ]
+        )
         count = max(1, round(self.options.fraction * scores.numel()))
         chosen = torch.zeros(scores.numel(), dtype=torch.bool, device=scores.device)
         chosen[torch.topk(scores, count, sorted=False).indices] = True
@@ -79,9 +83,14 @@ class CoordinateChooser:
 
     def state(self) -> dict[str, object]:
         """What :meth:`load_state` needs to go on in another process (CPU tensors, ints)."""
-        return {"set_id": self.set_id, "trained_on_set": self.trained_on_set,
-                "masks": None if self.masks is None else {k: m.cpu().clone() for k, m in self.masks.items()},
-                "accumulated": {k: a.cpu().clone() for k, a in self._accumulated.items()}}
+        return {
+            "set_id": self.set_id,
+            "trained_on_set": self.trained_on_set,
+            "masks": None
+            if self.masks is None
+            else {k: m.cpu().clone() for k, m in self.masks.items()},
+            "accumulated": {k: a.cpu().clone() for k, a in self._accumulated.items()},
+        }
 
     def load_state(self, state: dict[str, object]) -> None:
         """Go on from :meth:`state`'s record."""
@@ -91,5 +100,7 @@ class CoordinateChooser:
         assert isinstance(masks, dict | type(None)) and isinstance(accumulated, dict)
         self.set_id = int(state["set_id"])  # type: ignore[call-overload]
         self.trained_on_set = int(state["trained_on_set"])  # type: ignore[call-overload]
-        self.masks = None if masks is None else {k: m.to(device, torch.bool) for k, m in masks.items()}
+        self.masks = (
+            None if masks is None else {k: m.to(device, torch.bool) for k, m in masks.items()}
+        )
         self._accumulated = {k: a.to(device) for k, a in accumulated.items()}

@@ -43,7 +43,13 @@ from shadowtutor.models.precision import (
     float32_precision,
     training_float32,
 )
-from shadowtutor.models.scale import Size, boxes_to_student, check_size, frame_to_student, labels_to_student
+from shadowtutor.models.scale import (
+    Size,
+    boxes_to_student,
+    check_size,
+    frame_to_student,
+    labels_to_student,
+)
 from shadowtutor.models.student import FrontFeatures, StudentNet, normalise_frame
 
 
@@ -124,7 +130,9 @@ class Distiller:
         self.params = params
         self.background = background
         self.trainable_keys = student.trainable_keys(params.mode)
-        self.optimizer = torch.optim.Adam(student.set_trainable(params.mode), lr=params.learning_rate)
+        self.optimizer = torch.optim.Adam(
+            student.set_trainable(params.mode), lr=params.learning_rate
+        )
         named = dict(self.student.named_parameters())
         self.trainable = FlatTrainable([named[key] for key in self.trainable_keys], self.optimizer)
         """The trainable weights and Adam's state as flat tensors (in ``trainable_keys`` order), for the batched
@@ -143,14 +151,22 @@ class Distiller:
         with bf16_autocast(self.device, self.precision):
             if front is None:
                 front = self.student.forward_front(x)
-            logits = fused_back(self.student, front) if self.fuse_tail else self.student.forward_back(front)
+            logits = (
+                fused_back(self.student, front)
+                if self.fuse_tail
+                else self.student.forward_back(front)
+            )
         return logits.to(x.dtype)
 
     def _snapshot(self) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
         """The trainable weights, and Adam's state too when ``params.restore`` asks for it."""
         state = self.student.state_dict()
         weights = {key: state[key].detach().clone() for key in self.trainable_keys}
-        adam = copy.deepcopy(self.optimizer.state_dict()) if self.params.restore == "weights+adam" else None
+        adam = (
+            copy.deepcopy(self.optimizer.state_dict())
+            if self.params.restore == "weights+adam"
+            else None
+        )
         return weights, adam
 
     def _restore(self, snapshot: tuple[dict[str, torch.Tensor], dict[str, Any] | None]) -> None:
@@ -159,7 +175,9 @@ class Distiller:
         if adam is not None:
             self.optimizer.load_state_dict(adam)
 
-    def prepare(self, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None) -> PreparedKeyFrame:
+    def prepare(
+        self, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None
+    ) -> PreparedKeyFrame:
         """The key frame at the student's size on the device, with its loss weights: :meth:`prepare_on_host`
         then :meth:`upload`."""
         return self.upload(self.prepare_on_host(frame_bgr, label, boxes))
@@ -187,12 +205,19 @@ class Distiller:
         copies are queued on the current stream without blocking the host."""
         dtype = next(self.student.parameters()).dtype
         pinned = key_frame.frame_bgr.is_pinned()
-        frame, label, weights = (t.to(self.device, non_blocking=pinned) for t in
-                                 (key_frame.frame_bgr, key_frame.label, key_frame.weights))
-        return PreparedKeyFrame(x=normalise_frame(frame, self.device).to(dtype), target=label.long(),
-                                weights=weights.to(dtype))
+        frame, label, weights = (
+            t.to(self.device, non_blocking=pinned)
+            for t in (key_frame.frame_bgr, key_frame.label, key_frame.weights)
+        )
+        return PreparedKeyFrame(
+            x=normalise_frame(frame, self.device).to(dtype),
+            target=label.long(),
+            weights=weights.to(dtype),
+        )
 
-    def train(self, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None) -> DistillResult:
+    def train(
+        self, frame_bgr: np.ndarray, label: np.ndarray, boxes: np.ndarray | None = None
+    ) -> DistillResult:
         """Run Algorithm 1 on one key frame; the student ends as the best one seen.
 
         ``boxes``: the teacher's instance boxes ``(N, 4)`` (``x0, y0, x1, y1``) for the
@@ -211,7 +236,9 @@ class Distiller:
         """CPU copies of the trainable weights as they are now (by state-dict key) and of the optimiser's
         ``state_dict()``; reads the device, so it waits for the work queued there."""
         state = self.student.state_dict()
-        return {key: on_host(state[key]) for key in self.trainable_keys}, on_host(self.optimizer.state_dict())
+        return {key: on_host(state[key]) for key in self.trainable_keys}, on_host(
+            self.optimizer.state_dict()
+        )
 
     def _train_prepared(self, key_frame: PreparedKeyFrame) -> DistillResult:
         params = self.params
@@ -252,7 +279,9 @@ class Distiller:
                 best_metric, saved_best = metric, None
         else:
             if metric < best_metric:
-                assert saved_best is not None, "the best student was saved when training moved away from it"
+                assert saved_best is not None, (
+                    "the best student was saved when training moved away from it"
+                )
                 self._restore(saved_best)
                 metric = best_metric
         if self.chooser is not None:

@@ -44,7 +44,9 @@ class FlatTrainable:
     ValueError where the parameters differ in dtype or device.
     """
 
-    def __init__(self, parameters: Sequence[nn.Parameter], optimizer: torch.optim.Optimizer) -> None:
+    def __init__(
+        self, parameters: Sequence[nn.Parameter], optimizer: torch.optim.Optimizer
+    ) -> None:
         if not parameters:
             raise ValueError("nothing to train: no parameters")
         first = parameters[0]
@@ -56,7 +58,9 @@ class FlatTrainable:
         self.weights = torch.cat([p.detach().reshape(-1) for p in parameters])
         self.steps = torch.zeros(len(parameters), dtype=_step_dtype())
         self._weight_views = self._views(self.weights)
-        self._moments: _Moments | None = None  # made on first use: a distiller trained alone never needs them
+        self._moments: _Moments | None = (
+            None  # made on first use: a distiller trained alone never needs them
+        )
         self._step_views = list(self.steps.unbind(0))
         self._pointers = [view.data_ptr() for view in self._weight_views]
         for parameter, view in zip(self.parameters, self._weight_views, strict=True):
@@ -74,7 +78,9 @@ class FlatTrainable:
 
     def _made_moments(self) -> _Moments:
         if self._moments is None:
-            both = torch.zeros(2, self.weights.numel(), dtype=self.weights.dtype, device=self.weights.device)
+            both = torch.zeros(
+                2, self.weights.numel(), dtype=self.weights.dtype, device=self.weights.device
+            )
             avg, avg_sq = both.unbind(0)
             self._moments = _Moments(both, (avg, avg_sq), (self._views(avg), self._views(avg_sq)))
         return self._moments
@@ -87,11 +93,19 @@ class FlatTrainable:
     def weights_now(self) -> torch.Tensor:
         """``weights``, after tying again any parameter whose data no longer lies in it (its values copied in);
         ValueError for one that changed shape, dtype or device."""
-        for parameter, view, pointer in zip(self.parameters, self._weight_views, self._pointers, strict=True):
+        for parameter, view, pointer in zip(
+            self.parameters, self._weight_views, self._pointers, strict=True
+        ):
             if parameter.data_ptr() != pointer or parameter.shape != view.shape:
-                if (parameter.shape, parameter.dtype, parameter.device) != (view.shape, view.dtype, view.device):
-                    raise ValueError("a trainable parameter changed shape, dtype or device after its flat copy was "
-                                     f"made: {tuple(parameter.shape)} {parameter.dtype} {parameter.device}")
+                if (parameter.shape, parameter.dtype, parameter.device) != (
+                    view.shape,
+                    view.dtype,
+                    view.device,
+                ):
+                    raise ValueError(
+                        "a trainable parameter changed shape, dtype or device after its flat copy was "
+                        f"made: {tuple(parameter.shape)} {parameter.dtype} {parameter.device}"
+                    )
                 with torch.no_grad():
                     view.copy_(parameter.detach())
                 parameter.data = view
@@ -113,13 +127,20 @@ class FlatTrainable:
 
     def _tied(self, number: int, entry: dict[str, Any]) -> bool:
         avg, avg_sq = self._made_moments().views
-        return (entry.get("exp_avg") is avg[number] and entry.get("exp_avg_sq") is avg_sq[number]
-                and entry.get("step") is self._step_views[number])
+        return (
+            entry.get("exp_avg") is avg[number]
+            and entry.get("exp_avg_sq") is avg_sq[number]
+            and entry.get("step") is self._step_views[number]
+        )
 
     def _tied_entry(self, number: int) -> dict[str, torch.Tensor]:
         """Parameter ``number``'s optimiser state as views of the flat tensors."""
         avg, avg_sq = self._made_moments().views
-        return {"step": self._step_views[number], "exp_avg": avg[number], "exp_avg_sq": avg_sq[number]}
+        return {
+            "step": self._step_views[number],
+            "exp_avg": avg[number],
+            "exp_avg_sq": avg_sq[number],
+        }
 
     def _tie(self, number: int, parameter: nn.Parameter, entry: dict[str, Any]) -> None:
         """Copy ``entry``'s values into the flat tensors and make the optimiser's state of ``parameter`` their views."""

@@ -45,7 +45,9 @@ class LinkBudget:
             if rate is not None and not (math.isfinite(rate) and rate > 0):
                 raise ValueError(f"a {name} budget is a bit rate > 0, got {rate!r}")
         if not (math.isfinite(self.window_seconds) and self.window_seconds >= MIN_WINDOW_SECONDS):
-            raise ValueError(f"a budget's window is at least {MIN_WINDOW_SECONDS:g} s, got {self.window_seconds!r}")
+            raise ValueError(
+                f"a budget's window is at least {MIN_WINDOW_SECONDS:g} s, got {self.window_seconds!r}"
+            )
 
     @property
     def active(self) -> bool:
@@ -71,7 +73,11 @@ class KeyFrameBudget:
     """
 
     def __init__(
-        self, budget: LinkBudget, fps: float, totals: ByteTotals, on_denied: Callable[[], None] | None = None
+        self,
+        budget: LinkBudget,
+        fps: float,
+        totals: ByteTotals,
+        on_denied: Callable[[], None] | None = None,
     ) -> None:
         if not (math.isfinite(fps) and fps > 0):
             raise ValueError(f"a frame rate > 0 is needed to keep a budget, got {fps!r}")
@@ -104,7 +110,9 @@ class KeyFrameBudget:
         """Record that a key frame went out at ``frame_index`` (before its bytes are counted)."""
         now = self._sample(frame_index)
         if self._last_key is not None:
-            self._spans.append((now.sent - self._last_key.sent, now.received - self._last_key.received))
+            self._spans.append(
+                (now.sent - self._last_key.sent, now.received - self._last_key.received)
+            )
         self._last_key = now
 
     def rates(self, frame_index: int) -> tuple[float, float]:

@@ -41,7 +41,10 @@ def object_weight_map(
 
 
 def box_weight_map(
-    boxes: np.ndarray, shape: tuple[int, int], object_weight: float = 5.0, box_dilation: float = 0.15
+    boxes: np.ndarray,
+    shape: tuple[int, int],
+    object_weight: float = 5.0,
+    box_dilation: float = 0.15,
 ) -> np.ndarray:
     """Per-pixel loss weights ``(H, W)`` float32: ``object_weight`` in the grown ``boxes``, 1 elsewhere.
 
@@ -55,11 +58,13 @@ def box_weight_map(
     half = box_dilation / 2.0
     x0, y0, x1, y1 = boxes.T
     dx, dy = half * (x1 - x0), half * (y1 - y0)
-    grown = np.stack([x0 - dx, y0 - dy, x1 + dx, y1 + dy], axis=1).astype(np.int64)  # truncation, as int()
+    grown = np.stack([x0 - dx, y0 - dy, x1 + dx, y1 + dy], axis=1).astype(
+        np.int64
+    )  # truncation, as int()
     grown[:, 0::2] = grown[:, 0::2].clip(0, width)
     grown[:, 1::2] = grown[:, 1::2].clip(0, height)
     for gx0, gy0, gx1, gy1 in grown:
-        weights[gy0:gy1 + 1, gx0:gx1 + 1] = object_weight
+        weights[gy0 : gy1 + 1, gx0 : gx1 + 1] = object_weight
     return weights
 
 
@@ -73,7 +78,9 @@ def key_frame_weights(
     return object_weight_map(label, background, params.object_weight, params.box_dilation)
 
 
-def weighted_cross_entropy(logits: torch.Tensor, label: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def weighted_cross_entropy(
+    logits: torch.Tensor, label: torch.Tensor, weights: torch.Tensor
+) -> torch.Tensor:
     """Mean over pixels of ``weight * CE``; ``logits (1, C, H, W)``, ``label``/``weights (H, W)``."""
     per_pixel = F.cross_entropy(logits, label.unsqueeze(0).long(), reduction="none")
     return (per_pixel * weights.unsqueeze(0)).mean()

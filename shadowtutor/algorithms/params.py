@@ -52,36 +52,53 @@ class AlgorithmParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     threshold: float = Field(
-        0.8, description="THRESHOLD in (0, 1), the metric Algorithm 1 trains to and Algorithm 2 scales the stride "
+        0.8,
+        description="THRESHOLD in (0, 1), the metric Algorithm 1 trains to and Algorithm 2 scales the stride "
         "against; or auto: each session sets the THRESHOLD of Algorithm 2 from the metrics its key frames reach, "
-        "Algorithm 1 still trains to this value (docs/design/threshold_auto.md)"
+        "Algorithm 1 still trains to this value (docs/design/threshold_auto.md)",
     )
-    min_stride: int = Field(8, description="Algorithm 2's MIN_STRIDE: fewest frames between key frames")
-    max_stride: int = Field(64, description="Algorithm 2's MAX_STRIDE: most frames between key frames")
-    max_updates: int = Field(8, description="Algorithm 1's MAX_UPDATES: most training steps per key frame")
+    min_stride: int = Field(
+        8, description="Algorithm 2's MIN_STRIDE: fewest frames between key frames"
+    )
+    max_stride: int = Field(
+        64, description="Algorithm 2's MAX_STRIDE: most frames between key frames"
+    )
+    max_updates: int = Field(
+        8, description="Algorithm 1's MAX_UPDATES: most training steps per key frame"
+    )
     learning_rate: float = Field(0.01, description="Adam's learning rate in Algorithm 1")
     mode: DistillMode = Field(
-        "partial", description="which layers Algorithm 1 trains: partial (the back of the student) or full",
+        "partial",
+        description="which layers Algorithm 1 trains: partial (the back of the student) or full",
         json_schema_extra={"setting": "distill_mode"},
     )
-    object_weight: float = Field(5.0, description="the loss's weight on pixels in the boxes of objects (> 0)")
-    box_dilation: float = Field(0.15, description="how much each object box grows per side before it is "
-                                "weighted, as a fraction of its size (>= 0)")
+    object_weight: float = Field(
+        5.0, description="the loss's weight on pixels in the boxes of objects (> 0)"
+    )
+    box_dilation: float = Field(
+        0.15,
+        description="how much each object box grows per side before it is "
+        "weighted, as a fraction of its size (>= 0)",
+    )
     stride_metric: StrideMetric = Field(
-        "after", description="the metric Algorithm 2 scales the stride by: after distillation (the paper) or "
-        "before it (how the edge's student did on the key frame)"
+        "after",
+        description="the metric Algorithm 2 scales the stride by: after distillation (the paper) or "
+        "before it (how the edge's student did on the key frame)",
     )
     restore: Restore = Field(
-        "weights", description="what Algorithm 1 rolls back to its best student: the weights, or weights+adam "
-        "(Adam's state too, as the authors do)"
+        "weights",
+        description="what Algorithm 1 rolls back to its best student: the weights, or weights+adam "
+        "(Adam's state too, as the authors do)",
     )
     weight_map: WeightMap = Field(
-        "regions", description="the boxes the loss weights: the teacher's instances (the authors; label regions "
-        "for a teacher without instances) or the regions of the label map"
+        "regions",
+        description="the boxes the loss weights: the teacher's instances (the authors; label regions "
+        "for a teacher without instances) or the regions of the label map",
     )
     threshold_policy: ThresholdPolicy = Field(
-        "fixed", description="fixed: THRESHOLD as given (the paper); auto: each session sets its own (the same "
-        "as THRESHOLD auto)"
+        "fixed",
+        description="fixed: THRESHOLD as given (the paper); auto: each session sets its own (the same "
+        "as THRESHOLD auto)",
     )
 
     @model_validator(mode="before")
@@ -89,7 +106,10 @@ class AlgorithmParams(BaseModel):
     def _auto_threshold(cls, data: Any) -> Any:
         """``threshold="auto"`` (any case) becomes ``threshold_policy="auto"`` at the default threshold."""
         if isinstance(data, dict) and isinstance(data.get("threshold"), str):
-            return {**{k: v for k, v in data.items() if k != "threshold"}, **threshold_fields(data["threshold"])}
+            return {
+                **{k: v for k, v in data.items() if k != "threshold"},
+                **threshold_fields(data["threshold"]),
+            }
         return data
 
     @model_validator(mode="after")
@@ -100,7 +120,9 @@ class AlgorithmParams(BaseModel):
         if not 0.0 < self.threshold < 1.0:
             raise ValueError(f"threshold must lie in (0, 1), got {self.threshold}")
         if not 1 <= self.min_stride <= self.max_stride:
-            raise ValueError(f"need 1 <= min_stride <= max_stride, got {self.min_stride}, {self.max_stride}")
+            raise ValueError(
+                f"need 1 <= min_stride <= max_stride, got {self.min_stride}, {self.max_stride}"
+            )
         if self.max_updates < 0:
             raise ValueError(f"max_updates must be >= 0, got {self.max_updates}")
         if self.learning_rate <= 0:
@@ -135,7 +157,11 @@ class AlgorithmParams(BaseModel):
                 raise TypeError(f"{name} must be an integer, got {value!r}")
         for name in _NUMBERS:
             value = known.get(name, 0.5)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+            ):
                 raise TypeError(f"{name} must be a finite number, got {value!r}")
         try:
             return cls(**known)
@@ -160,7 +186,11 @@ def threshold_fields(setting: float | str | None) -> dict[str, Any]:
         try:
             setting = float(text)
         except ValueError:
-            raise ValueError(f"threshold must be a number in (0, 1) or {AUTO_THRESHOLD!r}, got {setting!r}") from None
+            raise ValueError(
+                f"threshold must be a number in (0, 1) or {AUTO_THRESHOLD!r}, got {setting!r}"
+            ) from None
     if isinstance(setting, bool) or not isinstance(setting, (int, float)):
-        raise ValueError(f"threshold must be a number in (0, 1) or {AUTO_THRESHOLD!r}, got {setting!r}")
+        raise ValueError(
+            f"threshold must be a number in (0, 1) or {AUTO_THRESHOLD!r}, got {setting!r}"
+        )
     return {"threshold": float(setting)}

@@ -18,4 +18,6 @@ class SparseOptions:
         if not 0.0 < self.fraction <= 1.0:
             raise ValueError(f"the sparse fraction is in (0, 1], got {self.fraction}")
         if self.every < 1:
-            raise ValueError(f"the sparse re-choice interval is at least 1 key frame, got {self.every}")
+            raise ValueError(
+                f"the sparse re-choice interval is at least 1 key frame, got {self.every}"
+            )

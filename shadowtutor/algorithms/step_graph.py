@@ -45,7 +45,9 @@ def capture(call: Callable[[], object], device: torch.device) -> torch.cuda.CUDA
             call()
     except RuntimeError as exc:
         failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if failure is not None:  # out of the handler: the failed capture's tensors and memory pool are released
+    if (
+        failure is not None
+    ):  # out of the handler: the failed capture's tensors and memory pool are released
         del graph
         torch.cuda.empty_cache()
         _log_failure(failure)
@@ -71,4 +73,8 @@ def _log_failure(reason: str) -> None:
     """A warning the first time a reason is seen in this process, a debug line after."""
     level = logging.DEBUG if reason in _reported else logging.WARNING
     _reported.add(reason)
-    log.log(level, "a distillation batch could not be captured as a CUDA graph (%s): running it eagerly", reason)
+    log.log(
+        level,
+        "a distillation batch could not be captured as a CUDA graph (%s): running it eagerly",
+        reason,
+    )

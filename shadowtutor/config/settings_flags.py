@@ -66,7 +66,11 @@ class Setting:
 def nested_model(field: FieldInfo) -> type[BaseModel] | None:
     """The plain pydantic model a field holds (its fields are flat settings), or None."""
     annotation = field.annotation
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and not issubclass(annotation, BaseSettings):
+    if (
+        isinstance(annotation, type)
+        and issubclass(annotation, BaseModel)
+        and not issubclass(annotation, BaseSettings)
+    ):
         return annotation
     return None
 
@@ -90,7 +94,10 @@ def settings_of(model: type[BaseModel]) -> tuple[Setting, ...]:
         if inner is None:
             found.append(Setting(name, field, (name,)))
         else:
-            found.extend(Setting(setting_name(sub, f), f, (name, sub)) for sub, f in inner.model_fields.items())
+            found.extend(
+                Setting(setting_name(sub, f), f, (name, sub))
+                for sub, f in inner.model_fields.items()
+            )
     names = [setting.name for setting in found]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
@@ -129,7 +136,11 @@ def nest_flat_values(model: type[BaseModel], values: Mapping[str, Any]) -> dict[
             continue
         parent, field = setting.path
         inner = out.get(parent)
-        inner = inner.model_dump(exclude_unset=True) if isinstance(inner, BaseModel) else dict(inner or {})
+        inner = (
+            inner.model_dump(exclude_unset=True)
+            if isinstance(inner, BaseModel)
+            else dict(inner or {})
+        )
         out[parent] = {**inner, field: value}
     return out
 
@@ -170,7 +181,13 @@ class FlatSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, NestedEnvSource(settings_cls), dotenv_settings, file_secret_settings
+        return (
+            init_settings,
+            env_settings,
+            NestedEnvSource(settings_cls),
+            dotenv_settings,
+            file_secret_settings,
+        )
 
     @model_validator(mode="before")
     @classmethod
@@ -190,7 +207,9 @@ def default_text(field: FieldInfo) -> str:
     return f"; default {default}"
 
 
-def add_settings_flags(parser: argparse.ArgumentParser, settings_cls: type[BaseSettings], dest_prefix: str) -> None:
+def add_settings_flags(
+    parser: argparse.ArgumentParser, settings_cls: type[BaseSettings], dest_prefix: str
+) -> None:
     """One flag per setting of ``settings_cls`` (dest ``dest_prefix + name``, absent unless given), and ``--version``.
 
     A boolean setting ``x`` is ``--x`` (true), ``--x VALUE`` (any boolean text) and ``--no-x`` (false).
@@ -201,28 +220,52 @@ def add_settings_flags(parser: argparse.ArgumentParser, settings_cls: type[BaseS
         text = f"{field.description} [env {env_var(name)}{default_text(field)}]"
         dest = dest_prefix + name
         if field.annotation in (bool, bool | None):
-            parser.add_argument(flag(name), dest=dest, default=argparse.SUPPRESS, nargs="?", const=_TRUE,
-                                metavar="BOOL", help=text)
-            parser.add_argument("--no-" + name.replace("_", "-"), dest=dest, default=argparse.SUPPRESS,
-                                action="store_const", const="false", help=f"same as {flag(name)} false")
+            parser.add_argument(
+                flag(name),
+                dest=dest,
+                default=argparse.SUPPRESS,
+                nargs="?",
+                const=_TRUE,
+                metavar="BOOL",
+                help=text,
+            )
+            parser.add_argument(
+                "--no-" + name.replace("_", "-"),
+                dest=dest,
+                default=argparse.SUPPRESS,
+                action="store_const",
+                const="false",
+                help=f"same as {flag(name)} false",
+            )
         else:
-            parser.add_argument(flag(name), dest=dest, default=argparse.SUPPRESS, metavar=name.upper(), help=text)
+            parser.add_argument(
+                flag(name), dest=dest, default=argparse.SUPPRESS, metavar=name.upper(), help=text
+            )
 
 
 def given_flags(args: argparse.Namespace, dest_prefix: str) -> dict[str, Any]:
     """The settings given as flags, by setting name."""
-    return {key[len(dest_prefix):]: value for key, value in vars(args).items() if key.startswith(dest_prefix)}
+    return {
+        key[len(dest_prefix) :]: value
+        for key, value in vars(args).items()
+        if key.startswith(dest_prefix)
+    }
 
 
-def describe_validation_error(exc: ValidationError, given: Iterable[str],
-                              settings_cls: type[BaseModel] | None = None) -> str:
+def describe_validation_error(
+    exc: ValidationError, given: Iterable[str], settings_cls: type[BaseModel] | None = None
+) -> str:
     """One line per problem, each naming where the bad value came from (the flag, else the variable).
 
     Defaults are valid, so a setting that was not given came from its environment variable. With
     ``settings_cls``, an error in a nested model names its flat setting.
     """
     given = set(given)
-    names = {setting.path: setting.name for setting in settings_of(settings_cls)} if settings_cls else {}
+    names = (
+        {setting.path: setting.name for setting in settings_of(settings_cls)}
+        if settings_cls
+        else {}
+    )
     lines = []
     for error in exc.errors(include_url=False):
         name = _setting_at(error, names)

@@ -49,7 +49,9 @@ def onnxruntime_providers() -> tuple[str, ...] | None:
 def unavailable_reason(kind: str) -> str | None:
     """Why this machine cannot run backend ``kind``, or ``None`` when it can (as far as can be told before use)."""
     if kind not in STUDENT_BACKENDS or kind == "auto":
-        raise ValueError(f"unknown student backend {kind!r}: choose one of {', '.join(STUDENT_BACKENDS)}")
+        raise ValueError(
+            f"unknown student backend {kind!r}: choose one of {', '.join(STUDENT_BACKENDS)}"
+        )
     if kind in ("reference", "torch"):
         return None
     if kind in ONNX_PROVIDERS:
@@ -60,9 +62,11 @@ def unavailable_reason(kind: str) -> str | None:
         if needed not in providers:
             import onnxruntime
 
-            return (f"student backend {kind!r} needs ONNX Runtime's {needed}, which this onnxruntime "
-                    f"{onnxruntime.__version__} does not have (it has {list(providers)}); install onnxruntime-gpu "
-                    "(the Jetson image has NVIDIA's build)")
+            return (
+                f"student backend {kind!r} needs ONNX Runtime's {needed}, which this onnxruntime "
+                f"{onnxruntime.__version__} does not have (it has {list(providers)}); install onnxruntime-gpu "
+                "(the Jetson image has NVIDIA's build)"
+            )
         if kind == "onnx":
             return None
     import torch
@@ -79,7 +83,9 @@ def resolve_backend(name: str, change_based: bool = False) -> list[str]:
     :data:`CHANGE_BASED_FALLBACKS` qualify."""
     order = CHANGE_BASED_FALLBACKS if change_based else AUTO_ORDER
     if change_based and name not in ("auto", *order):
-        raise ValueError(f"change-based inference runs with the {' or '.join(order)} backend, not {name}")
+        raise ValueError(
+            f"change-based inference runs with the {' or '.join(order)} backend, not {name}"
+        )
     if name == "auto":
         return [kind for kind in order if unavailable_reason(kind) is None]
     reason = unavailable_reason(name)

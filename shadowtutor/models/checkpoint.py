@@ -46,11 +46,15 @@ def student_from_state_dict(
 ) -> StudentNet:
     num_classes = _num_classes_of(state_dict)
     if class_names is not None and len(class_names) != num_classes:
-        raise CheckpointError(f"{len(class_names)} class names for a student with {num_classes} outputs")
+        raise CheckpointError(
+            f"{len(class_names)} class names for a student with {num_classes} outputs"
+        )
     model = StudentNet(num_classes)
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     if missing or unexpected:
-        raise CheckpointError(f"checkpoint does not fit the student: missing {missing}, unexpected {unexpected}")
+        raise CheckpointError(
+            f"checkpoint does not fit the student: missing {missing}, unexpected {unexpected}"
+        )
     return model
 
 
@@ -65,7 +69,9 @@ def load_student(path: str | Path, class_names: tuple[str, ...] | None = None) -
         raise CheckpointError(f"student checkpoint not found: {path}")
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:  # torch's message is a page on weights_only; its gist is this
+    except (
+        pickle.UnpicklingError
+    ) as exc:  # torch's message is a page on weights_only; its gist is this
         raise CheckpointError(
             f"cannot read student checkpoint {path}: not a PyTorch checkpoint, or damaged (unpickling failed)"
         ) from exc

@@ -60,8 +60,12 @@ def check_update(student: StudentNet, update: Mapping[str, torch.Tensor]) -> Non
 def fold_head(student: StudentNet) -> tuple[torch.Tensor, torch.Tensor]:
     """Weight and bias of the single 3x3 conv equal to ``out_conv3(out_conv2(x))`` (differentiable in the
     student's weights: distillation trains through it; call under ``no_grad`` for inference buffers)."""
-    return fold_head_weights(student.out_conv2.weight, conv_bias(student.out_conv2), student.out_conv3.weight,
-                             conv_bias(student.out_conv3))
+    return fold_head_weights(
+        student.out_conv2.weight,
+        conv_bias(student.out_conv2),
+        student.out_conv3.weight,
+        conv_bias(student.out_conv3),
+    )
 
 
 def fold_head_weights(
@@ -76,10 +80,22 @@ def fold_head_weights(
     return weight, bias
 
 
-TAIL_UPSCALE = 4  # dec3's output is upsampled x4 to in_conv1's resolution (frame sizes like 640x360)
+TAIL_UPSCALE = (
+    4  # dec3's output is upsampled x4 to in_conv1's resolution (frame sizes like 640x360)
+)
 # Where a block of the fused tail lies, row-major over (first, inner, last) block row x column: the
 # convolutions' zero padding makes the first and last blocks' kernels differ from the inner ones.
-TAIL_REGIONS = ("top_left", "top", "top_right", "left", "inner", "right", "bottom_left", "bottom", "bottom_right")
+TAIL_REGIONS = (
+    "top_left",
+    "top",
+    "top_right",
+    "left",
+    "inner",
+    "right",
+    "bottom_left",
+    "bottom",
+    "bottom_right",
+)
 
 
 def fold_tail(
@@ -95,7 +111,9 @@ def fold_tail(
     last block the taps that read the convolutions' zero padding are left out. Differentiable in the
     student's weights, like :func:`fold_head`.
     """
-    return fold_tail_weights(student.out_conv1.weight, conv_bias(student.out_conv1), head_weight, head_bias)
+    return fold_tail_weights(
+        student.out_conv1.weight, conv_bias(student.out_conv1), head_weight, head_bias
+    )
 
 
 def fold_tail_weights(
@@ -109,17 +127,29 @@ def fold_tail_weights(
     classes, channels = head_weight.shape[-4], w1.shape[-3]
     r = TAIL_UPSCALE
     # all nine regions at once: R and Q pick the (first, inner, last) mix of the block row and column
-    weights = torch.einsum("...kmAB,...mcCD,RyACj,QxBDl->...RQkyxcjl", head_weight, w1, mixes, mixes)
+    weights = torch.einsum(
+        "...kmAB,...mcCD,RyACj,QxBDl->...RQkyxcjl", head_weight, w1, mixes, mixes
+    )
     regions = len(TAIL_REGIONS)
     weights = weights.reshape(*lead, regions, classes * r * r, channels, 3, 3)
     # the biases: the head's bias, and out_conv1's through the head taps that read out_conv1's output
-    through_head = torch.matmul(head_weight.movedim(-3, -1), b1[..., None, None, :, None]).squeeze(-1)  # k A B
+    through_head = torch.matmul(head_weight.movedim(-3, -1), b1[..., None, None, :, None]).squeeze(
+        -1
+    )  # k A B
     bias_rows = torch.matmul(through_head.transpose(-1, -2), tap_mix)  # k B (R y)
-    bias_both = torch.matmul(bias_rows.transpose(-1, -2), tap_mix).view(*lead, classes, 3, r, 3, r)  # k R y Q x
+    bias_both = torch.matmul(bias_rows.transpose(-1, -2), tap_mix).view(
+        *lead, classes, 3, r, 3, r
+    )  # k R y Q x
     biases = head_bias[..., :, None, None, None, None] + bias_both
-    biases = biases.permute(*range(len(lead)), -4, -2, -5, -3, -1).reshape(*lead, regions, classes * r * r)
-    return {region: (weight, bias) for region, weight, bias in
-            zip(TAIL_REGIONS, weights.unbind(len(lead)), biases.unbind(len(lead)), strict=True)}
+    biases = biases.permute(*range(len(lead)), -4, -2, -5, -3, -1).reshape(
+        *lead, regions, classes * r * r
+    )
+    return {
+        region: (weight, bias)
+        for region, weight, bias in zip(
+            TAIL_REGIONS, weights.unbind(len(lead)), biases.unbind(len(lead)), strict=True
+        )
+    }
 
 
 @functools.lru_cache(maxsize=8)
@@ -133,22 +163,42 @@ def _tail_mixes(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor,
         eye = torch.eye(7, dtype=dtype, device=device).unsqueeze(0)
         impulses = F.interpolate(eye, scale_factor=r, mode="linear", align_corners=False)[0]
         # mix[p, t, j]: weight of x[i + j - 1] in the upsampled position r * i + p + t - 2 (here i = 3)
-        mix = torch.stack([impulses[2:5, r * 3 + p - 2: r * 3 + p + 3].t() for p in range(r)])
+        mix = torch.stack([impulses[2:5, r * 3 + p - 2 : r * 3 + p + 3].t() for p in range(r)])
         p = torch.arange(r, device=device).view(r, 1, 1)
-        a, b = torch.arange(3, device=device).view(1, 3, 1), torch.arange(3, device=device).view(1, 1, 3)
+        a, b = (
+            torch.arange(3, device=device).view(1, 3, 1),
+            torch.arange(3, device=device).view(1, 1, 3),
+        )
         inside = torch.ones(r, 3, 3, dtype=torch.bool, device=device)
-        reads_hidden = (p + a >= 1, inside, p + a <= r)  # head tap a within out_conv1's output: first, inner, last
-        reads_up = (p + a + b >= 2, inside, p + a + b <= r + 1)  # and out_conv1 tap b within the upsampled map
-        mixes = torch.stack([mix[:, (a + b).flatten()].view(r, 3, 3, 3) * (hidden & up).unsqueeze(3)
-                             for hidden, up in zip(reads_hidden, reads_up, strict=True)])
+        reads_hidden = (
+            p + a >= 1,
+            inside,
+            p + a <= r,
+        )  # head tap a within out_conv1's output: first, inner, last
+        reads_up = (
+            p + a + b >= 2,
+            inside,
+            p + a + b <= r + 1,
+        )  # and out_conv1 tap b within the upsampled map
+        mixes = torch.stack(
+            [
+                mix[:, (a + b).flatten()].view(r, 3, 3, 3) * (hidden & up).unsqueeze(3)
+                for hidden, up in zip(reads_hidden, reads_up, strict=True)
+            ]
+        )
         hidden_taps = torch.stack([hidden[:, :, 0].to(dtype) for hidden in reads_hidden])
     return mixes, hidden_taps.permute(2, 0, 1).reshape(3, 3 * r)
 
 
-def tail_fusable(dec3_size: tuple[int, int] | torch.Size, x1_size: tuple[int, int] | torch.Size) -> bool:
+def tail_fusable(
+    dec3_size: tuple[int, int] | torch.Size, x1_size: tuple[int, int] | torch.Size
+) -> bool:
     """Whether :func:`fold_tail` applies: in_conv1's output is exactly 4x dec3's (e.g. 640x360 frames), and
     dec3's has an inner block in each direction."""
-    return min(dec3_size) >= 3 and tuple(x1_size) == (TAIL_UPSCALE * dec3_size[0], TAIL_UPSCALE * dec3_size[1])
+    return min(dec3_size) >= 3 and tuple(x1_size) == (
+        TAIL_UPSCALE * dec3_size[0],
+        TAIL_UPSCALE * dec3_size[1],
+    )
 
 
 def replicate_pad(x: torch.Tensor) -> torch.Tensor:
@@ -158,7 +208,8 @@ def replicate_pad(x: torch.Tensor) -> torch.Tensor:
 
 
 def tail_scores(
-    dec3: torch.Tensor, folded: Mapping[str, tuple[torch.Tensor, torch.Tensor]],
+    dec3: torch.Tensor,
+    folded: Mapping[str, tuple[torch.Tensor, torch.Tensor]],
     conv: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] = F.conv2d,
 ) -> torch.Tensor:
     """``head(out_conv1(upsample_x4(dec3)))`` from :func:`fold_tail`'s kernels: ``(N, classes, 4h, 4w)`` for
@@ -171,8 +222,10 @@ def tail_scores(
     spans_x = (slice(0, 3), slice(1, width + 1), slice(width - 1, None))
     rows = []
     for row in range(3):
-        parts = [conv(padded[:, :, spans_y[row], spans_x[col]], *folded[TAIL_REGIONS[3 * row + col]])
-                 for col in range(3)]
+        parts = [
+            conv(padded[:, :, spans_y[row], spans_x[col]], *folded[TAIL_REGIONS[3 * row + col]])
+            for col in range(3)
+        ]
         rows.append(torch.cat(parts, dim=3))
     return F.pixel_shuffle(torch.cat(rows, dim=2), TAIL_UPSCALE)
 
@@ -256,9 +309,13 @@ class FastStudent(nn.Module):
         super().__init__()
         self.fuse_tail = fuse_tail
         if student.num_classes > 256:
-            raise ValueError(f"labels are uint8: at most 256 classes, the student has {student.num_classes}")
+            raise ValueError(
+                f"labels are uint8: at most 256 classes, the student has {student.num_classes}"
+            )
         self.student = student
-        self.register_buffer("pixel_mean", torch.tensor(PIXEL_MEAN_BGR, dtype=torch.float32).view(1, 3, 1, 1))
+        self.register_buffer(
+            "pixel_mean", torch.tensor(PIXEL_MEAN_BGR, dtype=torch.float32).view(1, 3, 1, 1)
+        )
         with torch.no_grad():
             head_weight, head_bias = fold_head(student)
             folded = fold_tail(student, head_weight, head_bias)
@@ -280,8 +337,10 @@ class FastStudent(nn.Module):
 
     def folded_tail(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """The buffers of :func:`fold_tail`'s kernels, by region."""
-        return {region: (getattr(self, f"tail_{region}_weight"), getattr(self, f"tail_{region}_bias"))
-                for region in TAIL_REGIONS}
+        return {
+            region: (getattr(self, f"tail_{region}_weight"), getattr(self, f"tail_{region}_bias"))
+            for region in TAIL_REGIONS
+        }
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
         """Install a (partial) student ``state_dict``; keys are the student's own."""
@@ -296,7 +355,9 @@ class FastStudent(nn.Module):
             memory_format=torch.channels_last
         )
         front = per_frame_front(s, x)
-        dec2 = upsample(_block(s.dec2, torch.cat([front.dec1, front.enc2], dim=1)), front.enc1.shape[2:])
+        dec2 = upsample(
+            _block(s.dec2, torch.cat([front.dec1, front.enc2], dim=1)), front.enc1.shape[2:]
+        )
         dec3 = _block(s.dec3, torch.cat([dec2, front.enc1], dim=1))
         return upsample(self.tail(dec3, front.x1_size), front.input_size)
 

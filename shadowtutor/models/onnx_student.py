@@ -60,7 +60,11 @@ def provider_options(provider: str, fp16: bool) -> dict[str, str]:
     os.makedirs(cache, exist_ok=True)
     # No engine cache: ORT would reuse an engine built with older weights (it does not notice new
     # initializer values). The timing cache depends on layer shapes only, so it stays valid.
-    return {"trt_fp16_enable": str(fp16), "trt_timing_cache_enable": "True", "trt_timing_cache_path": cache}
+    return {
+        "trt_fp16_enable": str(fp16),
+        "trt_timing_cache_enable": "True",
+        "trt_timing_cache_path": cache,
+    }
 
 
 def _require_onnx() -> tuple[Any, Any]:
@@ -95,21 +99,28 @@ def export_fast_student(num_classes: int, fuse_tail: bool = True) -> bytes:
     example = torch.zeros((64, 96, 3), dtype=torch.uint8)  # a size where the tail can be fused
     buffer = io.BytesIO()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # instance_norm in "training mode" and exporter deprecations
+        warnings.simplefilter(
+            "ignore"
+        )  # instance_norm in "training mode" and exporter deprecations
         torch.onnx.export(
             placeholder,
             (example,),
             buffer,  # type: ignore[arg-type]  # the TorchScript exporter (dynamo=False) writes to a file object
             input_names=[INPUT_NAME],
             output_names=[OUTPUT_NAME],
-            dynamic_axes={INPUT_NAME: {0: "height", 1: "width"}, OUTPUT_NAME: {0: "height", 1: "width"}},
+            dynamic_axes={
+                INPUT_NAME: {0: "height", 1: "width"},
+                OUTPUT_NAME: {0: "height", 1: "width"},
+            },
             opset_version=ONNX_OPSET,
             dynamo=False,
         )
     names = {init.name for init in onnx.load_from_string(buffer.getvalue()).graph.initializer}
     unknown = names - set(placeholder.state_dict())
     if unknown:
-        raise RuntimeError(f"the ONNX export produced initializers that are not student weights: {sorted(unknown)}")
+        raise RuntimeError(
+            f"the ONNX export produced initializers that are not student weights: {sorted(unknown)}"
+        )
     return buffer.getvalue()
 
 
@@ -119,7 +130,9 @@ def with_weights(template: bytes, fast: FastStudent) -> bytes:
     model = onnx.load_from_string(template)
     state = fast.state_dict()
     for init in model.graph.initializer:
-        init.CopyFrom(onnx.numpy_helper.from_array(state[init.name].detach().cpu().numpy(), init.name))
+        init.CopyFrom(
+            onnx.numpy_helper.from_array(state[init.name].detach().cpu().numpy(), init.name)
+        )
     return model.SerializeToString()
 
 
@@ -144,7 +157,9 @@ class OnnxBackend:
         latency, but they burn CPU that decoding, networking or training in the same process need).
         ``fuse_tail`` False: the unfused graph at every frame size (for comparison)."""
         if kind not in ONNX_PROVIDERS:
-            raise ValueError(f"unknown ONNX backend {kind!r}: choose one of {', '.join(ONNX_PROVIDERS)}")
+            raise ValueError(
+                f"unknown ONNX backend {kind!r}: choose one of {', '.join(ONNX_PROVIDERS)}"
+            )
         _, ort = _require_onnx()
         self._ort = ort
         self.kind = kind
@@ -157,7 +172,9 @@ class OnnxBackend:
         self.options = ort.SessionOptions()
         self.options.intra_op_num_threads = threads or torch.get_num_threads()
         self.options.inter_op_num_threads = 1
-        self.options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        self.options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if spin else "0"
+        )
         # Per tail variant (fused or not); the fused one now, so that a provider that cannot start fails here.
         self._sessions: dict[bool, Any] = {fuse_tail: self._build_session(fuse_tail)}
 
@@ -175,7 +192,9 @@ class OnnxBackend:
     def _build_session(self, fused: bool) -> Any:
         providers = [(p, provider_options(p, self.fp16)) for p in self.providers]
         template = export_fast_student(self.fast.student.num_classes, fused)
-        session = self._ort.InferenceSession(with_weights(template, self.fast), self.options, providers=providers)
+        session = self._ort.InferenceSession(
+            with_weights(template, self.fast), self.options, providers=providers
+        )
         if self.providers[0] not in session.get_providers():
             raise BackendUnavailableError(
                 f"student backend {self.kind!r}: ONNX Runtime could not start {self.providers[0]} (the session "
@@ -197,11 +216,19 @@ class OnnxBackend:
             reference = channel_argmax(self.fast.logits(torch.from_numpy(frame))).numpy()
         self.fp16_agreement = float(np.mean(labels == reference))
         if self.fp16_agreement >= FP16_MIN_AGREEMENT:
-            log.info("student backend %s: FP16, its labels agree with FP32 on %.3f%% of the first frame's pixels",
-                     self.kind, 100 * self.fp16_agreement)
+            log.info(
+                "student backend %s: FP16, its labels agree with FP32 on %.3f%% of the first frame's pixels",
+                self.kind,
+                100 * self.fp16_agreement,
+            )
             return labels
-        log.warning("student backend %s: FP16 labels agree with FP32 on only %.3f%% of the first frame's pixels "
-                    "(< %.1f%%): running in FP32", self.kind, 100 * self.fp16_agreement, 100 * FP16_MIN_AGREEMENT)
+        log.warning(
+            "student backend %s: FP16 labels agree with FP32 on only %.3f%% of the first frame's pixels "
+            "(< %.1f%%): running in FP32",
+            self.kind,
+            100 * self.fp16_agreement,
+            100 * FP16_MIN_AGREEMENT,
+        )
         self.fp16 = False
         self._sessions.clear()
         return self._session(frame).run(None, {INPUT_NAME: frame})[0]

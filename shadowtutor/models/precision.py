@@ -95,7 +95,9 @@ class _SwitchKeeper:
     def _backends() -> tuple[Any, ...]:
         import torch
 
-        cudnn: Any = torch.backends.cudnn  # a CudnnModule at run time: its conv and rnn switches are not in the stubs
+        cudnn: Any = (
+            torch.backends.cudnn
+        )  # a CudnnModule at run time: its conv and rnn switches are not in the stubs
         return cudnn.conv, cudnn.rnn, torch.backends.cuda.matmul
 
     def _may_enter(self, setting: str) -> bool:
@@ -111,7 +113,9 @@ class _SwitchKeeper:
         with self._condition:
             if depth:  # a block inside a block of this thread: it already holds the switches
                 if setting != self._setting:
-                    raise RuntimeError(f"a {setting} float32 block inside a {self._setting} block of the same thread")
+                    raise RuntimeError(
+                        f"a {setting} float32 block inside a {self._setting} block of the same thread"
+                    )
                 self._depth.value = depth + 1
                 return
             self._waiting[setting] += 1
@@ -166,4 +170,6 @@ def bf16_autocast(device: torch.device | str, precision: Precision) -> torch.aut
     """bfloat16 autocast on ``device``'s type when ``precision`` is ``bf16``, else a disabled one."""
     import torch
 
-    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    return torch.autocast(
+        torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16"
+    )

@@ -35,7 +35,9 @@ def parse_size(text: str) -> Size | None:
     try:
         width, height = (int(v) for v in text.split("x"))
     except ValueError:
-        raise ValueError(f"expected WIDTHxHEIGHT such as 320x180, or 'native', got {text!r}") from None
+        raise ValueError(
+            f"expected WIDTHxHEIGHT such as 320x180, or 'native', got {text!r}"
+        ) from None
     return check_size((width, height))
 
 
@@ -76,7 +78,9 @@ def labels_to_frame(labels: np.ndarray, frame_shape: tuple[int, ...]) -> np.ndar
     return _resize(labels, (width, height), nearest=True)
 
 
-def boxes_to_student(boxes: np.ndarray | None, frame_shape: tuple[int, ...], size: Size | None) -> np.ndarray | None:
+def boxes_to_student(
+    boxes: np.ndarray | None, frame_shape: tuple[int, ...], size: Size | None
+) -> np.ndarray | None:
     """Instance boxes ``(N, 4)`` (``x0, y0, x1, y1`` in frame pixels) in the student's pixels."""
     if boxes is None or size is None:
         return boxes
@@ -85,8 +89,9 @@ def boxes_to_student(boxes: np.ndarray | None, frame_shape: tuple[int, ...], siz
     return np.asarray(boxes, dtype=np.float64) * factors
 
 
-
-def infer_scaled(infer: Callable[[np.ndarray], np.ndarray], frame: np.ndarray, size: Size | None) -> np.ndarray:
+def infer_scaled(
+    infer: Callable[[np.ndarray], np.ndarray], frame: np.ndarray, size: Size | None
+) -> np.ndarray:
     """``infer`` (a student's labels of a BGR frame) run at ``size``, its labels at the frame's size."""
     if size is None:
         return infer(frame)

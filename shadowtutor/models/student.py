@@ -86,7 +86,11 @@ class FrontFeatures:
 
     def detached(self) -> FrontFeatures:
         return FrontFeatures(
-            self.dec1.detach(), self.enc2.detach(), self.enc1.detach(), self.x1_size, self.input_size
+            self.dec1.detach(),
+            self.enc2.detach(),
+            self.enc1.detach(),
+            self.x1_size,
+            self.input_size,
         )
 
 
@@ -96,7 +100,14 @@ def conv_output_size(size: tuple[int, int], stride: int) -> tuple[int, int]:
 
 
 # Each block's input map, by the name :func:`map_sizes` gives it (dec2 and dec3 read concatenations at that size).
-BLOCK_INPUTS = {"enc1": "x2", "enc2": "enc1", "enc3": "enc2", "dec1": "enc3", "dec2": "enc2", "dec3": "enc1"}
+BLOCK_INPUTS = {
+    "enc1": "x2",
+    "enc2": "enc1",
+    "enc3": "enc2",
+    "dec1": "enc3",
+    "dec2": "enc2",
+    "dec3": "enc1",
+}
 
 
 def map_sizes(size: tuple[int, int]) -> dict[str, tuple[int, int]]:
@@ -195,7 +206,9 @@ class StudentNet(nn.Module):
         return params
 
 
-def normalise_frame(frame_bgr: torch.Tensor | object, device: torch.device | str = "cpu") -> torch.Tensor:
+def normalise_frame(
+    frame_bgr: torch.Tensor | object, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """BGR ``uint8`` image ``(H, W, 3)`` (NumPy or tensor) -> normalised ``(1, 3, H, W)`` float tensor."""
     tensor = torch.as_tensor(frame_bgr, device=device)
     if tensor.ndim != 3 or tensor.shape[2] != 3:

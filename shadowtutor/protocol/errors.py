@@ -23,17 +23,25 @@ class ErrorCode(str, Enum):
 
     BAD_MESSAGE = "bad_message"  # not a ShadowTutor message, bad header, wrong field types
     UNSUPPORTED_VERSION = "unsupported_version"
-    UNEXPECTED_MESSAGE = "unexpected_message"  # a valid message at the wrong time (e.g. no HELLO first)
+    UNEXPECTED_MESSAGE = (
+        "unexpected_message"  # a valid message at the wrong time (e.g. no HELLO first)
+    )
     UNSUPPORTED_CODEC = "unsupported_codec"
     BAD_FRAME = "bad_frame"  # undecodable frame, or not the size announced in HELLO
-    INCOMPATIBLE_MODEL = "incompatible_model"  # classes or student architecture the server cannot serve
+    INCOMPATIBLE_MODEL = (
+        "incompatible_model"  # classes or student architecture the server cannot serve
+    )
     TOO_LARGE = "too_large"
     RATE_LIMITED = "rate_limited"  # key frames over the edge's rate: dropped (not fatal), closed when sustained
     SERVER_BUSY = "server_busy"  # session limit reached
     UNAUTHORIZED = "unauthorized"  # missing, wrong or revoked token for the HELLO's edge_id
     SESSION_REPLACED = "session_replaced"  # a newer connection with the same edge_id took over
-    TEACHER_FAILED = "teacher_failed"  # the teacher could not label this key frame; the session goes on
-    SEND_TIMEOUT = "send_timeout"  # the edge did not read the server's messages in time: the session is closed
+    TEACHER_FAILED = (
+        "teacher_failed"  # the teacher could not label this key frame; the session goes on
+    )
+    SEND_TIMEOUT = (
+        "send_timeout"  # the edge did not read the server's messages in time: the session is closed
+    )
     INTERNAL = "internal"
 
     @property

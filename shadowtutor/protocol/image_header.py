@@ -27,7 +27,9 @@ def declared_size(payload: bytes, codec: str) -> tuple[int, int]:
     """``(width, height)`` from the header of a ``jpeg``, ``png`` or ``webp`` payload; BAD_FRAME if malformed."""
     parsers = {"jpeg": _jpeg_size, "png": _png_size, "webp": _webp_size}
     if codec not in parsers:
-        raise ProtocolError(ErrorCode.UNSUPPORTED_CODEC, f"no image header parser for codec {codec!r}")
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_CODEC, f"no image header parser for codec {codec!r}"
+        )
     width, height = parsers[codec](memoryview(payload))
     if width <= 0 or height <= 0:
         raise _bad(codec, f"declares an empty image ({width}x{height})")
@@ -39,7 +41,8 @@ def check_declared_size(payload: bytes, codec: str, width: int, height: int) -> 
     declared = declared_size(payload, codec)
     if declared != (width, height):
         raise ProtocolError(
-            ErrorCode.BAD_FRAME, f"the {codec} image declares {declared[0]}x{declared[1]}, expected {width}x{height}"
+            ErrorCode.BAD_FRAME,
+            f"the {codec} image declares {declared[0]}x{declared[1]}, expected {width}x{height}",
         )
 
 
@@ -70,13 +73,13 @@ def _jpeg_size(data: memoryview) -> tuple[int, int]:
             break
         if pos + 2 > len(data):
             break
-        (length,) = struct.unpack(">H", data[pos:pos + 2])
+        (length,) = struct.unpack(">H", data[pos : pos + 2])
         if length < 2:
             raise _bad("jpeg", f"segment length {length} at byte {pos}")
         if marker in _JPEG_SOF:
             if length < 7 or pos + 7 > len(data):
                 raise _bad("jpeg", "truncated start-of-frame segment")
-            height, width = struct.unpack(">HH", data[pos + 3:pos + 7])
+            height, width = struct.unpack(">HH", data[pos + 3 : pos + 7])
             return width, height
         pos += length
     raise _bad("jpeg", "no start-of-frame segment before the image data")

@@ -64,7 +64,10 @@ class CoordinateSet:
         return cls(
             set_id % 2**32,
             {name: tuple(mask.shape) for name, mask in masks.items()},
-            {name: torch.nonzero(mask.reshape(-1).cpu()).reshape(-1) for name, mask in masks.items()},
+            {
+                name: torch.nonzero(mask.reshape(-1).cpu()).reshape(-1)
+                for name, mask in masks.items()
+            },
         )
 
 
@@ -88,7 +91,7 @@ def _quantise(delta: np.ndarray, bits: int) -> tuple[np.float32, np.ndarray]:
 def _pack(values: np.ndarray, bits: int) -> bytes:
     if bits == 8:
         return values.tobytes()
-    nibbles = (values.astype(np.uint8) & 0x0F)
+    nibbles = values.astype(np.uint8) & 0x0F
     if nibbles.size % 2:
         nibbles = np.append(nibbles, np.uint8(0))
     return (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8).tobytes()
@@ -126,8 +129,11 @@ def encode_sparse(
             mask = np.zeros(math.prod(shape), dtype=bool)
             mask[coordinates.indices[name].numpy()] = True
             parts.append(np.packbits(mask, bitorder="little").tobytes())
-    flat = (np.zeros(coordinates.size, np.float32) if deltas is None
-            else deltas.detach().cpu().numpy().astype(np.float32, copy=False))
+    flat = (
+        np.zeros(coordinates.size, np.float32)
+        if deltas is None
+        else deltas.detach().cpu().numpy().astype(np.float32, copy=False)
+    )
     if not np.isfinite(flat).all():
         raise ValueError("cannot quantise a delta holding NaN or infinity")
     scales, values, start = [], [], 0
@@ -148,17 +154,28 @@ def _decompress(payload: bytes) -> bytes:
     except zstandard.ZstdError as exc:
         raise _bad(f"sparse weight payload is not valid zstd: {exc}") from None
     if len(raw) > MAX_DECOMPRESSED_BYTES:
-        raise ProtocolError(ErrorCode.TOO_LARGE, f"sparse blob exceeds {MAX_DECOMPRESSED_BYTES} bytes")
+        raise ProtocolError(
+            ErrorCode.TOO_LARGE, f"sparse blob exceeds {MAX_DECOMPRESSED_BYTES} bytes"
+        )
     return raw
 
 
-def _read_set(set_id: int, descriptors: list[dict[str, Any]], raw: bytes, at: int) -> tuple[CoordinateSet, int]:
+def _read_set(
+    set_id: int, descriptors: list[dict[str, Any]], raw: bytes, at: int
+) -> tuple[CoordinateSet, int]:
     shapes: dict[str, tuple[int, ...]] = {}
     indices: dict[str, torch.Tensor] = {}
     for desc in descriptors:
-        name, shape = (desc.get("name"), desc.get("shape")) if isinstance(desc, dict) else (None, None)
-        if not isinstance(name, str) or not isinstance(shape, list) or name in shapes or not all(
-            isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in shape
+        name, shape = (
+            (desc.get("name"), desc.get("shape")) if isinstance(desc, dict) else (None, None)
+        )
+        if (
+            not isinstance(name, str)
+            or not isinstance(shape, list)
+            or name in shapes
+            or not all(
+                isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in shape
+            )
         ):
             raise _bad(f"bad or repeated tensor descriptor {desc!r}")
         count = math.prod(shape)
@@ -211,7 +228,9 @@ def decode_sparse(
         raise _bad(f"sparse update of {len(raw)} bytes, its coordinate set needs {expected}")
     scales = np.frombuffer(raw, _SCALE, n_scales, at)
     if not ((scales >= 0) & (scales <= np.finfo(np.float32).max / 128)).all():
-        raise _bad("a sparse delta scale is negative, NaN, infinite or so large that values overflow")
+        raise _bad(
+            "a sparse delta scale is negative, NaN, infinite or so large that values overflow"
+        )
     values = _unpack(raw[at + n_scales * _SCALE.itemsize :], count, bits)
     sizes = [int(idx.numel()) for idx in coordinates.indices.values()]
     per_value = np.repeat(scales, sizes) if sizes else np.zeros(0, _SCALE)

@@ -10,9 +10,11 @@ from __future__ import annotations
 BLOCKS = ("enc1", "enc2", "enc3", "dec1", "dec2", "dec3")
 BLOCK_POINTS = ("", ".conv2", ".conv3")
 THRESHOLD_NAMES: tuple[str, ...] = (
-    "in_conv1", "in_conv2",
+    "in_conv1",
+    "in_conv2",
     *(f"{block}{point}" for block in BLOCKS for point in BLOCK_POINTS),
-    "tail", "output",
+    "tail",
+    "output",
 )
 # Points of the threshold file's version 1 that version 2 has not: what older edges may still report.
 RETIRED_NAMES: tuple[str, ...] = ("out_conv1", "out_conv2")

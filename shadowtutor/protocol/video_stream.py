@@ -52,7 +52,9 @@ def _check_frame(frame_bgr: np.ndarray) -> None:
     if frame_bgr.dtype != np.uint8 or frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3:
         raise ValueError(f"frames are uint8 (H, W, 3) BGR, got {frame_bgr.dtype} {frame_bgr.shape}")
     if frame_bgr.shape[0] % 2 or frame_bgr.shape[1] % 2:
-        raise ValueError(f"H.264 (yuv420p) frames have even sides, got {frame_bgr.shape[1]}x{frame_bgr.shape[0]}")
+        raise ValueError(
+            f"H.264 (yuv420p) frames have even sides, got {frame_bgr.shape[1]}x{frame_bgr.shape[0]}"
+        )
 
 
 class StreamEncoder:
@@ -62,7 +64,9 @@ class StreamEncoder:
     look-ahead). The first frame, and the first after :meth:`restart`, is intra at position 0.
     """
 
-    def __init__(self, width: int, height: int, crf: int = H264_CRF, preset: str = H264_PRESET) -> None:
+    def __init__(
+        self, width: int, height: int, crf: int = H264_CRF, preset: str = H264_PRESET
+    ) -> None:
         if not streamable(width, height):
             raise ValueError(f"H.264 streams need positive even sides, got {width}x{height}")
         self.width, self.height, self.crf, self.preset = width, height, crf, preset
@@ -88,12 +92,16 @@ class StreamEncoder:
             raise ValueError(f"frame is {size}, stream is {self.width}x{self.height}")
         if self._context is None:
             self._context, self._position = self._open(), 0
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame_bgr), format="bgr24").reformat(format="yuv420p")
+        frame = av.VideoFrame.from_ndarray(
+            np.ascontiguousarray(frame_bgr), format="bgr24"
+        ).reformat(format="yuv420p")
         frame.pts = self._position
         packets = self._context.encode(frame)
         payload = b"".join(bytes(packet) for packet in packets)
         if not payload:
-            raise RuntimeError("libx264 returned no access unit for a frame (zerolatency should always return one)")
+            raise RuntimeError(
+                "libx264 returned no access unit for a frame (zerolatency should always return one)"
+            )
         out = StreamFrame(payload, self._position)
         self._position += 1
         return out
@@ -118,7 +126,9 @@ class StreamDecoder:
 
     def _refuse(self, message: str) -> ProtocolError:
         self.reset()
-        return ProtocolError(ErrorCode.BAD_FRAME, f"{message}; send an intra frame (stream position 0)")
+        return ProtocolError(
+            ErrorCode.BAD_FRAME, f"{message}; send an intra frame (stream position 0)"
+        )
 
     def decode(self, payload: bytes, position: int) -> np.ndarray:
         """The BGR frame of an access unit at stream ``position``; defects raise BAD_FRAME and reset."""
@@ -142,6 +152,8 @@ class StreamDecoder:
             raise self._refuse(f"the access unit gave {len(frames)} frames, expected 1")
         image = frames[0].to_ndarray(format="bgr24")
         if image.shape[:2] != (self.height, self.width):
-            raise self._refuse(f"frame is {image.shape[1]}x{image.shape[0]}, expected {self.width}x{self.height}")
+            raise self._refuse(
+                f"frame is {image.shape[1]}x{image.shape[0]}, expected {self.width}x{self.height}"
+            )
         self._last = position
         return image

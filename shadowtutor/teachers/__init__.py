@@ -12,6 +12,12 @@ from shadowtutor.teachers.registry import TEACHER_KINDS, build_teacher
 from shadowtutor.teachers.writer import write_teacher_labels
 
 __all__ = [
-    "TEACHER_KINDS", "Teacher", "TeacherBase", "TeacherError", "TeacherAnswer", "build_teacher", "teach_batch",
+    "TEACHER_KINDS",
+    "Teacher",
+    "TeacherBase",
+    "TeacherError",
+    "TeacherAnswer",
+    "build_teacher",
+    "teach_batch",
     "write_teacher_labels",
 ]

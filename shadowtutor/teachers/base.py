@@ -63,7 +63,10 @@ def teach_batch(
     if len(frames) > 1 and hasattr(teacher, "label_batch"):
         return [TeacherAnswer(labels) for labels in teacher.label_batch(frames, frame_indices)]
     indices = [None] * len(frames) if frame_indices is None else list(frame_indices)
-    return [TeacherAnswer(teacher.label(frame, index)) for frame, index in zip(frames, indices, strict=True)]
+    return [
+        TeacherAnswer(teacher.label(frame, index))
+        for frame, index in zip(frames, indices, strict=True)
+    ]
 
 
 def label_dtype(num_classes: int) -> type[np.integer]:
@@ -98,7 +101,9 @@ def resize_labels(labels: np.ndarray, height: int, width: int) -> np.ndarray:
 def check_class_names(class_names: Sequence[str]) -> tuple[str, ...]:
     names = tuple(class_names)
     if not names or not all(isinstance(n, str) and n for n in names):
-        raise TeacherError(f"class names must be a non-empty list of non-empty strings, got {class_names!r}")
+        raise TeacherError(
+            f"class names must be a non-empty list of non-empty strings, got {class_names!r}"
+        )
     if len(set(names)) != len(names):
         raise TeacherError(f"class names must be unique, got {list(names)}")
     return names
@@ -147,10 +152,14 @@ class TeacherBase(ABC):
         return checked, indices
 
     @abstractmethod
-    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+    def _label_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[np.ndarray]:
         """Label checked frames; each result is ``(H, W)`` of :func:`label_dtype` for its frame."""
 
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[TeacherAnswer]:
+    def _teach_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[TeacherAnswer]:
         """Labels and boxes of checked frames; backends that know instances override it."""
         return [TeacherAnswer(labels) for labels in self._label_batch(frames, frame_indices)]
 
@@ -171,8 +180,12 @@ class InstanceTeacherBase(TeacherBase):
     """A backend that knows instances: it implements :meth:`_teach_batch`, the labels come from it."""
 
     @abstractmethod
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[TeacherAnswer]:
+    def _teach_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[TeacherAnswer]:
         """Labels and instance boxes of checked frames."""
 
-    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+    def _label_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[np.ndarray]:
         return [teaching.labels for teaching in self._teach_batch(frames, frame_indices)]

@@ -59,7 +59,9 @@ def paint_instances(
     if scores.shape != (n,) or class_ids.shape != (n,):
         raise TeacherError(f"{n} masks but scores {scores.shape} and class ids {class_ids.shape}")
     out = np.full(masks.shape[1:], background, dtype=label_dtype(num_classes))
-    sequence, task_ids = paint_sequence(scores, class_ids, class_lut, background, score_threshold, order)
+    sequence, task_ids = paint_sequence(
+        scores, class_ids, class_lut, background, score_threshold, order
+    )
     for i in sequence:
         out[masks[i] if masks.dtype == np.bool_ else masks[i] > mask_threshold] = task_ids[i]
     return out
@@ -83,7 +85,9 @@ def paint_sequence(
     if class_ids.shape != (n,):
         raise TeacherError(f"{n} scores but class ids {class_ids.shape}")
     if n and (class_ids.min() < 0 or class_ids.max() >= len(class_lut)):
-        raise TeacherError(f"class ids must lie in [0, {len(class_lut)}), got {class_ids.min()}..{class_ids.max()}")
+        raise TeacherError(
+            f"class ids must lie in [0, {len(class_lut)}), got {class_ids.min()}..{class_ids.max()}"
+        )
     task_ids = class_lut[class_ids.astype(np.int64)]
     keep = np.flatnonzero((scores >= score_threshold) & (task_ids != background))
     key = scores[keep] if check_paint_order(order) == "score" else task_ids[keep]

@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.models.precision import Precision, bf16_autocast, check_precision, float32_precision
+from shadowtutor.models.precision import (
+    Precision,
+    bf16_autocast,
+    check_precision,
+    float32_precision,
+)
 from shadowtutor.teachers.base import (
     InstanceTeacherBase,
     TeacherAnswer,
@@ -81,11 +86,15 @@ def build_maskrcnn(state_dict: Mapping[str, torch.Tensor], **model_options: Any)
     """torchvision's ``maskrcnn_resnet50_fpn`` (91 COCO classes) holding ``state_dict``, in eval mode."""
     from torchvision.models.detection import maskrcnn_resnet50_fpn
 
-    model = maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91, **model_options)
+    model = maskrcnn_resnet50_fpn(
+        weights=None, weights_backbone=None, num_classes=91, **model_options
+    )
     try:
         model.load_state_dict(state_dict)
     except RuntimeError as exc:
-        raise TeacherError(f"the weights do not fit torchvision's Mask R-CNN R50-FPN with 91 classes: {exc}") from None
+        raise TeacherError(
+            f"the weights do not fit torchvision's Mask R-CNN R50-FPN with 91 classes: {exc}"
+        ) from None
     return model.eval()
 
 
@@ -110,8 +119,14 @@ def detect(
     out = []
     for det, resized, size in zip(detections, batch.image_sizes, sizes, strict=True):
         boxes = resize_boxes(det["boxes"], resized, size)
-        out.append({"boxes": boxes.float(), "scores": det["scores"].float(), "labels": det["labels"],
-                    "masks": det["masks"].float()})
+        out.append(
+            {
+                "boxes": boxes.float(),
+                "scores": det["scores"].float(),
+                "labels": det["labels"],
+                "masks": det["masks"].float(),
+            }
+        )
     return out
 
 
@@ -155,10 +170,15 @@ class MaskRCNNTeacher(InstanceTeacherBase):
         self.device = resolve_torch_device(device)
         state_dict, self.weights_source = load_maskrcnn_state_dict(weights_path, weights_url)
         self._model = build_maskrcnn(
-            state_dict, min_size=self.min_size, max_size=self.max_size, box_score_thresh=self.score_threshold
+            state_dict,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            box_score_thresh=self.score_threshold,
         ).to(self.device)
 
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[TeacherAnswer]:
+    def _teach_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[TeacherAnswer]:
         import torch
 
         with torch.inference_mode():

@@ -39,5 +39,7 @@ def build_teacher(kind: str, **options: Any) -> Teacher:
         inspect.signature(cls).bind(**options)
     except TypeError as exc:
         accepted = ", ".join(inspect.signature(cls).parameters)
-        raise TeacherError(f"bad options for the {kind} teacher ({exc}); it takes: {accepted}") from None
+        raise TeacherError(
+            f"bad options for the {kind} teacher ({exc}); it takes: {accepted}"
+        ) from None
     return cls(**options)

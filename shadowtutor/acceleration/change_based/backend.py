@@ -40,12 +40,17 @@ class ChangeBasedOptions:
 class ChangeBasedBackend:
     """``infer`` / ``load_weights`` / ``apply`` like every backend; :attr:`stats` tells what the last frame did."""
 
-    def __init__(self, base: InferenceBackend, student: StudentNet, options: ChangeBasedOptions) -> None:
+    def __init__(
+        self, base: InferenceBackend, student: StudentNet, options: ChangeBasedOptions
+    ) -> None:
         self.base = base
         self.kind = f"{base.kind}+change-based"
         self.runner = ChangeBasedStudent(
-            student, options.thresholds(), base.infer,
-            fallback_fraction=options.fallback_fraction, refresh_interval=options.refresh_interval,
+            student,
+            options.thresholds(),
+            base.infer,
+            fallback_fraction=options.fallback_fraction,
+            refresh_interval=options.refresh_interval,
         )
 
     @property

@@ -40,15 +40,26 @@ def candidates(layer: str, scales: dict[str, float]) -> tuple[float, ...]:
     return tuple(round(m * scales[layer], 6) for m in FEATURE_MULTIPLES)
 
 
-def full_frame_labels(student: StudentNet, sequences: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
+def full_frame_labels(
+    student: StudentNet, sequences: Sequence[Sequence[np.ndarray]]
+) -> list[list[np.ndarray]]:
     fast = FastStudent(student).eval()
     with torch.inference_mode():
-        return [[channel_argmax(fast.logits(torch.from_numpy(np.ascontiguousarray(f)))).numpy() for f in seq]
-                for seq in sequences]
+        return [
+            [
+                channel_argmax(fast.logits(torch.from_numpy(np.ascontiguousarray(f)))).numpy()
+                for f in seq
+            ]
+            for seq in sequences
+        ]
 
 
-def agreement(student: StudentNet, thresholds: dict[str, float], sequences: Sequence[Sequence[np.ndarray]],
-              references: Sequence[Sequence[np.ndarray]]) -> float:
+def agreement(
+    student: StudentNet,
+    thresholds: dict[str, float],
+    sequences: Sequence[Sequence[np.ndarray]],
+    references: Sequence[Sequence[np.ndarray]],
+) -> float:
     """Mean fraction of pixels labelled as full-frame inference labels them (first frame of each sequence excluded)."""
     values = []
     for frames, labels in zip(sequences, references, strict=True):

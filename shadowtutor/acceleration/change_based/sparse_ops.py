@@ -30,8 +30,13 @@ def flat_nonzero(mask: torch.Tensor) -> torch.Tensor:
     return torch.flatten(mask).nonzero().squeeze(1)
 
 
-def pooled_positions(index: torch.Tensor, size: tuple[int, int], kernel: int | tuple[int, int],
-                     stride: int, padding: int | tuple[int, int]) -> torch.Tensor:
+def pooled_positions(
+    index: torch.Tensor,
+    size: tuple[int, int],
+    kernel: int | tuple[int, int],
+    stride: int,
+    padding: int | tuple[int, int],
+) -> torch.Tensor:
     """Flat positions of the window grid (``kernel``, ``stride``, ``padding`` over a ``size`` map) whose
     window holds any position in ``index``, ascending (found by max-pooling the positions' mask)."""
     mask = torch.zeros(size[0] * size[1])
@@ -71,8 +76,15 @@ class SparseConv:
     positions, the whole map is convolved instead (then the asked positions are picked out).
     """
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor, stride: int, padding: tuple[int, int],
-                 in_size: tuple[int, int], dense_fraction: float) -> None:
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor,
+        stride: int,
+        padding: tuple[int, int],
+        in_size: tuple[int, int],
+        dense_fraction: float,
+    ) -> None:
         cout, cin, kh, kw = weight.shape
         ph, pw = padding
         if ph > 1 or pw > 1:
@@ -97,12 +109,14 @@ class SparseConv:
 
     def affected(self, index: torch.Tensor) -> torch.Tensor:
         """Output positions whose receptive field contains any input position in ``index``."""
-        return pooled_positions(index, (self.in_h, self.in_w), self.kernel, self.stride, self.padding)
+        return pooled_positions(
+            index, (self.in_h, self.in_w), self.kernel, self.stride, self.padding
+        )
 
     def dense(self, source: PaddedMap) -> torch.Tensor:
         """All outputs, ``(out_h * out_w, Cout)``."""
         ph, pw = self.padding
-        x = source.nchw()[:, :, 1 - ph: source.height + 1 + ph, 1 - pw: source.width + 1 + pw]
+        x = source.nchw()[:, :, 1 - ph : source.height + 1 + ph, 1 - pw : source.width + 1 + pw]
         out = F.conv2d(x, self.weight, self.bias, stride=self.stride)
         return out.permute(0, 2, 3, 1).reshape(self.out_positions, -1)
 
@@ -121,9 +135,9 @@ class SparseConv:
         out = torch.empty(out_index.numel(), self.matrix.shape[1])
         chunk = max(64, PATCH_CHUNK_FLOATS // self.matrix.shape[0])
         for start in range(0, out_index.numel(), chunk):
-            rows = (base[start:start + chunk].unsqueeze(1) + self.offsets).flatten()
+            rows = (base[start : start + chunk].unsqueeze(1) + self.offsets).flatten()
             patches = source.data.index_select(0, rows).view(-1, self.matrix.shape[0])
-            torch.addmm(self.bias, patches, self.matrix, out=out[start:start + chunk])
+            torch.addmm(self.bias, patches, self.matrix, out=out[start : start + chunk])
         return out
 
 

@@ -25,8 +25,20 @@ from shadowtutor.acceleration.change_based.sparse_ops import (
     flat_nonzero,
     pooled_positions,
 )
-from shadowtutor.models.fast_student import TAIL_REGIONS, TAIL_UPSCALE, channel_argmax, fold_head, tail_scores
-from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock, StudentNet, conv_bias, conv_output_size
+from shadowtutor.models.fast_student import (
+    TAIL_REGIONS,
+    TAIL_UPSCALE,
+    channel_argmax,
+    fold_head,
+    tail_scores,
+)
+from shadowtutor.models.student import (
+    PIXEL_MEAN_BGR,
+    StudentBlock,
+    StudentNet,
+    conv_bias,
+    conv_output_size,
+)
 
 Size = tuple[int, int]
 
@@ -134,14 +146,26 @@ class BlockStage:
         self.out_size = conv_output_size(in_size, block.stride)
         first, conv2, conv3 = block.convs
         self.out_channels = first.out_channels
-        self.first = SparseConv(first.weight, conv_bias(first), block.stride, (1, 1), in_size, dense_fraction)
+        self.first = SparseConv(
+            first.weight, conv_bias(first), block.stride, (1, 1), in_size, dense_fraction
+        )
         short = block.short_path
-        self.short_conv = (None if short is None else  # the 1x1 shortcut reads the same (normalised) input
-                           SparseConv(short.weight, conv_bias(short), block.stride, (0, 0), in_size, dense_fraction))
-        self.conv2 = ConvStage(SparseConv(conv2.weight, conv_bias(conv2), 1, (0, 1), self.out_size, dense_fraction),
-                               self.out_channels)
-        self.conv3 = ConvStage(SparseConv(conv3.weight, conv_bias(conv3), 1, (1, 0), self.out_size, dense_fraction),
-                               self.out_channels)
+        self.short_conv = (
+            None
+            if short is None
+            # the 1x1 shortcut reads the same (normalised) input
+            else SparseConv(
+                short.weight, conv_bias(short), block.stride, (0, 0), in_size, dense_fraction
+            )
+        )
+        self.conv2 = ConvStage(
+            SparseConv(conv2.weight, conv_bias(conv2), 1, (0, 1), self.out_size, dense_fraction),
+            self.out_channels,
+        )
+        self.conv3 = ConvStage(
+            SparseConv(conv3.weight, conv_bias(conv3), 1, (1, 0), self.out_size, dense_fraction),
+            self.out_channels,
+        )
         out_positions = self.out_size[0] * self.out_size[1]
         self.x = torch.zeros(self.positions, self.channels)
         self.preact = PaddedMap(*in_size, self.channels)
@@ -169,8 +193,9 @@ class BlockStage:
         self.sums[0, columns] += (new - old).sum(0)
         self.sums[1, columns] += (new * new - old * old).sum(0)
 
-    def step(self, parts: list[tuple[Change | None, int]], taus: dict[str, float], name: str,
-             full: bool) -> Change | None:
+    def step(
+        self, parts: list[tuple[Change | None, int]], taus: dict[str, float], name: str, full: bool
+    ) -> Change | None:
         """``parts``: the changes of the concatenated inputs with their first channel."""
         given = [(change, offset) for change, offset in parts if change is not None]
         for change, offset in given:
@@ -188,26 +213,38 @@ class BlockStage:
             normalised = torch.relu(self.x * scale + shift)
             stored = self.preact.interior().reshape(self.positions, self.channels)
             changed = flat_nonzero((normalised - stored).abs_().amax(1) > taus[name])
-            self.preact.data[self.preact.padded_index(changed)] = normalised.index_select(0, changed)
+            self.preact.data[self.preact.padded_index(changed)] = normalised.index_select(
+                0, changed
+            )
             self.changed_fraction = changed.numel() / self.positions
             out_index = self.first.affected(changed) if changed.numel() else changed
             first = self.first.at(self.preact, out_index) if changed.numel() else None
-            short = None if self.short_conv is None or first is None else self.short_conv.at(self.preact, out_index)
+            short = (
+                None
+                if self.short_conv is None or first is None
+                else self.short_conv.at(self.preact, out_index)
+            )
         else:
             self.changed_fraction = 0.0
             out_index, first = torch.empty(0, dtype=torch.long), None
         h1 = None
         if first is not None:
-            self.short[out_index] = short if short is not None else self._identity_shortcut(out_index)
+            self.short[out_index] = (
+                short if short is not None else self._identity_shortcut(out_index)
+            )
             h1 = Change(out_index, torch.relu(first))
         h2 = self.conv2.step(h1, taus[f"{name}.conv2"], full)
         h3 = self.conv3.step(h2, taus[f"{name}.conv3"], full)
         if h3 is not None:
             self.long[h3.index] = h3.values
-            out_index = union([out_index, h3.index], self.short.shape[0]) if out_index.numel() else h3.index
+            out_index = (
+                union([out_index, h3.index], self.short.shape[0]) if out_index.numel() else h3.index
+            )
         if out_index.numel() == 0:
             return None
-        return Change(out_index, self.short.index_select(0, out_index) + self.long.index_select(0, out_index))
+        return Change(
+            out_index, self.short.index_select(0, out_index) + self.long.index_select(0, out_index)
+        )
 
     def _identity_shortcut(self, out_index: torch.Tensor) -> torch.Tensor:
         if self.stride == 1:
@@ -263,7 +300,10 @@ class TailStage:
         classes_phases, channels = weights[0].shape[:2]
         self.classes = classes_phases // scale**2
         # per region, the (9 * C, classes * 16) matrix for patches gathered as (tap y, tap x, channel)
-        self.matrices = [wt.permute(2, 3, 1, 0).reshape(9 * channels, classes_phases).contiguous() for wt in weights]
+        self.matrices = [
+            wt.permute(2, 3, 1, 0).reshape(9 * channels, classes_phases).contiguous()
+            for wt in weights
+        ]
         self.biases = [folded[region][1] for region in TAIL_REGIONS]
         rows, cols = torch.arange(h), torch.arange(w)
         tap = torch.arange(-1, 2)
@@ -279,9 +319,13 @@ class TailStage:
         phase = torch.arange(scale)
         score_y = rows.view(-1, 1) * scale + phase
         score_x = cols.view(-1, 1) * scale + phase
-        self.block_scores = (score_y.view(h, 1, scale, 1) * sw + score_x.view(1, w, 1, scale)).reshape(h * w, -1)
+        self.block_scores = (
+            score_y.view(h, 1, scale, 1) * sw + score_x.view(1, w, 1, scale)
+        ).reshape(h * w, -1)
         out = 2 * scale
-        label_y = rows.view(-1, 1) * out + torch.arange(out)  # (h, 8): the output rows of each block's tile
+        label_y = rows.view(-1, 1) * out + torch.arange(
+            out
+        )  # (h, 8): the output rows of each block's tile
         label_x = cols.view(-1, 1) * out + torch.arange(out)
         self.out_size = (out * h, out * w)
         tile_labels = label_y.view(h, 1, out, 1) * self.out_size[1] + label_x.view(1, w, 1, out)
@@ -291,12 +335,18 @@ class TailStage:
         x0, x1, self.weight_x = bilinear_axis(sw, self.out_size[1])
 
         def sources(ys: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
-            return (ys[label_y].view(h, 1, out, 1) * sw + xs[label_x].view(1, w, 1, out)).reshape(h * w, -1)
+            return (ys[label_y].view(h, 1, out, 1) * sw + xs[label_x].view(1, w, 1, out)).reshape(
+                h * w, -1
+            )
 
-        self.pixel_sources = torch.stack([sources(y0, x0), sources(y0, x1), sources(y1, x0), sources(y1, x1)], 2)
+        self.pixel_sources = torch.stack(
+            [sources(y0, x0), sources(y0, x1), sources(y1, x0), sources(y1, x1)], 2
+        )
         self.source = torch.zeros(h * w, channels)
         self.logits = torch.zeros(sh * sw, self.classes)
-        self.score_labels = torch.zeros(sh * sw, dtype=torch.uint8)  # argmax of each position's class scores
+        self.score_labels = torch.zeros(
+            sh * sw, dtype=torch.uint8
+        )  # argmax of each position's class scores
         self.labels = torch.zeros(self.out_size[0] * self.out_size[1], dtype=torch.uint8)
         self.changed_fraction = 0.0
         self.output_fraction = 0.0
@@ -325,7 +375,9 @@ class TailStage:
         scores = tail_scores(dec3, self.folded)
         self.logits.copy_(scores[0].permute(1, 2, 0).reshape(-1, self.classes))
         self.score_labels.copy_(channel_argmax(scores).flatten())
-        labels = channel_argmax(F.interpolate(scores, size=self.out_size, mode="bilinear", align_corners=False))
+        labels = channel_argmax(
+            F.interpolate(scores, size=self.out_size, mode="bilinear", align_corners=False)
+        )
         self.labels.copy_(labels.flatten())
         self.changed_fraction = self.output_fraction = 1.0
 
@@ -338,7 +390,9 @@ class TailStage:
         for region in regions.unique().tolist():
             if region != self.inner:
                 rows = flat_nonzero(regions == region)
-                scores[rows] = torch.addmm(self.biases[region], patches[rows], self.matrices[region])
+                scores[rows] = torch.addmm(
+                    self.biases[region], patches[rows], self.matrices[region]
+                )
         new = scores.view(blocks.numel(), self.classes, -1).transpose(1, 2)
         positions = self.block_scores.index_select(0, blocks)
         old = self.logits.index_select(0, positions.flatten()).view_as(new)
@@ -362,9 +416,13 @@ class TailStage:
         labels = near[:, 0].clone()
         mixed = flat_nonzero((near != near[:, :1]).any(1))
         if mixed.numel():
-            vectors = self.logits.index_select(0, sources.index_select(0, mixed).flatten()).view(-1, 4, self.classes)
+            vectors = self.logits.index_select(0, sources.index_select(0, mixed).flatten()).view(
+                -1, 4, self.classes
+            )
             where = pixels.index_select(0, mixed)
-            wy = self.weight_y.index_select(0, torch.div(where, self.out_size[1], rounding_mode="floor")).unsqueeze(1)
+            wy = self.weight_y.index_select(
+                0, torch.div(where, self.out_size[1], rounding_mode="floor")
+            ).unsqueeze(1)
             wx = self.weight_x.index_select(0, where % self.out_size[1]).unsqueeze(1)
             top = torch.lerp(vectors[:, 0], vectors[:, 1], wx)
             bottom = torch.lerp(vectors[:, 2], vectors[:, 3], wx)
@@ -378,17 +436,28 @@ class UnfusedTailStage:
     each change-based. ``tau`` thresholds out_conv1's input; the head takes every change of out_conv1's
     output (no threshold point of its own); ``tau_output`` thresholds the class scores."""
 
-    def __init__(self, student: StudentNet, dec3_size: Size, x1_size: Size, frame_size: Size,
-                 dense_fraction: float) -> None:
+    def __init__(
+        self,
+        student: StudentNet,
+        dec3_size: Size,
+        x1_size: Size,
+        frame_size: Size,
+        dense_fraction: float,
+    ) -> None:
         s = student
         self.up = UpsampleStage(dec3_size, x1_size, s.out_conv1.in_channels, dense_fraction)
         self.hidden = ConvStage(
-            SparseConv(s.out_conv1.weight, conv_bias(s.out_conv1), 1, (1, 1), x1_size, dense_fraction),
-            s.out_conv1.in_channels)
+            SparseConv(
+                s.out_conv1.weight, conv_bias(s.out_conv1), 1, (1, 1), x1_size, dense_fraction
+            ),
+            s.out_conv1.in_channels,
+        )
         with torch.no_grad():
             head_weight, head_bias = fold_head(s)
-        self.head = ConvStage(SparseConv(head_weight, head_bias, 1, (1, 1), x1_size, dense_fraction),
-                              s.out_conv2.in_channels)
+        self.head = ConvStage(
+            SparseConv(head_weight, head_bias, 1, (1, 1), x1_size, dense_fraction),
+            s.out_conv2.in_channels,
+        )
         self.scores_up = BilinearUpsample(x1_size, frame_size)
         self.logits = torch.zeros(x1_size[0] * x1_size[1], s.num_classes)
         self.labels = torch.zeros(frame_size[0] * frame_size[1], dtype=torch.uint8)
@@ -418,5 +487,7 @@ class UnfusedTailStage:
                 if out_index.numel() > self.dense_fraction * self.labels.numel():
                     self.labels.copy_(self.scores_up.dense(self.logits).argmax(1))
                 else:
-                    self.labels[out_index] = self.scores_up.at(self.logits, out_index).argmax(1).to(torch.uint8)
+                    self.labels[out_index] = (
+                        self.scores_up.at(self.logits, out_index).argmax(1).to(torch.uint8)
+                    )
         return self.labels.view(self.out_size).numpy().copy()

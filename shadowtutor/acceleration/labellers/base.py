@@ -30,12 +30,22 @@ class Trial:
     @property
     def speedup(self) -> float:
         """The acceleration's speed as a multiple of the plain student's (below 1: slower)."""
-        return self.plain_seconds / self.candidate_seconds if self.candidate_seconds > 0 else float("inf")
+        return (
+            self.plain_seconds / self.candidate_seconds
+            if self.candidate_seconds > 0
+            else float("inf")
+        )
 
     def to_dict(self) -> dict[str, object]:
-        return {"candidate": self.candidate, "plain": self.plain, "frames": self.frames,
-                "candidate_seconds": self.candidate_seconds, "plain_seconds": self.plain_seconds,
-                "speedup": self.speedup, "stepped_aside": self.stepped_aside}
+        return {
+            "candidate": self.candidate,
+            "plain": self.plain,
+            "frames": self.frames,
+            "candidate_seconds": self.candidate_seconds,
+            "plain_seconds": self.plain_seconds,
+            "speedup": self.speedup,
+            "stepped_aside": self.stepped_aside,
+        }
 
 
 @dataclass(frozen=True)
@@ -43,7 +53,9 @@ class LabellerStats:
     """What the last frame did; a part is None when the labeller in use has no such part."""
 
     kind: str  # the labeller in use, e.g. ``onnx``, ``torch+change-based``, ``torch+flow-path``, ``cluster``
-    change: ChangeStats | None = None  # change-based inference: the frame's mode and changed fractions
+    change: ChangeStats | None = (
+        None  # change-based inference: the frame's mode and changed fractions
+    )
     regions: FrameRegions | None = None  # flow path or cluster: each region's path and key age
     cluster: tuple[int, int] | None = None  # cluster: live workers, regions left waiting for one
     trial: Trial | None = None  # the measured comparison with the plain student, once it is made

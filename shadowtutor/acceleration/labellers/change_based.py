@@ -33,8 +33,9 @@ class ChangeBasedLabeller(OneFrameAtATime):
 
     def load(self, state: Mapping[str, torch.Tensor], class_names: tuple[str, ...]) -> None:
         self.inner.load(state, class_names)
-        self.backend = ChangeBasedBackend(self.inner.require(), student_from_state_dict(state, class_names),
-                                          self.options)
+        self.backend = ChangeBasedBackend(
+            self.inner.require(), student_from_state_dict(state, class_names), self.options
+        )
 
     def apply(self, update: Mapping[str, torch.Tensor]) -> None:
         self._require().load_weights(update)  # the change-based student and the wrapped backend
@@ -44,10 +45,14 @@ class ChangeBasedLabeller(OneFrameAtATime):
 
     def new_scene(self) -> None:
         if self.backend is not None:
-            self.backend.runner.size = None  # the next frame is evaluated in full: no cache carries over
+            self.backend.runner.size = (
+                None  # the next frame is evaluated in full: no cache carries over
+            )
 
     def stats(self) -> LabellerStats:
-        return LabellerStats(self.kind, change=self.backend.stats if self.backend is not None else None)
+        return LabellerStats(
+            self.kind, change=self.backend.stats if self.backend is not None else None
+        )
 
     def _require(self) -> ChangeBasedBackend:
         if self.backend is None:

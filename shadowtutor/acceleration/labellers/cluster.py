@@ -32,8 +32,14 @@ class ClusterLabeller:
 
     kind = "cluster"
 
-    def __init__(self, address: str, config: FlowPathConfig, margin: int = CLUSTER_MARGIN, in_flight: int = 2,
-                 workers_per_node: int = 1) -> None:
+    def __init__(
+        self,
+        address: str,
+        config: FlowPathConfig,
+        margin: int = CLUSTER_MARGIN,
+        in_flight: int = 2,
+        workers_per_node: int = 1,
+    ) -> None:
         if in_flight < 1:
             raise ValueError(f"in_flight must be >= 1 frame, got {in_flight}")
         self.address = address
@@ -42,16 +48,26 @@ class ClusterLabeller:
         self.in_flight = in_flight
         self.workers_per_node = workers_per_node
         self.master: ClusterMaster | None = None
-        self._ahead: deque[tuple[np.ndarray, int]] = deque()  # submitted, not yet yielded by pipeline
-        self._yielded: deque[tuple[np.ndarray, int]] = deque()  # yielded by pipeline, not yet labelled
+        self._ahead: deque[tuple[np.ndarray, int]] = (
+            deque()
+        )  # submitted, not yet yielded by pipeline
+        self._yielded: deque[tuple[np.ndarray, int]] = (
+            deque()
+        )  # yielded by pipeline, not yet labelled
 
     def load(self, state: Mapping[str, torch.Tensor], class_names: tuple[str, ...]) -> None:
         if self.master is not None:
             self.master.load_weights(state)
             return
         connect(self.address)
-        workers = start_workers(state, class_names, self.config.load_network(), self.config, self.margin,
-                                per_node=self.workers_per_node)
+        workers = start_workers(
+            state,
+            class_names,
+            self.config.load_network(),
+            self.config,
+            self.margin,
+            per_node=self.workers_per_node,
+        )
         self.master = ClusterMaster(workers, self.config.regions, in_flight=self.in_flight)
 
     def apply(self, update: Mapping[str, torch.Tensor]) -> None:
@@ -66,7 +82,9 @@ class ClusterLabeller:
     def pipeline(self, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
         source = iter(frames)
         while True:
-            while self.master is not None and len(self._ahead) + len(self._yielded) < self.in_flight:
+            while (
+                self.master is not None and len(self._ahead) + len(self._yielded) < self.in_flight
+            ):
                 frame = next(source, None)
                 if frame is None:
                     break
@@ -98,7 +116,9 @@ class ClusterLabeller:
         master = self.master
         if master is None:
             return LabellerStats(self.kind)
-        return LabellerStats(self.kind, regions=master.last, cluster=(master.live_workers, master.queue_depth))
+        return LabellerStats(
+            self.kind, regions=master.last, cluster=(master.live_workers, master.queue_depth)
+        )
 
     def close(self) -> None:
         """Stop the workers (the cluster itself stays up)."""

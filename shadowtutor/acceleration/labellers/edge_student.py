@@ -32,6 +32,8 @@ class EdgeStudent:
         self.labeller.apply(update)
 
 
-def edge_student(spec: LabellerSpec, student: StudentNet, student_size: Size | None = None) -> EdgeStudent:
+def edge_student(
+    spec: LabellerSpec, student: StudentNet, student_size: Size | None = None
+) -> EdgeStudent:
     """The labeller ``spec`` describes, holding ``student``'s weights, as the client loop's student."""
     return EdgeStudent(holding(build_labeller(spec), student), student_size)

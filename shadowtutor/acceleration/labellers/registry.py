@@ -39,7 +39,9 @@ class LabellerSpec:
     change_based: ChangeBasedOptions | None = None
     flow_path: FlowPathConfig | None = None
     cluster: str | None = None
-    flow_path_on: bool = False  # the flow path labels on this device (else its config only serves the cluster)
+    flow_path_on: bool = (
+        False  # the flow path labels on this device (else its config only serves the cluster)
+    )
     trial_frames: int = 0
     threads: int | None = None
 
@@ -55,7 +57,9 @@ class Acceleration:
     name: str  # the edge setting that turns it on
     meant_for: str  # in words, for error messages
     enabled: Callable[[LabellerSpec], bool]  # whether a spec turns it on
-    build: Callable[[FrameLabeller | None, LabellerSpec], FrameLabeller]  # around the labeller built so far
+    build: Callable[
+        [FrameLabeller | None, LabellerSpec], FrameLabeller
+    ]  # around the labeller built so far
     excludes: frozenset[str] = field(default_factory=frozenset)  # settings it cannot run with
     backends: tuple[str, ...] | None = None  # the backends it runs on (besides auto); None: any
     replaces_student: bool = False  # builds its own students (``build`` gets None)
@@ -87,12 +91,29 @@ def _cluster(inner: FrameLabeller | None, spec: LabellerSpec) -> FrameLabeller:
 # In building order. The cluster's workers run the flow path themselves: with cluster on, flow_path only
 # configures them.
 ACCELERATIONS = (
-    Acceleration("change_based", "static cameras", lambda spec: spec.change_based is not None, _change_based,
-                 excludes=frozenset({"flow_path", "cluster"}), backends=CHANGE_BASED_FALLBACKS),
-    Acceleration("flow_path", "moving cameras", lambda spec: spec.flow_path_on and spec.cluster is None, _flow_path,
-                 excludes=frozenset({"change_based", "student_size"})),
-    Acceleration("cluster", "moving cameras, regions on other devices", lambda spec: spec.cluster is not None,
-                 _cluster, excludes=frozenset({"change_based", "student_size"}), replaces_student=True),
+    Acceleration(
+        "change_based",
+        "static cameras",
+        lambda spec: spec.change_based is not None,
+        _change_based,
+        excludes=frozenset({"flow_path", "cluster"}),
+        backends=CHANGE_BASED_FALLBACKS,
+    ),
+    Acceleration(
+        "flow_path",
+        "moving cameras",
+        lambda spec: spec.flow_path_on and spec.cluster is None,
+        _flow_path,
+        excludes=frozenset({"change_based", "student_size"}),
+    ),
+    Acceleration(
+        "cluster",
+        "moving cameras, regions on other devices",
+        lambda spec: spec.cluster is not None,
+        _cluster,
+        excludes=frozenset({"change_based", "student_size"}),
+        replaces_student=True,
+    ),
 )
 BY_NAME = {a.name: a for a in ACCELERATIONS}
 
@@ -105,11 +126,15 @@ def check(on: set[str], backend: str = "auto", student_size: bool = False) -> No
         acceleration = BY_NAME[name]
         clash = sorted(acceleration.excludes & given)
         if clash:
-            raise LabellerConfigError(f"{name} ({acceleration.meant_for}) and {clash[0]} exclude each other: "
-                                      "turn one of them off")
+            raise LabellerConfigError(
+                f"{name} ({acceleration.meant_for}) and {clash[0]} exclude each other: "
+                "turn one of them off"
+            )
         if acceleration.backends is not None and backend not in ("auto", *acceleration.backends):
-            raise LabellerConfigError(f"{name} runs with the {' or '.join(acceleration.backends)} backend (or auto), "
-                                      f"not {backend}")
+            raise LabellerConfigError(
+                f"{name} runs with the {' or '.join(acceleration.backends)} backend (or auto), "
+                f"not {backend}"
+            )
 
 
 def build_labeller(spec: LabellerSpec) -> FrameLabeller:
@@ -122,12 +147,16 @@ def build_labeller(spec: LabellerSpec) -> FrameLabeller:
     check({a.name for a in on}, spec.backend)
     labeller: FrameLabeller | None = None
     if not any(a.replaces_student for a in on):
-        labeller = StudentLabeller(spec.backend, change_based=spec.change_based is not None, threads=spec.threads)
+        labeller = StudentLabeller(
+            spec.backend, change_based=spec.change_based is not None, threads=spec.threads
+        )
     for acceleration in on:
         labeller = acceleration.build(labeller, spec)
     assert labeller is not None
     if on and spec.trial_frames:
         from shadowtutor.acceleration.labellers.step_aside import StepAside
 
-        labeller = StepAside(labeller, StudentLabeller("auto", threads=spec.threads), spec.trial_frames)
+        labeller = StepAside(
+            labeller, StudentLabeller("auto", threads=spec.threads), spec.trial_frames
+        )
     return labeller

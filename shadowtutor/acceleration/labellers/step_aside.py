@@ -30,11 +30,19 @@ DEFAULT_PROBE_EVERY = 5
 class StepAside:
     """``candidate`` while it is at least as fast as ``plain`` over the trial, else ``plain``."""
 
-    def __init__(self, candidate: FrameLabeller, plain: FrameLabeller, frames: int,
-                 warmup: int = DEFAULT_WARMUP, probe_every: int = DEFAULT_PROBE_EVERY) -> None:
+    def __init__(
+        self,
+        candidate: FrameLabeller,
+        plain: FrameLabeller,
+        frames: int,
+        warmup: int = DEFAULT_WARMUP,
+        probe_every: int = DEFAULT_PROBE_EVERY,
+    ) -> None:
         if frames < 1 or warmup < 0 or probe_every < 1:
-            raise ValueError(f"a trial needs frames >= 1, warmup >= 0, probe_every >= 1; got {frames}, {warmup}, "
-                             f"{probe_every}")
+            raise ValueError(
+                f"a trial needs frames >= 1, warmup >= 0, probe_every >= 1; got {frames}, {warmup}, "
+                f"{probe_every}"
+            )
         self.candidate = candidate
         self.plain = plain
         self.frames = frames
@@ -88,7 +96,9 @@ class StepAside:
         try:
             for frame in self.candidate.pipeline(source):
                 yield frame
-                if self.active is self.plain:  # stepped aside at this frame: the frames drawn ahead go to plain
+                if (
+                    self.active is self.plain
+                ):  # stepped aside at this frame: the frames drawn ahead go to plain
                     ahead = self.candidate.release()
                     self.candidate.close()
                     self._pipelined = False
@@ -116,7 +126,9 @@ class StepAside:
 
     def _probe(self, frame: np.ndarray) -> None:
         if not self._plain_seconds:
-            self.plain.label(frame)  # the plain student's first call starts its session: no yardstick
+            self.plain.label(
+                frame
+            )  # the plain student's first call starts its session: no yardstick
         start = time.perf_counter()
         self.plain.label(frame)
         self._plain_seconds.append(time.perf_counter() - start)
@@ -125,17 +137,37 @@ class StepAside:
         candidate = statistics.median(self._candidate_seconds)
         plain = statistics.median(self._plain_seconds)
         slower = candidate > plain
-        self.trial = Trial(self.candidate.kind, self.plain.kind, len(self._candidate_seconds), candidate, plain,
-                           slower)
+        self.trial = Trial(
+            self.candidate.kind,
+            self.plain.kind,
+            len(self._candidate_seconds),
+            candidate,
+            plain,
+            slower,
+        )
         if slower:
-            log.warning("%s labels a frame in %.1f ms, the plain student on %s in %.1f ms (%.2fx): it steps aside, "
-                        "the plain student labels the rest of the run", self.candidate.kind, 1000 * candidate,
-                        self.plain.kind, 1000 * plain, self.trial.speedup)
+            log.warning(
+                "%s labels a frame in %.1f ms, the plain student on %s in %.1f ms (%.2fx): it steps aside, "
+                "the plain student labels the rest of the run",
+                self.candidate.kind,
+                1000 * candidate,
+                self.plain.kind,
+                1000 * plain,
+                self.trial.speedup,
+            )
             self.active = self.plain
-            if not self._pipelined:  # else pipeline() hands the frames drawn ahead to plain, then closes it
+            if (
+                not self._pipelined
+            ):  # else pipeline() hands the frames drawn ahead to plain, then closes it
                 self.candidate.release()
                 self.candidate.close()
         else:
-            log.info("%s labels a frame in %.1f ms, the plain student on %s in %.1f ms (%.2fx): kept",
-                     self.candidate.kind, 1000 * candidate, self.plain.kind, 1000 * plain, self.trial.speedup)
+            log.info(
+                "%s labels a frame in %.1f ms, the plain student on %s in %.1f ms (%.2fx): kept",
+                self.candidate.kind,
+                1000 * candidate,
+                self.plain.kind,
+                1000 * plain,
+                self.trial.speedup,
+            )
             self.plain.close()

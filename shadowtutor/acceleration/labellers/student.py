@@ -24,7 +24,9 @@ class StudentLabeller(OneFrameAtATime):
     error. ``change_based`` narrows ``auto`` to the backends change-based inference falls back to.
     """
 
-    def __init__(self, backend: str = "auto", *, change_based: bool = False, threads: int | None = None) -> None:
+    def __init__(
+        self, backend: str = "auto", *, change_based: bool = False, threads: int | None = None
+    ) -> None:
         self.candidates = resolve_backend(backend, change_based=change_based)
         self.threads = threads
         self.backend: InferenceBackend | None = None

@@ -55,14 +55,24 @@ class RegionResult:
 class RegionWorker:
     """One worker's two paths and local key buffer (run as a Ray actor by :func:`start_workers`)."""
 
-    def __init__(self, student_state: Mapping[str, torch.Tensor], class_names: tuple[str, ...],
-                 network_state: Mapping[str, torch.Tensor] | None, config: FlowPathConfig, margin: int) -> None:
+    def __init__(
+        self,
+        student_state: Mapping[str, torch.Tensor],
+        class_names: tuple[str, ...],
+        network_state: Mapping[str, torch.Tensor] | None,
+        config: FlowPathConfig,
+        margin: int,
+    ) -> None:
         from shadowtutor.models.checkpoint import student_from_state_dict
         from shadowtutor.models.inference import build_inference_backend
 
-        torch.set_num_threads(1)  # one CPU per worker (its Ray resource): no thread pools fighting over it
+        torch.set_num_threads(
+            1
+        )  # one CPU per worker (its Ray resource): no thread pools fighting over it
         cv2.setNumThreads(1)
-        self.backend = build_inference_backend("torch", student_from_state_dict(student_state, class_names))
+        self.backend = build_inference_backend(
+            "torch", student_from_state_dict(student_state, class_names)
+        )
         network = None
         if network_state is not None:  # the decision rules' network (a fixed interval needs none)
             network = DecisionNetwork()
@@ -79,24 +89,33 @@ class RegionWorker:
         self.backend.load_weights(update)
         self.generation = generation
 
-    def process(self, frame: np.ndarray, t: int, region: int, key: RegionKey | None) -> RegionResult:
+    def process(
+        self, frame: np.ndarray, t: int, region: int, key: RegionKey | None
+    ) -> RegionResult:
         """Algorithm 2 for one region of frame ``t`` (``key``: the master's newer key, if it sent one)."""
         if key is not None:
             self.keys[region] = key
         grid = RegionGrid(frame.shape[1], frame.shape[0], self.config.regions, self.margin)
         flows = KeyFlows(self.flow, self.flow.small_grey(frame))
         local = self.keys.get(region)
-        if (local is not None and local.generation == self.generation
-                and 0 < t - local.frame <= self.config.max_key_age and not self.policy.due([local])[0]):
+        if (
+            local is not None
+            and local.generation == self.generation
+            and 0 < t - local.frame <= self.config.max_key_age
+            and not self.policy.due([local])[0]
+        ):
             features = flows.features(local, t - local.frame, self.config.max_key_age)[None]
-            take, scores = self.policy.take_flow(features, np.array([t - local.frame]), np.array([local.spent]),
-                                                 together=False)
+            take, scores = self.policy.take_flow(
+                features, np.array([t - local.frame]), np.array([local.spent]), together=False
+            )
             if take[0]:
                 charge(local, float(scores[0]) if scores is not None else None)
                 return RegionResult(t, region, flows.warped_labels(local), None, t - local.frame)
         context = grid.margin_box(region)
         labels = self.backend.infer(np.ascontiguousarray(crop(frame, context)))
-        key = RegionKey.cut(self.flow, flows.grey, labels, context, grid.boxes[region], t, self.generation)
+        key = RegionKey.cut(
+            self.flow, flows.grey, labels, context, grid.boxes[region], t, self.generation
+        )
         self.keys[region] = key
         return RegionResult(t, region, key.region_labels(key.labels), key)
 
@@ -110,28 +129,41 @@ def connect(address: str) -> None:
         try:
             socket.create_connection((host or "127.0.0.1", int(port)), timeout=3).close()
         except (OSError, ValueError) as exc:
-            raise ClusterError(f"no Ray cluster reachable at {address!r} ({exc}); start one with "
-                               "`ray start --head` and join workers with `ray start --address HOST:6379`") from None
+            raise ClusterError(
+                f"no Ray cluster reachable at {address!r} ({exc}); start one with "
+                "`ray start --head` and join workers with `ray start --address HOST:6379`"
+            ) from None
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
 
 
-def start_workers(student_state: Mapping[str, torch.Tensor], class_names: tuple[str, ...],
-                  network: DecisionNetwork | None, config: FlowPathConfig, margin: int,
-                  per_node: int = 1) -> list[Any]:
+def start_workers(
+    student_state: Mapping[str, torch.Tensor],
+    class_names: tuple[str, ...],
+    network: DecisionNetwork | None,
+    config: FlowPathConfig,
+    margin: int,
+    per_node: int = 1,
+) -> list[Any]:
     """One worker actor per CPU node of the cluster (``per_node`` each), pinned to its node."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) >= 1]
     if not nodes:
-        raise ClusterError("the Ray cluster has no node with a CPU for a worker; join one with `ray start --address`")
+        raise ClusterError(
+            "the Ray cluster has no node with a CPU for a worker; join one with `ray start --address`"
+        )
     actor = ray.remote(num_cpus=1, max_restarts=0)(RegionWorker)
     state = ray.put(dict(student_state))
     network_state = ray.put(network.state_dict() if network is not None else None)
-    return [actor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-            .remote(state, class_names, network_state, config, margin)
-            for n in nodes for _ in range(per_node)]
+    return [
+        actor.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+        ).remote(state, class_names, network_state, config, margin)
+        for n in nodes
+        for _ in range(per_node)
+    ]
 
 
 class ClusterMaster:
@@ -141,7 +173,9 @@ class ClusterMaster:
     worker's key of frame ``t`` is warped at frame ``t + 1`` whatever the calls that brought them.
     """
 
-    def __init__(self, workers: list[Any], regions: int = 4, key_lag: int = 15, in_flight: int = 2) -> None:
+    def __init__(
+        self, workers: list[Any], regions: int = 4, key_lag: int = 15, in_flight: int = 2
+    ) -> None:
         if not workers:
             raise ClusterError("no workers")
         self.workers = list(workers)
@@ -149,7 +183,9 @@ class ClusterMaster:
         self.key_lag = key_lag
         self.in_flight = in_flight  # frames whose regions may be out at once in label_stream
         self.idle: deque[Any] = deque(self.workers)  # IdleQueue
-        self.key_table: dict[tuple[int, int], int] = {}  # (worker index, region) -> frame of its key
+        self.key_table: dict[
+            tuple[int, int], int
+        ] = {}  # (worker index, region) -> frame of its key
         self.global_keys: dict[int, RegionKey] = {}  # GlobalKeyBuffer
         self.generation = 0
         self.reassigned = 0
@@ -175,7 +211,13 @@ class ClusterMaster:
         self.generation += 1
         self.global_keys.clear()
         self.key_table.clear()
-        ray.get([w.load_weights.remote(dict(update), self.generation) for w in self.workers if w is not None])
+        ray.get(
+            [
+                w.load_weights.remote(dict(update), self.generation)
+                for w in self.workers
+                if w is not None
+            ]
+        )
 
     def invalidate_keys(self) -> None:
         """Make every key stale (the next frames start another scene) without changing weights."""
@@ -199,12 +241,17 @@ class ClusterMaster:
         while len(self._outputs[t]) < self.regions:
             self._dispatch()
             if not self._pending:
-                raise ClusterError("every worker of the cluster is gone; frames are left unlabelled")
+                raise ClusterError(
+                    "every worker of the cluster is gone; frames are left unlabelled"
+                )
             self._receive()
         parts = self._outputs.pop(t)
         del self._refs[t]
-        self.last = FrameRegions(tuple(FLOW if parts[r].key is None else SEGMENT for r in range(self.regions)),
-                                 tuple(parts[r].age for r in range(self.regions)), (None,) * self.regions)
+        self.last = FrameRegions(
+            tuple(FLOW if parts[r].key is None else SEGMENT for r in range(self.regions)),
+            tuple(parts[r].age for r in range(self.regions)),
+            (None,) * self.regions,
+        )
         return self._assemble(self._shapes.pop(t), {r: part.labels for r, part in parts.items()})
 
     def discard(self, t: int) -> None:
@@ -233,7 +280,11 @@ class ClusterMaster:
         while self._inputs and self.idle:
             t, r = self._inputs.popleft()
             worker = self.idle.popleft()
-            self._pending[worker.process.remote(self._refs[t], t, r, self._key_for(worker, r))] = (worker, t, r)
+            self._pending[worker.process.remote(self._refs[t], t, r, self._key_for(worker, r))] = (
+                worker,
+                t,
+                r,
+            )
         self.queue_depth = len(self._inputs)
 
     def _receive(self) -> None:

@@ -30,9 +30,13 @@ POOL = 4
 FEATURE_STEP = 4
 FEATURE_NAMES = (
     *(f"flow_{axis}_{i}" for axis in "xy" for i in range(POOL * POOL)),
-    "flow_magnitude_mean", "flow_magnitude_std", "flow_magnitude_max",
+    "flow_magnitude_mean",
+    "flow_magnitude_std",
+    "flow_magnitude_max",
     *(f"residual_{i}" for i in range(POOL * POOL)),
-    "residual_mean", "difference_mean", "key_age",
+    "residual_mean",
+    "difference_mean",
+    "key_age",
 )
 FEATURE_COUNT = len(FEATURE_NAMES)
 
@@ -50,12 +54,15 @@ def region_features(result: FlowPart, age: int, max_age: int) -> np.ndarray:
     # made the features (and the trained network) differ in the last bits from run to run
     magnitude = np.sqrt(np.square(result.flow[..., 0] / w) + np.square(result.flow[..., 1] / h))
     residual = cv2.resize(result.residual, (POOL, POOL), interpolation=cv2.INTER_AREA) / 255.0
-    return np.concatenate([
-        pooled[..., 0].ravel(), pooled[..., 1].ravel(),
-        [magnitude.mean(), magnitude.std(), magnitude.max()],
-        residual.ravel(),
-        [residual.mean(), result.difference / 255.0, age / max_age],
-    ]).astype(np.float32)
+    return np.concatenate(
+        [
+            pooled[..., 0].ravel(),
+            pooled[..., 1].ravel(),
+            [magnitude.mean(), magnitude.std(), magnitude.max()],
+            residual.ravel(),
+            [residual.mean(), result.difference / 255.0, age / max_age],
+        ]
+    ).astype(np.float32)
 
 
 class DecisionNetwork(nn.Module):
@@ -69,8 +76,10 @@ class DecisionNetwork(nn.Module):
         self.register_buffer("feature_mean", torch.zeros(FEATURE_COUNT))
         self.register_buffer("feature_std", torch.ones(FEATURE_COUNT))
         self.layers = nn.Sequential(
-            nn.Linear(FEATURE_COUNT, hidden[0]), nn.ReLU(),
-            nn.Linear(hidden[0], hidden[1]), nn.ReLU(),
+            nn.Linear(FEATURE_COUNT, hidden[0]),
+            nn.ReLU(),
+            nn.Linear(hidden[0], hidden[1]),
+            nn.ReLU(),
             nn.Linear(hidden[1], 1),
         )
 
@@ -80,11 +89,15 @@ class DecisionNetwork(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """Scores ``(N,)`` in [0, 1] for features ``(N, FEATURE_COUNT)``."""
-        return torch.sigmoid(self.layers((features - self.feature_mean) / self.feature_std)).squeeze(-1)
+        return torch.sigmoid(
+            self.layers((features - self.feature_mean) / self.feature_std)
+        ).squeeze(-1)
 
     def scores(self, features: np.ndarray) -> np.ndarray:
         """:meth:`forward` in NumPy, for a few regions per frame (a tenth of torch's call overhead)."""
-        x = (np.asarray(features, dtype=np.float32) - self.feature_mean.numpy()) / self.feature_std.numpy()
+        x = (
+            np.asarray(features, dtype=np.float32) - self.feature_mean.numpy()
+        ) / self.feature_std.numpy()
         for layer in self.layers:
             if isinstance(layer, nn.Linear):
                 x = x @ layer.weight.detach().numpy().T + layer.bias.detach().numpy()
@@ -95,8 +108,16 @@ class DecisionNetwork(nn.Module):
 
 def save_decision_network(net: DecisionNetwork, path: Path, meta: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"format": FORMAT, "features": list(FEATURE_NAMES), "feature_step": FEATURE_STEP,
-                "state_dict": net.state_dict(), "meta": meta}, path)
+    torch.save(
+        {
+            "format": FORMAT,
+            "features": list(FEATURE_NAMES),
+            "feature_step": FEATURE_STEP,
+            "state_dict": net.state_dict(),
+            "meta": meta,
+        },
+        path,
+    )
 
 
 def load_decision_network(path: Path) -> tuple[DecisionNetwork, dict[str, Any]]:
@@ -113,15 +134,22 @@ def load_decision_network(path: Path) -> tuple[DecisionNetwork, dict[str, Any]]:
         ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise DecisionNetworkError(f"{path} is not a decision network ({FORMAT})")
-    if tuple(data.get("features", ())) != FEATURE_NAMES or data.get("feature_step", 1) != FEATURE_STEP:
-        raise DecisionNetworkError(f"{path} was trained on other features than this version computes; make it "
-                                   f"again with `shadowtutor regions train-decision`")
+    if (
+        tuple(data.get("features", ())) != FEATURE_NAMES
+        or data.get("feature_step", 1) != FEATURE_STEP
+    ):
+        raise DecisionNetworkError(
+            f"{path} was trained on other features than this version computes; make it "
+            f"again with `shadowtutor regions train-decision`"
+        )
     net = DecisionNetwork()
     try:
         net.load_state_dict(data["state_dict"])
     except (KeyError, RuntimeError, TypeError) as exc:
         detail = " ".join(str(exc).split())[:200]
-        raise DecisionNetworkError(f"{path} holds no weights of this decision network ({detail})") from None
+        raise DecisionNetworkError(
+            f"{path} holds no weights of this decision network ({detail})"
+        ) from None
     return net.eval(), dict(data.get("meta", {}))
 
 

@@ -59,11 +59,15 @@ class FlowResult:
         flow = np.ascontiguousarray(self.flow[area])
         maps = _pixel_grid(*self.flow.shape[:2])[area] + flow
         warped = cv2.remap(  # type: ignore[call-overload]  # None: no second map (OpenCV's stubs want a Mat)
-            self.key, maps, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+            self.key, maps, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
         current = np.ascontiguousarray(self.current[area])
-        return FlowPart(flow, cv2.absdiff(warped, current).astype(np.float32),
-                        cv2.absdiff(np.ascontiguousarray(self.key[area]), current).astype(np.float32),
-                        (x1 - x0, y1 - y0))
+        return FlowPart(
+            flow,
+            cv2.absdiff(warped, current).astype(np.float32),
+            cv2.absdiff(np.ascontiguousarray(self.key[area]), current).astype(np.float32),
+            (x1 - x0, y1 - y0),
+        )
 
 
 class FlowEstimator:
@@ -71,12 +75,16 @@ class FlowEstimator:
 
     def __init__(self, method: str = "dis-ultrafast", scale: float = 1.0) -> None:
         if method not in FLOW_METHODS:
-            raise ValueError(f"unknown flow method {method!r}: choose one of {', '.join(FLOW_METHODS)}")
+            raise ValueError(
+                f"unknown flow method {method!r}: choose one of {', '.join(FLOW_METHODS)}"
+            )
         if not 0 < scale <= 1:
             raise ValueError(f"flow scale must lie in (0, 1], got {scale}")
         self.method = method
         self.scale = scale
-        self._dis = cv2.DISOpticalFlow.create(_DIS_PRESETS[method]) if method in _DIS_PRESETS else None
+        self._dis = (
+            cv2.DISOpticalFlow.create(_DIS_PRESETS[method]) if method in _DIS_PRESETS else None
+        )
 
     def small_grey(self, frame_bgr: np.ndarray) -> np.ndarray:
         """The grey frame at the flow scale (computed once per frame, then cut per region)."""
@@ -84,8 +92,11 @@ class FlowEstimator:
         if self.scale == 1:
             return grey
         h, w = grey.shape
-        return cv2.resize(grey, (max(1, round(w * self.scale)), max(1, round(h * self.scale))),
-                          interpolation=cv2.INTER_AREA)
+        return cv2.resize(
+            grey,
+            (max(1, round(w * self.scale)), max(1, round(h * self.scale))),
+            interpolation=cv2.INTER_AREA,
+        )
 
     def small_box(self, box: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
         x0, y0, x1, y1 = (round(v * self.scale) for v in box)
@@ -98,7 +109,8 @@ class FlowEstimator:
             flow = self._dis.calc(current, key, None)  # type: ignore[call-overload]  # None: no initial flow
         else:
             flow = cv2.calcOpticalFlowFarneback(  # type: ignore[call-overload]  # None: no initial flow (stubs: a Mat)
-                current, key, None, 0.5, 3, 15, 3, 5, 1.2, 0)
+                current, key, None, 0.5, 3, 15, 3, 5, 1.2, 0
+            )
         return FlowResult(flow, current, key)
 
     def warp_labels(self, key_labels: np.ndarray, result: FlowResult) -> np.ndarray:
@@ -112,7 +124,8 @@ class FlowEstimator:
             flow *= np.array([w / fw, h / fh], dtype=np.float32)
             maps = _maps(flow)
         return cv2.remap(  # type: ignore[call-overload]  # None: no second map (OpenCV's stubs want a Mat)
-            key_labels, maps, None, cv2.INTER_NEAREST, borderMode=cv2.BORDER_REPLICATE)
+            key_labels, maps, None, cv2.INTER_NEAREST, borderMode=cv2.BORDER_REPLICATE
+        )
 
 
 def _maps(flow: np.ndarray) -> np.ndarray:

@@ -16,7 +16,9 @@ class RegionConfigError(ValueError):
 def grid_shape(regions: int) -> tuple[int, int]:
     """``(rows, cols)`` with ``rows * cols == regions``, as square as possible, ``rows <= cols``."""
     if not isinstance(regions, int) or regions < 1:
-        raise RegionConfigError(f"regions must be a positive integer (4 is the paper's), got {regions!r}")
+        raise RegionConfigError(
+            f"regions must be a positive integer (4 is the paper's), got {regions!r}"
+        )
     rows = max(r for r in range(1, int(regions**0.5) + 1) if regions % r == 0)
     return rows, regions // rows
 
@@ -35,7 +37,9 @@ class RegionGrid:
         if self.margin < 0:
             raise RegionConfigError(f"region margin must be >= 0 pixels, got {self.margin}")
         if self.width < cols or self.height < rows:
-            raise RegionConfigError(f"a {self.width}x{self.height} frame cannot hold {rows}x{cols} regions")
+            raise RegionConfigError(
+                f"a {self.width}x{self.height} frame cannot hold {rows}x{cols} regions"
+            )
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -59,8 +63,12 @@ class RegionGrid:
         if not indices:
             raise ValueError("no regions given")
         boxes = [self.margin_box(i) for i in indices]
-        return (min(b[0] for b in boxes), min(b[1] for b in boxes),
-                max(b[2] for b in boxes), max(b[3] for b in boxes))
+        return (
+            min(b[0] for b in boxes),
+            min(b[1] for b in boxes),
+            max(b[2] for b in boxes),
+            max(b[3] for b in boxes),
+        )
 
     def fits(self, frame: np.ndarray) -> bool:
         return frame.shape[0] == self.height and frame.shape[1] == self.width

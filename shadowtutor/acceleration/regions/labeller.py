@@ -34,19 +34,29 @@ from shadowtutor.acceleration.regions.decision import (
     region_features,
 )
 from shadowtutor.acceleration.regions.flow import FlowEstimator, FlowResult
-from shadowtutor.acceleration.regions.grid import Box, RegionConfigError, RegionGrid, crop, grid_shape, inner
+from shadowtutor.acceleration.regions.grid import (
+    Box,
+    RegionConfigError,
+    RegionGrid,
+    crop,
+    grid_shape,
+    inner,
+)
 
 SEGMENT, FLOW = "segment", "flow"
 
 
 class PathPolicy(Protocol):
-    needs_flow: bool  # whether it decides from flow features (then flow runs for every keyed region)
+    needs_flow: (
+        bool  # whether it decides from flow features (then flow runs for every keyed region)
+    )
 
     def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
         """Which of these keyed regions are segmented now without computing their flow first."""
 
-    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
-                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def take_flow(
+        self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray, together: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """For regions with a usable key: which take the flow path, and their scores (if any).
 
         ``spent``: each key's predicted loss accumulated while it was warped (:func:`charge`);
@@ -68,8 +78,9 @@ class DecisionPolicy:
     def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
         return np.zeros(len(keys), dtype=bool)
 
-    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
-                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def take_flow(
+        self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray, together: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         scores = self.network.scores(features)
         if together:  # the frame's predicted agreement: the mean over its equal-sized regions
             return np.full(len(scores), float(scores.mean()) >= self.threshold), scores
@@ -99,8 +110,9 @@ class BudgetPolicy:
     def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
         return np.array([key.spent + key.last_loss > self.budget for key in keys], dtype=bool)
 
-    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
-                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def take_flow(
+        self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray, together: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         scores = self.network.scores(features)
         if together:
             within = float(spent.mean()) + 1.0 - float(scores.mean()) <= self.budget
@@ -121,8 +133,9 @@ class FixedIntervalPolicy:
     def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
         return np.zeros(len(keys), dtype=bool)
 
-    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
-                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def take_flow(
+        self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray, together: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         take = ages < self.interval
         return (np.full(len(take), bool(take.all())) if together else take), None
 
@@ -141,16 +154,28 @@ class RegionKey:
     generation: int  # the student that made it
     context: Box  # in frame pixels
     region: Box  # in frame pixels, inside ``context``
-    spent: float = 0.0  # the decision network's predicted loss summed over the frames warped from it
+    spent: float = (
+        0.0  # the decision network's predicted loss summed over the frames warped from it
+    )
     last_loss: float = 0.0  # the predicted loss of the last frame warped from it
 
     @classmethod
-    def cut(cls, flow: FlowEstimator, grey: np.ndarray, labels: np.ndarray, context: Box, region: Box,
-            frame: int, generation: int) -> RegionKey:
+    def cut(
+        cls,
+        flow: FlowEstimator,
+        grey: np.ndarray,
+        labels: np.ndarray,
+        context: Box,
+        region: Box,
+        frame: int,
+        generation: int,
+    ) -> RegionKey:
         """A key from the frame at the flow scale (``grey``, cut to ``context`` here; kept as it is when the
         context is the whole frame) and the segmentation's labels of ``context``."""
         small = flow.small_box(context)
-        key_grey = grey if small == (0, 0, grey.shape[1], grey.shape[0]) else crop(grey, small).copy()
+        key_grey = (
+            grey if small == (0, 0, grey.shape[1], grey.shape[0]) else crop(grey, small).copy()
+        )
         return cls(key_grey, np.ascontiguousarray(labels), frame, generation, context, region)
 
     def region_labels(self, context_labels: np.ndarray) -> np.ndarray:
@@ -175,7 +200,9 @@ class KeyFlows:
         """The flow from now to ``key`` over the key's context."""
         name = (key.context, key.frame)
         if name not in self._results:
-            self._results[name] = self.flow.estimate(crop(self.grey, self.flow.small_box(key.context)), key.grey)
+            self._results[name] = self.flow.estimate(
+                crop(self.grey, self.flow.small_box(key.context)), key.grey
+            )
         return self._results[name]
 
     def features(self, key: RegionKey, age: int, max_age: int) -> np.ndarray:
@@ -204,7 +231,9 @@ class FrameRegions:
     """What happened to one frame's regions."""
 
     paths: tuple[str, ...]
-    key_ages: tuple[int, ...]  # frames since each region's key, after this frame (0 = segmented now)
+    key_ages: tuple[
+        int, ...
+    ]  # frames since each region's key, after this frame (0 = segmented now)
     scores: tuple[float | None, ...]
 
 
@@ -222,7 +251,9 @@ class RegionLabeller:
     ) -> None:
         if max_key_age < 1:
             raise RegionConfigError(f"max key age must be >= 1 frame, got {max_key_age}")
-        RegionGrid(64 * regions, 64 * regions, regions, margin or 0)  # a bad count or margin fails now
+        RegionGrid(
+            64 * regions, 64 * regions, regions, margin or 0
+        )  # a bad count or margin fails now
         self.segment = segment
         self.policy = policy
         self.regions = regions
@@ -257,7 +288,9 @@ class RegionLabeller:
             assert key is not None
             x0, y0, x1, y1 = self.grid.boxes[r]
             out[y0:y1, x0:x1] = flows.warped_labels(key)
-        keys = [key for key in self.keys if key is not None]  # all of them: every region has one after a frame
+        keys = [
+            key for key in self.keys if key is not None
+        ]  # all of them: every region has one after a frame
         self.last = FrameRegions(
             tuple(FLOW if r in flowed else SEGMENT for r in range(self.regions)),
             tuple(t - key.frame for key in keys),
@@ -267,13 +300,23 @@ class RegionLabeller:
 
     def _choose(self, t: int, flows: KeyFlows) -> tuple[list[int], dict[int, float]]:
         """The regions that take the flow path, and their scores (if the policy computed any)."""
-        keys = {r: key for r, key in enumerate(self.keys)  # the usable keys by region
-                if key is not None and key.generation == self.generation and t - key.frame <= self.max_key_age}
-        together = self.margin is None  # one student call for the whole frame: all regions share a path
+        keys = {
+            r: key
+            for r, key in enumerate(self.keys)  # the usable keys by region
+            if key is not None
+            and key.generation == self.generation
+            and t - key.frame <= self.max_key_age
+        }
+        together = (
+            self.margin is None
+        )  # one student call for the whole frame: all regions share a path
         if keys:
             due = self.policy.due(list(keys.values()))
-            keys = {} if together and due.any() else {r: key for (r, key), d in zip(keys.items(), due, strict=True)
-                                                      if not d}
+            keys = (
+                {}
+                if together and due.any()
+                else {r: key for (r, key), d in zip(keys.items(), due, strict=True) if not d}
+            )
         if not keys or (together and len(keys) < self.regions):
             return [], {}
         keyed = list(keys)
@@ -281,17 +324,25 @@ class RegionLabeller:
         spent = np.array([key.spent for key in keys.values()])
         features = np.zeros((len(keyed), 0), dtype=np.float32)
         if self.policy.needs_flow:
-            features = np.stack([flows.features(key, int(age), self.max_key_age)
-                                 for key, age in zip(keys.values(), ages, strict=True)])
+            features = np.stack(
+                [
+                    flows.features(key, int(age), self.max_key_age)
+                    for key, age in zip(keys.values(), ages, strict=True)
+                ]
+            )
         take, scores = self.policy.take_flow(features, ages, spent, together)
         score_of = {r: float(scores[i]) for i, r in enumerate(keyed)} if scores is not None else {}
         flowed = [r for r, ok in zip(keyed, take, strict=True) if ok]
         frame_score = float(scores.mean()) if together and scores is not None else None
-        for r in flowed:  # shared path: every region books the frame's mean, so their sums stay equal
+        for (
+            r
+        ) in flowed:  # shared path: every region books the frame's mean, so their sums stay equal
             charge(keys[r], frame_score if together else score_of.get(r))
         return flowed, score_of
 
-    def _segment(self, frame: np.ndarray, t: int, grey: np.ndarray, regions: list[int], out: np.ndarray) -> None:
+    def _segment(
+        self, frame: np.ndarray, t: int, grey: np.ndarray, regions: list[int], out: np.ndarray
+    ) -> None:
         """The segmentation path for ``regions``: one student call, new keys (``grey``: the frame at the flow scale)."""
         grid = self.grid
         assert grid is not None
@@ -300,8 +351,12 @@ class RegionLabeller:
         labels = self.segment(np.ascontiguousarray(crop(frame, context)))
         for r in regions:
             key_context = grid.margin_box(r) if self.margin is not None else whole
-            key_labels = labels if key_context == context else crop(labels, inner(key_context, context))
-            key = RegionKey.cut(self.flow, grey, key_labels, key_context, grid.boxes[r], t, self.generation)
+            key_labels = (
+                labels if key_context == context else crop(labels, inner(key_context, context))
+            )
+            key = RegionKey.cut(
+                self.flow, grey, key_labels, key_context, grid.boxes[r], t, self.generation
+            )
             x0, y0, x1, y1 = grid.boxes[r]
             out[y0:y1, x0:x1] = key.region_labels(key.labels)
             self.keys[r] = key
@@ -339,7 +394,9 @@ class FlowPathConfig:
         """The path rule in words (for reports and logs)."""
         if self.interval is not None:
             return f"a fixed key interval of {self.interval} frames"
-        decision = f"budget {self.budget}" if self.budget is not None else f"threshold {self.threshold}"
+        decision = (
+            f"budget {self.budget}" if self.budget is not None else f"threshold {self.threshold}"
+        )
         return f"the decision network ({decision}, max key age {self.max_key_age})"
 
     def load_network(self) -> DecisionNetwork | None:
@@ -361,4 +418,6 @@ class FlowPathConfig:
 
     def build(self, segment: Callable[[np.ndarray], np.ndarray]) -> RegionLabeller:
         """A labeller over ``segment`` (the student)."""
-        return RegionLabeller(segment, self.policy(self.load_network()), self.regions, max_key_age=self.max_key_age)
+        return RegionLabeller(
+            segment, self.policy(self.load_network()), self.regions, max_key_age=self.max_key_age
+        )
