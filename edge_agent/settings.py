@@ -446,7 +446,8 @@ class EdgeSettings(BaseSettings):
         from shadowtutor.protocol.codecs import (
             FRAME_CODECS,
             WEIGHT_CODECS,
-        )  # imports torch: not at CLI start
+            # imports torch: not at CLI start
+        )
 
         known = FRAME_CODECS if info.field_name == "frame_codecs" else WEIGHT_CODECS
         if not offered:
@@ -516,7 +517,8 @@ class EdgeSettings(BaseSettings):
             return
         from shadowtutor.acceleration.change_based.thresholds import (
             ThresholdFileError,
-        )  # imports torch
+            # imports torch
+        )
 
         try:
             # a bad file or scale fails now

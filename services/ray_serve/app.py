@@ -7,8 +7,8 @@
   and the edges' students (``services.ray_serve.teaching``), sessions checkpointed to ``store``.
 
 :func:`app_builder` builds it in a Serve config file (``import_path:
-services.ray_serve.app:app_builder`` with the settings as ``args``); :func:`serve_config` writes that
-config for settings and :func:`deploy` (``shadowtutor serve --ray ADDRESS``) applies it.
+services.ray_serve.app:app_builder`` with the settings as ``args``); :func:`serve_config` writes
+that config for settings and :func:`deploy` (``shadowtutor serve --ray ADDRESS``) applies it.
 """
 
 from __future__ import annotations
@@ -37,13 +37,18 @@ TEACHING = "teaching"
 class ServeOptions:
     """How the application is spread over the Ray cluster."""
 
-    replicas: int = 1  # teaching replicas
-    gpus: float = 0.0  # GPUs per teaching replica (1: one replica per GPU)
-    cpus: float = 1.0  # CPUs per teaching replica
+    # teaching replicas
+    replicas: int = 1
+    # GPUs per teaching replica (1: one replica per GPU)
+    gpus: float = 0.0
+    # CPUs per teaching replica
+    cpus: float = 1.0
     store: str = (
-        "shadowtutor-sessions"  # session checkpoints: a directory every teaching node can reach
+        # session checkpoints: a directory every teaching node can reach
+        "shadowtutor-sessions"
     )
-    # students one teaching replica holds (None: the settings' max_sessions, the ingress's admission)
+    # students one teaching replica holds (None: the settings' max_sessions, the ingress's
+    # admission)
     replica_sessions: int | None = None
 
     def __post_init__(self) -> None:
@@ -53,7 +58,8 @@ class ServeOptions:
             raise ValueError(f"students per replica must be >= 1, got {self.replica_sessions}")
 
     def students(self, settings: ServerSettings) -> int:
-        """Students one teaching replica holds: ``replica_sessions``, else ``settings.max_sessions``."""
+        """Students one teaching replica holds: ``replica_sessions``, else
+        ``settings.max_sessions``."""
         return settings.max_sessions if self.replica_sessions is None else self.replica_sessions
         if self.gpus < 0 or self.cpus < 0:
             raise ValueError("gpus and cpus per replica must be >= 0")
@@ -75,7 +81,8 @@ class Ingress:
 
 
 def build_app(settings: ServerSettings, options: ServeOptions) -> Application:
-    """The application (not yet running); the store is checked here, so a bad one fails before deployment."""
+    """The application (not yet running); the store is checked here, so a bad one fails before
+    deployment."""
     open_store(options.store)
     students = options.students(settings)
     teaching = serve.deployment(
@@ -96,11 +103,11 @@ def build_app(settings: ServerSettings, options: ServeOptions) -> Application:
 
 
 def app_builder(args: dict[str, Any]) -> Application:
-    """For Serve config files (``import_path: services.ray_serve.app:app_builder``): ``args`` are ``store``,
-    ``replica_sessions`` (students per teaching replica; default ``max_sessions``) and any server
-    setting (``teacher``, ``student``, ``max_sessions``: the edges the ingress admits, ...), over the
-    environment's ``SHADOWTUTOR_*``. The replica count and resources come from the config's
-    ``deployments``."""
+    """For Serve config files (``import_path: services.ray_serve.app:app_builder``): ``args`` are
+    ``store``, ``replica_sessions`` (students per teaching replica; default ``max_sessions``) and
+    any server setting (``teacher``, ``student``, ``max_sessions``: the edges the ingress admits,
+    ...), over the environment's ``SHADOWTUTOR_*``. The replica count and resources come from the
+    config's ``deployments``."""
     args = dict(args)
     store = args.pop("store", ServeOptions.store)
     replica_sessions = args.pop("replica_sessions", None)
@@ -110,11 +117,12 @@ def app_builder(args: dict[str, Any]) -> Application:
 
 
 def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, Any]:
-    """The Serve config (``serve deploy`` / ``serve run`` file, KubeRay's ``serveConfigV2``) of this deployment.
+    """The Serve config (``serve deploy`` / ``serve run`` file, KubeRay's ``serveConfigV2``) of this
+    deployment.
 
-    A later config that changes only the ``teaching`` replica count is applied in place: replicas are
-    added or removed, the ingress and the other replicas keep running (and the edges their connections).
-    ValueError for inline tokens (the config is no place for secrets).
+    A later config that changes only the ``teaching`` replica count is applied in place: replicas
+    are added or removed, the ingress and the other replicas keep running (and the edges their
+    connections). ValueError for inline tokens (the config is no place for secrets).
     """
     if settings.tokens is not None:
         raise ValueError(
@@ -125,7 +133,8 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
     if options.replica_sessions is not None:
         args["replica_sessions"] = options.replica_sessions
     http: dict[str, Any] = {"host": settings.host, "port": settings.port}
-    if settings.tls_enabled:  # Serve's proxy serves https:// and wss:// itself
+    # Serve's proxy serves https:// and wss:// itself
+    if settings.tls_enabled:
         http.update(ssl_certfile=str(settings.tls_cert), ssl_keyfile=str(settings.tls_key))
         if settings.tls_client_ca is not None:
             http["ssl_ca_certs"] = str(settings.tls_client_ca)
@@ -150,11 +159,13 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
 
 
 def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None:
-    """Deploy ``config`` to the connected Ray cluster as ``serve run CONFIG`` does, and wait until the
-    application runs with ``replicas`` teaching replicas; RuntimeError (one line) when it fails to deploy."""
+    """Deploy ``config`` to the connected Ray cluster as ``serve run CONFIG`` does, and wait until
+    the application runs with ``replicas`` teaching replicas; RuntimeError (one line) when it fails
+    to deploy."""
     from ray.serve._private.api import (
         serve_start,
-    )  # what `serve run CONFIG` calls: there is no public form
+        # what `serve run CONFIG` calls: there is no public form
+    )
     from ray.serve.schema import ReplicaState, ServeDeploySchema
 
     schema = ServeDeploySchema.model_validate(config)
@@ -185,9 +196,9 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
 
 
 def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> None:
-    """Deploy to the Ray cluster at ``address`` with HTTP on ``settings.host:port`` (again with another
-    replica count: scaled in place) and wait until it runs. The application stays deployed after this
-    process ends, until the cluster stops or ``serve shutdown``."""
+    """Deploy to the Ray cluster at ``address`` with HTTP on ``settings.host:port`` (again with
+    another replica count: scaled in place) and wait until it runs. The application stays deployed
+    after this process ends, until the cluster stops or ``serve shutdown``."""
     from shadowtutor.acceleration.regions.cluster import ClusterError, connect
 
     config = serve_config(settings, options)
@@ -198,7 +209,8 @@ def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> Non
         raise
     except (
         Exception
-    ) as exc:  # ray.init's own refusals (a version mismatch, an auth token): one line too
+        # ray.init's own refusals (a version mismatch, an auth token): one line too
+    ) as exc:
         raise ClusterError(
             f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]}"
         ) from None

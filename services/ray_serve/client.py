@@ -61,8 +61,8 @@ class ServeTeaching:
         self.teaching_metrics: TeachingMetrics | None = None
 
     def export_to(self, metrics: ServerMetrics, live_edges: Callable[[], Collection[str]]) -> None:
-        """Count into the server's metrics (distillation latency and steps) and add the teaching's own;
-        ``live_edges()`` names the edges connected now."""
+        """Count into the server's metrics (distillation latency and steps) and add the teaching's
+        own; ``live_edges()`` names the edges connected now."""
         self.metrics = metrics
         self.teaching_metrics = TeachingMetrics(metrics.registry, live_edges)
 
@@ -77,7 +77,8 @@ class ServeTeaching:
 
     async def open(self, session: EdgeSession) -> Welcome:
         if session.mode != "distill":
-            return session.welcome()  # no student: the WELCOME needs no model
+            # no student: the WELCOME needs no model
+            return session.welcome()
         student_size = session.student_size()
         size = (student_size[0], student_size[1]) if student_size is not None else None
         request = OpenSession(
@@ -144,8 +145,8 @@ class ServeTeaching:
         return answer
 
     async def _call(self, method: str, edge_id: str | None, request: Any) -> Message:
-        """``method(request)`` on a teaching replica (the edge's, when ``edge_id`` is given), sent again while
-        replicas are lost, for up to ``retry_seconds``."""
+        """``method(request)`` on a teaching replica (the edge's, when ``edge_id`` is given), sent
+        again while replicas are lost, for up to ``retry_seconds``."""
         handle = (
             self.handle if edge_id is None else self.handle.options(multiplexed_model_id=edge_id)
         )

@@ -1,4 +1,5 @@
-"""The teaching deployment as the ingress's ``/metrics`` shows it (the one endpoint Prometheus scrapes).
+"""The teaching deployment as the ingress's ``/metrics`` shows it (the one endpoint Prometheus
+scrapes).
 
 Every answer of a teaching replica says which replica it came from, whether the session had to
 be rebuilt there from its checkpoint (a move: after a replica's death, an eviction or a change of
@@ -40,7 +41,8 @@ class TeachingMetrics(Collector):
         # edge id -> the replica that last answered for it
         self._edges: dict[str, str] = {}
         self._last_checkpoint: float | None = (
-            None  # time.time() of the last checkpoint an answer reported
+            # time.time() of the last checkpoint an answer reported
+            None
         )
         self.moves = Counter(
             f"{PREFIX}session_moves",
@@ -68,7 +70,8 @@ class TeachingMetrics(Collector):
         registry.register(self)
 
     def record(self, answer: Answer, edge_id: str | None) -> None:
-        """Count ``answer``, which a replica gave for ``edge_id`` (None: a request of no session)."""
+        """Count ``answer``, which a replica gave for ``edge_id`` (None: a request of no
+        session)."""
         self._heard[answer.replica] = time.monotonic()
         if edge_id is not None:
             self._edges[edge_id] = answer.replica
@@ -80,8 +83,9 @@ class TeachingMetrics(Collector):
             self.checkpoint_bytes.observe(answer.checkpoint_bytes)
 
     def lost(self, edge_id: str) -> str | None:
-        """The replica that last answered for ``edge_id`` is lost (a request to it failed): it leaves the
-        series and its edges count nowhere until another replica answers them. Returns that replica."""
+        """The replica that last answered for ``edge_id`` is lost (a request to it failed): it
+        leaves the series and its edges count nowhere until another replica answers them. Returns
+        that replica."""
         replica = self._edges.get(edge_id)
         if replica is not None:
             self._heard.pop(replica, None)

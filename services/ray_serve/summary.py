@@ -1,5 +1,5 @@
-"""What ``serve --ray`` started, as lines for its terminal: the addresses edges use, the ingress, each
-teaching replica (node address and pid), the HTTP proxies and the checkpoint store.
+"""What ``serve --ray`` started, as lines for its terminal: the addresses edges use, the ingress,
+each teaching replica (node address and pid), the HTTP proxies and the checkpoint store.
 
 :func:`summary_lines` formats the actors :func:`alive_actors` reads from the cluster's GCS (no
 dashboard needed), so the format is tested without a cluster.
@@ -50,7 +50,8 @@ def summary_lines(
         f"  edges:       {ws}://{base}/v1/edge   metrics: {scheme}://{base}/metrics",
         f"  admission:   at most {settings.max_sessions} edges at once",
         "  ingress:     " + (", ".join(_where(a) for a in of("ingress")) or "not running"),
-        f"  teaching:    {len(teaching)} replica(s), {options.gpus:g} GPU and {options.cpus:g} CPU each, "
+        f"  teaching:    {len(teaching)} replica(s), {options.gpus:g} GPU and {options.cpus:g} "
+        "CPU each, "
         f"at most {options.students(settings)} students each",
         *(f"    replica {i}: {_where(a)}" for i, a in enumerate(teaching, 1)),
         f"  HTTP proxies on: {', '.join(proxies) or 'none yet'} (port {settings.port})",

@@ -1,4 +1,5 @@
-"""The teaching deployment's replica: the teacher, the distillation engine and the students of its edges.
+"""The teaching deployment's replica: the teacher, the distillation engine and the students of its
+edges.
 
 Sessions are Serve multiplexed models keyed by edge id: the ingress sends every request of an
 edge with ``multiplexed_model_id=edge_id``, so Serve routes it to the replica that holds that
@@ -67,8 +68,10 @@ class _Slot:
     session: EdgeSession | None = None
     reply: Message | None = None
     reply_seq: int | None = None
-    moved: bool = False  # rebuilt from its checkpoint for the request being answered
-    checkpoint: tuple[float, int] | None = None  # (seconds, bytes) of the checkpoint written for it
+    # rebuilt from its checkpoint for the request being answered
+    moved: bool = False
+    # (seconds, bytes) of the checkpoint written for it
+    checkpoint: tuple[float, int] | None = None
     dropped: bool = False
 
     def __del__(self) -> None:
@@ -85,7 +88,8 @@ def _error(exc: ProtocolError, seq: int | None) -> Error:
 
 
 def teaching_settings(settings: ServerSettings) -> ServerSettings:
-    """``settings`` for a teaching replica: no tokens and no TLS (edges never reach it; the ingress does)."""
+    """``settings`` for a teaching replica: no tokens and no TLS (edges never reach it; the ingress
+    does)."""
     return settings.model_copy(
         update={
             "tokens_file": None,
@@ -115,7 +119,8 @@ class TeachingReplica:
         self.teaching = LocalTeaching(self.runtime)
         freeze_startup_heap()
         self._started = False
-        self._held = 0  # slots handed out by the multiplexed loader and not dropped yet
+        # slots handed out by the multiplexed loader and not dropped yet
+        self._held = 0
 
         self.name = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -128,7 +133,8 @@ class TeachingReplica:
         self._slot = serve.multiplexed(max_num_models_per_replica=held)(new_slot)
 
     def _start(self) -> ServerRuntime:
-        if not self._started:  # the engine's tasks belong to the replica's event loop
+        # the engine's tasks belong to the replica's event loop
+        if not self._started:
             self.runtime.install(self._models)
             self._started = True
         return self.runtime
@@ -146,7 +152,8 @@ class TeachingReplica:
         self._held -= 1
 
     def _answer(self, message: Message, slot: _Slot | None = None) -> Answer:
-        """``message`` with this replica's news for the ingress's metrics (the slot's move and checkpoint, once)."""
+        """``message`` with this replica's news for the ingress's metrics (the slot's move and
+        checkpoint, once)."""
         moved, checkpoint = (slot.moved, slot.checkpoint) if slot is not None else (False, None)
         if slot is not None:
             slot.moved, slot.checkpoint = False, None
@@ -170,12 +177,20 @@ class TeachingReplica:
         )
         welcome = await self.teaching.open(session)
         if not await self._checkpoint(
-            slot, session, None, None
-        ):  # opened already (this request sent again):
+            slot,
+            session,
+            None,
+            None,
+            # opened already (this request sent again):
+        ):
             session = await self._session(
-                slot, SessionRef(request.session_id, 0), None
-            )  # that session
-            welcome = await self.teaching.open(session)  # the same weights, so the same WELCOME
+                slot,
+                SessionRef(request.session_id, 0),
+                None,
+                # that session
+            )
+            # the same weights, so the same WELCOME
+            welcome = await self.teaching.open(session)
         await asyncio.to_thread(self.store.forget_others, slot.edge_id, request.session_id)
         return self._answer(welcome, slot)
 
@@ -186,8 +201,10 @@ class TeachingReplica:
             session = await self._session(slot, request.session, request.seq)
             if slot.reply_seq == request.seq and slot.reply is not None:
                 return self._answer(
-                    slot.reply, slot
-                )  # answered before, the answer lost on its way: again
+                    slot.reply,
+                    slot,
+                    # answered before, the answer lost on its way: again
+                )
             assert session.distiller is not None, (
                 "a teaching replica opens and restores sessions with a student"
             )
@@ -261,8 +278,8 @@ class TeachingReplica:
         return self._answer(labels)
 
     async def _session(self, slot: _Slot, ref: SessionRef, seq: int | None) -> EdgeSession:
-        """The slot's session at the version the ingress knows (or one further, answered for ``seq``);
-        rebuilt from the checkpoint when the slot holds none or another one."""
+        """The slot's session at the version the ingress knows (or one further, answered for
+        ``seq``); rebuilt from the checkpoint when the slot holds none or another one."""
         held = slot.session
         if (
             held is not None
@@ -294,7 +311,8 @@ class TeachingReplica:
             )
         except CheckpointFormatError as exc:
             log.warning(
-                "the checkpoint of session %s of edge %r is refused (%s); the edge is told to start a "
+                "the checkpoint of session %s of edge %r is refused (%s); the edge is told to "
+                "start a "
                 "fresh session",
                 ref.session_id,
                 slot.edge_id,
@@ -336,12 +354,14 @@ class TeachingReplica:
         seq: int | None,
         trained: DistillResult | None = None,
     ) -> bool:
-        """Checkpoint the session's new version (with ``reply``, the answer to ``seq``, and ``trained``, the
-        training it reports, whose host copies are the state); False when another replica stored that version
-        first: then the slot is emptied, and the caller answers from the store."""
+        """Checkpoint the session's new version (with ``reply``, the answer to ``seq``, and
+        ``trained``, the training it reports, whose host copies are the state); False when another
+        replica stored that version first: then the slot is emptied, and the caller answers from the
+        store."""
         start = (
             time.perf_counter()
-        )  # off the distillation pool: no wait behind other sessions' training
+            # off the distillation pool: no wait behind other sessions' training
+        )
         data = seal(
             await asyncio.to_thread(snapshot, session, reply, seq, trained),
             self.settings.checkpoint_key(),

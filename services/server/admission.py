@@ -1,4 +1,5 @@
-"""Room for WebSocket connections that have not been admitted yet, bounded per source address and in all.
+"""Room for WebSocket connections that have not been admitted yet, bounded per source address and in
+all.
 
 A connection to ``/v1/edge`` is *unauthenticated* from its upgrade until its HELLO is accepted
 (token checked). Such connections are bounded: at most ``per_source`` from one address and
@@ -65,7 +66,8 @@ class Admission:
         return len(self._by_source.get(source, ()))
 
     def enter(self, source: str, evict: Callable[[], None]) -> Ticket | str:
-        """A place for a new connection from ``source`` (evicting an idle one if need be), or why there is none."""
+        """A place for a new connection from ``source`` (evicting an idle one if need be), or why
+        there is none."""
         if self.held_by(source) >= self.per_source:
             if not self._evict_oldest_idle(self._by_source[source]):
                 self._on_refusal(SOURCE_FULL)
@@ -82,7 +84,8 @@ class Admission:
         return ticket
 
     def leave(self, ticket: Ticket) -> None:
-        """The connection was admitted or ended; its place is free (again calling it is harmless)."""
+        """The connection was admitted or ended; its place is free (again calling it is
+        harmless)."""
         tickets = self._by_source.get(ticket.source)
         if tickets is None or ticket not in tickets:
             return

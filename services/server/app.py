@@ -25,7 +25,8 @@ def create_app(
     models: LoadedModels | None = None,
     remote: Teaching | None = None,
 ) -> FastAPI:
-    """Build the server app; without ``models`` they load in the background once the app starts (``/readyz``).
+    """Build the server app; without ``models`` they load in the background once the app starts
+    (``/readyz``).
 
     ``settings`` defaults to ``ServerSettings()`` (the environment). ``teacher``, when given,
     is used instead of building ``settings.teacher``: any object with ``name``,

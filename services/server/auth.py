@@ -1,4 +1,5 @@
-"""Who may connect: edge tokens in HELLO and administrators' bearer tokens, checked against the tokens file.
+"""Who may connect: edge tokens in HELLO and administrators' bearer tokens, checked against the
+tokens file.
 
 Authentication is on when a tokens file (or inline tokens) is configured; without one the
 server admits any edge and logs a warning at start. The file is reread when it changes
@@ -48,18 +49,22 @@ READ_TIMEOUT = 1.0
 
 
 class Authenticator:
-    """The current token table and the checks against it (thread-safe; checks run in worker threads)."""
+    """The current token table and the checks against it (thread-safe; checks run in worker
+    threads)."""
 
     def __init__(self, path: Path | None = None, inline: str | None = None) -> None:
         if path is not None and inline is not None:
             raise ValueError("give a tokens file or inline tokens, not both")
         self.path = path
         self.enabled = path is not None or inline is not None
-        self.generation = 1  # counts successful loads (the first is this one)
+        # counts successful loads (the first is this one)
+        self.generation = 1
         self.problem: str | None = (
-            None  # why the file's last read was rejected (None while it is fine)
+            # why the file's last read was rejected (None while it is fine)
+            None
         )
-        self.rejected = 0  # reads rejected so far
+        # reads rejected so far
+        self.rejected = 0
         self._table: TokenTable = (
             TokenTable.parse(inline, "SHADOWTUTOR_TOKENS") if inline else TokenTable()
         )
@@ -68,12 +73,14 @@ class Authenticator:
         self._lock = threading.Lock()
         self._pending: concurrent.futures.Future[_ReadOutcome] | None = None
         self._outcome: _ReadOutcome | None = None
-        # (kind, name) -> (the stored hash, SHA-256 of the token that matched it): repeat checks skip scrypt
+        # (kind, name) -> (the stored hash, SHA-256 of the token that matched it): repeat checks
+        # skip scrypt
         self._verified: dict[tuple[Kind, str], tuple[ScryptHash, bytes]] = {}
         if path is not None:
             self._table = read_table(
                 path
-            )  # a missing or bad file at start is an error, not a warning
+                # a missing or bad file at start is an error, not a warning
+            )
             self._stamp = _stamp(path)
             _warn_legacy(self._table)
 
@@ -84,15 +91,18 @@ class Authenticator:
     # -- reloading ----------------------------------------------------------------------------
 
     def refresh(self, force: bool = False) -> None:
-        """Reread the file if it changed (or always with ``force``); never raises (a bad file is only rejected).
+        """Reread the file if it changed (or always with ``force``); never raises (a bad file is
+        only rejected).
 
-        The file is examined and read in a thread of its own, outside any lock, and waited for at most
-        :data:`READ_TIMEOUT` seconds: a read that takes longer is rejected (the last good table stays)
-        and, while it still hangs, no other read starts; checks never wait longer than that."""
+        The file is examined and read in a thread of its own, outside any lock, and waited for at
+        most :data:`READ_TIMEOUT` seconds: a read that takes longer is rejected (the last good table
+        stays) and, while it still hangs, no other read starts; checks never wait longer than
+        that."""
         if self.path is None:
             return
         deadline = time.monotonic() + READ_TIMEOUT
-        # a read already under way may predate the caller's change: after it, one of the caller's own
+        # a read already under way may predate the caller's change: after it, one of the caller's
+        # own
         for _ in range(2):
             with self._lock:
                 running = self._pending
@@ -145,20 +155,25 @@ class Authenticator:
         """Keep the last good table; warn once per distinct problem."""
         if problem != self.problem:
             log.warning(
-                "the tokens file is rejected, the last good tokens stay in force until it is fixed: %s",
+                "the tokens file is rejected, the last good tokens stay in force until it is "
+                "fixed: %s",
                 problem[:500],
             )
         self._stamp, self.problem = stamp, problem
         self.rejected += 1
 
     async def watch(self, on_reload: Callable[[], None], interval: float) -> None:
-        """Poll the file every ``interval`` s and on SIGHUP; call ``on_reload`` after each successful reload
-        (also after reloads made by checks in between). Runs until cancelled; SIGHUP is handled meanwhile."""
+        """Poll the file every ``interval`` s and on SIGHUP; call ``on_reload`` after each
+        successful reload (also after reloads made by checks in between). Runs until cancelled;
+        SIGHUP is handled meanwhile."""
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
         with contextlib.suppress(
-            ValueError, RuntimeError, NotImplementedError
-        ):  # not the main thread
+            ValueError,
+            RuntimeError,
+            NotImplementedError,
+            # not the main thread
+        ):
             loop.add_signal_handler(signal.SIGHUP, wake.set)
         try:
             seen = self.generation
@@ -174,7 +189,8 @@ class Authenticator:
                         on_reload()
                 except (
                     Exception
-                ):  # the watch outlives anything: a dead watch would end revocation for good
+                    # the watch outlives anything: a dead watch would end revocation for good
+                ):
                     log.exception("the tokens watch failed once; it goes on")
         finally:
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
@@ -183,7 +199,8 @@ class Authenticator:
     # -- checks -------------------------------------------------------------------------------
 
     def check_edge(self, edge_id: str, token: str | None) -> None:
-        """Raise UNAUTHORIZED unless ``token`` is the active token of ``edge_id`` (blocking: scrypt)."""
+        """Raise UNAUTHORIZED unless ``token`` is the active token of ``edge_id`` (blocking:
+        scrypt)."""
         if not self.enabled:
             return
         self.refresh()
@@ -191,15 +208,17 @@ class Authenticator:
         if refusal is not None:
             shown = (
                 edge_id if len(edge_id) <= 128 else edge_id[:128] + "..."
-            )  # a HELLO may carry anything
+                # a HELLO may carry anything
+            )
             log.warning("refused edge %r: %s", shown, refusal)
             raise ProtocolError(
                 ErrorCode.UNAUTHORIZED, f"edge {shown!r}: missing, wrong or revoked token"
             )
 
     def admin_name(self, token: str | None) -> str | None:
-        """The administrator whose active token ``token`` is, or None (blocking: at most one scrypt hash per
-        administrator without a token id, else at most one in all; a made-up token costs none)."""
+        """The administrator whose active token ``token`` is, or None (blocking: at most one scrypt
+        hash per administrator without a token id, else at most one in all; a made-up token costs
+        none)."""
         self.refresh()
         if not token or len(token) > MAX_TOKEN_CHARS or not token.isascii():
             return None
@@ -210,14 +229,16 @@ class Authenticator:
         return None
 
     def edge_admitted(self, edge_id: str) -> bool:
-        """Whether ``edge_id`` has an active entry in the tokens in force (always True with authentication off)."""
+        """Whether ``edge_id`` has an active entry in the tokens in force (always True with
+        authentication off)."""
         if not self.enabled:
             return True
         entry = self._table.edges.get(edge_id)
         return entry is not None and entry.active
 
     def _verify(self, kind: Kind, name: str, token: str | None) -> str | None:
-        """None when ``token`` is ``name``'s active token; else why not (for the log, never for the peer)."""
+        """None when ``token`` is ``name``'s active token; else why not (for the log, never for the
+        peer)."""
         table = self._table
         if not token:
             return "no token in HELLO" if kind == "edges" else "no token"
@@ -225,7 +246,8 @@ class Authenticator:
             return f"a token of {len(token)} characters (at most {MAX_TOKEN_CHARS})"
         if (
             not token.isascii()
-        ):  # issued tokens are URL-safe base64: anything else is refused unhashed
+            # issued tokens are URL-safe base64: anything else is refused unhashed
+        ):
             return "a token with characters outside ASCII"
         entry = table.entries(kind).get(name)
         if entry is None or not entry.active:
@@ -294,7 +316,8 @@ def _read(path: Path, seen: tuple[int, int, int] | None, force: bool) -> _ReadOu
 def _start_read(
     path: Path, seen: tuple[int, int, int] | None, force: bool
 ) -> concurrent.futures.Future[_ReadOutcome]:
-    """:func:`_read` in a daemon thread of its own (one that hangs never holds up the process's exit)."""
+    """:func:`_read` in a daemon thread of its own (one that hangs never holds up the process's
+    exit)."""
     future: concurrent.futures.Future[_ReadOutcome] = concurrent.futures.Future()
 
     def run() -> None:
@@ -307,6 +330,7 @@ def _start_read(
 def _warn_legacy(table: TokenTable) -> None:
     if table.has_legacy("admins"):
         log.warning(
-            "administrators without a token id in the tokens file: each bearer check costs one scrypt "
+            "administrators without a token id in the tokens file: each bearer check costs one "
+            "scrypt "
             "hash per such administrator; reissue their tokens (shadowtutor token new) to add ids"
         )

@@ -1,4 +1,5 @@
-"""Checks of a session checkpoint's content before any of it is used (``services.server.session_checkpoint``).
+"""Checks of a session checkpoint's content before any of it is used
+(``services.server.session_checkpoint``).
 
 Each check raises :class:`CheckpointFormatError` with one line saying what is wrong; none raises
 anything else for any input. :func:`check_archive` bounds what ``torch.load`` may inflate;
@@ -20,11 +21,13 @@ MAX_CHECKPOINT_BYTES = 64 << 20
 
 
 class CheckpointFormatError(ValueError):
-    """Bytes that are not a session checkpoint of this format, of the slot asked for, for this student."""
+    """Bytes that are not a session checkpoint of this format, of the slot asked for, for this
+    student."""
 
 
 def check_archive(data: bytes, limit: int = MAX_CHECKPOINT_BYTES) -> None:
-    """``data`` is a zip archive (``torch.save``'s format) of at most ``limit`` bytes, stored and inflated."""
+    """``data`` is a zip archive (``torch.save``'s format) of at most ``limit`` bytes, stored and
+    inflated."""
     if len(data) > limit:
         raise CheckpointFormatError(f"{len(data)} bytes (at most {limit})")
     try:
@@ -37,7 +40,8 @@ def check_archive(data: bytes, limit: int = MAX_CHECKPOINT_BYTES) -> None:
 
 
 def check_fields(record: Any, types: Mapping[str, tuple[type, ...]]) -> None:
-    """``record`` is a dict whose ``types`` keys hold values of those types (``bool`` is not an ``int``)."""
+    """``record`` is a dict whose ``types`` keys hold values of those types (``bool`` is not an
+    ``int``)."""
     if not isinstance(record, dict):
         raise CheckpointFormatError(
             f"not a session checkpoint (a {type(record).__name__}, not a record)"
@@ -73,8 +77,9 @@ def check_tensors(what: str, given: Any, expected: Mapping[str, torch.Tensor]) -
 
 
 def check_optimizer(given: Any, template: Mapping[str, Any], params: list[torch.Tensor]) -> None:
-    """``given`` is an optimiser state shaped as ``template`` (the fresh optimiser's ``state_dict()``) over
-    ``params`` (in its order): the same parameter groups and, per parameter, tensors of its shape."""
+    """``given`` is an optimiser state shaped as ``template`` (the fresh optimiser's
+    ``state_dict()``) over ``params`` (in its order): the same parameter groups and, per parameter,
+    tensors of its shape."""
     if not isinstance(given, dict) or set(given) != set(template):
         raise CheckpointFormatError("optimizer: not an optimiser state of this student")
     groups, want_groups = given.get("param_groups"), template["param_groups"]
@@ -110,8 +115,9 @@ def check_optimizer(given: Any, template: Mapping[str, Any], params: list[torch.
 
 
 def check_coordinates(given: Any, expected: Mapping[str, torch.Tensor]) -> None:
-    """``given`` is None or a held coordinate set over ``expected``'s tensors: an id in ``0..2**32-1``,
-    each tensor's shape as the student's, and its indices ascending, unique and within the tensor."""
+    """``given`` is None or a held coordinate set over ``expected``'s tensors: an id in
+    ``0..2**32-1``, each tensor's shape as the student's, and its indices ascending, unique and
+    within the tensor."""
     if given is None:
         return
     if not isinstance(given, dict) or set(given) != {"set_id", "shapes", "indices"}:

@@ -28,7 +28,8 @@ def _tag(key: bytes, edge_id: str, session_id: str, data: bytes) -> bytes:
 
 
 def seal(data: bytes, key: bytes | None, edge_id: str, session_id: str) -> bytes:
-    """``data`` as stored: tagged for ``edge_id``'s session ``session_id`` under ``key``, as is without one."""
+    """``data`` as stored: tagged for ``edge_id``'s session ``session_id`` under ``key``, as is
+    without one."""
     return data if key is None else MAGIC + _tag(key, edge_id, session_id, data) + data
 
 

@@ -1,4 +1,5 @@
-"""Per-edge series on the server's ``/metrics``: what each edge reports in TELEMETRY, plus its sessions.
+"""Per-edge series on the server's ``/metrics``: what each edge reports in TELEMETRY, plus its
+sessions.
 
 The series are labelled ``edge_id`` and named ``shadowtutor_server_edge_*``: the edge exporter's
 ``shadowtutor_edge_*`` figures (docs/deploy.md, "Metrics"), so a fleet is watched without
@@ -31,7 +32,8 @@ from shadowtutor.protocol.telemetry import LABELS, STUDENT_LAYERS, EdgeReport
 PREFIX = "shadowtutor_server_edge_"
 DEFAULT_MAX_EDGES = 200
 DEFAULT_RETENTION = 3600.0
-MAX_AGENT_CHARS = 64  # of HELLO's free-text agent, as a label value
+# of HELLO's free-text agent, as a label value
+MAX_AGENT_CHARS = 64
 
 # TELEMETRY counters: field -> (series name without _total, help)
 COUNTERS = {
@@ -56,7 +58,8 @@ COUNTERS = {
         "Frames whose key frame the edge's byte budget held back",
     ),
 }
-# TELEMETRY's labelled counters: field -> (series name without _total, label, help); label values: LABELS
+# TELEMETRY's labelled counters: field -> (series name without _total, label, help); label values:
+# LABELS
 LABELLED_COUNTERS = {
     "output_dropped": (
         "output_dropped",
@@ -125,14 +128,17 @@ HISTOGRAMS = {
 @dataclass
 class EdgeRecord:
     edge_id: str
-    session_id: str  # the latest session (an older one of the same edge may end after it opened)
+    # the latest session (an older one of the same edge may end after it opened)
+    session_id: str
     mode: str
     agent: str
     connected: bool = True
     sessions: int = 0
-    ended_at: float | None = None  # monotonic time the last session ended
+    # monotonic time the last session ended
+    ended_at: float | None = None
     report: EdgeReport | None = None
-    report_time: float | None = None  # wall-clock time of the last report
+    # wall-clock time of the last report
+    report_time: float | None = None
 
 
 class _Reported(NamedTuple):
@@ -154,7 +160,8 @@ class _Open:
 
 
 class FleetCollector(Collector):
-    """The per-edge table and its exposition; its methods are called from the server's event loop."""
+    """The per-edge table and its exposition; its methods are called from the server's event
+    loop."""
 
     def __init__(
         self,
@@ -167,11 +174,13 @@ class FleetCollector(Collector):
             raise ValueError("max_edges and retention must be >= 0")
         self.max_edges = max_edges
         self.retention = retention
-        self.overflow = 0  # sessions and reports that found no free slot
+        # sessions and reports that found no free slot
+        self.overflow = 0
         self._clock = clock
         self._wall_clock = wall_clock
         self._records: dict[str, EdgeRecord] = {}
-        self._waiting: dict[str, _Open] = {}  # open sessions without series
+        # open sessions without series
+        self._waiting: dict[str, _Open] = {}
         self._lock = threading.Lock()
 
     # -- events -----------------------------------------------------------------------------
@@ -207,7 +216,8 @@ class FleetCollector(Collector):
     def _admit(self, edge_id: str) -> EdgeRecord | None:
         """Give a waiting edge a slot if one is free or can be freed; else count the overflow."""
         opened = self._waiting.get(edge_id)
-        if opened is None:  # a report after its session ended: nothing to attach it to
+        # a report after its session ended: nothing to attach it to
+        if opened is None:
             return None
         self._expire()
         if len(self._records) >= self.max_edges:
@@ -312,7 +322,8 @@ class FleetCollector(Collector):
             )
         yield _gauge(
             f"{PREFIX}last_update_timestamp_seconds",
-            "Unix time (server clock) the edge last installed weights; time() minus it: seconds since",
+            "Unix time (server clock) the edge last installed weights; time() minus it: seconds "
+            "since",
             labels,
             [
                 ([r.edge_id], r.time - r.report.telemetry.seconds_since_update)
@@ -335,7 +346,8 @@ class FleetCollector(Collector):
 def _keyed(
     records: list[_Reported], field_name: str, keys: tuple[str, ...]
 ) -> Iterator[tuple[_Reported, str, float]]:
-    """``(record, key, value)`` of a TELEMETRY object field, keys in the order of the fixed set ``keys``."""
+    """``(record, key, value)`` of a TELEMETRY object field, keys in the order of the fixed set
+    ``keys``."""
     for r in records:
         values = getattr(r.report.telemetry, field_name) or {}
         yield from ((r, key, values[key]) for key in keys if key in values)

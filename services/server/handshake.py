@@ -19,10 +19,13 @@ MAX_EDGE_ID_CHARS = 128
 @dataclass(frozen=True)
 class Agreement:
     frame_codec: str
-    weight_codec: str  # full weights (a float codec)
-    delta_codec: str | None = None  # partial updates as quantised deltas, when agreed
+    # full weights (a float codec)
+    weight_codec: str
+    # partial updates as quantised deltas, when agreed
+    delta_codec: str | None = None
     student_size: Size | None = (
-        None  # the student's input scale on both sides; None: the frame's size
+        # the student's input scale on both sides; None: the frame's size
+        None
     )
 
 
@@ -48,13 +51,15 @@ def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, 
     if tuple(hello.class_names) != class_names:
         raise ProtocolError(
             ErrorCode.INCOMPATIBLE_MODEL,
-            f"class_names {hello.class_names} differ from the server's {list(class_names)} (same names, same order)",
+            f"class_names {hello.class_names} differ from the server's {list(class_names)} (same "
+            "names, same order)",
         )
     max_w, max_h = settings.max_frame_width, settings.max_frame_height
     if not (0 < hello.frame_width <= max_w and 0 < hello.frame_height <= max_h):
         raise ProtocolError(
             ErrorCode.BAD_FRAME,
-            f"frame size {hello.frame_width}x{hello.frame_height} is outside 1x1 .. {max_w}x{max_h}",
+            f"frame size {hello.frame_width}x{hello.frame_height} is outside 1x1 .. "
+            f"{max_w}x{max_h}",
         )
     allowed = tuple(
         frame_codecs_for(settings.allowed_frame_codecs(), hello.frame_width, hello.frame_height)

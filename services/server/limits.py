@@ -50,8 +50,10 @@ class TokenBucket:
 
 class Verdict(Enum):
     ACCEPT = "accept"
-    DROP = "drop"  # non-fatal rate_limited
-    CLOSE = "close"  # fatal rate_limited
+    # non-fatal rate_limited
+    DROP = "drop"
+    # fatal rate_limited
+    CLOSE = "close"
 
 
 class KeyFrameLimiter:
@@ -75,7 +77,8 @@ class KeyFrameLimiter:
 
 
 class KeyFrameLimits:
-    """The limiters by edge id; ``rate`` 0 turns limiting off. Idle limiters are forgotten (losslessly)."""
+    """The limiters by edge id; ``rate`` 0 turns limiting off. Idle limiters are forgotten
+    (losslessly)."""
 
     def __init__(
         self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic

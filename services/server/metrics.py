@@ -27,15 +27,18 @@ from shadowtutor.version import package_version
 
 PREFIX = "shadowtutor_server_"
 MODES = ("distill", "naive")
-# why a connection was refused before the upgrade, or closed before its HELLO (services.server.admission)
+# why a connection was refused before the upgrade, or closed before its HELLO
+# (services.server.admission)
 REFUSAL_REASONS = ("source_full", "unauthenticated_full", "evicted")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-QUEUE_WAIT_BUCKETS = (0.001, 0.0025, *LATENCY_BUCKETS)  # a batching engine's waits start below 5 ms
+# a batching engine's waits start below 5 ms
+QUEUE_WAIT_BUCKETS = (0.001, 0.0025, *LATENCY_BUCKETS)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 class ServerMetrics:
-    """Every series the server exports; label values are created up front so they read 0, not absent."""
+    """Every series the server exports; label values are created up front so they read 0, not
+    absent."""
 
     def __init__(
         self,
@@ -57,7 +60,8 @@ class ServerMetrics:
         )
         self.teacher_latency = Histogram(
             f"{PREFIX}teacher_latency_seconds",
-            "Time from queueing a key frame for the teacher to its labels (queue wait plus inference)",
+            "Time from queueing a key frame for the teacher to its labels (queue wait plus "
+            "inference)",
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -93,7 +97,8 @@ class ServerMetrics:
         )
         self.engine_batch_limit = Gauge(
             f"{PREFIX}engine_batch_limit",
-            "Most key frames per batch of the distillation engine: --distill-batch-size, halved each time a batch "
+            "Most key frames per batch of the distillation engine: --distill-batch-size, halved "
+            "each time a batch "
             "ran out of device memory",
             registry=r,
         )
@@ -116,7 +121,8 @@ class ServerMetrics:
         )
         self.gpu_busy = Gauge(
             f"{PREFIX}gpu_busy_ratio",
-            "Fraction of the last sampling window the server's GPU was busy (NVML utilization); 0 without one",
+            "Fraction of the last sampling window the server's GPU was busy (NVML utilization); 0 "
+            "without one",
             registry=r,
         )
         self.gpu_memory_used = Gauge(
@@ -128,7 +134,8 @@ class ServerMetrics:
         self.tokens_file_valid = Gauge(
             f"{PREFIX}tokens_file_valid",
             "1 while the tokens file's last read was accepted (or there is none); 0 "
-            "while it is rejected as unreadable or malformed and the last good tokens stay in force",
+            "while it is rejected as unreadable or malformed and the last good tokens stay in "
+            "force",
             registry=r,
         )
         self.tokens_file_valid.set(1)
@@ -152,8 +159,8 @@ class ServerMetrics:
             self.errors.labels(code=code.value)
 
     def exposition(self, edges: bool = True) -> bytes:
-        """The text format that ``GET /metrics`` serves; without ``edges``, no series labelled by an edge
-        (no edge ids, agents or per-edge figures: what an unauthenticated reader may see)."""
+        """The text format that ``GET /metrics`` serves; without ``edges``, no series labelled by an
+        edge (no edge ids, agents or per-edge figures: what an unauthenticated reader may see)."""
         return generate_latest(self.registry if edges else _WithoutEdges(self.registry))
 
 

@@ -31,8 +31,8 @@ Runtime = Annotated[ServerRuntime, Depends(get_runtime)]
 
 
 async def require_admin(request: Request, runtime: Runtime) -> None:
-    """401 unless authentication is off or the request carries an active administrator's bearer token;
-    429 when the bearer gate is at its bound for the request's address or in all."""
+    """401 unless authentication is off or the request carries an active administrator's bearer
+    token; 429 when the bearer gate is at its bound for the request's address or in all."""
     if not runtime.auth.enabled:
         return
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -83,7 +83,8 @@ async def readyz(runtime: Runtime) -> Any:
 
 @router.get("/metrics", dependencies=[Depends(require_admin_for_metrics)])
 async def metrics(runtime: Runtime) -> Response:
-    """The Prometheus exposition; the per-edge series only where :attr:`ServerSettings.metrics_carry_edges`."""
+    """The Prometheus exposition; the per-edge series only where
+    :attr:`ServerSettings.metrics_carry_edges`."""
     exposition = runtime.metrics.exposition(edges=runtime.settings.metrics_carry_edges)
     return Response(exposition, media_type=CONTENT_TYPE_LATEST)
 

@@ -61,10 +61,13 @@ class ServerRuntime:
         self.sessions = SessionRegistry(settings.max_sessions, metrics)
         self.auth = Authenticator.from_settings(
             settings
-        )  # raises TokenFileError on a bad tokens file
+            # raises TokenFileError on a bad tokens file
+        )
         self.key_frame_limits = KeyFrameLimits(settings.key_frame_rate, settings.key_frame_burst)
-        self.connections = 0  # WebSocket connections open on /v1/edge, HELLO or not
-        self.admission = Admission(  # room for the connections whose HELLO is not accepted yet
+        # WebSocket connections open on /v1/edge, HELLO or not
+        self.connections = 0
+        # room for the connections whose HELLO is not accepted yet
+        self.admission = Admission(
             settings.max_unauthenticated_per_source,
             settings.unauthenticated_limit(),
             on_change=metrics.unauthenticated_connections.set,
@@ -76,7 +79,8 @@ class ServerRuntime:
         self.base_student: BaseStudent | None = None
         self.device = torch.device("cpu")
         self.gpu_sampler: GpuUsageSampler | None = (
-            None  # feeds the GPU gauges where the device is a GPU
+            # feeds the GPU gauges where the device is a GPU
+            None
         )
         self.not_ready_reason = "the server is starting"
         self.distill_pool = ThreadPoolExecutor(
@@ -127,7 +131,8 @@ class ServerRuntime:
         if not self.auth.enabled:
             log.warning(
                 "AUTHENTICATION IS OFF: any client can connect as any edge and read /v1/sessions; "
-                "configure --tokens-file (shadowtutor token new) for anything beyond a trusted network"
+                "configure --tokens-file (shadowtutor token new) for anything beyond a trusted "
+                "network"
             )
         elif self.auth.path is not None:
             watch = self.auth.watch(self.evict_revoked, self.settings.tokens_poll_seconds)
@@ -158,7 +163,8 @@ class ServerRuntime:
 
         try:
             models = await asyncio.to_thread(load_models, self.settings, self.teacher, progress)
-        except Exception as exc:  # any loading failure: report it on /readyz and in the log
+        # any loading failure: report it on /readyz and in the log
+        except Exception as exc:
             self.not_ready_reason = f"loading failed: {exc}"
             log.error("the server cannot become ready: %s", exc, exc_info=True)
             return
@@ -169,7 +175,8 @@ class ServerRuntime:
         while True:
             try:
                 described = await remote.describe()
-            except Exception as exc:  # not up yet (replicas still loading their models): ask again
+            # not up yet (replicas still loading their models): ask again
+            except Exception as exc:
                 self.not_ready_reason = f"waiting for the teaching deployment: {exc}"
                 await asyncio.sleep(1.0)
                 continue
@@ -185,7 +192,8 @@ class ServerRuntime:
             return
 
     def install(self, models: LoadedModels) -> None:
-        """Put ``models`` to work: the teacher queue, the distillation engine, the GPU gauges (in the running loop)."""
+        """Put ``models`` to work: the teacher queue, the distillation engine, the GPU gauges (in
+        the running loop)."""
         self.teacher, self.base_student, self.device = (
             models.teacher,
             models.base_student,
@@ -232,8 +240,8 @@ class ServerRuntime:
                 )
 
     def new_distiller(self, student_size: tuple[int, int] | None = None) -> Distiller:
-        """A fresh copy of the base student with its own optimiser (one per distill session), training at
-        ``student_size`` (None: the key frame's size)."""
+        """A fresh copy of the base student with its own optimiser (one per distill session),
+        training at ``student_size`` (None: the key frame's size)."""
         if self.base_student is None:
             raise RuntimeError("the student is not loaded yet")
         student = self.base_student.instantiate()
@@ -255,7 +263,8 @@ class ServerRuntime:
             return {"ready": True, **self._remote_described}
         if (
             not self.ready or self.base_student is None
-        ):  # ready: the models are installed, the student with them
+            # ready: the models are installed, the student with them
+        ):
             return {"ready": False, "reason": self.not_ready_reason}
         return {
             "ready": True,

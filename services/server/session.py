@@ -47,9 +47,12 @@ class Traffic:
 @dataclass
 class SessionStats:
     key_frames: int = 0
-    labelled: int = 0  # key frames the teacher labelled
-    distilled: int = 0  # key frames distillation ran on
-    errors: int = 0  # ERROR messages sent
+    # key frames the teacher labelled
+    labelled: int = 0
+    # key frames distillation ran on
+    distilled: int = 0
+    # ERROR messages sent
+    errors: int = 0
     steps: int = 0
     teacher_seconds: float = 0.0
     distill_seconds: float = 0.0
@@ -63,18 +66,21 @@ class SessionInfo(BaseModel):
     edge_id: str
     agent: str
     mode: str
-    connected_since: str  # ISO 8601, UTC
+    # ISO 8601, UTC
+    connected_since: str
     frame_width: int
     frame_height: int
     frame_codec: str
     weight_codec: str
     delta_codec: str | None
-    version: int  # the version last sent to the edge
+    # the version last sent to the edge
+    version: int
     key_frames: int
     errors: int
     bytes_in: int
     bytes_out: int
-    last_metric: float | None  # mIoU in [0, 1] after the last distillation
+    # mIoU in [0, 1] after the last distillation
+    last_metric: float | None
     mean_steps: float | None
     mean_teacher_ms: float | None
     mean_distill_ms: float | None
@@ -91,20 +97,29 @@ class EdgeSession:
     weight_codec: str
     params: AlgorithmParams
     traffic: Traffic
-    distiller: Distiller | None  # None in naive mode
-    delta_codec: str | None = None  # partial updates as quantised deltas (else in weight_codec)
+    # None in naive mode
+    distiller: Distiller | None
+    # partial updates as quantised deltas (else in weight_codec)
+    delta_codec: str | None = None
     telemetry_interval: float | None = (
-        None  # seconds between the edge's TELEMETRY; None: none asked for
+        # seconds between the edge's TELEMETRY; None: none asked for
+        None
     )
-    # with a sparse delta codec: the share of coordinates trained and sent, and how often chosen again
+    # with a sparse delta codec: the share of coordinates trained and sent, and how often chosen
+    # again
     sparse: SparseOptions = field(default_factory=SparseOptions)
     encoder: UpdateEncoder = field(
-        init=False, repr=False, compare=False
-    )  # mirrors what the edge holds
+        init=False,
+        repr=False,
+        compare=False,
+        # mirrors what the edge holds
+    )
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     connected_since: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-    version: int = 0  # the version last sent to the edge
-    last_seq: int | None = None  # seq of the last key frame received
+    # the version last sent to the edge
+    version: int = 0
+    # seq of the last key frame received
+    last_seq: int | None = None
     stats: SessionStats = field(default_factory=SessionStats)
     # ends the session from outside (a newer connection of the same edge, a revoked token): the
     # connection sends the error as a fatal ERROR and closes
@@ -123,7 +138,8 @@ class EdgeSession:
         return self.hello.mode
 
     def accept_seq(self, seq: int) -> None:
-        """Key frames carry strictly increasing ``seq`` numbers; anything else is a broken client."""
+        """Key frames carry strictly increasing ``seq`` numbers; anything else is a broken
+        client."""
         if self.last_seq is not None and seq <= self.last_seq:
             raise ProtocolError(
                 ErrorCode.BAD_MESSAGE, f"KEY_FRAME seq {seq} does not follow seq {self.last_seq}"
@@ -132,7 +148,8 @@ class EdgeSession:
         self.stats.key_frames += 1
 
     def welcome(self) -> Welcome:
-        """WELCOME with the full student weights; without them where the session has no distiller."""
+        """WELCOME with the full student weights; without them where the session has no
+        distiller."""
         tensors: list[dict[str, Any]] = []
         payload = b""
         if self.distiller is not None:
@@ -153,16 +170,18 @@ class EdgeSession:
         )
 
     def student_size(self) -> list[int] | None:
-        """``[W, H]`` both copies of the student run at (the distiller's), None: the frame's size."""
+        """``[W, H]`` both copies of the student run at (the distiller's), None: the frame's
+        size."""
         size = self.distiller.student_size if self.distiller is not None else None
         return list(size) if size is not None else None
 
     def trained(
         self, seq: int, result: DistillResult, seconds: float, base_version: int, teacher_ms: float
     ) -> Update:
-        """The UPDATE for the key frame ``seq`` once the distiller has been trained on it (``result``, in
-        ``seconds``), with the session's statistics counted. A partial update is encoded from the result's
-        host copy of the weights, so it never waits on the device (where the next batch may be running)."""
+        """The UPDATE for the key frame ``seq`` once the distiller has been trained on it
+        (``result``, in ``seconds``), with the session's statistics counted. A partial update is
+        encoded from the result's host copy of the weights, so it never waits on the device (where
+        the next batch may be running)."""
         self.stats.distilled += 1
         self.stats.steps += result.steps
         self.stats.distill_seconds += seconds
@@ -199,8 +218,8 @@ class EdgeSession:
         force_full: bool = False,
         trained: Mapping[str, torch.Tensor] | None = None,
     ) -> Update:
-        """``trained``: the trainable weights as training left them (host copies), which a partial update is
-        encoded from; only an update that answers a training is partial."""
+        """``trained``: the trainable weights as training left them (host copies), which a partial
+        update is encoded from; only an update that answers a training is partial."""
         distiller = self._require_distiller()
         full = force_full or base_version != self.version
         if full:
@@ -260,7 +279,8 @@ class EdgeSession:
 
 
 class SessionRegistry:
-    """The connected edges, at most one session per edge id; refuses a session past ``max_sessions``.
+    """The connected edges, at most one session per edge id; refuses a session past
+    ``max_sessions``.
 
     A new session of an edge id that already has one replaces it (the old one is evicted with
     ``session_replaced``): a device that reconnects after a network cut is admitted at once even
@@ -292,7 +312,8 @@ class SessionRegistry:
             old.evict(
                 ProtocolError(
                     ErrorCode.SESSION_REPLACED,
-                    f"a newer connection of edge {edge_id!r} replaced this session (session {session.session_id})",
+                    f"a newer connection of edge {edge_id!r} replaced this session (session "
+                    f"{session.session_id})",
                 )
             )
         self._sessions[session.session_id] = session

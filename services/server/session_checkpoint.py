@@ -45,7 +45,8 @@ from shadowtutor.protocol.messages import Hello, Message, decode, encode
 
 FORMAT = 1
 _INT, _OPTIONAL_INT = (int,), (int, type(None))
-# each field of the record and the types it may hold (weights, optimizer and mirror: checked further)
+# each field of the record and the types it may hold (weights, optimizer and mirror: checked
+# further)
 FIELDS: dict[str, tuple[type, ...]] = {
     "format": _INT,
     "hello": (bytes,),
@@ -70,10 +71,13 @@ FIELDS: dict[str, tuple[type, ...]] = {
 @dataclass
 class Restored:
     session: EdgeSession
-    reply: Message | None  # the answer to the key frame ``reply_seq``, kept for a retry
+    # the answer to the key frame ``reply_seq``, kept for a retry
+    reply: Message | None
     reply_seq: int | None
-    saved_at: float  # time.time() of the snapshot
-    writer: str  # who took it: "HOST:PID" of the process that held the session
+    # time.time() of the snapshot
+    saved_at: float
+    # who took it: "HOST:PID" of the process that held the session
+    writer: str
 
 
 def snapshot(
@@ -82,10 +86,10 @@ def snapshot(
     reply_seq: int | None = None,
     trained: DistillResult | None = None,
 ) -> bytes:
-    """The checkpoint of a distill ``session`` after it sent ``reply`` for the key frame ``reply_seq``
-    (taken by this process: its ``HOST:PID`` is the checkpoint's writer). ``trained``: the result of the
-    training that ``reply`` answers, whose host copies of the weights and the optimiser's state are the
-    session's (None: :meth:`Distiller.state_on_host`)."""
+    """The checkpoint of a distill ``session`` after it sent ``reply`` for the key frame
+    ``reply_seq`` (taken by this process: its ``HOST:PID`` is the checkpoint's writer). ``trained``:
+    the result of the training that ``reply`` answers, whose host copies of the weights and the
+    optimiser's state are the session's (None: :meth:`Distiller.state_on_host`)."""
     distiller = session.distiller
     if distiller is None:
         raise ValueError("a naive-mode session has no model state to checkpoint")
@@ -135,10 +139,10 @@ def restore(
     session_id: str,
     max_size: tuple[int, int],
 ) -> Restored:
-    """The session ``data`` was taken from, on ``new_distiller(student_size)`` (a fresh base student on
-    this process's device), if ``data`` is a checkpoint of session ``session_id`` of edge ``edge_id``
-    for this student with a student size within ``max_size``; :class:`CheckpointFormatError` (one line)
-    for anything else, and nothing of ``data`` used."""
+    """The session ``data`` was taken from, on ``new_distiller(student_size)`` (a fresh base student
+    on this process's device), if ``data`` is a checkpoint of session ``session_id`` of edge
+    ``edge_id`` for this student with a student size within ``max_size``;
+    :class:`CheckpointFormatError` (one line) for anything else, and nothing of ``data`` used."""
     record = _load(data)
     check_fields(record, FIELDS)
     if record["format"] != FORMAT:
@@ -148,7 +152,8 @@ def restore(
         raise CheckpointFormatError("not a session checkpoint: no HELLO")
     if hello.edge_id != edge_id or record["session_id"] != session_id:
         raise CheckpointFormatError(
-            f"it holds session {record['session_id'][:36]!r} of edge {hello.edge_id[:128]!r}, not session "
+            f"it holds session {record['session_id'][:36]!r} of edge {hello.edge_id[:128]!r}, not "
+            "session "
             f"{session_id[:36]!r} of edge {edge_id[:128]!r}"
         )
     _check_codecs(record)
@@ -240,14 +245,16 @@ def _student_size(value: Any, max_size: tuple[int, int]) -> tuple[int, int] | No
         or not (0 < value[0] <= max_size[0] and 0 < value[1] <= max_size[1])
     ):
         raise CheckpointFormatError(
-            f"student_size {list(value)[:3]} is not [W, H] within 1x1 .. {max_size[0]}x{max_size[1]}"
+            f"student_size {list(value)[:3]} is not [W, H] within 1x1 .. "
+            f"{max_size[0]}x{max_size[1]}"
         )
     return int(value[0]), int(value[1])
 
 
 def header(data: bytes) -> dict[str, object]:
-    """What a checkpoint says about itself without rebuilding the session: ``session_id``, ``version``,
-    ``saved_at`` and ``writer`` (:class:`CheckpointFormatError` for bytes that are not a checkpoint)."""
+    """What a checkpoint says about itself without rebuilding the session: ``session_id``,
+    ``version``, ``saved_at`` and ``writer`` (:class:`CheckpointFormatError` for bytes that are not
+    a checkpoint)."""
     record = _load(data)
     if not isinstance(record, dict):
         raise CheckpointFormatError("not a session checkpoint (no record)")

@@ -32,8 +32,10 @@ CommaList = Annotated[tuple[str, ...] | None, NoDecode]
 FrameSize = Annotated[tuple[int, int] | None, NoDecode]
 MAX_SECONDS = (
     24 * 3600.0
-)  # the longest timeout or interval accepted: beyond it a value is a mistake
-MAX_MESSAGE_BYTES = 1 << 30  # the largest message limit accepted (1 GiB)
+    # the longest timeout or interval accepted: beyond it a value is a mistake
+)
+# the largest message limit accepted (1 GiB)
+MAX_MESSAGE_BYTES = 1 << 30
 
 
 class ServerSettings(FlatSettings):
@@ -59,14 +61,17 @@ class ServerSettings(FlatSettings):
     max_connections: int | None = Field(
         None,
         ge=1,
-        description="most WebSocket connections at once; max_sessions of them are kept for admitted "
-        "edges, the rest is room for connections whose HELLO is not accepted yet (when that is full, the oldest "
+        description="most WebSocket connections at once; max_sessions of them are kept for "
+        "admitted "
+        "edges, the rest is room for connections whose HELLO is not accepted yet (when that is "
+        "full, the oldest "
         "idle one makes room, else HTTP 403); default 2 x max_sessions + 16",
     )
     max_unauthenticated_per_source: int = Field(
         8,
         ge=1,
-        description="most connections one address may hold before their HELLO is accepted; a new one "
+        description="most connections one address may hold before their HELLO is accepted; a new "
+        "one "
         "closes that address's oldest idle one (server_busy), else it is refused (HTTP 403)",
     )
     hello_timeout: float = Field(
@@ -88,7 +93,8 @@ class ServerSettings(FlatSettings):
         gt=0,
         le=MAX_SECONDS,
         allow_inf_nan=False,
-        description="seconds a ping's pong may take before the connection counts as dead and is closed "
+        description="seconds a ping's pong may take before the connection counts as dead and is "
+        "closed "
         "(a cut network is noticed within ping_interval + ping_timeout)",
     )
     send_timeout: float = Field(
@@ -115,7 +121,8 @@ class ServerSettings(FlatSettings):
     )
     tokens: str | None = Field(
         None,
-        description="the tokens file's JSON given inline instead (for secrets in environment variables)",
+        description="the tokens file's JSON given inline instead (for secrets in environment "
+        "variables)",
     )
     tokens_poll_seconds: float = Field(
         2.0,
@@ -126,8 +133,10 @@ class ServerSettings(FlatSettings):
     )
     protect_metrics: bool | None = Field(
         None,
-        description="/metrics needs an admin bearer token too; default: yes when tokens are configured. "
-        "Unprotected under authentication, /metrics leaves out the per-edge series (no device identities)",
+        description="/metrics needs an admin bearer token too; default: yes when tokens are "
+        "configured. "
+        "Unprotected under authentication, /metrics leaves out the per-edge series (no device "
+        "identities)",
     )
     auth_failure_delay: float = Field(
         1.0,
@@ -140,7 +149,8 @@ class ServerSettings(FlatSettings):
     auth_checks_per_source: int = Field(
         4,
         ge=1,
-        description="most administrators' bearer-token checks one address may have queued or running; "
+        description="most administrators' bearer-token checks one address may have queued or "
+        "running; "
         "more are answered 429 after auth_failure_delay",
     )
     auth_checks_total: int = Field(
@@ -150,13 +160,16 @@ class ServerSettings(FlatSettings):
     )
     checkpoint_secret: SecretStr | None = Field(
         None,
-        description="with --ray: a secret (at least 16 characters) that every session checkpoint is tagged "
-        "with (HMAC-SHA256); a checkpoint without a matching tag is refused. The same on every replica",
+        description="with --ray: a secret (at least 16 characters) that every session checkpoint "
+        "is tagged "
+        "with (HMAC-SHA256); a checkpoint without a matching tag is refused. The same on every "
+        "replica",
     )
     forwarded_allow_ips: CommaList = Field(
         None,
         description="comma-separated addresses (or networks, or *) of reverse proxies whose "
-        "X-Forwarded-For and X-Forwarded-Proto are trusted (uvicorn's forwarded_allow_ips); default: none, "
+        "X-Forwarded-For and X-Forwarded-Proto are trusted (uvicorn's forwarded_allow_ips); "
+        "default: none, "
         "every connection's address is its peer's",
     )
     key_frame_rate: float = Field(
@@ -190,7 +203,8 @@ class ServerSettings(FlatSettings):
     onnx_model: Path | None = Field(None, description="onnx teacher: the model file")
     teacher_classes: CommaList = Field(
         None,
-        description="comma-separated class names the teacher labels with (default: the backend's own)",
+        description="comma-separated class names the teacher labels with (default: the backend's "
+        "own)",
     )
     teacher_options: dict[str, Any] = Field(
         default_factory=dict,
@@ -218,13 +232,15 @@ class ServerSettings(FlatSettings):
         SparseOptions.fraction,
         gt=0.0,
         le=1.0,
-        description="sessions with a sparse delta codec (q4sparse+zstd, q8sparse+zstd): the share of the "
+        description="sessions with a sparse delta codec (q4sparse+zstd, q8sparse+zstd): the share "
+        "of the "
         "student's trainable coordinates trained and sent (docs/design/sparse_updates.md)",
     )
     sparse_every: int = Field(
         SparseOptions.every,
         ge=1,
-        description="sessions with a sparse delta codec: key frames trained on one coordinate set before it "
+        description="sessions with a sparse delta codec: key frames trained on one coordinate set "
+        "before it "
         "is chosen again from the accumulated gradient",
     )
     teacher_batch_size: int = Field(
@@ -233,14 +249,18 @@ class ServerSettings(FlatSettings):
     distill_workers: int = Field(
         2,
         ge=1,
-        description="threads running distillation with the sequential engine (sessions in parallel), and "
+        description="threads running distillation with the sequential engine (sessions in "
+        "parallel), and "
         "encoding updates with either engine",
     )
     distill_engine: DistillEngine = Field(
         "auto",
-        description="how sessions' key frames are distilled: batched (the key frames queued from all "
-        "sessions trained together as one batch), sequential (each through its own Distiller in the thread pool) "
-        "or auto (batched on a GPU, sequential on a CPU, where the sequential path's fused tail is faster)",
+        description="how sessions' key frames are distilled: batched (the key frames queued from "
+        "all "
+        "sessions trained together as one batch), sequential (each through its own Distiller in "
+        "the thread pool) "
+        "or auto (batched on a GPU, sequential on a CPU, where the sequential path's fused tail "
+        "is faster)",
     )
     distill_batch_size: int = Field(
         64,
@@ -252,45 +272,63 @@ class ServerSettings(FlatSettings):
         1,
         ge=1,
         le=8,
-        description="batched engine: threads that each train a batch, so that one batch's host work "
-        "(Python, autograd, kernel launches) runs beside another's GPU work; each holds its batch in device "
+        description="batched engine: threads that each train a batch, so that one batch's host "
+        "work "
+        "(Python, autograd, kernel launches) runs beside another's GPU work; each holds its batch "
+        "in device "
         "memory (docs/design/batched_distillation.md)",
     )
     distill_convolution: Convolution = Field(
         "grouped",
         description="batched engine: how each session's own convolutions run, grouped (one grouped "
-        "convolution per layer) or matmul (im2col and one batched matrix product per layer: more memory); the same "
-        "function, rounded differently; which is faster depends on the GPU (docs/design/batched_distillation.md)",
+        "convolution per layer) or matmul (im2col and one batched matrix product per layer: more "
+        "memory); the same "
+        "function, rounded differently; which is faster depends on the GPU "
+        "(docs/design/batched_distillation.md)",
     )
     distill_graphs: bool = Field(
         False,
-        description="batched engine on CUDA: replay a batch as one CUDA graph captured for its shape (group, "
-        "session count) when the engine thread's previous batch had the same shape, so that under steady load the "
-        "host's cost of training a batch (Python, autograd, kernel launches) is gone; the same arithmetic; "
+        description="batched engine on CUDA: replay a batch as one CUDA graph captured for its "
+        "shape (group, "
+        "session count) when the engine thread's previous batch had the same shape, so that under "
+        "steady load the "
+        "host's cost of training a batch (Python, autograd, kernel launches) is gone; the same "
+        "arithmetic; "
         "each engine thread keeps one captured batch in GPU memory; no effect elsewhere",
     )
     distill_objective: Objective = Field(
         "eager",
-        description="batched engine: how each batch's loss and metric run on its sessions' logits, eager (one "
-        "PyTorch operation at a time) or compiled (torch.compile fuses them into a few kernels that read the logits "
-        "once; the first batch of each frame size compiles, seconds to a minute); the same function, rounded "
+        description="batched engine: how each batch's loss and metric run on its sessions' "
+        "logits, eager (one "
+        "PyTorch operation at a time) or compiled (torch.compile fuses them into a few kernels "
+        "that read the logits "
+        "once; the first batch of each frame size compiles, seconds to a minute); the same "
+        "function, rounded "
         "differently (docs/design/batched_distillation.md)",
     )
     distill_tail: DistillTail = Field(
         "auto",
-        description="the student's tail in distillation: fused (one convolution at a quarter of the "
-        "resolution, fewer multiply-adds, more small kernels), written (as the paper's network is written) or auto "
-        "(fused on a CPU and under the batched engine, written for the sequential engine on an accelerator); the same "
+        description="the student's tail in distillation: fused (one convolution at a quarter of "
+        "the "
+        "resolution, fewer multiply-adds, more small kernels), written (as the paper's network is "
+        "written) or auto "
+        "(fused on a CPU and under the batched engine, written for the sequential engine on an "
+        "accelerator); the same "
         "function, rounded differently",
     )
     distill_precision: DistillPrecision = Field(
         "fp32",
-        description="arithmetic of distillation: fp32 (IEEE float32, as the paper), tf32 (TF32 tensor cores "
-        "for convolutions and matmuls on CUDA; fp32 on a CPU), bf16 (the trained layers' forward pass in bfloat16 "
-        "under autocast; weights, Adam, loss and metric float32) or auto (bf16 on a CUDA device with bfloat16, fp32 "
+        description="arithmetic of distillation: fp32 (IEEE float32, as the paper), tf32 (TF32 "
+        "tensor cores "
+        "for convolutions and matmuls on CUDA; fp32 on a CPU), bf16 (the trained layers' forward "
+        "pass in bfloat16 "
+        "under autocast; weights, Adam, loss and metric float32) or auto (bf16 on a CUDA device "
+        "with bfloat16, fp32 "
         "elsewhere; opt-in until bf16 holds P-8 within 0.5 points on held-out scenes too). "
-        "The TF32 switches are per process: teacher and distillation overlap only when they want the "
-        "same (teacher fp32 with distillation fp32 or bf16; teacher tf32 or bf16 with distillation tf32), "
+        "The TF32 switches are per process: teacher and distillation overlap only when they want "
+        "the "
+        "same (teacher fp32 with distillation fp32 or bf16; teacher tf32 or bf16 with "
+        "distillation tf32), "
         "otherwise they take turns (docs/design/training_precision.md)",
     )
     max_pending_key_frames: int = Field(
@@ -299,7 +337,8 @@ class ServerSettings(FlatSettings):
         description="key frames queued per session before the server stops reading from that edge",
     )
 
-    # -- fleet metrics: per-edge series on /metrics from the edges' TELEMETRY (docs/deploy.md) ------
+    # -- fleet metrics: per-edge series on /metrics from the edges' TELEMETRY (docs/deploy.md)
+    # ------
     edge_report_interval: float = Field(
         10.0,
         ge=0,
@@ -320,15 +359,18 @@ class ServerSettings(FlatSettings):
         description="seconds an edge's series stay on /metrics after its session ended",
     )
 
-    # -- the paper's algorithm parameters (sent to every edge in WELCOME); each field is a setting ----
+    # -- the paper's algorithm parameters (sent to every edge in WELCOME); each field is a setting
+    # ----
     algorithm: AlgorithmParams = Field(
         default_factory=AlgorithmParams,
         description="Algorithms 1 and 2's parameters, sent to every edge",
     )
     student_size: FrameSize = Field(
         None,
-        description="WIDTHxHEIGHT the student runs at on both sides (key frames and labels resized to it, "
-        "its labels upsampled to the frame) for edges that announce none; empty or native: the frame's size",
+        description="WIDTHxHEIGHT the student runs at on both sides (key frames and labels "
+        "resized to it, "
+        "its labels upsampled to the frame) for edges that announce none; empty or native: the "
+        "frame's size",
     )
 
     @field_validator("checkpoint_secret")
@@ -436,7 +478,8 @@ class ServerSettings(FlatSettings):
 
     @property
     def metrics_carry_edges(self) -> bool:
-        """/metrics lists per-edge series (edge ids, agents): when protected, or with authentication off."""
+        """/metrics lists per-edge series (edge ids, agents): when protected, or with authentication
+        off."""
         return self.metrics_protected or not self.auth_enabled
 
     @property
@@ -452,7 +495,8 @@ class ServerSettings(FlatSettings):
         return self.max_connections or 2 * self.max_sessions + 16
 
     def unauthenticated_limit(self) -> int:
-        """Room for connections whose HELLO is not accepted yet: all but the sessions' share (at least 1)."""
+        """Room for connections whose HELLO is not accepted yet: all but the sessions' share (at
+        least 1)."""
         return max(1, self.connection_limit() - self.max_sessions)
 
     def algorithm_params(self) -> AlgorithmParams:
@@ -475,8 +519,8 @@ class ServerSettings(FlatSettings):
 
 
 def _check_key_pair(cert: Path, key: Path) -> None:
-    """Raise ValueError unless ``cert`` and ``key`` are PEM files that belong together (checked at start,
-    before the models load, instead of when uvicorn first needs them)."""
+    """Raise ValueError unless ``cert`` and ``key`` are PEM files that belong together (checked at
+    start, before the models load, instead of when uvicorn first needs them)."""
     import ssl
 
     try:
@@ -484,7 +528,8 @@ def _check_key_pair(cert: Path, key: Path) -> None:
     except ssl.SSLError as exc:
         reason = exc.reason or exc.strerror or str(exc)
         raise ValueError(
-            f"tls_cert {cert} and tls_key {key} are not a PEM certificate and its private key ({reason})"
+            f"tls_cert {cert} and tls_key {key} are not a PEM certificate and its private key "
+            f"({reason})"
         ) from None
     except OSError as exc:
         raise ValueError(f"tls_cert {cert} / tls_key {key}: {exc.strerror or exc}") from None

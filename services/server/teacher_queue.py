@@ -34,8 +34,10 @@ class TeacherFailed(Exception):
 @dataclass
 class TeacherResult:
     labels: np.ndarray
-    seconds: float  # from queueing to labels
-    boxes: np.ndarray | None = None  # the teacher's instance boxes (N, 4), where it gives them
+    # from queueing to labels
+    seconds: float
+    # the teacher's instance boxes (N, 4), where it gives them
+    boxes: np.ndarray | None = None
 
 
 @dataclass
@@ -96,7 +98,8 @@ class TeacherQueue:
                 raise
             done = time.perf_counter()
             for request, outcome in zip(batch, outcomes, strict=True):
-                if request.future.done():  # the session went away meanwhile
+                # the session went away meanwhile
+                if request.future.done():
                     continue
                 if isinstance(outcome, TeacherFailed):
                     request.future.set_exception(outcome)
@@ -121,7 +124,8 @@ class TeacherQueue:
                     self.teacher, [r.frame for r in batch], [r.frame_index for r in batch]
                 )
                 return [self._checked(r, out) for r, out in zip(batch, taught, strict=True)]
-            except Exception as exc:  # any backend failure: retry one by one to find the bad frame
+            # any backend failure: retry one by one to find the bad frame
+            except Exception as exc:
                 log.warning(
                     "teacher batch of %d failed (%s); labelling one by one", len(batch), exc
                 )
@@ -136,8 +140,10 @@ class TeacherQueue:
             return exc
         except (
             Exception
-        ) as exc:  # backend errors, out of memory: this frame fails, the queue goes on
-            # (a TeacherError refuses the input, e.g. a frame index an edge sent that has no label: no traceback)
+            # backend errors, out of memory: this frame fails, the queue goes on
+        ) as exc:
+            # (a TeacherError refuses the input, e.g. a frame index an edge sent that has no label:
+            # no traceback)
             log.warning(
                 "teacher failed on frame %d: %s",
                 request.frame_index,
@@ -147,12 +153,13 @@ class TeacherQueue:
             return TeacherFailed(f"the teacher failed on frame {request.frame_index}: {exc}")
 
     def _checked(self, request: _Request, taught: TeacherAnswer) -> TeacherAnswer:
-        """The teacher's answer if it is a label map of the frame's size with known classes (and boxes
-        ``(N, 4)`` if any)."""
+        """The teacher's answer if it is a label map of the frame's size with known classes (and
+        boxes ``(N, 4)`` if any)."""
         labels = np.asarray(taught.labels)
         if labels.shape != request.frame.shape[:2]:
             raise TeacherFailed(
-                f"the teacher returned labels of shape {labels.shape} for a frame of {request.frame.shape[:2]}"
+                f"the teacher returned labels of shape {labels.shape} for a frame of "
+                f"{request.frame.shape[:2]}"
             )
         num_classes = len(self.teacher.class_names)
         if (
@@ -174,8 +181,8 @@ class TeacherQueue:
 
 
 def teacher_stream(teacher: Teacher) -> Any:
-    """A new ``torch.cuda.Stream`` on the teacher's device when that is a usable CUDA device, else None
-    (CPU teachers, and teachers that say no device)."""
+    """A new ``torch.cuda.Stream`` on the teacher's device when that is a usable CUDA device, else
+    None (CPU teachers, and teachers that say no device)."""
     device = str(getattr(teacher, "device", "cpu"))
     if device != "cuda" and not device.startswith("cuda:"):
         return None

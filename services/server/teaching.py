@@ -1,15 +1,17 @@
-"""What a session's model work goes through: one :class:`Teaching` interface, chosen when the server starts.
+"""What a session's model work goes through: one :class:`Teaching` interface, chosen when the server
+starts.
 
-The WebSocket connection (``services.server.ws_edge``) checks and decodes each message, then asks its
-runtime's ``teaching`` for a session's student, its WELCOME, the answer to a key frame and the full
-weights of a resync, without knowing where that work runs:
+The WebSocket connection (``services.server.ws_edge``) checks and decodes each message, then asks
+its runtime's ``teaching`` for a session's student, its WELCOME, the answer to a key frame and the
+full weights of a resync, without knowing where that work runs:
 
 * :class:`LocalTeaching`: the teacher queue and the distillation engine of this process;
 * ``services.ray_serve.client.ServeTeaching``: a Ray Serve teaching deployment, whose replicas run
   a :class:`LocalTeaching` of their own (``services.ray_serve.teaching``).
 
 :meth:`LocalTeaching.answer` is the one key-frame pipeline: the teacher's labels, then (in distill
-mode) distillation and the UPDATE, else the labels encoded as LABELS. Design: docs/design/teaching.md.
+mode) distillation and the UPDATE, else the labels encoded as LABELS. Design:
+docs/design/teaching.md.
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamDecoder
 
 log = logging.getLogger(__name__)
 router = APIRouter()
-MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's reason fits in 123 bytes
+# RFC 6455: a close frame's reason fits in 123 bytes
+MAX_CLOSE_REASON_BYTES = 123
 
 
 @router.websocket("/v1/edge")
@@ -75,7 +76,8 @@ def _decode_writable(key_frame: KeyFrame, stream: StreamDecoder) -> np.ndarray:
         return stream.decode(key_frame.payload, key_frame.stream_position)
     if (
         key_frame.codec != "raw"
-    ):  # the header's size first: a small payload may declare a huge image
+        # the header's size first: a small payload may declare a huge image
+    ):
         check_declared_size(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     frame = decode_frame(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     return frame if frame.flags.writeable else frame.copy()
@@ -83,7 +85,8 @@ def _decode_writable(key_frame: KeyFrame, stream: StreamDecoder) -> np.ndarray:
 
 def _mark_retrieved(task: asyncio.Task[object]) -> None:
     """Read a finished task's exception so that asyncio never logs it as unretrieved, even when the
-    connection is cancelled before it looks at its tasks (:meth:`EdgeConnection._run` re-raises what matters)."""
+    connection is cancelled before it looks at its tasks (:meth:`EdgeConnection._run` re-raises what
+    matters)."""
     if not task.cancelled():
         task.exception()
 
@@ -99,21 +102,26 @@ class EdgeConnection:
         self._evicted = asyncio.Event()
         self._eviction: ProtocolError | None = None
         self._ticket: Ticket | None = (
-            None  # its place among the unauthenticated connections until admitted
+            # its place among the unauthenticated connections until admitted
+            None
         )
-        self._message_limit = MAX_HELLO_BYTES  # until the HELLO is accepted
+        # until the HELLO is accepted
+        self._message_limit = MAX_HELLO_BYTES
         self._source = websocket.client.host if websocket.client is not None else "unknown"
         self._stream: StreamDecoder | None = (
-            None  # a stream frame codec's decoder, made at the first frame
+            # a stream frame codec's decoder, made at the first frame
+            None
         )
 
     async def serve(self) -> None:
         runtime = self.runtime
         source = self._source
         ticket = runtime.admission.enter(source, self._make_room)
-        if isinstance(ticket, str):  # refused before the upgrade: HTTP 403, no WebSocket at all
+        # refused before the upgrade: HTTP 403, no WebSocket at all
+        if isinstance(ticket, str):
             log.warning(
-                "refused a WebSocket connection from %s (%s): %d from it and %d in all wait for their HELLO",
+                "refused a WebSocket connection from %s (%s): %d from it and %d in all wait for "
+                "their HELLO",
                 source,
                 ticket,
                 runtime.admission.held_by(source),
@@ -147,8 +155,11 @@ class EdgeConnection:
             pass
         except ProtocolError as exc:
             log.warning(
-                "%s: %s", self._who(), str(exc)
-            )  # the text: a kept record must not keep the session
+                "%s: %s",
+                self._who(),
+                str(exc),
+                # the text: a kept record must not keep the session
+            )
             await self._fail(exc.code, exc.message)
         except Exception:
             log.exception("%s: internal error", self._who())
@@ -195,25 +206,30 @@ class EdgeConnection:
         tasks = {reader, worker, evicted}
         for task in (
             tasks
-        ):  # a task may fail instead of stopping when cancelled (a send the edge's disconnect
+            # a task may fail instead of stopping when cancelled (a send the edge's disconnect
+        ):
             task.add_done_callback(
                 _mark_retrieved
-            )  # broke): no news, but asyncio would log it as an error
+                # broke): no news, but asyncio would log it as an error
+            )
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # no await here: a cancelled connection must not wait again
+        # no await here: a cancelled connection must not wait again
+        finally:
             for task in tasks:
                 task.cancel()
-        await asyncio.wait(tasks)  # (not gather: its cancellation escapes anyio's cancel scopes)
+        # (not gather: its cancellation escapes anyio's cancel scopes)
+        await asyncio.wait(tasks)
         for task in done - {evicted}:
-            task.result()  # re-raises the reason the session ended
+            # re-raises the reason the session ended
+            task.result()
         if self._eviction is not None:
             raise self._eviction
         await self._close(CloseCode.NORMAL, "the edge ended the session")
 
     async def _receive_hello(self) -> Hello:
-        """The first message, which must be a HELLO within ``hello_timeout``; an eviction by admission ends
-        the wait (raising its error)."""
+        """The first message, which must be a HELLO within ``hello_timeout``; an eviction by
+        admission ends the wait (raising its error)."""
         timeout = self.runtime.settings.hello_timeout
         receiving = asyncio.ensure_future(self._receive())
         evicted = asyncio.ensure_future(self._evicted.wait())
@@ -230,10 +246,12 @@ class EdgeConnection:
             raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, f"no HELLO within {timeout:g} s")
         hello = receiving.result()
         if self._ticket is not None:
-            self._ticket.busy()  # its HELLO is being checked: no longer evicted to make room
+            # its HELLO is being checked: no longer evicted to make room
+            self._ticket.busy()
         if (
             self._evicted.is_set()
-        ):  # admission took its place just as the message arrived: the message wins
+            # admission took its place just as the message arrived: the message wins
+        ):
             self._eviction = None
             self._evicted.clear()
         if not isinstance(hello, Hello):
@@ -244,7 +262,8 @@ class EdgeConnection:
         return hello
 
     def evict(self, error: ProtocolError) -> None:
-        """End this session from outside: ``error`` goes to the edge as a fatal ERROR, then the close."""
+        """End this session from outside: ``error`` goes to the edge as a fatal ERROR, then the
+        close."""
         if self._eviction is None:
             self._eviction = error
             self._evicted.set()
@@ -267,7 +286,8 @@ class EdgeConnection:
             )
 
     def _admitted(self) -> None:
-        """The HELLO's token is accepted: leave the unauthenticated connections, accept full-size messages."""
+        """The HELLO's token is accepted: leave the unauthenticated connections, accept full-size
+        messages."""
         if self._ticket is not None:
             self.runtime.admission.leave(self._ticket)
             self._ticket = None
@@ -303,11 +323,13 @@ class EdgeConnection:
         )
         if (
             runtime.auth.generation != checked_generation
-        ):  # the tokens changed while the student was copied
+            # the tokens changed while the student was copied
+        ):
             await self._check_token(hello)
         if not runtime.auth.edge_admitted(
             hello.edge_id
-        ):  # no await from here to add: a reload cannot slip in
+            # no await from here to add: a reload cannot slip in
+        ):
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked")
         runtime.sessions.add(session)
         self.metrics.fleet.session_opened(
@@ -336,11 +358,13 @@ class EdgeConnection:
             else:
                 raise ProtocolError(
                     ErrorCode.UNEXPECTED_MESSAGE,
-                    f"{type(message).__name__.upper()} is not expected from an edge in a {session.mode} session",
+                    f"{type(message).__name__.upper()} is not expected from an edge in a "
+                    f"{session.mode} session",
                 )
 
     async def _admit(self, key_frame: KeyFrame) -> bool:
-        """The key-frame rate limit: True to serve the frame; False when it was dropped (ERROR sent)."""
+        """The key-frame rate limit: True to serve the frame; False when it was dropped (ERROR
+        sent)."""
         verdict = self.runtime.key_frame_limits.admit(self._session().hello.edge_id)
         if verdict is Verdict.ACCEPT:
             return True
@@ -420,7 +444,8 @@ class EdgeConnection:
         self.traffic.bytes_in += size
         self.metrics.received_bytes.inc(size)
         limit = self._message_limit
-        if size > limit:  # uvicorn enforces it too (ws_protocol); this covers any other ASGI server
+        # uvicorn enforces it too (ws_protocol); this covers any other ASGI server
+        if size > limit:
             before = (
                 " before an accepted HELLO"
                 if limit < self.runtime.settings.max_message_bytes
@@ -439,7 +464,8 @@ class EdgeConnection:
         self.metrics.sent_bytes.inc(len(data))
 
     async def _within_send_timeout(self, sending: Awaitable[None]) -> None:
-        """A send or close that waits longer than ``send_timeout`` for the edge to read: SEND_TIMEOUT.
+        """A send or close that waits longer than ``send_timeout`` for the edge to read:
+        SEND_TIMEOUT.
 
         (The WebSocket layer stops accepting data while its buffer is full; an edge that stopped
         reading would otherwise hold its session, and the messages queued for it, forever.)
@@ -469,9 +495,11 @@ class EdgeConnection:
             await self._send_error(code, text, fatal=True)
             await self._close(code.close, text)
         except (WebSocketDisconnect, RuntimeError, OSError):
-            pass  # the edge went away first
+            # the edge went away first
+            pass
         except ProtocolError:
-            pass  # SEND_TIMEOUT: the edge does not read, so it gets neither the ERROR nor the close
+            # SEND_TIMEOUT: the edge does not read, so it gets neither the ERROR nor the close
+            pass
 
     async def _close(self, close_code: int, reason: str) -> None:
         if self.ws.application_state == WebSocketState.CONNECTED:

@@ -1,12 +1,12 @@
 """The coordinates a distiller trains when updates are sparse (docs/design/sparse_updates.md).
 
-A :class:`CoordinateChooser` picks the ``fraction`` of a student's trainable coordinates with the largest
-gradient magnitude accumulated since its last choice (the current step's gradient included), and chooses
-again once ``every`` key frames have been trained on that set. Between choices only the chosen coordinates
-move: before each optimiser step, :meth:`CoordinateChooser.before_step` zeroes the gradient and Adam's two
-moments of every other coordinate, so that plain Adam leaves them exactly as they are (a zero moment gives a
-zero step). A coordinate that leaves the set thus loses its moments; one that joins it starts from zero moments
-with the parameter's step count.
+A :class:`CoordinateChooser` picks the ``fraction`` of a student's trainable coordinates with the
+largest gradient magnitude accumulated since its last choice (the current step's gradient included),
+and chooses again once ``every`` key frames have been trained on that set. Between choices only the
+chosen coordinates move: before each optimiser step, :meth:`CoordinateChooser.before_step` zeroes
+the gradient and Adam's two moments of every other coordinate, so that plain Adam leaves them
+exactly as they are (a zero moment gives a zero step). A coordinate that leaves the set thus loses
+its moments; one that joins it starts from zero moments with the parameter's step count.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from shadowtutor.protocol.sparse_delta import CoordinateSet
 
 
 class CoordinateChooser:
-    """Chooses and enforces one student's trained coordinates over ``parameters`` (by state-dict key, in
-    the order the coordinate set lists them)."""
+    """Chooses and enforces one student's trained coordinates over ``parameters`` (by state-dict
+    key, in the order the coordinate set lists them)."""
 
     def __init__(self, options: SparseOptions, parameters: dict[str, nn.Parameter]) -> None:
         self.options = options
@@ -36,8 +36,8 @@ class CoordinateChooser:
         return None if self.masks is None else CoordinateSet.from_masks(self.set_id, self.masks)
 
     def before_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """After ``backward()``, before ``optimizer.step()``: accumulate the gradient's magnitude, choose
-        again when due, then zero the gradient and Adam moments outside the set."""
+        """After ``backward()``, before ``optimizer.step()``: accumulate the gradient's magnitude,
+        choose again when due, then zero the gradient and Adam moments outside the set."""
         for name, parameter in self.parameters.items():
             if parameter.grad is not None:
                 magnitude = parameter.grad.detach().abs()

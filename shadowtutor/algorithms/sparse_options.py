@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class SparseOptions:
-    """``fraction`` in (0, 1]: the share of trainable coordinates trained and sent; ``every`` >= 1: key
-    frames trained on one set before it is chosen again. ValueError for values out of range. The defaults
-    are the measured knee of bytes against accuracy (docs/design/sparse_updates.md)."""
+    """``fraction`` in (0, 1]: the share of trainable coordinates trained and sent; ``every`` >= 1:
+    key frames trained on one set before it is chosen again. ValueError for values out of range. The
+    defaults are the measured knee of bytes against accuracy (docs/design/sparse_updates.md)."""
 
     fraction: float = 0.2
     every: int = 8

@@ -1,14 +1,16 @@
-"""The student's trainable back for a batch of sessions, each with its own weights and its own frame.
+"""The student's trainable back for a batch of sessions, each with its own weights and its own
+frame.
 
-:class:`StackedBack` computes, for every session ``s`` at once, what :meth:`StudentNet.forward_back` (or, with
-the fused tail, :func:`~shadowtutor.models.fast_student.fused_back`) computes for session ``s``'s front features
-with session ``s``'s trainable weights: written out with a leading session axis on every tensor, so that each
-layer is one batched operation and the host's work per step (a few hundred operations) does not grow with the
-sessions.
+:class:`StackedBack` computes, for every session ``s`` at once, what :meth:`StudentNet.forward_back`
+(or, with the fused tail, :func:`~shadowtutor.models.fast_student.fused_back`) computes for session
+``s``'s front features with session ``s``'s trainable weights: written out with a leading session
+axis on every tensor, so that each layer is one batched operation and the host's work per step (a
+few hundred operations) does not grow with the sessions.
 
-Each block's normalisation is the student's ``BatchNorm2d`` with the statistics of one frame, which is instance
-normalisation; each convolution is :func:`~shadowtutor.algorithms.stacked_conv.stacked_conv2d` (``grouped`` or
-``matmul``). The same function as the student's, rounded differently, differentiable in the stacked weights.
+Each block's normalisation is the student's ``BatchNorm2d`` with the statistics of one frame, which
+is instance normalisation; each convolution is
+:func:`~shadowtutor.algorithms.stacked_conv.stacked_conv2d` (``grouped`` or ``matmul``). The same
+function as the student's, rounded differently, differentiable in the stacked weights.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from shadowtutor.models.student import StudentBlock, StudentNet, upsample
 
 @dataclass(frozen=True)
 class _BlockShape:
-    """What a :class:`StudentBlock` is besides its weights: its name, stride and normalisation's epsilon, and
-    whether its shortcut is a convolution."""
+    """What a :class:`StudentBlock` is besides its weights: its name, stride and normalisation's
+    epsilon, and whether its shortcut is a convolution."""
 
     name: str
     stride: int
@@ -46,14 +48,17 @@ class _BlockShape:
 
 
 class StackedBack:
-    """``back(weights, dec1, enc2, enc1, x1_size, input_size)``: every session's class scores ``(S, classes, H, W)``
-    from its front features ``dec1``, ``enc2``, ``enc1`` (each ``(S, C, h, w)``, one frame per session) and its
-    trainable weights ``weights`` (by state-dict key of the student's back, each ``(S, *shape)``).
+    """``back(weights, dec1, enc2, enc1, x1_size, input_size)``: every session's class scores ``(S,
+    classes, H, W)`` from its front features ``dec1``, ``enc2``, ``enc1`` (each ``(S, C, h, w)``,
+    one frame per session) and its trainable weights ``weights`` (by state-dict key of the student's
+    back, each ``(S, *shape)``).
 
-    ``fuse_tail``: the tail fused where it fuses (:func:`~shadowtutor.models.fast_student.tail_fusable`), as
-    :func:`~shadowtutor.models.fast_student.fused_back`; ``scores_only`` (fused tails that fuse only) stops before
-    the last upsampling to the frame, as :func:`~shadowtutor.models.fast_student.fused_back_scores`, and raises
-    ValueError where the tail does not fuse.
+    ``fuse_tail``: the tail fused where it fuses
+    (:func:`~shadowtutor.models.fast_student.tail_fusable`), as
+    :func:`~shadowtutor.models.fast_student.fused_back`; ``scores_only`` (fused tails that fuse
+    only) stops before the last upsampling to the frame, as
+    :func:`~shadowtutor.models.fast_student.fused_back_scores`, and raises ValueError where the tail
+    does not fuse.
     """
 
     def __init__(

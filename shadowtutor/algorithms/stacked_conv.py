@@ -1,14 +1,15 @@
-"""One convolution per session, for a batch of sessions that each have their own weights and their own frame.
+"""One convolution per session, for a batch of sessions that each have their own weights and their
+own frame.
 
-:func:`stacked_conv2d` takes frames ``(S, C, H, W)`` and weights ``(S, O, C, kh, kw)`` (one frame and one
-weight per session) and gives ``F.conv2d`` of each frame with its own weights, ``(S, O, H', W')``, computed
-as the batch's ``convolution`` says:
+:func:`stacked_conv2d` takes frames ``(S, C, H, W)`` and weights ``(S, O, C, kh, kw)`` (one frame
+and one weight per session) and gives ``F.conv2d`` of each frame with its own weights, ``(S, O, H',
+W')``, computed as the batch's ``convolution`` says:
 
 * ``grouped``: one grouped convolution with a group per session (cuDNN's grouped kernels on a GPU);
 * ``matmul``: im2col (``F.unfold``) and one batched matrix product (``torch.baddbmm``).
 
-Both are the same function, rounded differently; autograd differentiates either. Which is faster depends on
-the device and the sizes (docs/design/batched_distillation.md).
+Both are the same function, rounded differently; autograd differentiates either. Which is faster
+depends on the device and the sizes (docs/design/batched_distillation.md).
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ def stacked_conv2d(
     padding: int | Sequence[int] = 0,
     convolution: Convolution = "grouped",
 ) -> torch.Tensor:
-    """Per session ``s``, ``F.conv2d(x[s:s+1], weight[s], bias[s], stride, padding)`` (zero padding, no dilation)
-    for ``x (S, C, H, W)``, ``weight (S, O, C, kh, kw)`` and ``bias (S, O)``: ``(S, O, H', W')``. ValueError for
-    an unknown ``convolution``."""
+    """Per session ``s``, ``F.conv2d(x[s:s+1], weight[s], bias[s], stride, padding)`` (zero padding,
+    no dilation) for ``x (S, C, H, W)``, ``weight (S, O, C, kh, kw)`` and ``bias (S, O)``: ``(S, O,
+    H', W')``. ValueError for an unknown ``convolution``."""
     sessions, channels, height, width = x.shape
     out_channels, kernel_h, kernel_w = weight.shape[1], weight.shape[3], weight.shape[4]
     stride_h, stride_w = _pair(stride)

@@ -15,8 +15,9 @@ def stride_ratio(metric: float, threshold: float) -> float:
 def next_stride(
     stride: int, metric: float, params: AlgorithmParams, threshold: float | None = None
 ) -> int:
-    """``clamp(floor(ratio * stride), MIN_STRIDE, MAX_STRIDE)`` (floored as in the authors' code), the ratio
-    taken against ``threshold`` (the session's current THRESHOLD) or, when None, ``params.threshold``."""
+    """``clamp(floor(ratio * stride), MIN_STRIDE, MAX_STRIDE)`` (floored as in the authors' code),
+    the ratio taken against ``threshold`` (the session's current THRESHOLD) or, when None,
+    ``params.threshold``."""
     proposed = int(
         stride_ratio(metric, params.threshold if threshold is None else threshold) * stride
     )

@@ -37,7 +37,8 @@ class BackendUnavailableError(RuntimeError):
 
 
 def onnxruntime_providers() -> tuple[str, ...] | None:
-    """The execution providers of the installed ONNX Runtime, or ``None`` without onnx and onnxruntime."""
+    """The execution providers of the installed ONNX Runtime, or ``None`` without onnx and
+    onnxruntime."""
     try:
         import onnx  # noqa: F401
         import onnxruntime
@@ -47,7 +48,8 @@ def onnxruntime_providers() -> tuple[str, ...] | None:
 
 
 def unavailable_reason(kind: str) -> str | None:
-    """Why this machine cannot run backend ``kind``, or ``None`` when it can (as far as can be told before use)."""
+    """Why this machine cannot run backend ``kind``, or ``None`` when it can (as far as can be told
+    before use)."""
     if kind not in STUDENT_BACKENDS or kind == "auto":
         raise ValueError(
             f"unknown student backend {kind!r}: choose one of {', '.join(STUDENT_BACKENDS)}"
@@ -64,7 +66,8 @@ def unavailable_reason(kind: str) -> str | None:
 
             return (
                 f"student backend {kind!r} needs ONNX Runtime's {needed}, which this onnxruntime "
-                f"{onnxruntime.__version__} does not have (it has {list(providers)}); install onnxruntime-gpu "
+                f"{onnxruntime.__version__} does not have (it has {list(providers)}); install "
+                "onnxruntime-gpu "
                 "(the Jetson image has NVIDIA's build)"
             )
         if kind == "onnx":
@@ -77,8 +80,8 @@ def unavailable_reason(kind: str) -> str | None:
 
 
 def resolve_backend(name: str, change_based: bool = False) -> list[str]:
-    """The backends to try for ``name``, in order: ``auto`` gives every available one of :data:`AUTO_ORDER`
-    (the next is the fallback when one fails to start); a name gives itself, or a
+    """The backends to try for ``name``, in order: ``auto`` gives every available one of
+    :data:`AUTO_ORDER` (the next is the fallback when one fails to start); a name gives itself, or a
     :class:`BackendUnavailableError` saying what is missing. With ``change_based`` only the
     :data:`CHANGE_BASED_FALLBACKS` qualify."""
     order = CHANGE_BASED_FALLBACKS if change_based else AUTO_ORDER

@@ -53,13 +53,15 @@ def check_update(student: StudentNet, update: Mapping[str, torch.Tensor]) -> Non
     for key, value in update.items():
         if tuple(value.shape) != tuple(state[key].shape):
             raise WeightUpdateError(
-                f"update {key!r} has shape {tuple(value.shape)}, the student's is {tuple(state[key].shape)}"
+                f"update {key!r} has shape {tuple(value.shape)}, the student's is "
+                f"{tuple(state[key].shape)}"
             )
 
 
 def fold_head(student: StudentNet) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weight and bias of the single 3x3 conv equal to ``out_conv3(out_conv2(x))`` (differentiable in the
-    student's weights: distillation trains through it; call under ``no_grad`` for inference buffers)."""
+    """Weight and bias of the single 3x3 conv equal to ``out_conv3(out_conv2(x))`` (differentiable
+    in the student's weights: distillation trains through it; call under ``no_grad`` for inference
+    buffers)."""
     return fold_head_weights(
         student.out_conv2.weight,
         conv_bias(student.out_conv2),
@@ -71,9 +73,9 @@ def fold_head(student: StudentNet) -> tuple[torch.Tensor, torch.Tensor]:
 def fold_head_weights(
     w2: torch.Tensor, b2: torch.Tensor, w3: torch.Tensor, b3: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`fold_head` of ``out_conv2``'s weight ``(..., M, I, 3, 3)`` and bias ``(..., M)`` and ``out_conv3``'s
-    ``(..., O, M, 1, 1)`` and ``(..., O)``: the folded weight ``(..., O, I, 3, 3)`` and bias ``(..., O)``, for any
-    leading axes (one student, or one per session stacked)."""
+    """:func:`fold_head` of ``out_conv2``'s weight ``(..., M, I, 3, 3)`` and bias ``(..., M)`` and
+    ``out_conv3``'s ``(..., O, M, 1, 1)`` and ``(..., O)``: the folded weight ``(..., O, I, 3, 3)``
+    and bias ``(..., O)``, for any leading axes (one student, or one per session stacked)."""
     w3 = w3[..., 0, 0]
     weight = torch.einsum("...om,...mikl->...oikl", w3, w2).contiguous()
     bias = torch.matmul(w3, b2.unsqueeze(-1)).squeeze(-1) + b3
@@ -81,7 +83,8 @@ def fold_head_weights(
 
 
 TAIL_UPSCALE = (
-    4  # dec3's output is upsampled x4 to in_conv1's resolution (frame sizes like 640x360)
+    # dec3's output is upsampled x4 to in_conv1's resolution (frame sizes like 640x360)
+    4
 )
 # Where a block of the fused tail lies, row-major over (first, inner, last) block row x column: the
 # convolutions' zero padding makes the first and last blocks' kernels differ from the inner ones.
@@ -101,9 +104,10 @@ TAIL_REGIONS = (
 def fold_tail(
     student: StudentNet, head_weight: torch.Tensor, head_bias: torch.Tensor
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """Per region of :data:`TAIL_REGIONS`, the weight ``(classes * 16, C, 3, 3)`` and bias of the 3x3
-    convolution whose outputs, through ``pixel_shuffle(4)``, are ``head(out_conv1(upsample_x4(x)))``
-    at that region's blocks (``x`` padded by replication, as bilinear upsampling clamps).
+    """Per region of :data:`TAIL_REGIONS`, the weight ``(classes * 16, C, 3, 3)`` and bias of the
+    3x3 convolution whose outputs, through ``pixel_shuffle(4)``, are
+    ``head(out_conv1(upsample_x4(x)))`` at that region's blocks (``x`` padded by replication, as
+    bilinear upsampling clamps).
 
     Per axis, output phase ``p`` reads out_conv1's output through head tap ``a`` and that reads the
     upsampled map through out_conv1 tap ``b``, at ``4i + p + a + b - 2``: a fixed mix of
@@ -119,27 +123,37 @@ def fold_tail(
 def fold_tail_weights(
     w1: torch.Tensor, b1: torch.Tensor, head_weight: torch.Tensor, head_bias: torch.Tensor
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """:func:`fold_tail` of ``out_conv1``'s weight ``(..., M, C, 3, 3)`` and bias ``(..., M)`` and the folded head
-    ``(..., K, M, 3, 3)``, ``(..., K)`` (:func:`fold_head_weights`): per region, the weight
-    ``(..., K * 16, C, 3, 3)`` and bias ``(..., K * 16)``, for any leading axes."""
+    """:func:`fold_tail` of ``out_conv1``'s weight ``(..., M, C, 3, 3)`` and bias ``(..., M)`` and
+    the folded head ``(..., K, M, 3, 3)``, ``(..., K)`` (:func:`fold_head_weights`): per region, the
+    weight ``(..., K * 16, C, 3, 3)`` and bias ``(..., K * 16)``, for any leading axes."""
     mixes, tap_mix = _tail_mixes(w1.dtype, w1.device)
     lead = tuple(w1.shape[:-4])
     classes, channels = head_weight.shape[-4], w1.shape[-3]
     r = TAIL_UPSCALE
-    # all nine regions at once: R and Q pick the (first, inner, last) mix of the block row and column
+    # all nine regions at once: R and Q pick the (first, inner, last) mix of the block row and
+    # column
     weights = torch.einsum(
         "...kmAB,...mcCD,RyACj,QxBDl->...RQkyxcjl", head_weight, w1, mixes, mixes
     )
     regions = len(TAIL_REGIONS)
     weights = weights.reshape(*lead, regions, classes * r * r, channels, 3, 3)
-    # the biases: the head's bias, and out_conv1's through the head taps that read out_conv1's output
+    # the biases: the head's bias, and out_conv1's through the head taps that read out_conv1's
+    # output
     through_head = torch.matmul(head_weight.movedim(-3, -1), b1[..., None, None, :, None]).squeeze(
         -1
-    )  # k A B
-    bias_rows = torch.matmul(through_head.transpose(-1, -2), tap_mix)  # k B (R y)
+        # k A B
+    )
+    # k B (R y)
+    bias_rows = torch.matmul(through_head.transpose(-1, -2), tap_mix)
     bias_both = torch.matmul(bias_rows.transpose(-1, -2), tap_mix).view(
-        *lead, classes, 3, r, 3, r
-    )  # k R y Q x
+        *lead,
+        classes,
+        3,
+        r,
+        3,
+        r,
+        # k R y Q x
+    )
     biases = head_bias[..., :, None, None, None, None] + bias_both
     biases = biases.permute(*range(len(lead)), -4, -2, -5, -3, -1).reshape(
         *lead, regions, classes * r * r
@@ -154,15 +168,16 @@ def fold_tail_weights(
 
 @functools.lru_cache(maxsize=8)
 def _tail_mixes(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`fold_tail`'s constants, per axis: the mixes ``(3, r, 3, 3, 3)`` (first, inner, last block; output
-    phase; head tap; out_conv1 tap; input offset), and the head taps that read out_conv1's output as a matrix
-    ``(3, 3 * r)`` from head tap to (block; output phase): plain tensors without gradients, whatever mode the
-    first caller runs in."""
+    """:func:`fold_tail`'s constants, per axis: the mixes ``(3, r, 3, 3, 3)`` (first, inner, last
+    block; output phase; head tap; out_conv1 tap; input offset), and the head taps that read
+    out_conv1's output as a matrix ``(3, 3 * r)`` from head tap to (block; output phase): plain
+    tensors without gradients, whatever mode the first caller runs in."""
     r = TAIL_UPSCALE
     with torch.inference_mode(False), torch.no_grad():
         eye = torch.eye(7, dtype=dtype, device=device).unsqueeze(0)
         impulses = F.interpolate(eye, scale_factor=r, mode="linear", align_corners=False)[0]
-        # mix[p, t, j]: weight of x[i + j - 1] in the upsampled position r * i + p + t - 2 (here i = 3)
+        # mix[p, t, j]: weight of x[i + j - 1] in the upsampled position r * i + p + t - 2 (here i =
+        # 3)
         mix = torch.stack([impulses[2:5, r * 3 + p - 2 : r * 3 + p + 3].t() for p in range(r)])
         p = torch.arange(r, device=device).view(r, 1, 1)
         a, b = (
@@ -174,12 +189,14 @@ def _tail_mixes(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor,
             p + a >= 1,
             inside,
             p + a <= r,
-        )  # head tap a within out_conv1's output: first, inner, last
+            # head tap a within out_conv1's output: first, inner, last
+        )
         reads_up = (
             p + a + b >= 2,
             inside,
             p + a + b <= r + 1,
-        )  # and out_conv1 tap b within the upsampled map
+            # and out_conv1 tap b within the upsampled map
+        )
         mixes = torch.stack(
             [
                 mix[:, (a + b).flatten()].view(r, 3, 3, 3) * (hidden & up).unsqueeze(3)
@@ -193,8 +210,8 @@ def _tail_mixes(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor,
 def tail_fusable(
     dec3_size: tuple[int, int] | torch.Size, x1_size: tuple[int, int] | torch.Size
 ) -> bool:
-    """Whether :func:`fold_tail` applies: in_conv1's output is exactly 4x dec3's (e.g. 640x360 frames), and
-    dec3's has an inner block in each direction."""
+    """Whether :func:`fold_tail` applies: in_conv1's output is exactly 4x dec3's (e.g. 640x360
+    frames), and dec3's has an inner block in each direction."""
     return min(dec3_size) >= 3 and tuple(x1_size) == (
         TAIL_UPSCALE * dec3_size[0],
         TAIL_UPSCALE * dec3_size[1],
@@ -202,8 +219,8 @@ def tail_fusable(
 
 
 def replicate_pad(x: torch.Tensor) -> torch.Tensor:
-    """``x`` ``(N, C, H, W)`` with one more row above and below and one more column on each side, each a copy of
-    its neighbour at the edge (``F.pad``'s ``replicate`` mode)."""
+    """``x`` ``(N, C, H, W)`` with one more row above and below and one more column on each side,
+    each a copy of its neighbour at the edge (``F.pad``'s ``replicate`` mode)."""
     return F.pad(x, (1, 1, 1, 1), mode="replicate")
 
 
@@ -212,9 +229,10 @@ def tail_scores(
     folded: Mapping[str, tuple[torch.Tensor, torch.Tensor]],
     conv: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] = F.conv2d,
 ) -> torch.Tensor:
-    """``head(out_conv1(upsample_x4(dec3)))`` from :func:`fold_tail`'s kernels: ``(N, classes, 4h, 4w)`` for
-    ``dec3 (N, C, h, w)``, each region's 3x3 convolution (no padding) computed as ``conv(x, weight, bias)``
-    (``F.conv2d``; for kernels with a leading session axis, a convolution that gives each frame its own)."""
+    """``head(out_conv1(upsample_x4(dec3)))`` from :func:`fold_tail`'s kernels: ``(N, classes, 4h,
+    4w)`` for ``dec3 (N, C, h, w)``, each region's 3x3 convolution (no padding) computed as
+    ``conv(x, weight, bias)`` (``F.conv2d``; for kernels with a leading session axis, a convolution
+    that gives each frame its own)."""
     height, width = dec3.shape[2], dec3.shape[3]
     padded = replicate_pad(dec3)
     # padded rows read by the first block row, the inner ones and the last; columns the same
@@ -237,9 +255,10 @@ def frame_tail_fusable(height: int, width: int) -> bool:
 
 
 def fused_back(student: StudentNet, front: FrontFeatures) -> torch.Tensor:
-    """:meth:`StudentNet.forward_back` with the tail fused where :func:`tail_fusable` holds: the same function
-    (rounded differently), differentiable in the back's weights, several times cheaper to train through
-    (the two 32-channel convolutions at a quarter of the frame's resolution are gone, backward pass included)."""
+    """:meth:`StudentNet.forward_back` with the tail fused where :func:`tail_fusable` holds: the
+    same function (rounded differently), differentiable in the back's weights, several times cheaper
+    to train through (the two 32-channel convolutions at a quarter of the frame's resolution are
+    gone, backward pass included)."""
     dec3 = student.forward_dec3(front)
     if not tail_fusable(dec3.shape[2:], front.x1_size):
         return student.forward_tail(dec3, front)
@@ -247,8 +266,9 @@ def fused_back(student: StudentNet, front: FrontFeatures) -> torch.Tensor:
 
 
 def fused_back_scores(student: StudentNet, front: FrontFeatures) -> torch.Tensor:
-    """:func:`fused_back` without its last bilinear upsampling to the frame: ``(N, classes, x1 height, x1 width)``.
-    ValueError where the tail does not fuse (:func:`tail_fusable`: there the logits have no such form)."""
+    """:func:`fused_back` without its last bilinear upsampling to the frame: ``(N, classes, x1
+    height, x1 width)``. ValueError where the tail does not fuse (:func:`tail_fusable`: there the
+    logits have no such form)."""
     dec3 = student.forward_dec3(front)
     if not tail_fusable(dec3.shape[2:], front.x1_size):
         raise ValueError(f"the tail does not fuse at an input of {tuple(front.input_size)}")
@@ -284,8 +304,9 @@ def _block(block: StudentBlock, x: torch.Tensor) -> torch.Tensor:
 
 
 def per_frame_front(student: StudentNet, x: torch.Tensor) -> FrontFeatures:
-    """:meth:`StudentNet.forward_front` of every frame of ``x (N, 3, H, W)`` on its own (each block normalised with
-    its frame's statistics, as at batch 1): the front features of the N frames, stacked."""
+    """:meth:`StudentNet.forward_front` of every frame of ``x (N, 3, H, W)`` on its own (each block
+    normalised with its frame's statistics, as at batch 1): the front features of the N frames,
+    stacked."""
     x1 = student.in_conv1(x)
     enc1 = _block(student.enc1, student.in_conv2(x1))
     enc2 = _block(student.enc2, enc1)
@@ -301,7 +322,8 @@ class FastStudent(nn.Module):
     frame size (the ONNX graph for the frame sizes :func:`frame_tail_fusable` refuses).
     """
 
-    pixel_mean: torch.Tensor  # buffers, registered in __init__ (and the tail's, by region)
+    # buffers, registered in __init__ (and the tail's, by region)
+    pixel_mean: torch.Tensor
     head_weight: torch.Tensor
     head_bias: torch.Tensor
 
@@ -362,7 +384,8 @@ class FastStudent(nn.Module):
         return upsample(self.tail(dec3, front.x1_size), front.input_size)
 
     def tail(self, dec3: torch.Tensor, x1_size: tuple[int, int] | torch.Size) -> torch.Tensor:
-        """Class scores at in_conv1's resolution from the ``dec3`` block's output (before its upsampling)."""
+        """Class scores at in_conv1's resolution from the ``dec3`` block's output (before its
+        upsampling)."""
         if self.fuse_tail and tail_fusable(dec3.shape[2:], x1_size):
             return tail_scores(dec3, self.folded_tail())
         hidden = self.student.out_conv1(upsample(dec3, x1_size))

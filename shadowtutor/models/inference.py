@@ -129,12 +129,13 @@ def build_inference_backend(
     threads: int | None = None,
     student_size: Size | None = None,
 ) -> InferenceBackend:
-    """A backend of ``kind`` (a :data:`~shadowtutor.models.backends.STUDENT_BACKENDS` name but ``auto``)
-    holding a copy of ``student``.
+    """A backend of ``kind`` (a :data:`~shadowtutor.models.backends.STUDENT_BACKENDS` name but
+    ``auto``) holding a copy of ``student``.
 
-    With ``student_size`` ``(W, H)`` the student runs on frames resized to it (:class:`ScaledBackend`).
-    Accelerations (change-based inference, the flow path, the cluster) are built around backends by the
-    edge's labeller registry (:mod:`shadowtutor.acceleration.labellers.registry`).
+    With ``student_size`` ``(W, H)`` the student runs on frames resized to it
+    (:class:`ScaledBackend`). Accelerations (change-based inference, the flow path, the cluster) are
+    built around backends by the edge's labeller registry
+    (:mod:`shadowtutor.acceleration.labellers.registry`).
     """
     backend = _build_backend(kind, student, threads)
     return backend if student_size is None else ScaledBackend(backend, student_size)

@@ -1,5 +1,5 @@
-"""The student run by ONNX Runtime: on the CPU, and on a GPU through ONNX Runtime's CUDA and TensorRT
-execution providers (a Jetson).
+"""The student run by ONNX Runtime: on the CPU, and on a GPU through ONNX Runtime's CUDA and
+TensorRT execution providers (a Jetson).
 
 The exported graph is :class:`~shadowtutor.models.fast_student.FastStudent` (pixel-mean
 subtraction, instance normalisation for the frame-statistics BatchNorm, folded head and tail,
@@ -47,7 +47,8 @@ log = logging.getLogger(__name__)
 
 
 def tensorrt_cache_dir() -> str:
-    """TensorRT's timing cache folder: ``$SHADOWTUTOR_TENSORRT_CACHE``, else ``~/.cache/shadowtutor/tensorrt``."""
+    """TensorRT's timing cache folder: ``$SHADOWTUTOR_TENSORRT_CACHE``, else
+    ``~/.cache/shadowtutor/tensorrt``."""
     default = os.path.join(os.path.expanduser("~"), ".cache", "shadowtutor", "tensorrt")
     return os.environ.get(TENSORRT_CACHE_ENV) or default
 
@@ -81,8 +82,8 @@ def _require_onnx() -> tuple[Any, Any]:
 
 @functools.lru_cache(maxsize=4)
 def export_fast_student(num_classes: int, fuse_tail: bool = True) -> bytes:
-    """The serialised ONNX graph of a ``num_classes`` student's :class:`FastStudent`, weights as placeholders;
-    ``fuse_tail``: the variant for frame sizes where :func:`frame_tail_fusable` holds.
+    """The serialised ONNX graph of a ``num_classes`` student's :class:`FastStudent`, weights as
+    placeholders; ``fuse_tail``: the variant for frame sizes where :func:`frame_tail_fusable` holds.
 
     The exporter merges initializers with equal values (all-zero biases of a fresh student,
     say), so the graph is exported from a student whose every tensor is unique random noise:
@@ -96,12 +97,14 @@ def export_fast_student(num_classes: int, fuse_tail: bool = True) -> bytes:
     with torch.no_grad():
         for tensor in placeholder.state_dict().values():
             tensor.copy_(torch.rand(tensor.shape, generator=generator) + 0.5)
-    example = torch.zeros((64, 96, 3), dtype=torch.uint8)  # a size where the tail can be fused
+    # a size where the tail can be fused
+    example = torch.zeros((64, 96, 3), dtype=torch.uint8)
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter(
             "ignore"
-        )  # instance_norm in "training mode" and exporter deprecations
+            # instance_norm in "training mode" and exporter deprecations
+        )
         torch.onnx.export(
             placeholder,
             (example,),
@@ -125,7 +128,8 @@ def export_fast_student(num_classes: int, fuse_tail: bool = True) -> bytes:
 
 
 def with_weights(template: bytes, fast: FastStudent) -> bytes:
-    """``template`` (from :func:`export_fast_student`) with ``fast``'s current weights, serialised."""
+    """``template`` (from :func:`export_fast_student`) with ``fast``'s current weights,
+    serialised."""
     onnx, _ = _require_onnx()
     model = onnx.load_from_string(template)
     state = fast.state_dict()
@@ -175,7 +179,8 @@ class OnnxBackend:
         self.options.add_session_config_entry(
             "session.intra_op.allow_spinning", "1" if spin else "0"
         )
-        # Per tail variant (fused or not); the fused one now, so that a provider that cannot start fails here.
+        # Per tail variant (fused or not); the fused one now, so that a provider that cannot start
+        # fails here.
         self._sessions: dict[bool, Any] = {fuse_tail: self._build_session(fuse_tail)}
 
     @property
@@ -197,7 +202,8 @@ class OnnxBackend:
         )
         if self.providers[0] not in session.get_providers():
             raise BackendUnavailableError(
-                f"student backend {self.kind!r}: ONNX Runtime could not start {self.providers[0]} (the session "
+                f"student backend {self.kind!r}: ONNX Runtime could not start {self.providers[0]} "
+                "(the session "
                 f"runs on {session.get_providers()}); its log above says why"
             )
         return session
@@ -217,13 +223,15 @@ class OnnxBackend:
         self.fp16_agreement = float(np.mean(labels == reference))
         if self.fp16_agreement >= FP16_MIN_AGREEMENT:
             log.info(
-                "student backend %s: FP16, its labels agree with FP32 on %.3f%% of the first frame's pixels",
+                "student backend %s: FP16, its labels agree with FP32 on %.3f%% of the first "
+                "frame's pixels",
                 self.kind,
                 100 * self.fp16_agreement,
             )
             return labels
         log.warning(
-            "student backend %s: FP16 labels agree with FP32 on only %.3f%% of the first frame's pixels "
+            "student backend %s: FP16 labels agree with FP32 on only %.3f%% of the first frame's "
+            "pixels "
             "(< %.1f%%): running in FP32",
             self.kind,
             100 * self.fp16_agreement,
@@ -234,7 +242,8 @@ class OnnxBackend:
         return self._session(frame).run(None, {INPUT_NAME: frame})[0]
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
-        """Install a (partial) student ``state_dict`` and rebuild the sessions (tens of ms each on a CPU)."""
+        """Install a (partial) student ``state_dict`` and rebuild the sessions (tens of ms each on a
+        CPU)."""
         self.fast.load_weights(update)
         self._sessions = {fused: self._build_session(fused) for fused in self._sessions}
 

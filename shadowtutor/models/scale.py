@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-Size = tuple[int, int]  # (width, height)
+# (width, height)
+Size = tuple[int, int]
 
 
 def check_size(size: Size | None) -> Size | None:
@@ -28,7 +29,8 @@ def check_size(size: Size | None) -> Size | None:
 
 
 def parse_size(text: str) -> Size | None:
-    """``"WxH"`` -> ``(W, H)``; ``""``, ``"native"`` or ``"none"`` -> None (the frame's own size)."""
+    """``"WxH"`` -> ``(W, H)``; ``""``, ``"native"`` or ``"none"`` -> None (the frame's own
+    size)."""
     text = text.strip().lower()
     if text in ("", "native", "none"):
         return None
@@ -64,7 +66,8 @@ def frame_to_student(frame: np.ndarray, size: Size | None) -> np.ndarray:
 
 
 def labels_to_student(labels: np.ndarray, size: Size | None) -> np.ndarray:
-    """A label map resized to ``size`` by nearest neighbour (the teacher's labels for the server's copy)."""
+    """A label map resized to ``size`` by nearest neighbour (the teacher's labels for the server's
+    copy)."""
     if size is None or (labels.shape[1], labels.shape[0]) == size:
         return labels
     return _resize(labels, size, nearest=True)
@@ -92,7 +95,8 @@ def boxes_to_student(
 def infer_scaled(
     infer: Callable[[np.ndarray], np.ndarray], frame: np.ndarray, size: Size | None
 ) -> np.ndarray:
-    """``infer`` (a student's labels of a BGR frame) run at ``size``, its labels at the frame's size."""
+    """``infer`` (a student's labels of a BGR frame) run at ``size``, its labels at the frame's
+    size."""
     if size is None:
         return infer(frame)
     return labels_to_frame(infer(frame_to_student(frame, size)), frame.shape)

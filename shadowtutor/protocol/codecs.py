@@ -26,10 +26,12 @@ FLOAT_WEIGHT_CODECS = ("f32", "f16", "f32+zstd", "f16+zstd")
 DELTA_WEIGHT_CODECS = (
     "q8delta+zstd",
     "q8chdelta+zstd",
-)  # int8 deltas, one scale per tensor / per channel
+    # int8 deltas, one scale per tensor / per channel
+)
 SPARSE_WEIGHT_CODECS = tuple(
     SPARSE_BITS
-)  # deltas of a coordinate set (sparse_delta), decoded statefully
+    # deltas of a coordinate set (sparse_delta), decoded statefully
+)
 WEIGHT_CODECS = FLOAT_WEIGHT_CODECS + DELTA_WEIGHT_CODECS + SPARSE_WEIGHT_CODECS
 MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 ZSTD_LEVEL = 3
@@ -37,8 +39,10 @@ ZSTD_LEVEL = 3
 _IMAGE_EXT = {"jpeg": ".jpg", "webp": ".webp", "png": ".png"}
 _QUALITY_FLAG = {"jpeg": cv2.IMWRITE_JPEG_QUALITY, "webp": cv2.IMWRITE_WEBP_QUALITY}
 _SCALE = np.dtype("<f4")
-_Q_MAX = 127  # quantised deltas lie in -127..127 (the decoder accepts -128 too)
-_MAX_SCALE = np.finfo(np.float32).max / 128  # any int8 times a scale stays finite
+# quantised deltas lie in -127..127 (the decoder accepts -128 too)
+_Q_MAX = 127
+# any int8 times a scale stays finite
+_MAX_SCALE = np.finfo(np.float32).max / 128
 
 
 def _bad(code: ErrorCode, message: str) -> ProtocolError:
@@ -74,7 +78,8 @@ def choose_weight_codecs(offered: list[str], allowed: tuple[str, ...]) -> tuple[
     if not any(c in floats for c in offered):
         raise _bad(
             ErrorCode.UNSUPPORTED_CODEC,
-            f"{first} carries deltas only: offer a float codec for full weights too (one of {list(floats)})",
+            f"{first} carries deltas only: offer a float codec for full weights too (one of "
+            f"{list(floats)})",
         )
     return choose_codec(offered, floats, tuple(offered)), first
 
@@ -83,7 +88,8 @@ def choose_weight_codecs(offered: list[str], allowed: tuple[str, ...]) -> tuple[
 
 
 def encode_frame(frame_bgr: np.ndarray, codec: str, quality: int | None = None) -> bytes:
-    """Encode a BGR frame; ``quality`` (1..100) applies to jpeg and webp, None is :data:`DEFAULT_FRAME_QUALITY`."""
+    """Encode a BGR frame; ``quality`` (1..100) applies to jpeg and webp, None is
+    :data:`DEFAULT_FRAME_QUALITY`."""
     if frame_bgr.dtype != np.uint8 or frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3:
         raise ValueError(f"frames are uint8 (H, W, 3) BGR, got {frame_bgr.dtype} {frame_bgr.shape}")
     if codec == "raw":
@@ -176,11 +182,13 @@ class TensorBlob:
 
 @dataclass(frozen=True)
 class _WeightFormat:
-    item: np.dtype  # float item, or int8 for quantised deltas
+    # float item, or int8 for quantised deltas
+    item: np.dtype
     compressed: bool
     delta: bool = False
     per_channel: bool = (
-        False  # delta codecs: one scale per slice along dim 0 of tensors with >= 2 dims
+        # delta codecs: one scale per slice along dim 0 of tensors with >= 2 dims
+        False
     )
 
 
@@ -266,7 +274,8 @@ def _parse_descriptors(tensors: list[dict[str, Any]]) -> list[tuple[str, tuple[i
 
 
 def _decompress(payload: bytes, total: int) -> bytes:
-    """At most ``total + 1`` bytes out of a zstd frame: no more memory than that, whatever its header declares."""
+    """At most ``total + 1`` bytes out of a zstd frame: no more memory than that, whatever its
+    header declares."""
     chunks, size = [], 0
     try:
         with zstandard.ZstdDecompressor().stream_reader(payload) as reader:
@@ -291,8 +300,10 @@ def decode_tensors(
     fmt = _weight_format(codec)
     shapes = _parse_descriptors(tensors)
     counts = [
-        math.prod(shape) for _, shape in shapes
-    ]  # Python ints: an int64 product can wrap to 0
+        math.prod(shape)
+        for _, shape in shapes
+        # Python ints: an int64 product can wrap to 0
+    ]
     scale_counts = [_scale_count(shape, fmt) if fmt.delta else 0 for _, shape in shapes]
     scale_bytes = sum(scale_counts) * _SCALE.itemsize
     total = scale_bytes + sum(counts) * fmt.item.itemsize
@@ -308,7 +319,8 @@ def decode_tensors(
             f"weight payload has {len(payload)} bytes, descriptors say {total}",
         )
     scales = np.frombuffer(payload, dtype=_SCALE, count=sum(scale_counts))
-    if not ((scales >= 0) & (scales <= _MAX_SCALE)).all():  # (False for NaN)
+    # (False for NaN)
+    if not ((scales >= 0) & (scales <= _MAX_SCALE)).all():
         raise _bad(
             ErrorCode.BAD_MESSAGE,
             "a delta scale is negative, NaN, infinite or so large that values overflow",

@@ -25,7 +25,8 @@ PREFIX = struct.Struct(">2sBBI")
 MAX_HEADER_BYTES = 64 * 1024
 MAX_HELLO_BYTES = (
     PREFIX.size + MAX_HEADER_BYTES
-)  # a HELLO is a header; the largest message before one
+    # a HELLO is a header; the largest message before one
+)
 
 
 @dataclass(kw_only=True)
@@ -47,7 +48,8 @@ class Hello(Message):
     frame_width: int
     frame_height: int
     mode: str = (
-        "distill"  # "distill" (ShadowTutor) or "naive" (every frame labelled by the teacher)
+        # "distill" (ShadowTutor) or "naive" (every frame labelled by the teacher)
+        "distill"
     )
     student_arch: str = "shadowtutor-student"
     frame_codecs: list[str] = field(default_factory=lambda: ["raw"])
@@ -55,7 +57,8 @@ class Hello(Message):
     token: str | None = None
     agent: str = ""
     student_size: list[int] | None = (
-        None  # [W, H] the edge's student runs at; None: the server's choice
+        # [W, H] the edge's student runs at; None: the server's choice
+        None
     )
 
 
@@ -76,9 +79,11 @@ class Welcome(Message):
     class_names: list[str]
     tensors: list[dict[str, Any]] = field(default_factory=list)
     delta_codec: str | None = None
-    telemetry_interval: float | None = None  # seconds between TELEMETRY reports; None: send none
+    # seconds between TELEMETRY reports; None: send none
+    telemetry_interval: float | None = None
     student_size: list[int] | None = (
-        None  # [W, H] both student copies run at; None: the frame's size
+        # [W, H] both student copies run at; None: the frame's size
+        None
     )
 
 
@@ -159,7 +164,8 @@ class Error(Message):
 class Telemetry(Message):
     """Edge -> server, every WELCOME ``telemetry_interval`` seconds: the edge's own figures, for the
     server's ``/metrics``. Counters count since the agent started (over reconnects); ``None`` is
-    "not known yet" (no update applied, naive mode). Histograms: see :mod:`shadowtutor.protocol.telemetry`."""
+    "not known yet" (no update applied, naive mode). Histograms: see
+    :mod:`shadowtutor.protocol.telemetry`."""
 
     TYPE: ClassVar[int] = 8
     frames: int
@@ -179,11 +185,15 @@ class Telemetry(Message):
     roundtrip_seconds: dict[str, Any] | None = None
     # Added within version 1 (older edges leave them out); None: the feature is off or not known.
     key_frames_dropped: int | None = None
-    output_dropped: dict[str, Any] | None = None  # output -> writes dropped
+    # output -> writes dropped
+    output_dropped: dict[str, Any] | None = None
     labels_removed: int | None = None
-    change_based_frames: dict[str, Any] | None = None  # mode -> frames
-    changed_fraction: dict[str, Any] | None = None  # student layer -> fraction in [0, 1]
-    regions: dict[str, Any] | None = None  # path -> regions
+    # mode -> frames
+    change_based_frames: dict[str, Any] | None = None
+    # student layer -> fraction in [0, 1]
+    changed_fraction: dict[str, Any] | None = None
+    # path -> regions
+    regions: dict[str, Any] | None = None
     region_key_age_frames: dict[str, Any] | None = None
     cluster_workers: int | None = None
     region_queue_depth: int | None = None
@@ -250,8 +260,9 @@ def decode(data: bytes | bytearray | memoryview | str) -> Message:
 
 
 def _require_unicode_text(header: dict[str, Any]) -> None:
-    """Every string in the header (keys too) must be encodable Unicode: JSON's escapes can spell lone
-    surrogates, which would fail later, far from here (in a log line, a hash, a JSON response)."""
+    """Every string in the header (keys too) must be encodable Unicode: JSON's escapes can spell
+    lone surrogates, which would fail later, far from here (in a log line, a hash, a JSON
+    response)."""
     pending: list[Any] = [header]
     while pending:
         value = pending.pop()

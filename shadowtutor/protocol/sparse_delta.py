@@ -1,4 +1,5 @@
-"""Sparse delta codecs: quantised deltas of a chosen coordinate set (docs/protocol.md, "Sparse deltas").
+"""Sparse delta codecs: quantised deltas of a chosen coordinate set (docs/protocol.md, "Sparse
+deltas").
 
 A :class:`CoordinateSet` names, per tensor, the flat indices the server trains; it has an id and
 travels once, in the first update that uses it, as one bitmap per tensor. Later updates carry only
@@ -47,8 +48,9 @@ def is_sparse_codec(codec: str) -> bool:
 
 @dataclass(frozen=True)
 class CoordinateSet:
-    """``indices``: per tensor name, its chosen flat indices (int64, ascending, unique), in set order;
-    ``shapes``: each tensor's shape; ``set_id``: the id updates refer to it by (0..2**32-1)."""
+    """``indices``: per tensor name, its chosen flat indices (int64, ascending, unique), in set
+    order; ``shapes``: each tensor's shape; ``set_id``: the id updates refer to it by
+    (0..2**32-1)."""
 
     set_id: int
     shapes: dict[str, tuple[int, ...]]
@@ -73,8 +75,9 @@ class CoordinateSet:
 
 @dataclass(frozen=True)
 class SparseDelta:
-    """A decoded sparse update: ``coordinates`` (the set it carried, or None: the held one, ``set_id``),
-    ``deltas`` float32, one per coordinate of the set in its order (None: no change at all)."""
+    """A decoded sparse update: ``coordinates`` (the set it carried, or None: the held one,
+    ``set_id``), ``deltas`` float32, one per coordinate of the set in its order (None: no change at
+    all)."""
 
     set_id: int
     coordinates: CoordinateSet | None
@@ -116,8 +119,8 @@ def _value_bytes(count: int, bits: int) -> int:
 def encode_sparse(
     deltas: torch.Tensor | None, coordinates: CoordinateSet, codec: str, with_set: bool
 ) -> tuple[list[dict[str, Any]], bytes]:
-    """``(descriptors, payload)`` of an update for an edge; ``deltas``: float32, one per coordinate of
-    ``coordinates`` in its order (None: no change, an empty payload unless ``with_set``)."""
+    """``(descriptors, payload)`` of an update for an edge; ``deltas``: float32, one per coordinate
+    of ``coordinates`` in its order (None: no change, an empty payload unless ``with_set``)."""
     bits = SPARSE_BITS[codec]
     if deltas is None and not with_set:
         return [], b""

@@ -18,7 +18,8 @@ from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Telemetry
 from shadowtutor.protocol.student_layers import STUDENT_LAYERS
 
-MAX_BUCKETS = 32  # bounds per histogram: what one edge may add to the server's series
+# bounds per histogram: what one edge may add to the server's series
+MAX_BUCKETS = 32
 MAX_COUNT = 2**63 - 1
 COUNTERS = (
     "frames",
@@ -39,17 +40,21 @@ OPTIONAL_COUNTS = (
     "downlink_budget_bps",
 )
 HISTOGRAMS = ("inference_seconds", "blocked_seconds", "roundtrip_seconds", "region_key_age_frames")
-OUTPUTS = ("labels", "overlay", "state")  # the edge's outputs (edge_agent.sinks)
-CHANGE_MODES = ("change", "full", "fallback")  # how a frame of the change-based student ran
-REGION_PATHS = ("segment", "flow")  # shadowtutor.acceleration.regions.labeller.SEGMENT and FLOW
+# the edge's outputs (edge_agent.sinks)
+OUTPUTS = ("labels", "overlay", "state")
+# how a frame of the change-based student ran
+CHANGE_MODES = ("change", "full", "fallback")
+# shadowtutor.acceleration.regions.labeller.SEGMENT and FLOW
+REGION_PATHS = ("segment", "flow")
 # Labelled counters: field -> the keys it may have (each key's value a count).
 LABELS = {"output_dropped": OUTPUTS, "change_based_frames": CHANGE_MODES, "regions": REGION_PATHS}
 
 
 @dataclass(frozen=True)
 class HistogramSnapshot:
-    """A histogram's state: ``counts[i]`` observations in bucket ``i`` (not cumulative); bucket ``i``
-    holds values up to ``bounds[i]``, the last one (``counts[-1]``) those above every bound."""
+    """A histogram's state: ``counts[i]`` observations in bucket ``i`` (not cumulative); bucket
+    ``i`` holds values up to ``bounds[i]``, the last one (``counts[-1]``) those above every
+    bound."""
 
     bounds: tuple[float, ...]
     counts: tuple[int, ...]
@@ -60,7 +65,8 @@ class HistogramSnapshot:
         return sum(self.counts)
 
     def cumulative(self) -> list[tuple[float, int]]:
-        """``(upper bound, observations up to it)`` per bucket, the last bound ``inf``: Prometheus' buckets."""
+        """``(upper bound, observations up to it)`` per bucket, the last bound ``inf``: Prometheus'
+        buckets."""
         totals, running = [], 0
         for bound, count in zip((*self.bounds, math.inf), self.counts, strict=True):
             running += count
@@ -74,7 +80,8 @@ class HistogramSnapshot:
     def from_cumulative(
         cls, buckets: Sequence[tuple[float, float]], total: float
     ) -> HistogramSnapshot:
-        """From Prometheus-style ``(upper bound, cumulative count)`` pairs ending with ``inf``, and the sum."""
+        """From Prometheus-style ``(upper bound, cumulative count)`` pairs ending with ``inf``, and
+        the sum."""
         bounds = tuple(bound for bound, _ in buckets[:-1])
         cumulative = [int(count) for _, count in buckets]
         counts = tuple(c - p for c, p in zip(cumulative, [0, *cumulative[:-1]], strict=True))
@@ -118,7 +125,8 @@ class EdgeReport:
 
 
 def check_telemetry(message: Telemetry) -> EdgeReport:
-    """``message`` if its values obey the protocol, with its histograms parsed; else ``bad_message``."""
+    """``message`` if its values obey the protocol, with its histograms parsed; else
+    ``bad_message``."""
 
     def require(ok: bool, field_name: str, rule: str) -> None:
         if not ok:

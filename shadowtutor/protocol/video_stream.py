@@ -28,7 +28,8 @@ def streamable(width: int, height: int) -> bool:
 
 
 def frame_codecs_for(codecs: tuple[str, ...] | list[str], width: int, height: int) -> list[str]:
-    """``codecs`` less the stream codecs when frames of ``width`` x ``height`` cannot be streamed."""
+    """``codecs`` less the stream codecs when frames of ``width`` x ``height`` cannot be
+    streamed."""
     return [c for c in codecs if streamable(width, height) or c not in STREAM_FRAME_CODECS]
 
 
@@ -81,11 +82,13 @@ class StreamEncoder:
         return context
 
     def restart(self) -> None:
-        """The next frame is intra at position 0 (after a refused or unacknowledged frame, a reconnect)."""
+        """The next frame is intra at position 0 (after a refused or unacknowledged frame, a
+        reconnect)."""
         self._context = None
 
     def encode(self, frame_bgr: np.ndarray) -> StreamFrame:
-        """Encode one BGR frame of the encoder's size; raises ValueError for another size or type."""
+        """Encode one BGR frame of the encoder's size; raises ValueError for another size or
+        type."""
         _check_frame(frame_bgr)
         if frame_bgr.shape[:2] != (self.height, self.width):
             size = f"{frame_bgr.shape[1]}x{frame_bgr.shape[0]}"
@@ -108,7 +111,8 @@ class StreamEncoder:
 
 
 class StreamDecoder:
-    """The receiving side of one stream of ``width`` x ``height`` frames; see the module's contract."""
+    """The receiving side of one stream of ``width`` x ``height`` frames; see the module's
+    contract."""
 
     def __init__(self, width: int, height: int) -> None:
         self.width, self.height = width, height
@@ -131,7 +135,8 @@ class StreamDecoder:
         )
 
     def decode(self, payload: bytes, position: int) -> np.ndarray:
-        """The BGR frame of an access unit at stream ``position``; defects raise BAD_FRAME and reset."""
+        """The BGR frame of an access unit at stream ``position``; defects raise BAD_FRAME and
+        reset."""
         intra = position == 0
         if position < 0:
             raise self._refuse(f"negative stream position {position}")

@@ -1,4 +1,5 @@
-"""The weights an edge holds, kept bit-identical on both ends of a session (docs/protocol.md, "Held weights").
+"""The weights an edge holds, kept bit-identical on both ends of a session (docs/protocol.md, "Held
+weights").
 
 The edge holds whatever it decoded: full weights replace its copy, a partial update
 overwrites the tensors it names, and a delta update adds its dequantised deltas to them.
@@ -27,8 +28,8 @@ from shadowtutor.protocol.sparse_delta import (
 
 
 class HeldWeights:
-    """A float32 ``state_dict`` changed only by decoded blobs (empty until the first full weights), and
-    the coordinate set sparse updates refer to (``coordinates``, None until one arrives)."""
+    """A float32 ``state_dict`` changed only by decoded blobs (empty until the first full weights),
+    and the coordinate set sparse updates refer to (``coordinates``, None until one arrives)."""
 
     def __init__(self) -> None:
         self.state: dict[str, torch.Tensor] = {}
@@ -40,9 +41,10 @@ class HeldWeights:
         self.coordinates = None
 
     def apply_sparse(self, update: SparseDelta) -> dict[str, torch.Tensor]:
-        """A sparse update: hold the coordinate set it carries, if any, then add its deltas at the set's
-        coordinates. Returns the new values of the tensors it changed. A set naming a tensor that is not
-        held, or of another shape, or deltas for a set not held, raise BAD_MESSAGE and change nothing."""
+        """A sparse update: hold the coordinate set it carries, if any, then add its deltas at the
+        set's coordinates. Returns the new values of the tensors it changed. A set naming a tensor
+        that is not held, or of another shape, or deltas for a set not held, raise BAD_MESSAGE and
+        change nothing."""
         coordinates = update.coordinates if update.coordinates is not None else self.coordinates
         if update.coordinates is not None:
             for name, shape in update.coordinates.shapes.items():
@@ -50,7 +52,8 @@ class HeldWeights:
                 if held is None or tuple(held.shape) != shape:
                     raise ProtocolError(
                         ErrorCode.BAD_MESSAGE,
-                        f"coordinate set names {name!r} with shape {list(shape)}, which the edge does not hold",
+                        f"coordinate set names {name!r} with shape {list(shape)}, which the edge "
+                        "does not hold",
                     )
         if update.deltas is None:
             self.coordinates = coordinates
@@ -83,7 +86,8 @@ class HeldWeights:
                 shape = None if held is None else list(held.shape)
                 raise ProtocolError(
                     ErrorCode.BAD_MESSAGE,
-                    f"update of {name!r} with shape {list(value.shape)} does not fit the held tensor ({shape})",
+                    f"update of {name!r} with shape {list(value.shape)} does not fit the held "
+                    f"tensor ({shape})",
                 )
         new = {
             name: self.state[name] + _float32(value) if delta else _float32(value)
@@ -124,7 +128,8 @@ class UpdateEncoder:
         self.held = HeldWeights()
         self._sent: dict[
             str, torch.Tensor
-        ] = {}  # the server's value of each tensor when it was last sent
+            # the server's value of each tensor when it was last sent
+        ] = {}
 
     def full(self, state: Mapping[str, torch.Tensor]) -> TensorBlob:
         """Every tensor of ``state`` in the float codec; the edge will hold what it decodes."""
@@ -139,11 +144,12 @@ class UpdateEncoder:
         keys: list[str],
         coordinates: CoordinateSet | None = None,
     ) -> TensorBlob:
-        """The tensors ``keys`` of ``state`` that differ from the held ones, for an edge holding :attr:`held`.
+        """The tensors ``keys`` of ``state`` that differ from the held ones, for an edge holding
+        :attr:`held`.
 
-        With a sparse delta codec, only the coordinates of ``coordinates`` (the set the server trains,
-        required then) travel: the set itself when the edge does not hold it, then deltas for all its
-        coordinates when any of them changed since last sent (else an empty payload)."""
+        With a sparse delta codec, only the coordinates of ``coordinates`` (the set the server
+        trains, required then) travel: the set itself when the edge does not hold it, then deltas
+        for all its coordinates when any of them changed since last sent (else an empty payload)."""
         held = self.held.state
         missing = [key for key in keys if key not in held]
         if missing:
@@ -206,8 +212,9 @@ class UpdateEncoder:
         return TensorBlob(descriptors, payload)
 
     def mirror(self, keys: list[str]) -> dict[str, Any]:
-        """What :meth:`restore_mirror` needs to go on with partial updates of ``keys`` in another process:
-        the held values and the values last sent (float32 CPU copies), and the held coordinate set."""
+        """What :meth:`restore_mirror` needs to go on with partial updates of ``keys`` in another
+        process: the held values and the values last sent (float32 CPU copies), and the held
+        coordinate set."""
         held_set = self.held.coordinates
         coordinates = (
             None
@@ -225,7 +232,8 @@ class UpdateEncoder:
         }
 
     def restore_mirror(self, mirror: Mapping[str, Any]) -> None:
-        """Hold what :meth:`mirror` returned: the next partial update is what this encoder's would have been."""
+        """Hold what :meth:`mirror` returned: the next partial update is what this encoder's would
+        have been."""
         self.held.state = {key: _float32(value) for key, value in mirror["held"].items()}
         self._sent = {key: _float32(value) for key, value in mirror["sent"].items()}
         saved = mirror.get("coordinates")

@@ -29,7 +29,8 @@ class Teacher(Protocol):
     class_names: tuple[str, ...]
 
     def label(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> np.ndarray:
-        """BGR ``uint8`` ``(H, W, 3)`` -> class indices ``(H, W)`` (``uint8``, or ``int64`` past 256 classes)."""
+        """BGR ``uint8`` ``(H, W, 3)`` -> class indices ``(H, W)`` (``uint8``, or ``int64`` past 256
+        classes)."""
         ...
 
     def label_batch(
@@ -46,8 +47,8 @@ class Teacher(Protocol):
 @dataclass(frozen=True)
 class TeacherAnswer:
     """A teacher's answer for one frame: the label map and, where the teacher has instances, their
-    boxes ``(N, 4)`` float ``x0, y0, x1, y1`` in the frame's pixels (every instance the teacher kept,
-    of any class, including those its label map cannot show)."""
+    boxes ``(N, 4)`` float ``x0, y0, x1, y1`` in the frame's pixels (every instance the teacher
+    kept, of any class, including those its label map cannot show)."""
 
     labels: np.ndarray
     boxes: np.ndarray | None = None
@@ -56,8 +57,8 @@ class TeacherAnswer:
 def teach_batch(
     teacher: Teacher, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None
 ) -> list[TeacherAnswer]:
-    """``teacher.teach_batch`` where the teacher has it, else its labels without boxes (from ``label_batch``,
-    or ``label`` frame by frame for a teacher that has only that)."""
+    """``teacher.teach_batch`` where the teacher has it, else its labels without boxes (from
+    ``label_batch``, or ``label`` frame by frame for a teacher that has only that)."""
     if hasattr(teacher, "teach_batch"):
         return teacher.teach_batch(frames, frame_indices)
     if len(frames) > 1 and hasattr(teacher, "label_batch"):
@@ -86,7 +87,8 @@ def check_frame(frame: Any) -> np.ndarray:
 
 
 def resize_labels(labels: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Nearest-neighbour resize of a ``(h, w)`` label map (any integer dtype) to ``(height, width)``.
+    """Nearest-neighbour resize of a ``(h, w)`` label map (any integer dtype) to ``(height,
+    width)``.
 
     Each output pixel takes the label under its centre, so no new class values appear.
     """
@@ -177,7 +179,8 @@ class TeacherBase(ABC):
 
 
 class InstanceTeacherBase(TeacherBase):
-    """A backend that knows instances: it implements :meth:`_teach_batch`, the labels come from it."""
+    """A backend that knows instances: it implements :meth:`_teach_batch`, the labels come from
+    it."""
 
     @abstractmethod
     def _teach_batch(

@@ -44,8 +44,9 @@ def instances_to_teaching(
     score_threshold: float,
     paint_order: PaintOrder = "score",
 ) -> TeacherAnswer:
-    """detectron2 ``Instances`` (``pred_masks``, ``pred_boxes``, ``scores``, ``pred_classes`` over COCO's
-    80 contiguous ids) -> an ``(H, W)`` map of task class indices and the kept instances' boxes."""
+    """detectron2 ``Instances`` (``pred_masks``, ``pred_boxes``, ``scores``, ``pred_classes`` over
+    COCO's 80 contiguous ids) -> an ``(H, W)`` map of task class indices and the kept instances'
+    boxes."""
     if not hasattr(instances, "pred_masks"):
         raise TeacherError(
             "the detectron2 model gives no instance masks: use an InstanceSegmentation config"
@@ -97,8 +98,10 @@ class Detectron2Teacher(InstanceTeacherBase):
             from detectron2.modeling import build_model
         except ImportError as exc:
             raise TeacherError(
-                f"the detectron2 teacher needs detectron2, which cannot be imported ({exc}); install it "
-                f"({INSTALL_GUIDE}) or use the 'maskrcnn' teacher, the same model through torchvision"
+                f"the detectron2 teacher needs detectron2, which cannot be imported ({exc}); "
+                "install it "
+                f"({INSTALL_GUIDE}) or use the 'maskrcnn' teacher, the same model through "
+                "torchvision"
             ) from exc
         self.device = resolve_torch_device(device)
         if weights_path is not None and not Path(weights_path).is_file():
@@ -109,7 +112,8 @@ class Detectron2Teacher(InstanceTeacherBase):
             self.weights_source = (
                 str(weights_path) if weights_path else model_zoo.get_checkpoint_url(config)
             )
-        except RuntimeError as exc:  # model_zoo's answer to an unknown config name
+        # model_zoo's answer to an unknown config name
+        except RuntimeError as exc:
             raise TeacherError(f"unknown detectron2 model zoo config {config!r}: {exc}") from exc
         cfg.MODEL.ROI_HEADS.SCORE_THRESH_TEST = self.score_threshold
         cfg.MODEL.DEVICE = self.device
@@ -118,7 +122,8 @@ class Detectron2Teacher(InstanceTeacherBase):
         self._model = build_model(cfg).eval()
         try:
             DetectionCheckpointer(self._model).load(self.weights_source)
-        except Exception as exc:  # download or unpickling errors of several types
+        # download or unpickling errors of several types
+        except Exception as exc:
             raise TeacherError(
                 f"cannot load detectron2 weights {self.weights_source}: {exc}; "
                 "without internet access pass weights_path=<local model_final_*.pkl>"

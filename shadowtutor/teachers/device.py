@@ -6,7 +6,8 @@ from shadowtutor.teachers.base import TeacherError
 
 
 def resolve_torch_device(device: str) -> str:
-    """``"auto"`` -> ``"cuda"`` when CUDA is usable, else ``"cpu"``; ``"cpu"``/``"cuda[:N]"`` are checked."""
+    """``"auto"`` -> ``"cuda"`` when CUDA is usable, else ``"cpu"``; ``"cpu"``/``"cuda[:N]"`` are
+    checked."""
     import torch
 
     if device == "auto":

@@ -1,10 +1,12 @@
-"""Instance masks -> label maps, painted on the detector's device; one label map per frame to the host.
+"""Instance masks -> label maps, painted on the detector's device; one label map per frame to the
+host.
 
 Input, per frame: a torchvision-style detection dict *before* its masks are pasted into the image:
 ``boxes`` ``(N, 4)`` float in the frame's pixels, ``scores`` ``(N,)``, ``labels`` ``(N,)`` (the
 detector's class ids) and ``masks`` ``(N, 1, M, M)`` probabilities over each box (what Mask R-CNN's
-mask head gives). Output: a :class:`~shadowtutor.teachers.base.TeacherAnswer` per frame with the label
-map ``(H, W)`` (:func:`~shadowtutor.teachers.base.label_dtype`) in host memory and the kept boxes.
+mask head gives). Output: a :class:`~shadowtutor.teachers.base.TeacherAnswer` per frame with the
+label map ``(H, W)`` (:func:`~shadowtutor.teachers.base.label_dtype`) in host memory and the kept
+boxes.
 
 Guarantee: the labels are those of torchvision's ``paste_masks_in_image`` followed by
 ``mask > mask_threshold`` and :func:`~shadowtutor.teachers.instances.paint_instances` on the host.
@@ -43,7 +45,8 @@ def paint_frames(
     mask_threshold: float = 0.5,
     order: PaintOrder = "score",
 ) -> list[TeacherAnswer]:
-    """Label maps ``(height, width)`` of ``frame_sizes`` from the frames' ``detections`` (see the module)."""
+    """Label maps ``(height, width)`` of ``frame_sizes`` from the frames' ``detections`` (see the
+    module)."""
     import torch
     from torchvision.models.detection.roi_heads import expand_boxes, expand_masks
 
@@ -54,7 +57,8 @@ def paint_frames(
     device = detections[0]["boxes"].device
     padded, rows = [], []
     for det in detections:
-        masks, scale = expand_masks(det["masks"], padding=1)  # torchvision's paste, step 1
+        # torchvision's paste, step 1
+        masks, scale = expand_masks(det["masks"], padding=1)
         cells = expand_boxes(det["boxes"], scale).to(dtype=torch.int64)
         padded.append(masks)
         rows.append(
@@ -68,7 +72,8 @@ def paint_frames(
                 dim=1,
             )
         )
-    table = torch.cat(rows).cpu().numpy()  # float32 scores and boxes, int64 ids: exact in float64
+    # float32 scores and boxes, int64 ids: exact in float64
+    table = torch.cat(rows).cpu().numpy()
     dtype = torch.uint8 if label_dtype(num_classes) == np.uint8 else torch.int64
     canvases, boxes, start = [], [], 0
     for masks, (height, width) in zip(padded, frame_sizes, strict=True):
@@ -89,8 +94,9 @@ def paint_frames(
 def _paint_one(
     canvas: torch.Tensor, mask: torch.Tensor, cell: list[int], task_id: int, threshold: float
 ) -> None:
-    """Paint ``task_id`` where ``mask`` (``(M, M)``, padded) resized into ``cell`` (``x0, y0, x1, y1``,
-    inclusive, possibly past the canvas) exceeds ``threshold``: torchvision's ``paste_mask_in_image``."""
+    """Paint ``task_id`` where ``mask`` (``(M, M)``, padded) resized into ``cell`` (``x0, y0, x1,
+    y1``, inclusive, possibly past the canvas) exceeds ``threshold``: torchvision's
+    ``paste_mask_in_image``."""
     import torch.nn.functional as F
 
     x0, y0, x1, y1 = cell
@@ -107,8 +113,8 @@ def _paint_one(
 
 
 def _to_host(canvases: list[torch.Tensor]) -> list[np.ndarray]:
-    """The maps as NumPy arrays, through :func:`~shadowtutor.models.host_copy.to_host` (CUDA ones copied into
-    pinned memory on the current stream, waited for once; CPU ones as they are)."""
+    """The maps as NumPy arrays, through :func:`~shadowtutor.models.host_copy.to_host` (CUDA ones
+    copied into pinned memory on the current stream, waited for once; CPU ones as they are)."""
     from shadowtutor.models.host_copy import to_host
 
     return [host.numpy() for host in to_host(canvases)]

@@ -1,13 +1,12 @@
 """Instance masks (Mask R-CNN output) -> one semantic label map.
 
-Painting rule: instances scoring below ``score_threshold`` and instances whose class maps to
-the background are dropped; the rest are painted in ascending ``order``: ``score`` (where masks
-overlap the highest-scoring instance ends on top; equal scores: the later one in the
-detector's order wins) or ``class``, the authors' rule (``dod_server.sem_seg_label``: each task
-class's masks together, in class-index order, so a later class such as bicycle lies over an
-earlier one such as person, whatever the scores). A pixel belongs to a mask when the mask is ``True`` there (bool
-masks) or its probability is above ``mask_threshold``; pixels no kept mask covers are
-background.
+Painting rule: instances scoring below ``score_threshold`` and instances whose class maps to the
+background are dropped; the rest are painted in ascending ``order``: ``score`` (where masks overlap
+the highest-scoring instance ends on top; equal scores: the later one in the detector's order wins)
+or ``class``, the authors' rule (``dod_server.sem_seg_label``: each task class's masks together, in
+class-index order, so a later class such as bicycle lies over an earlier one such as person,
+whatever the scores). A pixel belongs to a mask when the mask is ``True`` there (bool masks) or its
+probability is above ``mask_threshold``; pixels no kept mask covers are background.
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ def check_paint_order(order: str) -> PaintOrder:
 
 
 def kept_boxes(boxes: np.ndarray, scores: np.ndarray, score_threshold: float = 0.5) -> np.ndarray:
-    """The ``(N, 4)`` float32 boxes of the instances scoring at least ``score_threshold``, of any class
-    (the authors weight the loss near every detected object, not only the task's classes)."""
+    """The ``(N, 4)`` float32 boxes of the instances scoring at least ``score_threshold``, of any
+    class (the authors weight the loss near every detected object, not only the task's classes)."""
     return np.asarray(boxes, dtype=np.float32).reshape(-1, 4)[np.asarray(scores) >= score_threshold]
 
 
@@ -75,8 +74,9 @@ def paint_sequence(
     score_threshold: float = 0.5,
     order: PaintOrder = "score",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(sequence, task_ids)``: the indices of the instances to paint, in the order they are painted
-    (the last one painted ends on top), and every instance's task class (``class_lut[class_ids]``).
+    """``(sequence, task_ids)``: the indices of the instances to paint, in the order they are
+    painted (the last one painted ends on top), and every instance's task class
+    (``class_lut[class_ids]``).
 
     This is the painting rule of the module, shared by :func:`paint_instances` and painters that
     work elsewhere (e.g. on the detector's device), so that all paint the same map.

@@ -58,7 +58,8 @@ def read_label(path: Path) -> np.ndarray:
         raise TeacherError(f"cannot read label map {path}")
     if labels.ndim != 2 or labels.dtype not in (np.uint8, np.uint16):
         raise TeacherError(
-            f"{path} is not a single-channel 8- or 16-bit label map (shape {labels.shape}, {labels.dtype})"
+            f"{path} is not a single-channel 8- or 16-bit label map (shape {labels.shape}, "
+            f"{labels.dtype})"
         )
     return labels
 
@@ -84,7 +85,8 @@ def _class_names_in(path: Path) -> tuple[str, ...] | None:
 
 
 def locate_labels(directory: str | Path) -> tuple[Path, tuple[str, ...] | None]:
-    """``(directory holding the PNGs, stored class names or None)`` for a labels or scene directory."""
+    """``(directory holding the PNGs, stored class names or None)`` for a labels or scene
+    directory."""
     directory = Path(directory)
     if not directory.is_dir():
         raise TeacherError(f"labels directory not found: {directory}")

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 class LabelsTeacher(InstanceTeacherBase):
     """``labels_dir``: a directory of ``NNNNNN.png`` (class names from its ``labels.json``) or a
     scene directory (``labels/`` and ``scene.json``); ``class_names`` overrides the stored ones.
-    ``device`` is accepted like every backend's and not used: labels are read on the host (``cpu``)."""
+    ``device`` is accepted like every backend's and not used: labels are read on the host
+    (``cpu``)."""
 
     name = "labels"
 
@@ -70,7 +71,8 @@ class LabelsTeacher(InstanceTeacherBase):
         path = label_path(self.labels_dir, frame_index)
         try:
             stored = path.is_file()
-        except OSError as exc:  # e.g. a frame index so large that the file name is too long
+        # e.g. a frame index so large that the file name is too long
+        except OSError as exc:
             raise TeacherError(f"no stored label for frame {frame_index}: {exc.strerror}") from None
         if not stored:
             raise TeacherError(f"no stored label for frame {frame_index}: {path} does not exist")

@@ -61,7 +61,8 @@ def load_maskrcnn_state_dict(
             raise TeacherError(f"Mask R-CNN weights not found: {path}")
         try:
             blob = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # torch raises several types for unreadable files
+        # torch raises several types for unreadable files
+        except Exception as exc:
             raise TeacherError(f"cannot read Mask R-CNN weights {path}: {exc}") from exc
         if isinstance(blob, Mapping) and isinstance(blob.get("model"), Mapping):
             blob = blob["model"]
@@ -73,17 +74,20 @@ def load_maskrcnn_state_dict(
         state_dict = torch.hub.load_state_dict_from_url(
             url, map_location="cpu", progress=True, check_hash=True, weights_only=True
         )
-    except Exception as exc:  # URLError, HTTPError, OSError, hash mismatch, unpickling errors
+    # URLError, HTTPError, OSError, hash mismatch, unpickling errors
+    except Exception as exc:
         cache = Path(torch.hub.get_dir()) / "checkpoints" / Path(url).name
         raise TeacherError(
             f"cannot fetch Mask R-CNN weights from {url}: {exc}. Without internet access, copy the "
-            f"file to {cache} (set TORCH_HOME to move that cache) or pass weights_path=<state dict file>"
+            f"file to {cache} (set TORCH_HOME to move that cache) or pass weights_path=<state "
+            "dict file>"
         ) from exc
     return state_dict, url
 
 
 def build_maskrcnn(state_dict: Mapping[str, torch.Tensor], **model_options: Any) -> MaskRCNN:
-    """torchvision's ``maskrcnn_resnet50_fpn`` (91 COCO classes) holding ``state_dict``, in eval mode."""
+    """torchvision's ``maskrcnn_resnet50_fpn`` (91 COCO classes) holding ``state_dict``, in eval
+    mode."""
     from torchvision.models.detection import maskrcnn_resnet50_fpn
 
     model = maskrcnn_resnet50_fpn(
@@ -195,8 +199,8 @@ class MaskRCNNTeacher(InstanceTeacherBase):
             )
 
     def _upload(self, frame: np.ndarray) -> torch.Tensor:
-        """BGR ``uint8`` ``(H, W, 3)`` -> RGB float ``(3, H, W)`` in [0, 1] on the device (through pinned
-        memory, asynchronously, on the current stream for CUDA)."""
+        """BGR ``uint8`` ``(H, W, 3)`` -> RGB float ``(3, H, W)`` in [0, 1] on the device (through
+        pinned memory, asynchronously, on the current stream for CUDA)."""
         import torch
 
         pixels = torch.from_numpy(frame)

@@ -35,8 +35,10 @@ MODEL = PackagedFile(
     sha256="a77d03f4659b9f6b6c1f5106947bf40e99d7655094b6527f214ea7d451106edd",
     licence="Apache-2.0 (MediaPipe; model card: Selfie Segmentation)",
 )
-SOURCE_CLASSES = ("background", "person")  # the model's answer: 0 = no, 1 = person
-MODEL_ASPECT = 256 / 144  # width / height of the landscape model's input
+# the model's answer: 0 = no, 1 = person
+SOURCE_CLASSES = ("background", "person")
+# width / height of the landscape model's input
+MODEL_ASPECT = 256 / 144
 TILE_OVERLAP = 0.4
 # A tile with no one in it sometimes comes back largely "person" (a lawn's texture); a person that
 # fills a tile is large enough for the whole-frame pass, so such a tile's answer is dropped.
@@ -74,7 +76,8 @@ def install_model(class_names: Sequence[str] = LVS_CLASSES, out: Path | None = N
 
 
 def tile_boxes(width: int, height: int, tile_height: int) -> list[tuple[int, int, int, int]]:
-    """``(x, y, w, h)`` of the whole frame, then of overlapping tiles covering it (none if it is small)."""
+    """``(x, y, w, h)`` of the whole frame, then of overlapping tiles covering it (none if it is
+    small)."""
     boxes = [(0, 0, width, height)]
     th = min(tile_height, height)
     tw = min(round(th * MODEL_ASPECT), width)
@@ -90,8 +93,8 @@ def tile_boxes(width: int, height: int, tile_height: int) -> list[tuple[int, int
 
 
 class MediaPipeTeacher(TeacherBase):
-    """``model_path``: the converted model (default: where ``install_model`` puts it). It runs on the CPU
-    whatever ``device`` names (its model runs on ONNX Runtime's CPU provider only)."""
+    """``model_path``: the converted model (default: where ``install_model`` puts it). It runs on
+    the CPU whatever ``device`` names (its model runs on ONNX Runtime's CPU provider only)."""
 
     name = "mediapipe"
 

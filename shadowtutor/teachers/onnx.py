@@ -41,8 +41,9 @@ def select_providers(
 ) -> list[str | tuple[str, dict[str, int]]]:
     """The execution providers to ask for, best first, for ``device`` given what is ``available``.
 
-    ``device`` is a key of :data:`DEVICE_PROVIDERS` or ``cuda:N`` (CUDA's provider on GPU ``N``). A device
-    other than ``auto`` whose first provider is missing raises :class:`TeacherError` naming the remedies.
+    ``device`` is a key of :data:`DEVICE_PROVIDERS` or ``cuda:N`` (CUDA's provider on GPU ``N``). A
+    device other than ``auto`` whose first provider is missing raises :class:`TeacherError` naming
+    the remedies.
     """
     kind, _, index = device.partition(":")
     if kind not in DEVICE_PROVIDERS or (index and (kind != "cuda" or not index.isdigit())):
@@ -126,7 +127,8 @@ class OnnxTeacher(TeacherBase):
         providers = select_providers(device, onnxruntime.get_available_providers())
         try:
             self._session = onnxruntime.InferenceSession(str(path), providers=providers)
-        except Exception as exc:  # onnxruntime raises its own exception types for bad models
+        # onnxruntime raises its own exception types for bad models
+        except Exception as exc:
             raise TeacherError(f"onnxruntime cannot load {path}: {exc}") from exc
         self.providers = list(self._session.get_providers())
         self.device = "cpu" if self.providers[0] == CPU else "cuda"
@@ -200,18 +202,21 @@ class OnnxTeacher(TeacherBase):
         expected_ndim = {"logits": 4, "labels": 3}.get(kind or "")
         if out.ndim != expected_ndim:
             raise TeacherError(
-                f"the model output has shape {out.shape}: expected logits (N, C, H, W) or labels (N, H, W)"
+                f"the model output has shape {out.shape}: expected logits (N, C, H, W) or labels "
+                "(N, H, W)"
             )
         if kind == "logits":
             if out.shape[1] != len(self.class_names):
                 raise TeacherError(
-                    f"the model gives {out.shape[1]} channels for {len(self.class_names)} class names"
+                    f"the model gives {out.shape[1]} channels for {len(self.class_names)} class "
+                    "names"
                 )
             return out.argmax(axis=1)
         labels = out.astype(np.int64)
         if labels.size and (labels.min() < 0 or labels.max() >= len(self.class_names)):
             raise TeacherError(
-                f"the model gives labels {labels.min()}..{labels.max()} for {len(self.class_names)} classes"
+                f"the model gives labels {labels.min()}..{labels.max()} for "
+                f"{len(self.class_names)} classes"
             )
         return labels
 

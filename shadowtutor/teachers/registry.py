@@ -1,7 +1,7 @@
 """Teachers by name: ``build_teacher("maskrcnn", device="cuda")``.
 
-Every backend takes the keyword ``device`` (``auto``, ``cpu``, ``cuda[:N]``); one that runs on the host
-only (labels, mediapipe) accepts any and runs on the CPU.
+Every backend takes the keyword ``device`` (``auto``, ``cpu``, ``cuda[:N]``); one that runs on the
+host only (labels, mediapipe) accepts any and runs on the CPU.
 
 Each backend's module is imported only when that backend is built, so importing the
 package pulls in neither torch nor onnxruntime.

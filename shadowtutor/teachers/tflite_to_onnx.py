@@ -21,12 +21,16 @@ import numpy as np
 from shadowtutor.teachers.base import TeacherError
 
 OPSET = 17
-_FLOAT_TYPES = {0: np.float32, 1: np.float16}  # TensorType FLOAT32, FLOAT16
+# TensorType FLOAT32, FLOAT16
+_FLOAT_TYPES = {0: np.float32, 1: np.float16}
 _INT_TYPES = {2: np.int32, 4: np.int64}
-_PADDING = {0: "SAME_UPPER", 1: "VALID"}  # tflite Padding SAME / VALID -> onnx auto_pad
-_ACTIVATIONS = {0: None, 1: "Relu"}  # ActivationFunctionType NONE, RELU (others refused)
+# tflite Padding SAME / VALID -> onnx auto_pad
+_PADDING = {0: "SAME_UPPER", 1: "VALID"}
+# ActivationFunctionType NONE, RELU (others refused)
+_ACTIVATIONS = {0: None, 1: "Relu"}
 TfliteObject = (
-    Any  # a model, tensor, operator or options table of the tflite package (which has no types)
+    # a model, tensor, operator or options table of the tflite package (which has no types)
+    Any
 )
 
 
@@ -36,8 +40,10 @@ class _Graph:
 
     nodes: list = field(default_factory=list)
     initializers: list = field(default_factory=list)
-    constants: dict[int, np.ndarray] = field(default_factory=dict)  # tflite tensor -> value (NHWC)
-    names: dict[int, str] = field(default_factory=dict)  # tflite tensor -> onnx value name
+    # tflite tensor -> value (NHWC)
+    constants: dict[int, np.ndarray] = field(default_factory=dict)
+    # tflite tensor -> onnx value name
+    names: dict[int, str] = field(default_factory=dict)
     counter: int = 0
 
     def fresh(self, stem: str) -> str:
@@ -67,7 +73,8 @@ def _tensor_value(model: TfliteObject, tensor: TfliteObject) -> np.ndarray | Non
     dtype = _FLOAT_TYPES.get(tensor.Type()) or _INT_TYPES.get(tensor.Type())
     if dtype is None:
         raise TeacherError(
-            f"tensor {tensor.Name()!r} has unsupported type {tensor.Type()} (quantised models are not)"
+            f"tensor {tensor.Name()!r} has unsupported type {tensor.Type()} (quantised models are "
+            "not)"
         )
     return np.frombuffer(data.tobytes(), dtype=dtype).reshape(tensor.ShapeAsNumpy())
 
@@ -101,7 +108,8 @@ class _Converter:
         return [int(d) for d in self.sub.Tensors(index).ShapeAsNumpy()]
 
     def value(self, index: int) -> str:
-        """The ONNX name of tflite tensor ``index``; constants become NCHW-broadcastable initializers."""
+        """The ONNX name of tflite tensor ``index``; constants become NCHW-broadcastable
+        initializers."""
         if index not in self.graph.names:
             const = self.graph.constants.get(index)
             if const is None:
@@ -176,7 +184,8 @@ class _Converter:
 
     def conv(self, op: TfliteObject, name: str) -> None:
         opts = self.options(op, self.tflite.Conv2DOptions)
-        weight = self.weight(op.Inputs(1)).transpose(0, 3, 1, 2)  # OHWI -> OIHW
+        # OHWI -> OIHW
+        weight = self.weight(op.Inputs(1)).transpose(0, 3, 1, 2)
         self._conv(
             op,
             weight,
@@ -189,7 +198,8 @@ class _Converter:
 
     def depthwise(self, op: TfliteObject, name: str) -> None:
         opts = self.options(op, self.tflite.DepthwiseConv2DOptions)
-        weight = self.weight(op.Inputs(1)).transpose(3, 0, 1, 2)  # 1,H,W,C*M -> C*M,1,H,W
+        # 1,H,W,C*M -> C*M,1,H,W
+        weight = self.weight(op.Inputs(1)).transpose(3, 0, 1, 2)
         groups = self.shape(op.Inputs(0))[3]
         self._conv(
             op,
@@ -227,12 +237,14 @@ class _Converter:
 
     def transpose_conv(self, op: TfliteObject, name: str) -> None:
         padding, stride_w, stride_h = struct.unpack("<3i", op.CustomOptionsAsNumpy().tobytes()[:12])
-        weight = self.weight(op.Inputs(1)).transpose(3, 0, 1, 2)  # O,H,W,I -> I,O,H,W
+        # O,H,W,I -> I,O,H,W
+        weight = self.weight(op.Inputs(1)).transpose(3, 0, 1, 2)
         bias = self.graph.constant(self.weight(op.Inputs(2)), "bias")
         in_h, in_w = self.shape(op.Inputs(0))[1:3]
         out_h, out_w = self.shape(op.Outputs(0))[1:3]
         kh, kw = weight.shape[2:]
-        # TFLite SAME padding: the output is input * stride; the surplus is trimmed, the larger half at the end.
+        # TFLite SAME padding: the output is input * stride; the surplus is trimmed, the larger half
+        # at the end.
         pads = [
             max((in_h - 1) * stride_h + kh - out_h, 0),
             max((in_w - 1) * stride_w + kw - out_w, 0),
@@ -299,8 +311,8 @@ def convert_segmenter(
 ) -> Path:
     """Write ``onnx_path``: input NCHW RGB in [0, 1], output class indices ``lut[p > threshold]``.
 
-    ``lut``: the task's class index for the model's "no" (0) and "yes" (1) answer.
-    ``metadata``: extra entries for the model's metadata (licence, source); ``class_names`` is added.
+    ``lut``: the task's class index for the model's "no" (0) and "yes" (1) answer. ``metadata``:
+    extra entries for the model's metadata (licence, source); ``class_names`` is added.
     """
     import json
 
@@ -311,7 +323,8 @@ def convert_segmenter(
     in_name, in_shape, prob, out_shape = converter.convert()
     if in_shape[0] != 1 or in_shape[3] != 3 or out_shape[3] != 1:
         raise TeacherError(
-            f"expected an RGB image in and one probability channel out, got {in_shape} -> {out_shape}"
+            f"expected an RGB image in and one probability channel out, got {in_shape} -> "
+            f"{out_shape}"
         )
     graph = converter.graph
     above = graph.node(

@@ -1,4 +1,5 @@
-"""Precompute a teacher's labels for every frame of a video (read back by the ``labels`` teacher)."""
+"""Precompute a teacher's labels for every frame of a video (read back by the ``labels``
+teacher)."""
 
 from __future__ import annotations
 

@@ -71,8 +71,9 @@ FUSED_TAIL_MULTIPLE = 2 * TAIL_UPSCALE
 
 
 def fused_tail_fits(height: int, width: int) -> bool:
-    """Whether the fused tail runs frames of this size: sides multiples of :data:`FUSED_TAIL_MULTIPLE`
-    (then its blocks tile the frame exactly) and where the tail can be fused."""
+    """Whether the fused tail runs frames of this size: sides multiples of
+    :data:`FUSED_TAIL_MULTIPLE` (then its blocks tile the frame exactly) and where the tail can be
+    fused."""
     return (
         height % FUSED_TAIL_MULTIPLE == 0
         and width % FUSED_TAIL_MULTIPLE == 0
@@ -89,16 +90,19 @@ DEFAULT_REFRESH_INTERVAL = 300
 DEFAULT_BACKOFF_FRAMES = 60
 DEFAULT_PROBE_INTERVAL = 50
 MAX_BACKOFF_DOUBLINGS = (
-    5  # the longest wait: 32 x backoff_frames (1920 frames, about a minute at 30 FPS)
+    # the longest wait: 32 x backoff_frames (1920 frames, about a minute at 30 FPS)
+    5
 )
 SMOOTHING = 0.3
 
-FrameMode = str  # "change" (change-based), "full" (full evaluation through the caches), "fallback"
+# "change" (change-based), "full" (full evaluation through the caches), "fallback"
+FrameMode = str
 
 
 @dataclass
 class ChangeStats:
-    """What the last frame did: its mode and, per threshold point, the fraction of positions that changed."""
+    """What the last frame did: its mode and, per threshold point, the fraction of positions that
+    changed."""
 
     mode: FrameMode = "full"
     input_fraction: float = 1.0
@@ -106,7 +110,8 @@ class ChangeStats:
 
 
 class ChangeBasedStudent:
-    """Labels ``uint8 (H, W)`` for BGR ``uint8 (H, W, 3)`` frames of a static camera, change-based."""
+    """Labels ``uint8 (H, W)`` for BGR ``uint8 (H, W, 3)`` frames of a static camera,
+    change-based."""
 
     def __init__(
         self,
@@ -131,24 +136,31 @@ class ChangeBasedStudent:
         self.refresh_interval = refresh_interval
         self.size: tuple[int, int] | None = None
         self.full_from = (
-            0  # index into STAGES of the first stage that must run in full; len(STAGES) = none
+            # index into STAGES of the first stage that must run in full; len(STAGES) = none
+            0
         )
         self.since_refresh = 0
         self.stats = ChangeStats()
         self.backoff_frames = backoff_frames
         self.backoff = (
-            0  # frames left that go to the fallback because change-based frames were slower
+            # frames left that go to the fallback because change-based frames were slower
+            0
         )
-        self.backoffs_in_a_row = 0  # back-offs since change-based frames last paid
+        # back-offs since change-based frames last paid
+        self.backoffs_in_a_row = 0
         self.probe_interval = probe_interval
-        self.since_probe = 0  # change-based frames since full_frame was last timed
-        self.fallback_seconds: float | None = None  # smoothed time of a fallback frame
-        self.change_seconds: float | None = None  # smoothed time of a change-based frame
+        # change-based frames since full_frame was last timed
+        self.since_probe = 0
+        # smoothed time of a fallback frame
+        self.fallback_seconds: float | None = None
+        # smoothed time of a change-based frame
+        self.change_seconds: float | None = None
 
     # -- weights -------------------------------------------------------------------------------
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
-        """Install a (partial) ``state_dict``; the stages from the first one it touches recompute once."""
+        """Install a (partial) ``state_dict``; the stages from the first one it touches recompute
+        once."""
         check_update(self.student, update)
         self.student.load_state_dict(dict(update), strict=False)
         touched = {_STAGE_OF_MODULE.get(key.split(".")[0], key.split(".")[0]) for key in update}
@@ -169,7 +181,8 @@ class ChangeBasedStudent:
                 if self.full_frame is not None:
                     self.full_frame(
                         frame_bgr
-                    )  # warms the fallback up: its first call is no yardstick
+                        # warms the fallback up: its first call is no yardstick
+                    )
                     self.fallback_seconds, self.since_probe = None, 0
                 return self._run(frame, None, 0, 1.0)
             moved = self.input.moved(frame_bgr, self.thresholds["in_conv1"])
@@ -198,7 +211,8 @@ class ChangeBasedStudent:
         return labels
 
     def _guard(self, frame_bgr: np.ndarray, seconds: float) -> None:
-        """Measured cut-over: when change-based frames cost more than the fallback, back off to it for a while."""
+        """Measured cut-over: when change-based frames cost more than the fallback, back off to it
+        for a while."""
         if self.full_frame is None:
             return
         self.change_seconds = _smoothed(self.change_seconds, seconds)
@@ -257,7 +271,8 @@ class ChangeBasedStudent:
         self.stats = ChangeStats(mode, fraction, changed)
 
     def input_scales(self) -> dict[str, float]:
-        """Standard deviation of every thresholded feature map as cached now (calibration's units)."""
+        """Standard deviation of every thresholded feature map as cached now (calibration's
+        units)."""
         scales = {"in_conv2": self.in_conv2.input.interior().std().item()}
         for name, block in self.blocks.items():
             scales[name] = block.preact.interior().std().item()
@@ -269,7 +284,8 @@ class ChangeBasedStudent:
     # -- construction --------------------------------------------------------------------------
 
     def _build(self, size: tuple[int, int], keep_caches: bool) -> None:
-        """Make the stages for frames of ``size``; ``keep_caches`` carries the caches of unchanged stages over."""
+        """Make the stages for frames of ``size``; ``keep_caches`` carries the caches of unchanged
+        stages over."""
         s, dense = self.student, self.dense_fraction
         maps = map_sizes(size)
         x1_size, enc1_size, enc2_size, enc3_size = (

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-PATCH_CHUNK_FLOATS = 1 << 17  # 512 kB of gathered patches per matrix multiplication
+# 512 kB of gathered patches per matrix multiplication
+PATCH_CHUNK_FLOATS = 1 << 17
 
 
 @dataclass
@@ -37,8 +38,9 @@ def pooled_positions(
     stride: int,
     padding: int | tuple[int, int],
 ) -> torch.Tensor:
-    """Flat positions of the window grid (``kernel``, ``stride``, ``padding`` over a ``size`` map) whose
-    window holds any position in ``index``, ascending (found by max-pooling the positions' mask)."""
+    """Flat positions of the window grid (``kernel``, ``stride``, ``padding`` over a ``size`` map)
+    whose window holds any position in ``index``, ascending (found by max-pooling the positions'
+    mask)."""
     mask = torch.zeros(size[0] * size[1])
     mask[index] = 1.0
     return flat_nonzero(F.max_pool2d(mask.view(1, 1, *size), kernel, stride, padding))
@@ -142,7 +144,8 @@ class SparseConv:
 
 
 class BilinearUpsample:
-    """``F.interpolate(mode="bilinear", align_corners=False)`` from ``in_size`` to ``out_size``, at chosen outputs."""
+    """``F.interpolate(mode="bilinear", align_corners=False)`` from ``in_size`` to ``out_size``, at
+    chosen outputs."""
 
     def __init__(self, in_size: tuple[int, int], out_size: tuple[int, int]) -> None:
         self.in_h, self.in_w = in_size
@@ -176,7 +179,8 @@ class BilinearUpsample:
 
 
 def bilinear_axis(size_in: int, size_out: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Source indices and the weight of the second one, as PyTorch computes them (align_corners=False)."""
+    """Source indices and the weight of the second one, as PyTorch computes them
+    (align_corners=False)."""
     scale = size_in / size_out
     src = ((torch.arange(size_out, dtype=torch.float32) + 0.5) * scale - 0.5).clamp(min=0)
     i0 = src.floor().long().clamp(max=size_in - 1)

@@ -90,7 +90,8 @@ class ConvStage:
 
 
 class InputStage:
-    """The frame (BGR uint8) and ``in_conv1``: changes are pixels that moved more than tau grey levels."""
+    """The frame (BGR uint8) and ``in_conv1``: changes are pixels that moved more than tau grey
+    levels."""
 
     def __init__(self, conv: SparseConv) -> None:
         self.conv = conv
@@ -100,8 +101,9 @@ class InputStage:
         self.mean = torch.tensor(PIXEL_MEAN_BGR, dtype=torch.float32)
 
     def moved(self, frame: np.ndarray, tau: float) -> torch.Tensor:
-        """Flat positions where ``frame`` differs from the reference by more than ``tau`` in any channel
-        (OpenCV's vectorised absdiff and max: several times faster than the same in torch)."""
+        """Flat positions where ``frame`` differs from the reference by more than ``tau`` in any
+        channel (OpenCV's vectorised absdiff and max: several times faster than the same in
+        torch)."""
         blue, green, red = cv2.split(cv2.absdiff(frame, self.reference.numpy()))
         return torch.from_numpy(np.flatnonzero(cv2.max(cv2.max(blue, green), red) > tau))
 
@@ -120,7 +122,8 @@ class InputStage:
         return Change(out_index, self.conv.at(self.input, out_index))
 
     def accept(self, frame: torch.Tensor) -> None:
-        """Take ``frame`` as the reference without computing (it went to the full-frame fallback)."""
+        """Take ``frame`` as the reference without computing (it went to the full-frame
+        fallback)."""
         self.reference.copy_(frame)
 
 
@@ -175,7 +178,8 @@ class BlockStage:
         self.changed_fraction = 0.0
 
     def _normalisation(self, exact: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """Scale and shift of the normalisation now; ``exact`` recomputes the sums from ``x`` first."""
+        """Scale and shift of the normalisation now; ``exact`` recomputes the sums from ``x``
+        first."""
         if exact:
             x = self.x.double()
             self.sums = torch.stack([x.sum(0), (x * x).sum(0)])
@@ -277,13 +281,15 @@ class UpsampleStage:
 
 
 def dilated(index: torch.Tensor, size: Size) -> torch.Tensor:
-    """Flat positions of an ``size`` grid within one step (8-neighbourhood) of any position in ``index``."""
+    """Flat positions of an ``size`` grid within one step (8-neighbourhood) of any position in
+    ``index``."""
     return pooled_positions(index, size, 3, 1, 1)
 
 
 class TailStage:
-    """dec3's output -> class scores (the fused tail, :func:`~shadowtutor.models.fast_student.fold_tail`)
-    -> labels (x2 bilinear upsampling, argmax), block by block.
+    """dec3's output -> class scores (the fused tail,
+    :func:`~shadowtutor.models.fast_student.fold_tail`) -> labels (x2 bilinear upsampling, argmax),
+    block by block.
 
     The tail's unit is a *block*: one position of dec3's ``(h, w)`` map, whose 4x4 class scores are
     one 3x3 convolution of its neighbourhood; a block's scores feed the 8x8 label *tile* of its own
@@ -299,7 +305,8 @@ class TailStage:
         weights = [folded[region][0] for region in TAIL_REGIONS]
         classes_phases, channels = weights[0].shape[:2]
         self.classes = classes_phases // scale**2
-        # per region, the (9 * C, classes * 16) matrix for patches gathered as (tap y, tap x, channel)
+        # per region, the (9 * C, classes * 16) matrix for patches gathered as (tap y, tap x,
+        # channel)
         self.matrices = [
             wt.permute(2, 3, 1, 0).reshape(9 * channels, classes_phases).contiguous()
             for wt in weights
@@ -307,10 +314,12 @@ class TailStage:
         self.biases = [folded[region][1] for region in TAIL_REGIONS]
         rows, cols = torch.arange(h), torch.arange(w)
         tap = torch.arange(-1, 2)
-        near_y = (rows.view(-1, 1) + tap).clamp(0, h - 1)  # (h, 3): replication padding
+        # (h, 3): replication padding
+        near_y = (rows.view(-1, 1) + tap).clamp(0, h - 1)
         near_x = (cols.view(-1, 1) + tap).clamp(0, w - 1)
         self.neighbours = (near_y.view(h, 1, 3, 1) * w + near_x.view(1, w, 1, 3)).reshape(h * w, 9)
-        row_class = (rows > 0).long() + (rows == h - 1).long()  # 0 first, 1 inner, 2 last
+        # 0 first, 1 inner, 2 last
+        row_class = (rows > 0).long() + (rows == h - 1).long()
         col_class = (cols > 0).long() + (cols == w - 1).long()
         self.region = (row_class.view(h, 1) * 3 + col_class.view(1, w)).flatten()
         self.inner = TAIL_REGIONS.index("inner")
@@ -325,12 +334,14 @@ class TailStage:
         out = 2 * scale
         label_y = rows.view(-1, 1) * out + torch.arange(
             out
-        )  # (h, 8): the output rows of each block's tile
+            # (h, 8): the output rows of each block's tile
+        )
         label_x = cols.view(-1, 1) * out + torch.arange(out)
         self.out_size = (out * h, out * w)
         tile_labels = label_y.view(h, 1, out, 1) * self.out_size[1] + label_x.view(1, w, 1, out)
         self.tile_labels = tile_labels.reshape(h * w, -1)
-        # each output pixel's four class-score sources, as the last (x2 bilinear) upsampling reads them
+        # each output pixel's four class-score sources, as the last (x2 bilinear) upsampling reads
+        # them
         y0, y1, self.weight_y = bilinear_axis(sh, self.out_size[0])
         x0, x1, self.weight_x = bilinear_axis(sw, self.out_size[1])
 
@@ -345,8 +356,10 @@ class TailStage:
         self.source = torch.zeros(h * w, channels)
         self.logits = torch.zeros(sh * sw, self.classes)
         self.score_labels = torch.zeros(
-            sh * sw, dtype=torch.uint8
-        )  # argmax of each position's class scores
+            sh * sw,
+            dtype=torch.uint8,
+            # argmax of each position's class scores
+        )
         self.labels = torch.zeros(self.out_size[0] * self.out_size[1], dtype=torch.uint8)
         self.changed_fraction = 0.0
         self.output_fraction = 0.0
@@ -356,7 +369,8 @@ class TailStage:
         return self.source
 
     def step(self, change: Change | None, tau: float, tau_output: float, full: bool) -> np.ndarray:
-        """``tau`` thresholds dec3's output, ``tau_output`` the class scores (per block: its largest move)."""
+        """``tau`` thresholds dec3's output, ``tau_output`` the class scores (per block: its largest
+        move)."""
         self.changed_fraction = self.output_fraction = 0.0
         if full:
             if change is not None:
@@ -382,7 +396,8 @@ class TailStage:
         self.changed_fraction = self.output_fraction = 1.0
 
     def _blocks(self, blocks: torch.Tensor, tau_output: float) -> None:
-        """Recompute the class scores of ``blocks``; where they moved by more than ``tau_output``, the labels."""
+        """Recompute the class scores of ``blocks``; where they moved by more than ``tau_output``,
+        the labels."""
         taps = self.neighbours.index_select(0, blocks).flatten()
         patches = self.source.index_select(0, taps).view(blocks.numel(), -1)
         scores = torch.addmm(self.biases[self.inner], patches, self.matrices[self.inner])
@@ -407,9 +422,9 @@ class TailStage:
         self._label_tiles(dilated(blocks.index_select(0, moved), self.grid))
 
     def _label_tiles(self, tiles: torch.Tensor) -> None:
-        """Labels of the 8x8 output tiles of ``tiles``. A pixel whose four sources have one label gets it
-        (a convex mix of score vectors that share their first maximum keeps it); the others are mixed
-        and compared as the full-frame upsampling and argmax do."""
+        """Labels of the 8x8 output tiles of ``tiles``. A pixel whose four sources have one label
+        gets it (a convex mix of score vectors that share their first maximum keeps it); the others
+        are mixed and compared as the full-frame upsampling and argmax do."""
         sources = self.pixel_sources.index_select(0, tiles).view(-1, 4)
         pixels = self.tile_labels.index_select(0, tiles).flatten()
         near = self.score_labels.index_select(0, sources.flatten()).view(-1, 4)
@@ -431,10 +446,11 @@ class TailStage:
 
 
 class UnfusedTailStage:
-    """The tail where it cannot be fused (frame sides not multiples of 8, e.g. 320x180): dec3's output
-    upsampled to in_conv1's resolution, out_conv1, the folded head, then the last upsampling and argmax,
-    each change-based. ``tau`` thresholds out_conv1's input; the head takes every change of out_conv1's
-    output (no threshold point of its own); ``tau_output`` thresholds the class scores."""
+    """The tail where it cannot be fused (frame sides not multiples of 8, e.g. 320x180): dec3's
+    output upsampled to in_conv1's resolution, out_conv1, the folded head, then the last upsampling
+    and argmax, each change-based. ``tau`` thresholds out_conv1's input; the head takes every change
+    of out_conv1's output (no threshold point of its own); ``tau_output`` thresholds the class
+    scores."""
 
     def __init__(
         self,

@@ -13,8 +13,8 @@ File format (``shadowtutor change-based calibrate`` writes it)::
     {"format": "shadowtutor-change-thresholds", "version": 2,
      "thresholds": {"in_conv1": 6.0, "in_conv2": 0.05, ...}, "source": "..."}
 
-Version 1 files load too: their ``out_conv1`` threshold (on dec3's output upsampled) becomes ``tail``,
-and their ``out_conv2`` threshold, a point version 2 does not have, is dropped.
+Version 1 files load too: their ``out_conv1`` threshold (on dec3's output upsampled) becomes
+``tail``, and their ``out_conv2`` threshold, a point version 2 does not have, is dropped.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def zero_thresholds() -> dict[str, float]:
 
 
 def validate_thresholds(thresholds: object, origin: str = "thresholds") -> dict[str, float]:
-    """``thresholds`` as a complete ``{name: tau >= 0}``, or a :class:`ThresholdFileError` naming the problem."""
+    """``thresholds`` as a complete ``{name: tau >= 0}``, or a :class:`ThresholdFileError` naming
+    the problem."""
     if not isinstance(thresholds, Mapping):
         raise ThresholdFileError(
             f"{origin}: 'thresholds' must be an object of layer name -> number"
@@ -108,7 +109,8 @@ def _from_version_1(thresholds: Mapping[str, object]) -> dict[str, object]:
 
 
 def load_thresholds(path: str | Path | None = None) -> dict[str, float]:
-    """Thresholds from ``path``, or the built-in ones for the packaged student when ``path`` is None."""
+    """Thresholds from ``path``, or the built-in ones for the packaged student when ``path`` is
+    None."""
     if path is None:
         text = resources.files(__package__).joinpath(DEFAULT_FILE).read_text()
         return parse_threshold_file(text, f"built-in {DEFAULT_FILE}")

@@ -53,13 +53,15 @@ def point_work(student: StudentNet, size: Size, fused_tail: bool = True) -> dict
 
     ``fused_tail``: the tail as one 3x3 convolution at dec3's resolution with ``classes * 16``
     outputs (:func:`~shadowtutor.models.fast_student.fold_tail`); else ``out_conv1`` and the folded
-    head, two 3x3 convolutions at in_conv1's resolution. ``output`` (argmax and upsampling) has none.
+    head, two 3x3 convolutions at in_conv1's resolution. ``output`` (argmax and upsampling) has
+    none.
     """
     sizes = map_sizes(size)
     (x1_h, x1_w), (dec3_h, dec3_w) = (
         sizes["x1"],
         sizes["enc1"],
-    )  # the tail reads dec3, at enc1's size
+        # the tail reads dec3, at enc1's size
+    )
     work = {
         "in_conv1": _conv_work(student.in_conv1, sizes["x1"]),
         "in_conv2": _conv_work(student.in_conv2, sizes["x2"]),

@@ -19,12 +19,14 @@ from shadowtutor.models.inference import check_frame
 
 
 class ChangeBasedLabeller(OneFrameAtATime):
-    """``inner`` (a student on ``torch`` or ``onnx``) takes the frames that changed too much; weights go to both."""
+    """``inner`` (a student on ``torch`` or ``onnx``) takes the frames that changed too much;
+    weights go to both."""
 
     def __init__(self, inner: StudentLabeller, options: ChangeBasedOptions) -> None:
         self.inner = inner
         self.options = options
-        options.thresholds()  # a bad threshold file or scale fails now
+        # a bad threshold file or scale fails now
+        options.thresholds()
         self.backend: ChangeBasedBackend | None = None
 
     @property
@@ -38,7 +40,8 @@ class ChangeBasedLabeller(OneFrameAtATime):
         )
 
     def apply(self, update: Mapping[str, torch.Tensor]) -> None:
-        self._require().load_weights(update)  # the change-based student and the wrapped backend
+        # the change-based student and the wrapped backend
+        self._require().load_weights(update)
 
     def label(self, frame: np.ndarray) -> np.ndarray:
         return self._require().infer(check_frame(frame))
@@ -46,7 +49,8 @@ class ChangeBasedLabeller(OneFrameAtATime):
     def new_scene(self) -> None:
         if self.backend is not None:
             self.backend.runner.size = (
-                None  # the next frame is evaluated in full: no cache carries over
+                # the next frame is evaluated in full: no cache carries over
+                None
             )
 
     def stats(self) -> LabellerStats:

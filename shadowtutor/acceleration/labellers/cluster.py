@@ -1,4 +1,5 @@
-"""The edge cluster (:mod:`shadowtutor.acceleration.regions.cluster`) as a labeller: regions on Ray workers.
+"""The edge cluster (:mod:`shadowtutor.acceleration.regions.cluster`) as a labeller: regions on Ray
+workers.
 
 Frames drawn through :meth:`ClusterLabeller.pipeline` are submitted as they are drawn, up to
 ``in_flight`` ahead of the frame being labelled, so that workers idle on one frame's last regions
@@ -24,10 +25,12 @@ CLUSTER_MARGIN = 96
 
 
 class ClusterLabeller:
-    """Regions of each frame on the workers of the Ray cluster at ``address`` (``HOST:PORT`` or ``auto``).
+    """Regions of each frame on the workers of the Ray cluster at ``address`` (``HOST:PORT`` or
+    ``auto``).
 
-    The first :meth:`load` joins the cluster and starts one worker per CPU node with the weights; later
-    loads and every :meth:`apply` go to every worker, and the keys of the old student are dropped.
+    The first :meth:`load` joins the cluster and starts one worker per CPU node with the weights;
+    later loads and every :meth:`apply` go to every worker, and the keys of the old student are
+    dropped.
     """
 
     kind = "cluster"
@@ -50,10 +53,12 @@ class ClusterLabeller:
         self.master: ClusterMaster | None = None
         self._ahead: deque[tuple[np.ndarray, int]] = (
             deque()
-        )  # submitted, not yet yielded by pipeline
+            # submitted, not yet yielded by pipeline
+        )
         self._yielded: deque[tuple[np.ndarray, int]] = (
             deque()
-        )  # yielded by pipeline, not yet labelled
+            # yielded by pipeline, not yet labelled
+        )
 
     def load(self, state: Mapping[str, torch.Tensor], class_names: tuple[str, ...]) -> None:
         if self.master is not None:
@@ -95,7 +100,8 @@ class ClusterLabeller:
                 self._yielded.append(item)
                 yield item[0]
                 continue
-            frame = next(source, None)  # no weights yet: nothing to start early
+            # no weights yet: nothing to start early
+            frame = next(source, None)
             if frame is None:
                 return
             yield frame

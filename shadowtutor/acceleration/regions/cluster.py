@@ -1,4 +1,5 @@
-"""Regions of one camera spread over an edge cluster on Ray (Yang et al.'s embedded cluster, Algorithms 1 and 2).
+"""Regions of one camera spread over an edge cluster on Ray (Yang et al.'s embedded cluster,
+Algorithms 1 and 2).
 
 The master (:class:`ClusterMaster`, on the camera's device) cuts each frame into regions and
 hands them, first in first out, to idle workers (one Ray actor per worker node, its index in
@@ -48,8 +49,10 @@ class RegionResult:
     t: int
     region: int
     labels: np.ndarray
-    key: RegionKey | None  # a new key (the segmentation path ran), else None
-    age: int = 0  # frames since the key the labels come from (0: segmented now)
+    # a new key (the segmentation path ran), else None
+    key: RegionKey | None
+    # frames since the key the labels come from (0: segmented now)
+    age: int = 0
 
 
 class RegionWorker:
@@ -68,13 +71,15 @@ class RegionWorker:
 
         torch.set_num_threads(
             1
-        )  # one CPU per worker (its Ray resource): no thread pools fighting over it
+            # one CPU per worker (its Ray resource): no thread pools fighting over it
+        )
         cv2.setNumThreads(1)
         self.backend = build_inference_backend(
             "torch", student_from_state_dict(student_state, class_names)
         )
         network = None
-        if network_state is not None:  # the decision rules' network (a fixed interval needs none)
+        # the decision rules' network (a fixed interval needs none)
+        if network_state is not None:
             network = DecisionNetwork()
             network.load_state_dict(dict(network_state))
             network.eval()
@@ -82,7 +87,8 @@ class RegionWorker:
         self.config = config
         self.margin = margin
         self.flow = FlowEstimator()
-        self.keys: dict[int, RegionKey] = {}  # the local key buffer
+        # the local key buffer
+        self.keys: dict[int, RegionKey] = {}
         self.generation = 0
 
     def load_weights(self, update: Mapping[str, torch.Tensor], generation: int) -> None:
@@ -92,7 +98,8 @@ class RegionWorker:
     def process(
         self, frame: np.ndarray, t: int, region: int, key: RegionKey | None
     ) -> RegionResult:
-        """Algorithm 2 for one region of frame ``t`` (``key``: the master's newer key, if it sent one)."""
+        """Algorithm 2 for one region of frame ``t`` (``key``: the master's newer key, if it sent
+        one)."""
         if key is not None:
             self.keys[region] = key
         grid = RegionGrid(frame.shape[1], frame.shape[0], self.config.regions, self.margin)
@@ -121,7 +128,8 @@ class RegionWorker:
 
 
 def connect(address: str) -> None:
-    """Join the Ray cluster at ``HOST:PORT`` (or ``auto``); a clear error when nothing answers there."""
+    """Join the Ray cluster at ``HOST:PORT`` (or ``auto``); a clear error when nothing answers
+    there."""
     import ray
 
     if address != "auto":
@@ -152,7 +160,8 @@ def start_workers(
     nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) >= 1]
     if not nodes:
         raise ClusterError(
-            "the Ray cluster has no node with a CPU for a worker; join one with `ray start --address`"
+            "the Ray cluster has no node with a CPU for a worker; join one with `ray start "
+            "--address`"
         )
     actor = ray.remote(num_cpus=1, max_restarts=0)(RegionWorker)
     state = ray.put(dict(student_state))
@@ -181,18 +190,26 @@ class ClusterMaster:
         self.workers = list(workers)
         self.regions = regions
         self.key_lag = key_lag
-        self.in_flight = in_flight  # frames whose regions may be out at once in label_stream
-        self.idle: deque[Any] = deque(self.workers)  # IdleQueue
+        # frames whose regions may be out at once in label_stream
+        self.in_flight = in_flight
+        # IdleQueue
+        self.idle: deque[Any] = deque(self.workers)
         self.key_table: dict[
             tuple[int, int], int
-        ] = {}  # (worker index, region) -> frame of its key
-        self.global_keys: dict[int, RegionKey] = {}  # GlobalKeyBuffer
+            # (worker index, region) -> frame of its key
+        ] = {}
+        # GlobalKeyBuffer
+        self.global_keys: dict[int, RegionKey] = {}
         self.generation = 0
         self.reassigned = 0
-        self.queue_depth = 0  # regions left waiting for an idle worker after the last dispatch
-        self.next_t = 0  # the number the next submitted frame gets
-        self.last: FrameRegions | None = None  # the paths of the last collected frame's regions
-        self._inputs: deque[tuple[int, int]] = deque()  # InputQueue: (frame, region)
+        # regions left waiting for an idle worker after the last dispatch
+        self.queue_depth = 0
+        # the number the next submitted frame gets
+        self.next_t = 0
+        # the paths of the last collected frame's regions
+        self.last: FrameRegions | None = None
+        # InputQueue: (frame, region)
+        self._inputs: deque[tuple[int, int]] = deque()
         self._refs: dict[int, Any] = {}
         self._shapes: dict[int, tuple[int, int]] = {}
         self._outputs: dict[int, dict[int, RegionResult]] = {}
@@ -203,7 +220,8 @@ class ClusterMaster:
         return sum(w is not None for w in self.workers)
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
-        """Install a weight update on every worker; keys made by the old student are stale everywhere.
+        """Install a weight update on every worker; keys made by the old student are stale
+        everywhere.
 
         Regions already handed out are labelled by the student their worker held then."""
         import ray
@@ -224,7 +242,8 @@ class ClusterMaster:
         self.load_weights({})
 
     def submit(self, frame: np.ndarray) -> int:
-        """Queue one frame's regions (handed to idle workers at once); the frame's number, for :meth:`collect`."""
+        """Queue one frame's regions (handed to idle workers at once); the frame's number, for
+        :meth:`collect`."""
         import ray
 
         t = self.next_t
@@ -235,7 +254,8 @@ class ClusterMaster:
         return t
 
     def collect(self, t: int) -> np.ndarray:
-        """The labels of submitted frame ``t`` (waits for its regions; each frame is collected once)."""
+        """The labels of submitted frame ``t`` (waits for its regions; each frame is collected
+        once)."""
         if t not in self._outputs:
             raise KeyError(f"frame {t} was not submitted, or was collected or discarded")
         while len(self._outputs[t]) < self.regions:
@@ -255,13 +275,15 @@ class ClusterMaster:
         return self._assemble(self._shapes.pop(t), {r: part.labels for r, part in parts.items()})
 
     def discard(self, t: int) -> None:
-        """Forget submitted frame ``t``: its regions not handed out yet are dropped, its results ignored."""
+        """Forget submitted frame ``t``: its regions not handed out yet are dropped, its results
+        ignored."""
         self._inputs = deque(item for item in self._inputs if item[0] != t)
         for table in (self._outputs, self._refs, self._shapes):
             table.pop(t, None)
 
     def label_stream(self, frames: Iterable[np.ndarray]) -> Iterator[tuple[int, np.ndarray]]:
-        """``(t, labels)`` for every frame, in order, each exactly once; ``in_flight`` frames out at once."""
+        """``(t, labels)`` for every frame, in order, each exactly once; ``in_flight`` frames out at
+        once."""
         source = iter(frames)
         submitted: deque[int] = deque()
         while True:
@@ -288,7 +310,8 @@ class ClusterMaster:
         self.queue_depth = len(self._inputs)
 
     def _receive(self) -> None:
-        """MasterReceiver: one finished region (or a dead worker's region back at the head of the queue)."""
+        """MasterReceiver: one finished region (or a dead worker's region back at the head of the
+        queue)."""
         import ray
         from ray.exceptions import RayActorError
 
@@ -312,7 +335,8 @@ class ClusterMaster:
                 self._outputs[t][r] = result
 
     def _key_for(self, worker: Any, region: int) -> RegionKey | None:
-        """The global key, when the worker's copy is more than ``key_lag`` frames older (or missing)."""
+        """The global key, when the worker's copy is more than ``key_lag`` frames older (or
+        missing)."""
         key = self.global_keys.get(region)
         if key is None or key.generation != self.generation:
             return None
@@ -327,7 +351,8 @@ class ClusterMaster:
 
     def _drop(self, worker: Any) -> None:
         index = self._index(worker)
-        self.workers[index] = None  # keeps the other indices of the key table valid
+        # keeps the other indices of the key table valid
+        self.workers[index] = None
         self.key_table = {k: v for k, v in self.key_table.items() if k[0] != index}
 
     def _assemble(self, shape: tuple[int, int], parts: dict[int, np.ndarray]) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""The decision network (DVSNet's DN; Yang et al. fig. 4): a small regression model on flow-path features.
+"""The decision network (DVSNet's DN; Yang et al. fig. 4): a small regression model on flow-path
+features.
 
 It predicts a region's *confidence score*: the fraction of pixels on which the flow path's
 warped labels would agree with the segmentation path's labels. DVSNet feeds the DN the
@@ -25,8 +26,8 @@ from shadowtutor.acceleration.regions.flow import FlowPart
 FORMAT = "shadowtutor-decision-network/1"
 ASSET_NAME = "decision_network.pt"
 POOL = 4
-# The features read every 4th pixel of each row and column of the region's flow and images: 1/16 of the
-# work (the statistics they take hardly move), so deciding costs a fraction of the flow itself.
+# The features read every 4th pixel of each row and column of the region's flow and images: 1/16 of
+# the work (the statistics they take hardly move), so deciding costs a fraction of the flow itself.
 FEATURE_STEP = 4
 FEATURE_NAMES = (
     *(f"flow_{axis}_{i}" for axis in "xy" for i in range(POOL * POOL)),
@@ -46,7 +47,8 @@ class DecisionNetworkError(ValueError):
 
 
 def region_features(result: FlowPart, age: int, max_age: int) -> np.ndarray:
-    """The DN's input for one region: float32 ``(FEATURE_COUNT,)``, flow in region widths/heights."""
+    """The DN's input for one region: float32 ``(FEATURE_COUNT,)``, flow in region
+    widths/heights."""
     w, h = result.size
     scale = np.array([w, h], dtype=np.float32)
     pooled = cv2.resize(result.flow, (POOL, POOL), interpolation=cv2.INTER_AREA) / scale
@@ -68,7 +70,8 @@ def region_features(result: FlowPart, age: int, max_age: int) -> np.ndarray:
 class DecisionNetwork(nn.Module):
     """Standardised features -> 64 -> 32 -> 1 (sigmoid): the predicted confidence score."""
 
-    feature_mean: torch.Tensor  # buffers, registered in __init__
+    # buffers, registered in __init__
+    feature_mean: torch.Tensor
     feature_std: torch.Tensor
 
     def __init__(self, hidden: tuple[int, int] = (64, 32)) -> None:
@@ -94,7 +97,8 @@ class DecisionNetwork(nn.Module):
         ).squeeze(-1)
 
     def scores(self, features: np.ndarray) -> np.ndarray:
-        """:meth:`forward` in NumPy, for a few regions per frame (a tenth of torch's call overhead)."""
+        """:meth:`forward` in NumPy, for a few regions per frame (a tenth of torch's call
+        overhead)."""
         x = (
             np.asarray(features, dtype=np.float32) - self.feature_mean.numpy()
         ) / self.feature_std.numpy()
@@ -124,13 +128,16 @@ def load_decision_network(path: Path) -> tuple[DecisionNetwork, dict[str, Any]]:
     """The network in ``path`` and its metadata (how it was trained)."""
     if not path.is_file():
         raise DecisionNetworkError(
-            f"no decision network at {path}; make one with `shadowtutor regions train-decision --out {path}`"
+            f"no decision network at {path}; make one with `shadowtutor regions train-decision "
+            f"--out {path}`"
         )
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for a damaged or foreign file
+    # torch raises many types for a damaged or foreign file
+    except Exception as exc:
         raise DecisionNetworkError(
-            f"{path} cannot be read as a decision network (not a PyTorch file of one: {type(exc).__name__})"
+            f"{path} cannot be read as a decision network (not a PyTorch file of one: "
+            f"{type(exc).__name__})"
         ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise DecisionNetworkError(f"{path} is not a decision network ({FORMAT})")

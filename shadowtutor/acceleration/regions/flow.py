@@ -26,10 +26,14 @@ class FlowPart:
     """The flow and how well it explains the current image, over one area (a region of an estimate),
     read at every ``step``-th pixel of each row and column."""
 
-    flow: np.ndarray  # float32 (h, w, 2), pixels of the downscaled image
-    residual: np.ndarray  # float32 (h, w): |key warped to now - current|, grey levels
-    unwarped: np.ndarray  # float32 (h, w): |key - current| without warping, grey levels
-    size: tuple[int, int]  # (width, height) of the area at the flow scale, before sampling
+    # float32 (h, w, 2), pixels of the downscaled image
+    flow: np.ndarray
+    # float32 (h, w): |key warped to now - current|, grey levels
+    residual: np.ndarray
+    # float32 (h, w): |key - current| without warping, grey levels
+    unwarped: np.ndarray
+    # (width, height) of the area at the flow scale, before sampling
+    size: tuple[int, int]
 
     @property
     def difference(self) -> float:
@@ -38,22 +42,25 @@ class FlowPart:
 
 
 class FlowResult:
-    """Flow from the current image to its key at the flow scale: ``current(p) ~ key(p + flow(p))``."""
+    """Flow from the current image to its key at the flow scale: ``current(p) ~ key(p +
+    flow(p))``."""
 
     def __init__(self, flow: np.ndarray, current: np.ndarray, key: np.ndarray) -> None:
-        self.flow = flow  # float32 (h, w, 2), pixels of the downscaled image
+        # float32 (h, w, 2), pixels of the downscaled image
+        self.flow = flow
         self.current = current
         self.key = key
 
     @cached_property
     def maps(self) -> np.ndarray:
-        """float32 (h, w, 2): where each current pixel comes from in the key (``cv2.remap``'s map)."""
+        """float32 (h, w, 2): where each current pixel comes from in the key (``cv2.remap``'s
+        map)."""
         return _maps(self.flow)
 
     def part(self, box: tuple[int, int, int, int] | None = None, step: int = 1) -> FlowPart:
-        """The result inside ``box`` (x0, y0, x1, y1 at the flow scale; None: all of it) at every ``step``-th
-        pixel: the residuals are computed there only (the decision network reads them, a fixed key
-        interval never does)."""
+        """The result inside ``box`` (x0, y0, x1, y1 at the flow scale; None: all of it) at every
+        ``step``-th pixel: the residuals are computed there only (the decision network reads them, a
+        fixed key interval never does)."""
         x0, y0, x1, y1 = box or (0, 0, self.flow.shape[1], self.flow.shape[0])
         area = (slice(y0, y1, step), slice(x0, x1, step))
         flow = np.ascontiguousarray(self.flow[area])
@@ -103,7 +110,8 @@ class FlowEstimator:
         return x0, y0, x1, y1
 
     def estimate(self, current: np.ndarray, key: np.ndarray) -> FlowResult:
-        """Flow from ``current`` to ``key`` (grey uint8 of one shape) and how well it explains ``current``."""
+        """Flow from ``current`` to ``key`` (grey uint8 of one shape) and how well it explains
+        ``current``."""
         current, key = np.ascontiguousarray(current), np.ascontiguousarray(key)
         if self._dis is not None:
             flow = self._dis.calc(current, key, None)  # type: ignore[call-overload]  # None: no initial flow
@@ -114,10 +122,12 @@ class FlowEstimator:
         return FlowResult(flow, current, key)
 
     def warp_labels(self, key_labels: np.ndarray, result: FlowResult) -> np.ndarray:
-        """``key_labels`` (the key's labels over the estimate's area, full size) moved to now by the flow."""
+        """``key_labels`` (the key's labels over the estimate's area, full size) moved to now by the
+        flow."""
         h, w = key_labels.shape
         fh, fw = result.flow.shape[:2]
-        if (h, w) == (fh, fw):  # full scale: the estimate's own map
+        # full scale: the estimate's own map
+        if (h, w) == (fh, fw):
             maps = result.maps
         else:
             flow = cv2.resize(result.flow, (w, h), interpolation=cv2.INTER_LINEAR)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (exclusive)
+# x0, y0, x1, y1 (exclusive)
+Box = tuple[int, int, int, int]
 
 
 class RegionConfigError(ValueError):
@@ -25,7 +26,8 @@ def grid_shape(regions: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class RegionGrid:
-    """``regions`` boxes tiling a ``width`` x ``height`` frame row by row, and their margin boxes."""
+    """``regions`` boxes tiling a ``width`` x ``height`` frame row by row, and their margin
+    boxes."""
 
     width: int
     height: int
@@ -59,7 +61,8 @@ class RegionGrid:
         return max(0, x0 - m), max(0, y0 - m), min(self.width, x1 + m), min(self.height, y1 + m)
 
     def context_box(self, indices: list[int]) -> Box:
-        """The smallest box holding the margin boxes of ``indices``: what one student call segments."""
+        """The smallest box holding the margin boxes of ``indices``: what one student call
+        segments."""
         if not indices:
             raise ValueError("no regions given")
         boxes = [self.margin_box(i) for i in indices]

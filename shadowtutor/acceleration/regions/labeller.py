@@ -1,4 +1,5 @@
-"""One device's region labeller (DVSNet on one edge): per region, the segmentation path or the flow path.
+"""One device's region labeller (DVSNet on one edge): per region, the segmentation path or the flow
+path.
 
 For every frame each region either runs the *segmentation path* (the student on the region
 and a context margin; its labels become the region's new key) or the *flow path* (dense flow
@@ -13,8 +14,8 @@ has no key, its key is older than ``max_key_age`` frames, or its key was made by
 The student's context: with ``margin=None`` (the default) a frame where any region needs the
 segmentation path is segmented whole and every region gets a new key (the student normalises each
 layer by the statistics of what it sees, so its labels of a region depend on the rest of the frame).
-With ``margin=M`` only the regions that need it are segmented, in one student call on the box holding
-them and M pixels around them.
+With ``margin=M`` only the regions that need it are segmented, in one student call on the box
+holding them and M pixels around them.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ SEGMENT, FLOW = "segment", "flow"
 
 class PathPolicy(Protocol):
     needs_flow: (
-        bool  # whether it decides from flow features (then flow runs for every keyed region)
+        # whether it decides from flow features (then flow runs for every keyed region)
+        bool
     )
 
     def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
@@ -82,7 +84,8 @@ class DecisionPolicy:
         self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray, together: bool
     ) -> tuple[np.ndarray, np.ndarray | None]:
         scores = self.network.scores(features)
-        if together:  # the frame's predicted agreement: the mean over its equal-sized regions
+        # the frame's predicted agreement: the mean over its equal-sized regions
+        if together:
             return np.full(len(scores), float(scores.mean()) >= self.threshold), scores
         return scores >= self.threshold, scores
 
@@ -148,16 +151,23 @@ class RegionKey:
     and its margin, so that motion across the region's border has something to match.
     """
 
-    grey: np.ndarray  # the context at the flow scale
-    labels: np.ndarray  # the segmentation path's labels of the context
+    # the context at the flow scale
+    grey: np.ndarray
+    # the segmentation path's labels of the context
+    labels: np.ndarray
     frame: int
-    generation: int  # the student that made it
-    context: Box  # in frame pixels
-    region: Box  # in frame pixels, inside ``context``
+    # the student that made it
+    generation: int
+    # in frame pixels
+    context: Box
+    # in frame pixels, inside ``context``
+    region: Box
     spent: float = (
-        0.0  # the decision network's predicted loss summed over the frames warped from it
+        # the decision network's predicted loss summed over the frames warped from it
+        0.0
     )
-    last_loss: float = 0.0  # the predicted loss of the last frame warped from it
+    # the predicted loss of the last frame warped from it
+    last_loss: float = 0.0
 
     @classmethod
     def cut(
@@ -170,8 +180,8 @@ class RegionKey:
         frame: int,
         generation: int,
     ) -> RegionKey:
-        """A key from the frame at the flow scale (``grey``, cut to ``context`` here; kept as it is when the
-        context is the whole frame) and the segmentation's labels of ``context``."""
+        """A key from the frame at the flow scale (``grey``, cut to ``context`` here; kept as it is
+        when the context is the whole frame) and the segmentation's labels of ``context``."""
         small = flow.small_box(context)
         key_grey = (
             grey if small == (0, 0, grey.shape[1], grey.shape[0]) else crop(grey, small).copy()
@@ -192,7 +202,8 @@ class KeyFlows:
 
     def __init__(self, flow: FlowEstimator, grey: np.ndarray) -> None:
         self.flow = flow
-        self.grey = grey  # the current frame at the flow scale
+        # the current frame at the flow scale
+        self.grey = grey
         self._results: dict[tuple[Box, int], FlowResult] = {}
         self._warped: dict[tuple[Box, int], np.ndarray] = {}
 
@@ -220,7 +231,8 @@ class KeyFlows:
 
 
 def charge(key: RegionKey, score: float | None) -> None:
-    """Book one warped frame's predicted loss (``1 - score``) on ``key`` (what :class:`BudgetPolicy` reads)."""
+    """Book one warped frame's predicted loss (``1 - score``) on ``key`` (what :class:`BudgetPolicy`
+    reads)."""
     if score is not None:
         key.last_loss = 1.0 - score
         key.spent += key.last_loss
@@ -233,7 +245,8 @@ class FrameRegions:
     paths: tuple[str, ...]
     key_ages: tuple[
         int, ...
-    ]  # frames since each region's key, after this frame (0 = segmented now)
+        # frames since each region's key, after this frame (0 = segmented now)
+    ]
     scores: tuple[float | None, ...]
 
 
@@ -252,8 +265,12 @@ class RegionLabeller:
         if max_key_age < 1:
             raise RegionConfigError(f"max key age must be >= 1 frame, got {max_key_age}")
         RegionGrid(
-            64 * regions, 64 * regions, regions, margin or 0
-        )  # a bad count or margin fails now
+            64 * regions,
+            64 * regions,
+            regions,
+            margin or 0,
+            # a bad count or margin fails now
+        )
         self.segment = segment
         self.policy = policy
         self.regions = regions
@@ -267,11 +284,13 @@ class RegionLabeller:
         self.last: FrameRegions | None = None
 
     def invalidate_keys(self) -> None:
-        """The student changed: every key it made before is stale, so each region is segmented next."""
+        """The student changed: every key it made before is stale, so each region is segmented
+        next."""
         self.generation += 1
 
     def label(self, frame: np.ndarray) -> np.ndarray:
-        """Labels ``uint8 (H, W)`` of one BGR frame; :attr:`last` says which path each region took."""
+        """Labels ``uint8 (H, W)`` of one BGR frame; :attr:`last` says which path each region
+        took."""
         t = self.frame_index
         self.frame_index += 1
         if self.grid is None or not self.grid.fits(frame):
@@ -289,8 +308,11 @@ class RegionLabeller:
             x0, y0, x1, y1 = self.grid.boxes[r]
             out[y0:y1, x0:x1] = flows.warped_labels(key)
         keys = [
-            key for key in self.keys if key is not None
-        ]  # all of them: every region has one after a frame
+            key
+            for key in self.keys
+            if key is not None
+            # all of them: every region has one after a frame
+        ]
         self.last = FrameRegions(
             tuple(FLOW if r in flowed else SEGMENT for r in range(self.regions)),
             tuple(t - key.frame for key in keys),
@@ -302,14 +324,16 @@ class RegionLabeller:
         """The regions that take the flow path, and their scores (if the policy computed any)."""
         keys = {
             r: key
-            for r, key in enumerate(self.keys)  # the usable keys by region
+            # the usable keys by region
+            for r, key in enumerate(self.keys)
             if key is not None
             and key.generation == self.generation
             and t - key.frame <= self.max_key_age
         }
         together = (
             self.margin is None
-        )  # one student call for the whole frame: all regions share a path
+            # one student call for the whole frame: all regions share a path
+        )
         if keys:
             due = self.policy.due(list(keys.values()))
             keys = (
@@ -336,14 +360,16 @@ class RegionLabeller:
         frame_score = float(scores.mean()) if together and scores is not None else None
         for (
             r
-        ) in flowed:  # shared path: every region books the frame's mean, so their sums stay equal
+            # shared path: every region books the frame's mean, so their sums stay equal
+        ) in flowed:
             charge(keys[r], frame_score if together else score_of.get(r))
         return flowed, score_of
 
     def _segment(
         self, frame: np.ndarray, t: int, grey: np.ndarray, regions: list[int], out: np.ndarray
     ) -> None:
-        """The segmentation path for ``regions``: one student call, new keys (``grey``: the frame at the flow scale)."""
+        """The segmentation path for ``regions``: one student call, new keys (``grey``: the frame at
+        the flow scale)."""
         grid = self.grid
         assert grid is not None
         whole = (0, 0, grid.width, grid.height)
@@ -364,17 +390,19 @@ class RegionLabeller:
 
 @dataclass(frozen=True)
 class FlowPathConfig:
-    """How an edge runs the flow path: regions, the rule that picks each frame's path, the key age bound.
+    """How an edge runs the flow path: regions, the rule that picks each frame's path, the key age
+    bound.
 
     ``interval`` K (the default, 3) segments every K-th frame and warps the frames between
-    (:class:`FixedIntervalPolicy`); ``interval`` None lets the decision network pick: DVSNet's
-    rule with ``threshold`` when ``budget`` is None, else the :class:`BudgetPolicy` with that budget.
+    (:class:`FixedIntervalPolicy`); ``interval`` None lets the decision network pick: DVSNet's rule
+    with ``threshold`` when ``budget`` is None, else the :class:`BudgetPolicy` with that budget.
     """
 
     threshold: float = 0.97
     regions: int = 4
     max_key_age: int = 4
-    network: Path | None = None  # None: the packaged decision network
+    # None: the packaged decision network
+    network: Path | None = None
     budget: float | None = None
     interval: int | None = 3
 
@@ -400,7 +428,8 @@ class FlowPathConfig:
         return f"the decision network ({decision}, max key age {self.max_key_age})"
 
     def load_network(self) -> DecisionNetwork | None:
-        """The decision network the rule needs (None for a fixed interval); an error if its file is missing."""
+        """The decision network the rule needs (None for a fixed interval); an error if its file is
+        missing."""
         if self.interval is not None:
             return None
         network, _meta = load_decision_network(self.network or default_decision_network_path())
