@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from edge_agent.backoff import Backoff
+from edge_agent.handshake import SessionTerms
 from edge_agent.metrics import EdgeMetrics
 from edge_agent.runtime import StudentRuntime
 from edge_agent.settings import EdgeSettings
@@ -40,7 +41,7 @@ from edge_agent.sources import SourceError, VideoSource
 from edge_agent.state import StateKeeper, initial_student, state_path
 from edge_agent.tegrastats import TegrastatsMonitor
 from edge_agent.tls import transport_security
-from edge_agent.transport import EdgeTransport, SessionInfo
+from edge_agent.transport import EdgeTransport
 from edge_agent.versioning import VersionedStudent
 from shadowtutor.algorithms.client_loop import ClientLoop
 from shadowtutor.algorithms.link_budget import KeyFrameBudget
@@ -211,17 +212,17 @@ class EdgeAgent:
     ) -> None:
         s = self.settings
         hello = Hello(
-            s.edge_id,
-            list(s.class_names),
-            size[0],
-            size[1],
-            s.mode,
-            "shadowtutor-student",
-            frame_codecs_for(s.frame_codecs, size[0], size[1]),
-            list(s.weight_codecs),
-            None,
-            agent_name(),
-            list(s.student_size) if s.student_size is not None else None,
+            edge_id=s.edge_id,
+            class_names=list(s.class_names),
+            frame_width=size[0],
+            frame_height=size[1],
+            mode=s.mode,
+            student_arch="shadowtutor-student",
+            frame_codecs=frame_codecs_for(s.frame_codecs, size[0], size[1]),
+            weight_codecs=list(s.weight_codecs),
+            token=None,
+            agent=agent_name(),
+            student_size=list(s.student_size) if s.student_size is not None else None,
         )
         student = None
         if s.mode == "distill":
@@ -348,7 +349,7 @@ class EdgeAgent:
         frames: Iterable[np.ndarray],
         transport: EdgeTransport,
         student: VersionedStudent,
-        info: SessionInfo | None,
+        info: SessionTerms | None,
         gate: KeyFrameBudget | None,
         sinks: LabelSink,
         summary: RunSummary,

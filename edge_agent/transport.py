@@ -17,24 +17,26 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import math
 import ssl
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidMessage, WebSocketException
+from websockets.exceptions import WebSocketException
 
 from edge_agent.backoff import Backoff
+from edge_agent.errors import TERMINAL_CODES, ServerRefusedError, SessionLost, TransportError
 from edge_agent.frame_encoder import FrameEncoder
+from edge_agent.handover import Handover, LabelsReply, LiveSession, Outgoing
+from edge_agent.handshake import SessionTerms, WeightSink, accept_welcome
 from edge_agent.pending import Pending
+from edge_agent.reconnect import Reconnector
+from edge_agent.transport_stats import TransportObserver, TransportStats
 from edge_agent.versioning import WeightUpdate
 from shadowtutor.algorithms.client_loop import UpdateOutcome
-from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.protocol.codecs import TensorBlob, decode_labels, decode_tensors, is_delta_codec
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import (
@@ -53,162 +55,7 @@ from shadowtutor.protocol.messages import (
 from shadowtutor.protocol.sparse_delta import is_sparse_codec
 
 log = logging.getLogger(__name__)
-
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-# Refusals that a retry cannot fix: the run ends with an error instead of reconnecting forever.
-# SESSION_REPLACED: another process runs with this edge id (an agent has one connection at a time).
-TERMINAL_CODES = frozenset(
-    {
-        ErrorCode.INCOMPATIBLE_MODEL,
-        ErrorCode.UNAUTHORIZED,
-        ErrorCode.UNSUPPORTED_CODEC,
-        ErrorCode.UNSUPPORTED_VERSION,
-        ErrorCode.SESSION_REPLACED,
-    }
-)
-
-
-class TransportError(RuntimeError):
-    """The agent cannot talk to the server."""
-
-
-class ServerRefusedError(TransportError):
-    """The server refused this edge for a reason a reconnect cannot fix (see
-    :data:`TERMINAL_CODES`)."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(f"the server refused this edge ({code.value}): {message}")
-        self.code = code
-
-
-class CertificateError(TransportError):
-    """The server's TLS certificate did not verify (wrong CA, wrong host name, expired): fatal for
-    the run.
-
-    Retrying cannot help until someone changes a certificate or the agent's ``ca_file``; the
-    run ends with this error and the supervisor (compose, balena, systemd) restarts the agent.
-    """
-
-    def __init__(self, url: str, reason: str) -> None:
-        super().__init__(
-            f"the TLS certificate of {url} did not verify ({reason}); check --ca-file, the "
-            "server's "
-            "certificate and the host name in --server"
-        )
-
-
-class _SessionLost(Exception):
-    """The session ended in a way worth a reconnect (a fatal server error, a protocol violation)."""
-
-
-class WeightSink(Protocol):
-    """Where full weights that arrive on their own go (the :class:`VersionedStudent`)."""
-
-    version: int
-
-    def stage(self, update: WeightUpdate) -> None: ...
-
-
-class TransportObserver(Protocol):
-    """Events for the metrics exporter; called on the network thread."""
-
-    def on_connected(self, connected: bool) -> None: ...
-
-    def on_bytes(self, sent: int, received: int) -> None: ...
-
-    def on_roundtrip(self, seconds: float) -> None: ...
-
-    def on_reconnect(self) -> None: ...
-
-    def on_resync(self) -> None: ...
-
-    def on_key_frame_dropped(self) -> None: ...
-
-
-@dataclass
-class TransportStats:
-    """Counters over the agent's life; every WebSocket message counts with its length in bytes."""
-
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    messages_sent: int = 0
-    messages_received: int = 0
-    # KEY_FRAME messages sent
-    frames_sent: int = 0
-    # frames submitted while no session was open (not sent, not queued)
-    key_frames_dropped: int = 0
-    # HELLO of the first session
-    handshake_bytes_sent: int = 0
-    # WELCOME of the first session
-    handshake_bytes_received: int = 0
-    # session ids, in the order of their WELCOME
-    sessions: list[str] = field(default_factory=list)
-    resyncs_requested: int = 0
-    # ERROR messages received, by code
-    errors: dict[str, int] = field(default_factory=dict)
-    # seconds from each key frame to its update
-    update_roundtrips: list[float] = field(default_factory=list)
-
-    @property
-    def reconnects(self) -> int:
-        return max(0, len(self.sessions) - 1)
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    session_id: str
-    params: AlgorithmParams
-    frame_codec: str
-    # full weights
-    weight_codec: str
-    # partial updates as quantised deltas, when agreed
-    delta_codec: str | None = None
-    # seconds between TELEMETRY reports the server asked for
-    telemetry_interval: float | None = None
-    # the student's input scale on both sides; None: the frame's
-    student_size: tuple[int, int] | None = None
-
-    def update_codec(self, full: bool) -> str:
-        """The codec of an UPDATE's blob."""
-        return self.weight_codec if full or self.delta_codec is None else self.delta_codec
-
-
-@dataclass(frozen=True)
-class LabelsReply:
-    """The server's label map for one frame (naive mode)."""
-
-    frame_index: int
-    labels: np.ndarray
-    teacher_ms: float
-
-
-@dataclass
-class _Outgoing:
-    # "key_frame", "labels", "resync" or "telemetry"
-    kind: str
-    data: bytes
-    seq: int | None = None
-    pending: Pending | None = None
-    # a stream codec's frame: the stream it belongs to
-    stream_epoch: int | None = None
-
-
-@dataclass
-class _Session:
-    ws: ClientConnection
-    info: SessionInfo
-    queue: asyncio.Queue[_Outgoing] = field(default_factory=asyncio.Queue)
-    outstanding: dict[int, _Outgoing] = field(default_factory=dict)
-
-    def fail_all(self) -> None:
-        while not self.queue.empty():
-            item = self.queue.get_nowait()
-            if item.pending is not None:
-                item.pending.resolve(None)
-        for item in self.outstanding.values():
-            if item.pending is not None:
-                item.pending.resolve(None)
-        self.outstanding.clear()
 
 
 class EdgeTransport:
@@ -260,22 +107,19 @@ class EdgeTransport:
         self.send_timeout = ping_interval + ping_timeout
         self.stats = TransportStats()
         # the current session, None while disconnected
-        self.session: SessionInfo | None = None
+        self.session: SessionTerms | None = None
         # a refusal or certificate error: the run cannot go on
         self.fatal: TransportError | None = None
-        self.last_error = "no connection attempt yet"
         self._seq = itertools.count(1)
         self._welcomed = threading.Event()
         # the first connection attempt got a WELCOME or failed
         self._attempted = threading.Event()
-        self._drop_lock = threading.Lock()
         self._started = threading.Event()
         self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         # bound to the network thread's loop at its first wait
         self._closing = asyncio.Event()
-        self._active: _Session | None = None
-        self._attempt: asyncio.Task | None = None
+        self._handover = Handover(self.stats, observer, self._frames)
+        self._reconnect = Reconnector(url, self.backoff, self._closing)
         self._closing_task: asyncio.Task | None = None
 
     # -- inference-thread API ---------------------------------------------------------------
@@ -291,12 +135,17 @@ class EdgeTransport:
         self._started.wait()
 
     @property
+    def last_error(self) -> str:
+        """Why the last connection attempt failed or dropped."""
+        return self._reconnect.last_error
+
+    @property
     def connected(self) -> bool:
         return self.session is not None
 
     def wait_first_welcome(
         self, timeout: float, stop: threading.Event | None = None
-    ) -> SessionInfo:
+    ) -> SessionTerms:
         """Block until the first WELCOME (or a refusal, a ``stop``, or ``timeout`` seconds)."""
         deadline = time.monotonic() + timeout
         while not self._welcomed.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
@@ -321,7 +170,7 @@ class EdgeTransport:
 
     def wait_first_attempt(
         self, timeout: float, stop: threading.Event | None = None
-    ) -> SessionInfo | None:
+    ) -> SessionTerms | None:
         """Block until the first connection attempt got a WELCOME or failed (at most ``timeout`` s,
         or a ``stop``).
 
@@ -350,12 +199,13 @@ class EdgeTransport:
     def request_resync(self, have_version: int, reason: str) -> None:
         """Ask for full weights (the edge holds ``have_version``); nothing happens while
         disconnected."""
-        self._hand_over(_Outgoing("resync", encode(ResyncRequest(have_version, reason[:500]))))
+        resync = ResyncRequest(have_version=have_version, reason=reason[:500])
+        self._handover.hand_over(Outgoing("resync", encode(resync)))
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the connection with 1000 and stop the thread; outstanding requests fail."""
         # set before start() returns
-        loop = self._loop
+        loop = self._handover.loop
         if self._thread is None or loop is None or not self._thread.is_alive():
             return
         # the loop has just ended
@@ -370,113 +220,45 @@ class EdgeTransport:
     ) -> Pending:
         info = self.session
         if info is None:
-            self._drop_key_frame()
+            self._handover.drop_key_frame()
             return Pending.failed()
         encoded = self._frames.encode(frame, info.frame_codec, info.session_id)
         seq = next(self._seq)
         height, width = frame.shape[:2]
         message = KeyFrame(
-            seq,
-            frame_index,
-            base_version,
-            info.frame_codec,
-            width,
-            height,
+            seq=seq,
+            frame_index=frame_index,
+            base_version=base_version,
+            codec=info.frame_codec,
+            width=width,
+            height=height,
             stream_position=encoded.stream_position,
             payload=encoded.payload,
         )
         pending: Pending = Pending()
-        self._hand_over(_Outgoing(kind, encode(message), seq, pending, encoded.epoch))
+        self._handover.hand_over(Outgoing(kind, encode(message), seq, pending, encoded.epoch))
         return pending
-
-    def _hand_over(self, item: _Outgoing) -> None:
-        if self._loop is not None:
-            try:
-                self._loop.call_soon_threadsafe(self._enqueue, item)
-                return
-            # the loop is closed
-            except RuntimeError:
-                pass
-        # not started, or the loop is closed
-        if item.pending is not None:
-            item.pending.resolve(None)
-
-    def _enqueue(self, item: _Outgoing) -> None:
-        """On the network thread: queue for the current session, or fail at once when there is
-        none."""
-        if self._active is None:
-            if item.pending is not None:
-                self._drop_key_frame()
-                self._frames.restart(item.stream_epoch)
-                item.pending.resolve(None)
-            return
-        if item.kind == "resync":
-            self.stats.resyncs_requested += 1
-            if self.observer:
-                self.observer.on_resync()
-        self._active.queue.put_nowait(item)
-
-    def _drop_key_frame(self) -> None:
-        """Count a frame that found no session (called on either thread)."""
-        with self._drop_lock:
-            self.stats.key_frames_dropped += 1
-        if self.observer:
-            self.observer.on_key_frame_dropped()
 
     # -- network thread --------------------------------------------------------------------
 
     async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        self._handover.loop = asyncio.get_running_loop()
         self._started.set()
-        while not self._closing.is_set():
-            self._attempt = asyncio.create_task(self._connect_once())
-            try:
-                await self._attempt
-            except asyncio.CancelledError:
-                break
-            except ssl.SSLCertVerificationError as exc:
-                self.fatal = CertificateError(self.url, exc.verify_message or str(exc))
-                log.error("%s", self.fatal)
-                # wake wait_first_welcome
-                self._welcomed.set()
-                self._attempted.set()
-                break
-            except ServerRefusedError as exc:
-                log.error("%s", exc)
-                self.fatal = exc
-                # wake wait_first_welcome
-                self._welcomed.set()
-                self._attempted.set()
-                break
-            except (
-                OSError,
-                asyncio.TimeoutError,
-                WebSocketException,
-                ProtocolError,
-                _SessionLost,
-            ) as exc:
-                self.last_error = _describe(exc, self.url)
-                log.warning("connection to %s failed or dropped: %s", self.url, self.last_error)
-            # a defect here must not end the thread: inference relies on reconnects
-            except Exception as exc:
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("unexpected error in the connection to %s; reconnecting", self.url)
+        fatal = await self._reconnect.run(self._connect_once, self._attempted.set)
+        if fatal is not None:
+            self.fatal = fatal
+            # wake wait_first_welcome
+            self._welcomed.set()
             self._attempted.set()
-            if self._closing.is_set():
-                break
-            delay = self.backoff.next_delay()
-            log.info("reconnecting in %.2f s", delay)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), delay)
 
     def _begin_shutdown(self) -> None:
         self._closing.set()
-        if self._active is not None:
-            self._closing_task = asyncio.create_task(
-                self._active.ws.close(CloseCode.NORMAL, "edge agent done")
-            )
-        elif self._attempt is not None:
-            self._attempt.cancel()
+        active = self._handover.active
+        if active is not None:
+            closing = active.ws.close(CloseCode.NORMAL, "edge agent done")
+            self._closing_task = asyncio.create_task(closing)
+        elif self._reconnect.attempt is not None:
+            self._reconnect.attempt.cancel()
 
     async def _connect_once(self) -> None:
         tls: dict[str, Any] = {"ssl": self.ssl_context} if self.ssl_context is not None else {}
@@ -501,8 +283,8 @@ class EdgeTransport:
             if len(self.stats.sessions) == 1:
                 self.stats.handshake_bytes_sent = self.stats.bytes_sent - sent_before
                 self.stats.handshake_bytes_received = self.stats.bytes_received - received_before
-            session = _Session(ws, info)
-            self._active = session
+            session = LiveSession(ws, info)
+            self._handover.active = session
             self.session = info
             self._welcomed.set()
             self._attempted.set()
@@ -522,7 +304,7 @@ class EdgeTransport:
                     self._count_received(data)
                     await self._handle(session, data)
             finally:
-                self._active = None
+                self._handover.active = None
                 self.session = None
                 for helper in helpers:
                     helper.cancel()
@@ -530,22 +312,22 @@ class EdgeTransport:
                 if self.observer:
                     self.observer.on_connected(False)
             if not self._closing.is_set():
-                raise _SessionLost(
+                raise SessionLost(
                     f"the server closed the connection ({ws.close_code} {ws.close_reason!r})"
                 )
 
-    async def _handshake(self, ws: ClientConnection) -> SessionInfo:
+    async def _handshake(self, ws: ClientConnection) -> SessionTerms:
         data = await asyncio.wait_for(ws.recv(), self.handshake_timeout)
         self._count_received(data)
         message = decode(data)
         if isinstance(message, Error):
             self._on_error(message)
-            raise _SessionLost(f"the server answered HELLO with {message.code}: {message.message}")
+            raise SessionLost(f"the server answered HELLO with {message.code}: {message.message}")
         if not isinstance(message, Welcome):
             raise ProtocolError(
                 ErrorCode.UNEXPECTED_MESSAGE, f"expected WELCOME, got {type(message).__name__}"
             )
-        info = self._accept_welcome(message)
+        info = accept_welcome(self.hello, message, self.weights)
         self.stats.sessions.append(info.session_id)
         self.backoff.reset()
         log.info(
@@ -558,88 +340,16 @@ class EdgeTransport:
         )
         return info
 
-    def _accept_welcome(self, welcome: Welcome) -> SessionInfo:
-        if list(welcome.class_names) != list(self.hello.class_names):
-            raise ServerRefusedError(
-                ErrorCode.INCOMPATIBLE_MODEL,
-                f"the server's classes {welcome.class_names} differ from this edge's "
-                f"{list(self.hello.class_names)}",
-            )
-        if not self._offered(welcome):
-            raise ServerRefusedError(
-                ErrorCode.UNSUPPORTED_CODEC,
-                f"the server chose codecs {welcome.frame_codec}/{welcome.weight_codec} (deltas "
-                f"{welcome.delta_codec}),"
-                " which this edge did not offer in those roles",
-            )
-        try:
-            params = AlgorithmParams.from_dict(welcome.params)
-        except (TypeError, ValueError) as exc:
-            raise ProtocolError(ErrorCode.BAD_MESSAGE, f"WELCOME params: {exc}") from None
-        if self.weights is not None:
-            if not welcome.tensors:
-                raise ProtocolError(
-                    ErrorCode.BAD_MESSAGE, "WELCOME carries no weights in distill mode"
-                )
-            tensors = decode_tensors(welcome.tensors, welcome.payload, welcome.weight_codec)
-            self.weights.stage(
-                WeightUpdate(
-                    welcome.session_id, welcome.version, welcome.version, True, tensors, "welcome"
-                )
-            )
-        interval = welcome.telemetry_interval
-        if interval is not None and not (math.isfinite(interval) and interval >= 1.0):
-            raise ProtocolError(
-                ErrorCode.BAD_MESSAGE,
-                f"WELCOME telemetry_interval {interval!r}: at least 1 s or null",
-            )
-        return SessionInfo(
-            welcome.session_id,
-            params,
-            welcome.frame_codec,
-            welcome.weight_codec,
-            welcome.delta_codec,
-            interval,
-            self._student_size(welcome),
-        )
-
-    def _student_size(self, welcome: Welcome) -> tuple[int, int] | None:
-        """The WELCOME's student size: [W, H] of positive ints, the one this edge announced if it
-        did."""
-        size = welcome.student_size
-        if size is not None and (len(size) != 2 or min(size) <= 0):
-            raise ProtocolError(
-                ErrorCode.BAD_MESSAGE, f"WELCOME student_size {size!r}: [W, H] positive or null"
-            )
-        if self.hello.student_size is not None and size != self.hello.student_size:
-            raise ServerRefusedError(
-                ErrorCode.INCOMPATIBLE_MODEL,
-                f"the server distils at student size {size}, this edge's student runs at "
-                f"{self.hello.student_size}",
-            )
-        return (size[0], size[1]) if size is not None else None
-
-    def _offered(self, welcome: Welcome) -> bool:
-        """The WELCOME's codecs were offered: a float codec for full weights, a delta codec (if any)
-        for deltas."""
-        hello, delta = self.hello, welcome.delta_codec
-        return (
-            welcome.frame_codec in hello.frame_codecs
-            and welcome.weight_codec in hello.weight_codecs
-            and not is_delta_codec(welcome.weight_codec)
-            and (delta is None or (delta in hello.weight_codecs and is_delta_codec(delta)))
-        )
-
     @staticmethod
     async def _report_every(
-        session: _Session, interval: float, report: Callable[[], Telemetry]
+        session: LiveSession, interval: float, report: Callable[[], Telemetry]
     ) -> None:
         """Queue a ``report()`` every ``interval`` seconds, behind what is already queued."""
         while True:
             await asyncio.sleep(interval)
-            session.queue.put_nowait(_Outgoing("telemetry", encode(report())))
+            session.queue.put_nowait(Outgoing("telemetry", encode(report())))
 
-    async def _send_queued(self, session: _Session) -> None:
+    async def _send_queued(self, session: LiveSession) -> None:
         while True:
             item = await session.queue.get()
             # register first: the reply may come before send() returns
@@ -677,17 +387,26 @@ class EdgeTransport:
         if self.observer:
             self.observer.on_bytes(0, size)
 
-    async def _handle(self, session: _Session, data: bytes | str) -> None:
+    async def _handle(self, session: LiveSession, data: bytes | str) -> None:
         try:
             message = decode(data)
             self._dispatch(session, message)
         except ProtocolError as exc:
             with contextlib.suppress(WebSocketException):
-                await self._send(session.ws, encode(Error(exc.code.value, exc.message, fatal=True)))
+                await self._send(
+                    session.ws,
+                    encode(
+                        Error(
+                            code=exc.code.value,
+                            message=exc.message,
+                            fatal=True,
+                        )
+                    ),
+                )
                 await session.ws.close(exc.code.close, exc.code.value)
             raise
 
-    def _dispatch(self, session: _Session, message: Message) -> None:
+    def _dispatch(self, session: LiveSession, message: Message) -> None:
         if isinstance(message, Update):
             self._on_update(session, message)
         elif isinstance(message, Labels):
@@ -711,16 +430,16 @@ class EdgeTransport:
                 if item is not None and item.pending is not None:
                     item.pending.resolve(None)
             if message.fatal:
-                raise _SessionLost(f"fatal server error {message.code}: {message.message}")
+                raise SessionLost(f"fatal server error {message.code}: {message.message}")
         else:
             raise ProtocolError(
                 ErrorCode.UNEXPECTED_MESSAGE, f"the server sent {type(message).__name__}"
             )
 
-    def _on_update(self, session: _Session, message: Update) -> None:
+    def _on_update(self, session: LiveSession, message: Update) -> None:
         if self.weights is None:
             raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "UPDATE in naive mode")
-        codec = session.info.update_codec(message.full)
+        codec = session.terms.update_codec(message.full)
         sparse = (
             (codec, TensorBlob(message.tensors, message.payload))
             if is_sparse_codec(codec)
@@ -731,7 +450,7 @@ class EdgeTransport:
         )
         pending = self._claim(session, message.seq, "key_frame")
         update = WeightUpdate(
-            session.info.session_id,
+            session.terms.session_id,
             message.version,
             message.base_version,
             message.full,
@@ -759,7 +478,7 @@ class EdgeTransport:
             )
 
     @staticmethod
-    def _claim(session: _Session, seq: int, kind: str) -> Pending | None:
+    def _claim(session: LiveSession, seq: int, kind: str) -> Pending | None:
         """The pending of the outstanding ``kind`` request ``seq``, now no longer outstanding; None:
         none such."""
         item = session.outstanding.get(seq)
@@ -780,15 +499,3 @@ class EdgeTransport:
         )
         if message.fatal and message.code in {code.value for code in TERMINAL_CODES}:
             raise ServerRefusedError(ErrorCode(message.code), message.message)
-
-
-def _describe(exc: BaseException, url: str = "") -> str:
-    """The error and what caused it (e.g. the TLS alert behind "did not receive a valid HTTP
-    response"), with a hint when a ``ws://`` URL got no valid HTTP answer: the server is most likely
-    on TLS."""
-    text = f"{type(exc).__name__}: {exc}"
-    cause = exc.__cause__
-    text = f"{text} ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else text
-    if isinstance(exc, InvalidMessage) and url.startswith("ws://"):
-        text += f"; if the server serves TLS, use {'wss://' + url[len('ws://') :]}"
-    return text

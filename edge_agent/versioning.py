@@ -1,6 +1,6 @@
 """Which weights the edge holds: the version rules of the protocol (semantics items 3, 4 and 8).
 
-:class:`VersionedStudent` is the client loop's ``StudentRuntime``. Every change to the
+:class:`VersionedStudent` is the client loop's ``LoopStudent``. Every change to the
 model happens on the inference thread: updates that answer a key frame through the client
 loop's ``apply``, and full weights that arrive on their own (WELCOME, a resync answer)
 through :meth:`stage` (network thread) and :meth:`sync` (inference thread, before each frame).

@@ -15,7 +15,7 @@ import pytest
 import tomllib
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("shadowtutor", "services", "edge_agent")
+PACKAGES = ("shadowtutor", "services", "edge_agent", "shadowtutor_cli")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -58,6 +58,8 @@ def test_the_real_tree_keeps_every_contract() -> None:
 
 INJECTIONS = [
     pytest.param("shadowtutor/protocol/messages.py", "services.server.app", "product-layers", id="upward"),
+    pytest.param("shadowtutor/heap.py", "shadowtutor_cli.tokens", "product-layers", id="core-to-cli"),
+    pytest.param("edge_agent/backoff.py", "shadowtutor_cli", "product-layers", id="agent-to-cli"),
     pytest.param("shadowtutor/models/student.py", "shadowtutor.acceleration.labellers", "core-layers", id="circle"),
     pytest.param("edge_agent/sinks.py", "shadowtutor_lab", "no-lab", id="lab"),
 ]

@@ -58,7 +58,7 @@ print(json.dumps(result))
 
 COMMANDS = """
 import json
-from shadowtutor.cli import build_parser
+from shadowtutor_cli import build_parser
 parser = build_parser()
 action = next(a for a in parser._actions if a.dest == "command")
 print(json.dumps(sorted(action.choices)))
@@ -106,7 +106,7 @@ def test_every_product_module_imports_without_the_lab(production_site: Path, tmp
     assert result["failed"] == {}
     assert result["lab_modules"] == []
     # the walk reached the product's layers (not only three empty packages)
-    for module in ("shadowtutor.cli", "shadowtutor.models.student", "services.server.app", "edge_agent.agent"):
+    for module in ("shadowtutor_cli", "shadowtutor.models.student", "services.server.app", "edge_agent.agent"):
         assert module in result["imported"], module
     print("skipped (optional third-party dependency missing):", result["skipped"])
 
@@ -116,7 +116,7 @@ def test_the_cli_offers_exactly_the_production_commands(production_site: Path, t
     assert done.returncode == 0, done.stderr
     assert set(json.loads(done.stdout.splitlines()[-1])) == PRODUCTION_COMMANDS
 
-    main = "import sys; from shadowtutor.cli import main; sys.exit(main())"
+    main = "import sys; from shadowtutor_cli import main; sys.exit(main())"
     shown = run_production(production_site, main, tmp_path, "--help")
     assert shown.returncode == 0, shown.stderr
     listed = set(re.findall(r"^    (\S+)", shown.stdout, re.MULTILINE))
@@ -129,7 +129,7 @@ def test_the_cli_offers_exactly_the_production_commands(production_site: Path, t
 
 def test_the_development_cli_adds_the_labs_commands() -> None:
     """The other side: where the lab is installed (this environment), its commands join the product's."""
-    from shadowtutor.cli import build_parser
+    from shadowtutor_cli import build_parser
 
     action = next(a for a in build_parser()._actions if a.dest == "command")
     assert PRODUCTION_COMMANDS < set(action.choices)

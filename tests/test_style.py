@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUFF = Path(sys.executable).with_name("ruff")
-PRODUCT = ["shadowtutor", "services", "edge_agent"]
+PRODUCT = ["shadowtutor", "services", "edge_agent", "shadowtutor_cli"]
 
 
 def ruff(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:

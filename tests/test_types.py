@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("shadowtutor", "services", "edge_agent")
+PRODUCT = ("shadowtutor", "services", "edge_agent", "shadowtutor_cli")
 
 
 def test_mypy_finds_no_error_in_the_product() -> None:

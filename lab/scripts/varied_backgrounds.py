@@ -17,7 +17,7 @@ import sys
 import cv2
 import numpy as np
 
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 from shadowtutor_lab.scenes import backgrounds, generator
 from shadowtutor_lab.scenes.backgrounds import Surface
 

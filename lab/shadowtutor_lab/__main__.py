@@ -4,7 +4,7 @@ With ``lab/`` (and the product) on ``PYTHONPATH``, e.g. on a machine where nothi
 this is ``shadowtutor ARGS`` with every lab command available; the exit status is the command's.
 """
 
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 from shadowtutor_lab.cli import COMMAND_MODULES
 
 raise SystemExit(main(extra_modules=COMMAND_MODULES))

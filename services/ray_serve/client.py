@@ -1,5 +1,5 @@
-"""The ingress's side of the teaching deployment: a
-:class:`~services.server.remote_teaching.RemoteTeaching` over a Serve deployment handle.
+"""The ingress's side of the teaching deployment: a :class:`~services.server.teaching.Teaching`
+over a Serve deployment handle.
 
 Requests of a distill session carry ``multiplexed_model_id=edge_id``: the deployment's request
 router (``services.ray_serve.placement``) sends them to the replica holding that session, or moves
@@ -39,10 +39,11 @@ from services.ray_serve.requests import (
     TrainKeyFrame,
 )
 from services.server.metrics import ServerMetrics
-from services.server.remote_teaching import SessionEnded
 from services.server.session import EdgeSession
+from services.server.teaching import SessionEnded
+from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.messages import Error, KeyFrame, Labels, Message, Update, Welcome
+from shadowtutor.protocol.messages import Error, Hello, KeyFrame, Labels, Message, Update, Welcome
 
 log = logging.getLogger(__name__)
 REPLICA_LOST = (
@@ -61,6 +62,10 @@ SWEEP_INTERVAL = 1.0
 
 
 class ServeTeaching:
+    """Teaching on a Ray Serve teaching deployment (``handle``): the ingress's sessions hold no
+    student; their version and statistics follow the replicas' answers. A request no replica
+    answered is sent again for up to ``retry_seconds``, then SERVER_BUSY."""
+
     def __init__(self, handle: DeploymentHandle, retry_seconds: float = 60.0) -> None:
         self.handle = handle
         self.retry_seconds = retry_seconds
@@ -84,6 +89,12 @@ class ServeTeaching:
 
     async def describe(self) -> dict[str, Any]:
         return await self.handle.describe.remote()
+
+    async def new_student(
+        self, hello: Hello, student_size: tuple[int, int] | None
+    ) -> Distiller | None:
+        """None: the student lives on the edge's teaching replica, made when the session opens."""
+        return None
 
     async def open(self, session: EdgeSession) -> Welcome:
         if session.mode != "distill":

@@ -51,7 +51,6 @@ from services.server.checkpoint_store import open_store
 from services.server.checkpoint_writer import CheckpointWriter, Written
 from services.server.loading import load_models
 from services.server.metrics import ServerMetrics
-from services.server.remote_teaching import SessionEnded
 from services.server.runtime import ServerRuntime
 from services.server.session import EdgeSession, Traffic
 from services.server.session_checkpoint import (
@@ -64,11 +63,11 @@ from services.server.session_checkpoint import (
 )
 from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherFailed
+from services.server.teaching import LocalTeaching, SessionEnded
 from shadowtutor.algorithms.distill import DistillResult
 from shadowtutor.heap import freeze_startup_heap
-from shadowtutor.protocol.codecs import encode_labels
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.messages import Error, Labels, Message
+from shadowtutor.protocol.messages import Error, Message
 
 log = logging.getLogger(__name__)
 # how long a replica waits for a checkpoint still being written elsewhere before taking an older one
@@ -112,8 +111,11 @@ def teaching_settings(settings: ServerSettings) -> ServerSettings:
 
 
 class TeachingReplica:
-    """Loads the models at construction (a replica that cannot load them fails to start, and Serve
-    says why)."""
+    """One replica of the teaching deployment: its models, the students of its edges (one slot per
+    edge, placed by the deployment's request router) and their checkpoints. Each request's model
+    work goes through a :class:`~services.server.teaching.LocalTeaching`; every answer is an
+    :class:`Answer` carrying the message the ingress forwards. Loads the models at construction (a
+    replica that cannot load them fails to start, and Serve says why)."""
 
     def __init__(self, settings: ServerSettings, store: str, students: int | None = None) -> None:
         """``students``: the most students held here (default ``settings.max_sessions``)."""
@@ -125,6 +127,7 @@ class TeachingReplica:
         ).start()
         self._models = load_models(self.settings)
         self.runtime = ServerRuntime(self.settings, ServerMetrics(1, 60.0))
+        self.teaching = LocalTeaching(self.runtime)
         freeze_startup_heap()
         self._started = False
 
@@ -142,11 +145,12 @@ class TeachingReplica:
         return self.runtime
 
     async def describe(self) -> dict[str, Any]:
-        readiness = self._start().readiness()
+        self._start()
+        described = await self.teaching.describe()
         return {
-            "class_names": readiness["class_names"],
-            "teacher": readiness["teacher"],
-            "where": f"Ray Serve ({readiness['device']} teaching replicas)",
+            "class_names": described["class_names"],
+            "teacher": described["teacher"],
+            "where": f"Ray Serve ({described['device']} teaching replicas)",
         }
 
     async def _slot(self, edge_id: str) -> _Slot:
@@ -194,7 +198,7 @@ class TeachingReplica:
     async def open(self, request: OpenSession) -> Answer:
         runtime = self._start()
         slot = await self._slot(serve.get_multiplexed_model_id())
-        distiller = await self._in_pool(runtime.new_distiller, request.student_size)
+        distiller = await self.teaching.new_student(request.hello, request.student_size)
         session = EdgeSession(
             hello=request.hello,
             frame_codec=request.frame_codec,
@@ -207,48 +211,37 @@ class TeachingReplica:
             session_id=request.session_id,
             sparse=self.settings.sparse_options(),
         )
-        welcome = await self._in_pool(session.welcome)
+        welcome = await self.teaching.open(session)
         # opened already (this request sent again):
         if not await self._checkpoint(slot, session, None, None):
             # that session
             session = await self._session(slot, SessionRef(request.session_id, 0), None)
             # the same weights, so the same WELCOME
-            welcome = await self._in_pool(session.welcome)
+            welcome = await self.teaching.open(session)
         await asyncio.to_thread(self.store.forget_others, slot.edge_id, request.session_id)
         return self._answer(welcome, slot)
 
     async def train(self, request: TrainKeyFrame) -> Answer:
-        runtime = self._start()
+        self._start()
         slot = await self._slot(serve.get_multiplexed_model_id())
         try:
             session = await self._session(slot, request.session, request.seq)
             if slot.reply_seq == request.seq and slot.reply is not None:
                 # answered before, the answer lost on its way: again
-                return self._answer(slot.reply, slot)
-            queue = runtime.teacher_queue
-            if queue is None:
-                raise TeacherFailed("the teacher is not available (the replica is shutting down)")
-            labelled = await queue.label(request.frame, request.frame_index)
-            distillation = runtime.distillation
-            if distillation is None:
-                raise ProtocolError(
-                    ErrorCode.SERVER_BUSY, "distillation is not available (the replica is stopping)"
+                return self._answer(
+                    slot.reply,
+                    slot,
                 )
             assert session.distiller is not None, (
                 "a teaching replica opens and restores sessions with a student"
             )
             session.last_seq = request.seq
-            session.stats.labelled += 1
-            result, seconds = await distillation.train(
-                session.distiller, request.frame, labelled.labels, labelled.boxes
-            )
-            update = await self._in_pool(
-                session.trained,
-                request.seq,
-                result,
-                seconds,
-                request.base_version,
-                labelled.seconds * 1000.0,
+            answer, trained = await self.teaching.answer(
+                session,
+                request.frame,
+                seq=request.seq,
+                frame_index=request.frame_index,
+                base_version=request.base_version,
             )
         except ProtocolError as exc:
             return self._answer(_error(exc, request.seq), slot)
@@ -257,9 +250,10 @@ class TeachingReplica:
                 code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq
             )
             return self._answer(error, slot)
+        update: Message = answer
         # another replica may have answered it first: then wait for its checkpoint, and answer with
         # it
-        if not await self._checkpoint(slot, session, update, request.seq, result):
+        if not await self._checkpoint(slot, session, update, request.seq, trained):
             session = await self._session(
                 slot, SessionRef(request.session.session_id, session.version), None
             )
@@ -280,7 +274,7 @@ class TeachingReplica:
             session = await self._session(slot, request.session, None)
         except ProtocolError as exc:
             return self._answer(_error(exc, None), slot)
-        update = await self._in_pool(session.resync, request.have_version)
+        update = await self.teaching.resync(session, request.have_version)
         if not await self._checkpoint(slot, session, None, None):
             return self._answer(
                 Error(
@@ -293,11 +287,15 @@ class TeachingReplica:
         return self._answer(update, slot)
 
     async def label(self, request: LabelKeyFrame) -> Answer:
-        queue = self._start().teacher_queue
+        self._start()
         try:
-            if queue is None:
-                raise TeacherFailed("the teacher is not available (the replica is shutting down)")
-            labelled = await queue.label(request.frame, request.frame_index)
+            labels, _ = await self.teaching.answer(
+                None,
+                request.frame,
+                seq=request.seq,
+                frame_index=request.frame_index,
+                base_version=0,
+            )
         except TeacherFailed as exc:
             return self._answer(
                 Error(
@@ -307,19 +305,7 @@ class TeachingReplica:
                     seq=request.seq,
                 )
             )
-        payload = await asyncio.to_thread(encode_labels, labelled.labels, "png")
-        height, width = request.frame.shape[:2]
-        return self._answer(
-            Labels(
-                seq=request.seq,
-                frame_index=request.frame_index,
-                codec="png",
-                width=width,
-                height=height,
-                teacher_ms=labelled.seconds * 1000.0,
-                payload=payload,
-            )
-        )
+        return self._answer(labels)
 
     async def _session(self, slot: _Slot, ref: SessionRef, seq: int | None) -> EdgeSession:
         """The slot's session at the version the ingress knows (or one further, answered for

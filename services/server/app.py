@@ -11,18 +11,19 @@ from fastapi import FastAPI
 from services.server import routes_rest, ws_edge
 from services.server.loading import LoadedModels
 from services.server.metrics import ServerMetrics
-from services.server.remote_teaching import RemoteTeaching
 from services.server.runtime import ServerRuntime
 from services.server.settings import ServerSettings
+from services.server.teaching import Teaching
+from shadowtutor.teachers.base import Teacher
 from shadowtutor.version import package_version
 
 
 def create_app(
     settings: ServerSettings | None = None,
     *,
-    teacher: Any | None = None,
+    teacher: Teacher | None = None,
     models: LoadedModels | None = None,
-    remote: RemoteTeaching | None = None,
+    remote: Teaching | None = None,
 ) -> FastAPI:
     """Build the server app; without ``models`` they load in the background once the app starts
     (``/readyz``).

@@ -23,6 +23,7 @@ from services.server.settings import ServerSettings
 from shadowtutor.classes import background_index
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.student import StudentNet
+from shadowtutor.teachers.base import Teacher
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +50,14 @@ class BaseStudent:
 class LoadedModels:
     """What a server needs before it can take an edge."""
 
-    teacher: Any
+    teacher: Teacher
     base_student: BaseStudent
     device: torch.device
 
 
 def load_models(
     settings: ServerSettings,
-    teacher: Any | None = None,
+    teacher: Teacher | None = None,
     progress: Callable[[str], None] = lambda step: None,
 ) -> LoadedModels:
     """The teacher (``teacher`` if given, else built from the settings), the device and the base
@@ -105,7 +106,7 @@ def teacher_options(settings: ServerSettings, device: str) -> dict[str, Any]:
     return options
 
 
-def load_teacher(settings: ServerSettings, device: str) -> Any:
+def load_teacher(settings: ServerSettings, device: str) -> Teacher:
     """The teacher ``settings`` name, on ``device`` (a resolved device: :func:`resolve_device`)."""
     from shadowtutor.teachers import build_teacher
 

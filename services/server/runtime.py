@@ -27,15 +27,16 @@ from services.server.gpu_metrics import start_gpu_metrics, stop_gpu_metrics
 from services.server.limits import KeyFrameLimits
 from services.server.loading import BaseStudent, LoadedModels, load_models
 from services.server.metrics import ServerMetrics
-from services.server.remote_teaching import RemoteTeaching
 from services.server.session import SessionRegistry
 from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherQueue
+from services.server.teaching import LocalTeaching, Teaching
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.classes import background_index
 from shadowtutor.gpu_usage import GpuUsageSampler
 from shadowtutor.models.precision import training_precision
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.teachers.base import Teacher
 
 log = logging.getLogger(__name__)
 
@@ -45,19 +46,23 @@ class ServerRuntime:
         self,
         settings: ServerSettings,
         metrics: ServerMetrics,
-        teacher: Any | None = None,
+        teacher: Teacher | None = None,
         models: LoadedModels | None = None,
-        remote: RemoteTeaching | None = None,
+        remote: Teaching | None = None,
     ) -> None:
         self.settings = settings
         # teacher and students elsewhere (a Ray Serve deployment): this process holds no model
         self.remote = remote
+        # where the sessions' model work runs: chosen here, once
+        self.teaching: Teaching = remote if remote is not None else LocalTeaching(self)
         self._remote_described: dict[str, Any] | None = None
         self.metrics = metrics
         self.params = settings.algorithm_params()
         self.sessions = SessionRegistry(settings.max_sessions, metrics)
-        # raises TokenFileError on a bad tokens file
-        self.auth = Authenticator.from_settings(settings)
+        self.auth = Authenticator.from_settings(
+            settings
+            # raises TokenFileError on a bad tokens file
+        )
         self.key_frame_limits = KeyFrameLimits(settings.key_frame_rate, settings.key_frame_burst)
         # WebSocket connections open on /v1/edge, HELLO or not
         self.connections = 0
@@ -68,13 +73,15 @@ class ServerRuntime:
             on_change=metrics.unauthenticated_connections.set,
             on_refusal=lambda reason: metrics.connections_refused.labels(reason=reason).inc(),
         )
-        self.teacher: Any | None = teacher
+        self.teacher: Teacher | None = teacher
         self.teacher_queue: TeacherQueue | None = None
         self.distillation: Distillation | None = None
         self.base_student: BaseStudent | None = None
         self.device = torch.device("cpu")
-        # feeds the GPU gauges where the device is a GPU
-        self.gpu_sampler: GpuUsageSampler | None = None
+        self.gpu_sampler: GpuUsageSampler | None = (
+            # feeds the GPU gauges where the device is a GPU
+            None
+        )
         self.not_ready_reason = "the server is starting"
         self.distill_pool = ThreadPoolExecutor(
             settings.distill_workers, thread_name_prefix="shadowtutor-distill"
@@ -163,7 +170,7 @@ class ServerRuntime:
             return
         self.install(models)
 
-    async def _describe_remote(self, remote: RemoteTeaching) -> None:
+    async def _describe_remote(self, remote: Teaching) -> None:
         """Ready once the remote teaching answers with its classes (retried while it starts)."""
         while True:
             try:
@@ -254,8 +261,10 @@ class ServerRuntime:
     def readiness(self) -> dict[str, Any]:
         if self._remote_described is not None:
             return {"ready": True, **self._remote_described}
-        # ready: the models are installed, the student with them
-        if not self.ready or self.base_student is None:
+        if (
+            not self.ready or self.base_student is None
+            # ready: the models are installed, the student with them
+        ):
             return {"ready": False, "reason": self.not_ready_reason}
         return {
             "ready": True,

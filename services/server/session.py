@@ -17,14 +17,12 @@ one at a time, in key-frame order.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-import numpy as np
 import torch
 from pydantic import BaseModel
 
@@ -173,22 +171,6 @@ class EdgeSession:
         size."""
         size = self.distiller.student_size if self.distiller is not None else None
         return list(size) if size is not None else None
-
-    def distill(
-        self,
-        seq: int,
-        frame: np.ndarray,
-        labels: np.ndarray,
-        base_version: int,
-        teacher_ms: float,
-        boxes: np.ndarray | None = None,
-    ) -> Update:
-        """Algorithm 1 on this edge's student (``boxes``: the teacher's instance boxes, if any),
-        then the UPDATE for the key frame ``seq``."""
-        distiller = self._require_distiller()
-        start = time.perf_counter()
-        result = distiller.train(frame, labels, boxes)
-        return self.trained(seq, result, time.perf_counter() - start, base_version, teacher_ms)
 
     def trained(
         self, seq: int, result: DistillResult, seconds: float, base_version: int, teacher_ms: float

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from services.server.metrics import ServerMetrics
-from shadowtutor.teachers.base import TeacherError, Teaching, teach_batch
+from shadowtutor.teachers.base import Teacher, TeacherAnswer, TeacherError, teach_batch
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class _Request:
 
 
 class TeacherQueue:
-    def __init__(self, teacher: Any, metrics: ServerMetrics, max_batch: int = 8) -> None:
+    def __init__(self, teacher: Teacher, metrics: ServerMetrics, max_batch: int = 8) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.teacher = teacher
@@ -108,7 +108,7 @@ class TeacherQueue:
                     self.metrics.teacher_latency.observe(seconds)
                     request.future.set_result(TeacherResult(outcome.labels, seconds, outcome.boxes))
 
-    def _label_all(self, batch: list[_Request]) -> list[Teaching | TeacherFailed]:
+    def _label_all(self, batch: list[_Request]) -> list[TeacherAnswer | TeacherFailed]:
         """Runs in the teacher thread, on the teacher's CUDA stream if it has one."""
         if self.stream is None:
             return self._label_batch(batch)
@@ -117,7 +117,7 @@ class TeacherQueue:
         with torch.cuda.stream(self.stream):
             return self._label_batch(batch)
 
-    def _label_batch(self, batch: list[_Request]) -> list[Teaching | TeacherFailed]:
+    def _label_batch(self, batch: list[_Request]) -> list[TeacherAnswer | TeacherFailed]:
         if len(batch) > 1:
             try:
                 taught = teach_batch(
@@ -131,15 +131,17 @@ class TeacherQueue:
                 )
         return [self._label_one(r) for r in batch]
 
-    def _label_one(self, request: _Request) -> Teaching | TeacherFailed:
+    def _label_one(self, request: _Request) -> TeacherAnswer | TeacherFailed:
         try:
             return self._checked(
                 request, teach_batch(self.teacher, [request.frame], [request.frame_index])[0]
             )
         except TeacherFailed as exc:
             return exc
-        # backend errors, out of memory: this frame fails, the queue goes on
-        except Exception as exc:
+        except (
+            Exception
+            # backend errors, out of memory: this frame fails, the queue goes on
+        ) as exc:
             # (a TeacherError refuses the input, e.g. a frame index an edge sent that has no label:
             # no traceback)
             log.warning(
@@ -150,7 +152,7 @@ class TeacherQueue:
             )
             return TeacherFailed(f"the teacher failed on frame {request.frame_index}: {exc}")
 
-    def _checked(self, request: _Request, taught: Teaching) -> Teaching:
+    def _checked(self, request: _Request, taught: TeacherAnswer) -> TeacherAnswer:
         """The teacher's answer if it is a label map of the frame's size with known classes (and
         boxes ``(N, 4)`` if any)."""
         labels = np.asarray(taught.labels)
@@ -175,10 +177,10 @@ class TeacherQueue:
             raise TeacherFailed(
                 f"the teacher returned instance boxes of shape {boxes.shape}, not finite (N, 4)"
             )
-        return Teaching(labels, boxes)
+        return TeacherAnswer(labels, boxes)
 
 
-def teacher_stream(teacher: Any) -> Any:
+def teacher_stream(teacher: Teacher) -> Any:
     """A new ``torch.cuda.Stream`` on the teacher's device when that is a usable CUDA device, else
     None (CPU teachers, and teachers that say no device)."""
     device = str(getattr(teacher, "device", "cpu"))

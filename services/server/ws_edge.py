@@ -1,10 +1,9 @@
 """``WS /v1/edge``: one edge session (protocol: docs/protocol.md).
 
-A connection reads messages in one task and serves key frames and resync requests in another, in
-arrival order, so that a malformed message or a disconnect is seen even while distillation runs.
-Teacher work goes through the shared queue, distillation through the runtime's
-:class:`~services.server.distillation.Distillation`; tensor encoding runs in the distillation thread
-pool.
+A connection reads messages in one task and serves key frames and resync requests in
+another, in arrival order, so that a malformed message or a disconnect is seen even while
+distillation runs. The model work (the student, the WELCOME, the answer to a key frame, a resync)
+goes through the runtime's :class:`~services.server.teaching.Teaching`, wherever that runs.
 
 Before any model data is sent, the HELLO must come within ``hello_timeout`` and carry the
 edge's token (when authentication is on). Until it is accepted, a connection takes a place among
@@ -22,8 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable
 
 import numpy as np
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -33,12 +31,12 @@ from services.server.admission import Ticket
 from services.server.credential_gate import BUSY
 from services.server.handshake import check_hello
 from services.server.limits import Verdict
-from services.server.remote_teaching import SessionEnded
 from services.server.runtime import ServerRuntime
 from services.server.session import EdgeSession, Traffic
 from services.server.teacher_queue import TeacherFailed
+from services.server.teaching import SessionEnded
 from services.server.ws_protocol import MESSAGE_LIMIT_EXTENSION
-from shadowtutor.protocol.codecs import decode_frame, encode_labels
+from shadowtutor.protocol.codecs import decode_frame
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.image_header import check_declared_size
 from shadowtutor.protocol.messages import (
@@ -46,7 +44,6 @@ from shadowtutor.protocol.messages import (
     Error,
     Hello,
     KeyFrame,
-    Labels,
     Message,
     ResyncRequest,
     Telemetry,
@@ -58,7 +55,6 @@ from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamDecoder
 
 log = logging.getLogger(__name__)
 router = APIRouter()
-T = TypeVar("T")
 # RFC 6455: a close frame's reason fits in 123 bytes
 MAX_CLOSE_REASON_BYTES = 123
 
@@ -78,8 +74,10 @@ def _decode_writable(key_frame: KeyFrame, stream: StreamDecoder) -> np.ndarray:
                 ErrorCode.BAD_FRAME, f"a {key_frame.codec} key frame needs its stream_position"
             )
         return stream.decode(key_frame.payload, key_frame.stream_position)
-    # the header's size first: a small payload may declare a huge image
-    if key_frame.codec != "raw":
+    if (
+        key_frame.codec != "raw"
+        # the header's size first: a small payload may declare a huge image
+    ):
         check_declared_size(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     frame = decode_frame(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     return frame if frame.flags.writeable else frame.copy()
@@ -103,13 +101,17 @@ class EdgeConnection:
         self._send_lock = asyncio.Lock()
         self._evicted = asyncio.Event()
         self._eviction: ProtocolError | None = None
-        # its place among the unauthenticated connections until admitted
-        self._ticket: Ticket | None = None
+        self._ticket: Ticket | None = (
+            # its place among the unauthenticated connections until admitted
+            None
+        )
         # until the HELLO is accepted
         self._message_limit = MAX_HELLO_BYTES
         self._source = websocket.client.host if websocket.client is not None else "unknown"
-        # a stream frame codec's decoder, made at the first frame
-        self._stream: StreamDecoder | None = None
+        self._stream: StreamDecoder | None = (
+            # a stream frame codec's decoder, made at the first frame
+            None
+        )
 
     async def serve(self) -> None:
         runtime = self.runtime
@@ -152,8 +154,12 @@ class EdgeConnection:
         except WebSocketDisconnect:
             pass
         except ProtocolError as exc:
-            # the text: a kept record must not keep the session
-            log.warning("%s: %s", self._who(), str(exc))
+            log.warning(
+                "%s: %s",
+                self._who(),
+                str(exc),
+                # the text: a kept record must not keep the session
+            )
             await self._fail(exc.code, exc.message)
         except Exception:
             log.exception("%s: internal error", self._who())
@@ -178,10 +184,7 @@ class EdgeConnection:
         await self._check_token(hello)
         self._admitted()
         self.session = await self._open_session(hello, self.runtime.auth.generation)
-        remote = self.runtime.remote
-        await self._send(
-            await remote.open(self.session) if remote else await self._in_pool(self.session.welcome)
-        )
+        await self._send(await self.runtime.teaching.open(self.session))
         log.info(
             "session %s opened for edge %r (%s, %dx%d, frames %s, weights %s)",
             self.session.session_id,
@@ -201,10 +204,14 @@ class EdgeConnection:
             self._evicted.wait(), name=f"evicted-{self.session.session_id}"
         )
         tasks = {reader, worker, evicted}
-        # a task may fail instead of stopping when cancelled (a send the edge's disconnect
-        for task in tasks:
-            # broke): no news, but asyncio would log it as an error
-            task.add_done_callback(_mark_retrieved)
+        for task in (
+            tasks
+            # a task may fail instead of stopping when cancelled (a send the edge's disconnect
+        ):
+            task.add_done_callback(
+                _mark_retrieved
+                # broke): no news, but asyncio would log it as an error
+            )
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         # no await here: a cancelled connection must not wait again
@@ -241,8 +248,10 @@ class EdgeConnection:
         if self._ticket is not None:
             # its HELLO is being checked: no longer evicted to make room
             self._ticket.busy()
-        # admission took its place just as the message arrived: the message wins
-        if self._evicted.is_set():
+        if (
+            self._evicted.is_set()
+            # admission took its place just as the message arrived: the message wins
+        ):
             self._eviction = None
             self._evicted.clear()
         if not isinstance(hello, Hello):
@@ -299,12 +308,7 @@ class EdgeConnection:
             )
         agreement = check_hello(hello, runtime.settings, runtime.class_names)
         runtime.sessions.reserve(hello.edge_id)
-        # with remote teaching, the student lives on a teaching replica
-        distiller = (
-            await self._in_pool(runtime.new_distiller, agreement.student_size)
-            if hello.mode == "distill" and runtime.remote is None
-            else None
-        )
+        distiller = await runtime.teaching.new_student(hello, agreement.student_size)
         session = EdgeSession(
             hello=hello,
             frame_codec=agreement.frame_codec,
@@ -317,11 +321,15 @@ class EdgeConnection:
             sparse=runtime.settings.sparse_options(),
             evict=self.evict,
         )
-        # the tokens changed while the student was copied
-        if runtime.auth.generation != checked_generation:
+        if (
+            runtime.auth.generation != checked_generation
+            # the tokens changed while the student was copied
+        ):
             await self._check_token(hello)
-        # no await from here to add: a reload cannot slip in
-        if not runtime.auth.edge_admitted(hello.edge_id):
+        if not runtime.auth.edge_admitted(
+            hello.edge_id
+            # no await from here to add: a reload cannot slip in
+        ):
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked")
         runtime.sessions.add(session)
         self.metrics.fleet.session_opened(
@@ -384,43 +392,17 @@ class EdgeConnection:
                     item.have_version,
                     item.reason,
                 )
-                remote = self.runtime.remote
-                await self._send(
-                    await remote.resync(session, item.have_version)
-                    if remote
-                    else await self._in_pool(session.resync, item.have_version)
-                )
+                await self._send(await self.runtime.teaching.resync(session, item.have_version))
             else:
                 await self._key_frame(item)
 
     async def _key_frame(self, key_frame: KeyFrame) -> None:
+        """Check and decode ``key_frame``, then send the teaching's answer; an error that concerns
+        only this key frame is sent as a non-fatal ERROR, one that ends the session is raised."""
         session = self._session()
-        hello = session.hello
         try:
-            if (key_frame.width, key_frame.height) != (hello.frame_width, hello.frame_height):
-                raise ProtocolError(
-                    ErrorCode.BAD_FRAME,
-                    f"key frame is {key_frame.width}x{key_frame.height}; HELLO announced "
-                    f"{hello.frame_width}x{hello.frame_height}",
-                )
-            if key_frame.codec not in self.runtime.settings.allowed_frame_codecs():
-                raise ProtocolError(
-                    ErrorCode.UNSUPPORTED_CODEC, f"frame codec {key_frame.codec!r} is not allowed"
-                )
-            if self._stream is None:
-                self._stream = StreamDecoder(hello.frame_width, hello.frame_height)
-            frame = await asyncio.to_thread(_decode_writable, key_frame, self._stream)
-            remote = self.runtime.remote
-            # teacher and student on a teaching replica: its answer (or its error)
-            if remote is not None:
-                answer = await remote.key_frame(session, key_frame, frame)
-            else:
-                queue = self.runtime.teacher_queue
-                if queue is None:
-                    raise TeacherFailed(
-                        "the teacher is not available (the server is shutting down)"
-                    )
-                labelled = await queue.label(frame, key_frame.frame_index)
+            frame = await self._decoded(key_frame)
+            answer = await self.runtime.teaching.key_frame(session, key_frame, frame)
         except SessionEnded:
             raise
         except ProtocolError as exc:
@@ -429,40 +411,25 @@ class EdgeConnection:
         except TeacherFailed as exc:
             await self._send_error(ErrorCode.TEACHER_FAILED, str(exc), seq=key_frame.seq)
             return
-        if remote is not None:
-            await self._send(answer)
-            return
-        session.stats.labelled += 1
-        session.stats.teacher_seconds += labelled.seconds
-        teacher_ms = labelled.seconds * 1000.0
-        if session.distiller is None:
-            payload = await asyncio.to_thread(encode_labels, labelled.labels, "png")
-            await self._send(
-                Labels(
-                    seq=key_frame.seq,
-                    frame_index=key_frame.frame_index,
-                    codec="png",
-                    width=key_frame.width,
-                    height=key_frame.height,
-                    teacher_ms=teacher_ms,
-                    payload=payload,
-                )
-            )
-            return
-        distillation = self.runtime.distillation
-        if distillation is None:
+        await self._send(answer)
+
+    async def _decoded(self, key_frame: KeyFrame) -> np.ndarray:
+        """The key frame as a writable BGR array, once its size and codec are checked against the
+        HELLO and the settings (ProtocolError otherwise)."""
+        hello = self._session().hello
+        if (key_frame.width, key_frame.height) != (hello.frame_width, hello.frame_height):
             raise ProtocolError(
-                ErrorCode.SERVER_BUSY, "distillation is not available (the server is shutting down)"
+                ErrorCode.BAD_FRAME,
+                f"key frame is {key_frame.width}x{key_frame.height}; HELLO announced "
+                f"{hello.frame_width}x{hello.frame_height}",
             )
-        result, seconds = await distillation.train(
-            session.distiller, frame, labelled.labels, labelled.boxes
-        )
-        update = await self._in_pool(
-            session.trained, key_frame.seq, result, seconds, key_frame.base_version, teacher_ms
-        )
-        self.metrics.distill_latency.observe(update.distill_ms / 1000.0)
-        self.metrics.distill_steps.inc(update.steps)
-        await self._send(update)
+        if key_frame.codec not in self.runtime.settings.allowed_frame_codecs():
+            raise ProtocolError(
+                ErrorCode.UNSUPPORTED_CODEC, f"frame codec {key_frame.codec!r} is not allowed"
+            )
+        if self._stream is None:
+            self._stream = StreamDecoder(hello.frame_width, hello.frame_height)
+        return await asyncio.to_thread(_decode_writable, key_frame, self._stream)
 
     # -- I/O with byte accounting ------------------------------------------------------------
 
@@ -540,12 +507,6 @@ class EdgeConnection:
             await self._within_send_timeout(
                 self.ws.close(close_code, reason_bytes.decode(errors="ignore"))
             )
-
-    async def _in_pool(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run CPU/GPU work in the distillation pool, off the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self.runtime.distill_pool, fn, *args
-        )
 
     def _session(self) -> EdgeSession:
         if self.session is None:

@@ -40,8 +40,10 @@ class UpdateOutcome(Generic[Payload]):
     metric: float
     payload: Payload
     steps: int = 0
-    # before distillation: the score of the student the edge ran
-    initial_metric: float | None = None
+    initial_metric: float | None = (
+        # before distillation: the score of the student the edge ran
+        None
+    )
 
 
 class PendingUpdate(Protocol[Payload]):
@@ -70,7 +72,10 @@ class KeyFrameGate(Protocol):
         """A key frame goes out at ``frame_index``."""
 
 
-class StudentRuntime(Protocol[PayloadIn]):
+class LoopStudent(Protocol[PayloadIn]):
+    """The student the client loop runs on every frame and updates with the server's payloads
+    (the agent's ``VersionedStudent``, the lab's in-process students)."""
+
     def infer(self, frame: np.ndarray) -> np.ndarray:
         """Per-pixel class labels ``(H, W)`` for one BGR frame."""
 
@@ -101,7 +106,7 @@ class ClientLoop(Generic[Payload]):
     def __init__(
         self,
         params: AlgorithmParams,
-        runtime: StudentRuntime[Payload],
+        runtime: LoopStudent[Payload],
         transport: KeyFrameTransport[Payload],
         wait_timeout: float | None = None,
         gate: KeyFrameGate | None = None,

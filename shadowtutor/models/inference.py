@@ -3,7 +3,7 @@
 Every backend holds its own copy of the student and offers ``infer(frame_bgr) -> labels``
 and ``load_weights(update)`` (a partial ``state_dict``, as the server sends it); ``apply``
 is the same as ``load_weights``, so a backend is a
-:class:`~shadowtutor.algorithms.client_loop.StudentRuntime` for ``{key: tensor}`` payloads.
+:class:`~shadowtutor.algorithms.client_loop.LoopStudent` for ``{key: tensor}`` payloads.
 
 * ``reference``: :class:`StudentNet` as written, plain PyTorch float32 (the baseline);
 * ``torch``: :class:`~shadowtutor.models.fast_student.FastStudent` in PyTorch;

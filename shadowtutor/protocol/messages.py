@@ -23,11 +23,13 @@ MAGIC = b"ST"
 PROTOCOL_VERSION = 1
 PREFIX = struct.Struct(">2sBBI")
 MAX_HEADER_BYTES = 64 * 1024
-# a HELLO is a header; the largest message before one
-MAX_HELLO_BYTES = PREFIX.size + MAX_HEADER_BYTES
+MAX_HELLO_BYTES = (
+    PREFIX.size + MAX_HEADER_BYTES
+    # a HELLO is a header; the largest message before one
+)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Message:
     """A protocol message: a small header of typed fields and an opaque binary ``payload`` (weights,
     an image, a label map). Every message type has its ``TYPE`` number; :func:`encode` and
@@ -40,7 +42,7 @@ class Message:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "payload"}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Hello(Message):
     """Edge -> server, first message: who the edge is and what it can do."""
 
@@ -49,18 +51,22 @@ class Hello(Message):
     class_names: list[str]
     frame_width: int
     frame_height: int
-    # "distill" (ShadowTutor) or "naive" (every frame labelled by the teacher)
-    mode: str = "distill"
+    mode: str = (
+        # "distill" (ShadowTutor) or "naive" (every frame labelled by the teacher)
+        "distill"
+    )
     student_arch: str = "shadowtutor-student"
     frame_codecs: list[str] = field(default_factory=lambda: ["raw"])
     weight_codecs: list[str] = field(default_factory=lambda: ["f32"])
     token: str | None = None
     agent: str = ""
-    # [W, H] the edge's student runs at; None: the server's choice
-    student_size: list[int] | None = None
+    student_size: list[int] | None = (
+        # [W, H] the edge's student runs at; None: the server's choice
+        None
+    )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Welcome(Message):
     """Server -> edge: the session, its parameters, and the full student weights (tensor blob).
 
@@ -79,11 +85,13 @@ class Welcome(Message):
     delta_codec: str | None = None
     # seconds between TELEMETRY reports; None: send none
     telemetry_interval: float | None = None
-    # [W, H] both student copies run at; None: the frame's size
-    student_size: list[int] | None = None
+    student_size: list[int] | None = (
+        # [W, H] both student copies run at; None: the frame's size
+        None
+    )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KeyFrame(Message):
     """Edge -> server: one key frame (or, in naive mode, any frame) as an encoded image.
 
@@ -102,7 +110,7 @@ class KeyFrame(Message):
     stream_position: int | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Update(Message):
     """Server -> edge: the trained part of the student for the key frame ``seq``.
 
@@ -123,7 +131,7 @@ class Update(Message):
     distill_ms: float = 0.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ResyncRequest(Message):
     """Edge -> server: the edge holds another version than an update named; send full weights."""
 
@@ -132,7 +140,7 @@ class ResyncRequest(Message):
     reason: str = ""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Labels(Message):
     """Server -> edge (naive mode): the teacher's label map for the frame ``seq``."""
 
@@ -145,7 +153,7 @@ class Labels(Message):
     teacher_ms: float = 0.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Error(Message):
     """Either direction: a typed error; ``fatal`` errors are followed by a WebSocket close."""
 
@@ -156,7 +164,7 @@ class Error(Message):
     seq: int | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Telemetry(Message):
     """Edge -> server, every WELCOME ``telemetry_interval`` seconds: the edge's own figures, for the
     server's ``/metrics``. Counters count since the agent started (over reconnects); ``None`` is

@@ -7,7 +7,7 @@
 when built.
 """
 
-from shadowtutor.teachers.base import Teacher, TeacherBase, TeacherError, Teaching, teach_batch
+from shadowtutor.teachers.base import Teacher, TeacherAnswer, TeacherBase, TeacherError, teach_batch
 from shadowtutor.teachers.registry import TEACHER_KINDS, build_teacher
 from shadowtutor.teachers.writer import write_teacher_labels
 
@@ -16,7 +16,7 @@ __all__ = [
     "Teacher",
     "TeacherBase",
     "TeacherError",
-    "Teaching",
+    "TeacherAnswer",
     "build_teacher",
     "teach_batch",
     "write_teacher_labels",

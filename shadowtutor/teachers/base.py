@@ -4,7 +4,7 @@ Callers type against :class:`Teacher`; backends subclass :class:`TeacherBase`, w
 checks the input and routes single frames through the batched path. Teachers that know
 instances (Mask R-CNN, scenes with their ground truth) also give the instances' boxes,
 through :meth:`TeacherBase.teach_batch`; :func:`teach_batch` asks any teacher for a
-:class:`Teaching` (boxes None where the teacher gives none).
+:class:`TeacherAnswer` (boxes None where the teacher gives none).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Teacher(Protocol):
 
 
 @dataclass(frozen=True)
-class Teaching:
+class TeacherAnswer:
     """A teacher's answer for one frame: the label map and, where the teacher has instances, their
     boxes ``(N, 4)`` float ``x0, y0, x1, y1`` in the frame's pixels (every instance the teacher
     kept, of any class, including those its label map cannot show)."""
@@ -56,16 +56,17 @@ class Teaching:
 
 def teach_batch(
     teacher: Teacher, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None
-) -> list[Teaching]:
+) -> list[TeacherAnswer]:
     """``teacher.teach_batch`` where the teacher has it, else its labels without boxes (from
     ``label_batch``, or ``label`` frame by frame for a teacher that has only that)."""
     if hasattr(teacher, "teach_batch"):
         return teacher.teach_batch(frames, frame_indices)
     if len(frames) > 1 and hasattr(teacher, "label_batch"):
-        return [Teaching(labels) for labels in teacher.label_batch(frames, frame_indices)]
+        return [TeacherAnswer(labels) for labels in teacher.label_batch(frames, frame_indices)]
     indices = [None] * len(frames) if frame_indices is None else list(frame_indices)
     return [
-        Teaching(teacher.label(frame, index)) for frame, index in zip(frames, indices, strict=True)
+        TeacherAnswer(teacher.label(frame, index))
+        for frame, index in zip(frames, indices, strict=True)
     ]
 
 
@@ -135,7 +136,7 @@ class TeacherBase(ABC):
 
     def teach_batch(
         self, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None = None
-    ) -> list[Teaching]:
+    ) -> list[TeacherAnswer]:
         """Like :meth:`label_batch`, with the instances' boxes where the backend has them."""
         checked, indices = self._checked(frames, frame_indices)
         return self._teach_batch(checked, indices) if checked else []
@@ -160,9 +161,9 @@ class TeacherBase(ABC):
 
     def _teach_batch(
         self, frames: list[np.ndarray], frame_indices: list[int] | None
-    ) -> list[Teaching]:
+    ) -> list[TeacherAnswer]:
         """Labels and boxes of checked frames; backends that know instances override it."""
-        return [Teaching(labels) for labels in self._label_batch(frames, frame_indices)]
+        return [TeacherAnswer(labels) for labels in self._label_batch(frames, frame_indices)]
 
     def _details(self) -> dict[str, Any]:
         """Backend-specific entries for :meth:`describe`."""
@@ -184,7 +185,7 @@ class InstanceTeacherBase(TeacherBase):
     @abstractmethod
     def _teach_batch(
         self, frames: list[np.ndarray], frame_indices: list[int] | None
-    ) -> list[Teaching]:
+    ) -> list[TeacherAnswer]:
         """Labels and instance boxes of checked frames."""
 
     def _label_batch(

@@ -18,8 +18,8 @@ import numpy as np
 from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.teachers.base import (
     InstanceTeacherBase,
+    TeacherAnswer,
     TeacherError,
-    Teaching,
     check_class_names,
     check_threshold,
 )
@@ -43,7 +43,7 @@ def instances_to_teaching(
     num_classes: int,
     score_threshold: float,
     paint_order: PaintOrder = "score",
-) -> Teaching:
+) -> TeacherAnswer:
     """detectron2 ``Instances`` (``pred_masks``, ``pred_boxes``, ``scores``, ``pred_classes`` over
     COCO's 80 contiguous ids) -> an ``(H, W)`` map of task class indices and the kept instances'
     boxes."""
@@ -62,7 +62,7 @@ def instances_to_teaching(
         score_threshold,
         order=paint_order,
     )
-    return Teaching(
+    return TeacherAnswer(
         labels, kept_boxes(instances.pred_boxes.tensor.cpu().numpy(), scores, score_threshold)
     )
 
@@ -135,7 +135,7 @@ class Detectron2Teacher(InstanceTeacherBase):
 
     def _teach_batch(
         self, frames: list[np.ndarray], frame_indices: list[int] | None
-    ) -> list[Teaching]:
+    ) -> list[TeacherAnswer]:
         import torch
 
         inputs = []

@@ -4,8 +4,9 @@ host.
 Input, per frame: a torchvision-style detection dict *before* its masks are pasted into the image:
 ``boxes`` ``(N, 4)`` float in the frame's pixels, ``scores`` ``(N,)``, ``labels`` ``(N,)`` (the
 detector's class ids) and ``masks`` ``(N, 1, M, M)`` probabilities over each box (what Mask R-CNN's
-mask head gives). Output: a :class:`~shadowtutor.teachers.base.Teaching` per frame with the label
-map ``(H, W)`` (:func:`~shadowtutor.teachers.base.label_dtype`) in host memory and the kept boxes.
+mask head gives). Output: a :class:`~shadowtutor.teachers.base.TeacherAnswer` per frame with the
+label map ``(H, W)`` (:func:`~shadowtutor.teachers.base.label_dtype`) in host memory and the kept
+boxes.
 
 Guarantee: the labels are those of torchvision's ``paste_masks_in_image`` followed by
 ``mask > mask_threshold`` and :func:`~shadowtutor.teachers.instances.paint_instances` on the host.
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shadowtutor.teachers.base import Teaching, label_dtype
+from shadowtutor.teachers.base import TeacherAnswer, label_dtype
 from shadowtutor.teachers.instances import PaintOrder, kept_boxes, paint_sequence
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def paint_frames(
     score_threshold: float = 0.5,
     mask_threshold: float = 0.5,
     order: PaintOrder = "score",
-) -> list[Teaching]:
+) -> list[TeacherAnswer]:
     """Label maps ``(height, width)`` of ``frame_sizes`` from the frames' ``detections`` (see the
     module)."""
     import torch
@@ -87,7 +88,7 @@ def paint_frames(
             _paint_one(canvas, masks[i, 0], cells[i].tolist(), int(task_ids[i]), mask_threshold)
         canvases.append(canvas)
         boxes.append(kept_boxes(part[:, _BOXES].astype(np.float32), scores, score_threshold))
-    return [Teaching(labels, b) for labels, b in zip(_to_host(canvases), boxes, strict=True)]
+    return [TeacherAnswer(labels, b) for labels, b in zip(_to_host(canvases), boxes, strict=True)]
 
 
 def _paint_one(

@@ -16,8 +16,8 @@ import numpy as np
 
 from shadowtutor.teachers.base import (
     InstanceTeacherBase,
+    TeacherAnswer,
     TeacherError,
-    Teaching,
     check_class_names,
     label_dtype,
     resize_labels,
@@ -52,7 +52,7 @@ class LabelsTeacher(InstanceTeacherBase):
 
     def _teach_batch(
         self, frames: list[np.ndarray], frame_indices: list[int] | None
-    ) -> list[Teaching]:
+    ) -> list[TeacherAnswer]:
         if frame_indices is None:
             raise TeacherError(
                 "the labels teacher looks labels up by frame: pass frame_index / frame_indices"
@@ -61,11 +61,11 @@ class LabelsTeacher(InstanceTeacherBase):
             self._teach(i, *frame.shape[:2]) for frame, i in zip(frames, frame_indices, strict=True)
         ]
 
-    def _teach(self, frame_index: int, height: int, width: int) -> Teaching:
+    def _teach(self, frame_index: int, height: int, width: int) -> TeacherAnswer:
         labels = self._load(frame_index, height, width)
         if self._scene is None or frame_index >= len(self._scene):
-            return Teaching(labels)
-        return Teaching(labels, self._scene.boxes(frame_index, (width, height)))
+            return TeacherAnswer(labels)
+        return TeacherAnswer(labels, self._scene.boxes(frame_index, (width, height)))
 
     def _load(self, frame_index: int, height: int, width: int) -> np.ndarray:
         path = label_path(self.labels_dir, frame_index)

@@ -28,8 +28,8 @@ from shadowtutor.models.precision import (
 )
 from shadowtutor.teachers.base import (
     InstanceTeacherBase,
+    TeacherAnswer,
     TeacherError,
-    Teaching,
     check_class_names,
     check_threshold,
 )
@@ -182,7 +182,7 @@ class MaskRCNNTeacher(InstanceTeacherBase):
 
     def _teach_batch(
         self, frames: list[np.ndarray], frame_indices: list[int] | None
-    ) -> list[Teaching]:
+    ) -> list[TeacherAnswer]:
         import torch
 
         with torch.inference_mode():

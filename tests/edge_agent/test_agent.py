@@ -13,9 +13,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from edge_agent.agent import EdgeAgent
+from edge_agent.errors import ServerRefusedError
 from edge_agent.settings import EdgeSettings
 from edge_agent.sinks import CallbackSink
-from edge_agent.transport import ServerRefusedError
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.protocol.errors import ErrorCode
 from shadowtutor.protocol.messages import Telemetry

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shadowtutor.cli import main
 from shadowtutor.protocol.errors import ErrorCode
+from shadowtutor_cli import main
 from tests.edge_agent.test_sources import write_video
 from tests.support.processes import shadowtutor_command, start_process
 from tests.support.stand_in_server import StandInServer

@@ -40,10 +40,10 @@ SCRIPT = textwrap.dedent("""
             return None
 
     sys.meta_path.insert(0, Blocker())
-    import shadowtutor.cli
-    from shadowtutor.cli import main
+    import shadowtutor_cli
+    from shadowtutor_cli import main
 
-    shadowtutor.cli.plugin_modules = lambda: []  # the image has no lab, so no plugin commands
+    shadowtutor_cli.plugin_modules = lambda: []  # the image has no lab, so no plugin commands
 
     with contextlib.redirect_stdout(io.StringIO()) as help_text:
         try:

@@ -17,9 +17,10 @@ import pytest
 from websockets.sync.server import ServerConnection, serve
 
 from edge_agent.backoff import Backoff
+from edge_agent.errors import CertificateError
 from edge_agent.settings import EdgeSettings, SettingsError
 from edge_agent.tls import client_ssl_context, transport_security
-from edge_agent.transport import CertificateError, EdgeTransport
+from edge_agent.transport import EdgeTransport
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.protocol.messages import Hello
 from tests.support.certs import CertAuthority, CertFiles
@@ -50,7 +51,7 @@ def tls_listener(cert: CertFiles) -> Iterator[tuple[str, list[int]]]:
 
 
 def hello() -> Hello:
-    return Hello("edge-tls", list(LVS_CLASSES), 48, 32, "naive")
+    return Hello(edge_id="edge-tls", class_names=list(LVS_CLASSES), frame_width=48, frame_height=32, mode="naive")
 
 
 @pytest.mark.parametrize(

@@ -18,8 +18,11 @@ import pytest
 import torch
 
 from edge_agent.backoff import Backoff
+from edge_agent.errors import ServerRefusedError, TransportError
+from edge_agent.handover import LabelsReply
+from edge_agent.handshake import _student_size
 from edge_agent.runtime import StudentRuntime
-from edge_agent.transport import EdgeTransport, LabelsReply, ServerRefusedError, TransportError
+from edge_agent.transport import EdgeTransport
 from edge_agent.versioning import VersionedStudent
 from shadowtutor.algorithms.client_loop import ClientLoop
 from shadowtutor.classes import LVS_CLASSES
@@ -33,8 +36,10 @@ WIDTH, HEIGHT = 48, 32
 
 
 def make_hello(mode: str = "distill", frame_codecs=("raw",), weight_codecs=("f32",)) -> Hello:
-    return Hello("edge-test", list(LVS_CLASSES), WIDTH, HEIGHT, mode, frame_codecs=list(frame_codecs),
-                 weight_codecs=list(weight_codecs))
+    return Hello(
+        edge_id="edge-test", class_names=list(LVS_CLASSES), frame_width=WIDTH, frame_height=HEIGHT,
+        mode=mode, frame_codecs=list(frame_codecs), weight_codecs=list(weight_codecs),
+    )
 
 
 def frame(i: int) -> np.ndarray:
@@ -364,21 +369,23 @@ def test_a_link_that_takes_no_more_bytes_is_dropped_and_reconnected(stand_in: St
 
 def test_the_welcome_student_size_must_be_the_one_the_edge_announced() -> None:
     def welcome(size: list[int] | None) -> Welcome:
-        return Welcome("s1", 0, "raw", "f32", {}, list(LVS_CLASSES), student_size=size)
+        return Welcome(
+            session_id="s1", version=0, frame_codec="raw", weight_codec="f32", params={},
+            class_names=list(LVS_CLASSES), student_size=size,
+        )
 
-    def transport(size: list[int] | None) -> EdgeTransport:
-        hello = make_hello()
-        hello.student_size = size
-        return EdgeTransport("ws://127.0.0.1:9", hello, VersionedStudent(StudentRuntime("reference"), LVS_CLASSES,
-                                                                          lambda have, why: None))
+    def hello(size: list[int] | None) -> Hello:
+        announced = make_hello()
+        announced.student_size = size
+        return announced
 
-    assert transport(None)._student_size(welcome([32, 18])) == (32, 18)  # the server's choice
-    assert transport(None)._student_size(welcome(None)) is None
-    assert transport([32, 18])._student_size(welcome([32, 18])) == (32, 18)
+    assert _student_size(hello(None), welcome([32, 18])) == (32, 18)  # the server's choice
+    assert _student_size(hello(None), welcome(None)) is None
+    assert _student_size(hello([32, 18]), welcome([32, 18])) == (32, 18)
     with pytest.raises(ServerRefusedError, match="student size"):
-        transport([32, 18])._student_size(welcome(None))
+        _student_size(hello([32, 18]), welcome(None))
     with pytest.raises(ProtocolError, match="student_size"):
-        transport(None)._student_size(welcome([0, 18]))
+        _student_size(hello(None), welcome([0, 18]))
 
 
 def test_ws_to_a_tls_port_says_to_use_wss(tmp_path: Path) -> None:

@@ -20,13 +20,13 @@ from websockets.sync.client import connect
 from services.cli import MAX_REQUEST_HEAD_BYTES, settings_from_args, tls_options, uvicorn_options
 from services.server.settings import ServerSettings
 from shadowtutor.algorithms.params import AlgorithmParams
-from shadowtutor.cli import build_parser, main
 from shadowtutor.config.settings_flags import env_var, flag, setting_name
 from shadowtutor.models.checkpoint import save_student
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.messages import Hello, KeyFrame, Update, Welcome, decode, encode
 from shadowtutor.teachers.registry import TEACHER_KINDS
+from shadowtutor_cli import build_parser, main
 from shadowtutor_lab.stress.attack_client import huge_header
 from shadowtutor_lab.stress.load_memory import read_rss
 from tests.support.certs import CertAuthority

@@ -171,7 +171,9 @@ class StandInServer:
             if not isinstance(hello, Hello):
                 raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "first message must be HELLO")
             if self.refuse is not None:
-                await self._send(ws, None, Error(self.refuse.value, "refused by the test", fatal=True))
+                await self._send(ws, None, Error(
+                    code=self.refuse.value, message="refused by the test", fatal=True,
+                ))
                 await ws.close(self.refuse.close, self.refuse.value)
                 return
             # image codecs only, as a server older than the stream codecs: the edge falls back to them
@@ -183,9 +185,11 @@ class StandInServer:
             self.sessions.append(session)
             blob = self._blob(session, full=True) if hello.mode == "distill" else None
             await self._send(ws, session, Welcome(
-                session.session_id, 0, frame_codec, weight_codec, self.params.to_dict(), list(LVS_CLASSES),
-                blob.tensors if blob else [], delta_codec, self.telemetry_interval, hello.student_size,
-                payload=blob.payload if blob else b"",
+                session_id=session.session_id, version=0, frame_codec=frame_codec,
+                weight_codec=weight_codec, params=self.params.to_dict(),
+                class_names=list(LVS_CLASSES), tensors=blob.tensors if blob else [],
+                delta_codec=delta_codec, telemetry_interval=self.telemetry_interval,
+                student_size=hello.student_size, payload=blob.payload if blob else b"",
             ))
             async for data in ws:
                 self.bytes_received += len(data)
@@ -209,11 +213,15 @@ class StandInServer:
         session.last_seq = message.seq
         if self.fail_next:
             self.fail_next = False
-            await self._send(ws, session, Error(ErrorCode.TEACHER_FAILED.value, "test", seq=message.seq))
+            await self._send(ws, session, Error(
+                code=ErrorCode.TEACHER_FAILED.value, message="test", seq=message.seq,
+            ))
         elif session.hello.mode == "naive":
             labels = naive_labels(frame, len(LVS_CLASSES))
-            await self._send(ws, session, Labels(message.seq, message.frame_index, "png", message.width,
-                                                 message.height, payload=encode_labels(labels)))
+            await self._send(ws, session, Labels(
+                seq=message.seq, frame_index=message.frame_index, codec="png", width=message.width,
+                height=message.height, payload=encode_labels(labels),
+            ))
         else:
             for key in self.trainable:
                 session.state[key] += NUDGE
@@ -237,5 +245,7 @@ class StandInServer:
     ) -> None:
         session.version += 1
         blob = self._blob(session, full)
-        await self._send(ws, session, Update(seq, base, session.version, self.metric, 0.5, 1, full, blob.tensors,
-                                             payload=blob.payload))
+        await self._send(ws, session, Update(
+            seq=seq, base_version=base, version=session.version, metric=self.metric,
+            initial_metric=0.5, steps=1, full=full, tensors=blob.tensors, payload=blob.payload,
+        ))

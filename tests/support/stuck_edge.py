@@ -43,13 +43,19 @@ class StuckEdge:
 
     def hello(self, edge_id: str, class_names: list[str], width: int, height: int) -> None:
         """A distill session with full weights as plain float32: the WELCOME alone is about 2 MB."""
-        self.send(Hello(edge_id, class_names, width, height, frame_codecs=["raw"], weight_codecs=["f32"]))
+        self.send(Hello(
+            edge_id=edge_id, class_names=class_names, frame_width=width, frame_height=height,
+            frame_codecs=["raw"], weight_codecs=["f32"],
+        ))
 
     def key_frames(self, count: int, width: int, height: int) -> None:
         """``count`` raw key frames, frame indices 0.. (the labels teacher has a label for each)."""
         frame = np.random.default_rng(0).integers(0, 256, (height, width, 3), dtype=np.uint8)
         for seq in range(count):
-            self.send(KeyFrame(seq, seq, 0, "raw", width, height, payload=frame.tobytes()))
+            self.send(KeyFrame(
+                seq=seq, frame_index=seq, base_version=0, codec="raw", width=width, height=height,
+                payload=frame.tobytes(),
+            ))
 
     def close(self) -> None:
         self.sock.close()

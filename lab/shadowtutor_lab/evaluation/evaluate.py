@@ -165,11 +165,17 @@ def naive_offloading(scene: Scene, frames: int, teacher: Any, codecs: LinkCodecs
         frame = next(frames_iter)
         height, width = frame.shape[:2]
         payload = encode_frame(frame, codecs.frame_codec, codecs.frame_quality)
-        up += len(encode(KeyFrame(index, index, 0, codecs.frame_codec, width, height, payload=payload)))
+        up += len(encode(KeyFrame(
+            seq=index, frame_index=index, base_version=0, codec=codecs.frame_codec, width=width,
+            height=height, payload=payload,
+        )))
         delivered = decode_frame(payload, codecs.frame_codec, width, height)
         labels = teacher.label(delivered, index)
         labels = labels if lut is None else lut[labels]
-        down += len(encode(Labels(index, index, "png", width, height, payload=encode_labels(labels, "png"))))
+        down += len(encode(Labels(
+            seq=index, frame_index=index, codec="png", width=width, height=height,
+            payload=encode_labels(labels, "png"),
+        )))
         scores.append(miou(labels, stored.label(frame, index), num_classes))
     return scores, up / frames, down / frames
 

@@ -30,7 +30,7 @@ from shadowtutor.classes import background_index
 from shadowtutor.models.precision import TrainingPrecision
 from shadowtutor.models.scale import Size
 from shadowtutor.models.student import DistillMode, StudentNet
-from shadowtutor.teachers import Teacher, Teaching, teach_batch
+from shadowtutor.teachers import Teacher, TeacherAnswer, teach_batch
 from shadowtutor_lab.evaluation.simulated_link import KeyFrameRecord, LinkCodecs, SimulatedLink, SimulatedServer
 
 if TYPE_CHECKING:
@@ -167,9 +167,9 @@ def evaluate_scene(
         )
     num_classes = len(class_names)
     background = background_index(class_names)
-    current: list[tuple[int, Teaching]] = []  # the frame being processed and its teacher's answer
+    current: list[tuple[int, TeacherAnswer]] = []  # the frame being processed and its teacher's answer
 
-    def teacher_label(frame_index: int, frame: np.ndarray) -> Teaching:
+    def teacher_label(frame_index: int, frame: np.ndarray) -> TeacherAnswer:
         if not current or current[0][0] != frame_index:
             raise RuntimeError(f"key frame {frame_index} submitted out of step with the harness")
         return current[0][1]

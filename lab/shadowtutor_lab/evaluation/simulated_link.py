@@ -36,10 +36,10 @@ from shadowtutor.protocol.codecs import (
 )
 from shadowtutor.protocol.messages import KeyFrame, Update, encode
 from shadowtutor.protocol.weight_sync import UpdateEncoder
-from shadowtutor.teachers.base import Teaching
+from shadowtutor.teachers.base import TeacherAnswer
 
 WeightUpdate = dict[str, torch.Tensor]
-LabelFor = Callable[[int, np.ndarray], Teaching]  # (frame index, frame) -> the teacher's labels and boxes
+LabelFor = Callable[[int, np.ndarray], TeacherAnswer]  # (frame index, frame) -> the teacher's labels and boxes
 
 
 @dataclass(frozen=True)
@@ -191,9 +191,16 @@ class SimulatedServer:
                                chooser.coordinates if chooser is not None else None)
         update = {name: value.clone() for name, value in encoder.held.state.items() if value is not held[name]}
         self._sync_student()
-        key_frame = KeyFrame(position, frame_index, position, codecs.frame_codec, width, height, payload=sent)
-        answer = Update(position, position, position + 1, result.metric, result.initial_metric, result.steps, False,
-                        blob.tensors, distill_ms=1000.0 * sum(result.step_seconds), payload=blob.payload)
+        key_frame = KeyFrame(
+            seq=position, frame_index=frame_index, base_version=position, codec=codecs.frame_codec,
+            width=width, height=height, payload=sent,
+        )
+        answer = Update(
+            seq=position, base_version=position, version=position + 1, metric=result.metric,
+            initial_metric=result.initial_metric, steps=result.steps, full=False,
+            tensors=blob.tensors, distill_ms=1000.0 * sum(result.step_seconds),
+            payload=blob.payload,
+        )
         return result, update, len(encode(key_frame)), len(encode(answer))
 
     def _sync_student(self) -> None:

@@ -135,7 +135,10 @@ def key_frame_message(frames: list[np.ndarray], link: LinkCodecs) -> dict[str, f
         payload = encode_frame(frame, link.frame_codec, link.frame_quality)
         seconds.append(time.perf_counter() - start)
         height, width = frame.shape[:2]
-        sizes.append(len(encode(KeyFrame(index, index, 0, link.frame_codec, width, height, payload=payload))))
+        sizes.append(len(encode(KeyFrame(
+            seq=index, frame_index=index, base_version=0, codec=link.frame_codec, width=width,
+            height=height, payload=payload,
+        ))))
     return {"bytes": float(np.mean(sizes)), "encode_ms": 1000.0 * float(np.median(seconds))}
 
 

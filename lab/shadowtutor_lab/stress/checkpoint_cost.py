@@ -43,7 +43,8 @@ def measure(updates: int = 20, size: tuple[int, int] = (320, 180), weight_codec:
         for seq in range(updates):
             frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
             labels = rng.integers(0, len(LVS_CLASSES), (height, width), dtype=np.uint8)
-            update = session.distill(seq, frame, labels, session.version, 0.0)
+            result = session.distiller.train(frame, labels)
+            update = session.trained(seq, result, 0.0, session.version, 0.0)
             start = time.perf_counter()
             data = snapshot(session, update, seq)
             if not store.create(hello.edge_id, session.session_id, session.version, data):

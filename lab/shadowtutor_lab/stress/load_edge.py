@@ -19,7 +19,9 @@ import numpy as np
 import torch
 
 from edge_agent.backoff import Backoff
-from edge_agent.transport import EdgeTransport, LabelsReply, SessionInfo
+from edge_agent.handover import LabelsReply
+from edge_agent.handshake import SessionTerms
+from edge_agent.transport import EdgeTransport
 from edge_agent.versioning import VersionedStudent
 from shadowtutor.algorithms.client_loop import UpdateOutcome
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_WEIGHT_CODECS
@@ -127,21 +129,24 @@ class SimulatedCamera:
         self.answer_timeout = answer_timeout
         self.observer = _Observer()
         self.result = CameraResult(edge_id)
-        hello = Hello(edge_id, list(class_names), width, height, mode, "shadowtutor-student",
-                      list(DEFAULT_FRAME_CODECS), list(DEFAULT_WEIGHT_CODECS), None, AGENT)
+        hello = Hello(
+            edge_id=edge_id, class_names=list(class_names), frame_width=width, frame_height=height,
+            mode=mode, student_arch="shadowtutor-student", frame_codecs=list(DEFAULT_FRAME_CODECS),
+            weight_codecs=list(DEFAULT_WEIGHT_CODECS), token=None, agent=AGENT,
+        )
         self.student = None
         if mode == "distill":
             self.student = VersionedStudent(
                 _NoInference(), tuple(class_names), lambda have, why: self.transport.request_resync(have, why)
             )
         self.transport = EdgeTransport(url, hello, self.student, self.observer, Backoff(0.2, 2.0))
-        self.session: SessionInfo | None = None
+        self.session: SessionTerms | None = None
 
     def start(self) -> None:
         """Start the transport: it connects and says HELLO in its own thread."""
         self.transport.start()
 
-    def wait_welcome(self, timeout: float) -> SessionInfo:
+    def wait_welcome(self, timeout: float) -> SessionTerms:
         """The first session's terms, once its WELCOME came (raises ``TransportError``)."""
         self.session = self.transport.wait_first_welcome(timeout)
         return self.session

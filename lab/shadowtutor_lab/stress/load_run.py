@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from edge_agent.transport import SessionInfo
+from edge_agent.handshake import SessionTerms
 from shadowtutor_lab.stress.load_edge import SimulatedCamera
 from shadowtutor_lab.stress.load_memory import MemorySampler
 
@@ -306,7 +306,7 @@ def _settle(sampler: MemorySampler, deadline: float) -> None:
     time.sleep(sampler.interval)  # one more sample after the sessions are gone
 
 
-def _terms(info: SessionInfo | None) -> dict[str, Any] | None:
+def _terms(info: SessionTerms | None) -> dict[str, Any] | None:
     """What the server agreed with the first camera: codecs and the algorithm's parameters."""
     if info is None:
         return None

@@ -1,5 +1,5 @@
 """A labeller as the client loop's student
-(:class:`~shadowtutor.algorithms.client_loop.StudentRuntime`)."""
+(:class:`~shadowtutor.algorithms.client_loop.LoopStudent`)."""
 
 from __future__ import annotations
 

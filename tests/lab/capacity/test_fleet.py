@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 from shadowtutor_lab.capacity.fleet import fleet_size
 from shadowtutor_lab.capacity.plan import CameraLoad
 from shadowtutor_lab.capacity.profile import ServerProfile, SizeProfile

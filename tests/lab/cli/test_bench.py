@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from shadowtutor.classes import LVS_CLASSES
-from shadowtutor.cli import build_parser, main
 from shadowtutor.models.checkpoint import save_student
 from shadowtutor.models.student import StudentNet
+from shadowtutor_cli import build_parser, main
 from shadowtutor_lab.scenes.generator import make_scene
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shadowtutor.cli import build_parser, main
+from shadowtutor_cli import build_parser, main
 from shadowtutor_lab.cli.bench_network import bandwidth_list
 from shadowtutor_lab.demo.processes import shadowtutor_command
 from tests.lab.netbench.test_report import made_up_results

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 from shadowtutor_lab.regions import bench
 
 

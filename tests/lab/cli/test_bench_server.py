@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 from shadowtutor_lab.evaluation import server_bench
 
 

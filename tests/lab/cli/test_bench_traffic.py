@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 from shadowtutor_lab.scenes.generator import make_scene
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 
 
 def test_calibrate_refuses_an_unknown_clip(tmp_path, capsys) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import tomllib
 
-from shadowtutor.cli import PLUGIN_GROUP
+from shadowtutor_cli import PLUGIN_GROUP
 from shadowtutor_lab.cli import COMMAND_MODULES
 
 LAB_PYPROJECT = Path(__file__).resolve().parents[3] / "lab" / "pyproject.toml"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from shadowtutor.cli import build_parser, main
+from shadowtutor_cli import build_parser, main
 from shadowtutor_lab.capacity.profile import SCHEMA
 from shadowtutor_lab.scenes.generator import make_scene
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 from shadowtutor_lab.demo.processes import free_port
 from shadowtutor_lab.stress.fuzz_attacks import ATTACKS
 from shadowtutor_lab.stress.fuzz_cases import CATEGORIES

@@ -11,7 +11,7 @@ LAB_COMMANDS = {"bench", "bounds", "change-based", "demo", "evaluate", "fuzz", "
 
 PROBE = """
 import json, sys
-from shadowtutor.cli import build_parser
+from shadowtutor_cli import build_parser
 action = next(a for a in build_parser()._actions if a.dest == "command")
 heavy = sorted(n for n in sys.modules if n.split(".")[0] in ("torch", "cv2", "skimage", "matplotlib"))
 print(json.dumps({"commands": sorted(action.choices), "heavy": heavy}))

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from shadowtutor.cli import main
 from shadowtutor.models.checkpoint import load_student
+from shadowtutor_cli import main
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from shadowtutor.cli import main
 from shadowtutor.scene_store import Scene
+from shadowtutor_cli import main
 from shadowtutor_lab.scenes.presets import PRESETS
 
 

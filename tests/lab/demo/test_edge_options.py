@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 from shadowtutor_lab.demo import run
 from shadowtutor_lab.demo.run import DemoConfig
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from shadowtutor.cli import main as cli_main
+from shadowtutor_cli import main as cli_main
 from shadowtutor_lab.evaluation.frame_rate import FrameRateError, write_frame_rate
 
 

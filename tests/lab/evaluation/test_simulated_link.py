@@ -14,7 +14,7 @@ from shadowtutor.models.inference import TorchBackend
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import decode_frame, decode_tensors, encode_frame, encode_tensors
 from shadowtutor.scene_store import Scene
-from shadowtutor.teachers.base import Teaching
+from shadowtutor.teachers.base import TeacherAnswer
 from shadowtutor_lab.evaluation.simulated_link import (
     LinkCodecs,
     SimulatedLink,
@@ -42,7 +42,7 @@ def _loop(scene_dir: Path, delay: int, mode: str = "partial") -> tuple[ClientLoo
     student = StudentNet(len(scene.meta.class_names))
     params = AlgorithmParams(max_updates=2, mode=mode)
     distiller = Distiller(student, params, background=len(scene.meta.class_names) - 1)
-    link = SimulatedLink(SimulatedServer(distiller, lambda index, frame: Teaching(scene.label(index))), delay)
+    link = SimulatedLink(SimulatedServer(distiller, lambda index, frame: TeacherAnswer(scene.label(index))), delay)
     runtime = RecordingBackend(student)
     return ClientLoop(params, runtime, link), link, runtime
 
@@ -107,9 +107,9 @@ def test_edges_with_the_same_key_frames_share_the_training(tiny_scene: Path) -> 
     frames = list(scene.frames())
     calls: list[int] = []
 
-    def label_for(index: int, frame: np.ndarray) -> Teaching:
+    def label_for(index: int, frame: np.ndarray) -> TeacherAnswer:
         calls.append(index)
-        return Teaching(scene.label(index))
+        return TeacherAnswer(scene.label(index))
 
     server = SimulatedServer(Distiller(StudentNet(9), AlgorithmParams(max_updates=1), background=8), label_for)
     fast, slow = SimulatedLink(server, 1), SimulatedLink(server, 8)
@@ -124,9 +124,9 @@ def test_edges_with_the_same_key_frames_share_the_training(tiny_scene: Path) -> 
 def _codec_server(scene: Scene, codecs: LinkCodecs, seen: list[np.ndarray]) -> SimulatedServer:
     torch.manual_seed(0)
 
-    def label_for(index: int, frame: np.ndarray) -> Teaching:
+    def label_for(index: int, frame: np.ndarray) -> TeacherAnswer:
         seen.append(frame)
-        return Teaching(scene.label(index))
+        return TeacherAnswer(scene.label(index))
 
     params = AlgorithmParams(max_updates=2, threshold=0.99)
     return SimulatedServer(Distiller(StudentNet(9), params, background=8), label_for, codecs)
@@ -182,7 +182,7 @@ def test_link_codecs_are_checked() -> None:
 
 def test_delay_must_be_positive() -> None:
     server = SimulatedServer(Distiller(StudentNet(3), AlgorithmParams(), background=2),
-                             lambda i, f: Teaching(np.zeros((2, 2), np.uint8)))
+                             lambda i, f: TeacherAnswer(np.zeros((2, 2), np.uint8)))
     with pytest.raises(ValueError, match="delay_frames"):
         SimulatedLink(server, 0)
 

@@ -10,8 +10,8 @@ import cv2
 import numpy as np
 import pytest
 
-from shadowtutor.cli import main as cli_main
 from shadowtutor.scene_store import META_NAME, Scene, SceneError
+from shadowtutor_cli import main as cli_main
 from shadowtutor_lab.evaluation.accuracy import scene_command
 from shadowtutor_lab.scenes.generator import SceneRenderer, make_scene
 from shadowtutor_lab.scenes.real import make_real_command, real_scene, scaled_size

@@ -41,6 +41,7 @@ from tests.support.serve_fleet import (  # noqa: E402
     wait_ready,
     writers,
 )
+from tests.support.sessions import distill  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 EDGES = 8
@@ -204,7 +205,7 @@ def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(depl
         assert isinstance(welcome, Welcome)
         other = restore(deployment.store.load("race", welcome.session_id), params, new_distiller, edge_id="race",
                         session_id=welcome.session_id, max_size=(1920, 1080)).session
-        first = other.distill(0, scene.frames[0], scene.labels[0], base_version=0, teacher_ms=0.0)
+        first = distill(other, 0, scene.frames[0], scene.labels[0], base_version=0, teacher_ms=0.0)
         assert deployment.store.claim("race", welcome.session_id, 1)
         assert deployment.store.create("race", welcome.session_id, 1, snapshot(other, first, 0))
         ws.send(key_frame(0, base_version=0))

@@ -40,7 +40,7 @@ def test_the_config_carries_both_settings_and_app_builder_reads_them(tmp_path: P
 
 
 def test_serve_has_a_flag_for_students_per_replica() -> None:
-    from shadowtutor.cli import build_parser
+    from shadowtutor_cli import build_parser
 
     args = build_parser().parse_args(["serve", "--ray", "auto", "--ray-replica-sessions", "8"])
     assert args.ray_replica_sessions == 8
@@ -68,6 +68,6 @@ def test_bad_options_are_one_clear_error(options: dict[str, float], message: str
 
 
 def test_serve_has_a_flag_for_ingress_replicas() -> None:
-    from shadowtutor.cli import build_parser
+    from shadowtutor_cli import build_parser
 
     assert build_parser().parse_args(["serve", "--ray", "auto", "--ray-ingresses", "2"]).ray_ingresses == 2

@@ -26,15 +26,16 @@ from services.server.checkpoint_checks import CheckpointFormatError  # noqa: E40
 from services.server.checkpoint_seal import seal, unseal  # noqa: E402
 from services.server.checkpoint_store import DirectoryStore  # noqa: E402
 from services.server.checkpoint_writer import CheckpointWriter  # noqa: E402
-from services.server.remote_teaching import SessionEnded  # noqa: E402
 from services.server.session import EdgeSession, Traffic  # noqa: E402
 from services.server.session_checkpoint import header, snapshot  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
+from services.server.teaching import SessionEnded  # noqa: E402
 from shadowtutor.algorithms.sparse_options import SparseOptions  # noqa: E402
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError  # noqa: E402
 from shadowtutor.protocol.messages import Error, Hello  # noqa: E402
 from tests.services.server.test_session_checkpoint import PARAMS, new_distiller  # noqa: E402
 from tests.support.scene import CLASS_NAMES, make_frames  # noqa: E402
+from tests.support.sessions import distill  # noqa: E402
 
 
 def _replica(store: DirectoryStore, pool: ThreadPoolExecutor) -> TeachingReplica:
@@ -89,19 +90,19 @@ def test_a_checkpoint_behind_the_edge_is_taken_and_the_next_update_is_full(
     hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
     original = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None), delta_codec="q8delta+zstd")
     original.welcome()
-    original.distill(0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
+    distill(original, 0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
     store = DirectoryStore(tmp_path)
     store.create("cam-1", original.session_id, 1, snapshot(original))
-    original.distill(1, frames[1], labels[1], base_version=1, teacher_ms=1.0)  # version 2, never stored
+    distill(original, 1, frames[1], labels[1], base_version=1, teacher_ms=1.0)  # version 2, never stored
     with ThreadPoolExecutor(1) as pool:
         slot = _Slot("cam-1")
         start = time.monotonic()
         session = asyncio.run(_replica(store, pool)._session(slot, SessionRef(original.session_id, 2), 2))
     assert time.monotonic() - start >= 0.3
     assert session.version == 2 and slot.moved
-    update = session.distill(2, frames[2], labels[2], base_version=2, teacher_ms=1.0)
+    update = distill(session, 2, frames[2], labels[2], base_version=2, teacher_ms=1.0)
     assert (update.version, update.full) == (3, True)
-    following = session.distill(2, frames[2], labels[2], base_version=3, teacher_ms=1.0)
+    following = distill(session, 2, frames[2], labels[2], base_version=3, teacher_ms=1.0)
     assert (following.version, following.full) == (4, False)
 
 

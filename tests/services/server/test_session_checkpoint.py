@@ -24,6 +24,7 @@ from shadowtutor.protocol.messages import Hello, Update, encode
 from shadowtutor.protocol.sparse_delta import decode_sparse
 from shadowtutor.protocol.weight_sync import HeldWeights
 from tests.support.scene import CLASS_NAMES, make_frames
+from tests.support.sessions import distill
 
 PARAMS = AlgorithmParams(max_updates=2, threshold=0.99, learning_rate=0.05)
 BOUND = (1920, 1080)
@@ -45,7 +46,7 @@ def test_a_restored_session_sends_the_updates_the_original_would_have() -> None:
     session = original()
     session.welcome()
     for seq in range(2):
-        update = session.distill(seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
+        update = distill(session, seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
     data = snapshot(session, update, reply_seq=1)
     assert b"secret" not in data  # the token stays out of shared storage
     restored = restore(data, PARAMS, new_distiller, edge_id="cam", session_id=session.session_id, max_size=BOUND)
@@ -55,8 +56,8 @@ def test_a_restored_session_sends_the_updates_the_original_would_have() -> None:
     assert header(data)["version"] == 2 and header(data)["writer"] == restored.writer
     sent = []
     for seq in range(2, 4):
-        a = session.distill(seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
-        b = copy.distill(seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
+        a = distill(session, seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
+        b = distill(copy, seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
         assert (a.version, a.full, a.tensors, a.payload) == (b.version, b.full, b.tensors, b.payload)
         assert not a.full
         sent += a.tensors
@@ -112,7 +113,7 @@ def _checkpoint() -> tuple[EdgeSession, dict]:
     frames, labels = make_frames(1)
     session = original()
     session.welcome()
-    update = session.distill(0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
+    update = distill(session, 0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
     return session, unarchive(snapshot(session, update, reply_seq=0))
 
 
@@ -229,7 +230,7 @@ def test_sparse_updates_keep_the_edge_bit_identical_through_resyncs_reconnects_a
             welcome = session.welcome()
             edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f32"))
         before = {key: edge.state[key].clone() for key in trainable}
-        update = session.distill(seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
+        update = distill(session, seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
         edge_installs(edge, update, "q4sparse+zstd")
         carried += bool(update.tensors)
         for key, value in session.encoder.held.state.items():
@@ -249,7 +250,7 @@ def test_a_sparse_checkpoint_with_a_tampered_set_or_chooser_is_refused() -> None
     session = sparse_session(every=2)
     session.welcome()
     for seq in range(2):
-        session.distill(seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
+        distill(session, seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
     record = unarchive(snapshot(session))
 
     def refused(change: Callable[[dict], None], match: str) -> None:

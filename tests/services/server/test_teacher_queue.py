@@ -16,7 +16,7 @@ import pytest
 
 from services.server.metrics import ServerMetrics
 from services.server.teacher_queue import TeacherFailed, TeacherQueue
-from shadowtutor.teachers.base import TeacherError, Teaching
+from shadowtutor.teachers.base import TeacherAnswer, TeacherError
 from tests.support.prometheus import sample_value
 
 
@@ -176,9 +176,9 @@ class InstanceTeacher:
     name = "instances"
     class_names = ("thing", "background")
 
-    def teach_batch(self, frames: Sequence[np.ndarray], frame_indices: Sequence[int]) -> list[Teaching]:
+    def teach_batch(self, frames: Sequence[np.ndarray], frame_indices: Sequence[int]) -> list[TeacherAnswer]:
         return [
-            Teaching(np.ones(f.shape[:2], np.uint8), np.zeros((2, 3)) if i == 3 else np.array([[0, 0, i, i]]))
+            TeacherAnswer(np.ones(f.shape[:2], np.uint8), np.zeros((2, 3)) if i == 3 else np.array([[0, 0, i, i]]))
             for f, i in zip(frames, frame_indices, strict=True)
         ]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from shadowtutor.algorithms.bounds import Latencies, advise_max_updates, compute_bounds
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 
 # Section 5.3 / 6.2 of the paper: t_si .143, t_sd .013, t_ti .044, t_net .303 s, 3.032 MB per key frame.
 PAPER = Latencies(t_si=0.143, t_sd=0.013, t_ti=0.044, t_net=0.303, s_net_bytes=3.032e6)

@@ -11,7 +11,6 @@ from pydantic import BaseModel, Field
 from edge_agent.cli import settings_from_args as edge_settings_from_args
 from edge_agent.settings import EdgeSettings, SettingsError
 from services.server.settings import ServerSettings
-from shadowtutor.cli import build_parser, main
 from shadowtutor.config.settings_flags import (
     FlatSettings,
     build_settings,
@@ -22,6 +21,7 @@ from shadowtutor.config.settings_flags import (
     package_version,
     settings_of,
 )
+from shadowtutor_cli import build_parser, main
 
 
 @pytest.mark.parametrize(("command", "model"), [("edge", EdgeSettings), ("serve", ServerSettings)])

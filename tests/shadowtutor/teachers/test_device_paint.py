@@ -11,7 +11,7 @@ import torch
 from torchvision.models.detection.roi_heads import paste_masks_in_image
 
 from shadowtutor.classes import LVS_CLASSES
-from shadowtutor.teachers.base import Teaching
+from shadowtutor.teachers.base import TeacherAnswer
 from shadowtutor.teachers.class_maps import COCO_CATEGORY_NAMES, checked_class_lut
 from shadowtutor.teachers.device_paint import paint_frames
 from shadowtutor.teachers.instances import kept_boxes, paint_instances
@@ -25,14 +25,14 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.i
 
 
 def host_oracle(det: dict[str, torch.Tensor], size: tuple[int, int], lut: np.ndarray, background: int,
-                num_classes: int, score_threshold: float, mask_threshold: float, order: str) -> Teaching:
+                num_classes: int, score_threshold: float, mask_threshold: float, order: str) -> TeacherAnswer:
     """The host path: every mask pasted at full size by torchvision (on the detections' device),
     thresholded, copied to the host, painted with NumPy."""
     pasted = paste_masks_in_image(det["masks"], det["boxes"], size)
     scores = det["scores"].cpu().numpy()
     labels = paint_instances((pasted[:, 0] > mask_threshold).cpu().numpy(), scores, det["labels"].cpu().numpy(),
                              lut, background, num_classes, score_threshold, order=order)
-    return Teaching(labels, kept_boxes(det["boxes"].cpu().numpy(), scores, score_threshold))
+    return TeacherAnswer(labels, kept_boxes(det["boxes"].cpu().numpy(), scores, score_threshold))
 
 
 def crafted(generator: torch.Generator, n: int, height: int, width: int, classes: list[int]) -> dict:

@@ -20,10 +20,10 @@ from importlib.metadata import entry_points
 from shadowtutor.version import package_version
 
 COMMAND_MODULES = (
-    "shadowtutor.cli.teacher",
+    "shadowtutor_cli.teacher",
     "services.cli",
     "edge_agent.cli",
-    "shadowtutor.cli.tokens",
+    "shadowtutor_cli.tokens",
 )
 PLUGIN_GROUP = "shadowtutor.commands"
 

@@ -10,7 +10,7 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-import shadowtutor.cli as cli
+import shadowtutor_cli as cli
 
 
 def fake_entry_points(*pairs: tuple[str, str]):

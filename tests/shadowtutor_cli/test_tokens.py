@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.server.tokens import read_table
-from shadowtutor.cli import main
+from shadowtutor_cli import main
 
 
 def test_new_revoke_list(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

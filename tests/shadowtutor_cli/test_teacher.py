@@ -6,8 +6,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from shadowtutor.cli import main
 from shadowtutor.teachers.label_store import read_label, write_label
+from shadowtutor_cli import main
 
 
 def make_scene(root: Path, count: int = 5) -> None:

@@ -1,0 +1,118 @@
+"""Checking the server's WELCOME against what this edge offered in its HELLO (the edge's side of
+``services.server.handshake``): the session's terms, or the reason the edge cannot use them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+from edge_agent.errors import ServerRefusedError
+from edge_agent.versioning import WeightUpdate
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.protocol.codecs import decode_tensors, is_delta_codec
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.messages import Hello, Welcome
+
+
+class WeightSink(Protocol):
+    """Where full weights that arrive on their own go (the :class:`VersionedStudent`)."""
+
+    version: int
+
+    def stage(self, update: WeightUpdate) -> None: ...
+
+
+@dataclass(frozen=True)
+class SessionTerms:
+    """What the server's WELCOME set for one session: its id, the algorithm's parameters and the
+    codecs both sides use. Made by :func:`accept_welcome`; read by the agent and the transport."""
+
+    session_id: str
+    params: AlgorithmParams
+    frame_codec: str
+    # full weights
+    weight_codec: str
+    # partial updates as quantised deltas, when agreed
+    delta_codec: str | None = None
+    # seconds between TELEMETRY reports the server asked for
+    telemetry_interval: float | None = None
+    # the student's input scale on both sides; None: the frame's
+    student_size: tuple[int, int] | None = None
+
+    def update_codec(self, full: bool) -> str:
+        """The codec of an UPDATE's blob."""
+        return self.weight_codec if full or self.delta_codec is None else self.delta_codec
+
+
+def accept_welcome(hello: Hello, welcome: Welcome, weights: WeightSink | None) -> SessionTerms:
+    """The terms of the session ``welcome`` opens for ``hello``; its weights are staged in
+    ``weights`` (distill mode). Raises :class:`ServerRefusedError` for terms this edge cannot use
+    (a reconnect would not help) and ``ProtocolError`` for a malformed WELCOME."""
+    if list(welcome.class_names) != list(hello.class_names):
+        raise ServerRefusedError(
+            ErrorCode.INCOMPATIBLE_MODEL,
+            f"the server's classes {welcome.class_names} differ from this edge's "
+            f"{list(hello.class_names)}",
+        )
+    if not _offered(hello, welcome):
+        raise ServerRefusedError(
+            ErrorCode.UNSUPPORTED_CODEC,
+            f"the server chose codecs {welcome.frame_codec}/{welcome.weight_codec} (deltas "
+            f"{welcome.delta_codec}), which this edge did not offer in those roles",
+        )
+    try:
+        params = AlgorithmParams.from_dict(welcome.params)
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"WELCOME params: {exc}") from None
+    if weights is not None:
+        if not welcome.tensors:
+            raise ProtocolError(ErrorCode.BAD_MESSAGE, "WELCOME carries no weights in distill mode")
+        tensors = decode_tensors(welcome.tensors, welcome.payload, welcome.weight_codec)
+        weights.stage(
+            WeightUpdate(
+                welcome.session_id, welcome.version, welcome.version, True, tensors, "welcome"
+            )
+        )
+    interval = welcome.telemetry_interval
+    if interval is not None and not (math.isfinite(interval) and interval >= 1.0):
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, f"WELCOME telemetry_interval {interval!r}: at least 1 s or null"
+        )
+    return SessionTerms(
+        session_id=welcome.session_id,
+        params=params,
+        frame_codec=welcome.frame_codec,
+        weight_codec=welcome.weight_codec,
+        delta_codec=welcome.delta_codec,
+        telemetry_interval=interval,
+        student_size=_student_size(hello, welcome),
+    )
+
+
+def _student_size(hello: Hello, welcome: Welcome) -> tuple[int, int] | None:
+    """The WELCOME's student size: [W, H] of positive ints, the one this edge announced if any."""
+    size = welcome.student_size
+    if size is not None and (len(size) != 2 or min(size) <= 0):
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, f"WELCOME student_size {size!r}: [W, H] positive or null"
+        )
+    if hello.student_size is not None and size != hello.student_size:
+        raise ServerRefusedError(
+            ErrorCode.INCOMPATIBLE_MODEL,
+            f"the server distils at student size {size}, this edge's student runs at "
+            f"{hello.student_size}",
+        )
+    return (size[0], size[1]) if size is not None else None
+
+
+def _offered(hello: Hello, welcome: Welcome) -> bool:
+    """The WELCOME's codecs were offered: a float codec for full weights, a delta codec (if any) for
+    deltas."""
+    delta = welcome.delta_codec
+    return (
+        welcome.frame_codec in hello.frame_codecs
+        and welcome.weight_codec in hello.weight_codecs
+        and not is_delta_codec(welcome.weight_codec)
+        and (delta is None or (delta in hello.weight_codecs and is_delta_codec(delta)))
+    )

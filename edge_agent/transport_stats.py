@@ -1,0 +1,50 @@
+"""What the edge transport counts over the agent's life, and the events it reports as they come."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class TransportObserver(Protocol):
+    """Events for the metrics exporter; called on the network thread."""
+
+    def on_connected(self, connected: bool) -> None: ...
+
+    def on_bytes(self, sent: int, received: int) -> None: ...
+
+    def on_roundtrip(self, seconds: float) -> None: ...
+
+    def on_reconnect(self) -> None: ...
+
+    def on_resync(self) -> None: ...
+
+    def on_key_frame_dropped(self) -> None: ...
+
+
+@dataclass
+class TransportStats:
+    """Counters over the agent's life; every WebSocket message counts with its length in bytes."""
+
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    messages_sent: int = 0
+    messages_received: int = 0
+    # KEY_FRAME messages sent
+    frames_sent: int = 0
+    # frames submitted while no session was open (not sent, not queued)
+    key_frames_dropped: int = 0
+    # the HELLO and the WELCOME of the first session
+    handshake_bytes_sent: int = 0
+    handshake_bytes_received: int = 0
+    # session ids, in the order of their WELCOME
+    sessions: list[str] = field(default_factory=list)
+    resyncs_requested: int = 0
+    # ERROR messages received, by code
+    errors: dict[str, int] = field(default_factory=dict)
+    # seconds from each key frame to its update
+    update_roundtrips: list[float] = field(default_factory=list)
+
+    @property
+    def reconnects(self) -> int:
+        return max(0, len(self.sessions) - 1)

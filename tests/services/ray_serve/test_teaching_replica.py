@@ -1,0 +1,148 @@
+"""The teaching replica's requests without a Ray cluster: the replica is built directly, with its real
+models (the ``labels`` teacher on a tiny scene, a student checkpoint, CPU distillation), its real
+checkpoint store and the real ``LocalTeaching``. Only Serve's multiplexing is replaced, since it
+needs a Serve replica context: a plain loader hands each edge one slot, and the request's
+multiplexed model id is set by the test."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip(
+    "ray", reason="the serve extra is not installed (pip install 'shadowtutor[serve]')"
+)
+
+from services.ray_serve import teaching as teaching_module  # noqa: E402
+from services.ray_serve.requests import (  # noqa: E402
+    Answer,
+    LabelKeyFrame,
+    OpenSession,
+    Resync,
+    SessionRef,
+    TrainKeyFrame,
+)
+from services.ray_serve.teaching import TeachingReplica, _Slot  # noqa: E402
+from services.server.checkpoint_store import DirectoryStore  # noqa: E402
+from services.server.session_checkpoint import header  # noqa: E402
+from services.server.settings import ServerSettings  # noqa: E402
+from shadowtutor.protocol.codecs import decode_labels  # noqa: E402
+from shadowtutor.protocol.messages import Error, Hello, Labels, Update, Welcome, encode  # noqa: E402
+from tests.support.scene import TinyScene  # noqa: E402
+
+EDGE = "cam-1"
+
+
+@pytest.fixture
+def edge_id(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The multiplexed model id of the request being served (what Serve gives a replica)."""
+    current = [EDGE]
+    monkeypatch.setattr(teaching_module.serve, "get_multiplexed_model_id", lambda: current[0])
+    yield current
+
+
+def replica(settings: ServerSettings, store: Path) -> TeachingReplica:
+    """A replica as Serve builds it, with each edge's slot from a plain loader instead of Serve's."""
+    built = TeachingReplica(settings, str(store), students=2)
+    slots: dict[str, _Slot] = {}
+
+    async def slot(edge_id: str) -> _Slot:
+        if edge_id not in slots:
+            built._held += 1
+            slots[edge_id] = _Slot(edge_id, built._dropped)
+        return slots[edge_id]
+
+    built._slot = slot  # type: ignore[method-assign]
+    return built
+
+
+def open_request(scene: TinyScene, session_id: str = "s1") -> OpenSession:
+    hello = Hello(
+        edge_id=EDGE, class_names=list(scene.class_names), frame_width=64, frame_height=48
+    )
+    return OpenSession(
+        hello=hello,
+        session_id=session_id,
+        frame_codec="raw",
+        weight_codec="f32",
+        delta_codec=None,
+        student_size=None,
+        telemetry_interval=None,
+    )
+
+
+def train(scene: TinyScene, seq: int, version: int) -> TrainKeyFrame:
+    return TrainKeyFrame(SessionRef("s1", version), seq, seq, version, scene.frames[seq].copy())
+
+
+def test_a_session_opens_trains_answers_again_and_resyncs(
+    settings: ServerSettings,
+    scene: TinyScene,
+    tmp_path: Path,
+    edge_id: list[str],
+) -> None:
+    store = tmp_path / "store"
+
+    async def scenario() -> list[Answer]:
+        teaching = replica(settings, store)
+        described = await teaching.describe()
+        assert described["class_names"] == list(scene.class_names)
+        assert described["where"] == "Ray Serve (cpu teaching replicas)"
+        opened = await teaching.open(open_request(scene))
+        first = await teaching.train(train(scene, 0, 0))
+        again = await teaching.train(train(scene, 0, 0))  # sent again: answered from the slot
+        resynced = await teaching.resync(Resync(SessionRef("s1", 1), have_version=0))
+        labelled = await teaching.label(LabelKeyFrame(7, 3, scene.frames[3].copy()))
+        await teaching.runtime.stop()
+        return [opened, first, again, resynced, labelled]
+
+    opened, first, again, resynced, labelled = asyncio.run(scenario())
+    assert isinstance(opened.message, Welcome) and opened.message.tensors
+    assert opened.checkpoint_bytes is not None and opened.sessions == 1
+    update = first.message
+    assert isinstance(update, Update) and (update.seq, update.version, update.full) == (0, 1, False)
+    assert update.steps >= 1 and update.teacher_ms > 0.0
+    assert encode(again.message) == encode(update) and again.checkpoint_bytes is None
+    assert isinstance(resynced.message, Update) and (
+        resynced.message.version,
+        resynced.message.full,
+    ) == (2, True)
+    assert header(DirectoryStore(store).load(EDGE, "s1"))["version"] == 2
+    labels = labelled.message
+    assert isinstance(labels, Labels) and (labels.seq, labels.frame_index, labels.width) == (
+        7,
+        3,
+        64,
+    )
+    decoded = decode_labels(labels.payload, labels.codec, labels.width, labels.height)
+    assert (decoded == scene.labels[3]).all()  # the labels teacher answers with the scene's labels
+
+
+def test_another_replica_rebuilds_the_session_from_its_checkpoint(
+    settings: ServerSettings,
+    scene: TinyScene,
+    tmp_path: Path,
+    edge_id: list[str],
+) -> None:
+    store = tmp_path / "store"
+
+    async def scenario() -> tuple[Answer, Answer, Answer]:
+        first = replica(settings, store)
+        await first.open(open_request(scene))
+        trained = await first.train(train(scene, 0, 0))
+        second = replica(settings, store)  # the first one died: Serve routes the edge here
+        moved = await second.train(train(scene, 1, 1))
+        stale = await second.train(train(scene, 2, 5))  # a version no checkpoint holds
+        for stopped in (first, second):
+            await stopped.runtime.stop()
+        return trained, moved, stale
+
+    trained, moved, stale = asyncio.run(scenario())
+    assert isinstance(trained.message, Update) and trained.message.version == 1
+    assert moved.moved and isinstance(moved.message, Update)
+    assert (moved.message.version, moved.message.full) == (2, False)
+    assert isinstance(stale.message, Error) and not stale.message.fatal and stale.message.seq == 2
+    assert "version 2, not" in stale.message.message
