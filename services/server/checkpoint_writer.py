@@ -37,6 +37,9 @@ class Written:
 
 @dataclass
 class _Job:
+    """One checkpoint waiting for the writer thread: whose version it is, how to encode it, and whom
+    to tell once written."""
+
     edge_id: str
     session_id: str
     version: int

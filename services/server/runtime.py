@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 
 
 class ServerRuntime:
+    """What one server process holds for every connection: its settings and metrics, the teaching
+    (local models, or a Ray Serve deployment), the sessions by edge id and admission. Built by the
+    app at start; every ``EdgeConnection`` reads it; it starts and stops the teaching with the
+    app."""
+
     def __init__(
         self,
         settings: ServerSettings,

@@ -46,6 +46,9 @@ class Traffic:
 
 @dataclass
 class SessionStats:
+    """Counters of one session for ``/v1/sessions`` and the metrics: key frames labelled and
+    trained, updates sent, steps taken."""
+
     key_frames: int = 0
     # key frames the teacher labelled
     labelled: int = 0
@@ -92,6 +95,11 @@ def _mean(total: float, count: int) -> float | None:
 
 @dataclass
 class EdgeSession:
+    """One edge's session on the server: its HELLO and agreed codecs, its student copy
+    (``distiller``, None in naive mode), its version and the encoder that mirrors the weights the
+    edge holds. The teaching trains it; the connection sends what it answers. Edge and server
+    weights stay identical bit for bit after every update and resync."""
+
     hello: Hello
     frame_codec: str
     weight_codec: str

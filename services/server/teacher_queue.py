@@ -33,6 +33,8 @@ class TeacherFailed(Exception):
 
 @dataclass
 class TeacherResult:
+    """The teacher's labels of one frame, its instance boxes (if any) and the seconds it took."""
+
     labels: np.ndarray
     # from queueing to labels
     seconds: float
@@ -42,6 +44,8 @@ class TeacherResult:
 
 @dataclass
 class _Request:
+    """A frame waiting for the teacher, with the future its caller awaits."""
+
     frame: np.ndarray
     frame_index: int
     future: asyncio.Future[TeacherResult]
@@ -49,6 +53,11 @@ class _Request:
 
 
 class TeacherQueue:
+    """The one queue in front of the teacher, shared by every session: frames wait here and are
+    labelled in batches of at most ``max_batch`` on one worker thread, so the teacher never runs
+    twice at once. ``label`` is awaited by the teaching; a teacher failure fails only the frames of
+    that batch."""
+
     def __init__(self, teacher: Teacher, metrics: ServerMetrics, max_batch: int = 8) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")

@@ -92,6 +92,11 @@ def _mark_retrieved(task: asyncio.Task[object]) -> None:
 
 
 class EdgeConnection:
+    """One edge's WebSocket on ``/v1/edge``: checks the HELLO, opens the session through the
+    runtime's teaching, then answers each message in order (key frames, resync requests, TELEMETRY)
+    and sends what the teaching answers. Any protocol error is answered with an ERROR; a fatal one
+    closes only this connection."""
+
     def __init__(self, websocket: WebSocket, runtime: ServerRuntime) -> None:
         self.ws = websocket
         self.runtime = runtime

@@ -47,6 +47,8 @@ class UpdateOutcome(Generic[Payload]):
 
 
 class PendingUpdate(Protocol[Payload]):
+    """An update the edge is waiting for: ready or not, and its payload once it came."""
+
     def done(self) -> bool:
         """Non-blocking poll: has the answer (or a failure) arrived?"""
 
@@ -58,6 +60,9 @@ class PendingUpdate(Protocol[Payload]):
 
 
 class KeyFrameTransport(Protocol[Payload]):
+    """How the client loop sends a key frame and gets back a pending update (the edge agent's
+    transport, or a simulated link in the lab)."""
+
     def submit(self, frame_index: int, frame: np.ndarray) -> PendingUpdate[Payload]:
         """Send a key frame without blocking; the answer arrives later."""
 
@@ -85,6 +90,9 @@ class LoopStudent(Protocol[PayloadIn]):
 
 @dataclass(frozen=True)
 class FrameResult:
+    """What the loop did with one frame: its labels, whether it was a key frame, and the update
+    installed before it, if any."""
+
     index: int
     labels: np.ndarray
     is_key_frame: bool
@@ -103,6 +111,11 @@ class FrameResult:
 
 
 class ClientLoop(Generic[Payload]):
+    """The paper's Algorithm 4 on the edge: labels every frame with the student, sends the frame the
+    stride makes a key frame (if ``gate`` allows), installs each update when it is ready or waits at
+    most ``wait_timeout`` for it at MIN_STRIDE, and sets the next stride from the update's metric
+    (Algorithm 2)."""
+
     def __init__(
         self,
         params: AlgorithmParams,
