@@ -39,7 +39,7 @@ from shadowtutor.algorithms.link_budget import KeyFrameBudget
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
 from shadowtutor.protocol.messages import Hello
-from shadowtutor.protocol.video_stream import frame_codecs_for
+from shadowtutor.protocol.video_stream import frame_codecs_for, scaled_frame_size
 from shadowtutor.version import package_version
 
 log = logging.getLogger(__name__)
@@ -164,8 +164,10 @@ class EdgeAgent:
         summary: RunSummary,
     ) -> None:
         s = self.settings
-        hello = Hello(s.edge_id, list(s.class_names), size[0], size[1], s.mode, "shadowtutor-student",
-                      frame_codecs_for(s.frame_codecs, size[0], size[1]), list(s.weight_codecs), None, agent_name(),
+        scale = s.key_frame_scale if s.mode == "distill" else 1.0
+        sent = scaled_frame_size(size[0], size[1], scale)
+        hello = Hello(s.edge_id, list(s.class_names), sent[0], sent[1], s.mode, "shadowtutor-student",
+                      frame_codecs_for(s.frame_codecs, sent[0], sent[1]), list(s.weight_codecs), None, agent_name(),
                       list(s.student_size) if s.student_size is not None else None)
         student = None
         if s.mode == "distill":
@@ -182,7 +184,7 @@ class EdgeAgent:
         transport = EdgeTransport(s.server, hello, student, self.metrics,
                                   Backoff(s.reconnect_min, s.reconnect_max), s.frame_quality, **transport_security(s),
                                   ping_interval=s.ping_interval, ping_timeout=s.ping_timeout,
-                                  report=self.metrics.telemetry)
+                                  report=self.metrics.telemetry, key_frame_scale=scale)
         transport.start()
         try:
             if summary.initial_student is not None:  # weights of its own: it labels before the server answers

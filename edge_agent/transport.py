@@ -211,8 +211,11 @@ class EdgeTransport:
         ping_interval: float = 20.0,
         ping_timeout: float = 20.0,
         report: Callable[[], Telemetry] | None = None,
+        key_frame_scale: float = 1.0,
     ) -> None:
-        """``report`` makes the TELEMETRY sent when a WELCOME asks for it. ``ssl_context`` verifies a
+        """``report`` makes the TELEMETRY sent when a WELCOME asks for it. ``key_frame_scale`` in (0, 1]:
+        frames are sent at that share of their sides (:class:`~edge_agent.frame_encoder.FrameEncoder`); the
+        HELLO announces the size they arrive at. ``ssl_context`` verifies a
         ``wss://`` server (default: the system's CA store); ``token`` gives the HELLO's token at each
         connection (so that a rotated token file is picked up).
         A connection whose keepalive ping gets no pong within ``ping_timeout``, or whose message
@@ -226,7 +229,7 @@ class EdgeTransport:
         self.observer = observer
         self.backoff = backoff or Backoff(0.5, 15.0)
         self.frame_quality = frame_quality  # jpeg/webp quality; None: the codec's default
-        self._frames = FrameEncoder(frame_quality)
+        self._frames = FrameEncoder(frame_quality, key_frame_scale)
         self.handshake_timeout = handshake_timeout
         self.ssl_context = ssl_context
         self.token = token
@@ -328,8 +331,7 @@ class EdgeTransport:
             return Pending.failed()
         encoded = self._frames.encode(frame, info.frame_codec, info.session_id)
         seq = next(self._seq)
-        height, width = frame.shape[:2]
-        message = KeyFrame(seq, frame_index, base_version, info.frame_codec, width, height,
+        message = KeyFrame(seq, frame_index, base_version, info.frame_codec, encoded.width, encoded.height,
                            stream_position=encoded.stream_position, payload=encoded.payload)
         pending: Pending = Pending()
         self._hand_over(_Outgoing(kind, encode(message), seq, pending, encoded.epoch))
