@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "edge",
         help="run the edge agent: the student on every frame, key frames to the server",
-        description="Run the edge agent. Every flag can also be given as the environment variable named in its "
+        description="Run the edge agent. Every flag can also be given as the environment variable "
+        "named in its "
         "help; a flag wins.",
     )
     add_settings_flags(p, EdgeSettings, DEST_PREFIX)
@@ -29,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> EdgeSettings:
-    """Settings from the environment, overridden by the flags that were given (a SettingsError if bad)."""
+    """Settings from the environment, overridden by the flags that were given (a SettingsError if
+    bad)."""
     return EdgeSettings(**given_flags(args, DEST_PREFIX))
 
 
@@ -39,8 +41,12 @@ def run(args: argparse.Namespace) -> int:
     agent = EdgeAgent(settings_from_args(args))
 
     def stop(signum: int, _frame: object) -> None:
-        print(f"shadowtutor edge: {signal.Signals(signum).name}: finishing the current frame", file=sys.stderr)
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C interrupts at once
+        print(
+            f"shadowtutor edge: {signal.Signals(signum).name}: finishing the current frame",
+            file=sys.stderr,
+        )
+        # a second Ctrl-C interrupts at once
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         agent.request_stop()
 
     previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}

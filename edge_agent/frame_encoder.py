@@ -1,4 +1,5 @@
-"""The edge's frame encoder: a session's frames in its negotiated frame codec, at the key-frame scale.
+"""The edge's frame encoder: a session's frames in its negotiated frame codec, at the key-frame
+scale.
 
 Image codecs encode each frame alone. A stream codec (h264) encodes a session's frames as one
 stream (docs/protocol.md, "Frames as a video stream"): the stream starts again from an intra frame
@@ -20,8 +21,8 @@ from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamEncoder
 
 @dataclass(frozen=True)
 class EncodedFrame:
-    """A frame's payload at ``width`` x ``height`` (the sent size); ``stream_position`` and ``epoch``
-    are None with an image codec.
+    """A frame's payload at ``width`` x ``height`` (the sent size); ``stream_position`` and
+    ``epoch`` are None with an image codec.
 
     ``epoch`` names the stream the frame belongs to (it grows at every restart).
     """
@@ -34,7 +35,8 @@ class EncodedFrame:
 
 
 def scale_frame(frame_bgr: np.ndarray, scale: float) -> np.ndarray:
-    """``frame_bgr`` resized to :func:`scaled_frame_size` (area interpolation); scale 1 returns it."""
+    """``frame_bgr`` resized to :func:`scaled_frame_size` (area interpolation); scale 1 returns
+    it."""
     height, width = frame_bgr.shape[:2]
     size = scaled_frame_size(width, height, scale)
     if size == (width, height):
@@ -47,8 +49,8 @@ class FrameEncoder:
 
     def __init__(self, quality: int | None = None, scale: float = 1.0) -> None:
         """``quality``: jpeg/webp quality (None: the codec's default); stream codecs use their CRF.
-        ``scale`` in (0, 1]: every frame is sent at :func:`scaled_frame_size` of its size (ValueError
-        outside)."""
+        ``scale`` in (0, 1]: every frame is sent at :func:`scaled_frame_size` of its size
+        (ValueError outside)."""
         scaled_frame_size(2, 2, scale)
         self.quality, self.scale = quality, scale
         self._lock = threading.Lock()
@@ -64,7 +66,11 @@ class FrameEncoder:
             return EncodedFrame(encode_frame(frame_bgr, codec, self.quality), width, height)
         with self._lock:
             stream = self._stream
-            if stream is None or self._session != session_id or (stream.width, stream.height) != (width, height):
+            if (
+                stream is None
+                or self._session != session_id
+                or (stream.width, stream.height) != (width, height)
+            ):
                 stream = StreamEncoder(width, height)
                 self._stream, self._session = stream, session_id
                 self._epoch += 1
@@ -75,7 +81,8 @@ class FrameEncoder:
     def restart(self, epoch: int | None) -> bool:
         """Start a new stream (next frame intra) when ``epoch`` is the current stream's; True if so.
 
-        A refusal of a frame from an older stream changes nothing: that stream has already been restarted.
+        A refusal of a frame from an older stream changes nothing: that stream has already been
+        restarted.
         """
         with self._lock:
             if epoch is None or epoch != self._epoch or self._stream is None:

@@ -1,4 +1,5 @@
-"""A thread-safe one-shot reply slot: the network thread resolves it, the inference thread polls it."""
+"""A thread-safe one-shot reply slot: the network thread resolves it, the inference thread polls
+it."""
 
 from __future__ import annotations
 
@@ -46,5 +47,7 @@ class Pending(Generic[T]):
 
     def result(self) -> T | None:
         if not self._event.is_set():
-            raise RuntimeError("result() called before the reply arrived; poll done() or wait() first")
+            raise RuntimeError(
+                "result() called before the reply arrived; poll done() or wait() first"
+            )
         return self._value

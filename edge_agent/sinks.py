@@ -24,8 +24,20 @@ OVERLAY_FILE = "overlay.mp4"
 
 # One BGR colour per class (cycled for more classes); the background class is left unpainted.
 PALETTE_BGR = np.array(
-    [(60, 20, 220), (0, 128, 255), (255, 128, 0), (0, 200, 255), (180, 0, 180), (0, 255, 128),
-     (128, 128, 255), (255, 0, 128), (0, 160, 0), (200, 200, 0), (80, 80, 200), (255, 255, 255)],
+    [
+        (60, 20, 220),
+        (0, 128, 255),
+        (255, 128, 0),
+        (0, 200, 255),
+        (180, 0, 180),
+        (0, 255, 128),
+        (128, 128, 255),
+        (255, 0, 128),
+        (0, 160, 0),
+        (200, 200, 0),
+        (80, 80, 200),
+        (255, 255, 255),
+    ],
     dtype=np.uint8,
 )
 
@@ -72,14 +84,17 @@ class PngLabelSink:
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._params = [cv2.IMWRITE_PNG_COMPRESSION, compression]  # 1: fast, still lossless
+        # 1: fast, still lossless
+        self._params = [cv2.IMWRITE_PNG_COMPRESSION, compression]
         self.max_bytes = max_bytes
         self.max_age = max_age
         self.observer = observer
         self.clock = clock
         self.total_bytes = 0
-        self._files: dict[Path, tuple[int, float]] = {}  # path -> (size, written at), oldest first
-        for path in sorted(self.directory.glob("*.png"), key=_mtime):  # a restarted agent keeps the bound
+        # path -> (size, written at), oldest first
+        self._files: dict[Path, tuple[int, float]] = {}
+        # a restarted agent keeps the bound
+        for path in sorted(self.directory.glob("*.png"), key=_mtime):
             stat = path.stat()
             self._files[path] = (stat.st_size, stat.st_mtime)
             self.total_bytes += stat.st_size
@@ -89,12 +104,14 @@ class PngLabelSink:
         ok, encoded = cv2.imencode(".png", labels, self._params)
         if not ok:
             raise ValueError(f"OpenCV cannot encode label map {frame_index} as PNG")
-        self._forget(path)  # a restarted run writes the same names again
+        # a restarted run writes the same names again
+        self._forget(path)
         try:
             with open(path, "wb") as out:
                 out.write(encoded.tobytes())
         except OSError:
-            path.unlink(missing_ok=True)  # no partial file left behind
+            # no partial file left behind
+            path.unlink(missing_ok=True)
             raise
         self._files[path] = (encoded.nbytes, self.clock())
         self.total_bytes += encoded.nbytes
@@ -145,7 +162,9 @@ class CallbackSink:
         pass
 
 
-def overlay(frame: np.ndarray, labels: np.ndarray, background: int | None, alpha: float = 0.5) -> np.ndarray:
+def overlay(
+    frame: np.ndarray, labels: np.ndarray, background: int | None, alpha: float = 0.5
+) -> np.ndarray:
     """The frame with each non-background class painted in its palette colour at ``alpha``."""
     colours = PALETTE_BGR[labels % len(PALETTE_BGR)]
     blended = cv2.addWeighted(frame, 1.0 - alpha, colours, alpha, 0.0)
@@ -158,9 +177,11 @@ def overlay(frame: np.ndarray, labels: np.ndarray, background: int | None, alpha
 
 
 class OverlayVideoSink:
-    """An MP4 (``mp4v``) of the frames with their label maps blended over them; opened at the first frame.
+    """An MP4 (``mp4v``) of the frames with their label maps blended over them; opened at the first
+    frame.
 
-    OpenCV's writer reports no error on a full disk: only a failure to open it is seen (``OSError``).
+    OpenCV's writer reports no error on a full disk: only a failure to open it is seen
+    (``OSError``).
     """
 
     name = "overlay"
@@ -175,7 +196,9 @@ class OverlayVideoSink:
     def write(self, frame_index: int, frame: np.ndarray, labels: np.ndarray) -> None:
         if self._writer is None:
             height, width = frame.shape[:2]
-            self._writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter.fourcc(*"mp4v"), self.fps, (width, height))
+            self._writer = cv2.VideoWriter(
+                str(self.path), cv2.VideoWriter.fourcc(*"mp4v"), self.fps, (width, height)
+            )
             if not self._writer.isOpened():
                 raise OSError(f"OpenCV cannot write an mp4v video to {self.path}")
         self._writer.write(overlay(frame, labels, self.background))
@@ -198,12 +221,17 @@ class ThreadedSink:
     """
 
     def __init__(
-        self, sinks: Sequence[LabelSink], max_queue: int = 64, observer: OutputObserver | None = None
+        self,
+        sinks: Sequence[LabelSink],
+        max_queue: int = 64,
+        observer: OutputObserver | None = None,
     ) -> None:
         self.sinks = list(sinks)
         self.observer = observer
-        self.written = 0  # frames every sink took
-        self.dropped: dict[str, int] = {}  # writes dropped on an OSError, by sink name
+        # frames every sink took
+        self.written = 0
+        # writes dropped on an OSError, by sink name
+        self.dropped: dict[str, int] = {}
         self._queue: queue.Queue = queue.Queue(maxsize=max_queue)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="edge-sinks", daemon=True)
@@ -217,11 +245,13 @@ class ThreadedSink:
     def _run(self) -> None:
         while (item := self._queue.get()) is not _STOP:
             if self._error is not None:
-                continue  # drain so that writers never block after a failure
+                # drain so that writers never block after a failure
+                continue
             try:
                 if all([self._write(sink, item) for sink in self.sinks]):
                     self.written += 1
-            except Exception as exc:  # reported to the inference thread on its next write or at close
+            # reported to the inference thread on its next write or at close
+            except Exception as exc:
                 self._error = exc
 
     def _write(self, sink: LabelSink, item: tuple[int, np.ndarray, np.ndarray]) -> bool:
@@ -232,9 +262,15 @@ class ThreadedSink:
         except OSError as exc:
             name = getattr(sink, "name", type(sink).__name__)
             self.dropped[name] = self.dropped.get(name, 0) + 1
-            if self.dropped[name] == 1 or self.dropped[name] % 1000 == 0:  # a full disk fails every frame
-                log.warning("dropped label map %d in output %s (%d dropped so far): %s",
-                            item[0], name, self.dropped[name], exc)
+            # a full disk fails every frame
+            if self.dropped[name] == 1 or self.dropped[name] % 1000 == 0:
+                log.warning(
+                    "dropped label map %d in output %s (%d dropped so far): %s",
+                    item[0],
+                    name,
+                    self.dropped[name],
+                    exc,
+                )
             if self.observer is not None:
                 self.observer.output_dropped(name)
             return False

@@ -63,12 +63,14 @@ def parse_source(text: str) -> SourceSpec:
     return SourceSpec(text, "file", str(path))
 
 
-Capture = Any  # a cv2.VideoCapture or anything with isOpened/read/get/release
+# a cv2.VideoCapture or anything with isOpened/read/get/release
+Capture = Any
 CaptureFactory = Callable[[SourceSpec], Capture]
 
 
 def open_capture(spec: SourceSpec) -> Capture:
-    """Open ``spec`` with OpenCV's backend for its kind (V4L2 for cameras, GStreamer for pipelines)."""
+    """Open ``spec`` with OpenCV's backend for its kind (V4L2 for cameras, GStreamer for
+    pipelines)."""
     import cv2
 
     if spec.kind == "gstreamer":
@@ -138,22 +140,37 @@ class VideoSource:
                 return
 
     def _check_end(self, delivered: int) -> None:
-        """A file that stopped at frame ``delivered``: warn (and note it) when it announced more frames."""
+        """A file that stopped at frame ``delivered``: warn (and note it) when it announced more
+        frames."""
         import cv2
 
-        announced = int(self._capture.get(cv2.CAP_PROP_FRAME_COUNT)) if self._capture is not None else 0
+        announced = (
+            int(self._capture.get(cv2.CAP_PROP_FRAME_COUNT)) if self._capture is not None else 0
+        )
         if announced > delivered:
             self.stopped_early = delivered
-            log.warning("video file %r: frame %d could not be read (the file announces %d frames); the stream "
-                        "ends there", self.spec.text, delivered, announced)
+            log.warning(
+                "video file %r: frame %d could not be read (the file announces %d frames); the "
+                "stream "
+                "ends there",
+                self.spec.text,
+                delivered,
+                announced,
+            )
 
     def _reopen(self) -> bool:
-        """Reopen a live source that stopped; False when stopped meanwhile. Raises after ``retries``."""
+        """Reopen a live source that stopped; False when stopped meanwhile. Raises after
+        ``retries``."""
         self.close()
         for attempt in range(1, self.retries + 1):
             delay = self.backoff.next_delay()
-            log.warning("source %r delivered no frame; reopening in %.1f s (attempt %d/%d)",
-                        self.spec.text, delay, attempt, self.retries)
+            log.warning(
+                "source %r delivered no frame; reopening in %.1f s (attempt %d/%d)",
+                self.spec.text,
+                delay,
+                attempt,
+                self.retries,
+            )
             if self._stop.wait(delay):
                 return False
             try:
@@ -163,7 +180,10 @@ class VideoSource:
                 continue
             self.reopens += 1
             return True
-        raise SourceError(f"lost {self.spec.kind} source {self.spec.text!r}: {self.retries} reopen attempts failed")
+        raise SourceError(
+            f"lost {self.spec.kind} source {self.spec.text!r}: {self.retries} reopen attempts "
+            "failed"
+        )
 
     def _prepare(self, frame: np.ndarray) -> np.ndarray:
         import cv2

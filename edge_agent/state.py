@@ -32,7 +32,8 @@ STATE_FORMAT = "shadowtutor-edge-state/1"
 
 @dataclass(frozen=True)
 class LocalStudent:
-    """Full student weights the edge holds on its own. ``origin``: ``state`` (a state file) or ``packaged``."""
+    """Full student weights the edge holds on its own. ``origin``: ``state`` (a state file) or
+    ``packaged``."""
 
     tensors: dict[str, torch.Tensor]
     class_names: tuple[str, ...]
@@ -44,8 +45,13 @@ class LocalStudent:
 
     def describe(self) -> dict[str, Any]:
         """For the run summary: where the start-up weights came from (no tensors)."""
-        return {"origin": self.origin, "server": self.server, "session_id": self.session_id,
-                "version": self.version, "saved_at": self.saved_at}
+        return {
+            "origin": self.origin,
+            "server": self.server,
+            "session_id": self.session_id,
+            "version": self.version,
+            "saved_at": self.saved_at,
+        }
 
 
 def state_path(state_dir: Path, edge_id: str) -> Path:
@@ -58,8 +64,8 @@ def _temporary(path: Path, pid: int) -> Path:
 
 
 def remove_stale_temporaries(path: Path) -> list[Path]:
-    """Delete the temporary files of ``path`` left by writers that died mid-save (their process is gone);
-    returns what was removed."""
+    """Delete the temporary files of ``path`` left by writers that died mid-save (their process is
+    gone); returns what was removed."""
     removed = []
     for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         pid = tmp.name[len(path.name) + 2 : -len(".tmp")]
@@ -76,14 +82,15 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:  # e.g. another user's process
+    # e.g. another user's process
+    except OSError:
         return True
     return True
 
 
 def save_state(path: Path, student: LocalStudent) -> None:
-    """Write atomically: a temporary file in the same directory (mode 0600), flushed, then renamed over
-    ``path``; the temporaries of writers that died are removed first."""
+    """Write atomically: a temporary file in the same directory (mode 0600), flushed, then renamed
+    over ``path``; the temporaries of writers that died are removed first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
     blob = {
@@ -98,7 +105,8 @@ def save_state(path: Path, student: LocalStudent) -> None:
     tmp = _temporary(path, os.getpid())
     try:
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
-            os.fchmod(out.fileno(), 0o600)  # readable by the agent's user only, whatever its umask
+            # readable by the agent's user only, whatever its umask
+            os.fchmod(out.fileno(), 0o600)
             torch.save(blob, out)
             out.flush()
             os.fsync(out.fileno())
@@ -109,8 +117,8 @@ def save_state(path: Path, student: LocalStudent) -> None:
 
 
 def load_state(path: Path, class_names: tuple[str, ...]) -> LocalStudent | None:
-    """The saved student, or None when there is none or it cannot be used (logged). Temporaries left by a
-    writer that died are removed."""
+    """The saved student, or None when there is none or it cannot be used (logged). Temporaries left
+    by a writer that died are removed."""
     if path.parent.is_dir():
         for tmp in remove_stale_temporaries(path):
             log.info("removed %s, left by an agent that stopped while saving", tmp)
@@ -121,25 +129,41 @@ def load_state(path: Path, class_names: tuple[str, ...]) -> LocalStudent | None:
         if not isinstance(blob, Mapping) or blob.get("format") != STATE_FORMAT:
             raise CheckpointError(f"not an edge state file (format {STATE_FORMAT!r})")
         if tuple(blob["class_names"]) != tuple(class_names):
-            raise CheckpointError(f"its classes {list(blob['class_names'])} are not this edge's {list(class_names)}")
+            raise CheckpointError(
+                f"its classes {list(blob['class_names'])} are not this edge's {list(class_names)}"
+            )
         tensors = dict(blob["state_dict"])
-        student_from_state_dict(tensors, class_names)  # the weights fit the student
+        # the weights fit the student
+        student_from_state_dict(tensors, class_names)
         version = blob.get("version")
-        return LocalStudent(tensors, tuple(class_names), "state", blob.get("server"), blob.get("session_id"),
-                            None if version is None else int(version), blob.get("saved_at"))
-    except Exception as exc:  # torch raises many types for a damaged file; none may stop the edge
+        return LocalStudent(
+            tensors,
+            tuple(class_names),
+            "state",
+            blob.get("server"),
+            blob.get("session_id"),
+            None if version is None else int(version),
+            blob.get("saved_at"),
+        )
+    # torch raises many types for a damaged file; none may stop the edge
+    except Exception as exc:
         log.warning("ignoring the edge state file %s: %s", path, exc)
         return None
 
 
 def initial_student(state_file: Path | None, class_names: tuple[str, ...]) -> LocalStudent | None:
-    """What the edge labels with before the server answers: its saved weights, else the packaged student.
+    """What the edge labels with before the server answers: its saved weights, else the packaged
+    student.
 
     None when neither fits ``class_names`` (the edge then waits for the server's weights).
     """
     if state_file is not None and (saved := load_state(state_file, class_names)) is not None:
-        log.info("starting with the weights held last (session %s, version %s, from %s)",
-                 saved.session_id, saved.version, saved.server)
+        log.info(
+            "starting with the weights held last (session %s, version %s, from %s)",
+            saved.session_id,
+            saved.version,
+            saved.server,
+        )
         return saved
     try:
         packaged = load_default_student()
@@ -147,21 +171,32 @@ def initial_student(state_file: Path | None, class_names: tuple[str, ...]) -> Lo
         log.warning("no packaged student to start with: %s", exc)
         return None
     if tuple(packaged.class_names) != tuple(class_names):
-        log.warning("the packaged student's classes %s are not this edge's %s: waiting for the server's weights",
-                    list(packaged.class_names), list(class_names))
+        log.warning(
+            "the packaged student's classes %s are not this edge's %s: waiting for the server's "
+            "weights",
+            list(packaged.class_names),
+            list(class_names),
+        )
         return None
     tensors = {name: value.detach().clone() for name, value in packaged.model.state_dict().items()}
     return LocalStudent(tensors, tuple(class_names), "packaged")
 
 
 class StateKeeper:
-    """Saves the held weights to the state file at most every ``interval`` seconds, and at :meth:`flush`.
+    """Saves the held weights to the state file at most every ``interval`` seconds, and at
+    :meth:`flush`.
 
     A save that fails (disk full) is logged and reported through ``on_dropped``; the edge goes on.
     """
 
-    def __init__(self, path: Path, server: str, interval: float, on_dropped: Callable[[], None],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        path: Path,
+        server: str,
+        interval: float,
+        on_dropped: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path = path
         self.server = server
         self.interval = interval
@@ -169,10 +204,17 @@ class StateKeeper:
         self.clock = clock
         self.saves = 0
         self._last_save: float | None = None
-        self._unsaved: tuple[dict[str, torch.Tensor], tuple[str, ...], str | None, int] | None = None
+        self._unsaved: tuple[dict[str, torch.Tensor], tuple[str, ...], str | None, int] | None = (
+            None
+        )
 
-    def held(self, tensors: Mapping[str, torch.Tensor], class_names: tuple[str, ...],
-             session_id: str | None, version: int) -> None:
+    def held(
+        self,
+        tensors: Mapping[str, torch.Tensor],
+        class_names: tuple[str, ...],
+        session_id: str | None,
+        version: int,
+    ) -> None:
         """The edge now holds these weights; saved now if the last save is ``interval`` old."""
         self._unsaved = (dict(tensors), class_names, session_id, version)
         now = self.clock()
@@ -186,8 +228,12 @@ class StateKeeper:
         self._unsaved = None
         self._last_save = self.clock()
         try:
-            save_state(self.path, LocalStudent(tensors, class_names, "state", self.server, session_id, version,
-                                               time.time()))
+            save_state(
+                self.path,
+                LocalStudent(
+                    tensors, class_names, "state", self.server, session_id, version, time.time()
+                ),
+            )
             self.saves += 1
         except OSError as exc:
             log.warning("cannot save the held weights to %s: %s", self.path, exc)

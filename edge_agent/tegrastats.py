@@ -28,8 +28,10 @@ _RAM = re.compile(r"\bRAM (\d+)/(\d+)MB")
 _GPU = re.compile(r"\bGR3D_FREQ (\d+)%")
 _EMC = re.compile(r"\bEMC_FREQ (\d+)%")
 _TEMPERATURE = re.compile(r"(?<![\w@])([A-Za-z][A-Za-z0-9_]*)@(-?\d+(?:\.\d+)?)C\b")
-_POWER_MW = re.compile(r"(?<![\w@])([A-Za-z][A-Za-z0-9_]*) (\d+)mW/(\d+)mW\b")  # JetPack 5 and 6
-_POWER_BARE = re.compile(r"(?<![\w@])([A-Z][A-Z0-9_]*) (\d+)/(\d+)(?=\s|$)")  # JetPack 4: mW, no unit
+# JetPack 5 and 6
+_POWER_MW = re.compile(r"(?<![\w@])([A-Za-z][A-Za-z0-9_]*) (\d+)mW/(\d+)mW\b")
+# JetPack 4: mW, no unit
+_POWER_BARE = re.compile(r"(?<![\w@])([A-Z][A-Z0-9_]*) (\d+)/(\d+)(?=\s|$)")
 SENSOR_OFF_C = -256.0
 
 
@@ -39,10 +41,14 @@ class TegraSample:
 
     ram_used_bytes: int | None = None
     ram_total_bytes: int | None = None
-    gpu_utilization: float | None = None  # GR3D_FREQ, 0..1
-    emc_utilization: float | None = None  # memory controller, 0..1
-    temperatures_c: dict[str, float] = field(default_factory=dict)  # zone (lower case) -> degrees C
-    power_w: dict[str, float] = field(default_factory=dict)  # rail -> current draw in W
+    # GR3D_FREQ, 0..1
+    gpu_utilization: float | None = None
+    # memory controller, 0..1
+    emc_utilization: float | None = None
+    # zone (lower case) -> degrees C
+    temperatures_c: dict[str, float] = field(default_factory=dict)
+    # rail -> current draw in W
+    power_w: dict[str, float] = field(default_factory=dict)
 
 
 def parse_line(line: str) -> TegraSample | None:
@@ -50,7 +56,9 @@ def parse_line(line: str) -> TegraSample | None:
     ram = _RAM.search(line)
     if ram is None:
         return None
-    sample = TegraSample(ram_used_bytes=int(ram.group(1)) << 20, ram_total_bytes=int(ram.group(2)) << 20)
+    sample = TegraSample(
+        ram_used_bytes=int(ram.group(1)) << 20, ram_total_bytes=int(ram.group(2)) << 20
+    )
     if (gpu := _GPU.search(line)) is not None:
         sample.gpu_utilization = int(gpu.group(1)) / 100
     if (emc := _EMC.search(line)) is not None:
@@ -65,27 +73,56 @@ def parse_line(line: str) -> TegraSample | None:
 
 
 class TegraGauges:
-    """The edge's Jetson gauges, labelled ``edge_id`` (and ``zone`` or ``rail``); no series until a sample."""
+    """The edge's Jetson gauges, labelled ``edge_id`` (and ``zone`` or ``rail``); no series until a
+    sample."""
 
     def __init__(self, registry: CollectorRegistry, edge_id: str) -> None:
         self.edge_id = edge_id
-        self.power = Gauge("shadowtutor_edge_power_watts", "Jetson power rail draw (tegrastats)",
-                           ["edge_id", "rail"], registry=registry)
-        self.temperature = Gauge("shadowtutor_edge_temperature_celsius", "Jetson thermal zone (tegrastats)",
-                                 ["edge_id", "zone"], registry=registry)
-        self.gpu = Gauge("shadowtutor_edge_gpu_utilization_ratio", "Jetson GPU load, 0..1 (tegrastats GR3D_FREQ)",
-                         ["edge_id"], registry=registry)
-        self.emc = Gauge("shadowtutor_edge_emc_utilization_ratio",
-                         "Jetson memory controller load, 0..1 (tegrastats EMC_FREQ)", ["edge_id"], registry=registry)
-        self.ram_used = Gauge("shadowtutor_edge_ram_used_bytes", "Jetson RAM in use, CPU and GPU share it (tegrastats)",
-                              ["edge_id"], registry=registry)
-        self.ram_total = Gauge("shadowtutor_edge_ram_total_bytes", "Jetson RAM (tegrastats)", ["edge_id"],
-                               registry=registry)
+        self.power = Gauge(
+            "shadowtutor_edge_power_watts",
+            "Jetson power rail draw (tegrastats)",
+            ["edge_id", "rail"],
+            registry=registry,
+        )
+        self.temperature = Gauge(
+            "shadowtutor_edge_temperature_celsius",
+            "Jetson thermal zone (tegrastats)",
+            ["edge_id", "zone"],
+            registry=registry,
+        )
+        self.gpu = Gauge(
+            "shadowtutor_edge_gpu_utilization_ratio",
+            "Jetson GPU load, 0..1 (tegrastats GR3D_FREQ)",
+            ["edge_id"],
+            registry=registry,
+        )
+        self.emc = Gauge(
+            "shadowtutor_edge_emc_utilization_ratio",
+            "Jetson memory controller load, 0..1 (tegrastats EMC_FREQ)",
+            ["edge_id"],
+            registry=registry,
+        )
+        self.ram_used = Gauge(
+            "shadowtutor_edge_ram_used_bytes",
+            "Jetson RAM in use, CPU and GPU share it (tegrastats)",
+            ["edge_id"],
+            registry=registry,
+        )
+        self.ram_total = Gauge(
+            "shadowtutor_edge_ram_total_bytes",
+            "Jetson RAM (tegrastats)",
+            ["edge_id"],
+            registry=registry,
+        )
 
     def update(self, sample: TegraSample) -> None:
         edge = self.edge_id
-        for gauge, value in ((self.gpu, sample.gpu_utilization), (self.emc, sample.emc_utilization),
-                             (self.ram_used, sample.ram_used_bytes), (self.ram_total, sample.ram_total_bytes)):
+        for gauge, value in (
+            (self.gpu, sample.gpu_utilization),
+            (self.emc, sample.emc_utilization),
+            (self.ram_used, sample.ram_used_bytes),
+            (self.ram_total, sample.ram_total_bytes),
+        ):
             if value is not None:
                 gauge.labels(edge_id=edge).set(value)
         for zone, celsius in sample.temperatures_c.items():
@@ -110,15 +147,21 @@ class TegrastatsMonitor:
         self.samples = 0
         self._process = subprocess.Popen(
             [executable, "--interval", str(interval_ms)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True, bufsize=1,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
         )
         self._thread = threading.Thread(target=self._read, name="tegrastats", daemon=True)
         self._thread.start()
 
     @classmethod
-    def start_if_available(cls, registry: CollectorRegistry, edge_id: str,
-                           executable: str | None = None) -> TegrastatsMonitor | None:
-        """A running monitor on a Jetson; ``None`` (and no gauges) where there is no ``tegrastats``."""
+    def start_if_available(
+        cls, registry: CollectorRegistry, edge_id: str, executable: str | None = None
+    ) -> TegrastatsMonitor | None:
+        """A running monitor on a Jetson; ``None`` (and no gauges) where there is no
+        ``tegrastats``."""
         executable = executable or find_tegrastats()
         if executable is None:
             log.debug("no tegrastats here: no Jetson power and thermal figures")

@@ -58,15 +58,22 @@ class AppliedVersion:
     version: int
     full: bool
     origin: str
-    frame_index: int  # the frame after which it was installed (0 for weights installed before the first)
+    # the frame after which it was installed (0 for weights installed before the first)
+    frame_index: int
 
     def to_dict(self) -> dict[str, object]:
-        return {"session_id": self.session_id, "version": self.version, "full": self.full,
-                "origin": self.origin, "frame_index": self.frame_index}
+        return {
+            "session_id": self.session_id,
+            "version": self.version,
+            "full": self.full,
+            "origin": self.origin,
+            "frame_index": self.frame_index,
+        }
 
 
 class VersionedStudent:
-    """The student plus the (session, version) it holds; applies only what fits (else asks for a resync).
+    """The student plus the (session, version) it holds; applies only what fits (else asks for a
+    resync).
 
     ``request_resync(have_version, reason)`` is called (on the inference thread) when an
     incremental update names a base the edge does not hold; the update is then dropped.
@@ -83,10 +90,12 @@ class VersionedStudent:
         self.request_resync = request_resync
         self.session_id: str | None = None
         self.version = -1
-        self.held = HeldWeights()  # bit-identical to the server's mirror of this edge
+        # bit-identical to the server's mirror of this edge
+        self.held = HeldWeights()
         self.history: list[AppliedVersion] = []
         self.rejected = 0
-        self.frame_index = 0  # set by the agent before each frame, for the history
+        # set by the agent before each frame, for the history
+        self.frame_index = 0
         self._staged: WeightUpdate | None = None
         self._lock = threading.Lock()
 
@@ -100,9 +109,12 @@ class VersionedStudent:
         self.held.replace(tensors)
 
     def stage(self, update: WeightUpdate) -> None:
-        """Queue full weights for the next :meth:`sync` (any thread); a newer staging replaces an older one."""
+        """Queue full weights for the next :meth:`sync` (any thread); a newer staging replaces an
+        older one."""
         if not update.full:
-            raise ValueError("only full weights can be staged; incremental updates go through apply()")
+            raise ValueError(
+                "only full weights can be staged; incremental updates go through apply()"
+            )
         with self._lock:
             self._staged = update
 
@@ -118,16 +130,22 @@ class VersionedStudent:
         return self.runtime.infer(frame)
 
     def apply(self, payload: WeightUpdate) -> None:
-        """Install an update if it is full or based on the held (session, version); else request a resync."""
-        if payload.full or (payload.session_id == self.session_id and payload.base_version == self.version):
+        """Install an update if it is full or based on the held (session, version); else request a
+        resync."""
+        if payload.full or (
+            payload.session_id == self.session_id and payload.base_version == self.version
+        ):
             try:
                 self._install(payload)
                 return
-            except ProtocolError as exc:  # names tensors the edge does not hold: get the server's full weights
+            # names tensors the edge does not hold: get the server's full weights
+            except ProtocolError as exc:
                 reason = f"update {payload.base_version}->{payload.version} does not fit the held weights: {exc}"
         else:
-            reason = (f"update {payload.base_version}->{payload.version} of session {payload.session_id} "
-                      f"does not apply to version {self.version} of session {self.session_id}")
+            reason = (
+                f"update {payload.base_version}->{payload.version} of session {payload.session_id} "
+                f"does not apply to version {self.version} of session {self.session_id}"
+            )
         self.rejected += 1
         log.warning("not applying: %s; asking for a resync", reason)
         self.request_resync(self.version, reason)
@@ -148,7 +166,9 @@ class VersionedStudent:
         self.session_id = update.session_id
         self.version = update.version
         self.history.append(
-            AppliedVersion(update.session_id, update.version, update.full, update.origin, self.frame_index)
+            AppliedVersion(
+                update.session_id, update.version, update.full, update.origin, self.frame_index
+            )
         )
 
     @property

@@ -26,7 +26,8 @@ from shadowtutor.heap import freeze_startup_heap
 
 DEST_PREFIX = "serve_"
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
-MAX_REQUEST_HEAD_BYTES = 64 * 1024  # an HTTP request line and headers, the WebSocket upgrade's included
+# an HTTP request line and headers, the WebSocket upgrade's included
+MAX_REQUEST_HEAD_BYTES = 64 * 1024
 
 
 class ServerStartError(RuntimeError):
@@ -42,18 +43,46 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_settings_flags(p, ServerSettings, DEST_PREFIX)
     ray = p.add_argument_group("Ray Serve (instead of one process)")
-    ray.add_argument("--ray", metavar="ADDRESS", help="deploy to the Ray cluster at HOST:PORT (or auto) as a Ray "
-                     "Serve application: this process stays the driver, HTTP is served by Ray's proxy on --host:--port")
-    ray.add_argument("--ray-replicas", type=int, default=1, metavar="N", help="teaching replicas (default 1)")
-    ray.add_argument("--ray-gpus", type=float, default=0.0, metavar="G",
-                     help="GPUs per teaching replica (default 0; 1: one replica per GPU)")
-    ray.add_argument("--ray-cpus", type=float, default=1.0, metavar="C", help="CPUs per teaching replica (default 1)")
-    ray.add_argument("--ray-replica-sessions", type=int, default=None, metavar="N",
-                     help="students one teaching replica holds, least recently used dropped past that (its "
-                     "checkpoint stays); default --max-sessions, which bounds the edges the ingress admits")
-    ray.add_argument("--checkpoint-store", default="shadowtutor-sessions", metavar="DIR",
-                     help="where teaching replicas checkpoint sessions: a directory every replica's node reaches "
-                     "(shared storage across nodes; default ./shadowtutor-sessions)")
+    ray.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="deploy to the Ray cluster at HOST:PORT (or auto) as a Ray "
+        "Serve application: this process stays the driver, HTTP is served by Ray's proxy on "
+        "--host:--port",
+    )
+    ray.add_argument(
+        "--ray-replicas", type=int, default=1, metavar="N", help="teaching replicas (default 1)"
+    )
+    ray.add_argument(
+        "--ray-gpus",
+        type=float,
+        default=0.0,
+        metavar="G",
+        help="GPUs per teaching replica (default 0; 1: one replica per GPU)",
+    )
+    ray.add_argument(
+        "--ray-cpus",
+        type=float,
+        default=1.0,
+        metavar="C",
+        help="CPUs per teaching replica (default 1)",
+    )
+    ray.add_argument(
+        "--ray-replica-sessions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="students one teaching replica holds, least recently used dropped past that (its "
+        "checkpoint stays); default --max-sessions, which bounds the edges the ingress admits",
+    )
+    ray.add_argument(
+        "--checkpoint-store",
+        default="shadowtutor-sessions",
+        metavar="DIR",
+        help="where teaching replicas checkpoint sessions: a directory every replica's node "
+        "reaches "
+        "(shared storage across nodes; default ./shadowtutor-sessions)",
+    )
     p.set_defaults(handler=run_serve)
 
 
@@ -66,24 +95,30 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
 
 
 def tls_options(settings: ServerSettings) -> dict[str, Any]:
-    """uvicorn's TLS keywords: https:// and wss:// with the certificate, client certificates under mutual TLS."""
+    """uvicorn's TLS keywords: https:// and wss:// with the certificate, client certificates under
+    mutual TLS."""
     if not settings.tls_enabled:
         return {}
     import ssl
 
-    options: dict[str, Any] = {"ssl_certfile": str(settings.tls_cert), "ssl_keyfile": str(settings.tls_key)}
+    options: dict[str, Any] = {
+        "ssl_certfile": str(settings.tls_cert),
+        "ssl_keyfile": str(settings.tls_key),
+    }
     if settings.tls_client_ca is not None:
         options.update(ssl_ca_certs=str(settings.tls_client_ca), ssl_cert_reqs=ssl.CERT_REQUIRED)
     return options
 
 
 def load_or_fail(settings: ServerSettings) -> Any:
-    """The server's models (:func:`~services.server.loading.load_models`), or :class:`ServerStartError`."""
+    """The server's models (:func:`~services.server.loading.load_models`), or
+    :class:`ServerStartError`."""
     from services.server.loading import load_models
 
     try:
         return load_models(settings)
-    except Exception as exc:  # whatever a teacher backend raises: one line, no traceback
+    # whatever a teacher backend raises: one line, no traceback
+    except Exception as exc:
         detail = " ".join(str(exc).split()) or type(exc).__name__
         raise ServerStartError(f"cannot start: {detail[:500]}") from None
 
@@ -99,27 +134,42 @@ def run_serve(args: argparse.Namespace) -> int:
         return run_on_ray(args, settings)
     log = logging.getLogger("services.server")
     if settings.tls_enabled:
-        log.info("TLS on: https:// and wss:// with %s%s", settings.tls_cert,
-                 " (client certificates required)" if settings.tls_client_ca else "")
+        log.info(
+            "TLS on: https:// and wss:// with %s%s",
+            settings.tls_cert,
+            " (client certificates required)" if settings.tls_client_ca else "",
+        )
     elif settings.host not in LOOPBACK_HOSTS:
-        log.warning("no TLS: tokens, frames and weights cross the network in clear; pass --tls-cert and "
-                    "--tls-key, or terminate TLS at a reverse proxy (docs/security.md)")
+        log.warning(
+            "no TLS: tokens, frames and weights cross the network in clear; pass --tls-cert and "
+            "--tls-key, or terminate TLS at a reverse proxy (docs/security.md)"
+        )
     app = create_app(settings, models=load_or_fail(settings))
-    log.debug("%d startup objects kept out of the garbage collector's full passes", freeze_startup_heap())
+    log.debug(
+        "%d startup objects kept out of the garbage collector's full passes", freeze_startup_heap()
+    )
     uvicorn.run(app, host=settings.host, port=settings.port, **uvicorn_options(settings))
     return 0
 
 
 def run_on_ray(args: argparse.Namespace, settings: ServerSettings) -> int:
-    """``--ray``: deploy to the Ray cluster and stay until interrupted (the Serve application stays deployed)."""
+    """``--ray``: deploy to the Ray cluster and stay until interrupted (the Serve application stays
+    deployed)."""
     try:
         from services.ray_serve.app import ServeOptions, deploy
     except ImportError as exc:
-        raise ServerStartError(f"--ray needs Ray Serve: pip install 'shadowtutor[serve]' ({exc})") from None
-    store = args.checkpoint_store  # a directory: absolute, for replicas that run elsewhere
-    options = ServeOptions(replicas=args.ray_replicas, gpus=args.ray_gpus, cpus=args.ray_cpus,
-                           store=store if "://" in store else str(Path(store).resolve()),
-                           replica_sessions=args.ray_replica_sessions)
+        raise ServerStartError(
+            f"--ray needs Ray Serve: pip install 'shadowtutor[serve]' ({exc})"
+        ) from None
+    # a directory: absolute, for replicas that run elsewhere
+    store = args.checkpoint_store
+    options = ServeOptions(
+        replicas=args.ray_replicas,
+        gpus=args.ray_gpus,
+        cpus=args.ray_cpus,
+        store=store if "://" in store else str(Path(store).resolve()),
+        replica_sessions=args.ray_replica_sessions,
+    )
     deploy(args.ray, settings, options)
     from services.ray_serve.summary import alive_actors, summary_lines
 

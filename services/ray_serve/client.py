@@ -1,5 +1,5 @@
-"""The ingress's side of the teaching deployment: a :class:`~services.server.remote_teaching.RemoteTeaching`
-over a Serve deployment handle.
+"""The ingress's side of the teaching deployment: a
+:class:`~services.server.remote_teaching.RemoteTeaching` over a Serve deployment handle.
 
 Requests of a distill session carry ``multiplexed_model_id=edge_id`` (Serve routes them to the
 replica holding that student). A request that a dying or unreachable replica did not answer is
@@ -24,7 +24,14 @@ from ray.serve.exceptions import DeploymentUnavailableError, ReplicaUnavailableE
 from ray.serve.handle import DeploymentHandle
 
 from services.ray_serve.metrics import TeachingMetrics
-from services.ray_serve.requests import Answer, LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
+from services.ray_serve.requests import (
+    Answer,
+    LabelKeyFrame,
+    OpenSession,
+    Resync,
+    SessionRef,
+    TrainKeyFrame,
+)
 from services.server.metrics import ServerMetrics
 from services.server.remote_teaching import SessionEnded
 from services.server.session import EdgeSession
@@ -32,8 +39,13 @@ from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Error, KeyFrame, Labels, Message, Update, Welcome
 
 log = logging.getLogger(__name__)
-REPLICA_LOST = (RayActorError, ActorDiedError, ActorUnavailableError, DeploymentUnavailableError,
-                ReplicaUnavailableError)
+REPLICA_LOST = (
+    RayActorError,
+    ActorDiedError,
+    ActorUnavailableError,
+    DeploymentUnavailableError,
+    ReplicaUnavailableError,
+)
 
 
 class ServeTeaching:
@@ -44,8 +56,8 @@ class ServeTeaching:
         self.teaching_metrics: TeachingMetrics | None = None
 
     def export_to(self, metrics: ServerMetrics, live_edges: Callable[[], Collection[str]]) -> None:
-        """Count into the server's metrics (distillation latency and steps) and add the teaching's own;
-        ``live_edges()`` names the edges connected now."""
+        """Count into the server's metrics (distillation latency and steps) and add the teaching's
+        own; ``live_edges()`` names the edges connected now."""
         self.metrics = metrics
         self.teaching_metrics = TeachingMetrics(metrics.registry, live_edges)
 
@@ -54,25 +66,40 @@ class ServeTeaching:
 
     async def open(self, session: EdgeSession) -> Welcome:
         if session.mode != "distill":
-            return session.welcome()  # no student: the WELCOME needs no model
+            # no student: the WELCOME needs no model
+            return session.welcome()
         student_size = session.student_size()
         size = (student_size[0], student_size[1]) if student_size is not None else None
         request = OpenSession(
-            hello=dataclasses.replace(session.hello, token=None), session_id=session.session_id,
-            frame_codec=session.frame_codec, weight_codec=session.weight_codec, delta_codec=session.delta_codec,
-            student_size=size, telemetry_interval=session.telemetry_interval,
+            hello=dataclasses.replace(session.hello, token=None),
+            session_id=session.session_id,
+            frame_codec=session.frame_codec,
+            weight_codec=session.weight_codec,
+            delta_codec=session.delta_codec,
+            student_size=size,
+            telemetry_interval=session.telemetry_interval,
         )
         return self._checked(await self._call("open", session.hello.edge_id, request))
 
-    async def key_frame(self, session: EdgeSession, key_frame: KeyFrame, frame: np.ndarray) -> Update | Labels:
+    async def key_frame(
+        self, session: EdgeSession, key_frame: KeyFrame, frame: np.ndarray
+    ) -> Update | Labels:
         if session.mode != "distill":
-            labels = self._checked(await self._call(
-                "label", None, LabelKeyFrame(key_frame.seq, key_frame.frame_index, frame)))
+            labels = self._checked(
+                await self._call(
+                    "label", None, LabelKeyFrame(key_frame.seq, key_frame.frame_index, frame)
+                )
+            )
             session.stats.labelled += 1
             session.stats.teacher_seconds += labels.teacher_ms / 1000.0
             return labels
-        request = TrainKeyFrame(SessionRef(session.session_id, session.version), key_frame.seq,
-                                key_frame.frame_index, key_frame.base_version, frame)
+        request = TrainKeyFrame(
+            SessionRef(session.session_id, session.version),
+            key_frame.seq,
+            key_frame.frame_index,
+            key_frame.base_version,
+            frame,
+        )
         update = self._checked(await self._call("train", session.hello.edge_id, request))
         self._count(session, update)
         return update
@@ -101,13 +128,17 @@ class ServeTeaching:
     def _checked(answer: Message) -> Any:
         """The answer, or the ProtocolError a replica's ERROR stands for."""
         if isinstance(answer, Error):
-            raise (SessionEnded if answer.fatal else ProtocolError)(ErrorCode(answer.code), answer.message)
+            raise (SessionEnded if answer.fatal else ProtocolError)(
+                ErrorCode(answer.code), answer.message
+            )
         return answer
 
     async def _call(self, method: str, edge_id: str | None, request: Any) -> Message:
-        """``method(request)`` on a teaching replica (the edge's, when ``edge_id`` is given), sent again while
-        replicas are lost, for up to ``retry_seconds``."""
-        handle = self.handle if edge_id is None else self.handle.options(multiplexed_model_id=edge_id)
+        """``method(request)`` on a teaching replica (the edge's, when ``edge_id`` is given), sent
+        again while replicas are lost, for up to ``retry_seconds``."""
+        handle = (
+            self.handle if edge_id is None else self.handle.options(multiplexed_model_id=edge_id)
+        )
         deadline = time.monotonic() + self.retry_seconds
         while True:
             try:
@@ -115,18 +146,28 @@ class ServeTeaching:
                 if self.teaching_metrics is not None:
                     self.teaching_metrics.record(answer, edge_id)
                 if answer.moved:
-                    log.info("the session of edge %r was rebuilt from its checkpoint on replica %s (%s)",
-                             edge_id, answer.replica, method)
+                    log.info(
+                        "the session of edge %r was rebuilt from its checkpoint on replica %s (%s)",
+                        edge_id,
+                        answer.replica,
+                        method,
+                    )
                 return answer.message
             except REPLICA_LOST as exc:
                 if time.monotonic() > deadline:
                     raise ProtocolError(
-                        ErrorCode.SERVER_BUSY, f"no teaching replica answered for {self.retry_seconds:g} s",
+                        ErrorCode.SERVER_BUSY,
+                        f"no teaching replica answered for {self.retry_seconds:g} s",
                     ) from None
                 lost = None
                 if self.teaching_metrics is not None:
                     self.teaching_metrics.retries.inc()
                     lost = self.teaching_metrics.lost(edge_id) if edge_id is not None else None
-                log.warning("teaching replica %s was lost during %s for edge %r (%s); sending it again",
-                            lost or "?", method, edge_id, type(exc).__name__)
+                log.warning(
+                    "teaching replica %s was lost during %s for edge %r (%s); sending it again",
+                    lost or "?",
+                    method,
+                    edge_id,
+                    type(exc).__name__,
+                )
                 await asyncio.sleep(0.2)

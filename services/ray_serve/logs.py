@@ -15,8 +15,8 @@ LOGGER = "services"
 
 
 def configure(level: str) -> logging.Logger:
-    """Write the ``services`` loggers' records at ``level`` or above to stderr as ``FORMAT`` lines; a
-    second call changes the level only. Returns that logger."""
+    """Write the ``services`` loggers' records at ``level`` or above to stderr as ``FORMAT`` lines;
+    a second call changes the level only. Returns that logger."""
     logger = logging.getLogger(LOGGER)
     logger.setLevel(level.upper())
     if not any(getattr(h, "_shadowtutor", False) for h in logger.handlers):

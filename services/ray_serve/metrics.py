@@ -1,4 +1,5 @@
-"""The teaching deployment as the ingress's ``/metrics`` shows it (the one endpoint Prometheus scrapes).
+"""The teaching deployment as the ingress's ``/metrics`` shows it (the one endpoint Prometheus
+scrapes).
 
 Every answer of a teaching replica says which replica it came from, whether the session had to
 be rebuilt there from its checkpoint (a move: after a replica's death, an eviction or a change of
@@ -27,27 +28,48 @@ class TeachingMetrics(Collector):
     """The teaching series, registered on ``registry``; ``live_edges()`` returns the edge ids with a
     session at the ingress now."""
 
-    def __init__(self, registry: CollectorRegistry, live_edges: Callable[[], Collection[str]],
-                 forget_after: float = 120.0) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        live_edges: Callable[[], Collection[str]],
+        forget_after: float = 120.0,
+    ) -> None:
         self.forget_after = forget_after
         self.live_edges = live_edges
         # replica -> monotonic time it last answered
         self._heard: dict[str, float] = {}
         # edge id -> the replica that last answered for it
         self._edges: dict[str, str] = {}
-        self._last_checkpoint: float | None = None  # time.time() of the last checkpoint an answer reported
-        self.moves = Counter(f"{PREFIX}session_moves", "Sessions a teaching replica rebuilt from their "
-                             "checkpoints (after a replica's death, an eviction, a scale change)", registry=registry)
-        self.retries = Counter(f"{PREFIX}teaching_retries", "Requests sent again because a teaching replica was "
-                               "lost", registry=registry)
-        self.checkpoint_seconds = Histogram(f"{PREFIX}checkpoint_seconds", "Time to checkpoint a session after "
-                                            "an update", buckets=CHECKPOINT_BUCKETS, registry=registry)
-        self.checkpoint_bytes = Histogram(f"{PREFIX}checkpoint_bytes", "Size of a session checkpoint",
-                                          buckets=tuple(2.0**k for k in range(14, 28, 2)), registry=registry)
+        # time.time() of the last checkpoint an answer reported
+        self._last_checkpoint: float | None = None
+        self.moves = Counter(
+            f"{PREFIX}session_moves",
+            "Sessions a teaching replica rebuilt from their "
+            "checkpoints (after a replica's death, an eviction, a scale change)",
+            registry=registry,
+        )
+        self.retries = Counter(
+            f"{PREFIX}teaching_retries",
+            "Requests sent again because a teaching replica was lost",
+            registry=registry,
+        )
+        self.checkpoint_seconds = Histogram(
+            f"{PREFIX}checkpoint_seconds",
+            "Time to checkpoint a session after an update",
+            buckets=CHECKPOINT_BUCKETS,
+            registry=registry,
+        )
+        self.checkpoint_bytes = Histogram(
+            f"{PREFIX}checkpoint_bytes",
+            "Size of a session checkpoint",
+            buckets=tuple(2.0**k for k in range(14, 28, 2)),
+            registry=registry,
+        )
         registry.register(self)
 
     def record(self, answer: Answer, edge_id: str | None) -> None:
-        """Count ``answer``, which a replica gave for ``edge_id`` (None: a request of no session)."""
+        """Count ``answer``, which a replica gave for ``edge_id`` (None: a request of no
+        session)."""
         self._heard[answer.replica] = time.monotonic()
         if edge_id is not None:
             self._edges[edge_id] = answer.replica
@@ -59,8 +81,9 @@ class TeachingMetrics(Collector):
             self.checkpoint_bytes.observe(answer.checkpoint_bytes)
 
     def lost(self, edge_id: str) -> str | None:
-        """The replica that last answered for ``edge_id`` is lost (a request to it failed): it leaves the
-        series and its edges count nowhere until another replica answers them. Returns that replica."""
+        """The replica that last answered for ``edge_id`` is lost (a request to it failed): it
+        leaves the series and its edges count nowhere until another replica answers them. Returns
+        that replica."""
         replica = self._edges.get(edge_id)
         if replica is not None:
             self._heard.pop(replica, None)
@@ -71,18 +94,26 @@ class TeachingMetrics(Collector):
         now = time.monotonic()
         live = set(self.live_edges())
         self._edges = {edge: replica for edge, replica in self._edges.items() if edge in live}
-        self._heard = {r: heard for r, heard in self._heard.items() if now - heard <= self.forget_after}
+        self._heard = {
+            r: heard for r, heard in self._heard.items() if now - heard <= self.forget_after
+        }
         counts = dict.fromkeys(self._heard, 0)
         for replica in self._edges.values():
             if replica in counts:
                 counts[replica] += 1
-        sessions = GaugeMetricFamily(f"{PREFIX}teaching_replica_sessions",
-                                     "Live sessions whose last answer came from each teaching replica",
-                                     labels=["replica"])
+        sessions = GaugeMetricFamily(
+            f"{PREFIX}teaching_replica_sessions",
+            "Live sessions whose last answer came from each teaching replica",
+            labels=["replica"],
+        )
         for replica, count in sorted(counts.items()):
             sessions.add_metric([replica], count)
         yield sessions
-        age = GaugeMetricFamily(f"{PREFIX}checkpoint_age_seconds",
-                                "Seconds since the last session checkpoint was written (0 before the first)")
-        age.add_metric([], 0.0 if self._last_checkpoint is None else time.time() - self._last_checkpoint)
+        age = GaugeMetricFamily(
+            f"{PREFIX}checkpoint_age_seconds",
+            "Seconds since the last session checkpoint was written (0 before the first)",
+        )
+        age.add_metric(
+            [], 0.0 if self._last_checkpoint is None else time.time() - self._last_checkpoint
+        )
         yield age

@@ -24,8 +24,8 @@ class OpenSession:
 
 @dataclass(frozen=True)
 class SessionRef:
-    """The session a request is for, as the ingress last saw it: ``version`` is the version last sent to
-    the edge (a replica whose copy differs rebuilds the session from its checkpoint)."""
+    """The session a request is for, as the ingress last saw it: ``version`` is the version last
+    sent to the edge (a replica whose copy differs rebuilds the session from its checkpoint)."""
 
     session_id: str
     version: int
@@ -37,7 +37,8 @@ class TrainKeyFrame:
     seq: int
     frame_index: int
     base_version: int
-    frame: np.ndarray  # BGR, decoded and checked by the ingress
+    # BGR, decoded and checked by the ingress
+    frame: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,16 @@ class LabelKeyFrame:
 
 @dataclass(frozen=True)
 class Answer:
-    """A replica's answer (``message``: what goes to the edge) with what the ingress's metrics show."""
+    """A replica's answer (``message``: what goes to the edge) with what the ingress's metrics
+    show."""
 
     message: Message
-    replica: str  # "HOST:PID" of the replica that answered
-    sessions: int  # sessions whose student that replica holds now
-    moved: bool = False  # the session was rebuilt there from its checkpoint to answer this
-    checkpoint_seconds: float | None = None  # the checkpoint written for this answer, if one was
+    # "HOST:PID" of the replica that answered
+    replica: str
+    # sessions whose student that replica holds now
+    sessions: int
+    # the session was rebuilt there from its checkpoint to answer this
+    moved: bool = False
+    # the checkpoint written for this answer, if one was
+    checkpoint_seconds: float | None = None
     checkpoint_bytes: int | None = None

@@ -1,5 +1,5 @@
-"""What ``serve --ray`` started, as lines for its terminal: the addresses edges use, the ingress, each
-teaching replica (node address and pid), the HTTP proxies and the checkpoint store.
+"""What ``serve --ray`` started, as lines for its terminal: the addresses edges use, the ingress,
+each teaching replica (node address and pid), the HTTP proxies and the checkpoint store.
 
 :func:`summary_lines` formats the actors :func:`alive_actors` reads from the cluster's GCS (no
 dashboard needed), so the format is tested without a cluster.
@@ -25,8 +25,12 @@ def _where(actor: Mapping[str, Any]) -> str:
     return f"{actor['Address']['IPAddress']} pid {actor['Pid']}"
 
 
-def summary_lines(address: str, settings: ServerSettings, options: ServeOptions,
-                  actors: Iterable[Mapping[str, Any]]) -> list[str]:
+def summary_lines(
+    address: str,
+    settings: ServerSettings,
+    options: ServeOptions,
+    actors: Iterable[Mapping[str, Any]],
+) -> list[str]:
     """The lines describing the running application at the Ray cluster ``address``."""
     actors = list(actors)
 
@@ -38,13 +42,16 @@ def summary_lines(address: str, settings: ServerSettings, options: ServeOptions,
     ws = "wss" if settings.tls_enabled else "ws"
     base = f"{settings.host}:{settings.port}"
     teaching = of(TEACHING)
-    proxies = sorted({a["Address"]["IPAddress"] for a in actors if a["ActorClassName"] == "ProxyActor"})
+    proxies = sorted(
+        {a["Address"]["IPAddress"] for a in actors if a["ActorClassName"] == "ProxyActor"}
+    )
     lines = [
         f"ShadowTutor on Ray Serve (Ray cluster {address})",
         f"  edges:       {ws}://{base}/v1/edge   metrics: {scheme}://{base}/metrics",
         f"  admission:   at most {settings.max_sessions} edges at once",
         "  ingress:     " + (", ".join(_where(a) for a in of("ingress")) or "not running"),
-        f"  teaching:    {len(teaching)} replica(s), {options.gpus:g} GPU and {options.cpus:g} CPU each, "
+        f"  teaching:    {len(teaching)} replica(s), {options.gpus:g} GPU and {options.cpus:g} "
+        "CPU each, "
         f"at most {options.students(settings)} students each",
         *(f"    replica {i}: {_where(a)}" for i, a in enumerate(teaching, 1)),
         f"  HTTP proxies on: {', '.join(proxies) or 'none yet'} (port {settings.port})",

@@ -1,4 +1,5 @@
-"""The teaching deployment's replica: the teacher, the distillation engine and the students of its edges.
+"""The teaching deployment's replica: the teacher, the distillation engine and the students of its
+edges.
 
 Sessions are Serve multiplexed models keyed by edge id: the ingress sends every request of an
 edge with ``multiplexed_model_id=edge_id``, so Serve routes it to the replica that holds that
@@ -31,7 +32,14 @@ from typing import Any
 from ray import serve
 
 from services.ray_serve import logs
-from services.ray_serve.requests import Answer, LabelKeyFrame, OpenSession, Resync, SessionRef, TrainKeyFrame
+from services.ray_serve.requests import (
+    Answer,
+    LabelKeyFrame,
+    OpenSession,
+    Resync,
+    SessionRef,
+    TrainKeyFrame,
+)
 from services.server.checkpoint_seal import seal, unseal
 from services.server.checkpoint_store import open_store
 from services.server.loading import load_models
@@ -61,8 +69,10 @@ class _Slot:
     session: EdgeSession | None = None
     reply: Message | None = None
     reply_seq: int | None = None
-    moved: bool = False  # rebuilt from its checkpoint for the request being answered
-    checkpoint: tuple[float, int] | None = None  # (seconds, bytes) of the checkpoint written for it
+    # rebuilt from its checkpoint for the request being answered
+    moved: bool = False
+    # (seconds, bytes) of the checkpoint written for it
+    checkpoint: tuple[float, int] | None = None
     dropped: bool = False
 
     def __del__(self) -> None:
@@ -73,17 +83,29 @@ class _Slot:
 
 def _error(exc: ProtocolError, seq: int | None) -> Error:
     """The ERROR answering ``exc``: fatal for :class:`SessionEnded`, else for this request only."""
-    return Error(code=exc.code.value, message=exc.message, fatal=isinstance(exc, SessionEnded), seq=seq)
+    return Error(
+        code=exc.code.value, message=exc.message, fatal=isinstance(exc, SessionEnded), seq=seq
+    )
 
 
 def teaching_settings(settings: ServerSettings) -> ServerSettings:
-    """``settings`` for a teaching replica: no tokens and no TLS (edges never reach it; the ingress does)."""
-    return settings.model_copy(update={"tokens_file": None, "tokens": None, "protect_metrics": False,
-                                       "tls_cert": None, "tls_key": None, "tls_client_ca": None})
+    """``settings`` for a teaching replica: no tokens and no TLS (edges never reach it; the ingress
+    does)."""
+    return settings.model_copy(
+        update={
+            "tokens_file": None,
+            "tokens": None,
+            "protect_metrics": False,
+            "tls_cert": None,
+            "tls_key": None,
+            "tls_client_ca": None,
+        }
+    )
 
 
 class TeachingReplica:
-    """Loads the models at construction (a replica that cannot load them fails to start, and Serve says why)."""
+    """Loads the models at construction (a replica that cannot load them fails to start, and Serve
+    says why)."""
 
     def __init__(self, settings: ServerSettings, store: str, students: int | None = None) -> None:
         """``students``: the most students held here (default ``settings.max_sessions``)."""
@@ -94,7 +116,8 @@ class TeachingReplica:
         self.runtime = ServerRuntime(self.settings, ServerMetrics(1, 60.0))
         freeze_startup_heap()
         self._started = False
-        self._held = 0  # slots handed out by the multiplexed loader and not dropped yet
+        # slots handed out by the multiplexed loader and not dropped yet
+        self._held = 0
 
         self.name = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -107,21 +130,26 @@ class TeachingReplica:
         self._slot = serve.multiplexed(max_num_models_per_replica=held)(new_slot)
 
     def _start(self) -> ServerRuntime:
-        if not self._started:  # the engine's tasks belong to the replica's event loop
+        # the engine's tasks belong to the replica's event loop
+        if not self._started:
             self.runtime.install(self._models)
             self._started = True
         return self.runtime
 
     async def describe(self) -> dict[str, Any]:
         readiness = self._start().readiness()
-        return {"class_names": readiness["class_names"], "teacher": readiness["teacher"],
-                "where": f"Ray Serve ({readiness['device']} teaching replicas)"}
+        return {
+            "class_names": readiness["class_names"],
+            "teacher": readiness["teacher"],
+            "where": f"Ray Serve ({readiness['device']} teaching replicas)",
+        }
 
     def _dropped(self) -> None:
         self._held -= 1
 
     def _answer(self, message: Message, slot: _Slot | None = None) -> Answer:
-        """``message`` with this replica's news for the ingress's metrics (the slot's move and checkpoint, once)."""
+        """``message`` with this replica's news for the ingress's metrics (the slot's move and
+        checkpoint, once)."""
         moved, checkpoint = (slot.moved, slot.checkpoint) if slot is not None else (False, None)
         if slot is not None:
             slot.moved, slot.checkpoint = False, None
@@ -133,14 +161,23 @@ class TeachingReplica:
         slot = await self._slot(serve.get_multiplexed_model_id())
         distiller = await self._in_pool(runtime.new_distiller, request.student_size)
         session = EdgeSession(
-            hello=request.hello, frame_codec=request.frame_codec, weight_codec=request.weight_codec,
-            params=runtime.params, traffic=Traffic(), distiller=distiller, delta_codec=request.delta_codec,
-            telemetry_interval=request.telemetry_interval, session_id=request.session_id,
+            hello=request.hello,
+            frame_codec=request.frame_codec,
+            weight_codec=request.weight_codec,
+            params=runtime.params,
+            traffic=Traffic(),
+            distiller=distiller,
+            delta_codec=request.delta_codec,
+            telemetry_interval=request.telemetry_interval,
+            session_id=request.session_id,
         )
         welcome = await self._in_pool(session.welcome)
-        if not await self._checkpoint(slot, session, None, None):  # opened already (this request sent again):
-            session = await self._session(slot, SessionRef(request.session_id, 0), None)  # that session
-            welcome = await self._in_pool(session.welcome)  # the same weights, so the same WELCOME
+        # opened already (this request sent again):
+        if not await self._checkpoint(slot, session, None, None):
+            # that session
+            session = await self._session(slot, SessionRef(request.session_id, 0), None)
+            # the same weights, so the same WELCOME
+            welcome = await self._in_pool(session.welcome)
         await asyncio.to_thread(self.store.forget_others, slot.edge_id, request.session_id)
         return self._answer(welcome, slot)
 
@@ -150,32 +187,50 @@ class TeachingReplica:
         try:
             session = await self._session(slot, request.session, request.seq)
             if slot.reply_seq == request.seq and slot.reply is not None:
-                return self._answer(slot.reply, slot)  # answered before, the answer lost on its way: again
+                # answered before, the answer lost on its way: again
+                return self._answer(slot.reply, slot)
             queue = runtime.teacher_queue
             if queue is None:
                 raise TeacherFailed("the teacher is not available (the replica is shutting down)")
             labelled = await queue.label(request.frame, request.frame_index)
             distillation = runtime.distillation
             if distillation is None:
-                raise ProtocolError(ErrorCode.SERVER_BUSY, "distillation is not available (the replica is stopping)")
-            assert session.distiller is not None, "a teaching replica opens and restores sessions with a student"
+                raise ProtocolError(
+                    ErrorCode.SERVER_BUSY, "distillation is not available (the replica is stopping)"
+                )
+            assert session.distiller is not None, (
+                "a teaching replica opens and restores sessions with a student"
+            )
             session.last_seq = request.seq
             session.stats.labelled += 1
-            result, seconds = await distillation.train(session.distiller, request.frame, labelled.labels,
-                                                       labelled.boxes)
-            update = await self._in_pool(session.trained, request.seq, result, seconds, request.base_version,
-                                         labelled.seconds * 1000.0)
+            result, seconds = await distillation.train(
+                session.distiller, request.frame, labelled.labels, labelled.boxes
+            )
+            update = await self._in_pool(
+                session.trained,
+                request.seq,
+                result,
+                seconds,
+                request.base_version,
+                labelled.seconds * 1000.0,
+            )
         except ProtocolError as exc:
             return self._answer(_error(exc, request.seq), slot)
         except TeacherFailed as exc:
-            error = Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq)
+            error = Error(
+                code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False, seq=request.seq
+            )
             return self._answer(error, slot)
         # another replica may have answered it first
         if not await self._checkpoint(slot, session, update, request.seq, result):
             session = await self._session(slot, request.session, request.seq)
             if slot.reply_seq != request.seq or slot.reply is None:
-                error = Error(code=ErrorCode.INTERNAL.value, message="another teaching replica changed this session "
-                              "meanwhile", fatal=False, seq=request.seq)
+                error = Error(
+                    code=ErrorCode.INTERNAL.value,
+                    message="another teaching replica changed this session meanwhile",
+                    fatal=False,
+                    seq=request.seq,
+                )
                 return self._answer(error, slot)
             update = slot.reply
         return self._answer(update, slot)
@@ -188,8 +243,14 @@ class TeachingReplica:
             return self._answer(_error(exc, None), slot)
         update = await self._in_pool(session.resync, request.have_version)
         if not await self._checkpoint(slot, session, None, None):
-            return self._answer(Error(code=ErrorCode.INTERNAL.value, message="another teaching replica changed "
-                                      "this session meanwhile; ask again", fatal=False), slot)
+            return self._answer(
+                Error(
+                    code=ErrorCode.INTERNAL.value,
+                    message="another teaching replica changed this session meanwhile; ask again",
+                    fatal=False,
+                ),
+                slot,
+            )
         return self._answer(update, slot)
 
     async def label(self, request: LabelKeyFrame) -> Answer:
@@ -199,64 +260,125 @@ class TeachingReplica:
                 raise TeacherFailed("the teacher is not available (the replica is shutting down)")
             labelled = await queue.label(request.frame, request.frame_index)
         except TeacherFailed as exc:
-            return self._answer(Error(code=ErrorCode.TEACHER_FAILED.value, message=str(exc), fatal=False,
-                                      seq=request.seq))
+            return self._answer(
+                Error(
+                    code=ErrorCode.TEACHER_FAILED.value,
+                    message=str(exc),
+                    fatal=False,
+                    seq=request.seq,
+                )
+            )
         payload = await asyncio.to_thread(encode_labels, labelled.labels, "png")
         height, width = request.frame.shape[:2]
-        return self._answer(Labels(seq=request.seq, frame_index=request.frame_index, codec="png", width=width,
-                                   height=height, teacher_ms=labelled.seconds * 1000.0, payload=payload))
+        return self._answer(
+            Labels(
+                seq=request.seq,
+                frame_index=request.frame_index,
+                codec="png",
+                width=width,
+                height=height,
+                teacher_ms=labelled.seconds * 1000.0,
+                payload=payload,
+            )
+        )
 
     async def _session(self, slot: _Slot, ref: SessionRef, seq: int | None) -> EdgeSession:
-        """The slot's session at the version the ingress knows (or one further, answered for ``seq``);
-        rebuilt from the checkpoint when the slot holds none or another one."""
+        """The slot's session at the version the ingress knows (or one further, answered for
+        ``seq``); rebuilt from the checkpoint when the slot holds none or another one."""
         held = slot.session
-        if held is not None and held.session_id == ref.session_id and (
-            held.version == ref.version or (held.version == ref.version + 1 and slot.reply_seq == seq)
+        if (
+            held is not None
+            and held.session_id == ref.session_id
+            and (
+                held.version == ref.version
+                or (held.version == ref.version + 1 and slot.reply_seq == seq)
+            )
         ):
             return held
         stored = await asyncio.to_thread(self.store.load, slot.edge_id, ref.session_id)
         if stored is None:
-            raise ProtocolError(ErrorCode.INTERNAL, f"no checkpoint of this session in {self.store.location}")
+            raise ProtocolError(
+                ErrorCode.INTERNAL, f"no checkpoint of this session in {self.store.location}"
+            )
         settings = self.settings
         try:
             data = unseal(stored, settings.checkpoint_key(), slot.edge_id, ref.session_id)
             restored = await self._in_pool(
-                functools.partial(restore, edge_id=slot.edge_id, session_id=ref.session_id,
-                                  max_size=(settings.max_frame_width, settings.max_frame_height)),
-                data, self.runtime.params, self.runtime.new_distiller,
+                functools.partial(
+                    restore,
+                    edge_id=slot.edge_id,
+                    session_id=ref.session_id,
+                    max_size=(settings.max_frame_width, settings.max_frame_height),
+                ),
+                data,
+                self.runtime.params,
+                self.runtime.new_distiller,
             )
         except CheckpointFormatError as exc:
-            log.warning("the checkpoint of session %s of edge %r is refused (%s); the edge is told to start a "
-                        "fresh session", ref.session_id, slot.edge_id, exc)
+            log.warning(
+                "the checkpoint of session %s of edge %r is refused (%s); the edge is told to "
+                "start a "
+                "fresh session",
+                ref.session_id,
+                slot.edge_id,
+                exc,
+            )
             slot.session = None
             raise SessionEnded(
-                ErrorCode.INTERNAL, f"this session's checkpoint is refused ({str(exc)[:200]}); reconnect: the "
+                ErrorCode.INTERNAL,
+                f"this session's checkpoint is refused ({str(exc)[:200]}); reconnect: the "
                 "next session starts fresh from the base student",
             ) from None
         session = restored.session
         if session.session_id != ref.session_id or session.version < ref.version:
             raise ProtocolError(
-                ErrorCode.INTERNAL, f"the checkpoint holds session {session.session_id[:8]} at version "
+                ErrorCode.INTERNAL,
+                f"the checkpoint holds session {session.session_id[:8]} at version "
                 f"{session.version}, not {ref.session_id[:8]} at version {ref.version}",
             )
-        slot.session, slot.reply, slot.reply_seq, slot.moved = session, restored.reply, restored.reply_seq, True
-        log.info("session %s of edge %r rebuilt here from its checkpoint (version %d, saved %.1f s ago)",
-                 session.session_id, slot.edge_id, session.version, time.time() - restored.saved_at)
+        slot.session, slot.reply, slot.reply_seq, slot.moved = (
+            session,
+            restored.reply,
+            restored.reply_seq,
+            True,
+        )
+        log.info(
+            "session %s of edge %r rebuilt here from its checkpoint (version %d, saved %.1f s ago)",
+            session.session_id,
+            slot.edge_id,
+            session.version,
+            time.time() - restored.saved_at,
+        )
         return session
 
     async def _checkpoint(
-        self, slot: _Slot, session: EdgeSession, reply: Message | None, seq: int | None,
+        self,
+        slot: _Slot,
+        session: EdgeSession,
+        reply: Message | None,
+        seq: int | None,
         trained: DistillResult | None = None,
     ) -> bool:
-        """Checkpoint the session's new version (with ``reply``, the answer to ``seq``, and ``trained``, the
-        training it reports, whose host copies are the state); False when another replica stored that version
-        first: then the slot is emptied, and the caller answers from the store."""
-        start = time.perf_counter()  # off the distillation pool: no wait behind other sessions' training
-        data = seal(await asyncio.to_thread(snapshot, session, reply, seq, trained), self.settings.checkpoint_key(),
-                    slot.edge_id, session.session_id)
-        if not await asyncio.to_thread(self.store.create, slot.edge_id, session.session_id, session.version, data):
-            log.warning("version %d of session %s was stored by another replica first; answering with it",
-                        session.version, session.session_id)
+        """Checkpoint the session's new version (with ``reply``, the answer to ``seq``, and
+        ``trained``, the training it reports, whose host copies are the state); False when another
+        replica stored that version first: then the slot is emptied, and the caller answers from the
+        store."""
+        # off the distillation pool: no wait behind other sessions' training
+        start = time.perf_counter()
+        data = seal(
+            await asyncio.to_thread(snapshot, session, reply, seq, trained),
+            self.settings.checkpoint_key(),
+            slot.edge_id,
+            session.session_id,
+        )
+        if not await asyncio.to_thread(
+            self.store.create, slot.edge_id, session.session_id, session.version, data
+        ):
+            log.warning(
+                "version %d of session %s was stored by another replica first; answering with it",
+                session.version,
+                session.session_id,
+            )
             slot.session = None
             return False
         slot.session, slot.reply, slot.reply_seq = session, reply, seq
@@ -264,4 +386,6 @@ class TeachingReplica:
         return True
 
     async def _in_pool(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.runtime.distill_pool, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(
+            self.runtime.distill_pool, fn, *args
+        )

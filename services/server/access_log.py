@@ -1,4 +1,5 @@
-"""The server's log without query strings: a token sent as ``?token=...`` must not be written in clear.
+"""The server's log without query strings: a token sent as ``?token=...`` must not be written in
+clear.
 
 uvicorn logs each request's path with its query string: HTTP requests on its access logger,
 WebSocket handshakes on its error logger. No endpoint reads a query string, so
@@ -29,15 +30,18 @@ class DropQueryStrings(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
             record.args = tuple(
-                without_query(arg) if isinstance(arg, str) and arg.startswith("/") else arg for arg in record.args
+                without_query(arg) if isinstance(arg, str) and arg.startswith("/") else arg
+                for arg in record.args
             )
         return True
 
 
 def logging_config() -> dict[str, Any]:
-    """uvicorn's default logging configuration, its handlers filtered by :class:`DropQueryStrings`."""
+    """uvicorn's default logging configuration, its handlers filtered by
+    :class:`DropQueryStrings`."""
     config = copy.deepcopy(LOGGING_CONFIG)
     config.setdefault("filters", {})["drop_query_strings"] = {"()": f"{__name__}.DropQueryStrings"}
-    for handler in ("access", "default"):  # HTTP requests go to the first, WebSocket handshakes to the second
+    # HTTP requests go to the first, WebSocket handshakes to the second
+    for handler in ("access", "default"):
         config["handlers"][handler].setdefault("filters", []).append("drop_query_strings")
     return config

@@ -1,4 +1,5 @@
-"""Room for WebSocket connections that have not been admitted yet, bounded per source address and in all.
+"""Room for WebSocket connections that have not been admitted yet, bounded per source address and in
+all.
 
 A connection to ``/v1/edge`` is *unauthenticated* from its upgrade until its HELLO is accepted
 (token checked). Such connections are bounded: at most ``per_source`` from one address and
@@ -41,8 +42,13 @@ class Ticket:
 class Admission:
     """The unauthenticated connections by source; see the module's docstring for the rules."""
 
-    def __init__(self, per_source: int, total: int, on_change: Callable[[int], None] = lambda n: None,
-                 on_refusal: Callable[[str], None] = lambda reason: None) -> None:
+    def __init__(
+        self,
+        per_source: int,
+        total: int,
+        on_change: Callable[[int], None] = lambda n: None,
+        on_refusal: Callable[[str], None] = lambda reason: None,
+    ) -> None:
         if per_source < 1 or total < 1:
             raise ValueError(f"need per_source >= 1 and total >= 1, got {per_source} and {total}")
         self.per_source = per_source
@@ -60,7 +66,8 @@ class Admission:
         return len(self._by_source.get(source, ()))
 
     def enter(self, source: str, evict: Callable[[], None]) -> Ticket | str:
-        """A place for a new connection from ``source`` (evicting an idle one if need be), or why there is none."""
+        """A place for a new connection from ``source`` (evicting an idle one if need be), or why
+        there is none."""
         if self.held_by(source) >= self.per_source:
             if not self._evict_oldest_idle(self._by_source[source]):
                 self._on_refusal(SOURCE_FULL)
@@ -77,7 +84,8 @@ class Admission:
         return ticket
 
     def leave(self, ticket: Ticket) -> None:
-        """The connection was admitted or ended; its place is free (again calling it is harmless)."""
+        """The connection was admitted or ended; its place is free (again calling it is
+        harmless)."""
         tickets = self._by_source.get(ticket.source)
         if tickets is None or ticket not in tickets:
             return

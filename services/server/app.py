@@ -18,10 +18,14 @@ from shadowtutor.version import package_version
 
 
 def create_app(
-    settings: ServerSettings | None = None, *, teacher: Any | None = None, models: LoadedModels | None = None,
+    settings: ServerSettings | None = None,
+    *,
+    teacher: Any | None = None,
+    models: LoadedModels | None = None,
     remote: RemoteTeaching | None = None,
 ) -> FastAPI:
-    """Build the server app; without ``models`` they load in the background once the app starts (``/readyz``).
+    """Build the server app; without ``models`` they load in the background once the app starts
+    (``/readyz``).
 
     ``settings`` defaults to ``ServerSettings()`` (the environment). ``teacher``, when given,
     is used instead of building ``settings.teacher``: any object with ``name``,

@@ -1,4 +1,5 @@
-"""Who may connect: edge tokens in HELLO and administrators' bearer tokens, checked against the tokens file.
+"""Who may connect: edge tokens in HELLO and administrators' bearer tokens, checked against the
+tokens file.
 
 Authentication is on when a tokens file (or inline tokens) is configured; without one the
 server admits any edge and logs a warning at start. The file is reread when it changes
@@ -48,26 +49,34 @@ READ_TIMEOUT = 1.0
 
 
 class Authenticator:
-    """The current token table and the checks against it (thread-safe; checks run in worker threads)."""
+    """The current token table and the checks against it (thread-safe; checks run in worker
+    threads)."""
 
     def __init__(self, path: Path | None = None, inline: str | None = None) -> None:
         if path is not None and inline is not None:
             raise ValueError("give a tokens file or inline tokens, not both")
         self.path = path
         self.enabled = path is not None or inline is not None
-        self.generation = 1  # counts successful loads (the first is this one)
-        self.problem: str | None = None  # why the file's last read was rejected (None while it is fine)
-        self.rejected = 0  # reads rejected so far
-        self._table: TokenTable = TokenTable.parse(inline, "SHADOWTUTOR_TOKENS") if inline else TokenTable()
+        # counts successful loads (the first is this one)
+        self.generation = 1
+        # why the file's last read was rejected (None while it is fine)
+        self.problem: str | None = None
+        # reads rejected so far
+        self.rejected = 0
+        self._table: TokenTable = (
+            TokenTable.parse(inline, "SHADOWTUTOR_TOKENS") if inline else TokenTable()
+        )
         self._stamp: tuple[int, int, int] | None = None
         # guards the table, the stamp and the pending read; never held in I/O
         self._lock = threading.Lock()
         self._pending: concurrent.futures.Future[_ReadOutcome] | None = None
         self._outcome: _ReadOutcome | None = None
-        # (kind, name) -> (the stored hash, SHA-256 of the token that matched it): repeat checks skip scrypt
+        # (kind, name) -> (the stored hash, SHA-256 of the token that matched it): repeat checks
+        # skip scrypt
         self._verified: dict[tuple[Kind, str], tuple[ScryptHash, bytes]] = {}
         if path is not None:
-            self._table = read_table(path)  # a missing or bad file at start is an error, not a warning
+            # a missing or bad file at start is an error, not a warning
+            self._table = read_table(path)
             self._stamp = _stamp(path)
             _warn_legacy(self._table)
 
@@ -78,27 +87,37 @@ class Authenticator:
     # -- reloading ----------------------------------------------------------------------------
 
     def refresh(self, force: bool = False) -> None:
-        """Reread the file if it changed (or always with ``force``); never raises (a bad file is only rejected).
+        """Reread the file if it changed (or always with ``force``); never raises (a bad file is
+        only rejected).
 
-        The file is examined and read in a thread of its own, outside any lock, and waited for at most
-        :data:`READ_TIMEOUT` seconds: a read that takes longer is rejected (the last good table stays)
-        and, while it still hangs, no other read starts; checks never wait longer than that."""
+        The file is examined and read in a thread of its own, outside any lock, and waited for at
+        most :data:`READ_TIMEOUT` seconds: a read that takes longer is rejected (the last good table
+        stays) and, while it still hangs, no other read starts; checks never wait longer than
+        that."""
         if self.path is None:
             return
         deadline = time.monotonic() + READ_TIMEOUT
-        # a read already under way may predate the caller's change: after it, one of the caller's own
+        # a read already under way may predate the caller's change: after it, one of the caller's
+        # own
         for _ in range(2):
             with self._lock:
                 running = self._pending
                 own = running is None or running.done()
-                pending = _start_read(self.path, self._stamp, force) if own or running is None else running
+                pending = (
+                    _start_read(self.path, self._stamp, force)
+                    if own or running is None
+                    else running
+                )
                 self._pending = pending
             try:
                 outcome = pending.result(timeout=max(0.0, deadline - time.monotonic()))
             except concurrent.futures.TimeoutError:
                 with self._lock:
-                    self._reject(f"reading {self.path} took over {READ_TIMEOUT:g} s (it may be a FIFO or a "
-                                 "stalled file system)", self._stamp)
+                    self._reject(
+                        f"reading {self.path} took over {READ_TIMEOUT:g} s (it may be a FIFO or a "
+                        "stalled file system)",
+                        self._stamp,
+                    )
                 return
             with self._lock:
                 # another check may have waited on the same read and applied it
@@ -120,24 +139,33 @@ class Authenticator:
         self._table, self._stamp, self.problem = table, outcome.stamp, None
         self._verified.clear()
         self.generation += 1
-        log.info("tokens reloaded from %s: %d edges, %d admins active", self.path,
-                 sum(e.active for e in table.edges.values()), sum(e.active for e in table.admins.values()))
+        log.info(
+            "tokens reloaded from %s: %d edges, %d admins active",
+            self.path,
+            sum(e.active for e in table.edges.values()),
+            sum(e.active for e in table.admins.values()),
+        )
         _warn_legacy(table)
 
     def _reject(self, problem: str, stamp: tuple[int, int, int] | None) -> None:
         """Keep the last good table; warn once per distinct problem."""
         if problem != self.problem:
-            log.warning("the tokens file is rejected, the last good tokens stay in force until it is fixed: %s",
-                        problem[:500])
+            log.warning(
+                "the tokens file is rejected, the last good tokens stay in force until it is "
+                "fixed: %s",
+                problem[:500],
+            )
         self._stamp, self.problem = stamp, problem
         self.rejected += 1
 
     async def watch(self, on_reload: Callable[[], None], interval: float) -> None:
-        """Poll the file every ``interval`` s and on SIGHUP; call ``on_reload`` after each successful reload
-        (also after reloads made by checks in between). Runs until cancelled; SIGHUP is handled meanwhile."""
+        """Poll the file every ``interval`` s and on SIGHUP; call ``on_reload`` after each
+        successful reload (also after reloads made by checks in between). Runs until cancelled;
+        SIGHUP is handled meanwhile."""
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
-        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):  # not the main thread
+        # not the main thread
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, wake.set)
         try:
             seen = self.generation
@@ -151,7 +179,8 @@ class Authenticator:
                     if self.generation != seen:
                         seen = self.generation
                         on_reload()
-                except Exception:  # the watch outlives anything: a dead watch would end revocation for good
+                # the watch outlives anything: a dead watch would end revocation for good
+                except Exception:
                     log.exception("the tokens watch failed once; it goes on")
         finally:
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
@@ -160,19 +189,24 @@ class Authenticator:
     # -- checks -------------------------------------------------------------------------------
 
     def check_edge(self, edge_id: str, token: str | None) -> None:
-        """Raise UNAUTHORIZED unless ``token`` is the active token of ``edge_id`` (blocking: scrypt)."""
+        """Raise UNAUTHORIZED unless ``token`` is the active token of ``edge_id`` (blocking:
+        scrypt)."""
         if not self.enabled:
             return
         self.refresh()
         refusal = self._verify("edges", edge_id, token)
         if refusal is not None:
-            shown = edge_id if len(edge_id) <= 128 else edge_id[:128] + "..."  # a HELLO may carry anything
+            # a HELLO may carry anything
+            shown = edge_id if len(edge_id) <= 128 else edge_id[:128] + "..."
             log.warning("refused edge %r: %s", shown, refusal)
-            raise ProtocolError(ErrorCode.UNAUTHORIZED, f"edge {shown!r}: missing, wrong or revoked token")
+            raise ProtocolError(
+                ErrorCode.UNAUTHORIZED, f"edge {shown!r}: missing, wrong or revoked token"
+            )
 
     def admin_name(self, token: str | None) -> str | None:
-        """The administrator whose active token ``token`` is, or None (blocking: at most one scrypt hash per
-        administrator without a token id, else at most one in all; a made-up token costs none)."""
+        """The administrator whose active token ``token`` is, or None (blocking: at most one scrypt
+        hash per administrator without a token id, else at most one in all; a made-up token costs
+        none)."""
         self.refresh()
         if not token or len(token) > MAX_TOKEN_CHARS or not token.isascii():
             return None
@@ -183,20 +217,23 @@ class Authenticator:
         return None
 
     def edge_admitted(self, edge_id: str) -> bool:
-        """Whether ``edge_id`` has an active entry in the tokens in force (always True with authentication off)."""
+        """Whether ``edge_id`` has an active entry in the tokens in force (always True with
+        authentication off)."""
         if not self.enabled:
             return True
         entry = self._table.edges.get(edge_id)
         return entry is not None and entry.active
 
     def _verify(self, kind: Kind, name: str, token: str | None) -> str | None:
-        """None when ``token`` is ``name``'s active token; else why not (for the log, never for the peer)."""
+        """None when ``token`` is ``name``'s active token; else why not (for the log, never for the
+        peer)."""
         table = self._table
         if not token:
             return "no token in HELLO" if kind == "edges" else "no token"
         if len(token) > MAX_TOKEN_CHARS:
             return f"a token of {len(token)} characters (at most {MAX_TOKEN_CHARS})"
-        if not token.isascii():  # issued tokens are URL-safe base64: anything else is refused unhashed
+        # issued tokens are URL-safe base64: anything else is refused unhashed
+        if not token.isascii():
             return "a token with characters outside ASCII"
         entry = table.entries(kind).get(name)
         if entry is None or not entry.active:
@@ -219,7 +256,11 @@ class Authenticator:
         if cached is None or not token:
             return False
         entry = table.entries(kind).get(name)
-        return entry is not None and entry.hash == cached[0] and hmac.compare_digest(cached[1], _sha256(token))
+        return (
+            entry is not None
+            and entry.hash == cached[0]
+            and hmac.compare_digest(cached[1], _sha256(token))
+        )
 
 
 def _sha256(token: str) -> bytes:
@@ -253,13 +294,16 @@ def _read(path: Path, seen: tuple[int, int, int] | None, force: bool) -> _ReadOu
         return _ReadOutcome(stamp, problem=str(exc))
     # whatever else the content provokes: still only a rejected file
     except Exception as exc:
-        return _ReadOutcome(stamp, problem=f"{path}: cannot be read as a tokens file ({type(exc).__name__}: {exc})")
+        return _ReadOutcome(
+            stamp, problem=f"{path}: cannot be read as a tokens file ({type(exc).__name__}: {exc})"
+        )
 
 
 def _start_read(
     path: Path, seen: tuple[int, int, int] | None, force: bool
 ) -> concurrent.futures.Future[_ReadOutcome]:
-    """:func:`_read` in a daemon thread of its own (one that hangs never holds up the process's exit)."""
+    """:func:`_read` in a daemon thread of its own (one that hangs never holds up the process's
+    exit)."""
     future: concurrent.futures.Future[_ReadOutcome] = concurrent.futures.Future()
 
     def run() -> None:
@@ -271,5 +315,8 @@ def _start_read(
 
 def _warn_legacy(table: TokenTable) -> None:
     if table.has_legacy("admins"):
-        log.warning("administrators without a token id in the tokens file: each bearer check costs one scrypt "
-                    "hash per such administrator; reissue their tokens (shadowtutor token new) to add ids")
+        log.warning(
+            "administrators without a token id in the tokens file: each bearer check costs one "
+            "scrypt "
+            "hash per such administrator; reissue their tokens (shadowtutor token new) to add ids"
+        )

@@ -28,7 +28,8 @@ def _tag(key: bytes, edge_id: str, session_id: str, data: bytes) -> bytes:
 
 
 def seal(data: bytes, key: bytes | None, edge_id: str, session_id: str) -> bytes:
-    """``data`` as stored: tagged for ``edge_id``'s session ``session_id`` under ``key``, as is without one."""
+    """``data`` as stored: tagged for ``edge_id``'s session ``session_id`` under ``key``, as is
+    without one."""
     return data if key is None else MAGIC + _tag(key, edge_id, session_id, data) + data
 
 
@@ -37,11 +38,17 @@ def unseal(stored: bytes, key: bytes | None, edge_id: str, session_id: str) -> b
     tagged = stored.startswith(MAGIC)
     if key is None:
         if tagged:
-            raise CheckpointFormatError("it carries an integrity tag and this server has no checkpoint secret")
+            raise CheckpointFormatError(
+                "it carries an integrity tag and this server has no checkpoint secret"
+            )
         return stored
     if not tagged:
-        raise CheckpointFormatError("it carries no integrity tag, and this server has a checkpoint secret")
-    tag, data = stored[len(MAGIC):len(MAGIC) + TAG_BYTES], stored[len(MAGIC) + TAG_BYTES:]
+        raise CheckpointFormatError(
+            "it carries no integrity tag, and this server has a checkpoint secret"
+        )
+    tag, data = stored[len(MAGIC) : len(MAGIC) + TAG_BYTES], stored[len(MAGIC) + TAG_BYTES :]
     if not hmac.compare_digest(tag, _tag(key, edge_id, session_id, data)):
-        raise CheckpointFormatError("its integrity tag does not match (another secret, another slot, or changed)")
+        raise CheckpointFormatError(
+            "its integrity tag does not match (another secret, another slot, or changed)"
+        )
     return data

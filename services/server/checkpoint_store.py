@@ -1,4 +1,5 @@
-"""Where session checkpoints live: every version of a session's state, the first one written of each kept.
+"""Where session checkpoints live: every version of a session's state, the first one written of each
+kept.
 
 :class:`CheckpointStore` is the interface. A session (an edge id and a session id) has one
 checkpoint per version; :meth:`~CheckpointStore.create` stores a version only if no one has
@@ -27,7 +28,8 @@ from services.server.checkpoint_checks import MAX_CHECKPOINT_BYTES
 log = logging.getLogger(__name__)
 # listings a load tries while newer versions prune the ones it found
 LOAD_ROUNDS = 8
-KEEP_VERSIONS = 2  # of a session, the latest ones kept (the one before the latest: for a reader mid-switch)
+# of a session, the latest ones kept (the one before the latest: for a reader mid-switch)
+KEEP_VERSIONS = 2
 
 
 class CheckpointStoreError(RuntimeError):
@@ -38,7 +40,8 @@ class CheckpointStore(Protocol):
     location: str
 
     def create(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
-        """Store ``data`` as ``version`` of the session; False (and nothing written) when that version exists."""
+        """Store ``data`` as ``version`` of the session; False (and nothing written) when that
+        version exists."""
         ...
 
     def load(self, edge_id: str, session_id: str) -> bytes | None:
@@ -55,8 +58,8 @@ def _name(text: str) -> str:
 
 
 class DirectoryStore:
-    """``DIR/<edge hash>/<session hash>-<version>.ckpt`` (hashes: any id is a safe name); each written to a
-    temporary file and linked into place, which fails when the version exists.
+    """``DIR/<edge hash>/<session hash>-<version>.ckpt`` (hashes: any id is a safe name); each
+    written to a temporary file and linked into place, which fails when the version exists.
 
     Only regular files named exactly so count: anything else in the directory (other names,
     symbolic links, directories, FIFOs) is ignored, and a checkpoint larger than ``max_bytes`` is
@@ -68,7 +71,8 @@ class DirectoryStore:
         self.max_bytes = max_bytes
 
     def _versions(self, edge_id: str, session_id: str) -> list[tuple[int, Path]]:
-        """The session's checkpoints by version: regular files named ``<session hash>-<12 digits>.ckpt``."""
+        """The session's checkpoints by version: regular files named ``<session hash>-<12
+        digits>.ckpt``."""
         pattern = re.compile(re.escape(_name(session_id)) + r"-(\d{12})\.ckpt")
         found = []
         try:
@@ -99,8 +103,9 @@ class DirectoryStore:
         return True
 
     def load(self, edge_id: str, session_id: str) -> bytes | None:
-        # a version pruned by a newer version's writer meanwhile: list again (the newer one is there);
-        # a few rounds at most, as each needs another writer to have stored a version meanwhile
+        # a version pruned by a newer version's writer meanwhile: list again (the newer one is
+        # there); a few rounds at most, as each needs another writer to have stored a version
+        # meanwhile
         for _ in range(LOAD_ROUNDS):
             versions = self._versions(edge_id, session_id)
             if not versions:
@@ -112,9 +117,11 @@ class DirectoryStore:
         return None
 
     def _read(self, path: Path) -> bytes | None:
-        """The bytes of ``path`` if it is still a regular file of at most ``max_bytes`` (a link is not
-        followed); None, with a warning, for one that is not."""
-        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        """The bytes of ``path`` if it is still a regular file of at most ``max_bytes`` (a link is
+        not followed); None, with a warning, for one that is not."""
+        flags = (
+            os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        )
         try:
             fd = os.open(path, flags)
         except FileNotFoundError:
@@ -126,7 +133,11 @@ class DirectoryStore:
         with os.fdopen(fd, "rb") as stream:
             st = os.fstat(stream.fileno())
             if not stat.S_ISREG(st.st_mode) or st.st_size > self.max_bytes:
-                log.warning("checkpoint %s passed over: not a regular file of at most %d bytes", path, self.max_bytes)
+                log.warning(
+                    "checkpoint %s passed over: not a regular file of at most %d bytes",
+                    path,
+                    self.max_bytes,
+                )
                 return None
             return stream.read(self.max_bytes + 1)
 
@@ -137,7 +148,8 @@ class DirectoryStore:
                 path.unlink(missing_ok=True)
 
     def check(self) -> None:
-        """Raise :class:`CheckpointStoreError` unless a checkpoint can be written and read back here."""
+        """Raise :class:`CheckpointStoreError` unless a checkpoint can be written and read back
+        here."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             probe = f".probe-{os.getpid()}"
@@ -160,7 +172,8 @@ def open_store(location: str) -> DirectoryStore:
         scheme, _, path = location.partition("://")
         if scheme != "file":
             raise CheckpointStoreError(
-                f"no checkpoint store for {scheme}:// (a directory path or file:// URL; an object store "
+                f"no checkpoint store for {scheme}:// (a directory path or file:// URL; an object "
+                "store "
                 "fits services.server.checkpoint_store.CheckpointStore)"
             )
         location = path

@@ -1,4 +1,5 @@
-"""Credential checks off the event loop, on a small thread pool of their own, bounded per address and in all.
+"""Credential checks off the event loop, on a small thread pool of their own, bounded per address
+and in all.
 
 A check of a presented token (an administrator's bearer token, an edge's HELLO token) may cost
 a scrypt hash; it runs here and never in asyncio's default pool, where frame decoding runs.
@@ -31,13 +32,22 @@ BUSY: Final = _Busy()
 
 
 class CredentialGate:
-    """Runs credential checks on ``workers`` threads, at most ``per_source`` per address and ``total`` in all."""
+    """Runs credential checks on ``workers`` threads, at most ``per_source`` per address and
+    ``total`` in all."""
 
-    def __init__(self, name: str, workers: int = 2, per_source: int = 4, total: int = 16,
-                 failure_delay: float = 1.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        workers: int = 2,
+        per_source: int = 4,
+        total: int = 16,
+        failure_delay: float = 1.0,
+    ) -> None:
         if workers < 1 or per_source < 1 or total < per_source or failure_delay < 0:
-            raise ValueError(f"need workers >= 1, 1 <= per_source <= total and failure_delay >= 0; got "
-                             f"{workers}, {per_source}, {total}, {failure_delay}")
+            raise ValueError(
+                f"need workers >= 1, 1 <= per_source <= total and failure_delay >= 0; got "
+                f"{workers}, {per_source}, {total}, {failure_delay}"
+            )
         self.per_source, self.total, self.failure_delay = per_source, total, failure_delay
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix=name)
         self._by_source: dict[str, int] = {}
@@ -51,7 +61,8 @@ class CredentialGate:
         return self._held
 
     async def run(self, source: str, check: Callable[..., T], *args: object) -> T | _Busy:
-        """``check(*args)`` on the gate's pool, or :data:`BUSY` at once when ``source`` or the gate is full.
+        """``check(*args)`` on the gate's pool, or :data:`BUSY` at once when ``source`` or the gate
+        is full.
 
         Call it from the event loop's thread (the counts are not locked)."""
         if self._by_source.get(source, 0) >= self.per_source or self._held >= self.total:

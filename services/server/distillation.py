@@ -38,8 +38,10 @@ from shadowtutor.algorithms.engine_options import Convolution, Objective
 
 log = logging.getLogger(__name__)
 
+
 class Distillation(Protocol):
-    """Runs Algorithm 1 on one session's key frame; a session has at most one key frame in flight."""
+    """Runs Algorithm 1 on one session's key frame; a session has at most one key frame in
+    flight."""
 
     def start(self) -> None: ...
 
@@ -49,7 +51,8 @@ class Distillation(Protocol):
         self, distiller: Distiller, frame: np.ndarray, labels: np.ndarray, boxes: np.ndarray | None
     ) -> tuple[DistillResult, float]:
         """``(result, seconds)``: the distiller has been trained on the key frame; ``seconds`` from
-        submission to result. Raises what training raises (ValueError for a frame and labels that differ)."""
+        submission to result. Raises what training raises (ValueError for a frame and labels that
+        differ)."""
         ...
 
 
@@ -69,7 +72,9 @@ class PooledDistillation:
         self, distiller: Distiller, frame: np.ndarray, labels: np.ndarray, boxes: np.ndarray | None
     ) -> tuple[DistillResult, float]:
         start = time.perf_counter()
-        result = await asyncio.get_running_loop().run_in_executor(self.pool, distiller.train, frame, labels, boxes)
+        result = await asyncio.get_running_loop().run_in_executor(
+            self.pool, distiller.train, frame, labels, boxes
+        )
         return result, time.perf_counter() - start
 
 
@@ -82,14 +87,21 @@ class _Pending:
 
 
 class BatchedDistillation:
-    """Key frames of every session, prepared in ``prepare_pool`` (None: the event loop's default executor), queue
-    for ``engines`` engine threads that train them in batches. A batch starts when an engine is free and a key
-    frame is queued; it takes the queued key frames and those that were in preparation at that moment, never a
-    session that another engine is training (its key frame waits for that batch to end)."""
+    """Key frames of every session, prepared in ``prepare_pool`` (None: the event loop's default
+    executor), queue for ``engines`` engine threads that train them in batches. A batch starts when
+    an engine is free and a key frame is queued; it takes the queued key frames and those that were
+    in preparation at that moment, never a session that another engine is training (its key frame
+    waits for that batch to end)."""
 
     def __init__(
-        self, metrics: ServerMetrics, max_batch: int, convolution: Convolution = "grouped", graphs: bool = False,
-        prepare_pool: Executor | None = None, engines: int = 1, objective: Objective = "eager",
+        self,
+        metrics: ServerMetrics,
+        max_batch: int,
+        convolution: Convolution = "grouped",
+        graphs: bool = False,
+        prepare_pool: Executor | None = None,
+        engines: int = 1,
+        objective: Objective = "eager",
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -104,11 +116,14 @@ class BatchedDistillation:
         self.engines = engines
         metrics.engine_batch_limit.set(max_batch)
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
-        self._executor = ThreadPoolExecutor(max_workers=engines, thread_name_prefix="shadowtutor-engine")
+        self._executor = ThreadPoolExecutor(
+            max_workers=engines, thread_name_prefix="shadowtutor-engine"
+        )
         self._worker: asyncio.Task[None] | None = None
         self._preparing: set[asyncio.Task[None]] = set()
         self._batches: set[asyncio.Task[None]] = set()
-        self._training: set[int] = set()  # ids of the distillers in a running batch
+        # ids of the distillers in a running batch
+        self._training: set[int] = set()
         self._free_engines: asyncio.Semaphore | None = None
         self._batch_ended: asyncio.Event | None = None
 
@@ -116,7 +131,9 @@ class BatchedDistillation:
         if self._worker is None:
             self._free_engines = asyncio.Semaphore(self.engines)
             self._batch_ended = asyncio.Event()
-            self._worker = asyncio.get_running_loop().create_task(self._run(), name="distill-engine")
+            self._worker = asyncio.get_running_loop().create_task(
+                self._run(), name="distill-engine"
+            )
 
     async def stop(self) -> None:
         for task in list(self._preparing):
@@ -147,14 +164,21 @@ class BatchedDistillation:
         return await future
 
     async def _prepare(
-        self, distiller: Distiller, frame: np.ndarray, labels: np.ndarray, boxes: np.ndarray | None,
-        future: asyncio.Future[tuple[DistillResult, float]], submitted: float,
+        self,
+        distiller: Distiller,
+        frame: np.ndarray,
+        labels: np.ndarray,
+        boxes: np.ndarray | None,
+        future: asyncio.Future[tuple[DistillResult, float]],
+        submitted: float,
     ) -> None:
-        """Prepare one key frame in the pool and queue it; its failure is ``future``'s (a caller that went away
-        meanwhile has cancelled ``future``: nothing is queued)."""
+        """Prepare one key frame in the pool and queue it; its failure is ``future``'s (a caller
+        that went away meanwhile has cancelled ``future``: nothing is queued)."""
         loop = asyncio.get_running_loop()
         try:
-            job = await loop.run_in_executor(self.prepare_pool, KeyFrameJob.prepare, distiller, frame, labels, boxes)
+            job = await loop.run_in_executor(
+                self.prepare_pool, KeyFrameJob.prepare, distiller, frame, labels, boxes
+            )
         except Exception as exc:
             if not future.done():
                 future.set_exception(exc)
@@ -163,16 +187,17 @@ class BatchedDistillation:
             self._queue.put_nowait(_Pending(job, future, submitted))
 
     def _take_batch(self, first: _Pending) -> list[_Pending]:
-        """``first`` and what else is queued, up to ``max_batch`` with one key frame per distiller and none of a
-        distiller in a running batch (those wait, queued, for a later batch); sessions that went away are
-        dropped. May be empty."""
+        """``first`` and what else is queued, up to ``max_batch`` with one key frame per distiller
+        and none of a distiller in a running batch (those wait, queued, for a later batch); sessions
+        that went away are dropped. May be empty."""
         batch: list[_Pending] = []
         held: list[_Pending] = []
         seen = set(self._training)
         pending: _Pending | None = first
         while pending is not None:
             if pending.future.done():
-                pass  # its session went away
+                # its session went away
+                pass
             elif id(pending.job.distiller) in seen:
                 held.append(pending)
             else:
@@ -185,18 +210,20 @@ class BatchedDistillation:
         return batch
 
     async def _next_batch(self) -> list[_Pending]:
-        """The next batch to train: waits for a queued key frame (and those in preparation then), and, where every
-        queued one belongs to a session in a running batch (a session with one key frame in flight never causes
-        it), for a batch to end."""
+        """The next batch to train: waits for a queued key frame (and those in preparation then),
+        and, where every queued one belongs to a session in a running batch (a session with one key
+        frame in flight never causes it), for a batch to end."""
         assert self._batch_ended is not None
         while True:
             first = await self._queue.get()
-            if self._preparing:  # key frames already submitted join this batch rather than wait for the next
+            # key frames already submitted join this batch rather than wait for the next
+            if self._preparing:
                 await asyncio.wait(set(self._preparing))
             batch = self._take_batch(first)
             if batch:
                 return batch
-            if not self._queue.empty():  # held: their sessions are training
+            # held: their sessions are training
+            if not self._queue.empty():
                 self._batch_ended.clear()
                 await self._batch_ended.wait()
 
@@ -217,8 +244,8 @@ class BatchedDistillation:
             task.add_done_callback(functools.partial(self._batch_finished, batch))
 
     def _batch_finished(self, batch: list[_Pending], task: asyncio.Task[None]) -> None:
-        """However ``task`` (training ``batch``) ended, even cancelled before it ran: its engine and sessions are
-        free, and a key frame it did not answer (the engine stopped) is cancelled."""
+        """However ``task`` (training ``batch``) ended, even cancelled before it ran: its engine and
+        sessions are free, and a key frame it did not answer (the engine stopped) is cancelled."""
         assert self._free_engines is not None and self._batch_ended is not None
         self._batches.discard(task)
         self._training.difference_update(id(p.job.distiller) for p in batch)
@@ -236,7 +263,9 @@ class BatchedDistillation:
         for pending in batch:
             self.metrics.engine_queue_wait.observe(started - pending.queued_at)
         try:
-            outcomes = await asyncio.get_running_loop().run_in_executor(self._executor, self._train_all, batch)
+            outcomes = await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._train_all, batch
+            )
         finally:
             self.metrics.engine_batches_running.dec()
         done = time.perf_counter()
@@ -249,31 +278,43 @@ class BatchedDistillation:
                 pending.future.set_result((outcome, done - pending.submitted_at))
 
     def _train_all(self, batch: list[_Pending]) -> list[DistillResult | BaseException]:
-        """Runs in the engine thread. A batch that runs out of device memory is trained in two halves, and
-        later batches are held to the half (no distiller changes before a batch ends, so nothing is lost);
-        any other failing batch is retried one key frame at a time, so that a bad key frame fails only its
-        own session."""
+        """Runs in the engine thread. A batch that runs out of device memory is trained in two
+        halves, and later batches are held to the half (no distiller changes before a batch ends, so
+        nothing is lost); any other failing batch is retried one key frame at a time, so that a bad
+        key frame fails only its own session."""
         try:
-            return list(distill_batch([p.job for p in batch], self.convolution, self.graphs, self.objective))
+            return list(
+                distill_batch([p.job for p in batch], self.convolution, self.graphs, self.objective)
+            )
         except Exception as exc:
             if len(batch) == 1:
                 return [exc]
             if not isinstance(exc, torch.OutOfMemoryError):
-                log.warning("a distillation batch of %d failed (%s); training one by one", len(batch), exc)
+                log.warning(
+                    "a distillation batch of %d failed (%s); training one by one", len(batch), exc
+                )
                 return [self._train_all([pending])[0] for pending in batch]
-        half = len(batch) // 2  # out of memory: retried outside the handler, which holds the failed batch's frames
+        # out of memory: retried outside the handler, which holds the failed batch's frames
+        half = len(batch) // 2
         self._limit_batch(len(batch), half)
         return self._train_all(batch[:half]) + self._train_all(batch[half:])
 
     def _limit_batch(self, failed: int, limit: int) -> None:
-        """Hold later batches to ``limit`` key frames after a batch of ``failed`` ran out of device memory."""
+        """Hold later batches to ``limit`` key frames after a batch of ``failed`` ran out of device
+        memory."""
         if limit < self.max_batch:
-            log.warning("a distillation batch of %d key frames ran out of device memory: batches now hold at most "
-                        "%d (set --distill-batch-size to keep it)", failed, limit)
+            log.warning(
+                "a distillation batch of %d key frames ran out of device memory: batches now hold "
+                "at most "
+                "%d (set --distill-batch-size to keep it)",
+                failed,
+                limit,
+            )
             self.max_batch = limit
             self.metrics.engine_batch_limit.set(limit)
         if torch.cuda.is_available():
-            torch.cuda.empty_cache()  # the failed batch's cached blocks back to the device, for the halves
+            # the failed batch's cached blocks back to the device, for the halves
+            torch.cuda.empty_cache()
 
 
 def resolve_engine(engine: DistillEngine, device_type: str) -> Literal["batched", "sequential"]:
@@ -284,23 +325,37 @@ def resolve_engine(engine: DistillEngine, device_type: str) -> Literal["batched"
 
 
 def resolve_tail(tail: DistillTail, device_type: str, engine: DistillEngine) -> bool:
-    """Whether distillation trains the fused tail. ``auto``: fused on a CPU and under the batched engine, whose
-    batch of sessions makes the fused tail's many small kernels large (about 3x the tail as written at
-    1280x720 and 64 sessions on an H100: docs/results/server_gpu/README.md); as written for a session at a time
-    on an accelerator, where those small kernels leave it idle."""
+    """Whether distillation trains the fused tail. ``auto``: fused on a CPU and under the batched
+    engine, whose batch of sessions makes the fused tail's many small kernels large (about 3x the
+    tail as written at 1280x720 and 64 sessions on an H100: docs/results/server_gpu/README.md); as
+    written for a session at a time on an accelerator, where those small kernels leave it idle."""
     if tail == "auto":
         return device_type == "cpu" or resolve_engine(engine, device_type) == "batched"
     return tail == "fused"
 
 
 def make_distillation(
-    engine: DistillEngine, device_type: str, metrics: ServerMetrics, pool: ThreadPoolExecutor, max_batch: int,
-    convolution: Convolution = "grouped", graphs: bool = False, engines: int = 1, objective: Objective = "eager",
+    engine: DistillEngine,
+    device_type: str,
+    metrics: ServerMetrics,
+    pool: ThreadPoolExecutor,
+    max_batch: int,
+    convolution: Convolution = "grouped",
+    graphs: bool = False,
+    engines: int = 1,
+    objective: Objective = "eager",
 ) -> Distillation:
-    """The engine ``engine`` names for a device of ``device_type`` (not yet started), running in ``pool`` (the
-    batched engine: its preparation of key frames); ``max_batch``, ``convolution``, ``graphs``, ``engines`` (its
-    engine threads) and ``objective`` apply to the batched engine."""
+    """The engine ``engine`` names for a device of ``device_type`` (not yet started), running in
+    ``pool`` (the batched engine: its preparation of key frames); ``max_batch``, ``convolution``,
+    ``graphs``, ``engines`` (its engine threads) and ``objective`` apply to the batched engine."""
     if resolve_engine(engine, device_type) == "batched":
-        return BatchedDistillation(metrics, max_batch, convolution, graphs, prepare_pool=pool, engines=engines,
-                                   objective=objective)
+        return BatchedDistillation(
+            metrics,
+            max_batch,
+            convolution,
+            graphs,
+            prepare_pool=pool,
+            engines=engines,
+            objective=objective,
+        )
     return PooledDistillation(pool)

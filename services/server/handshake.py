@@ -19,19 +19,28 @@ MAX_EDGE_ID_CHARS = 128
 @dataclass(frozen=True)
 class Agreement:
     frame_codec: str
-    weight_codec: str  # full weights (a float codec)
-    delta_codec: str | None = None  # partial updates as quantised deltas, when agreed
-    student_size: Size | None = None  # the student's input scale on both sides; None: the frame's size
+    # full weights (a float codec)
+    weight_codec: str
+    # partial updates as quantised deltas, when agreed
+    delta_codec: str | None = None
+    # the student's input scale on both sides; None: the frame's size
+    student_size: Size | None = None
 
 
 def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, ...]) -> Agreement:
     """The codecs for this session; raises :class:`ProtocolError` (every failure here is fatal)."""
-    if not hello.edge_id or len(hello.edge_id) > MAX_EDGE_ID_CHARS or not hello.edge_id.isprintable():
+    if (
+        not hello.edge_id
+        or len(hello.edge_id) > MAX_EDGE_ID_CHARS
+        or not hello.edge_id.isprintable()
+    ):
         raise ProtocolError(
             ErrorCode.BAD_MESSAGE, f"edge_id must be 1 to {MAX_EDGE_ID_CHARS} printable characters"
         )
     if hello.mode not in SESSION_MODES:
-        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"mode {hello.mode!r} is not one of {list(SESSION_MODES)}")
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, f"mode {hello.mode!r} is not one of {list(SESSION_MODES)}"
+        )
     if hello.student_arch != STUDENT_ARCH:
         raise ProtocolError(
             ErrorCode.INCOMPATIBLE_MODEL,
@@ -40,17 +49,23 @@ def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, 
     if tuple(hello.class_names) != class_names:
         raise ProtocolError(
             ErrorCode.INCOMPATIBLE_MODEL,
-            f"class_names {hello.class_names} differ from the server's {list(class_names)} (same names, same order)",
+            f"class_names {hello.class_names} differ from the server's {list(class_names)} (same "
+            "names, same order)",
         )
     max_w, max_h = settings.max_frame_width, settings.max_frame_height
     if not (0 < hello.frame_width <= max_w and 0 < hello.frame_height <= max_h):
         raise ProtocolError(
             ErrorCode.BAD_FRAME,
-            f"frame size {hello.frame_width}x{hello.frame_height} is outside 1x1 .. {max_w}x{max_h}",
+            f"frame size {hello.frame_width}x{hello.frame_height} is outside 1x1 .. "
+            f"{max_w}x{max_h}",
         )
-    allowed = tuple(frame_codecs_for(settings.allowed_frame_codecs(), hello.frame_width, hello.frame_height))
+    allowed = tuple(
+        frame_codecs_for(settings.allowed_frame_codecs(), hello.frame_width, hello.frame_height)
+    )
     frame_codec = choose_codec(hello.frame_codecs, allowed, tuple(hello.frame_codecs))
-    weight_codec, delta_codec = choose_weight_codecs(hello.weight_codecs, settings.allowed_weight_codecs())
+    weight_codec, delta_codec = choose_weight_codecs(
+        hello.weight_codecs, settings.allowed_weight_codecs()
+    )
     return Agreement(frame_codec, weight_codec, delta_codec, _student_size(hello, settings))
 
 
@@ -61,9 +76,12 @@ def _student_size(hello: Hello, settings: ServerSettings) -> Size | None:
     if hello.student_size is None:
         return settings.student_size
     max_w, max_h = settings.max_frame_width, settings.max_frame_height
-    if len(hello.student_size) != 2 or not (0 < hello.student_size[0] <= max_w and 0 < hello.student_size[1] <= max_h):
+    if len(hello.student_size) != 2 or not (
+        0 < hello.student_size[0] <= max_w and 0 < hello.student_size[1] <= max_h
+    ):
         raise ProtocolError(
-            ErrorCode.BAD_MESSAGE, f"student_size {hello.student_size} is not [W, H] within 1x1 .. {max_w}x{max_h}"
+            ErrorCode.BAD_MESSAGE,
+            f"student_size {hello.student_size} is not [W, H] within 1x1 .. {max_w}x{max_h}",
         )
     size = (hello.student_size[0], hello.student_size[1])
     if settings.student_size is not None and size != settings.student_size:

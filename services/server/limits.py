@@ -18,7 +18,9 @@ from enum import Enum
 class TokenBucket:
     """``capacity`` tokens, refilled continuously at ``rate`` per second; starts full."""
 
-    def __init__(self, rate: float, capacity: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, capacity: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if rate <= 0 or capacity < 1:
             raise ValueError(f"need rate > 0 and capacity >= 1, got {rate} and {capacity}")
         self.rate = rate
@@ -48,14 +50,18 @@ class TokenBucket:
 
 class Verdict(Enum):
     ACCEPT = "accept"
-    DROP = "drop"  # non-fatal rate_limited
-    CLOSE = "close"  # fatal rate_limited
+    # non-fatal rate_limited
+    DROP = "drop"
+    # fatal rate_limited
+    CLOSE = "close"
 
 
 class KeyFrameLimiter:
     """One edge's pair of buckets."""
 
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.accepted = TokenBucket(rate, burst, clock)
         self.dropped = TokenBucket(rate, burst, clock)
 
@@ -71,9 +77,12 @@ class KeyFrameLimiter:
 
 
 class KeyFrameLimits:
-    """The limiters by edge id; ``rate`` 0 turns limiting off. Idle limiters are forgotten (losslessly)."""
+    """The limiters by edge id; ``rate`` 0 turns limiting off. Idle limiters are forgotten
+    (losslessly)."""
 
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.rate = rate
         self.burst = burst
         self._clock = clock

@@ -1,7 +1,7 @@
 """Building the teacher, the device and the base student from the settings (:func:`load_models`).
 
-The device is resolved once (``auto``: CUDA where usable, else the CPU; a named one checked) and that
-one device is given to the teacher and to distillation (:attr:`LoadedModels.device`).
+The device is resolved once (``auto``: CUDA where usable, else the CPU; a named one checked) and
+that one device is given to the teacher and to distillation (:attr:`LoadedModels.device`).
 
 ``shadowtutor serve`` calls it before it listens, so that a server whose models cannot load
 exits at once with the reason; an app made by ``create_app`` alone calls it in the background
@@ -31,11 +31,13 @@ PRETRAINED_MODULE = "shadowtutor.models.pretrained"
 
 @dataclass(frozen=True)
 class BaseStudent:
-    """The pre-trained student every session starts from (a CPU state dict, never trained itself)."""
+    """The pre-trained student every session starts from (a CPU state dict, never trained
+    itself)."""
 
     state_dict: dict[str, torch.Tensor]
     class_names: tuple[str, ...]
-    source: str  # a checkpoint path, or "fresh" for random initial weights
+    # a checkpoint path, or "fresh" for random initial weights
+    source: str
 
     def instantiate(self) -> StudentNet:
         model = StudentNet(len(self.class_names))
@@ -53,27 +55,35 @@ class LoadedModels:
 
 
 def load_models(
-    settings: ServerSettings, teacher: Any | None = None, progress: Callable[[str], None] = lambda step: None
+    settings: ServerSettings,
+    teacher: Any | None = None,
+    progress: Callable[[str], None] = lambda step: None,
 ) -> LoadedModels:
-    """The teacher (``teacher`` if given, else built from the settings), the device and the base student.
+    """The teacher (``teacher`` if given, else built from the settings), the device and the base
+    student.
 
-    The device is :func:`resolve_device` of ``settings.device``, resolved here once; a teacher built here
-    gets that device. Blocking; ``progress`` is told each step. Any failure raises (a ``TeacherError``
-    for an unusable device or teacher, ``CheckpointError``, ``ValueError`` for classes that do not match...).
+    The device is :func:`resolve_device` of ``settings.device``, resolved here once; a teacher built
+    here gets that device. Blocking; ``progress`` is told each step. Any failure raises (a
+    ``TeacherError`` for an unusable device or teacher, ``CheckpointError``, ``ValueError`` for
+    classes that do not match...).
     """
     device = resolve_device(settings.device)
     if teacher is None:
         progress(f"loading the {settings.teacher!r} teacher")
         teacher = load_teacher(settings, device)
     class_names = tuple(teacher.class_names)
-    background_index(class_names)  # distillation weights pixels near non-background objects
+    # distillation weights pixels near non-background objects
+    background_index(class_names)
     progress("loading the student")
-    return LoadedModels(teacher, load_base_student(settings.student, class_names), torch.device(device))
+    return LoadedModels(
+        teacher, load_base_student(settings.student, class_names), torch.device(device)
+    )
 
 
 def resolve_device(device: str) -> str:
     """The ``device`` setting as the one device the server uses: ``cpu``, ``cuda`` or ``cuda:N``
-    (``auto``: ``cuda`` where CUDA is usable, else ``cpu``); a TeacherError for one that is not usable."""
+    (``auto``: ``cuda`` where CUDA is usable, else ``cpu``); a TeacherError for one that is not
+    usable."""
     from shadowtutor.teachers.device import resolve_torch_device
 
     return resolve_torch_device(device)
@@ -118,7 +128,8 @@ def default_student_path() -> Path | None:
 
 
 def load_base_student(checkpoint: Path | None, teacher_classes: tuple[str, ...]) -> BaseStudent:
-    """The student from ``checkpoint`` (default: the committed one); its classes must be the teacher's.
+    """The student from ``checkpoint`` (default: the committed one); its classes must be the
+    teacher's.
 
     Without any checkpoint, a freshly initialised student with the teacher's classes (logged
     as a warning: it segments nothing until distillation has trained it).
@@ -130,7 +141,9 @@ def load_base_student(checkpoint: Path | None, teacher_classes: tuple[str, ...])
             "sessions start from a freshly initialised student with %d classes",
             len(teacher_classes),
         )
-        return BaseStudent(_cpu_state(StudentNet(len(teacher_classes))), tuple(teacher_classes), "fresh")
+        return BaseStudent(
+            _cpu_state(StudentNet(len(teacher_classes))), tuple(teacher_classes), "fresh"
+        )
     loaded = load_student(path)
     if tuple(loaded.class_names) != tuple(teacher_classes):
         raise ValueError(

@@ -20,24 +20,30 @@ from shadowtutor.protocol.messages import KeyFrame, Labels, Update, Welcome
 
 
 class SessionEnded(ProtocolError):
-    """The remote teaching cannot go on with this session (e.g. its checkpoint is refused): the edge gets
-    a fatal ERROR saying why and the connection closes; the edge's next session starts fresh."""
+    """The remote teaching cannot go on with this session (e.g. its checkpoint is refused): the edge
+    gets a fatal ERROR saying why and the connection closes; the edge's next session starts
+    fresh."""
 
 
 class RemoteTeaching(Protocol):
     async def describe(self) -> dict[str, Any]:
-        """``class_names`` (list), ``teacher`` and ``where``: what ``/readyz`` shows; raises while unavailable."""
+        """``class_names`` (list), ``teacher`` and ``where``: what ``/readyz`` shows; raises while
+        unavailable."""
         ...
 
     async def open(self, session: EdgeSession) -> Welcome:
         """The WELCOME of a new session (full weights in distill mode)."""
         ...
 
-    async def key_frame(self, session: EdgeSession, key_frame: KeyFrame, frame: np.ndarray) -> Update | Labels:
-        """The answer to a checked, decoded key frame; raises ``ProtocolError`` or ``TeacherFailed`` for an
-        error that answers only this key frame, :class:`SessionEnded` for one that ends the session."""
+    async def key_frame(
+        self, session: EdgeSession, key_frame: KeyFrame, frame: np.ndarray
+    ) -> Update | Labels:
+        """The answer to a checked, decoded key frame; raises ``ProtocolError`` or ``TeacherFailed``
+        for an error that answers only this key frame, :class:`SessionEnded` for one that ends the
+        session."""
         ...
 
     async def resync(self, session: EdgeSession, have_version: int) -> Update:
-        """The full weights for an edge that holds ``have_version`` (:class:`SessionEnded` as above)."""
+        """The full weights for an edge that holds ``have_version`` (:class:`SessionEnded` as
+        above)."""
         ...

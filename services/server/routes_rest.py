@@ -31,22 +31,30 @@ Runtime = Annotated[ServerRuntime, Depends(get_runtime)]
 
 
 async def require_admin(request: Request, runtime: Runtime) -> None:
-    """401 unless authentication is off or the request carries an active administrator's bearer token;
-    429 when the bearer gate is at its bound for the request's address or in all."""
+    """401 unless authentication is off or the request carries an active administrator's bearer
+    token; 429 when the bearer gate is at its bound for the request's address or in all."""
     if not runtime.auth.enabled:
         return
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     gate = runtime.bearer_gate
     source = request.client.host if request.client is not None else "unknown"
-    name = await gate.run(source, runtime.auth.admin_name, token.strip()) if scheme.lower() == "bearer" else None
+    name = (
+        await gate.run(source, runtime.auth.admin_name, token.strip())
+        if scheme.lower() == "bearer"
+        else None
+    )
     if isinstance(name, str):
         return
     await gate.after_failure()
     if name is BUSY:
-        raise HTTPException(status_code=429, detail="too many credential checks at once; try again later",
-                            headers={"Retry-After": str(max(1, round(gate.failure_delay)))})
+        raise HTTPException(
+            status_code=429,
+            detail="too many credential checks at once; try again later",
+            headers={"Retry-After": str(max(1, round(gate.failure_delay)))},
+        )
     raise HTTPException(
-        status_code=401, detail="an administrator's bearer token is required",
+        status_code=401,
+        detail="an administrator's bearer token is required",
         headers={"WWW-Authenticate": "Bearer"},
     )
 
@@ -75,7 +83,8 @@ async def readyz(runtime: Runtime) -> Any:
 
 @router.get("/metrics", dependencies=[Depends(require_admin_for_metrics)])
 async def metrics(runtime: Runtime) -> Response:
-    """The Prometheus exposition; the per-edge series only where :attr:`ServerSettings.metrics_carry_edges`."""
+    """The Prometheus exposition; the per-edge series only where
+    :attr:`ServerSettings.metrics_carry_edges`."""
     exposition = runtime.metrics.exposition(edges=runtime.settings.metrics_carry_edges)
     return Response(exposition, media_type=CONTENT_TYPE_LATEST)
 

@@ -17,7 +17,12 @@ import torch
 from services.server.admission import Admission
 from services.server.auth import Authenticator
 from services.server.credential_gate import CredentialGate
-from services.server.distillation import Distillation, make_distillation, resolve_engine, resolve_tail
+from services.server.distillation import (
+    Distillation,
+    make_distillation,
+    resolve_engine,
+    resolve_tail,
+)
 from services.server.gpu_metrics import start_gpu_metrics, stop_gpu_metrics
 from services.server.limits import KeyFrameLimits
 from services.server.loading import BaseStudent, LoadedModels, load_models
@@ -37,20 +42,29 @@ log = logging.getLogger(__name__)
 
 class ServerRuntime:
     def __init__(
-        self, settings: ServerSettings, metrics: ServerMetrics, teacher: Any | None = None,
-        models: LoadedModels | None = None, remote: RemoteTeaching | None = None,
+        self,
+        settings: ServerSettings,
+        metrics: ServerMetrics,
+        teacher: Any | None = None,
+        models: LoadedModels | None = None,
+        remote: RemoteTeaching | None = None,
     ) -> None:
         self.settings = settings
-        self.remote = remote  # teacher and students elsewhere (a Ray Serve deployment): this process holds no model
+        # teacher and students elsewhere (a Ray Serve deployment): this process holds no model
+        self.remote = remote
         self._remote_described: dict[str, Any] | None = None
         self.metrics = metrics
         self.params = settings.algorithm_params()
         self.sessions = SessionRegistry(settings.max_sessions, metrics)
-        self.auth = Authenticator.from_settings(settings)  # raises TokenFileError on a bad tokens file
+        # raises TokenFileError on a bad tokens file
+        self.auth = Authenticator.from_settings(settings)
         self.key_frame_limits = KeyFrameLimits(settings.key_frame_rate, settings.key_frame_burst)
-        self.connections = 0  # WebSocket connections open on /v1/edge, HELLO or not
-        self.admission = Admission(  # room for the connections whose HELLO is not accepted yet
-            settings.max_unauthenticated_per_source, settings.unauthenticated_limit(),
+        # WebSocket connections open on /v1/edge, HELLO or not
+        self.connections = 0
+        # room for the connections whose HELLO is not accepted yet
+        self.admission = Admission(
+            settings.max_unauthenticated_per_source,
+            settings.unauthenticated_limit(),
             on_change=metrics.unauthenticated_connections.set,
             on_refusal=lambda reason: metrics.connections_refused.labels(reason=reason).inc(),
         )
@@ -59,17 +73,25 @@ class ServerRuntime:
         self.distillation: Distillation | None = None
         self.base_student: BaseStudent | None = None
         self.device = torch.device("cpu")
-        self.gpu_sampler: GpuUsageSampler | None = None  # feeds the GPU gauges where the device is a GPU
+        # feeds the GPU gauges where the device is a GPU
+        self.gpu_sampler: GpuUsageSampler | None = None
         self.not_ready_reason = "the server is starting"
-        self.distill_pool = ThreadPoolExecutor(settings.distill_workers, thread_name_prefix="shadowtutor-distill")
+        self.distill_pool = ThreadPoolExecutor(
+            settings.distill_workers, thread_name_prefix="shadowtutor-distill"
+        )
         # credential checks: pools of their own, apart from frame decoding and from each other
         self.bearer_gate = CredentialGate(
-            "shadowtutor-bearer", 2, settings.auth_checks_per_source, settings.auth_checks_total,
+            "shadowtutor-bearer",
+            2,
+            settings.auth_checks_per_source,
+            settings.auth_checks_total,
             settings.auth_failure_delay,
         )
         # admission bounds these connections already
         self.hello_gate = CredentialGate(
-            "shadowtutor-hello", 2, settings.max_unauthenticated_per_source,
+            "shadowtutor-hello",
+            2,
+            settings.max_unauthenticated_per_source,
             max(settings.max_unauthenticated_per_source, settings.unauthenticated_limit()),
             settings.auth_failure_delay,
         )
@@ -92,7 +114,9 @@ class ServerRuntime:
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         if self.remote is not None:
-            self._loader = loop.create_task(self._describe_remote(self.remote), name="describe-remote")
+            self._loader = loop.create_task(
+                self._describe_remote(self.remote), name="describe-remote"
+            )
         elif self._models is not None:
             self.install(self._models)
         else:
@@ -100,7 +124,8 @@ class ServerRuntime:
         if not self.auth.enabled:
             log.warning(
                 "AUTHENTICATION IS OFF: any client can connect as any edge and read /v1/sessions; "
-                "configure --tokens-file (shadowtutor token new) for anything beyond a trusted network"
+                "configure --tokens-file (shadowtutor token new) for anything beyond a trusted "
+                "network"
             )
         elif self.auth.path is not None:
             watch = self.auth.watch(self.evict_revoked, self.settings.tokens_poll_seconds)
@@ -131,7 +156,8 @@ class ServerRuntime:
 
         try:
             models = await asyncio.to_thread(load_models, self.settings, self.teacher, progress)
-        except Exception as exc:  # any loading failure: report it on /readyz and in the log
+        # any loading failure: report it on /readyz and in the log
+        except Exception as exc:
             self.not_ready_reason = f"loading failed: {exc}"
             log.error("the server cannot become ready: %s", exc, exc_info=True)
             return
@@ -142,25 +168,41 @@ class ServerRuntime:
         while True:
             try:
                 described = await remote.describe()
-            except Exception as exc:  # not up yet (replicas still loading their models): ask again
+            # not up yet (replicas still loading their models): ask again
+            except Exception as exc:
                 self.not_ready_reason = f"waiting for the teaching deployment: {exc}"
                 await asyncio.sleep(1.0)
                 continue
             self._remote_described = described
             self.not_ready_reason = ""
             self.metrics.teacher_ready.set(1)
-            log.info("ready: teaching on %s (teacher %r, classes %s)", described.get("where"),
-                     described.get("teacher"), described.get("class_names"))
+            log.info(
+                "ready: teaching on %s (teacher %r, classes %s)",
+                described.get("where"),
+                described.get("teacher"),
+                described.get("class_names"),
+            )
             return
 
     def install(self, models: LoadedModels) -> None:
-        """Put ``models`` to work: the teacher queue, the distillation engine, the GPU gauges (in the running loop)."""
-        self.teacher, self.base_student, self.device = models.teacher, models.base_student, models.device
+        """Put ``models`` to work: the teacher queue, the distillation engine, the GPU gauges (in
+        the running loop)."""
+        self.teacher, self.base_student, self.device = (
+            models.teacher,
+            models.base_student,
+            models.device,
+        )
         queue = TeacherQueue(self.teacher, self.metrics, self.settings.teacher_batch_size)
         distillation = make_distillation(
-            self.settings.distill_engine, self.device.type, self.metrics, self.distill_pool,
-            self.settings.distill_batch_size, self.settings.distill_convolution, self.settings.distill_graphs,
-            self.settings.distill_engines, self.settings.distill_objective,
+            self.settings.distill_engine,
+            self.device.type,
+            self.metrics,
+            self.distill_pool,
+            self.settings.distill_batch_size,
+            self.settings.distill_convolution,
+            self.settings.distill_graphs,
+            self.settings.distill_engines,
+            self.settings.distill_objective,
         )
         distillation.start()
         self.distillation = distillation
@@ -182,26 +224,38 @@ class ServerRuntime:
         """End the sessions of edges that the (reloaded) tokens file no longer admits."""
         for session in self.sessions.all():
             if not self.auth.edge_admitted(session.hello.edge_id):
-                log.warning("edge %r is no longer admitted by the tokens file: ending its session",
-                            session.hello.edge_id)
-                session.evict(ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked"))
+                log.warning(
+                    "edge %r is no longer admitted by the tokens file: ending its session",
+                    session.hello.edge_id,
+                )
+                session.evict(
+                    ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked")
+                )
 
     def new_distiller(self, student_size: tuple[int, int] | None = None) -> Distiller:
-        """A fresh copy of the base student with its own optimiser (one per distill session), training at
-        ``student_size`` (None: the key frame's size)."""
+        """A fresh copy of the base student with its own optimiser (one per distill session),
+        training at ``student_size`` (None: the key frame's size)."""
         if self.base_student is None:
             raise RuntimeError("the student is not loaded yet")
         student = self.base_student.instantiate()
-        fuse_tail = resolve_tail(self.settings.distill_tail, self.device.type, self.settings.distill_engine)
+        fuse_tail = resolve_tail(
+            self.settings.distill_tail, self.device.type, self.settings.distill_engine
+        )
         return Distiller(
-            student, self.params, background_index(self.class_names), self.device, student_size,
-            fuse_tail=fuse_tail, precision=training_precision(self.settings.distill_precision, self.device),
+            student,
+            self.params,
+            background_index(self.class_names),
+            self.device,
+            student_size,
+            fuse_tail=fuse_tail,
+            precision=training_precision(self.settings.distill_precision, self.device),
         )
 
     def readiness(self) -> dict[str, Any]:
         if self._remote_described is not None:
             return {"ready": True, **self._remote_described}
-        if not self.ready or self.base_student is None:  # ready: the models are installed, the student with them
+        # ready: the models are installed, the student with them
+        if not self.ready or self.base_student is None:
             return {"ready": False, "reason": self.not_ready_reason}
         return {
             "ready": True,
@@ -210,4 +264,3 @@ class ServerRuntime:
             "class_names": list(self.class_names),
             "device": str(self.device),
         }
-

@@ -49,9 +49,12 @@ class Traffic:
 @dataclass
 class SessionStats:
     key_frames: int = 0
-    labelled: int = 0  # key frames the teacher labelled
-    distilled: int = 0  # key frames distillation ran on
-    errors: int = 0  # ERROR messages sent
+    # key frames the teacher labelled
+    labelled: int = 0
+    # key frames distillation ran on
+    distilled: int = 0
+    # ERROR messages sent
+    errors: int = 0
     steps: int = 0
     teacher_seconds: float = 0.0
     distill_seconds: float = 0.0
@@ -65,18 +68,21 @@ class SessionInfo(BaseModel):
     edge_id: str
     agent: str
     mode: str
-    connected_since: str  # ISO 8601, UTC
+    # ISO 8601, UTC
+    connected_since: str
     frame_width: int
     frame_height: int
     frame_codec: str
     weight_codec: str
     delta_codec: str | None
-    version: int  # the version last sent to the edge
+    # the version last sent to the edge
+    version: int
     key_frames: int
     errors: int
     bytes_in: int
     bytes_out: int
-    last_metric: float | None  # mIoU in [0, 1] after the last distillation
+    # mIoU in [0, 1] after the last distillation
+    last_metric: float | None
     mean_steps: float | None
     mean_teacher_ms: float | None
     mean_distill_ms: float | None
@@ -93,20 +99,29 @@ class EdgeSession:
     weight_codec: str
     params: AlgorithmParams
     traffic: Traffic
-    distiller: Distiller | None  # None in naive mode
-    delta_codec: str | None = None  # partial updates as quantised deltas (else in weight_codec)
-    telemetry_interval: float | None = None  # seconds between the edge's TELEMETRY; None: none asked for
-    # with a sparse delta codec: the share of coordinates trained and sent, and how often chosen again
+    # None in naive mode
+    distiller: Distiller | None
+    # partial updates as quantised deltas (else in weight_codec)
+    delta_codec: str | None = None
+    # seconds between the edge's TELEMETRY; None: none asked for
+    telemetry_interval: float | None = None
+    # with a sparse delta codec: the share of coordinates trained and sent, and how often chosen
+    # again
     sparse: SparseOptions = field(default_factory=SparseOptions)
-    encoder: UpdateEncoder = field(init=False, repr=False, compare=False)  # mirrors what the edge holds
+    # mirrors what the edge holds
+    encoder: UpdateEncoder = field(init=False, repr=False, compare=False)
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     connected_since: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-    version: int = 0  # the version last sent to the edge
-    last_seq: int | None = None  # seq of the last key frame received
+    # the version last sent to the edge
+    version: int = 0
+    # seq of the last key frame received
+    last_seq: int | None = None
     stats: SessionStats = field(default_factory=SessionStats)
     # ends the session from outside (a newer connection of the same edge, a revoked token): the
     # connection sends the error as a fatal ERROR and closes
-    evict: Callable[[ProtocolError], None] = field(default=lambda error: None, repr=False, compare=False)
+    evict: Callable[[ProtocolError], None] = field(
+        default=lambda error: None, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         self.encoder = UpdateEncoder(self.weight_codec, self.delta_codec)
@@ -119,14 +134,18 @@ class EdgeSession:
         return self.hello.mode
 
     def accept_seq(self, seq: int) -> None:
-        """Key frames carry strictly increasing ``seq`` numbers; anything else is a broken client."""
+        """Key frames carry strictly increasing ``seq`` numbers; anything else is a broken
+        client."""
         if self.last_seq is not None and seq <= self.last_seq:
-            raise ProtocolError(ErrorCode.BAD_MESSAGE, f"KEY_FRAME seq {seq} does not follow seq {self.last_seq}")
+            raise ProtocolError(
+                ErrorCode.BAD_MESSAGE, f"KEY_FRAME seq {seq} does not follow seq {self.last_seq}"
+            )
         self.last_seq = seq
         self.stats.key_frames += 1
 
     def welcome(self) -> Welcome:
-        """WELCOME with the full student weights; without them where the session has no distiller."""
+        """WELCOME with the full student weights; without them where the session has no
+        distiller."""
         tensors: list[dict[str, Any]] = []
         payload = b""
         if self.distiller is not None:
@@ -147,16 +166,22 @@ class EdgeSession:
         )
 
     def student_size(self) -> list[int] | None:
-        """``[W, H]`` both copies of the student run at (the distiller's), None: the frame's size."""
+        """``[W, H]`` both copies of the student run at (the distiller's), None: the frame's
+        size."""
         size = self.distiller.student_size if self.distiller is not None else None
         return list(size) if size is not None else None
 
     def distill(
-        self, seq: int, frame: np.ndarray, labels: np.ndarray, base_version: int, teacher_ms: float,
+        self,
+        seq: int,
+        frame: np.ndarray,
+        labels: np.ndarray,
+        base_version: int,
+        teacher_ms: float,
         boxes: np.ndarray | None = None,
     ) -> Update:
-        """Algorithm 1 on this edge's student (``boxes``: the teacher's instance boxes, if any), then
-        the UPDATE for the key frame ``seq``."""
+        """Algorithm 1 on this edge's student (``boxes``: the teacher's instance boxes, if any),
+        then the UPDATE for the key frame ``seq``."""
         distiller = self._require_distiller()
         start = time.perf_counter()
         result = distiller.train(frame, labels, boxes)
@@ -165,50 +190,79 @@ class EdgeSession:
     def trained(
         self, seq: int, result: DistillResult, seconds: float, base_version: int, teacher_ms: float
     ) -> Update:
-        """The UPDATE for the key frame ``seq`` once the distiller has been trained on it (``result``, in
-        ``seconds``), with the session's statistics counted. A partial update is encoded from the result's
-        host copy of the weights, so it never waits on the device (where the next batch may be running)."""
+        """The UPDATE for the key frame ``seq`` once the distiller has been trained on it
+        (``result``, in ``seconds``), with the session's statistics counted. A partial update is
+        encoded from the result's host copy of the weights, so it never waits on the device (where
+        the next batch may be running)."""
         self.stats.distilled += 1
         self.stats.steps += result.steps
         self.stats.distill_seconds += seconds
         self.stats.last_metric = result.metric
         return self._update(
-            seq, base_version, metric=result.metric, initial_metric=result.initial_metric, steps=result.steps,
-            teacher_ms=teacher_ms, distill_ms=seconds * 1000.0, trained=result.weights,
+            seq,
+            base_version,
+            metric=result.metric,
+            initial_metric=result.initial_metric,
+            steps=result.steps,
+            teacher_ms=teacher_ms,
+            distill_ms=seconds * 1000.0,
+            trained=result.weights,
         )
 
     def resync(self, have_version: int) -> Update:
         """The full weights for an edge that holds ``have_version`` (RESYNC_REQUEST)."""
         metric = self.stats.last_metric if self.stats.last_metric is not None else 0.0
         seq = self.last_seq if self.last_seq is not None else -1
-        return self._update(seq, have_version, metric=metric, initial_metric=metric, steps=0, force_full=True)
+        return self._update(
+            seq, have_version, metric=metric, initial_metric=metric, steps=0, force_full=True
+        )
 
     def _update(
-        self, seq: int, base_version: int, *, metric: float, initial_metric: float, steps: int,
-        teacher_ms: float = 0.0, distill_ms: float = 0.0, force_full: bool = False,
+        self,
+        seq: int,
+        base_version: int,
+        *,
+        metric: float,
+        initial_metric: float,
+        steps: int,
+        teacher_ms: float = 0.0,
+        distill_ms: float = 0.0,
+        force_full: bool = False,
         trained: Mapping[str, torch.Tensor] | None = None,
     ) -> Update:
-        """``trained``: the trainable weights as training left them (host copies), which a partial update is
-        encoded from; only an update that answers a training is partial."""
+        """``trained``: the trainable weights as training left them (host copies), which a partial
+        update is encoded from; only an update that answers a training is partial."""
         distiller = self._require_distiller()
         full = force_full or base_version != self.version
         if full:
             blob = self.encoder.full(distiller.student.state_dict())
         else:
-            assert trained is not None, "a partial update answers a training, whose result carries the weights"
+            assert trained is not None, (
+                "a partial update answers a training, whose result carries the weights"
+            )
             chooser = distiller.chooser
             coordinates = chooser.coordinates if chooser is not None else None
             blob = self.encoder.partial(trained, distiller.trainable_keys, coordinates)
         self.version += 1
         return Update(
-            seq=seq, base_version=base_version, version=self.version, metric=float(metric),
-            initial_metric=float(initial_metric), steps=steps, full=full, tensors=blob.tensors,
-            teacher_ms=teacher_ms, distill_ms=distill_ms, payload=blob.payload,
+            seq=seq,
+            base_version=base_version,
+            version=self.version,
+            metric=float(metric),
+            initial_metric=float(initial_metric),
+            steps=steps,
+            full=full,
+            tensors=blob.tensors,
+            teacher_ms=teacher_ms,
+            distill_ms=distill_ms,
+            payload=blob.payload,
         )
 
     def _require_distiller(self) -> Distiller:
         if self.distiller is None:
-            raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "a naive-mode session has no student to update")
+            raise ProtocolError(
+                ErrorCode.UNEXPECTED_MESSAGE, "a naive-mode session has no student to update"
+            )
         return self.distiller
 
     def info(self) -> SessionInfo:
@@ -237,7 +291,8 @@ class EdgeSession:
 
 
 class SessionRegistry:
-    """The connected edges, at most one session per edge id; refuses a session past ``max_sessions``.
+    """The connected edges, at most one session per edge id; refuses a session past
+    ``max_sessions``.
 
     A new session of an edge id that already has one replaces it (the old one is evicted with
     ``session_replaced``): a device that reconnects after a network cut is admitted at once even
@@ -255,7 +310,8 @@ class SessionRegistry:
         taken = sum(s.hello.edge_id != edge_id for s in self._sessions.values())
         if taken >= self.max_sessions:
             raise ProtocolError(
-                ErrorCode.SERVER_BUSY, f"the server serves at most {self.max_sessions} sessions; try again later"
+                ErrorCode.SERVER_BUSY,
+                f"the server serves at most {self.max_sessions} sessions; try again later",
             )
 
     def add(self, session: EdgeSession) -> None:
@@ -265,10 +321,13 @@ class SessionRegistry:
         replaced = [s for s in self._sessions.values() if s.hello.edge_id == edge_id]
         for old in replaced:
             del self._sessions[old.session_id]
-            old.evict(ProtocolError(
-                ErrorCode.SESSION_REPLACED,
-                f"a newer connection of edge {edge_id!r} replaced this session (session {session.session_id})",
-            ))
+            old.evict(
+                ProtocolError(
+                    ErrorCode.SESSION_REPLACED,
+                    f"a newer connection of edge {edge_id!r} replaced this session (session "
+                    f"{session.session_id})",
+                )
+            )
         self._sessions[session.session_id] = session
         self.metrics.sessions.set(len(self._sessions))
 

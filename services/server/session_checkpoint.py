@@ -45,39 +45,59 @@ from shadowtutor.protocol.messages import Hello, Message, decode, encode
 
 FORMAT = 1
 _INT, _OPTIONAL_INT = (int,), (int, type(None))
-# each field of the record and the types it may hold (weights, optimizer and mirror: checked further)
+# each field of the record and the types it may hold (weights, optimizer and mirror: checked
+# further)
 FIELDS: dict[str, tuple[type, ...]] = {
-    "format": _INT, "hello": (bytes,), "session_id": (str,), "frame_codec": (str,), "weight_codec": (str,),
-    "delta_codec": (str, type(None)), "telemetry_interval": (int, float, type(None)),
-    "student_size": (list, tuple, type(None)), "version": _INT, "last_seq": _OPTIONAL_INT,
-    "weights": (dict,), "optimizer": (dict,), "mirror": (dict,), "reply": (bytes, type(None)),
-    "reply_seq": _OPTIONAL_INT, "saved_at": (int, float), "writer": (str,),
+    "format": _INT,
+    "hello": (bytes,),
+    "session_id": (str,),
+    "frame_codec": (str,),
+    "weight_codec": (str,),
+    "delta_codec": (str, type(None)),
+    "telemetry_interval": (int, float, type(None)),
+    "student_size": (list, tuple, type(None)),
+    "version": _INT,
+    "last_seq": _OPTIONAL_INT,
+    "weights": (dict,),
+    "optimizer": (dict,),
+    "mirror": (dict,),
+    "reply": (bytes, type(None)),
+    "reply_seq": _OPTIONAL_INT,
+    "saved_at": (int, float),
+    "writer": (str,),
 }
 
 
 @dataclass
 class Restored:
     session: EdgeSession
-    reply: Message | None  # the answer to the key frame ``reply_seq``, kept for a retry
+    # the answer to the key frame ``reply_seq``, kept for a retry
+    reply: Message | None
     reply_seq: int | None
-    saved_at: float  # time.time() of the snapshot
-    writer: str  # who took it: "HOST:PID" of the process that held the session
+    # time.time() of the snapshot
+    saved_at: float
+    # who took it: "HOST:PID" of the process that held the session
+    writer: str
 
 
 def snapshot(
-    session: EdgeSession, reply: Message | None = None, reply_seq: int | None = None,
+    session: EdgeSession,
+    reply: Message | None = None,
+    reply_seq: int | None = None,
     trained: DistillResult | None = None,
 ) -> bytes:
-    """The checkpoint of a distill ``session`` after it sent ``reply`` for the key frame ``reply_seq``
-    (taken by this process: its ``HOST:PID`` is the checkpoint's writer). ``trained``: the result of the
-    training that ``reply`` answers, whose host copies of the weights and the optimiser's state are the
-    session's (None: :meth:`Distiller.state_on_host`)."""
+    """The checkpoint of a distill ``session`` after it sent ``reply`` for the key frame
+    ``reply_seq`` (taken by this process: its ``HOST:PID`` is the checkpoint's writer). ``trained``:
+    the result of the training that ``reply`` answers, whose host copies of the weights and the
+    optimiser's state are the session's (None: :meth:`Distiller.state_on_host`)."""
     distiller = session.distiller
     if distiller is None:
         raise ValueError("a naive-mode session has no model state to checkpoint")
     keys = distiller.trainable_keys
     weights, optimizer = (
-        (trained.weights, trained.optimizer_state) if trained is not None else distiller.state_on_host()
+        (trained.weights, trained.optimizer_state)
+        if trained is not None
+        else distiller.state_on_host()
     )
     record = {
         "format": FORMAT,
@@ -93,8 +113,11 @@ def snapshot(
         "weights": weights,
         "optimizer": optimizer,
         "mirror": session.encoder.mirror(keys),
-        "sparse": None if distiller.chooser is None else {
-            "fraction": distiller.chooser.options.fraction, "every": distiller.chooser.options.every,
+        "sparse": None
+        if distiller.chooser is None
+        else {
+            "fraction": distiller.chooser.options.fraction,
+            "every": distiller.chooser.options.every,
             "chooser": distiller.chooser.state(),
         },
         "reply": encode(reply) if reply is not None else None,
@@ -108,13 +131,18 @@ def snapshot(
 
 
 def restore(
-    data: bytes, params: AlgorithmParams, new_distiller: Callable[[tuple[int, int] | None], Distiller], *,
-    edge_id: str, session_id: str, max_size: tuple[int, int],
+    data: bytes,
+    params: AlgorithmParams,
+    new_distiller: Callable[[tuple[int, int] | None], Distiller],
+    *,
+    edge_id: str,
+    session_id: str,
+    max_size: tuple[int, int],
 ) -> Restored:
-    """The session ``data`` was taken from, on ``new_distiller(student_size)`` (a fresh base student on
-    this process's device), if ``data`` is a checkpoint of session ``session_id`` of edge ``edge_id``
-    for this student with a student size within ``max_size``; :class:`CheckpointFormatError` (one line)
-    for anything else, and nothing of ``data`` used."""
+    """The session ``data`` was taken from, on ``new_distiller(student_size)`` (a fresh base student
+    on this process's device), if ``data`` is a checkpoint of session ``session_id`` of edge
+    ``edge_id`` for this student with a student size within ``max_size``;
+    :class:`CheckpointFormatError` (one line) for anything else, and nothing of ``data`` used."""
     record = _load(data)
     check_fields(record, FIELDS)
     if record["format"] != FORMAT:
@@ -124,7 +152,8 @@ def restore(
         raise CheckpointFormatError("not a session checkpoint: no HELLO")
     if hello.edge_id != edge_id or record["session_id"] != session_id:
         raise CheckpointFormatError(
-            f"it holds session {record['session_id'][:36]!r} of edge {hello.edge_id[:128]!r}, not session "
+            f"it holds session {record['session_id'][:36]!r} of edge {hello.edge_id[:128]!r}, not "
+            "session "
             f"{session_id[:36]!r} of edge {edge_id[:128]!r}"
         )
     _check_codecs(record)
@@ -139,7 +168,9 @@ def restore(
     if not {"held", "sent"} <= set(mirror) <= {"held", "sent", "coordinates"}:
         raise CheckpointFormatError("mirror: not the held and sent weights")
     for part in ("held", "sent"):
-        check_tensors(f"mirror {part}", mirror[part], {key: t.float() for key, t in expected.items()})
+        check_tensors(
+            f"mirror {part}", mirror[part], {key: t.float() for key, t in expected.items()}
+        )
     check_coordinates(mirror.get("coordinates"), expected)
     sparse = record.get("sparse")
     check_sparse(sparse, expected)
@@ -149,15 +180,25 @@ def restore(
         distiller.student.load_state_dict(record["weights"], strict=False)
         distiller.optimizer.load_state_dict(record["optimizer"])
     except (RuntimeError, KeyError, TypeError, ValueError) as exc:
-        raise CheckpointFormatError(f"optimizer: not this student's ({type(exc).__name__}: {exc})"[:300]) from None
+        raise CheckpointFormatError(
+            f"optimizer: not this student's ({type(exc).__name__}: {exc})"[:300]
+        ) from None
     try:
-        options = None if sparse is None else SparseOptions(float(sparse["fraction"]), sparse["every"])
+        options = (
+            None if sparse is None else SparseOptions(float(sparse["fraction"]), sparse["every"])
+        )
     except ValueError as exc:
         raise CheckpointFormatError(f"sparse: {exc}") from None
     session = EdgeSession(
-        hello=hello, frame_codec=record["frame_codec"], weight_codec=record["weight_codec"], params=params,
-        traffic=Traffic(), distiller=distiller, delta_codec=record["delta_codec"],
-        telemetry_interval=record["telemetry_interval"], session_id=record["session_id"],
+        hello=hello,
+        frame_codec=record["frame_codec"],
+        weight_codec=record["weight_codec"],
+        params=params,
+        traffic=Traffic(),
+        distiller=distiller,
+        delta_codec=record["delta_codec"],
+        telemetry_interval=record["telemetry_interval"],
+        session_id=record["session_id"],
         sparse=SparseOptions() if options is None else options,
     )
     if sparse is not None and distiller.chooser is not None:
@@ -165,7 +206,9 @@ def restore(
     session.version = record["version"]
     session.last_seq = record["last_seq"]
     session.encoder.restore_mirror(mirror)
-    return Restored(session, reply, record["reply_seq"], float(record["saved_at"]), record["writer"])
+    return Restored(
+        session, reply, record["reply_seq"], float(record["saved_at"]), record["writer"]
+    )
 
 
 def _load(data: bytes) -> Any:
@@ -185,8 +228,10 @@ def _decoded(data: bytes, what: str) -> Message:
 
 
 def _check_codecs(record: dict[str, Any]) -> None:
-    if record["frame_codec"] not in FRAME_CODECS or record["weight_codec"] not in WEIGHT_CODECS or (
-        record["delta_codec"] is not None and record["delta_codec"] not in WEIGHT_CODECS
+    if (
+        record["frame_codec"] not in FRAME_CODECS
+        or record["weight_codec"] not in WEIGHT_CODECS
+        or (record["delta_codec"] is not None and record["delta_codec"] not in WEIGHT_CODECS)
     ):
         raise CheckpointFormatError("unknown frame or weight codecs")
 
@@ -194,18 +239,22 @@ def _check_codecs(record: dict[str, Any]) -> None:
 def _student_size(value: Any, max_size: tuple[int, int]) -> tuple[int, int] | None:
     if value is None:
         return None
-    if len(value) != 2 or not all(isinstance(n, int) and not isinstance(n, bool) for n in value) or not (
-        0 < value[0] <= max_size[0] and 0 < value[1] <= max_size[1]
+    if (
+        len(value) != 2
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+        or not (0 < value[0] <= max_size[0] and 0 < value[1] <= max_size[1])
     ):
         raise CheckpointFormatError(
-            f"student_size {list(value)[:3]} is not [W, H] within 1x1 .. {max_size[0]}x{max_size[1]}"
+            f"student_size {list(value)[:3]} is not [W, H] within 1x1 .. "
+            f"{max_size[0]}x{max_size[1]}"
         )
     return int(value[0]), int(value[1])
 
 
 def header(data: bytes) -> dict[str, object]:
-    """What a checkpoint says about itself without rebuilding the session: ``session_id``, ``version``,
-    ``saved_at`` and ``writer`` (:class:`CheckpointFormatError` for bytes that are not a checkpoint)."""
+    """What a checkpoint says about itself without rebuilding the session: ``session_id``,
+    ``version``, ``saved_at`` and ``writer`` (:class:`CheckpointFormatError` for bytes that are not
+    a checkpoint)."""
     record = _load(data)
     if not isinstance(record, dict):
         raise CheckpointFormatError("not a session checkpoint (no record)")

@@ -30,8 +30,10 @@ DistillEngine = Literal["auto", "batched", "sequential"]
 DistillTail = Literal["auto", "fused", "written"]
 CommaList = Annotated[tuple[str, ...] | None, NoDecode]
 FrameSize = Annotated[tuple[int, int] | None, NoDecode]
-MAX_SECONDS = 24 * 3600.0  # the longest timeout or interval accepted: beyond it a value is a mistake
-MAX_MESSAGE_BYTES = 1 << 30  # the largest message limit accepted (1 GiB)
+# the longest timeout or interval accepted: beyond it a value is a mistake
+MAX_SECONDS = 24 * 3600.0
+# the largest message limit accepted (1 GiB)
+MAX_MESSAGE_BYTES = 1 << 30
 
 
 class ServerSettings(FlatSettings):
@@ -42,202 +44,331 @@ class ServerSettings(FlatSettings):
 
     # -- network ------------------------------------------------------------------------------
     host: str = Field(
-        "127.0.0.1", description="interface to listen on; 0.0.0.0 in containers (the Dockerfile sets it)"
+        "127.0.0.1",
+        description="interface to listen on; 0.0.0.0 in containers (the Dockerfile sets it)",
     )
     port: int = Field(8000, ge=0, le=65535, description="TCP port")
     log_level: LogLevel = Field("info", description="logging level of the server and uvicorn")
     max_message_bytes: int = Field(
-        16 * 1024 * 1024, ge=1024, le=MAX_MESSAGE_BYTES, description="largest WebSocket message accepted after "
-        "a HELLO, in bytes (before it: the largest HELLO, 65,544 bytes)"
+        16 * 1024 * 1024,
+        ge=1024,
+        le=MAX_MESSAGE_BYTES,
+        description="largest WebSocket message accepted after "
+        "a HELLO, in bytes (before it: the largest HELLO, 65,544 bytes)",
     )
     max_connections: int | None = Field(
-        None, ge=1, description="most WebSocket connections at once; max_sessions of them are kept for admitted "
-        "edges, the rest is room for connections whose HELLO is not accepted yet (when that is full, the oldest "
-        "idle one makes room, else HTTP 403); default 2 x max_sessions + 16"
+        None,
+        ge=1,
+        description="most WebSocket connections at once; max_sessions of them are kept for "
+        "admitted "
+        "edges, the rest is room for connections whose HELLO is not accepted yet (when that is "
+        "full, the oldest "
+        "idle one makes room, else HTTP 403); default 2 x max_sessions + 16",
     )
     max_unauthenticated_per_source: int = Field(
-        8, ge=1, description="most connections one address may hold before their HELLO is accepted; a new one "
-        "closes that address's oldest idle one (server_busy), else it is refused (HTTP 403)"
+        8,
+        ge=1,
+        description="most connections one address may hold before their HELLO is accepted; a new "
+        "one "
+        "closes that address's oldest idle one (server_busy), else it is refused (HTTP 403)",
     )
     hello_timeout: float = Field(
-        10.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False, description="seconds a new WebSocket may take to send "
-        "its HELLO"
+        10.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="seconds a new WebSocket may take to send its HELLO",
     )
     ping_interval: float = Field(
-        20.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
-        description="seconds between WebSocket keepalive pings to each edge (shadowtutor serve)"
+        20.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="seconds between WebSocket keepalive pings to each edge (shadowtutor serve)",
     )
     ping_timeout: float = Field(
-        20.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
-        description="seconds a ping's pong may take before the connection counts as dead and is closed "
-        "(a cut network is noticed within ping_interval + ping_timeout)"
+        20.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="seconds a ping's pong may take before the connection counts as dead and is "
+        "closed "
+        "(a cut network is noticed within ping_interval + ping_timeout)",
     )
     send_timeout: float = Field(
-        60.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
+        60.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
         description="seconds one message to an edge may wait for the edge to read; past it the "
-        "session ends with send_timeout (an edge that stopped reading)"
+        "session ends with send_timeout (an edge that stopped reading)",
     )
 
     # -- security (docs/security.md) ------------------------------------------------------------
-    tls_cert: Path | None = Field(None, description="PEM certificate (chain) to serve https:// and wss:// with")
+    tls_cert: Path | None = Field(
+        None, description="PEM certificate (chain) to serve https:// and wss:// with"
+    )
     tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
     tls_client_ca: Path | None = Field(
         None, description="PEM CA bundle: require client certificates signed by it (mutual TLS)"
     )
     tokens_file: Path | None = Field(
-        None, description="JSON file of hashed edge and admin tokens (shadowtutor token new); "
-        "when set, every edge needs its token and /v1/sessions an admin bearer token"
+        None,
+        description="JSON file of hashed edge and admin tokens (shadowtutor token new); "
+        "when set, every edge needs its token and /v1/sessions an admin bearer token",
     )
     tokens: str | None = Field(
-        None, description="the tokens file's JSON given inline instead (for secrets in environment variables)"
+        None,
+        description="the tokens file's JSON given inline instead (for secrets in environment "
+        "variables)",
     )
     tokens_poll_seconds: float = Field(
-        2.0, ge=0.1, le=MAX_SECONDS, allow_inf_nan=False,
-        description="how often the tokens file is checked for changes (SIGHUP reloads it at once)"
+        2.0,
+        ge=0.1,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="how often the tokens file is checked for changes (SIGHUP reloads it at once)",
     )
     protect_metrics: bool | None = Field(
-        None, description="/metrics needs an admin bearer token too; default: yes when tokens are configured. "
-        "Unprotected under authentication, /metrics leaves out the per-edge series (no device identities)"
+        None,
+        description="/metrics needs an admin bearer token too; default: yes when tokens are "
+        "configured. "
+        "Unprotected under authentication, /metrics leaves out the per-edge series (no device "
+        "identities)",
     )
     auth_failure_delay: float = Field(
-        1.0, ge=0, le=60, allow_inf_nan=False, description="seconds a refused bearer token or HELLO token waits "
-        "before its answer (a client looping on bad credentials is slowed to that pace)"
+        1.0,
+        ge=0,
+        le=60,
+        allow_inf_nan=False,
+        description="seconds a refused bearer token or HELLO token waits "
+        "before its answer (a client looping on bad credentials is slowed to that pace)",
     )
     auth_checks_per_source: int = Field(
-        4, ge=1, description="most administrators' bearer-token checks one address may have queued or running; "
-        "more are answered 429 after auth_failure_delay"
+        4,
+        ge=1,
+        description="most administrators' bearer-token checks one address may have queued or "
+        "running; "
+        "more are answered 429 after auth_failure_delay",
     )
     auth_checks_total: int = Field(
-        16, ge=1, description="most bearer-token checks queued or running from all addresses together"
+        16,
+        ge=1,
+        description="most bearer-token checks queued or running from all addresses together",
     )
     checkpoint_secret: SecretStr | None = Field(
-        None, description="with --ray: a secret (at least 16 characters) that every session checkpoint is tagged "
-        "with (HMAC-SHA256); a checkpoint without a matching tag is refused. The same on every replica"
+        None,
+        description="with --ray: a secret (at least 16 characters) that every session checkpoint "
+        "is tagged "
+        "with (HMAC-SHA256); a checkpoint without a matching tag is refused. The same on every "
+        "replica",
     )
     forwarded_allow_ips: CommaList = Field(
-        None, description="comma-separated addresses (or networks, or *) of reverse proxies whose "
-        "X-Forwarded-For and X-Forwarded-Proto are trusted (uvicorn's forwarded_allow_ips); default: none, "
-        "every connection's address is its peer's"
+        None,
+        description="comma-separated addresses (or networks, or *) of reverse proxies whose "
+        "X-Forwarded-For and X-Forwarded-Proto are trusted (uvicorn's forwarded_allow_ips); "
+        "default: none, "
+        "every connection's address is its peer's",
     )
     key_frame_rate: float = Field(
-        0.0, ge=0, allow_inf_nan=False,
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
         description="key frames per second an edge may send on average (a quota of teacher time "
-        "per edge); 0 = no limit beyond back-pressure"
+        "per edge); 0 = no limit beyond back-pressure",
     )
-    key_frame_burst: int = Field(120, ge=1, description="key frames an edge may send at once above key_frame_rate")
+    key_frame_burst: int = Field(
+        120, ge=1, description="key frames an edge may send at once above key_frame_rate"
+    )
 
     # -- models -------------------------------------------------------------------------------
-    teacher: str = Field("maskrcnn", description="teacher backend: maskrcnn, detectron2, onnx, labels or mediapipe")
-    device: str = Field("auto", description="device of the teacher and of distillation: auto, cpu, cuda[:N]")
-    student: Path | None = Field(
-        None, description="pre-trained student checkpoint (default: the project's committed student)"
+    teacher: str = Field(
+        "maskrcnn", description="teacher backend: maskrcnn, detectron2, onnx, labels or mediapipe"
     )
-    labels_dir: Path | None = Field(None, description="labels teacher: a labels directory or a scene directory")
-    weights_path: Path | None = Field(None, description="maskrcnn/detectron2 teacher: local weights file")
+    device: str = Field(
+        "auto", description="device of the teacher and of distillation: auto, cpu, cuda[:N]"
+    )
+    student: Path | None = Field(
+        None,
+        description="pre-trained student checkpoint (default: the project's committed student)",
+    )
+    labels_dir: Path | None = Field(
+        None, description="labels teacher: a labels directory or a scene directory"
+    )
+    weights_path: Path | None = Field(
+        None, description="maskrcnn/detectron2 teacher: local weights file"
+    )
     onnx_model: Path | None = Field(None, description="onnx teacher: the model file")
     teacher_classes: CommaList = Field(
-        None, description="comma-separated class names the teacher labels with (default: the backend's own)"
+        None,
+        description="comma-separated class names the teacher labels with (default: the backend's "
+        "own)",
     )
     teacher_options: dict[str, Any] = Field(
-        default_factory=dict, description='other teacher options as a JSON object, e.g. {"score_threshold": 0.6}'
+        default_factory=dict,
+        description='other teacher options as a JSON object, e.g. {"score_threshold": 0.6}',
     )
     teacher_precision: Precision | None = Field(
-        None, description="maskrcnn teacher: precision of its forward pass, fp32 (default), tf32 or bf16 "
-        "(docs/design/gpu_teacher.md: speed, and how often the labels differ from fp32's)"
+        None,
+        description="maskrcnn teacher: precision of its forward pass, fp32 (default), tf32 or bf16 "
+        "(docs/design/gpu_teacher.md: speed, and how often the labels differ from fp32's)",
     )
 
     # -- sessions and work --------------------------------------------------------------------
-    max_sessions: int = Field(16, ge=1, description="most edges connected at once; more get server_busy")
+    max_sessions: int = Field(
+        16, ge=1, description="most edges connected at once; more get server_busy"
+    )
     max_frame_width: int = Field(1920, ge=1, description="widest frame an edge may announce")
     max_frame_height: int = Field(1080, ge=1, description="tallest frame an edge may announce")
-    frame_codecs: CommaList = Field(None, description="comma-separated frame codecs allowed (default: all)")
-    weight_codecs: CommaList = Field(None, description="comma-separated weight codecs allowed (default: all)")
+    frame_codecs: CommaList = Field(
+        None, description="comma-separated frame codecs allowed (default: all)"
+    )
+    weight_codecs: CommaList = Field(
+        None, description="comma-separated weight codecs allowed (default: all)"
+    )
     sparse_fraction: float = Field(
-        SparseOptions.fraction, gt=0.0, le=1.0,
-        description="sessions with a sparse delta codec (q4sparse+zstd, q8sparse+zstd): the share of the "
-        "student's trainable coordinates trained and sent (docs/design/sparse_updates.md)"
+        SparseOptions.fraction,
+        gt=0.0,
+        le=1.0,
+        description="sessions with a sparse delta codec (q4sparse+zstd, q8sparse+zstd): the share "
+        "of the "
+        "student's trainable coordinates trained and sent (docs/design/sparse_updates.md)",
     )
     sparse_every: int = Field(
-        SparseOptions.every, ge=1,
-        description="sessions with a sparse delta codec: key frames trained on one coordinate set before it "
-        "is chosen again from the accumulated gradient"
+        SparseOptions.every,
+        ge=1,
+        description="sessions with a sparse delta codec: key frames trained on one coordinate set "
+        "before it "
+        "is chosen again from the accumulated gradient",
     )
-    teacher_batch_size: int = Field(8, ge=1, description="most queued key frames the teacher labels in one call")
+    teacher_batch_size: int = Field(
+        8, ge=1, description="most queued key frames the teacher labels in one call"
+    )
     distill_workers: int = Field(
-        2, ge=1, description="threads running distillation with the sequential engine (sessions in parallel), and "
-        "encoding updates with either engine"
+        2,
+        ge=1,
+        description="threads running distillation with the sequential engine (sessions in "
+        "parallel), and "
+        "encoding updates with either engine",
     )
     distill_engine: DistillEngine = Field(
-        "auto", description="how sessions' key frames are distilled: batched (the key frames queued from all "
-        "sessions trained together as one batch), sequential (each through its own Distiller in the thread pool) "
-        "or auto (batched on a GPU, sequential on a CPU, where the sequential path's fused tail is faster)"
+        "auto",
+        description="how sessions' key frames are distilled: batched (the key frames queued from "
+        "all "
+        "sessions trained together as one batch), sequential (each through its own Distiller in "
+        "the thread pool) "
+        "or auto (batched on a GPU, sequential on a CPU, where the sequential path's fused tail "
+        "is faster)",
     )
     distill_batch_size: int = Field(
-        64, ge=1, le=1024, description="batched engine: most key frames (one per session) trained as one batch"
+        64,
+        ge=1,
+        le=1024,
+        description="batched engine: most key frames (one per session) trained as one batch",
     )
     distill_engines: int = Field(
-        1, ge=1, le=8, description="batched engine: threads that each train a batch, so that one batch's host work "
-        "(Python, autograd, kernel launches) runs beside another's GPU work; each holds its batch in device "
-        "memory (docs/design/batched_distillation.md)"
+        1,
+        ge=1,
+        le=8,
+        description="batched engine: threads that each train a batch, so that one batch's host "
+        "work "
+        "(Python, autograd, kernel launches) runs beside another's GPU work; each holds its batch "
+        "in device "
+        "memory (docs/design/batched_distillation.md)",
     )
     distill_convolution: Convolution = Field(
-        "grouped", description="batched engine: how each session's own convolutions run, grouped (one grouped "
-        "convolution per layer) or matmul (im2col and one batched matrix product per layer: more memory); the same "
-        "function, rounded differently; which is faster depends on the GPU (docs/design/batched_distillation.md)"
+        "grouped",
+        description="batched engine: how each session's own convolutions run, grouped (one grouped "
+        "convolution per layer) or matmul (im2col and one batched matrix product per layer: more "
+        "memory); the same "
+        "function, rounded differently; which is faster depends on the GPU "
+        "(docs/design/batched_distillation.md)",
     )
     distill_graphs: bool = Field(
-        False, description="batched engine on CUDA: replay a batch as one CUDA graph captured for its shape (group, "
-        "session count) when the engine thread's previous batch had the same shape, so that under steady load the "
-        "host's cost of training a batch (Python, autograd, kernel launches) is gone; the same arithmetic; "
-        "each engine thread keeps one captured batch in GPU memory; no effect elsewhere"
+        False,
+        description="batched engine on CUDA: replay a batch as one CUDA graph captured for its "
+        "shape (group, "
+        "session count) when the engine thread's previous batch had the same shape, so that under "
+        "steady load the "
+        "host's cost of training a batch (Python, autograd, kernel launches) is gone; the same "
+        "arithmetic; "
+        "each engine thread keeps one captured batch in GPU memory; no effect elsewhere",
     )
     distill_objective: Objective = Field(
-        "eager", description="batched engine: how each batch's loss and metric run on its sessions' logits, eager (one "
-        "PyTorch operation at a time) or compiled (torch.compile fuses them into a few kernels that read the logits "
-        "once; the first batch of each frame size compiles, seconds to a minute); the same function, rounded "
-        "differently (docs/design/batched_distillation.md)"
+        "eager",
+        description="batched engine: how each batch's loss and metric run on its sessions' "
+        "logits, eager (one "
+        "PyTorch operation at a time) or compiled (torch.compile fuses them into a few kernels "
+        "that read the logits "
+        "once; the first batch of each frame size compiles, seconds to a minute); the same "
+        "function, rounded "
+        "differently (docs/design/batched_distillation.md)",
     )
     distill_tail: DistillTail = Field(
-        "auto", description="the student's tail in distillation: fused (one convolution at a quarter of the "
-        "resolution, fewer multiply-adds, more small kernels), written (as the paper's network is written) or auto "
-        "(fused on a CPU and under the batched engine, written for the sequential engine on an accelerator); the same "
-        "function, rounded differently"
+        "auto",
+        description="the student's tail in distillation: fused (one convolution at a quarter of "
+        "the "
+        "resolution, fewer multiply-adds, more small kernels), written (as the paper's network is "
+        "written) or auto "
+        "(fused on a CPU and under the batched engine, written for the sequential engine on an "
+        "accelerator); the same "
+        "function, rounded differently",
     )
     distill_precision: DistillPrecision = Field(
-        "fp32", description="arithmetic of distillation: fp32 (IEEE float32, as the paper), tf32 (TF32 tensor cores "
-        "for convolutions and matmuls on CUDA; fp32 on a CPU), bf16 (the trained layers' forward pass in bfloat16 "
-        "under autocast; weights, Adam, loss and metric float32) or auto (bf16 on a CUDA device with bfloat16, fp32 "
+        "fp32",
+        description="arithmetic of distillation: fp32 (IEEE float32, as the paper), tf32 (TF32 "
+        "tensor cores "
+        "for convolutions and matmuls on CUDA; fp32 on a CPU), bf16 (the trained layers' forward "
+        "pass in bfloat16 "
+        "under autocast; weights, Adam, loss and metric float32) or auto (bf16 on a CUDA device "
+        "with bfloat16, fp32 "
         "elsewhere; opt-in until bf16 holds P-8 within 0.5 points on held-out scenes too). "
-        "The TF32 switches are per process: teacher and distillation overlap only when they want the "
-        "same (teacher fp32 with distillation fp32 or bf16; teacher tf32 or bf16 with distillation tf32), "
-        "otherwise they take turns (docs/design/training_precision.md)"
+        "The TF32 switches are per process: teacher and distillation overlap only when they want "
+        "the "
+        "same (teacher fp32 with distillation fp32 or bf16; teacher tf32 or bf16 with "
+        "distillation tf32), "
+        "otherwise they take turns (docs/design/training_precision.md)",
     )
     max_pending_key_frames: int = Field(
-        4, ge=1, description="key frames queued per session before the server stops reading from that edge"
+        4,
+        ge=1,
+        description="key frames queued per session before the server stops reading from that edge",
     )
 
-    # -- fleet metrics: per-edge series on /metrics from the edges' TELEMETRY (docs/deploy.md) ------
+    # -- fleet metrics: per-edge series on /metrics from the edges' TELEMETRY (docs/deploy.md)
+    # ------
     edge_report_interval: float = Field(
-        10.0, ge=0, allow_inf_nan=False,
+        10.0,
+        ge=0,
+        allow_inf_nan=False,
         description="seconds between the TELEMETRY reports each edge is asked for in WELCOME "
-        "(at least 1); 0 = ask for none (no per-edge figures beyond sessions)"
+        "(at least 1); 0 = ask for none (no per-edge figures beyond sessions)",
     )
     max_edge_series: int = Field(
-        DEFAULT_MAX_EDGES, ge=0, description="most edges with per-edge series on /metrics; past it the edge "
-        "that disconnected longest ago gives up its series, or a newcomer gets none (counted)"
+        DEFAULT_MAX_EDGES,
+        ge=0,
+        description="most edges with per-edge series on /metrics; past it the edge "
+        "that disconnected longest ago gives up its series, or a newcomer gets none (counted)",
     )
     edge_series_retention: float = Field(
-        DEFAULT_RETENTION, ge=0, allow_inf_nan=False,
-        description="seconds an edge's series stay on /metrics after its session ended"
+        DEFAULT_RETENTION,
+        ge=0,
+        allow_inf_nan=False,
+        description="seconds an edge's series stay on /metrics after its session ended",
     )
 
-    # -- the paper's algorithm parameters (sent to every edge in WELCOME); each field is a setting ----
+    # -- the paper's algorithm parameters (sent to every edge in WELCOME); each field is a setting
+    # ----
     algorithm: AlgorithmParams = Field(
-        default_factory=AlgorithmParams, description="Algorithms 1 and 2's parameters, sent to every edge"
+        default_factory=AlgorithmParams,
+        description="Algorithms 1 and 2's parameters, sent to every edge",
     )
     student_size: FrameSize = Field(
-        None, description="WIDTHxHEIGHT the student runs at on both sides (key frames and labels resized to it, "
-        "its labels upsampled to the frame) for edges that announce none; empty or native: the frame's size"
+        None,
+        description="WIDTHxHEIGHT the student runs at on both sides (key frames and labels "
+        "resized to it, "
+        "its labels upsampled to the frame) for edges that announce none; empty or native: the "
+        "frame's size",
     )
 
     @field_validator("checkpoint_secret")
@@ -249,7 +380,11 @@ class ServerSettings(FlatSettings):
 
     def checkpoint_key(self) -> bytes | None:
         """The checkpoint secret as an HMAC key (None without one)."""
-        return None if self.checkpoint_secret is None else self.checkpoint_secret.get_secret_value().encode()
+        return (
+            None
+            if self.checkpoint_secret is None
+            else self.checkpoint_secret.get_secret_value().encode()
+        )
 
     @field_validator("edge_report_interval")
     @classmethod
@@ -268,15 +403,25 @@ class ServerSettings(FlatSettings):
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("teacher_classes", "frame_codecs", "weight_codecs", "forwarded_allow_ips", mode="before")
+    @field_validator(
+        "teacher_classes", "frame_codecs", "weight_codecs", "forwarded_allow_ips", mode="before"
+    )
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(item.strip() for item in value.split(",") if item.strip()) or None
         return value
 
-    @field_validator("tokens", "tokens_file", "checkpoint_secret", "tls_cert", "tls_key", "tls_client_ca",
-                     "max_connections", mode="before")
+    @field_validator(
+        "tokens",
+        "tokens_file",
+        "checkpoint_secret",
+        "tls_cert",
+        "tls_key",
+        "tls_client_ca",
+        "max_connections",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -331,7 +476,8 @@ class ServerSettings(FlatSettings):
 
     @property
     def metrics_carry_edges(self) -> bool:
-        """/metrics lists per-edge series (edge ids, agents): when protected, or with authentication off."""
+        """/metrics lists per-edge series (edge ids, agents): when protected, or with authentication
+        off."""
         return self.metrics_protected or not self.auth_enabled
 
     @property
@@ -347,7 +493,8 @@ class ServerSettings(FlatSettings):
         return self.max_connections or 2 * self.max_sessions + 16
 
     def unauthenticated_limit(self) -> int:
-        """Room for connections whose HELLO is not accepted yet: all but the sessions' share (at least 1)."""
+        """Room for connections whose HELLO is not accepted yet: all but the sessions' share (at
+        least 1)."""
         return max(1, self.connection_limit() - self.max_sessions)
 
     def algorithm_params(self) -> AlgorithmParams:
@@ -370,8 +517,8 @@ class ServerSettings(FlatSettings):
 
 
 def _check_key_pair(cert: Path, key: Path) -> None:
-    """Raise ValueError unless ``cert`` and ``key`` are PEM files that belong together (checked at start,
-    before the models load, instead of when uvicorn first needs them)."""
+    """Raise ValueError unless ``cert`` and ``key`` are PEM files that belong together (checked at
+    start, before the models load, instead of when uvicorn first needs them)."""
     import ssl
 
     try:
@@ -379,7 +526,8 @@ def _check_key_pair(cert: Path, key: Path) -> None:
     except ssl.SSLError as exc:
         reason = exc.reason or exc.strerror or str(exc)
         raise ValueError(
-            f"tls_cert {cert} and tls_key {key} are not a PEM certificate and its private key ({reason})"
+            f"tls_cert {cert} and tls_key {key} are not a PEM certificate and its private key "
+            f"({reason})"
         ) from None
     except OSError as exc:
         raise ValueError(f"tls_cert {cert} / tls_key {key}: {exc.strerror or exc}") from None

@@ -34,8 +34,10 @@ class TeacherFailed(Exception):
 @dataclass
 class TeacherResult:
     labels: np.ndarray
-    seconds: float  # from queueing to labels
-    boxes: np.ndarray | None = None  # the teacher's instance boxes (N, 4), where it gives them
+    # from queueing to labels
+    seconds: float
+    # the teacher's instance boxes (N, 4), where it gives them
+    boxes: np.ndarray | None = None
 
 
 @dataclass
@@ -96,7 +98,8 @@ class TeacherQueue:
                 raise
             done = time.perf_counter()
             for request, outcome in zip(batch, outcomes, strict=True):
-                if request.future.done():  # the session went away meanwhile
+                # the session went away meanwhile
+                if request.future.done():
                     continue
                 if isinstance(outcome, TeacherFailed):
                     request.future.set_exception(outcome)
@@ -117,44 +120,67 @@ class TeacherQueue:
     def _label_batch(self, batch: list[_Request]) -> list[Teaching | TeacherFailed]:
         if len(batch) > 1:
             try:
-                taught = teach_batch(self.teacher, [r.frame for r in batch], [r.frame_index for r in batch])
+                taught = teach_batch(
+                    self.teacher, [r.frame for r in batch], [r.frame_index for r in batch]
+                )
                 return [self._checked(r, out) for r, out in zip(batch, taught, strict=True)]
-            except Exception as exc:  # any backend failure: retry one by one to find the bad frame
-                log.warning("teacher batch of %d failed (%s); labelling one by one", len(batch), exc)
+            # any backend failure: retry one by one to find the bad frame
+            except Exception as exc:
+                log.warning(
+                    "teacher batch of %d failed (%s); labelling one by one", len(batch), exc
+                )
         return [self._label_one(r) for r in batch]
 
     def _label_one(self, request: _Request) -> Teaching | TeacherFailed:
         try:
-            return self._checked(request, teach_batch(self.teacher, [request.frame], [request.frame_index])[0])
+            return self._checked(
+                request, teach_batch(self.teacher, [request.frame], [request.frame_index])[0]
+            )
         except TeacherFailed as exc:
             return exc
-        except Exception as exc:  # backend errors, out of memory: this frame fails, the queue goes on
-            # (a TeacherError refuses the input, e.g. a frame index an edge sent that has no label: no traceback)
-            log.warning("teacher failed on frame %d: %s", request.frame_index, exc,
-                        exc_info=not isinstance(exc, TeacherError))
+        # backend errors, out of memory: this frame fails, the queue goes on
+        except Exception as exc:
+            # (a TeacherError refuses the input, e.g. a frame index an edge sent that has no label:
+            # no traceback)
+            log.warning(
+                "teacher failed on frame %d: %s",
+                request.frame_index,
+                exc,
+                exc_info=not isinstance(exc, TeacherError),
+            )
             return TeacherFailed(f"the teacher failed on frame {request.frame_index}: {exc}")
 
-
     def _checked(self, request: _Request, taught: Teaching) -> Teaching:
-        """The teacher's answer if it is a label map of the frame's size with known classes (and boxes
-        ``(N, 4)`` if any)."""
+        """The teacher's answer if it is a label map of the frame's size with known classes (and
+        boxes ``(N, 4)`` if any)."""
         labels = np.asarray(taught.labels)
         if labels.shape != request.frame.shape[:2]:
             raise TeacherFailed(
-                f"the teacher returned labels of shape {labels.shape} for a frame of {request.frame.shape[:2]}"
+                f"the teacher returned labels of shape {labels.shape} for a frame of "
+                f"{request.frame.shape[:2]}"
             )
         num_classes = len(self.teacher.class_names)
-        if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0 or labels.max() >= num_classes:
-            raise TeacherFailed(f"the teacher returned labels outside 0..{num_classes - 1} ({labels.dtype})")
+        if (
+            not np.issubdtype(labels.dtype, np.integer)
+            or labels.min() < 0
+            or labels.max() >= num_classes
+        ):
+            raise TeacherFailed(
+                f"the teacher returned labels outside 0..{num_classes - 1} ({labels.dtype})"
+            )
         boxes = None if taught.boxes is None else np.asarray(taught.boxes, dtype=np.float32)
-        if boxes is not None and (boxes.ndim != 2 or boxes.shape[1] != 4 or not np.isfinite(boxes).all()):
-            raise TeacherFailed(f"the teacher returned instance boxes of shape {boxes.shape}, not finite (N, 4)")
+        if boxes is not None and (
+            boxes.ndim != 2 or boxes.shape[1] != 4 or not np.isfinite(boxes).all()
+        ):
+            raise TeacherFailed(
+                f"the teacher returned instance boxes of shape {boxes.shape}, not finite (N, 4)"
+            )
         return Teaching(labels, boxes)
 
 
 def teacher_stream(teacher: Any) -> Any:
-    """A new ``torch.cuda.Stream`` on the teacher's device when that is a usable CUDA device, else None
-    (CPU teachers, and teachers that say no device)."""
+    """A new ``torch.cuda.Stream`` on the teacher's device when that is a usable CUDA device, else
+    None (CPU teachers, and teachers that say no device)."""
     device = str(getattr(teacher, "device", "cpu"))
     if device != "cuda" and not device.startswith("cuda:"):
         return None

@@ -7,12 +7,12 @@ A JSON document (one file, or the same text in ``SHADOWTUTOR_TOKENS``)::
      "admins": {"ops":   {"hash": "$scrypt$ln=14,r=8,p=1$<salt>$<hash>", "updated": "..."}}}
 
 The hash is a PHC string (salt and hash in unpadded base64). ``id``, written by ``shadowtutor token
-new``, is :func:`token_id` of the token: a presented token is looked up by its id, so that checking it
-costs one scrypt hash whatever the number of entries, and a made-up token none (entries from before
-ids existed are checked by their hash alone). An entry without ``hash``, or
-with ``revoked``, admits nobody; neither does a name that is not listed. Tokens themselves
-are never stored: ``shadowtutor token new`` prints a new one once. This module imports only
-the standard library, so that the ``token`` command stays quick.
+new``, is :func:`token_id` of the token: a presented token is looked up by its id, so that checking
+it costs one scrypt hash whatever the number of entries, and a made-up token none (entries from
+before ids existed are checked by their hash alone). An entry without ``hash``, or with ``revoked``,
+admits nobody; neither does a name that is not listed. Tokens themselves are never stored:
+``shadowtutor token new`` prints a new one once. This module imports only the standard library, so
+that the ``token`` command stays quick.
 """
 
 from __future__ import annotations
@@ -33,19 +33,23 @@ from typing import Any, Literal
 Kind = Literal["edges", "admins"]
 KINDS: tuple[Kind, ...] = ("edges", "admins")
 SCHEME = "scrypt"
-LOG2_N, BLOCK_SIZE, PARALLELISM = 14, 8, 1  # 16 MiB and about 50 ms per check on one core
+# 16 MiB and about 50 ms per check on one core
+LOG2_N, BLOCK_SIZE, PARALLELISM = 14, 8, 1
 SALT_BYTES, HASH_BYTES, TOKEN_BYTES = 16, 32, 32
-MAX_TOKEN_CHARS = 512  # longer presented tokens are refused unhashed
+# longer presented tokens are refused unhashed
+MAX_TOKEN_CHARS = 512
 # a larger tokens file is refused unread
 MAX_FILE_BYTES = 1 << 20
 # hex characters of a token id (64 bits of its SHA-256)
 ID_CHARS = 16
-_MAX_LOG2_N = 20  # a hash asking for more memory than this (1 GiB at r=8) is refused when the file loads
+# a hash asking for more memory than this (1 GiB at r=8) is refused when the file loads
+_MAX_LOG2_N = 20
 _DUMMY = f"${SCHEME}$ln={LOG2_N},r={BLOCK_SIZE},p={PARALLELISM}$" + "A" * 22 + "$" + "A" * 43
 
 
 class TokenFileError(ValueError):
-    """The tokens file (or ``SHADOWTUTOR_TOKENS``) is missing or malformed; the message says where."""
+    """The tokens file (or ``SHADOWTUTOR_TOKENS``) is missing or malformed; the message says
+    where."""
 
 
 def new_token() -> str:
@@ -54,8 +58,8 @@ def new_token() -> str:
 
 
 def token_id(token: str) -> str:
-    """The id a token is looked up by: the start of its SHA-256 in hex (a 256-bit random token cannot
-    be recovered from it, and a made-up token's id matches no entry)."""
+    """The id a token is looked up by: the start of its SHA-256 in hex (a 256-bit random token
+    cannot be recovered from it, and a made-up token's id matches no entry)."""
     return hashlib.sha256(token.encode()).hexdigest()[:ID_CHARS]
 
 
@@ -77,7 +81,8 @@ class ScryptHash:
 
     @classmethod
     def parse(cls, encoded: str) -> ScryptHash:
-        """Parse ``$scrypt$ln=..,r=..,p=..$salt$hash``; raises ``ValueError`` saying what is wrong."""
+        """Parse ``$scrypt$ln=..,r=..,p=..$salt$hash``; raises ``ValueError`` saying what is
+        wrong."""
         parts = encoded.split("$")
         if len(parts) != 5 or parts[0] != "" or parts[1] != SCHEME:
             raise ValueError(f"not a ${SCHEME}$ln=N,r=R,p=P$SALT$HASH string")
@@ -87,14 +92,26 @@ class ScryptHash:
             salt, digest = _unb64(parts[3]), _unb64(parts[4])
         except (KeyError, ValueError) as exc:
             raise ValueError(f"bad scrypt parameters, salt or hash ({exc})") from None
-        if not (1 <= log2_n <= _MAX_LOG2_N and 1 <= r <= 32 and 1 <= p <= 16) or len(salt) < 8 or len(digest) < 16:
-            raise ValueError(f"scrypt parameters out of range (ln={log2_n}, r={r}, p={p}) or salt/hash too short")
+        if (
+            not (1 <= log2_n <= _MAX_LOG2_N and 1 <= r <= 32 and 1 <= p <= 16)
+            or len(salt) < 8
+            or len(digest) < 16
+        ):
+            raise ValueError(
+                f"scrypt parameters out of range (ln={log2_n}, r={r}, p={p}) or salt/hash too short"
+            )
         return cls(log2_n, r, p, salt, digest)
 
     def compute(self, token: str) -> bytes:
         n, r = 1 << self.log2_n, self.r
         return hashlib.scrypt(
-            token.encode(), salt=self.salt, n=n, r=r, p=self.p, maxmem=256 * n * r, dklen=len(self.digest)
+            token.encode(),
+            salt=self.salt,
+            n=n,
+            r=r,
+            p=self.p,
+            maxmem=256 * n * r,
+            dklen=len(self.digest),
         )
 
     def matches(self, token: str) -> bool:
@@ -131,8 +148,12 @@ class Entry:
         return self.hash is not None and self.revoked is None
 
     def to_json(self) -> dict[str, str]:
-        out = {"hash": self.hash.encode() if self.hash else None, "id": self.id, "updated": self.updated,
-               "revoked": self.revoked}
+        out = {
+            "hash": self.hash.encode() if self.hash else None,
+            "id": self.id,
+            "updated": self.updated,
+            "revoked": self.revoked,
+        }
         return {key: value for key, value in out.items() if value is not None}
 
 
@@ -147,15 +168,17 @@ class TokenTable:
         return self.edges if kind == "edges" else self.admins
 
     def by_id(self, kind: Kind, token: str) -> list[str]:
-        """The active names of ``kind`` that ``token`` may be: those whose id is the token's, then those
-        without an id (checked by their hash alone); empty for a token no entry can match."""
+        """The active names of ``kind`` that ``token`` may be: those whose id is the token's, then
+        those without an id (checked by their hash alone); empty for a token no entry can match."""
         wanted = token_id(token)
         active = [(name, entry) for name, entry in self.entries(kind).items() if entry.active]
         return [name for name, entry in active if entry.id == wanted] + [
-            name for name, entry in active if entry.id is None]
+            name for name, entry in active if entry.id is None
+        ]
 
     def has_legacy(self, kind: Kind) -> bool:
-        """Whether some active entry of ``kind`` has no id (its token can only be checked by scrypt)."""
+        """Whether some active entry of ``kind`` has no id (its token can only be checked by
+        scrypt)."""
         return any(entry.active and entry.id is None for entry in self.entries(kind).values())
 
     def with_entry(self, kind: Kind, name: str, entry: Entry) -> TokenTable:
@@ -168,21 +191,37 @@ class TokenTable:
         except json.JSONDecodeError as exc:
             raise TokenFileError(f"{origin}: not JSON ({exc})") from None
         except RecursionError:
-            raise TokenFileError(f"{origin}: not a tokens document (JSON nested too deep)") from None
-        except ValueError as exc:  # e.g. an integer past Python's digit limit
+            raise TokenFileError(
+                f"{origin}: not a tokens document (JSON nested too deep)"
+            ) from None
+        # e.g. an integer past Python's digit limit
+        except ValueError as exc:
             raise TokenFileError(f"{origin}: not a tokens document ({exc})") from None
         if not isinstance(document, dict):
-            raise TokenFileError(f"{origin}: the document must be a JSON object with 'edges' and 'admins'")
+            raise TokenFileError(
+                f"{origin}: the document must be a JSON object with 'edges' and 'admins'"
+            )
         unknown = set(document) - set(KINDS)
         if unknown:
-            raise TokenFileError(f"{origin}: unknown keys {sorted(unknown)}; expected {list(KINDS)}")
-        tables = {kind: _parse_section(document.get(kind, {}), f"{origin}: {kind}") for kind in KINDS}
+            raise TokenFileError(
+                f"{origin}: unknown keys {sorted(unknown)}; expected {list(KINDS)}"
+            )
+        tables = {
+            kind: _parse_section(document.get(kind, {}), f"{origin}: {kind}") for kind in KINDS
+        }
         return cls(**tables)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {kind: {name: entry.to_json() for name, entry in self.entries(kind).items()} for kind in KINDS}, indent=2
-        ) + "\n"
+        return (
+            json.dumps(
+                {
+                    kind: {name: entry.to_json() for name, entry in self.entries(kind).items()}
+                    for kind in KINDS
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 def _parse_section(section: Any, where: str) -> dict[str, Entry]:
@@ -191,12 +230,18 @@ def _parse_section(section: Any, where: str) -> dict[str, Entry]:
     entries = {}
     for name, raw in section.items():
         if not name or not isinstance(raw, dict):
-            raise TokenFileError(f"{where}: entry {name!r} must be an object with 'hash' or 'revoked'")
+            raise TokenFileError(
+                f"{where}: entry {name!r} must be an object with 'hash' or 'revoked'"
+            )
         texts = {key: raw.get(key) for key in ("hash", "id", "updated", "revoked")}
         if any(value is not None and not isinstance(value, str) for value in texts.values()):
-            raise TokenFileError(f"{where}: entry {name!r}: 'hash', 'id', 'updated' and 'revoked' are strings")
+            raise TokenFileError(
+                f"{where}: entry {name!r}: 'hash', 'id', 'updated' and 'revoked' are strings"
+            )
         if texts["id"] is not None and not _is_id(texts["id"]):
-            raise TokenFileError(f"{where}: entry {name!r}: 'id' must be {ID_CHARS} lower-case hex characters")
+            raise TokenFileError(
+                f"{where}: entry {name!r}: 'id' must be {ID_CHARS} lower-case hex characters"
+            )
         try:
             parsed = ScryptHash.parse(texts["hash"]) if texts["hash"] is not None else None
         except ValueError as exc:
@@ -210,7 +255,8 @@ def _is_id(text: str) -> bool:
 
 
 def read_table(path: Path) -> TokenTable:
-    """The table in ``path``; any unreadable or malformed content raises :class:`TokenFileError` naming ``path``.
+    """The table in ``path``; any unreadable or malformed content raises :class:`TokenFileError`
+    naming ``path``.
 
     Only a regular file of at most :data:`MAX_FILE_BYTES` is read (a FIFO, device or directory is
     refused without waiting for a writer); a symbolic link to one is followed."""
@@ -224,25 +270,31 @@ def read_table(path: Path) -> TokenTable:
 
 
 def _read_regular(path: Path) -> bytes:
-    """The bytes of ``path`` if it is a regular file within the size bound; TokenFileError otherwise."""
+    """The bytes of ``path`` if it is a regular file within the size bound; TokenFileError
+    otherwise."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise TokenFileError(f"the tokens file {path} is not a regular file")
         if st.st_size > MAX_FILE_BYTES:
-            raise TokenFileError(f"the tokens file {path} has {st.st_size} bytes (at most {MAX_FILE_BYTES})")
+            raise TokenFileError(
+                f"the tokens file {path} has {st.st_size} bytes (at most {MAX_FILE_BYTES})"
+            )
         with os.fdopen(fd, "rb", closefd=False) as stream:
             data = stream.read(MAX_FILE_BYTES + 1)
     finally:
         os.close(fd)
     if len(data) > MAX_FILE_BYTES:
-        raise TokenFileError(f"the tokens file {path} grew past {MAX_FILE_BYTES} bytes while it was read")
+        raise TokenFileError(
+            f"the tokens file {path} grew past {MAX_FILE_BYTES} bytes while it was read"
+        )
     return data
 
 
 def write_table(path: Path, table: TokenTable) -> None:
-    """Replace the file atomically (a server reloading it never sees half), readable by its owner only."""
+    """Replace the file atomically (a server reloading it never sees half), readable by its owner
+    only."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -260,7 +312,8 @@ def _now() -> str:
 
 
 def issue_token(path: Path, kind: Kind, name: str) -> str:
-    """A new token for ``name``: its hash replaces any earlier one in ``path`` (created if absent)."""
+    """A new token for ``name``: its hash replaces any earlier one in ``path`` (created if
+    absent)."""
     check_name(name)
     table = read_table(path) if path.exists() else TokenTable()
     token = new_token()
@@ -270,12 +323,15 @@ def issue_token(path: Path, kind: Kind, name: str) -> str:
 
 
 def revoke(path: Path, kind: Kind, name: str) -> None:
-    """Mark ``name`` revoked (its hash is dropped); a server watching ``path`` refuses it from then on."""
+    """Mark ``name`` revoked (its hash is dropped); a server watching ``path`` refuses it from then
+    on."""
     table = read_table(path)
     entry = table.entries(kind).get(name)
     if entry is None:
         raise TokenFileError(f"{path}: no {kind[:-1]} named {name!r} to revoke")
-    write_table(path, table.with_entry(kind, name, Entry(None, updated=entry.updated, revoked=_now())))
+    write_table(
+        path, table.with_entry(kind, name, Entry(None, updated=entry.updated, revoked=_now()))
+    )
 
 
 def check_name(name: str) -> None:

@@ -1,9 +1,10 @@
 """``WS /v1/edge``: one edge session (protocol: docs/protocol.md).
 
-A connection reads messages in one task and serves key frames and resync requests in
-another, in arrival order, so that a malformed message or a disconnect is seen even while
-distillation runs. Teacher work goes through the shared queue, distillation through the runtime's
-:class:`~services.server.distillation.Distillation`; tensor encoding runs in the distillation thread pool.
+A connection reads messages in one task and serves key frames and resync requests in another, in
+arrival order, so that a malformed message or a disconnect is seen even while distillation runs.
+Teacher work goes through the shared queue, distillation through the runtime's
+:class:`~services.server.distillation.Distillation`; tensor encoding runs in the distillation thread
+pool.
 
 Before any model data is sent, the HELLO must come within ``hello_timeout`` and carry the
 edge's token (when authentication is on). Until it is accepted, a connection takes a place among
@@ -58,7 +59,8 @@ from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamDecoder
 log = logging.getLogger(__name__)
 router = APIRouter()
 T = TypeVar("T")
-MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's reason fits in 123 bytes
+# RFC 6455: a close frame's reason fits in 123 bytes
+MAX_CLOSE_REASON_BYTES = 123
 
 
 @router.websocket("/v1/edge")
@@ -72,9 +74,12 @@ def _decode_writable(key_frame: KeyFrame, stream: StreamDecoder) -> np.ndarray:
     intra or follows the last frame decoded."""
     if key_frame.codec in STREAM_FRAME_CODECS:
         if key_frame.stream_position is None:
-            raise ProtocolError(ErrorCode.BAD_FRAME, f"a {key_frame.codec} key frame needs its stream_position")
+            raise ProtocolError(
+                ErrorCode.BAD_FRAME, f"a {key_frame.codec} key frame needs its stream_position"
+            )
         return stream.decode(key_frame.payload, key_frame.stream_position)
-    if key_frame.codec != "raw":  # the header's size first: a small payload may declare a huge image
+    # the header's size first: a small payload may declare a huge image
+    if key_frame.codec != "raw":
         check_declared_size(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     frame = decode_frame(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     return frame if frame.flags.writeable else frame.copy()
@@ -82,7 +87,8 @@ def _decode_writable(key_frame: KeyFrame, stream: StreamDecoder) -> np.ndarray:
 
 def _mark_retrieved(task: asyncio.Task[object]) -> None:
     """Read a finished task's exception so that asyncio never logs it as unretrieved, even when the
-    connection is cancelled before it looks at its tasks (:meth:`EdgeConnection._run` re-raises what matters)."""
+    connection is cancelled before it looks at its tasks (:meth:`EdgeConnection._run` re-raises what
+    matters)."""
     if not task.cancelled():
         task.exception()
 
@@ -97,19 +103,27 @@ class EdgeConnection:
         self._send_lock = asyncio.Lock()
         self._evicted = asyncio.Event()
         self._eviction: ProtocolError | None = None
-        self._ticket: Ticket | None = None  # its place among the unauthenticated connections until admitted
-        self._message_limit = MAX_HELLO_BYTES  # until the HELLO is accepted
+        # its place among the unauthenticated connections until admitted
+        self._ticket: Ticket | None = None
+        # until the HELLO is accepted
+        self._message_limit = MAX_HELLO_BYTES
         self._source = websocket.client.host if websocket.client is not None else "unknown"
-        self._stream: StreamDecoder | None = None  # a stream frame codec's decoder, made at the first frame
+        # a stream frame codec's decoder, made at the first frame
+        self._stream: StreamDecoder | None = None
 
     async def serve(self) -> None:
         runtime = self.runtime
         source = self._source
         ticket = runtime.admission.enter(source, self._make_room)
-        if isinstance(ticket, str):  # refused before the upgrade: HTTP 403, no WebSocket at all
+        # refused before the upgrade: HTTP 403, no WebSocket at all
+        if isinstance(ticket, str):
             log.warning(
-                "refused a WebSocket connection from %s (%s): %d from it and %d in all wait for their HELLO",
-                source, ticket, runtime.admission.held_by(source), len(runtime.admission),
+                "refused a WebSocket connection from %s (%s): %d from it and %d in all wait for "
+                "their HELLO",
+                source,
+                ticket,
+                runtime.admission.held_by(source),
+                len(runtime.admission),
             )
             await self.ws.close(CloseCode.TRY_AGAIN_LATER)
             return
@@ -123,10 +137,13 @@ class EdgeConnection:
 
     def _make_room(self) -> None:
         """Admission evicts this idle connection (no HELLO yet) to make room for a newer one."""
-        self.evict(ProtocolError(
-            ErrorCode.SERVER_BUSY, "too many connections without a HELLO from this address: the oldest idle one "
-            "was closed to make room",
-        ))
+        self.evict(
+            ProtocolError(
+                ErrorCode.SERVER_BUSY,
+                "too many connections without a HELLO from this address: the oldest idle one "
+                "was closed to make room",
+            )
+        )
 
     async def _serve(self) -> None:
         await self.ws.accept()
@@ -135,7 +152,8 @@ class EdgeConnection:
         except WebSocketDisconnect:
             pass
         except ProtocolError as exc:
-            log.warning("%s: %s", self._who(), str(exc))  # the text: a kept record must not keep the session
+            # the text: a kept record must not keep the session
+            log.warning("%s: %s", self._who(), str(exc))
             await self._fail(exc.code, exc.message)
         except Exception:
             log.exception("%s: internal error", self._who())
@@ -143,11 +161,16 @@ class EdgeConnection:
         finally:
             if self.session is not None:
                 self.runtime.sessions.remove(self.session)
-                self.metrics.fleet.session_ended(self.session.hello.edge_id, self.session.session_id)
+                self.metrics.fleet.session_ended(
+                    self.session.hello.edge_id, self.session.session_id
+                )
                 log.info(
                     "session %s of edge %r ended: %d key frames, %d bytes in, %d bytes out",
-                    self.session.session_id, self.session.hello.edge_id, self.session.stats.key_frames,
-                    self.traffic.bytes_in, self.traffic.bytes_out,
+                    self.session.session_id,
+                    self.session.hello.edge_id,
+                    self.session.stats.key_frames,
+                    self.traffic.bytes_in,
+                    self.traffic.bytes_out,
                 )
 
     async def _run(self) -> None:
@@ -156,39 +179,57 @@ class EdgeConnection:
         self._admitted()
         self.session = await self._open_session(hello, self.runtime.auth.generation)
         remote = self.runtime.remote
-        await self._send(await remote.open(self.session) if remote else await self._in_pool(self.session.welcome))
+        await self._send(
+            await remote.open(self.session) if remote else await self._in_pool(self.session.welcome)
+        )
         log.info(
             "session %s opened for edge %r (%s, %dx%d, frames %s, weights %s)",
-            self.session.session_id, hello.edge_id, hello.mode, hello.frame_width, hello.frame_height,
-            self.session.frame_codec, self.session.weight_codec,
+            self.session.session_id,
+            hello.edge_id,
+            hello.mode,
+            hello.frame_width,
+            hello.frame_height,
+            self.session.frame_codec,
+            self.session.weight_codec,
         )
-        inbox: asyncio.Queue[KeyFrame | ResyncRequest] = asyncio.Queue(self.runtime.settings.max_pending_key_frames)
+        inbox: asyncio.Queue[KeyFrame | ResyncRequest] = asyncio.Queue(
+            self.runtime.settings.max_pending_key_frames
+        )
         reader = asyncio.create_task(self._read(inbox), name=f"read-{self.session.session_id}")
         worker = asyncio.create_task(self._work(inbox), name=f"work-{self.session.session_id}")
-        evicted = asyncio.create_task(self._evicted.wait(), name=f"evicted-{self.session.session_id}")
+        evicted = asyncio.create_task(
+            self._evicted.wait(), name=f"evicted-{self.session.session_id}"
+        )
         tasks = {reader, worker, evicted}
-        for task in tasks:  # a task may fail instead of stopping when cancelled (a send the edge's disconnect
-            task.add_done_callback(_mark_retrieved)  # broke): no news, but asyncio would log it as an error
+        # a task may fail instead of stopping when cancelled (a send the edge's disconnect
+        for task in tasks:
+            # broke): no news, but asyncio would log it as an error
+            task.add_done_callback(_mark_retrieved)
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # no await here: a cancelled connection must not wait again
+        # no await here: a cancelled connection must not wait again
+        finally:
             for task in tasks:
                 task.cancel()
-        await asyncio.wait(tasks)  # (not gather: its cancellation escapes anyio's cancel scopes)
+        # (not gather: its cancellation escapes anyio's cancel scopes)
+        await asyncio.wait(tasks)
         for task in done - {evicted}:
-            task.result()  # re-raises the reason the session ended
+            # re-raises the reason the session ended
+            task.result()
         if self._eviction is not None:
             raise self._eviction
         await self._close(CloseCode.NORMAL, "the edge ended the session")
 
     async def _receive_hello(self) -> Hello:
-        """The first message, which must be a HELLO within ``hello_timeout``; an eviction by admission ends
-        the wait (raising its error)."""
+        """The first message, which must be a HELLO within ``hello_timeout``; an eviction by
+        admission ends the wait (raising its error)."""
         timeout = self.runtime.settings.hello_timeout
         receiving = asyncio.ensure_future(self._receive())
         evicted = asyncio.ensure_future(self._evicted.wait())
         try:
-            done, _ = await asyncio.wait({receiving, evicted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {receiving, evicted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             for task in (receiving, evicted):
                 task.cancel()
@@ -198,18 +239,22 @@ class EdgeConnection:
             raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, f"no HELLO within {timeout:g} s")
         hello = receiving.result()
         if self._ticket is not None:
-            self._ticket.busy()  # its HELLO is being checked: no longer evicted to make room
-        if self._evicted.is_set():  # admission took its place just as the message arrived: the message wins
+            # its HELLO is being checked: no longer evicted to make room
+            self._ticket.busy()
+        # admission took its place just as the message arrived: the message wins
+        if self._evicted.is_set():
             self._eviction = None
             self._evicted.clear()
         if not isinstance(hello, Hello):
             raise ProtocolError(
-                ErrorCode.UNEXPECTED_MESSAGE, f"the first message must be HELLO, not {type(hello).__name__.upper()}"
+                ErrorCode.UNEXPECTED_MESSAGE,
+                f"the first message must be HELLO, not {type(hello).__name__.upper()}",
             )
         return hello
 
     def evict(self, error: ProtocolError) -> None:
-        """End this session from outside: ``error`` goes to the edge as a fatal ERROR, then the close."""
+        """End this session from outside: ``error`` goes to the edge as a fatal ERROR, then the
+        close."""
         if self._eviction is None:
             self._eviction = error
             self._evicted.set()
@@ -219,21 +264,28 @@ class EdgeConnection:
         failure delay (the connection keeps its place among the unauthenticated ones meanwhile)."""
         gate = self.runtime.hello_gate
         try:
-            outcome = await gate.run(self._source, self.runtime.auth.check_edge, hello.edge_id, hello.token)
+            outcome = await gate.run(
+                self._source, self.runtime.auth.check_edge, hello.edge_id, hello.token
+            )
         except ProtocolError:
             await gate.after_failure()
             raise
         if outcome is BUSY:
             await gate.after_failure()
-            raise ProtocolError(ErrorCode.SERVER_BUSY, "too many HELLOs being checked; try again later")
+            raise ProtocolError(
+                ErrorCode.SERVER_BUSY, "too many HELLOs being checked; try again later"
+            )
 
     def _admitted(self) -> None:
-        """The HELLO's token is accepted: leave the unauthenticated connections, accept full-size messages."""
+        """The HELLO's token is accepted: leave the unauthenticated connections, accept full-size
+        messages."""
         if self._ticket is not None:
             self.runtime.admission.leave(self._ticket)
             self._ticket = None
         self._message_limit = self.runtime.settings.max_message_bytes
-        raise_limit = (self.ws.scope.get("extensions") or {}).get(MESSAGE_LIMIT_EXTENSION, {}).get("raise")
+        raise_limit = (
+            (self.ws.scope.get("extensions") or {}).get(MESSAGE_LIMIT_EXTENSION, {}).get("raise")
+        )
         if raise_limit is not None:
             raise_limit()
 
@@ -242,12 +294,16 @@ class EdgeConnection:
         ``checked_generation``; registered only if its edge is still admitted at that moment."""
         runtime = self.runtime
         if not runtime.ready:
-            raise ProtocolError(ErrorCode.SERVER_BUSY, f"the server is not ready ({runtime.not_ready_reason})")
+            raise ProtocolError(
+                ErrorCode.SERVER_BUSY, f"the server is not ready ({runtime.not_ready_reason})"
+            )
         agreement = check_hello(hello, runtime.settings, runtime.class_names)
         runtime.sessions.reserve(hello.edge_id)
-        distiller = (  # with remote teaching, the student lives on a teaching replica
+        # with remote teaching, the student lives on a teaching replica
+        distiller = (
             await self._in_pool(runtime.new_distiller, agreement.student_size)
-            if hello.mode == "distill" and runtime.remote is None else None
+            if hello.mode == "distill" and runtime.remote is None
+            else None
         )
         session = EdgeSession(
             hello=hello,
@@ -261,12 +317,16 @@ class EdgeConnection:
             sparse=runtime.settings.sparse_options(),
             evict=self.evict,
         )
-        if runtime.auth.generation != checked_generation:  # the tokens changed while the student was copied
+        # the tokens changed while the student was copied
+        if runtime.auth.generation != checked_generation:
             await self._check_token(hello)
-        if not runtime.auth.edge_admitted(hello.edge_id):  # no await from here to add: a reload cannot slip in
+        # no await from here to add: a reload cannot slip in
+        if not runtime.auth.edge_admitted(hello.edge_id):
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked")
         runtime.sessions.add(session)
-        self.metrics.fleet.session_opened(hello.edge_id, session.session_id, hello.mode, hello.agent)
+        self.metrics.fleet.session_opened(
+            hello.edge_id, session.session_id, hello.mode, hello.agent
+        )
         return session
 
     async def _read(self, inbox: asyncio.Queue[KeyFrame | ResyncRequest]) -> None:
@@ -290,21 +350,25 @@ class EdgeConnection:
             else:
                 raise ProtocolError(
                     ErrorCode.UNEXPECTED_MESSAGE,
-                    f"{type(message).__name__.upper()} is not expected from an edge in a {session.mode} session",
+                    f"{type(message).__name__.upper()} is not expected from an edge in a "
+                    f"{session.mode} session",
                 )
 
     async def _admit(self, key_frame: KeyFrame) -> bool:
-        """The key-frame rate limit: True to serve the frame; False when it was dropped (ERROR sent)."""
+        """The key-frame rate limit: True to serve the frame; False when it was dropped (ERROR
+        sent)."""
         verdict = self.runtime.key_frame_limits.admit(self._session().hello.edge_id)
         if verdict is Verdict.ACCEPT:
             return True
         rate, burst = self.runtime.settings.key_frame_rate, self.runtime.settings.key_frame_burst
         if verdict is Verdict.CLOSE:
             raise ProtocolError(
-                ErrorCode.RATE_LIMITED, f"key frames far over the limit of {rate:g}/s for too long; closing",
+                ErrorCode.RATE_LIMITED,
+                f"key frames far over the limit of {rate:g}/s for too long; closing",
             )
         await self._send_error(
-            ErrorCode.RATE_LIMITED, f"key frame dropped: over the limit of {rate:g}/s (bursts of {burst})",
+            ErrorCode.RATE_LIMITED,
+            f"key frame dropped: over the limit of {rate:g}/s (bursts of {burst})",
             seq=key_frame.seq,
         )
         return False
@@ -314,10 +378,18 @@ class EdgeConnection:
         while True:
             item = await inbox.get()
             if isinstance(item, ResyncRequest):
-                log.info("%s asks for a resync (holds version %d: %s)", self._who(), item.have_version, item.reason)
+                log.info(
+                    "%s asks for a resync (holds version %d: %s)",
+                    self._who(),
+                    item.have_version,
+                    item.reason,
+                )
                 remote = self.runtime.remote
-                await self._send(await remote.resync(session, item.have_version) if remote
-                                 else await self._in_pool(session.resync, item.have_version))
+                await self._send(
+                    await remote.resync(session, item.have_version)
+                    if remote
+                    else await self._in_pool(session.resync, item.have_version)
+                )
             else:
                 await self._key_frame(item)
 
@@ -332,17 +404,22 @@ class EdgeConnection:
                     f"{hello.frame_width}x{hello.frame_height}",
                 )
             if key_frame.codec not in self.runtime.settings.allowed_frame_codecs():
-                raise ProtocolError(ErrorCode.UNSUPPORTED_CODEC, f"frame codec {key_frame.codec!r} is not allowed")
+                raise ProtocolError(
+                    ErrorCode.UNSUPPORTED_CODEC, f"frame codec {key_frame.codec!r} is not allowed"
+                )
             if self._stream is None:
                 self._stream = StreamDecoder(hello.frame_width, hello.frame_height)
             frame = await asyncio.to_thread(_decode_writable, key_frame, self._stream)
             remote = self.runtime.remote
-            if remote is not None:  # teacher and student on a teaching replica: its answer (or its error)
+            # teacher and student on a teaching replica: its answer (or its error)
+            if remote is not None:
                 answer = await remote.key_frame(session, key_frame, frame)
             else:
                 queue = self.runtime.teacher_queue
                 if queue is None:
-                    raise TeacherFailed("the teacher is not available (the server is shutting down)")
+                    raise TeacherFailed(
+                        "the teacher is not available (the server is shutting down)"
+                    )
                 labelled = await queue.label(frame, key_frame.frame_index)
         except SessionEnded:
             raise
@@ -362,15 +439,24 @@ class EdgeConnection:
             payload = await asyncio.to_thread(encode_labels, labelled.labels, "png")
             await self._send(
                 Labels(
-                    seq=key_frame.seq, frame_index=key_frame.frame_index, codec="png", width=key_frame.width,
-                    height=key_frame.height, teacher_ms=teacher_ms, payload=payload,
+                    seq=key_frame.seq,
+                    frame_index=key_frame.frame_index,
+                    codec="png",
+                    width=key_frame.width,
+                    height=key_frame.height,
+                    teacher_ms=teacher_ms,
+                    payload=payload,
                 )
             )
             return
         distillation = self.runtime.distillation
         if distillation is None:
-            raise ProtocolError(ErrorCode.SERVER_BUSY, "distillation is not available (the server is shutting down)")
-        result, seconds = await distillation.train(session.distiller, frame, labelled.labels, labelled.boxes)
+            raise ProtocolError(
+                ErrorCode.SERVER_BUSY, "distillation is not available (the server is shutting down)"
+            )
+        result, seconds = await distillation.train(
+            session.distiller, frame, labelled.labels, labelled.boxes
+        )
         update = await self._in_pool(
             session.trained, key_frame.seq, result, seconds, key_frame.base_version, teacher_ms
         )
@@ -391,9 +477,16 @@ class EdgeConnection:
         self.traffic.bytes_in += size
         self.metrics.received_bytes.inc(size)
         limit = self._message_limit
-        if size > limit:  # uvicorn enforces it too (ws_protocol); this covers any other ASGI server
-            before = " before an accepted HELLO" if limit < self.runtime.settings.max_message_bytes else ""
-            raise ProtocolError(ErrorCode.TOO_LARGE, f"message of {size} bytes exceeds the limit of {limit}{before}")
+        # uvicorn enforces it too (ws_protocol); this covers any other ASGI server
+        if size > limit:
+            before = (
+                " before an accepted HELLO"
+                if limit < self.runtime.settings.max_message_bytes
+                else ""
+            )
+            raise ProtocolError(
+                ErrorCode.TOO_LARGE, f"message of {size} bytes exceeds the limit of {limit}{before}"
+            )
         return decode(data)
 
     async def _send(self, message: Message) -> None:
@@ -404,7 +497,8 @@ class EdgeConnection:
         self.metrics.sent_bytes.inc(len(data))
 
     async def _within_send_timeout(self, sending: Awaitable[None]) -> None:
-        """A send or close that waits longer than ``send_timeout`` for the edge to read: SEND_TIMEOUT.
+        """A send or close that waits longer than ``send_timeout`` for the edge to read:
+        SEND_TIMEOUT.
 
         (The WebSocket layer stops accepting data while its buffer is full; an edge that stopped
         reading would otherwise hold its session, and the messages queued for it, forever.)
@@ -414,10 +508,13 @@ class EdgeConnection:
             await asyncio.wait_for(sending, timeout)
         except asyncio.TimeoutError:
             raise ProtocolError(
-                ErrorCode.SEND_TIMEOUT, f"the edge has not read the server's messages for {timeout:g} s"
+                ErrorCode.SEND_TIMEOUT,
+                f"the edge has not read the server's messages for {timeout:g} s",
             ) from None
 
-    async def _send_error(self, code: ErrorCode, text: str, *, seq: int | None = None, fatal: bool = False) -> None:
+    async def _send_error(
+        self, code: ErrorCode, text: str, *, seq: int | None = None, fatal: bool = False
+    ) -> None:
         self.metrics.errors.labels(code=code.value).inc()
         if self.session is not None:
             self.session.stats.errors += 1
@@ -431,18 +528,24 @@ class EdgeConnection:
             await self._send_error(code, text, fatal=True)
             await self._close(code.close, text)
         except (WebSocketDisconnect, RuntimeError, OSError):
-            pass  # the edge went away first
+            # the edge went away first
+            pass
         except ProtocolError:
-            pass  # SEND_TIMEOUT: the edge does not read, so it gets neither the ERROR nor the close
+            # SEND_TIMEOUT: the edge does not read, so it gets neither the ERROR nor the close
+            pass
 
     async def _close(self, close_code: int, reason: str) -> None:
         if self.ws.application_state == WebSocketState.CONNECTED:
             reason_bytes = reason.encode()[:MAX_CLOSE_REASON_BYTES]
-            await self._within_send_timeout(self.ws.close(close_code, reason_bytes.decode(errors="ignore")))
+            await self._within_send_timeout(
+                self.ws.close(close_code, reason_bytes.decode(errors="ignore"))
+            )
 
     async def _in_pool(self, fn: Callable[..., T], *args: Any) -> T:
         """Run CPU/GPU work in the distillation pool, off the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(self.runtime.distill_pool, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(
+            self.runtime.distill_pool, fn, *args
+        )
 
     def _session(self) -> EdgeSession:
         if self.session is None:

@@ -21,7 +21,8 @@ MESSAGE_LIMIT_EXTENSION = "shadowtutor.message_limit"
 
 
 class HelloFirstProtocol(WebSocketsSansIOProtocol):
-    """``WebSocketsSansIOProtocol`` whose messages are limited to ``first_message_bytes`` until raised."""
+    """``WebSocketsSansIOProtocol`` whose messages are limited to ``first_message_bytes`` until
+    raised."""
 
     first_message_bytes = MAX_HELLO_BYTES
 
@@ -31,7 +32,8 @@ class HelloFirstProtocol(WebSocketsSansIOProtocol):
 
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
-        scope = getattr(self, "scope", None)  # absent when the handshake was refused
+        # absent when the handshake was refused
+        scope = getattr(self, "scope", None)
         if scope is not None:
             scope["extensions"][MESSAGE_LIMIT_EXTENSION] = {"raise": self.raise_message_limit}
 

@@ -11,11 +11,16 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class Latencies:
-    t_si: float  # student inference, one frame
-    t_sd: float  # one student distillation step
-    t_ti: float  # teacher inference, one key frame
-    t_net: float  # network latency of one key frame and its update
-    s_net_bytes: float  # bytes on the network for one key frame and its update
+    # student inference, one frame
+    t_si: float
+    # one student distillation step
+    t_sd: float
+    # teacher inference, one key frame
+    t_ti: float
+    # network latency of one key frame and its update
+    t_net: float
+    # bytes on the network for one key frame and its update
+    s_net_bytes: float
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -47,13 +52,16 @@ def throughput_lower(lat: Latencies, min_stride: int, max_updates: int) -> float
 
 def throughput_upper(lat: Latencies, min_stride: int, max_stride: int) -> float:
     """Eq. 15: key frames every MAX_STRIDE, no distillation, full concurrency."""
-    t_c = max(min_stride * lat.t_si, lat.t_net + lat.t_ti)  # eq. 11
+    # eq. 11
+    t_c = max(min_stride * lat.t_si, lat.t_net + lat.t_ti)
     return max_stride / ((max_stride - min_stride) * lat.t_si + t_c)
 
 
 def traffic_lower(lat: Latencies, max_stride: int, max_updates: int) -> float:
     """Eq. 8, in Mbps."""
-    return _mbps(lat.s_net_bytes, max_stride * lat.t_si + max_updates * lat.t_sd + lat.t_ti + lat.t_net)
+    return _mbps(
+        lat.s_net_bytes, max_stride * lat.t_si + max_updates * lat.t_sd + lat.t_ti + lat.t_net
+    )
 
 
 def traffic_upper(lat: Latencies, min_stride: int) -> float:
@@ -74,7 +82,9 @@ def compute_bounds(lat: Latencies, min_stride: int, max_stride: int, max_updates
     )
 
 
-def advise_max_updates(lat: Latencies, min_stride: int, min_fps: float, limit: int = 10_000) -> int | None:
+def advise_max_updates(
+    lat: Latencies, min_stride: int, min_fps: float, limit: int = 10_000
+) -> int | None:
     """Largest MAX_UPDATES whose throughput lower bound stays >= ``min_fps`` (section 5.3).
 
     None when even zero updates miss ``min_fps``; ``limit`` when distillation is free.
@@ -88,7 +98,8 @@ def advise_max_updates(lat: Latencies, min_stride: int, min_fps: float, limit: i
     # eq. 14 >= F  <=>  max_updates <= (MIN_STRIDE / F - MIN_STRIDE t_si - t_ti - t_net) / t_sd
     best = int((min_stride / min_fps - min_stride * lat.t_si - lat.t_ti - lat.t_net) / lat.t_sd)
     best = max(0, min(best, limit))
-    while best > 0 and throughput_lower(lat, min_stride, best) < min_fps:  # float rounding
+    # float rounding
+    while best > 0 and throughput_lower(lat, min_stride, best) < min_fps:
         best -= 1
     while best < limit and throughput_lower(lat, min_stride, best + 1) >= min_fps:
         best += 1

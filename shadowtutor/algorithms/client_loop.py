@@ -28,17 +28,20 @@ from shadowtutor.algorithms.stride import next_stride
 from shadowtutor.algorithms.threshold import StrideThreshold
 
 Payload = TypeVar("Payload")
-PayloadIn = TypeVar("PayloadIn", contravariant=True)  # a payload a runtime takes in
+# a payload a runtime takes in
+PayloadIn = TypeVar("PayloadIn", contravariant=True)
 
 
 @dataclass(frozen=True)
 class UpdateOutcome(Generic[Payload]):
     """What the server answers to one key frame: the student's metric and the weight update."""
 
-    metric: float  # after distillation
+    # after distillation
+    metric: float
     payload: Payload
     steps: int = 0
-    initial_metric: float | None = None  # before distillation: the score of the student the edge ran
+    # before distillation: the score of the student the edge ran
+    initial_metric: float | None = None
 
 
 class PendingUpdate(Protocol[Payload]):
@@ -80,13 +83,18 @@ class FrameResult:
     index: int
     labels: np.ndarray
     is_key_frame: bool
-    stride: int  # stride in force after this frame
-    applied_metric: float | None  # metric of the update applied after this frame, if any
-    waited_seconds: float  # time blocked on the network after this frame
-    # This frame settled its key frame's wait at MIN_STRIDE: it waited there (waited_seconds long), or
-    # the update came in time and was applied before (0 s). Once per key frame whose update resolves.
+    # stride in force after this frame
+    stride: int
+    # metric of the update applied after this frame, if any
+    applied_metric: float | None
+    # time blocked on the network after this frame
+    waited_seconds: float
+    # This frame settled its key frame's wait at MIN_STRIDE: it waited there (waited_seconds long),
+    # or the update came in time and was applied before (0 s). Once per key frame whose update
+    # resolves.
     wait_settled: bool = False
-    inference_seconds: float = 0.0  # the student's inference on this frame (the paper's T_SI)
+    # the student's inference on this frame (the paper's T_SI)
+    inference_seconds: float = 0.0
 
 
 class ClientLoop(Generic[Payload]):
@@ -104,8 +112,10 @@ class ClientLoop(Generic[Payload]):
         self.wait_timeout = wait_timeout
         self.gate = gate
         self.stride = params.min_stride
-        self.threshold = StrideThreshold(params)  # the THRESHOLD the stride is scaled against
-        self.step = self.stride  # the first frame is a key frame
+        # the THRESHOLD the stride is scaled against
+        self.threshold = StrideThreshold(params)
+        # the first frame is a key frame
+        self.step = self.stride
         self.updated = True
         self.pending: PendingUpdate[Payload] | None = None
         self.frame_index = 0
@@ -141,14 +151,18 @@ class ClientLoop(Generic[Payload]):
                 applied_metric = self._resolve(self.pending)
                 self.updated = True
                 self.pending = None
-        return FrameResult(index, labels, is_key, self.stride, applied_metric, waited, settled, inference)
+        return FrameResult(
+            index, labels, is_key, self.stride, applied_metric, waited, settled, inference
+        )
 
     def _resolve(self, pending: PendingUpdate[Payload]) -> float | None:
         outcome = pending.result()
         if outcome is None:
             return None
         self.runtime.apply(outcome.payload)
-        self.stride = next_stride(self.stride, self._stride_metric(outcome), self.params, self.threshold.current)
+        self.stride = next_stride(
+            self.stride, self._stride_metric(outcome), self.params, self.threshold.current
+        )
         self.threshold.observe(outcome.metric)
         return outcome.metric
 
@@ -158,8 +172,8 @@ class ClientLoop(Generic[Payload]):
         return outcome.metric
 
     def retune(self, params: AlgorithmParams) -> None:
-        """Go on under new parameters (a new session's); the stride is kept within their bounds, and the
-        auto THRESHOLD measures the new session's key frames afresh."""
+        """Go on under new parameters (a new session's); the stride is kept within their bounds, and
+        the auto THRESHOLD measures the new session's key frames afresh."""
         self.params = params
         self.threshold = StrideThreshold(params)
         self.stride = min(max(self.stride, params.min_stride), params.max_stride)
@@ -168,5 +182,10 @@ class ClientLoop(Generic[Payload]):
         return not self.updated
 
     def state(self) -> dict[str, Any]:
-        return {"stride": self.stride, "step": self.step, "updated": self.updated, "frames": self.frame_index,
-                "threshold": self.threshold.current}
+        return {
+            "stride": self.stride,
+            "step": self.step,
+            "updated": self.updated,
+            "frames": self.frame_index,
+            "threshold": self.threshold.current,
+        }

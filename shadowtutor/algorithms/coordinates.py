@@ -1,12 +1,12 @@
 """The coordinates a distiller trains when updates are sparse (docs/design/sparse_updates.md).
 
-A :class:`CoordinateChooser` picks the ``fraction`` of a student's trainable coordinates with the largest
-gradient magnitude accumulated since its last choice (the current step's gradient included), and chooses
-again once ``every`` key frames have been trained on that set. Between choices only the chosen coordinates
-move: before each optimiser step, :meth:`CoordinateChooser.before_step` zeroes the gradient and Adam's two
-moments of every other coordinate, so that plain Adam leaves them exactly as they are (a zero moment gives a
-zero step). A coordinate that leaves the set thus loses its moments; one that joins it starts from zero moments
-with the parameter's step count.
+A :class:`CoordinateChooser` picks the ``fraction`` of a student's trainable coordinates with the
+largest gradient magnitude accumulated since its last choice (the current step's gradient included),
+and chooses again once ``every`` key frames have been trained on that set. Between choices only the
+chosen coordinates move: before each optimiser step, :meth:`CoordinateChooser.before_step` zeroes
+the gradient and Adam's two moments of every other coordinate, so that plain Adam leaves them
+exactly as they are (a zero moment gives a zero step). A coordinate that leaves the set thus loses
+its moments; one that joins it starts from zero moments with the parameter's step count.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from shadowtutor.protocol.sparse_delta import CoordinateSet
 
 
 class CoordinateChooser:
-    """Chooses and enforces one student's trained coordinates over ``parameters`` (by state-dict key, in
-    the order the coordinate set lists them)."""
+    """Chooses and enforces one student's trained coordinates over ``parameters`` (by state-dict
+    key, in the order the coordinate set lists them)."""
 
     def __init__(self, options: SparseOptions, parameters: dict[str, nn.Parameter]) -> None:
         self.options = options
@@ -36,8 +36,8 @@ class CoordinateChooser:
         return None if self.masks is None else CoordinateSet.from_masks(self.set_id, self.masks)
 
     def before_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """After ``backward()``, before ``optimizer.step()``: accumulate the gradient's magnitude, choose
-        again when due, then zero the gradient and Adam moments outside the set."""
+        """After ``backward()``, before ``optimizer.step()``: accumulate the gradient's magnitude,
+        choose again when due, then zero the gradient and Adam moments outside the set."""
         for name, parameter in self.parameters.items():
             if parameter.grad is not None:
                 magnitude = parameter.grad.detach().abs()
@@ -62,8 +62,12 @@ class CoordinateChooser:
 
     def _choose(self) -> None:
         names = list(self.parameters)
-        scores = torch.cat([self._accumulated.get(name, torch.zeros_like(self.parameters[name])).reshape(-1)
-                            for name in names])
+        scores = torch.cat(
+            [
+                self._accumulated.get(name, torch.zeros_like(self.parameters[name])).reshape(-1)
+                for name in names
+            ]
+        )
         count = max(1, round(self.options.fraction * scores.numel()))
         chosen = torch.zeros(scores.numel(), dtype=torch.bool, device=scores.device)
         chosen[torch.topk(scores, count, sorted=False).indices] = True
@@ -79,9 +83,14 @@ class CoordinateChooser:
 
     def state(self) -> dict[str, object]:
         """What :meth:`load_state` needs to go on in another process (CPU tensors, ints)."""
-        return {"set_id": self.set_id, "trained_on_set": self.trained_on_set,
-                "masks": None if self.masks is None else {k: m.cpu().clone() for k, m in self.masks.items()},
-                "accumulated": {k: a.cpu().clone() for k, a in self._accumulated.items()}}
+        return {
+            "set_id": self.set_id,
+            "trained_on_set": self.trained_on_set,
+            "masks": None
+            if self.masks is None
+            else {k: m.cpu().clone() for k, m in self.masks.items()},
+            "accumulated": {k: a.cpu().clone() for k, a in self._accumulated.items()},
+        }
 
     def load_state(self, state: dict[str, object]) -> None:
         """Go on from :meth:`state`'s record."""
@@ -91,5 +100,7 @@ class CoordinateChooser:
         assert isinstance(masks, dict | type(None)) and isinstance(accumulated, dict)
         self.set_id = int(state["set_id"])  # type: ignore[call-overload]
         self.trained_on_set = int(state["trained_on_set"])  # type: ignore[call-overload]
-        self.masks = None if masks is None else {k: m.to(device, torch.bool) for k, m in masks.items()}
+        self.masks = (
+            None if masks is None else {k: m.to(device, torch.bool) for k, m in masks.items()}
+        )
         self._accumulated = {k: a.to(device) for k, a in accumulated.items()}

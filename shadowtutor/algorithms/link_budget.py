@@ -1,12 +1,12 @@
 """A camera's byte budget: key frames only while the link's traffic stays within it.
 
 A :class:`LinkBudget` names at most one rate per direction (bits per second, uplink = edge to
-server, downlink = server to edge) and the window over which it is kept. A
-:class:`KeyFrameBudget` is the client loop's gate (:class:`~shadowtutor.algorithms.client_loop.KeyFrameGate`):
-asked whether a key frame may go out now, it says yes only when, in every budgeted direction,
-the bytes counted over the last ``window_seconds`` plus what one more key frame is expected to
-cost fit ``rate / 8 * window_seconds``. So the key-frame rate falls to what the budget carries,
-and a key frame the stride asks for waits (the stride may then exceed MAX_STRIDE).
+server, downlink = server to edge) and the window over which it is kept. A :class:`KeyFrameBudget`
+is the client loop's gate (:class:`~shadowtutor.algorithms.client_loop.KeyFrameGate`): asked whether
+a key frame may go out now, it says yes only when, in every budgeted direction, the bytes counted
+over the last ``window_seconds`` plus what one more key frame is expected to cost fit ``rate / 8 *
+window_seconds``. So the key-frame rate falls to what the budget carries, and a key frame the stride
+asks for waits (the stride may then exceed MAX_STRIDE).
 
 Time is stream time, the frame index over the source's frame rate: the budget of a camera at
 30 FPS is kept per 30 frames labelled, the same on a fast and a slow edge and in the simulated
@@ -25,7 +25,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-COST_WINDOW = 8  # key frames whose spans give the expected cost of the next one
+# key frames whose spans give the expected cost of the next one
+COST_WINDOW = 8
 MIN_WINDOW_SECONDS = 1.0
 
 # (bytes sent, bytes received) so far on the link; both only grow
@@ -34,7 +35,8 @@ ByteTotals = Callable[[], tuple[int, int]]
 
 @dataclass(frozen=True)
 class LinkBudget:
-    """Rates a camera's link may carry, in bits per second (None: that direction is not budgeted)."""
+    """Rates a camera's link may carry, in bits per second (None: that direction is not
+    budgeted)."""
 
     uplink_bps: float | None = None
     downlink_bps: float | None = None
@@ -45,7 +47,10 @@ class LinkBudget:
             if rate is not None and not (math.isfinite(rate) and rate > 0):
                 raise ValueError(f"a {name} budget is a bit rate > 0, got {rate!r}")
         if not (math.isfinite(self.window_seconds) and self.window_seconds >= MIN_WINDOW_SECONDS):
-            raise ValueError(f"a budget's window is at least {MIN_WINDOW_SECONDS:g} s, got {self.window_seconds!r}")
+            raise ValueError(
+                f"a budget's window is at least {MIN_WINDOW_SECONDS:g} s, got "
+                f"{self.window_seconds!r}"
+            )
 
     @property
     def active(self) -> bool:
@@ -71,7 +76,11 @@ class KeyFrameBudget:
     """
 
     def __init__(
-        self, budget: LinkBudget, fps: float, totals: ByteTotals, on_denied: Callable[[], None] | None = None
+        self,
+        budget: LinkBudget,
+        fps: float,
+        totals: ByteTotals,
+        on_denied: Callable[[], None] | None = None,
     ) -> None:
         if not (math.isfinite(fps) and fps > 0):
             raise ValueError(f"a frame rate > 0 is needed to keep a budget, got {fps!r}")
@@ -104,7 +113,9 @@ class KeyFrameBudget:
         """Record that a key frame went out at ``frame_index`` (before its bytes are counted)."""
         now = self._sample(frame_index)
         if self._last_key is not None:
-            self._spans.append((now.sent - self._last_key.sent, now.received - self._last_key.received))
+            self._spans.append(
+                (now.sent - self._last_key.sent, now.received - self._last_key.received)
+            )
         self._last_key = now
 
     def rates(self, frame_index: int) -> tuple[float, float]:

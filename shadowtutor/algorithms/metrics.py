@@ -6,7 +6,9 @@ import numpy as np
 import torch
 
 
-def miou(pred: torch.Tensor | np.ndarray, label: torch.Tensor | np.ndarray, num_classes: int) -> float:
+def miou(
+    pred: torch.Tensor | np.ndarray, label: torch.Tensor | np.ndarray, num_classes: int
+) -> float:
     """Mean of IoU_c = |pred_c ∩ label_c| / |pred_c ∪ label_c| over the classes present.
 
     A class counts as present where it appears in the prediction or in the label (the

@@ -29,19 +29,23 @@ PLUGIN_GROUP = "shadowtutor.commands"
 
 
 def plugin_modules() -> list[str]:
-    """The module names of the entry points in :data:`PLUGIN_GROUP`, sorted by entry-point name (then by
-    module name), each once; empty where no installed distribution declares the group."""
+    """The module names of the entry points in :data:`PLUGIN_GROUP`, sorted by entry-point name
+    (then by module name), each once; empty where no installed distribution declares the group."""
     found = sorted({(entry.name, entry.value) for entry in entry_points(group=PLUGIN_GROUP)})
     return list(dict.fromkeys(module for _, module in found))
 
 
 def build_parser(extra_modules: Sequence[str] = ()) -> argparse.ArgumentParser:
-    """The whole command line: the product's commands, the plugins', then ``extra_modules``' (see the
-    module's docstring)."""
+    """The whole command line: the product's commands, the plugins', then ``extra_modules``' (see
+    the module's docstring)."""
     parser = argparse.ArgumentParser(prog="shadowtutor", description=__doc__.splitlines()[0])
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
-                        help="print the installed version and exit")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {package_version()}",
+        help="print the installed version and exit",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in dict.fromkeys((*COMMAND_MODULES, *plugin_modules(), *extra_modules)):
         importlib.import_module(name).register(subparsers)
@@ -54,7 +58,9 @@ def main(argv: Sequence[str] | None = None, extra_modules: Sequence[str] = ()) -
     arguments = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(arguments)
     args.argv = arguments
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:

@@ -19,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "token",
         help="issue, revoke and list edge and admin tokens (the server's --tokens-file)",
-        description="Manage the server's tokens file: hashed tokens, one per edge id, and administrators' tokens.",
+        description="Manage the server's tokens file: hashed tokens, one per edge id, and "
+        "administrators' tokens.",
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, help_text in (
@@ -29,18 +30,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ):
         action = actions.add_parser(name, help=help_text, description=help_text)
         action.add_argument(
-            "--tokens-file", type=Path, default=None,
+            "--tokens-file",
+            type=Path,
+            default=None,
             help=f"the tokens file [env {TOKENS_FILE_ENV}]",
         )
         if name != "list":
             who = action.add_mutually_exclusive_group(required=True)
             who.add_argument("--edge-id", help="an edge's id (the HELLO's edge_id)")
-            who.add_argument("--admin", metavar="NAME", help="an administrator (bearer token for /v1/sessions)")
+            who.add_argument(
+                "--admin", metavar="NAME", help="an administrator (bearer token for /v1/sessions)"
+            )
         action.set_defaults(handler=run)
 
 
 def _tokens_file(args: argparse.Namespace) -> Path:
-    path = args.tokens_file or (Path(os.environ[TOKENS_FILE_ENV]) if os.environ.get(TOKENS_FILE_ENV) else None)
+    path = args.tokens_file or (
+        Path(os.environ[TOKENS_FILE_ENV]) if os.environ.get(TOKENS_FILE_ENV) else None
+    )
     if path is None:
         raise ValueError(f"no tokens file: pass --tokens-file or set {TOKENS_FILE_ENV}")
     return path
@@ -61,8 +68,11 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "new":
         token = tokens.issue_token(path, kind, name)
         print(token)
-        print(f"stored the hash of the new token of {kind[:-1]} {name!r} in {path}; the token is not shown again",
-              file=sys.stderr)
+        print(
+            f"stored the hash of the new token of {kind[:-1]} {name!r} in {path}; the token is "
+            "not shown again",
+            file=sys.stderr,
+        )
     else:
         tokens.revoke(path, kind, name)
         print(f"revoked {kind[:-1]} {name!r} in {path}", file=sys.stderr)

@@ -1,1 +1,2 @@
-"""Configuration plumbing shared by every process: settings models as flags and environment variables."""
+"""Configuration plumbing shared by every process: settings models as flags and environment
+variables."""

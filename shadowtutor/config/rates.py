@@ -9,7 +9,8 @@ _RATE_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
 
 
 def parse_rate(text: str) -> float:
-    """Bits per second, > 0, from ``300kbps``, ``1.5Mbps`` or ``80 Mbit/s``; ValueError otherwise."""
+    """Bits per second, > 0, from ``300kbps``, ``1.5Mbps`` or ``80 Mbit/s``; ValueError
+    otherwise."""
     match = _RATE.match(text)
     if not match or float(match[1]) <= 0:
         raise ValueError(f"expected a bit rate > 0 such as 300kbps or 1.5Mbps, got {text!r}")

@@ -33,12 +33,14 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from shadowtutor.config.errors import error_text
 
 ENV_PREFIX = "SHADOWTUTOR_"
-SETTING_KEY = "setting"  # json_schema_extra key of a nested field: the flat setting's name, if not the field's
+# json_schema_extra key of a nested field: the flat setting's name, if not the field's
+SETTING_KEY = "setting"
 _TRUE = "true"
 
 
 def package_version() -> str:
-    """The installed ``shadowtutor`` distribution's version (``unknown`` when run from a bare checkout)."""
+    """The installed ``shadowtutor`` distribution's version (``unknown`` when run from a bare
+    checkout)."""
     try:
         return version("shadowtutor")
     except PackageNotFoundError:
@@ -66,13 +68,18 @@ class Setting:
 def nested_model(field: FieldInfo) -> type[BaseModel] | None:
     """The plain pydantic model a field holds (its fields are flat settings), or None."""
     annotation = field.annotation
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and not issubclass(annotation, BaseSettings):
+    if (
+        isinstance(annotation, type)
+        and issubclass(annotation, BaseModel)
+        and not issubclass(annotation, BaseSettings)
+    ):
         return annotation
     return None
 
 
 def setting_name(name: str, field: FieldInfo) -> str:
-    """The flat name of a nested model's field ``name``: its ``json_schema_extra["setting"]``, else ``name``."""
+    """The flat name of a nested model's field ``name``: its ``json_schema_extra["setting"]``, else
+    ``name``."""
     extra = field.json_schema_extra
     renamed = extra.get(SETTING_KEY) if isinstance(extra, dict) else None
     return renamed if isinstance(renamed, str) else name
@@ -80,7 +87,8 @@ def setting_name(name: str, field: FieldInfo) -> str:
 
 @functools.cache
 def settings_of(model: type[BaseModel]) -> tuple[Setting, ...]:
-    """Every setting of ``model`` in declaration order, nested models' fields in place of the nested field.
+    """Every setting of ``model`` in declaration order, nested models' fields in place of the nested
+    field.
 
     TypeError when two settings have the same name (a flag or a variable would mean two things).
     """
@@ -90,7 +98,10 @@ def settings_of(model: type[BaseModel]) -> tuple[Setting, ...]:
         if inner is None:
             found.append(Setting(name, field, (name,)))
         else:
-            found.extend(Setting(setting_name(sub, f), f, (name, sub)) for sub, f in inner.model_fields.items())
+            found.extend(
+                Setting(setting_name(sub, f), f, (name, sub))
+                for sub, f in inner.model_fields.items()
+            )
     names = [setting.name for setting in found]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
@@ -103,7 +114,8 @@ def _nested_settings(model: type[BaseModel]) -> tuple[Setting, ...]:
 
 
 def flat_values(settings: BaseModel) -> dict[str, Any]:
-    """Every setting of ``settings`` by its flat name, JSON-ready (what its flags and variables would give)."""
+    """Every setting of ``settings`` by its flat name, JSON-ready (what its flags and variables
+    would give)."""
     dumped = settings.model_dump(mode="json")
     values: dict[str, Any] = {}
     for setting in settings_of(type(settings)):
@@ -115,10 +127,11 @@ def flat_values(settings: BaseModel) -> dict[str, Any]:
 
 
 def nest_flat_values(model: type[BaseModel], values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with each nested setting given by its flat name moved into its nested model's values.
+    """``values`` with each nested setting given by its flat name moved into its nested model's
+    values.
 
-    A flat value wins over the same field in a nested dict or model given alongside; empty text is unset
-    (the nested model's default).
+    A flat value wins over the same field in a nested dict or model given alongside; empty text is
+    unset (the nested model's default).
     """
     out = dict(values)
     for setting in _nested_settings(model):
@@ -129,17 +142,23 @@ def nest_flat_values(model: type[BaseModel], values: Mapping[str, Any]) -> dict[
             continue
         parent, field = setting.path
         inner = out.get(parent)
-        inner = inner.model_dump(exclude_unset=True) if isinstance(inner, BaseModel) else dict(inner or {})
+        inner = (
+            inner.model_dump(exclude_unset=True)
+            if isinstance(inner, BaseModel)
+            else dict(inner or {})
+        )
         out[parent] = {**inner, field: value}
     return out
 
 
 class NestedEnvSource(PydanticBaseSettingsSource):
-    """The ``SHADOWTUTOR_<NAME>`` variables of a model's nested settings, as nested values (case-insensitive;
-    an empty variable is unset). Ranked below the explicit values, so that those win field by field."""
+    """The ``SHADOWTUTOR_<NAME>`` variables of a model's nested settings, as nested values
+    (case-insensitive; an empty variable is unset). Ranked below the explicit values, so that those
+    win field by field."""
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ reads every nested setting at once
+        # unused: __call__ reads every nested setting at once
+        return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
         environ = {key.upper(): value for key, value in os.environ.items()}
@@ -154,9 +173,9 @@ class NestedEnvSource(PydanticBaseSettingsSource):
 class FlatSettings(BaseSettings):
     """A settings model whose nested models' fields are flat settings (flags, variables, keywords).
 
-    ``Model(threshold=0.7)`` sets ``Model().algorithm.threshold`` when ``algorithm`` is a nested model with a
-    ``threshold`` field; so does ``SHADOWTUTOR_THRESHOLD=0.7``. A nested model may also be given whole
-    (``algorithm=AlgorithmParams(...)`` or a dict, as ``model_dump`` writes it).
+    ``Model(threshold=0.7)`` sets ``Model().algorithm.threshold`` when ``algorithm`` is a nested
+    model with a ``threshold`` field; so does ``SHADOWTUTOR_THRESHOLD=0.7``. A nested model may also
+    be given whole (``algorithm=AlgorithmParams(...)`` or a dict, as ``model_dump`` writes it).
     """
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True)
@@ -170,7 +189,13 @@ class FlatSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, NestedEnvSource(settings_cls), dotenv_settings, file_secret_settings
+        return (
+            init_settings,
+            env_settings,
+            NestedEnvSource(settings_cls),
+            dotenv_settings,
+            file_secret_settings,
+        )
 
     @model_validator(mode="before")
     @classmethod
@@ -179,7 +204,8 @@ class FlatSettings(BaseSettings):
 
 
 def default_text(field: FieldInfo) -> str:
-    """How ``--help`` shows a field's default: ``required``, nothing for "unset", or ``default VALUE``."""
+    """How ``--help`` shows a field's default: ``required``, nothing for "unset", or ``default
+    VALUE``."""
     if field.is_required():
         return "; required"
     default = field.get_default(call_default_factory=True)
@@ -190,10 +216,14 @@ def default_text(field: FieldInfo) -> str:
     return f"; default {default}"
 
 
-def add_settings_flags(parser: argparse.ArgumentParser, settings_cls: type[BaseSettings], dest_prefix: str) -> None:
-    """One flag per setting of ``settings_cls`` (dest ``dest_prefix + name``, absent unless given), and ``--version``.
+def add_settings_flags(
+    parser: argparse.ArgumentParser, settings_cls: type[BaseSettings], dest_prefix: str
+) -> None:
+    """One flag per setting of ``settings_cls`` (dest ``dest_prefix + name``, absent unless given),
+    and ``--version``.
 
-    A boolean setting ``x`` is ``--x`` (true), ``--x VALUE`` (any boolean text) and ``--no-x`` (false).
+    A boolean setting ``x`` is ``--x`` (true), ``--x VALUE`` (any boolean text) and ``--no-x``
+    (false).
     """
     parser.add_argument("--version", action="version", version=f"shadowtutor {package_version()}")
     for setting in settings_of(settings_cls):
@@ -201,28 +231,53 @@ def add_settings_flags(parser: argparse.ArgumentParser, settings_cls: type[BaseS
         text = f"{field.description} [env {env_var(name)}{default_text(field)}]"
         dest = dest_prefix + name
         if field.annotation in (bool, bool | None):
-            parser.add_argument(flag(name), dest=dest, default=argparse.SUPPRESS, nargs="?", const=_TRUE,
-                                metavar="BOOL", help=text)
-            parser.add_argument("--no-" + name.replace("_", "-"), dest=dest, default=argparse.SUPPRESS,
-                                action="store_const", const="false", help=f"same as {flag(name)} false")
+            parser.add_argument(
+                flag(name),
+                dest=dest,
+                default=argparse.SUPPRESS,
+                nargs="?",
+                const=_TRUE,
+                metavar="BOOL",
+                help=text,
+            )
+            parser.add_argument(
+                "--no-" + name.replace("_", "-"),
+                dest=dest,
+                default=argparse.SUPPRESS,
+                action="store_const",
+                const="false",
+                help=f"same as {flag(name)} false",
+            )
         else:
-            parser.add_argument(flag(name), dest=dest, default=argparse.SUPPRESS, metavar=name.upper(), help=text)
+            parser.add_argument(
+                flag(name), dest=dest, default=argparse.SUPPRESS, metavar=name.upper(), help=text
+            )
 
 
 def given_flags(args: argparse.Namespace, dest_prefix: str) -> dict[str, Any]:
     """The settings given as flags, by setting name."""
-    return {key[len(dest_prefix):]: value for key, value in vars(args).items() if key.startswith(dest_prefix)}
+    return {
+        key[len(dest_prefix) :]: value
+        for key, value in vars(args).items()
+        if key.startswith(dest_prefix)
+    }
 
 
-def describe_validation_error(exc: ValidationError, given: Iterable[str],
-                              settings_cls: type[BaseModel] | None = None) -> str:
-    """One line per problem, each naming where the bad value came from (the flag, else the variable).
+def describe_validation_error(
+    exc: ValidationError, given: Iterable[str], settings_cls: type[BaseModel] | None = None
+) -> str:
+    """One line per problem, each naming where the bad value came from (the flag, else the
+    variable).
 
     Defaults are valid, so a setting that was not given came from its environment variable. With
     ``settings_cls``, an error in a nested model names its flat setting.
     """
     given = set(given)
-    names = {setting.path: setting.name for setting in settings_of(settings_cls)} if settings_cls else {}
+    names = (
+        {setting.path: setting.name for setting in settings_of(settings_cls)}
+        if settings_cls
+        else {}
+    )
     lines = []
     for error in exc.errors(include_url=False):
         name = _setting_at(error, names)

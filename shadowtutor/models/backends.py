@@ -37,7 +37,8 @@ class BackendUnavailableError(RuntimeError):
 
 
 def onnxruntime_providers() -> tuple[str, ...] | None:
-    """The execution providers of the installed ONNX Runtime, or ``None`` without onnx and onnxruntime."""
+    """The execution providers of the installed ONNX Runtime, or ``None`` without onnx and
+    onnxruntime."""
     try:
         import onnx  # noqa: F401
         import onnxruntime
@@ -47,9 +48,12 @@ def onnxruntime_providers() -> tuple[str, ...] | None:
 
 
 def unavailable_reason(kind: str) -> str | None:
-    """Why this machine cannot run backend ``kind``, or ``None`` when it can (as far as can be told before use)."""
+    """Why this machine cannot run backend ``kind``, or ``None`` when it can (as far as can be told
+    before use)."""
     if kind not in STUDENT_BACKENDS or kind == "auto":
-        raise ValueError(f"unknown student backend {kind!r}: choose one of {', '.join(STUDENT_BACKENDS)}")
+        raise ValueError(
+            f"unknown student backend {kind!r}: choose one of {', '.join(STUDENT_BACKENDS)}"
+        )
     if kind in ("reference", "torch"):
         return None
     if kind in ONNX_PROVIDERS:
@@ -60,9 +64,12 @@ def unavailable_reason(kind: str) -> str | None:
         if needed not in providers:
             import onnxruntime
 
-            return (f"student backend {kind!r} needs ONNX Runtime's {needed}, which this onnxruntime "
-                    f"{onnxruntime.__version__} does not have (it has {list(providers)}); install onnxruntime-gpu "
-                    "(the Jetson image has NVIDIA's build)")
+            return (
+                f"student backend {kind!r} needs ONNX Runtime's {needed}, which this onnxruntime "
+                f"{onnxruntime.__version__} does not have (it has {list(providers)}); install "
+                "onnxruntime-gpu "
+                "(the Jetson image has NVIDIA's build)"
+            )
         if kind == "onnx":
             return None
     import torch
@@ -73,13 +80,15 @@ def unavailable_reason(kind: str) -> str | None:
 
 
 def resolve_backend(name: str, change_based: bool = False) -> list[str]:
-    """The backends to try for ``name``, in order: ``auto`` gives every available one of :data:`AUTO_ORDER`
-    (the next is the fallback when one fails to start); a name gives itself, or a
+    """The backends to try for ``name``, in order: ``auto`` gives every available one of
+    :data:`AUTO_ORDER` (the next is the fallback when one fails to start); a name gives itself, or a
     :class:`BackendUnavailableError` saying what is missing. With ``change_based`` only the
     :data:`CHANGE_BASED_FALLBACKS` qualify."""
     order = CHANGE_BASED_FALLBACKS if change_based else AUTO_ORDER
     if change_based and name not in ("auto", *order):
-        raise ValueError(f"change-based inference runs with the {' or '.join(order)} backend, not {name}")
+        raise ValueError(
+            f"change-based inference runs with the {' or '.join(order)} backend, not {name}"
+        )
     if name == "auto":
         return [kind for kind in order if unavailable_reason(kind) is None]
     reason = unavailable_reason(name)

@@ -46,11 +46,15 @@ def student_from_state_dict(
 ) -> StudentNet:
     num_classes = _num_classes_of(state_dict)
     if class_names is not None and len(class_names) != num_classes:
-        raise CheckpointError(f"{len(class_names)} class names for a student with {num_classes} outputs")
+        raise CheckpointError(
+            f"{len(class_names)} class names for a student with {num_classes} outputs"
+        )
     model = StudentNet(num_classes)
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     if missing or unexpected:
-        raise CheckpointError(f"checkpoint does not fit the student: missing {missing}, unexpected {unexpected}")
+        raise CheckpointError(
+            f"checkpoint does not fit the student: missing {missing}, unexpected {unexpected}"
+        )
     return model
 
 
@@ -65,11 +69,14 @@ def load_student(path: str | Path, class_names: tuple[str, ...] | None = None) -
         raise CheckpointError(f"student checkpoint not found: {path}")
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:  # torch's message is a page on weights_only; its gist is this
+    # torch's message is a page on weights_only; its gist is this
+    except pickle.UnpicklingError as exc:
         raise CheckpointError(
-            f"cannot read student checkpoint {path}: not a PyTorch checkpoint, or damaged (unpickling failed)"
+            f"cannot read student checkpoint {path}: not a PyTorch checkpoint, or damaged "
+            "(unpickling failed)"
         ) from exc
-    except Exception as exc:  # torch raises several types for corrupt files
+    # torch raises several types for corrupt files
+    except Exception as exc:
         raise CheckpointError(f"cannot read student checkpoint {path}: {exc}") from exc
     if not isinstance(blob, Mapping):
         raise CheckpointError(f"{path} holds a {type(blob).__name__}, not a state dict")

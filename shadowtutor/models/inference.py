@@ -77,7 +77,9 @@ class TorchBackend:
 
     def infer(self, frame_bgr: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
-            return channel_argmax(self.fast.logits(torch.from_numpy(check_frame(frame_bgr)))).numpy()
+            return channel_argmax(
+                self.fast.logits(torch.from_numpy(check_frame(frame_bgr)))
+            ).numpy()
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
         self.fast.load_weights(update)
@@ -122,14 +124,18 @@ def onnx_available() -> bool:
 
 
 def build_inference_backend(
-    kind: str, student: StudentNet, threads: int | None = None, student_size: Size | None = None,
+    kind: str,
+    student: StudentNet,
+    threads: int | None = None,
+    student_size: Size | None = None,
 ) -> InferenceBackend:
-    """A backend of ``kind`` (a :data:`~shadowtutor.models.backends.STUDENT_BACKENDS` name but ``auto``)
-    holding a copy of ``student``.
+    """A backend of ``kind`` (a :data:`~shadowtutor.models.backends.STUDENT_BACKENDS` name but
+    ``auto``) holding a copy of ``student``.
 
-    With ``student_size`` ``(W, H)`` the student runs on frames resized to it (:class:`ScaledBackend`).
-    Accelerations (change-based inference, the flow path, the cluster) are built around backends by the
-    edge's labeller registry (:mod:`shadowtutor.acceleration.labellers.registry`).
+    With ``student_size`` ``(W, H)`` the student runs on frames resized to it
+    (:class:`ScaledBackend`). Accelerations (change-based inference, the flow path, the cluster) are
+    built around backends by the edge's labeller registry
+    (:mod:`shadowtutor.acceleration.labellers.registry`).
     """
     backend = _build_backend(kind, student, threads)
     return backend if student_size is None else ScaledBackend(backend, student_size)
@@ -147,5 +153,7 @@ def _build_backend(kind: str, student: StudentNet, threads: int | None) -> Infer
 
         backend = OnnxBackend(student, threads=threads, kind=kind)
     else:
-        raise ValueError(f"unknown inference backend {kind!r}: choose one of {', '.join(BUILDABLE_BACKENDS)}")
+        raise ValueError(
+            f"unknown inference backend {kind!r}: choose one of {', '.join(BUILDABLE_BACKENDS)}"
+        )
     return backend

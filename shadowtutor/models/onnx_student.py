@@ -1,5 +1,5 @@
-"""The student run by ONNX Runtime: on the CPU, and on a GPU through ONNX Runtime's CUDA and TensorRT
-execution providers (a Jetson).
+"""The student run by ONNX Runtime: on the CPU, and on a GPU through ONNX Runtime's CUDA and
+TensorRT execution providers (a Jetson).
 
 The exported graph is :class:`~shadowtutor.models.fast_student.FastStudent` (pixel-mean
 subtraction, instance normalisation for the frame-statistics BatchNorm, folded head and tail,
@@ -47,7 +47,8 @@ log = logging.getLogger(__name__)
 
 
 def tensorrt_cache_dir() -> str:
-    """TensorRT's timing cache folder: ``$SHADOWTUTOR_TENSORRT_CACHE``, else ``~/.cache/shadowtutor/tensorrt``."""
+    """TensorRT's timing cache folder: ``$SHADOWTUTOR_TENSORRT_CACHE``, else
+    ``~/.cache/shadowtutor/tensorrt``."""
     default = os.path.join(os.path.expanduser("~"), ".cache", "shadowtutor", "tensorrt")
     return os.environ.get(TENSORRT_CACHE_ENV) or default
 
@@ -60,7 +61,11 @@ def provider_options(provider: str, fp16: bool) -> dict[str, str]:
     os.makedirs(cache, exist_ok=True)
     # No engine cache: ORT would reuse an engine built with older weights (it does not notice new
     # initializer values). The timing cache depends on layer shapes only, so it stays valid.
-    return {"trt_fp16_enable": str(fp16), "trt_timing_cache_enable": "True", "trt_timing_cache_path": cache}
+    return {
+        "trt_fp16_enable": str(fp16),
+        "trt_timing_cache_enable": "True",
+        "trt_timing_cache_path": cache,
+    }
 
 
 def _require_onnx() -> tuple[Any, Any]:
@@ -77,8 +82,8 @@ def _require_onnx() -> tuple[Any, Any]:
 
 @functools.lru_cache(maxsize=4)
 def export_fast_student(num_classes: int, fuse_tail: bool = True) -> bytes:
-    """The serialised ONNX graph of a ``num_classes`` student's :class:`FastStudent`, weights as placeholders;
-    ``fuse_tail``: the variant for frame sizes where :func:`frame_tail_fusable` holds.
+    """The serialised ONNX graph of a ``num_classes`` student's :class:`FastStudent`, weights as
+    placeholders; ``fuse_tail``: the variant for frame sizes where :func:`frame_tail_fusable` holds.
 
     The exporter merges initializers with equal values (all-zero biases of a fresh student,
     say), so the graph is exported from a student whose every tensor is unique random noise:
@@ -92,34 +97,44 @@ def export_fast_student(num_classes: int, fuse_tail: bool = True) -> bytes:
     with torch.no_grad():
         for tensor in placeholder.state_dict().values():
             tensor.copy_(torch.rand(tensor.shape, generator=generator) + 0.5)
-    example = torch.zeros((64, 96, 3), dtype=torch.uint8)  # a size where the tail can be fused
+    # a size where the tail can be fused
+    example = torch.zeros((64, 96, 3), dtype=torch.uint8)
     buffer = io.BytesIO()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # instance_norm in "training mode" and exporter deprecations
+        # instance_norm in "training mode" and exporter deprecations
+        warnings.simplefilter("ignore")
         torch.onnx.export(
             placeholder,
             (example,),
             buffer,  # type: ignore[arg-type]  # the TorchScript exporter (dynamo=False) writes to a file object
             input_names=[INPUT_NAME],
             output_names=[OUTPUT_NAME],
-            dynamic_axes={INPUT_NAME: {0: "height", 1: "width"}, OUTPUT_NAME: {0: "height", 1: "width"}},
+            dynamic_axes={
+                INPUT_NAME: {0: "height", 1: "width"},
+                OUTPUT_NAME: {0: "height", 1: "width"},
+            },
             opset_version=ONNX_OPSET,
             dynamo=False,
         )
     names = {init.name for init in onnx.load_from_string(buffer.getvalue()).graph.initializer}
     unknown = names - set(placeholder.state_dict())
     if unknown:
-        raise RuntimeError(f"the ONNX export produced initializers that are not student weights: {sorted(unknown)}")
+        raise RuntimeError(
+            f"the ONNX export produced initializers that are not student weights: {sorted(unknown)}"
+        )
     return buffer.getvalue()
 
 
 def with_weights(template: bytes, fast: FastStudent) -> bytes:
-    """``template`` (from :func:`export_fast_student`) with ``fast``'s current weights, serialised."""
+    """``template`` (from :func:`export_fast_student`) with ``fast``'s current weights,
+    serialised."""
     onnx, _ = _require_onnx()
     model = onnx.load_from_string(template)
     state = fast.state_dict()
     for init in model.graph.initializer:
-        init.CopyFrom(onnx.numpy_helper.from_array(state[init.name].detach().cpu().numpy(), init.name))
+        init.CopyFrom(
+            onnx.numpy_helper.from_array(state[init.name].detach().cpu().numpy(), init.name)
+        )
     return model.SerializeToString()
 
 
@@ -144,7 +159,9 @@ class OnnxBackend:
         latency, but they burn CPU that decoding, networking or training in the same process need).
         ``fuse_tail`` False: the unfused graph at every frame size (for comparison)."""
         if kind not in ONNX_PROVIDERS:
-            raise ValueError(f"unknown ONNX backend {kind!r}: choose one of {', '.join(ONNX_PROVIDERS)}")
+            raise ValueError(
+                f"unknown ONNX backend {kind!r}: choose one of {', '.join(ONNX_PROVIDERS)}"
+            )
         _, ort = _require_onnx()
         self._ort = ort
         self.kind = kind
@@ -157,8 +174,11 @@ class OnnxBackend:
         self.options = ort.SessionOptions()
         self.options.intra_op_num_threads = threads or torch.get_num_threads()
         self.options.inter_op_num_threads = 1
-        self.options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-        # Per tail variant (fused or not); the fused one now, so that a provider that cannot start fails here.
+        self.options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if spin else "0"
+        )
+        # Per tail variant (fused or not); the fused one now, so that a provider that cannot start
+        # fails here.
         self._sessions: dict[bool, Any] = {fuse_tail: self._build_session(fuse_tail)}
 
     @property
@@ -175,10 +195,13 @@ class OnnxBackend:
     def _build_session(self, fused: bool) -> Any:
         providers = [(p, provider_options(p, self.fp16)) for p in self.providers]
         template = export_fast_student(self.fast.student.num_classes, fused)
-        session = self._ort.InferenceSession(with_weights(template, self.fast), self.options, providers=providers)
+        session = self._ort.InferenceSession(
+            with_weights(template, self.fast), self.options, providers=providers
+        )
         if self.providers[0] not in session.get_providers():
             raise BackendUnavailableError(
-                f"student backend {self.kind!r}: ONNX Runtime could not start {self.providers[0]} (the session "
+                f"student backend {self.kind!r}: ONNX Runtime could not start {self.providers[0]} "
+                "(the session "
                 f"runs on {session.get_providers()}); its log above says why"
             )
         return session
@@ -197,17 +220,28 @@ class OnnxBackend:
             reference = channel_argmax(self.fast.logits(torch.from_numpy(frame))).numpy()
         self.fp16_agreement = float(np.mean(labels == reference))
         if self.fp16_agreement >= FP16_MIN_AGREEMENT:
-            log.info("student backend %s: FP16, its labels agree with FP32 on %.3f%% of the first frame's pixels",
-                     self.kind, 100 * self.fp16_agreement)
+            log.info(
+                "student backend %s: FP16, its labels agree with FP32 on %.3f%% of the first "
+                "frame's pixels",
+                self.kind,
+                100 * self.fp16_agreement,
+            )
             return labels
-        log.warning("student backend %s: FP16 labels agree with FP32 on only %.3f%% of the first frame's pixels "
-                    "(< %.1f%%): running in FP32", self.kind, 100 * self.fp16_agreement, 100 * FP16_MIN_AGREEMENT)
+        log.warning(
+            "student backend %s: FP16 labels agree with FP32 on only %.3f%% of the first frame's "
+            "pixels "
+            "(< %.1f%%): running in FP32",
+            self.kind,
+            100 * self.fp16_agreement,
+            100 * FP16_MIN_AGREEMENT,
+        )
         self.fp16 = False
         self._sessions.clear()
         return self._session(frame).run(None, {INPUT_NAME: frame})[0]
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
-        """Install a (partial) student ``state_dict`` and rebuild the sessions (tens of ms each on a CPU)."""
+        """Install a (partial) student ``state_dict`` and rebuild the sessions (tens of ms each on a
+        CPU)."""
         self.fast.load_weights(update)
         self._sessions = {fused: self._build_session(fused) for fused in self._sessions}
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-Size = tuple[int, int]  # (width, height)
+# (width, height)
+Size = tuple[int, int]
 
 
 def check_size(size: Size | None) -> Size | None:
@@ -28,14 +29,17 @@ def check_size(size: Size | None) -> Size | None:
 
 
 def parse_size(text: str) -> Size | None:
-    """``"WxH"`` -> ``(W, H)``; ``""``, ``"native"`` or ``"none"`` -> None (the frame's own size)."""
+    """``"WxH"`` -> ``(W, H)``; ``""``, ``"native"`` or ``"none"`` -> None (the frame's own
+    size)."""
     text = text.strip().lower()
     if text in ("", "native", "none"):
         return None
     try:
         width, height = (int(v) for v in text.split("x"))
     except ValueError:
-        raise ValueError(f"expected WIDTHxHEIGHT such as 320x180, or 'native', got {text!r}") from None
+        raise ValueError(
+            f"expected WIDTHxHEIGHT such as 320x180, or 'native', got {text!r}"
+        ) from None
     return check_size((width, height))
 
 
@@ -62,7 +66,8 @@ def frame_to_student(frame: np.ndarray, size: Size | None) -> np.ndarray:
 
 
 def labels_to_student(labels: np.ndarray, size: Size | None) -> np.ndarray:
-    """A label map resized to ``size`` by nearest neighbour (the teacher's labels for the server's copy)."""
+    """A label map resized to ``size`` by nearest neighbour (the teacher's labels for the server's
+    copy)."""
     if size is None or (labels.shape[1], labels.shape[0]) == size:
         return labels
     return _resize(labels, size, nearest=True)
@@ -76,7 +81,9 @@ def labels_to_frame(labels: np.ndarray, frame_shape: tuple[int, ...]) -> np.ndar
     return _resize(labels, (width, height), nearest=True)
 
 
-def boxes_to_student(boxes: np.ndarray | None, frame_shape: tuple[int, ...], size: Size | None) -> np.ndarray | None:
+def boxes_to_student(
+    boxes: np.ndarray | None, frame_shape: tuple[int, ...], size: Size | None
+) -> np.ndarray | None:
     """Instance boxes ``(N, 4)`` (``x0, y0, x1, y1`` in frame pixels) in the student's pixels."""
     if boxes is None or size is None:
         return boxes
@@ -85,9 +92,11 @@ def boxes_to_student(boxes: np.ndarray | None, frame_shape: tuple[int, ...], siz
     return np.asarray(boxes, dtype=np.float64) * factors
 
 
-
-def infer_scaled(infer: Callable[[np.ndarray], np.ndarray], frame: np.ndarray, size: Size | None) -> np.ndarray:
-    """``infer`` (a student's labels of a BGR frame) run at ``size``, its labels at the frame's size."""
+def infer_scaled(
+    infer: Callable[[np.ndarray], np.ndarray], frame: np.ndarray, size: Size | None
+) -> np.ndarray:
+    """``infer`` (a student's labels of a BGR frame) run at ``size``, its labels at the frame's
+    size."""
     if size is None:
         return infer(frame)
     return labels_to_frame(infer(frame_to_student(frame, size)), frame.shape)

@@ -68,7 +68,8 @@ class StudentBlock(nn.Module):
 
 
 def conv_bias(conv: nn.Conv2d) -> torch.Tensor:
-    """The bias of one of the student's convolutions; every one has a bias (ValueError otherwise)."""
+    """The bias of one of the student's convolutions; every one has a bias (ValueError
+    otherwise)."""
     if conv.bias is None:
         raise ValueError(f"the convolution {conv} has no bias")
     return conv.bias
@@ -78,7 +79,8 @@ def conv_bias(conv: nn.Conv2d) -> torch.Tensor:
 class FrontFeatures:
     """What the frozen front hands to the trainable back (constant during partial distillation)."""
 
-    dec1: torch.Tensor  # dec1 output upsampled to enc2's size
+    # dec1 output upsampled to enc2's size
+    dec1: torch.Tensor
     enc2: torch.Tensor
     enc1: torch.Tensor
     x1_size: tuple[int, int]
@@ -86,7 +88,11 @@ class FrontFeatures:
 
     def detached(self) -> FrontFeatures:
         return FrontFeatures(
-            self.dec1.detach(), self.enc2.detach(), self.enc1.detach(), self.x1_size, self.input_size
+            self.dec1.detach(),
+            self.enc2.detach(),
+            self.enc1.detach(),
+            self.x1_size,
+            self.input_size,
         )
 
 
@@ -95,13 +101,22 @@ def conv_output_size(size: tuple[int, int], stride: int) -> tuple[int, int]:
     return (size[0] - 1) // stride + 1, (size[1] - 1) // stride + 1
 
 
-# Each block's input map, by the name :func:`map_sizes` gives it (dec2 and dec3 read concatenations at that size).
-BLOCK_INPUTS = {"enc1": "x2", "enc2": "enc1", "enc3": "enc2", "dec1": "enc3", "dec2": "enc2", "dec3": "enc1"}
+# Each block's input map, by the name :func:`map_sizes` gives it (dec2 and dec3 read concatenations
+# at that size).
+BLOCK_INPUTS = {
+    "enc1": "x2",
+    "enc2": "enc1",
+    "enc3": "enc2",
+    "dec1": "enc3",
+    "dec2": "enc2",
+    "dec3": "enc1",
+}
 
 
 def map_sizes(size: tuple[int, int]) -> dict[str, tuple[int, int]]:
-    """``(height, width)`` of the student's maps for a ``size`` input: in_conv1's output ``x1``, in_conv2's
-    ``x2`` and the encoder blocks' outputs (each strides by 2; the decoder works at those sizes)."""
+    """``(height, width)`` of the student's maps for a ``size`` input: in_conv1's output ``x1``,
+    in_conv2's ``x2`` and the encoder blocks' outputs (each strides by 2; the decoder works at those
+    sizes)."""
     sizes = {}
     for name in ("x1", "x2", "enc1", "enc2", "enc3"):
         size = conv_output_size(size, 2)
@@ -116,7 +131,8 @@ def block_input_sizes(size: tuple[int, int]) -> dict[str, tuple[int, int]]:
 
 
 def upsample(x: torch.Tensor, size: tuple[int, int] | torch.Size) -> torch.Tensor:
-    """``x (N, C, h, w)`` resized to ``size`` by the student's bilinear upsampling (``align_corners=False``)."""
+    """``x (N, C, h, w)`` resized to ``size`` by the student's bilinear upsampling
+    (``align_corners=False``)."""
     return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
 
 
@@ -163,7 +179,8 @@ class StudentNet(nn.Module):
         return self.dec3(torch.cat([dec2, front.enc1], dim=1))
 
     def forward_tail(self, dec3: torch.Tensor, front: FrontFeatures) -> torch.Tensor:
-        """The linear tail as written: dec3's output upsampled, ``out_conv1`` to ``out_conv3``, the last upsampling."""
+        """The linear tail as written: dec3's output upsampled, ``out_conv1`` to ``out_conv3``, the
+        last upsampling."""
         out = self.out_conv2(self.out_conv1(upsample(dec3, front.x1_size)))
         return self.out_conv3(upsample(out, front.input_size))
 
@@ -195,8 +212,11 @@ class StudentNet(nn.Module):
         return params
 
 
-def normalise_frame(frame_bgr: torch.Tensor | object, device: torch.device | str = "cpu") -> torch.Tensor:
-    """BGR ``uint8`` image ``(H, W, 3)`` (NumPy or tensor) -> normalised ``(1, 3, H, W)`` float tensor."""
+def normalise_frame(
+    frame_bgr: torch.Tensor | object, device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """BGR ``uint8`` image ``(H, W, 3)`` (NumPy or tensor) -> normalised ``(1, 3, H, W)`` float
+    tensor."""
     tensor = torch.as_tensor(frame_bgr, device=device)
     if tensor.ndim != 3 or tensor.shape[2] != 3:
         raise ValueError(f"expected a BGR frame of shape (H, W, 3), got {tuple(tensor.shape)}")

@@ -23,8 +23,10 @@ IMAGE_FRAME_CODECS = ("raw", "jpeg", "webp", "png")
 FRAME_CODECS = IMAGE_FRAME_CODECS + STREAM_FRAME_CODECS
 LABEL_CODECS = ("png", "raw")
 FLOAT_WEIGHT_CODECS = ("f32", "f16", "f32+zstd", "f16+zstd")
-DELTA_WEIGHT_CODECS = ("q8delta+zstd", "q8chdelta+zstd")  # int8 deltas, one scale per tensor / per channel
-SPARSE_WEIGHT_CODECS = tuple(SPARSE_BITS)  # deltas of a coordinate set (sparse_delta), decoded statefully
+# int8 deltas, one scale per tensor / per channel
+DELTA_WEIGHT_CODECS = ("q8delta+zstd", "q8chdelta+zstd")
+# deltas of a coordinate set (sparse_delta), decoded statefully
+SPARSE_WEIGHT_CODECS = tuple(SPARSE_BITS)
 WEIGHT_CODECS = FLOAT_WEIGHT_CODECS + DELTA_WEIGHT_CODECS + SPARSE_WEIGHT_CODECS
 MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 ZSTD_LEVEL = 3
@@ -32,8 +34,10 @@ ZSTD_LEVEL = 3
 _IMAGE_EXT = {"jpeg": ".jpg", "webp": ".webp", "png": ".png"}
 _QUALITY_FLAG = {"jpeg": cv2.IMWRITE_JPEG_QUALITY, "webp": cv2.IMWRITE_WEBP_QUALITY}
 _SCALE = np.dtype("<f4")
-_Q_MAX = 127  # quantised deltas lie in -127..127 (the decoder accepts -128 too)
-_MAX_SCALE = np.finfo(np.float32).max / 128  # any int8 times a scale stays finite
+# quantised deltas lie in -127..127 (the decoder accepts -128 too)
+_Q_MAX = 127
+# any int8 times a scale stays finite
+_MAX_SCALE = np.finfo(np.float32).max / 128
 
 
 def _bad(code: ErrorCode, message: str) -> ProtocolError:
@@ -45,7 +49,10 @@ def choose_codec(offered: list[str], supported: tuple[str, ...], preferred: tupl
     for codec in preferred:
         if codec in offered and codec in supported:
             return codec
-    raise _bad(ErrorCode.UNSUPPORTED_CODEC, f"none of {offered} is supported; this side speaks {list(supported)}")
+    raise _bad(
+        ErrorCode.UNSUPPORTED_CODEC,
+        f"none of {offered} is supported; this side speaks {list(supported)}",
+    )
 
 
 def is_delta_codec(codec: str) -> bool:
@@ -66,7 +73,8 @@ def choose_weight_codecs(offered: list[str], allowed: tuple[str, ...]) -> tuple[
     if not any(c in floats for c in offered):
         raise _bad(
             ErrorCode.UNSUPPORTED_CODEC,
-            f"{first} carries deltas only: offer a float codec for full weights too (one of {list(floats)})",
+            f"{first} carries deltas only: offer a float codec for full weights too (one of "
+            f"{list(floats)})",
         )
     return choose_codec(offered, floats, tuple(offered)), first
 
@@ -75,7 +83,8 @@ def choose_weight_codecs(offered: list[str], allowed: tuple[str, ...]) -> tuple[
 
 
 def encode_frame(frame_bgr: np.ndarray, codec: str, quality: int | None = None) -> bytes:
-    """Encode a BGR frame; ``quality`` (1..100) applies to jpeg and webp, None is :data:`DEFAULT_FRAME_QUALITY`."""
+    """Encode a BGR frame; ``quality`` (1..100) applies to jpeg and webp, None is
+    :data:`DEFAULT_FRAME_QUALITY`."""
     if frame_bgr.dtype != np.uint8 or frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3:
         raise ValueError(f"frames are uint8 (H, W, 3) BGR, got {frame_bgr.dtype} {frame_bgr.shape}")
     if codec == "raw":
@@ -84,7 +93,10 @@ def encode_frame(frame_bgr: np.ndarray, codec: str, quality: int | None = None) 
         raise _bad(ErrorCode.UNSUPPORTED_CODEC, f"unknown frame codec {codec!r}")
     params = []
     if codec in _QUALITY_FLAG:
-        params = [_QUALITY_FLAG[codec], int(DEFAULT_FRAME_QUALITY[codec] if quality is None else quality)]
+        params = [
+            _QUALITY_FLAG[codec],
+            int(DEFAULT_FRAME_QUALITY[codec] if quality is None else quality),
+        ]
     ok, buf = cv2.imencode(_IMAGE_EXT[codec], frame_bgr, params)
     if not ok:
         raise RuntimeError(f"OpenCV could not encode a {codec} frame")
@@ -96,16 +108,25 @@ def decode_frame(payload: bytes, codec: str, width: int, height: int) -> np.ndar
     if codec == "raw":
         expected = width * height * 3
         if width <= 0 or height <= 0 or len(payload) != expected:
-            raise _bad(ErrorCode.BAD_FRAME, f"raw frame of {len(payload)} bytes, expected {expected}")
+            raise _bad(
+                ErrorCode.BAD_FRAME, f"raw frame of {len(payload)} bytes, expected {expected}"
+            )
         return np.frombuffer(payload, dtype=np.uint8).reshape(height, width, 3)
     if codec not in _IMAGE_EXT:
         raise _bad(ErrorCode.UNSUPPORTED_CODEC, f"unknown frame codec {codec!r}")
-    image = cv2.imdecode(np.frombuffer(payload, dtype=np.uint8), cv2.IMREAD_COLOR) if payload else None
+    image = (
+        cv2.imdecode(np.frombuffer(payload, dtype=np.uint8), cv2.IMREAD_COLOR) if payload else None
+    )
     if image is None:
         raise _bad(ErrorCode.BAD_FRAME, f"payload is not a decodable {codec} image")
     if image.shape[:2] != (height, width):
-        raise _bad(ErrorCode.BAD_FRAME, f"frame is {image.shape[1]}x{image.shape[0]}, expected {width}x{height}")
+        raise _bad(
+            ErrorCode.BAD_FRAME,
+            f"frame is {image.shape[1]}x{image.shape[0]}, expected {width}x{height}",
+        )
     return image
+
+
 # -- label maps ----------------------------------------------------------------------------
 
 
@@ -124,13 +145,22 @@ def encode_labels(labels: np.ndarray, codec: str = "png") -> bytes:
 def decode_labels(payload: bytes, codec: str, width: int, height: int) -> np.ndarray:
     if codec == "raw":
         if width <= 0 or height <= 0 or len(payload) != width * height:
-            raise _bad(ErrorCode.BAD_FRAME, f"raw label map of {len(payload)} bytes, expected {width * height}")
+            raise _bad(
+                ErrorCode.BAD_FRAME,
+                f"raw label map of {len(payload)} bytes, expected {width * height}",
+            )
         return np.frombuffer(payload, dtype=np.uint8).reshape(height, width)
     if codec != "png":
         raise _bad(ErrorCode.UNSUPPORTED_CODEC, f"unknown label codec {codec!r}")
-    labels = cv2.imdecode(np.frombuffer(payload, dtype=np.uint8), cv2.IMREAD_UNCHANGED) if payload else None
+    labels = (
+        cv2.imdecode(np.frombuffer(payload, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+        if payload
+        else None
+    )
     if labels is None or labels.ndim != 2 or labels.shape != (height, width):
-        raise _bad(ErrorCode.BAD_FRAME, f"payload is not a {width}x{height} single-channel PNG label map")
+        raise _bad(
+            ErrorCode.BAD_FRAME, f"payload is not a {width}x{height} single-channel PNG label map"
+        )
     return labels
 
 
@@ -147,10 +177,12 @@ class TensorBlob:
 
 @dataclass(frozen=True)
 class _WeightFormat:
-    item: np.dtype  # float item, or int8 for quantised deltas
+    # float item, or int8 for quantised deltas
+    item: np.dtype
     compressed: bool
     delta: bool = False
-    per_channel: bool = False  # delta codecs: one scale per slice along dim 0 of tensors with >= 2 dims
+    # delta codecs: one scale per slice along dim 0 of tensors with >= 2 dims
+    per_channel: bool = False
 
 
 _WEIGHT_FORMATS = {
@@ -208,15 +240,24 @@ def encode_tensors(state: Mapping[str, torch.Tensor], codec: str) -> TensorBlob:
         else:
             values.append(np.ascontiguousarray(array.astype(fmt.item, copy=False)).tobytes())
     raw = b"".join(scales + values)
-    return TensorBlob(descriptors, zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(raw) if fmt.compressed else raw)
+    return TensorBlob(
+        descriptors,
+        zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(raw) if fmt.compressed else raw,
+    )
 
 
 def _parse_descriptors(tensors: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
     shapes: dict[str, tuple[int, ...]] = {}
     for desc in tensors:
-        name, shape = (desc.get("name"), desc.get("shape")) if isinstance(desc, dict) else (None, None)
-        if not isinstance(name, str) or not isinstance(shape, list) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in shape
+        name, shape = (
+            (desc.get("name"), desc.get("shape")) if isinstance(desc, dict) else (None, None)
+        )
+        if (
+            not isinstance(name, str)
+            or not isinstance(shape, list)
+            or not all(
+                isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in shape
+            )
         ):
             raise _bad(ErrorCode.BAD_MESSAGE, f"bad tensor descriptor {desc!r}")
         if name in shapes:
@@ -226,7 +267,8 @@ def _parse_descriptors(tensors: list[dict[str, Any]]) -> list[tuple[str, tuple[i
 
 
 def _decompress(payload: bytes, total: int) -> bytes:
-    """At most ``total + 1`` bytes out of a zstd frame: no more memory than that, whatever its header declares."""
+    """At most ``total + 1`` bytes out of a zstd frame: no more memory than that, whatever its
+    header declares."""
     chunks, size = [], 0
     try:
         with zstandard.ZstdDecompressor().stream_reader(payload) as reader:
@@ -241,26 +283,38 @@ def _decompress(payload: bytes, total: int) -> bytes:
     return b"".join(chunks)
 
 
-def decode_tensors(tensors: list[dict[str, Any]], payload: bytes, codec: str) -> dict[str, torch.Tensor]:
+def decode_tensors(
+    tensors: list[dict[str, Any]], payload: bytes, codec: str
+) -> dict[str, torch.Tensor]:
     """Inverse of :func:`encode_tensors`: float32 tensors (dequantised deltas for a delta codec).
 
     Defects raise :class:`ProtocolError` (BAD_MESSAGE, TOO_LARGE, UNSUPPORTED_CODEC).
     """
     fmt = _weight_format(codec)
     shapes = _parse_descriptors(tensors)
-    counts = [math.prod(shape) for _, shape in shapes]  # Python ints: an int64 product can wrap to 0
+    # Python ints: an int64 product can wrap to 0
+    counts = [math.prod(shape) for _, shape in shapes]
     scale_counts = [_scale_count(shape, fmt) if fmt.delta else 0 for _, shape in shapes]
     scale_bytes = sum(scale_counts) * _SCALE.itemsize
     total = scale_bytes + sum(counts) * fmt.item.itemsize
     if total > MAX_DECOMPRESSED_BYTES:
-        raise _bad(ErrorCode.TOO_LARGE, f"tensor blob of {total} bytes exceeds {MAX_DECOMPRESSED_BYTES}")
+        raise _bad(
+            ErrorCode.TOO_LARGE, f"tensor blob of {total} bytes exceeds {MAX_DECOMPRESSED_BYTES}"
+        )
     if fmt.compressed:
         payload = _decompress(payload, total)
     if len(payload) != total:
-        raise _bad(ErrorCode.BAD_MESSAGE, f"weight payload has {len(payload)} bytes, descriptors say {total}")
+        raise _bad(
+            ErrorCode.BAD_MESSAGE,
+            f"weight payload has {len(payload)} bytes, descriptors say {total}",
+        )
     scales = np.frombuffer(payload, dtype=_SCALE, count=sum(scale_counts))
-    if not ((scales >= 0) & (scales <= _MAX_SCALE)).all():  # (False for NaN)
-        raise _bad(ErrorCode.BAD_MESSAGE, "a delta scale is negative, NaN, infinite or so large that values overflow")
+    # (False for NaN)
+    if not ((scales >= 0) & (scales <= _MAX_SCALE)).all():
+        raise _bad(
+            ErrorCode.BAD_MESSAGE,
+            "a delta scale is negative, NaN, infinite or so large that values overflow",
+        )
     out: dict[str, torch.Tensor] = {}
     offset, first_scale = scale_bytes, 0
     for (name, shape), count, n_scales in zip(shapes, counts, scale_counts, strict=True):

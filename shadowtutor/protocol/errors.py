@@ -21,19 +21,29 @@ class CloseCode:
 class ErrorCode(str, Enum):
     """Stable error codes; ``close`` is the WebSocket close code when the error is fatal."""
 
-    BAD_MESSAGE = "bad_message"  # not a ShadowTutor message, bad header, wrong field types
+    # not a ShadowTutor message, bad header, wrong field types
+    BAD_MESSAGE = "bad_message"
     UNSUPPORTED_VERSION = "unsupported_version"
-    UNEXPECTED_MESSAGE = "unexpected_message"  # a valid message at the wrong time (e.g. no HELLO first)
+    # a valid message at the wrong time (e.g. no HELLO first)
+    UNEXPECTED_MESSAGE = "unexpected_message"
     UNSUPPORTED_CODEC = "unsupported_codec"
-    BAD_FRAME = "bad_frame"  # undecodable frame, or not the size announced in HELLO
-    INCOMPATIBLE_MODEL = "incompatible_model"  # classes or student architecture the server cannot serve
+    # undecodable frame, or not the size announced in HELLO
+    BAD_FRAME = "bad_frame"
+    # classes or student architecture the server cannot serve
+    INCOMPATIBLE_MODEL = "incompatible_model"
     TOO_LARGE = "too_large"
-    RATE_LIMITED = "rate_limited"  # key frames over the edge's rate: dropped (not fatal), closed when sustained
-    SERVER_BUSY = "server_busy"  # session limit reached
-    UNAUTHORIZED = "unauthorized"  # missing, wrong or revoked token for the HELLO's edge_id
-    SESSION_REPLACED = "session_replaced"  # a newer connection with the same edge_id took over
-    TEACHER_FAILED = "teacher_failed"  # the teacher could not label this key frame; the session goes on
-    SEND_TIMEOUT = "send_timeout"  # the edge did not read the server's messages in time: the session is closed
+    # key frames over the edge's rate: dropped (not fatal), closed when sustained
+    RATE_LIMITED = "rate_limited"
+    # session limit reached
+    SERVER_BUSY = "server_busy"
+    # missing, wrong or revoked token for the HELLO's edge_id
+    UNAUTHORIZED = "unauthorized"
+    # a newer connection with the same edge_id took over
+    SESSION_REPLACED = "session_replaced"
+    # the teacher could not label this key frame; the session goes on
+    TEACHER_FAILED = "teacher_failed"
+    # the edge did not read the server's messages in time: the session is closed
+    SEND_TIMEOUT = "send_timeout"
     INTERNAL = "internal"
 
     @property

@@ -15,7 +15,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # JPEG start-of-frame markers (baseline, progressive, lossless, arithmetic): 0xC0..0xCF except
 # DHT (C4), JPG (C8) and DAC (CC), which are not frames.
 _JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-_JPEG_STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})  # TEM and RSTn carry no length
+# TEM and RSTn carry no length
+_JPEG_STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
 _JPEG_SOS, _JPEG_EOI = 0xDA, 0xD9
 
 
@@ -24,10 +25,13 @@ def _bad(codec: str, why: str) -> ProtocolError:
 
 
 def declared_size(payload: bytes, codec: str) -> tuple[int, int]:
-    """``(width, height)`` from the header of a ``jpeg``, ``png`` or ``webp`` payload; BAD_FRAME if malformed."""
+    """``(width, height)`` from the header of a ``jpeg``, ``png`` or ``webp`` payload; BAD_FRAME if
+    malformed."""
     parsers = {"jpeg": _jpeg_size, "png": _png_size, "webp": _webp_size}
     if codec not in parsers:
-        raise ProtocolError(ErrorCode.UNSUPPORTED_CODEC, f"no image header parser for codec {codec!r}")
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_CODEC, f"no image header parser for codec {codec!r}"
+        )
     width, height = parsers[codec](memoryview(payload))
     if width <= 0 or height <= 0:
         raise _bad(codec, f"declares an empty image ({width}x{height})")
@@ -35,11 +39,13 @@ def declared_size(payload: bytes, codec: str) -> tuple[int, int]:
 
 
 def check_declared_size(payload: bytes, codec: str, width: int, height: int) -> None:
-    """Raise BAD_FRAME unless the image declares exactly ``width`` x ``height`` (checked before decoding)."""
+    """Raise BAD_FRAME unless the image declares exactly ``width`` x ``height`` (checked before
+    decoding)."""
     declared = declared_size(payload, codec)
     if declared != (width, height):
         raise ProtocolError(
-            ErrorCode.BAD_FRAME, f"the {codec} image declares {declared[0]}x{declared[1]}, expected {width}x{height}"
+            ErrorCode.BAD_FRAME,
+            f"the {codec} image declares {declared[0]}x{declared[1]}, expected {width}x{height}",
         )
 
 
@@ -60,7 +66,8 @@ def _jpeg_size(data: memoryview) -> tuple[int, int]:
         if data[pos] != 0xFF:
             raise _bad("jpeg", f"expected a marker at byte {pos}")
         marker = data[pos + 1]
-        if marker == 0xFF:  # fill byte before a marker
+        # fill byte before a marker
+        if marker == 0xFF:
             pos += 1
             continue
         pos += 2
@@ -70,13 +77,13 @@ def _jpeg_size(data: memoryview) -> tuple[int, int]:
             break
         if pos + 2 > len(data):
             break
-        (length,) = struct.unpack(">H", data[pos:pos + 2])
+        (length,) = struct.unpack(">H", data[pos : pos + 2])
         if length < 2:
             raise _bad("jpeg", f"segment length {length} at byte {pos}")
         if marker in _JPEG_SOF:
             if length < 7 or pos + 7 > len(data):
                 raise _bad("jpeg", "truncated start-of-frame segment")
-            height, width = struct.unpack(">HH", data[pos + 3:pos + 7])
+            height, width = struct.unpack(">HH", data[pos + 3 : pos + 7])
             return width, height
         pos += length
     raise _bad("jpeg", "no start-of-frame segment before the image data")
@@ -87,17 +94,20 @@ def _webp_size(data: memoryview) -> tuple[int, int]:
         raise _bad("webp", "no RIFF/WEBP header")
     chunk = bytes(data[12:16])
     body = data[20:]
-    if chunk == b"VP8 ":  # lossy: frame tag (3), start code 9d 01 2a, 14-bit width and height
+    # lossy: frame tag (3), start code 9d 01 2a, 14-bit width and height
+    if chunk == b"VP8 ":
         if bytes(body[3:6]) != b"\x9d\x01\x2a":
             raise _bad("webp", "no VP8 start code")
         width, height = struct.unpack("<HH", body[6:10])
         return width & 0x3FFF, height & 0x3FFF
-    if chunk == b"VP8L":  # lossless: signature 0x2f, then 14 bits width-1 and 14 bits height-1
+    # lossless: signature 0x2f, then 14 bits width-1 and 14 bits height-1
+    if chunk == b"VP8L":
         if body[0] != 0x2F:
             raise _bad("webp", "no VP8L signature")
         (bits,) = struct.unpack("<I", body[1:5])
         return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
-    if chunk == b"VP8X":  # extended: flags (4), 24-bit canvas width-1 and height-1
+    # extended: flags (4), 24-bit canvas width-1 and height-1
+    if chunk == b"VP8X":
         width = int.from_bytes(body[4:7], "little") + 1
         height = int.from_bytes(body[7:10], "little") + 1
         return width, height

@@ -23,7 +23,8 @@ MAGIC = b"ST"
 PROTOCOL_VERSION = 1
 PREFIX = struct.Struct(">2sBBI")
 MAX_HEADER_BYTES = 64 * 1024
-MAX_HELLO_BYTES = PREFIX.size + MAX_HEADER_BYTES  # a HELLO is a header; the largest message before one
+# a HELLO is a header; the largest message before one
+MAX_HELLO_BYTES = PREFIX.size + MAX_HEADER_BYTES
 
 
 @dataclass
@@ -44,13 +45,15 @@ class Hello(Message):
     class_names: list[str]
     frame_width: int
     frame_height: int
-    mode: str = "distill"  # "distill" (ShadowTutor) or "naive" (every frame labelled by the teacher)
+    # "distill" (ShadowTutor) or "naive" (every frame labelled by the teacher)
+    mode: str = "distill"
     student_arch: str = "shadowtutor-student"
     frame_codecs: list[str] = field(default_factory=lambda: ["raw"])
     weight_codecs: list[str] = field(default_factory=lambda: ["f32"])
     token: str | None = None
     agent: str = ""
-    student_size: list[int] | None = None  # [W, H] the edge's student runs at; None: the server's choice
+    # [W, H] the edge's student runs at; None: the server's choice
+    student_size: list[int] | None = None
 
 
 @dataclass
@@ -70,8 +73,10 @@ class Welcome(Message):
     class_names: list[str]
     tensors: list[dict[str, Any]] = field(default_factory=list)
     delta_codec: str | None = None
-    telemetry_interval: float | None = None  # seconds between TELEMETRY reports; None: send none
-    student_size: list[int] | None = None  # [W, H] both student copies run at; None: the frame's size
+    # seconds between TELEMETRY reports; None: send none
+    telemetry_interval: float | None = None
+    # [W, H] both student copies run at; None: the frame's size
+    student_size: list[int] | None = None
 
 
 @dataclass
@@ -151,7 +156,8 @@ class Error(Message):
 class Telemetry(Message):
     """Edge -> server, every WELCOME ``telemetry_interval`` seconds: the edge's own figures, for the
     server's ``/metrics``. Counters count since the agent started (over reconnects); ``None`` is
-    "not known yet" (no update applied, naive mode). Histograms: see :mod:`shadowtutor.protocol.telemetry`."""
+    "not known yet" (no update applied, naive mode). Histograms: see
+    :mod:`shadowtutor.protocol.telemetry`."""
 
     TYPE: ClassVar[int] = 8
     frames: int
@@ -171,11 +177,15 @@ class Telemetry(Message):
     roundtrip_seconds: dict[str, Any] | None = None
     # Added within version 1 (older edges leave them out); None: the feature is off or not known.
     key_frames_dropped: int | None = None
-    output_dropped: dict[str, Any] | None = None  # output -> writes dropped
+    # output -> writes dropped
+    output_dropped: dict[str, Any] | None = None
     labels_removed: int | None = None
-    change_based_frames: dict[str, Any] | None = None  # mode -> frames
-    changed_fraction: dict[str, Any] | None = None  # student layer -> fraction in [0, 1]
-    regions: dict[str, Any] | None = None  # path -> regions
+    # mode -> frames
+    change_based_frames: dict[str, Any] | None = None
+    # student layer -> fraction in [0, 1]
+    changed_fraction: dict[str, Any] | None = None
+    # path -> regions
+    regions: dict[str, Any] | None = None
     region_key_age_frames: dict[str, Any] | None = None
     cluster_workers: int | None = None
     region_queue_depth: int | None = None
@@ -186,38 +196,49 @@ class Telemetry(Message):
 
 
 MESSAGE_TYPES: dict[int, type[Message]] = {
-    cls.TYPE: cls for cls in (Hello, Welcome, KeyFrame, Update, ResyncRequest, Labels, Error, Telemetry)
+    cls.TYPE: cls
+    for cls in (Hello, Welcome, KeyFrame, Update, ResyncRequest, Labels, Error, Telemetry)
 }
 
 
 def encode(message: Message) -> bytes:
     header = json.dumps(message.header(), separators=(",", ":")).encode()
-    return PREFIX.pack(MAGIC, PROTOCOL_VERSION, message.TYPE, len(header)) + header + message.payload
+    return (
+        PREFIX.pack(MAGIC, PROTOCOL_VERSION, message.TYPE, len(header)) + header + message.payload
+    )
 
 
 def decode(data: bytes | bytearray | memoryview | str) -> Message:
     """Parse and validate one message; any defect raises :class:`ProtocolError`."""
     if isinstance(data, str):
-        raise ProtocolError(ErrorCode.BAD_MESSAGE, "text frames are not part of the protocol; send binary")
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, "text frames are not part of the protocol; send binary"
+        )
     data = bytes(data)
     if len(data) < PREFIX.size:
-        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"message of {len(data)} bytes is shorter than the prefix")
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, f"message of {len(data)} bytes is shorter than the prefix"
+        )
     magic, version, type_id, header_len = PREFIX.unpack_from(data)
     if magic != MAGIC:
         raise ProtocolError(ErrorCode.BAD_MESSAGE, "bad magic: not a ShadowTutor message")
     if version != PROTOCOL_VERSION:
         raise ProtocolError(
-            ErrorCode.UNSUPPORTED_VERSION, f"protocol version {version}; this side speaks {PROTOCOL_VERSION}"
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"protocol version {version}; this side speaks {PROTOCOL_VERSION}",
         )
     cls = MESSAGE_TYPES.get(type_id)
     if cls is None:
         raise ProtocolError(ErrorCode.BAD_MESSAGE, f"unknown message type {type_id}")
     if header_len > MAX_HEADER_BYTES:
         raise ProtocolError(
-            ErrorCode.BAD_MESSAGE, f"header of {header_len} bytes is over the limit of {MAX_HEADER_BYTES} bytes"
+            ErrorCode.BAD_MESSAGE,
+            f"header of {header_len} bytes is over the limit of {MAX_HEADER_BYTES} bytes",
         )
     if PREFIX.size + header_len > len(data):
-        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"header length {header_len} does not fit the message")
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, f"header length {header_len} does not fit the message"
+        )
     try:
         header = json.loads(data[PREFIX.size : PREFIX.size + header_len].decode())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -231,8 +252,9 @@ def decode(data: bytes | bytearray | memoryview | str) -> Message:
 
 
 def _require_unicode_text(header: dict[str, Any]) -> None:
-    """Every string in the header (keys too) must be encodable Unicode: JSON's escapes can spell lone
-    surrogates, which would fail later, far from here (in a log line, a hash, a JSON response)."""
+    """Every string in the header (keys too) must be encodable Unicode: JSON's escapes can spell
+    lone surrogates, which would fail later, far from here (in a log line, a hash, a JSON
+    response)."""
     pending: list[Any] = [header]
     while pending:
         value = pending.pop()
@@ -245,7 +267,9 @@ def _require_unicode_text(header: dict[str, Any]) -> None:
             try:
                 value.encode()
             except UnicodeEncodeError:
-                raise ProtocolError(ErrorCode.BAD_MESSAGE, "header text holds a lone surrogate") from None
+                raise ProtocolError(
+                    ErrorCode.BAD_MESSAGE, "header text holds a lone surrogate"
+                ) from None
 
 
 def _build(cls: type[Message], header: dict[str, Any], payload: bytes) -> Message:

@@ -1,4 +1,5 @@
-"""Sparse delta codecs: quantised deltas of a chosen coordinate set (docs/protocol.md, "Sparse deltas").
+"""Sparse delta codecs: quantised deltas of a chosen coordinate set (docs/protocol.md, "Sparse
+deltas").
 
 A :class:`CoordinateSet` names, per tensor, the flat indices the server trains; it has an id and
 travels once, in the first update that uses it, as one bitmap per tensor. Later updates carry only
@@ -47,8 +48,9 @@ def is_sparse_codec(codec: str) -> bool:
 
 @dataclass(frozen=True)
 class CoordinateSet:
-    """``indices``: per tensor name, its chosen flat indices (int64, ascending, unique), in set order;
-    ``shapes``: each tensor's shape; ``set_id``: the id updates refer to it by (0..2**32-1)."""
+    """``indices``: per tensor name, its chosen flat indices (int64, ascending, unique), in set
+    order; ``shapes``: each tensor's shape; ``set_id``: the id updates refer to it by
+    (0..2**32-1)."""
 
     set_id: int
     shapes: dict[str, tuple[int, ...]]
@@ -64,14 +66,18 @@ class CoordinateSet:
         return cls(
             set_id % 2**32,
             {name: tuple(mask.shape) for name, mask in masks.items()},
-            {name: torch.nonzero(mask.reshape(-1).cpu()).reshape(-1) for name, mask in masks.items()},
+            {
+                name: torch.nonzero(mask.reshape(-1).cpu()).reshape(-1)
+                for name, mask in masks.items()
+            },
         )
 
 
 @dataclass(frozen=True)
 class SparseDelta:
-    """A decoded sparse update: ``coordinates`` (the set it carried, or None: the held one, ``set_id``),
-    ``deltas`` float32, one per coordinate of the set in its order (None: no change at all)."""
+    """A decoded sparse update: ``coordinates`` (the set it carried, or None: the held one,
+    ``set_id``), ``deltas`` float32, one per coordinate of the set in its order (None: no change at
+    all)."""
 
     set_id: int
     coordinates: CoordinateSet | None
@@ -88,7 +94,7 @@ def _quantise(delta: np.ndarray, bits: int) -> tuple[np.float32, np.ndarray]:
 def _pack(values: np.ndarray, bits: int) -> bytes:
     if bits == 8:
         return values.tobytes()
-    nibbles = (values.astype(np.uint8) & 0x0F)
+    nibbles = values.astype(np.uint8) & 0x0F
     if nibbles.size % 2:
         nibbles = np.append(nibbles, np.uint8(0))
     return (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8).tobytes()
@@ -113,8 +119,8 @@ def _value_bytes(count: int, bits: int) -> int:
 def encode_sparse(
     deltas: torch.Tensor | None, coordinates: CoordinateSet, codec: str, with_set: bool
 ) -> tuple[list[dict[str, Any]], bytes]:
-    """``(descriptors, payload)`` of an update for an edge; ``deltas``: float32, one per coordinate of
-    ``coordinates`` in its order (None: no change, an empty payload unless ``with_set``)."""
+    """``(descriptors, payload)`` of an update for an edge; ``deltas``: float32, one per coordinate
+    of ``coordinates`` in its order (None: no change, an empty payload unless ``with_set``)."""
     bits = SPARSE_BITS[codec]
     if deltas is None and not with_set:
         return [], b""
@@ -126,8 +132,11 @@ def encode_sparse(
             mask = np.zeros(math.prod(shape), dtype=bool)
             mask[coordinates.indices[name].numpy()] = True
             parts.append(np.packbits(mask, bitorder="little").tobytes())
-    flat = (np.zeros(coordinates.size, np.float32) if deltas is None
-            else deltas.detach().cpu().numpy().astype(np.float32, copy=False))
+    flat = (
+        np.zeros(coordinates.size, np.float32)
+        if deltas is None
+        else deltas.detach().cpu().numpy().astype(np.float32, copy=False)
+    )
     if not np.isfinite(flat).all():
         raise ValueError("cannot quantise a delta holding NaN or infinity")
     scales, values, start = [], [], 0
@@ -148,17 +157,28 @@ def _decompress(payload: bytes) -> bytes:
     except zstandard.ZstdError as exc:
         raise _bad(f"sparse weight payload is not valid zstd: {exc}") from None
     if len(raw) > MAX_DECOMPRESSED_BYTES:
-        raise ProtocolError(ErrorCode.TOO_LARGE, f"sparse blob exceeds {MAX_DECOMPRESSED_BYTES} bytes")
+        raise ProtocolError(
+            ErrorCode.TOO_LARGE, f"sparse blob exceeds {MAX_DECOMPRESSED_BYTES} bytes"
+        )
     return raw
 
 
-def _read_set(set_id: int, descriptors: list[dict[str, Any]], raw: bytes, at: int) -> tuple[CoordinateSet, int]:
+def _read_set(
+    set_id: int, descriptors: list[dict[str, Any]], raw: bytes, at: int
+) -> tuple[CoordinateSet, int]:
     shapes: dict[str, tuple[int, ...]] = {}
     indices: dict[str, torch.Tensor] = {}
     for desc in descriptors:
-        name, shape = (desc.get("name"), desc.get("shape")) if isinstance(desc, dict) else (None, None)
-        if not isinstance(name, str) or not isinstance(shape, list) or name in shapes or not all(
-            isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in shape
+        name, shape = (
+            (desc.get("name"), desc.get("shape")) if isinstance(desc, dict) else (None, None)
+        )
+        if (
+            not isinstance(name, str)
+            or not isinstance(shape, list)
+            or name in shapes
+            or not all(
+                isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in shape
+            )
         ):
             raise _bad(f"bad or repeated tensor descriptor {desc!r}")
         count = math.prod(shape)
@@ -211,7 +231,9 @@ def decode_sparse(
         raise _bad(f"sparse update of {len(raw)} bytes, its coordinate set needs {expected}")
     scales = np.frombuffer(raw, _SCALE, n_scales, at)
     if not ((scales >= 0) & (scales <= np.finfo(np.float32).max / 128)).all():
-        raise _bad("a sparse delta scale is negative, NaN, infinite or so large that values overflow")
+        raise _bad(
+            "a sparse delta scale is negative, NaN, infinite or so large that values overflow"
+        )
     values = _unpack(raw[at + n_scales * _SCALE.itemsize :], count, bits)
     sizes = [int(idx.numel()) for idx in coordinates.indices.values()]
     per_value = np.repeat(scales, sizes) if sizes else np.zeros(0, _SCALE)

@@ -28,13 +28,14 @@ def streamable(width: int, height: int) -> bool:
 
 
 def frame_codecs_for(codecs: tuple[str, ...] | list[str], width: int, height: int) -> list[str]:
-    """``codecs`` less the stream codecs when frames of ``width`` x ``height`` cannot be streamed."""
+    """``codecs`` less the stream codecs when frames of ``width`` x ``height`` cannot be
+    streamed."""
     return [c for c in codecs if streamable(width, height) or c not in STREAM_FRAME_CODECS]
 
 
 def scaled_frame_size(width: int, height: int, scale: float) -> tuple[int, int]:
-    """``width`` x ``height`` times ``scale`` in (0, 1], each side rounded to the nearest even number
-    (at least 2); scale 1 keeps the size. ValueError for a scale outside (0, 1]."""
+    """``width`` x ``height`` times ``scale`` in (0, 1], each side rounded to the nearest even
+    number (at least 2); scale 1 keeps the size. ValueError for a scale outside (0, 1]."""
     if not 0.0 < scale <= 1.0:
         raise ValueError(f"a frame scale lies in (0, 1], got {scale}")
     if scale == 1.0:
@@ -62,7 +63,9 @@ def _check_frame(frame_bgr: np.ndarray) -> None:
     if frame_bgr.dtype != np.uint8 or frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3:
         raise ValueError(f"frames are uint8 (H, W, 3) BGR, got {frame_bgr.dtype} {frame_bgr.shape}")
     if frame_bgr.shape[0] % 2 or frame_bgr.shape[1] % 2:
-        raise ValueError(f"H.264 (yuv420p) frames have even sides, got {frame_bgr.shape[1]}x{frame_bgr.shape[0]}")
+        raise ValueError(
+            f"H.264 (yuv420p) frames have even sides, got {frame_bgr.shape[1]}x{frame_bgr.shape[0]}"
+        )
 
 
 class StreamEncoder:
@@ -72,7 +75,9 @@ class StreamEncoder:
     look-ahead). The first frame, and the first after :meth:`restart`, is intra at position 0.
     """
 
-    def __init__(self, width: int, height: int, crf: int = H264_CRF, preset: str = H264_PRESET) -> None:
+    def __init__(
+        self, width: int, height: int, crf: int = H264_CRF, preset: str = H264_PRESET
+    ) -> None:
         if not streamable(width, height):
             raise ValueError(f"H.264 streams need positive even sides, got {width}x{height}")
         self.width, self.height, self.crf, self.preset = width, height, crf, preset
@@ -87,30 +92,37 @@ class StreamEncoder:
         return context
 
     def restart(self) -> None:
-        """The next frame is intra at position 0 (after a refused or unacknowledged frame, a reconnect)."""
+        """The next frame is intra at position 0 (after a refused or unacknowledged frame, a
+        reconnect)."""
         self._context = None
 
     def encode(self, frame_bgr: np.ndarray) -> StreamFrame:
-        """Encode one BGR frame of the encoder's size; raises ValueError for another size or type."""
+        """Encode one BGR frame of the encoder's size; raises ValueError for another size or
+        type."""
         _check_frame(frame_bgr)
         if frame_bgr.shape[:2] != (self.height, self.width):
             size = f"{frame_bgr.shape[1]}x{frame_bgr.shape[0]}"
             raise ValueError(f"frame is {size}, stream is {self.width}x{self.height}")
         if self._context is None:
             self._context, self._position = self._open(), 0
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame_bgr), format="bgr24").reformat(format="yuv420p")
+        frame = av.VideoFrame.from_ndarray(
+            np.ascontiguousarray(frame_bgr), format="bgr24"
+        ).reformat(format="yuv420p")
         frame.pts = self._position
         packets = self._context.encode(frame)
         payload = b"".join(bytes(packet) for packet in packets)
         if not payload:
-            raise RuntimeError("libx264 returned no access unit for a frame (zerolatency should always return one)")
+            raise RuntimeError(
+                "libx264 returned no access unit for a frame (zerolatency should always return one)"
+            )
         out = StreamFrame(payload, self._position)
         self._position += 1
         return out
 
 
 class StreamDecoder:
-    """The receiving side of one stream of ``width`` x ``height`` frames; see the module's contract."""
+    """The receiving side of one stream of ``width`` x ``height`` frames; see the module's
+    contract."""
 
     def __init__(self, width: int, height: int) -> None:
         self.width, self.height = width, height
@@ -128,10 +140,13 @@ class StreamDecoder:
 
     def _refuse(self, message: str) -> ProtocolError:
         self.reset()
-        return ProtocolError(ErrorCode.BAD_FRAME, f"{message}; send an intra frame (stream position 0)")
+        return ProtocolError(
+            ErrorCode.BAD_FRAME, f"{message}; send an intra frame (stream position 0)"
+        )
 
     def decode(self, payload: bytes, position: int) -> np.ndarray:
-        """The BGR frame of an access unit at stream ``position``; defects raise BAD_FRAME and reset."""
+        """The BGR frame of an access unit at stream ``position``; defects raise BAD_FRAME and
+        reset."""
         intra = position == 0
         if position < 0:
             raise self._refuse(f"negative stream position {position}")
@@ -152,6 +167,8 @@ class StreamDecoder:
             raise self._refuse(f"the access unit gave {len(frames)} frames, expected 1")
         image = frames[0].to_ndarray(format="bgr24")
         if image.shape[:2] != (self.height, self.width):
-            raise self._refuse(f"frame is {image.shape[1]}x{image.shape[0]}, expected {self.width}x{self.height}")
+            raise self._refuse(
+                f"frame is {image.shape[1]}x{image.shape[0]}, expected {self.width}x{self.height}"
+            )
         self._last = position
         return image

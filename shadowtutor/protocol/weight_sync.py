@@ -1,4 +1,5 @@
-"""The weights an edge holds, kept bit-identical on both ends of a session (docs/protocol.md, "Held weights").
+"""The weights an edge holds, kept bit-identical on both ends of a session (docs/protocol.md, "Held
+weights").
 
 The edge holds whatever it decoded: full weights replace its copy, a partial update
 overwrites the tensors it names, and a delta update adds its dequantised deltas to them.
@@ -27,8 +28,8 @@ from shadowtutor.protocol.sparse_delta import (
 
 
 class HeldWeights:
-    """A float32 ``state_dict`` changed only by decoded blobs (empty until the first full weights), and
-    the coordinate set sparse updates refer to (``coordinates``, None until one arrives)."""
+    """A float32 ``state_dict`` changed only by decoded blobs (empty until the first full weights),
+    and the coordinate set sparse updates refer to (``coordinates``, None until one arrives)."""
 
     def __init__(self) -> None:
         self.state: dict[str, torch.Tensor] = {}
@@ -40,9 +41,10 @@ class HeldWeights:
         self.coordinates = None
 
     def apply_sparse(self, update: SparseDelta) -> dict[str, torch.Tensor]:
-        """A sparse update: hold the coordinate set it carries, if any, then add its deltas at the set's
-        coordinates. Returns the new values of the tensors it changed. A set naming a tensor that is not
-        held, or of another shape, or deltas for a set not held, raise BAD_MESSAGE and change nothing."""
+        """A sparse update: hold the coordinate set it carries, if any, then add its deltas at the
+        set's coordinates. Returns the new values of the tensors it changed. A set naming a tensor
+        that is not held, or of another shape, or deltas for a set not held, raise BAD_MESSAGE and
+        change nothing."""
         coordinates = update.coordinates if update.coordinates is not None else self.coordinates
         if update.coordinates is not None:
             for name, shape in update.coordinates.shapes.items():
@@ -50,13 +52,16 @@ class HeldWeights:
                 if held is None or tuple(held.shape) != shape:
                     raise ProtocolError(
                         ErrorCode.BAD_MESSAGE,
-                        f"coordinate set names {name!r} with shape {list(shape)}, which the edge does not hold",
+                        f"coordinate set names {name!r} with shape {list(shape)}, which the edge "
+                        "does not hold",
                     )
         if update.deltas is None:
             self.coordinates = coordinates
             return {}
         if coordinates is None or coordinates.set_id != update.set_id:
-            raise ProtocolError(ErrorCode.BAD_MESSAGE, f"deltas for coordinate set {update.set_id}, none held")
+            raise ProtocolError(
+                ErrorCode.BAD_MESSAGE, f"deltas for coordinate set {update.set_id}, none held"
+            )
         new, start = {}, 0
         for name, idx in coordinates.indices.items():
             count = int(idx.numel())
@@ -81,10 +86,13 @@ class HeldWeights:
                 shape = None if held is None else list(held.shape)
                 raise ProtocolError(
                     ErrorCode.BAD_MESSAGE,
-                    f"update of {name!r} with shape {list(value.shape)} does not fit the held tensor ({shape})",
+                    f"update of {name!r} with shape {list(value.shape)} does not fit the held "
+                    f"tensor ({shape})",
                 )
-        new = {name: self.state[name] + _float32(value) if delta else _float32(value)
-               for name, value in tensors.items()}
+        new = {
+            name: self.state[name] + _float32(value) if delta else _float32(value)
+            for name, value in tensors.items()
+        }
         self.state.update(new)
         return new
 
@@ -118,7 +126,8 @@ class UpdateEncoder:
         self.weight_codec = weight_codec
         self.delta_codec = delta_codec
         self.held = HeldWeights()
-        self._sent: dict[str, torch.Tensor] = {}  # the server's value of each tensor when it was last sent
+        # the server's value of each tensor when it was last sent
+        self._sent: dict[str, torch.Tensor] = {}
 
     def full(self, state: Mapping[str, torch.Tensor]) -> TensorBlob:
         """Every tensor of ``state`` in the float codec; the edge will hold what it decodes."""
@@ -128,13 +137,17 @@ class UpdateEncoder:
         return blob
 
     def partial(
-        self, state: Mapping[str, torch.Tensor], keys: list[str], coordinates: CoordinateSet | None = None
+        self,
+        state: Mapping[str, torch.Tensor],
+        keys: list[str],
+        coordinates: CoordinateSet | None = None,
     ) -> TensorBlob:
-        """The tensors ``keys`` of ``state`` that differ from the held ones, for an edge holding :attr:`held`.
+        """The tensors ``keys`` of ``state`` that differ from the held ones, for an edge holding
+        :attr:`held`.
 
-        With a sparse delta codec, only the coordinates of ``coordinates`` (the set the server trains,
-        required then) travel: the set itself when the edge does not hold it, then deltas for all its
-        coordinates when any of them changed since last sent (else an empty payload)."""
+        With a sparse delta codec, only the coordinates of ``coordinates`` (the set the server
+        trains, required then) travel: the set itself when the edge does not hold it, then deltas
+        for all its coordinates when any of them changed since last sent (else an empty payload)."""
         held = self.held.state
         missing = [key for key in keys if key not in held]
         if missing:
@@ -142,16 +155,25 @@ class UpdateEncoder:
         if self.delta_codec is not None and is_sparse_codec(self.delta_codec):
             if coordinates is None:
                 if any(not torch.equal(_float32(state[key]), self._sent[key]) for key in keys):
-                    raise ValueError(f"{self.delta_codec} needs the coordinate set the server trains")
+                    raise ValueError(
+                        f"{self.delta_codec} needs the coordinate set the server trains"
+                    )
                 return TensorBlob([], b"")
             return self._sparse(state, coordinates, self.delta_codec)
         if self.delta_codec is not None:
             values = {key: _float32(state[key]) for key in keys}
-            changed = [key for key, value in values.items()
-                       if not torch.equal(value, held[key]) and not torch.equal(value, self._sent[key])]
-            blob = encode_tensors({key: values[key] - held[key] for key in changed}, self.delta_codec)
+            changed = [
+                key
+                for key, value in values.items()
+                if not torch.equal(value, held[key]) and not torch.equal(value, self._sent[key])
+            ]
+            blob = encode_tensors(
+                {key: values[key] - held[key] for key in changed}, self.delta_codec
+            )
             self._sent.update({key: values[key] for key in changed})
-            self.held.apply(decode_tensors(blob.tensors, blob.payload, self.delta_codec), delta=True)
+            self.held.apply(
+                decode_tensors(blob.tensors, blob.payload, self.delta_codec), delta=True
+            )
             return blob
         blob = encode_tensors({key: state[key] for key in keys}, self.weight_codec)
         on_wire = decode_tensors(blob.tensors, blob.payload, self.weight_codec)
@@ -161,42 +183,64 @@ class UpdateEncoder:
         self.held.apply(decode_tensors(blob.tensors, blob.payload, self.weight_codec), delta=False)
         return blob
 
-    def _sparse(self, state: Mapping[str, torch.Tensor], coordinates: CoordinateSet, codec: str) -> TensorBlob:
+    def _sparse(
+        self, state: Mapping[str, torch.Tensor], coordinates: CoordinateSet, codec: str
+    ) -> TensorBlob:
         held = self.held.state
-        with_set = self.held.coordinates is None or self.held.coordinates.set_id != coordinates.set_id
+        with_set = (
+            self.held.coordinates is None or self.held.coordinates.set_id != coordinates.set_id
+        )
         names = list(coordinates.indices)
         values = {name: _float32(state[name]) for name in names}
-        changed = any(not torch.equal(values[name].reshape(-1)[idx], self._sent[name].reshape(-1)[idx])
-                      for name, idx in coordinates.indices.items())
+        changed = any(
+            not torch.equal(values[name].reshape(-1)[idx], self._sent[name].reshape(-1)[idx])
+            for name, idx in coordinates.indices.items()
+        )
         deltas = None
         if changed or with_set:
-            deltas = torch.cat([(values[name] - held[name]).reshape(-1)[idx]
-                                for name, idx in coordinates.indices.items()])
+            deltas = torch.cat(
+                [
+                    (values[name] - held[name]).reshape(-1)[idx]
+                    for name, idx in coordinates.indices.items()
+                ]
+            )
             self._sent.update(values)
         descriptors, payload = encode_sparse(deltas, coordinates, codec, with_set)
         self.held.apply_sparse(decode_sparse(descriptors, payload, codec, self.held.coordinates))
         return TensorBlob(descriptors, payload)
 
     def mirror(self, keys: list[str]) -> dict[str, Any]:
-        """What :meth:`restore_mirror` needs to go on with partial updates of ``keys`` in another process:
-        the held values and the values last sent (float32 CPU copies), and the held coordinate set."""
+        """What :meth:`restore_mirror` needs to go on with partial updates of ``keys`` in another
+        process: the held values and the values last sent (float32 CPU copies), and the held
+        coordinate set."""
         held_set = self.held.coordinates
-        coordinates = None if held_set is None else {
-            "set_id": held_set.set_id,
-            "shapes": {name: list(shape) for name, shape in held_set.shapes.items()},
-            "indices": {name: idx.clone() for name, idx in held_set.indices.items()},
+        coordinates = (
+            None
+            if held_set is None
+            else {
+                "set_id": held_set.set_id,
+                "shapes": {name: list(shape) for name, shape in held_set.shapes.items()},
+                "indices": {name: idx.clone() for name, idx in held_set.indices.items()},
+            }
+        )
+        return {
+            "held": {key: self.held.state[key].clone() for key in keys},
+            "sent": {key: self._sent[key].clone() for key in keys},
+            "coordinates": coordinates,
         }
-        return {"held": {key: self.held.state[key].clone() for key in keys},
-                "sent": {key: self._sent[key].clone() for key in keys},
-                "coordinates": coordinates}
 
     def restore_mirror(self, mirror: Mapping[str, Any]) -> None:
-        """Hold what :meth:`mirror` returned: the next partial update is what this encoder's would have been."""
+        """Hold what :meth:`mirror` returned: the next partial update is what this encoder's would
+        have been."""
         self.held.state = {key: _float32(value) for key, value in mirror["held"].items()}
         self._sent = {key: _float32(value) for key, value in mirror["sent"].items()}
         saved = mirror.get("coordinates")
-        self.held.coordinates = None if saved is None else CoordinateSet(
-            int(saved["set_id"]),
-            {name: tuple(shape) for name, shape in saved["shapes"].items()},
-            {name: idx.to(torch.int64) for name, idx in saved["indices"].items()},
+        self.held.coordinates = (
+            None
+            if saved is None
+            else CoordinateSet(
+                int(saved["set_id"]),
+                {name: tuple(shape) for name, shape in saved["shapes"].items()},
+                {name: idx.to(torch.int64) for name, idx in saved["indices"].items()},
+            )
         )

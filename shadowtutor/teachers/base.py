@@ -29,7 +29,8 @@ class Teacher(Protocol):
     class_names: tuple[str, ...]
 
     def label(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> np.ndarray:
-        """BGR ``uint8`` ``(H, W, 3)`` -> class indices ``(H, W)`` (``uint8``, or ``int64`` past 256 classes)."""
+        """BGR ``uint8`` ``(H, W, 3)`` -> class indices ``(H, W)`` (``uint8``, or ``int64`` past 256
+        classes)."""
         ...
 
     def label_batch(
@@ -46,22 +47,26 @@ class Teacher(Protocol):
 @dataclass(frozen=True)
 class Teaching:
     """A teacher's answer for one frame: the label map and, where the teacher has instances, their
-    boxes ``(N, 4)`` float ``x0, y0, x1, y1`` in the frame's pixels (every instance the teacher kept,
-    of any class, including those its label map cannot show)."""
+    boxes ``(N, 4)`` float ``x0, y0, x1, y1`` in the frame's pixels (every instance the teacher
+    kept, of any class, including those its label map cannot show)."""
 
     labels: np.ndarray
     boxes: np.ndarray | None = None
 
 
-def teach_batch(teacher: Teacher, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None) -> list[Teaching]:
-    """``teacher.teach_batch`` where the teacher has it, else its labels without boxes (from ``label_batch``,
-    or ``label`` frame by frame for a teacher that has only that)."""
+def teach_batch(
+    teacher: Teacher, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None
+) -> list[Teaching]:
+    """``teacher.teach_batch`` where the teacher has it, else its labels without boxes (from
+    ``label_batch``, or ``label`` frame by frame for a teacher that has only that)."""
     if hasattr(teacher, "teach_batch"):
         return teacher.teach_batch(frames, frame_indices)
     if len(frames) > 1 and hasattr(teacher, "label_batch"):
         return [Teaching(labels) for labels in teacher.label_batch(frames, frame_indices)]
     indices = [None] * len(frames) if frame_indices is None else list(frame_indices)
-    return [Teaching(teacher.label(frame, index)) for frame, index in zip(frames, indices, strict=True)]
+    return [
+        Teaching(teacher.label(frame, index)) for frame, index in zip(frames, indices, strict=True)
+    ]
 
 
 def label_dtype(num_classes: int) -> type[np.integer]:
@@ -81,7 +86,8 @@ def check_frame(frame: Any) -> np.ndarray:
 
 
 def resize_labels(labels: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Nearest-neighbour resize of a ``(h, w)`` label map (any integer dtype) to ``(height, width)``.
+    """Nearest-neighbour resize of a ``(h, w)`` label map (any integer dtype) to ``(height,
+    width)``.
 
     Each output pixel takes the label under its centre, so no new class values appear.
     """
@@ -96,7 +102,9 @@ def resize_labels(labels: np.ndarray, height: int, width: int) -> np.ndarray:
 def check_class_names(class_names: Sequence[str]) -> tuple[str, ...]:
     names = tuple(class_names)
     if not names or not all(isinstance(n, str) and n for n in names):
-        raise TeacherError(f"class names must be a non-empty list of non-empty strings, got {class_names!r}")
+        raise TeacherError(
+            f"class names must be a non-empty list of non-empty strings, got {class_names!r}"
+        )
     if len(set(names)) != len(names):
         raise TeacherError(f"class names must be unique, got {list(names)}")
     return names
@@ -145,10 +153,14 @@ class TeacherBase(ABC):
         return checked, indices
 
     @abstractmethod
-    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+    def _label_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[np.ndarray]:
         """Label checked frames; each result is ``(H, W)`` of :func:`label_dtype` for its frame."""
 
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
+    def _teach_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[Teaching]:
         """Labels and boxes of checked frames; backends that know instances override it."""
         return [Teaching(labels) for labels in self._label_batch(frames, frame_indices)]
 
@@ -166,11 +178,16 @@ class TeacherBase(ABC):
 
 
 class InstanceTeacherBase(TeacherBase):
-    """A backend that knows instances: it implements :meth:`_teach_batch`, the labels come from it."""
+    """A backend that knows instances: it implements :meth:`_teach_batch`, the labels come from
+    it."""
 
     @abstractmethod
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
+    def _teach_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[Teaching]:
         """Labels and instance boxes of checked frames."""
 
-    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+    def _label_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[np.ndarray]:
         return [teaching.labels for teaching in self._teach_batch(frames, frame_indices)]

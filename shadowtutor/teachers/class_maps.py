@@ -67,7 +67,9 @@ def class_lut(source_names: Sequence[str], target_names: Sequence[str]) -> np.nd
             lookup.setdefault(normalise_class_name(alias), j)
     for j, target in enumerate(target_names):
         lookup[normalise_class_name(target)] = j
-    return np.array([lookup.get(normalise_class_name(s), background) for s in source_names], dtype=np.int64)
+    return np.array(
+        [lookup.get(normalise_class_name(s), background) for s in source_names], dtype=np.int64
+    )
 
 
 def checked_class_lut(

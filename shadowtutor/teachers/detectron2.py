@@ -16,10 +16,21 @@ from typing import Any
 import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.teachers.base import InstanceTeacherBase, TeacherError, Teaching, check_class_names, check_threshold
+from shadowtutor.teachers.base import (
+    InstanceTeacherBase,
+    TeacherError,
+    Teaching,
+    check_class_names,
+    check_threshold,
+)
 from shadowtutor.teachers.class_maps import COCO_CLASSES, checked_class_lut
 from shadowtutor.teachers.device import resolve_torch_device
-from shadowtutor.teachers.instances import PaintOrder, check_paint_order, kept_boxes, paint_instances
+from shadowtutor.teachers.instances import (
+    PaintOrder,
+    check_paint_order,
+    kept_boxes,
+    paint_instances,
+)
 
 DEFAULT_CONFIG = "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml"
 INSTALL_GUIDE = "https://detectron2.readthedocs.io/en/latest/tutorials/install.html"
@@ -33,10 +44,13 @@ def instances_to_teaching(
     score_threshold: float,
     paint_order: PaintOrder = "score",
 ) -> Teaching:
-    """detectron2 ``Instances`` (``pred_masks``, ``pred_boxes``, ``scores``, ``pred_classes`` over COCO's
-    80 contiguous ids) -> an ``(H, W)`` map of task class indices and the kept instances' boxes."""
+    """detectron2 ``Instances`` (``pred_masks``, ``pred_boxes``, ``scores``, ``pred_classes`` over
+    COCO's 80 contiguous ids) -> an ``(H, W)`` map of task class indices and the kept instances'
+    boxes."""
     if not hasattr(instances, "pred_masks"):
-        raise TeacherError("the detectron2 model gives no instance masks: use an InstanceSegmentation config")
+        raise TeacherError(
+            "the detectron2 model gives no instance masks: use an InstanceSegmentation config"
+        )
     scores = instances.scores.cpu().numpy()
     labels = paint_instances(
         instances.pred_masks.cpu().numpy(),
@@ -48,7 +62,9 @@ def instances_to_teaching(
         score_threshold,
         order=paint_order,
     )
-    return Teaching(labels, kept_boxes(instances.pred_boxes.tensor.cpu().numpy(), scores, score_threshold))
+    return Teaching(
+        labels, kept_boxes(instances.pred_boxes.tensor.cpu().numpy(), scores, score_threshold)
+    )
 
 
 class Detectron2Teacher(InstanceTeacherBase):
@@ -82,8 +98,10 @@ class Detectron2Teacher(InstanceTeacherBase):
             from detectron2.modeling import build_model
         except ImportError as exc:
             raise TeacherError(
-                f"the detectron2 teacher needs detectron2, which cannot be imported ({exc}); install it "
-                f"({INSTALL_GUIDE}) or use the 'maskrcnn' teacher, the same model through torchvision"
+                f"the detectron2 teacher needs detectron2, which cannot be imported ({exc}); "
+                "install it "
+                f"({INSTALL_GUIDE}) or use the 'maskrcnn' teacher, the same model through "
+                "torchvision"
             ) from exc
         self.device = resolve_torch_device(device)
         if weights_path is not None and not Path(weights_path).is_file():
@@ -91,8 +109,11 @@ class Detectron2Teacher(InstanceTeacherBase):
         try:
             cfg = get_cfg()
             cfg.merge_from_file(model_zoo.get_config_file(config))
-            self.weights_source = str(weights_path) if weights_path else model_zoo.get_checkpoint_url(config)
-        except RuntimeError as exc:  # model_zoo's answer to an unknown config name
+            self.weights_source = (
+                str(weights_path) if weights_path else model_zoo.get_checkpoint_url(config)
+            )
+        # model_zoo's answer to an unknown config name
+        except RuntimeError as exc:
             raise TeacherError(f"unknown detectron2 model zoo config {config!r}: {exc}") from exc
         cfg.MODEL.ROI_HEADS.SCORE_THRESH_TEST = self.score_threshold
         cfg.MODEL.DEVICE = self.device
@@ -101,7 +122,8 @@ class Detectron2Teacher(InstanceTeacherBase):
         self._model = build_model(cfg).eval()
         try:
             DetectionCheckpointer(self._model).load(self.weights_source)
-        except Exception as exc:  # download or unpickling errors of several types
+        # download or unpickling errors of several types
+        except Exception as exc:
             raise TeacherError(
                 f"cannot load detectron2 weights {self.weights_source}: {exc}; "
                 "without internet access pass weights_path=<local model_final_*.pkl>"
@@ -111,7 +133,9 @@ class Detectron2Teacher(InstanceTeacherBase):
         )
         self._rgb_input = cfg.INPUT.FORMAT == "RGB"
 
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
+    def _teach_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[Teaching]:
         import torch
 
         inputs = []
@@ -119,13 +143,19 @@ class Detectron2Teacher(InstanceTeacherBase):
             image = frame[:, :, ::-1] if self._rgb_input else frame
             if not self.native_resolution:
                 image = self._resize.get_transform(image).apply_image(image)
-            tensor = torch.as_tensor(np.ascontiguousarray(image.transpose(2, 0, 1)), dtype=torch.float32)
+            tensor = torch.as_tensor(
+                np.ascontiguousarray(image.transpose(2, 0, 1)), dtype=torch.float32
+            )
             inputs.append({"image": tensor, "height": frame.shape[0], "width": frame.shape[1]})
         with torch.inference_mode():
             outputs = self._model(inputs)
         return [
             instances_to_teaching(
-                out["instances"], self._lut, self._background, len(self.class_names), self.score_threshold,
+                out["instances"],
+                self._lut,
+                self._background,
+                len(self.class_names),
+                self.score_threshold,
                 self.paint_order,
             )
             for out in outputs

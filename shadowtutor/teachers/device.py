@@ -6,7 +6,8 @@ from shadowtutor.teachers.base import TeacherError
 
 
 def resolve_torch_device(device: str) -> str:
-    """``"auto"`` -> ``"cuda"`` when CUDA is usable, else ``"cpu"``; ``"cpu"``/``"cuda[:N]"`` are checked."""
+    """``"auto"`` -> ``"cuda"`` when CUDA is usable, else ``"cpu"``; ``"cpu"``/``"cuda[:N]"`` are
+    checked."""
     import torch
 
     if device == "auto":
@@ -15,7 +16,9 @@ def resolve_torch_device(device: str) -> str:
         return device
     if device == "cuda" or device.startswith("cuda:"):
         if not torch.cuda.is_available():
-            raise TeacherError(f"device {device!r} requested but CUDA is not available (use 'cpu' or 'auto')")
+            raise TeacherError(
+                f"device {device!r} requested but CUDA is not available (use 'cpu' or 'auto')"
+            )
         index = device.partition(":")[2]
         if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
             raise TeacherError(f"no CUDA device {device!r}: {torch.cuda.device_count()} present")

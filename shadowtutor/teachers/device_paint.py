@@ -1,4 +1,5 @@
-"""Instance masks -> label maps, painted on the detector's device; one label map per frame to the host.
+"""Instance masks -> label maps, painted on the detector's device; one label map per frame to the
+host.
 
 Input, per frame: a torchvision-style detection dict *before* its masks are pasted into the image:
 ``boxes`` ``(N, 4)`` float in the frame's pixels, ``scores`` ``(N,)``, ``labels`` ``(N,)`` (the
@@ -43,7 +44,8 @@ def paint_frames(
     mask_threshold: float = 0.5,
     order: PaintOrder = "score",
 ) -> list[Teaching]:
-    """Label maps ``(height, width)`` of ``frame_sizes`` from the frames' ``detections`` (see the module)."""
+    """Label maps ``(height, width)`` of ``frame_sizes`` from the frames' ``detections`` (see the
+    module)."""
     import torch
     from torchvision.models.detection.roi_heads import expand_boxes, expand_masks
 
@@ -54,19 +56,31 @@ def paint_frames(
     device = detections[0]["boxes"].device
     padded, rows = [], []
     for det in detections:
-        masks, scale = expand_masks(det["masks"], padding=1)  # torchvision's paste, step 1
+        # torchvision's paste, step 1
+        masks, scale = expand_masks(det["masks"], padding=1)
         cells = expand_boxes(det["boxes"], scale).to(dtype=torch.int64)
         padded.append(masks)
-        rows.append(torch.cat([det["boxes"].double(), cells.double(), det["scores"].double()[:, None],
-                               det["labels"].double()[:, None]], dim=1))
-    table = torch.cat(rows).cpu().numpy()  # float32 scores and boxes, int64 ids: exact in float64
+        rows.append(
+            torch.cat(
+                [
+                    det["boxes"].double(),
+                    cells.double(),
+                    det["scores"].double()[:, None],
+                    det["labels"].double()[:, None],
+                ],
+                dim=1,
+            )
+        )
+    # float32 scores and boxes, int64 ids: exact in float64
+    table = torch.cat(rows).cpu().numpy()
     dtype = torch.uint8 if label_dtype(num_classes) == np.uint8 else torch.int64
     canvases, boxes, start = [], [], 0
     for masks, (height, width) in zip(padded, frame_sizes, strict=True):
-        part, start = table[start:start + len(masks)], start + len(masks)
+        part, start = table[start : start + len(masks)], start + len(masks)
         scores = part[:, _SCORE].astype(np.float32)
-        sequence, task_ids = paint_sequence(scores, part[:, _CLASS].astype(np.int64), class_lut, background,
-                                            score_threshold, order)
+        sequence, task_ids = paint_sequence(
+            scores, part[:, _CLASS].astype(np.int64), class_lut, background, score_threshold, order
+        )
         canvas = torch.full((height, width), background, dtype=dtype, device=device)
         cells = part[:, _CELLS].astype(np.int64)
         for i in sequence.tolist():
@@ -76,9 +90,12 @@ def paint_frames(
     return [Teaching(labels, b) for labels, b in zip(_to_host(canvases), boxes, strict=True)]
 
 
-def _paint_one(canvas: torch.Tensor, mask: torch.Tensor, cell: list[int], task_id: int, threshold: float) -> None:
-    """Paint ``task_id`` where ``mask`` (``(M, M)``, padded) resized into ``cell`` (``x0, y0, x1, y1``,
-    inclusive, possibly past the canvas) exceeds ``threshold``: torchvision's ``paste_mask_in_image``."""
+def _paint_one(
+    canvas: torch.Tensor, mask: torch.Tensor, cell: list[int], task_id: int, threshold: float
+) -> None:
+    """Paint ``task_id`` where ``mask`` (``(M, M)``, padded) resized into ``cell`` (``x0, y0, x1,
+    y1``, inclusive, possibly past the canvas) exceeds ``threshold``: torchvision's
+    ``paste_mask_in_image``."""
     import torch.nn.functional as F
 
     x0, y0, x1, y1 = cell
@@ -87,14 +104,16 @@ def _paint_one(canvas: torch.Tensor, mask: torch.Tensor, cell: list[int], task_i
     if left >= right or top >= bottom:
         return
     size = (max(y1 - y0 + 1, 1), max(x1 - x0 + 1, 1))
-    resized = F.interpolate(mask.expand((1, 1, -1, -1)), size=size, mode="bilinear", align_corners=False)[0, 0]
-    inside = resized[top - y0:bottom - y0, left - x0:right - x0] > threshold
+    resized = F.interpolate(
+        mask.expand((1, 1, -1, -1)), size=size, mode="bilinear", align_corners=False
+    )[0, 0]
+    inside = resized[top - y0 : bottom - y0, left - x0 : right - x0] > threshold
     canvas[top:bottom, left:right].masked_fill_(inside, task_id)
 
 
 def _to_host(canvases: list[torch.Tensor]) -> list[np.ndarray]:
-    """The maps as NumPy arrays, through :func:`~shadowtutor.models.host_copy.to_host` (CUDA ones copied into
-    pinned memory on the current stream, waited for once; CPU ones as they are)."""
+    """The maps as NumPy arrays, through :func:`~shadowtutor.models.host_copy.to_host` (CUDA ones
+    copied into pinned memory on the current stream, waited for once; CPU ones as they are)."""
     from shadowtutor.models.host_copy import to_host
 
     return [host.numpy() for host in to_host(canvases)]

@@ -35,9 +35,13 @@ def write_label(directory: Path, frame_index: int, labels: np.ndarray) -> Path:
     import cv2
 
     if labels.ndim != 2 or labels.size == 0:
-        raise TeacherError(f"a label map must be a non-empty (H, W) array, got shape {labels.shape}")
+        raise TeacherError(
+            f"a label map must be a non-empty (H, W) array, got shape {labels.shape}"
+        )
     if labels.min() < 0 or labels.max() > 65535:
-        raise TeacherError(f"label values must lie in [0, 65535] to fit a PNG, got {labels.min()}..{labels.max()}")
+        raise TeacherError(
+            f"label values must lie in [0, 65535] to fit a PNG, got {labels.min()}..{labels.max()}"
+        )
     depth = np.uint8 if labels.max() <= 255 else np.uint16
     path = label_path(directory, frame_index)
     if not cv2.imwrite(str(path), labels.astype(depth)):
@@ -54,13 +58,16 @@ def read_label(path: Path) -> np.ndarray:
         raise TeacherError(f"cannot read label map {path}")
     if labels.ndim != 2 or labels.dtype not in (np.uint8, np.uint16):
         raise TeacherError(
-            f"{path} is not a single-channel 8- or 16-bit label map (shape {labels.shape}, {labels.dtype})"
+            f"{path} is not a single-channel 8- or 16-bit label map (shape {labels.shape}, "
+            f"{labels.dtype})"
         )
     return labels
 
 
 def write_label_metadata(directory: Path, class_names: tuple[str, ...], **info: Any) -> None:
-    (directory / METADATA_FILE).write_text(json.dumps({"class_names": list(class_names), **info}, indent=2) + "\n")
+    (directory / METADATA_FILE).write_text(
+        json.dumps({"class_names": list(class_names), **info}, indent=2) + "\n"
+    )
 
 
 def _class_names_in(path: Path) -> tuple[str, ...] | None:
@@ -78,7 +85,8 @@ def _class_names_in(path: Path) -> tuple[str, ...] | None:
 
 
 def locate_labels(directory: str | Path) -> tuple[Path, tuple[str, ...] | None]:
-    """``(directory holding the PNGs, stored class names or None)`` for a labels or scene directory."""
+    """``(directory holding the PNGs, stored class names or None)`` for a labels or scene
+    directory."""
     directory = Path(directory)
     if not directory.is_dir():
         raise TeacherError(f"labels directory not found: {directory}")

@@ -31,11 +31,14 @@ if TYPE_CHECKING:
 class LabelsTeacher(InstanceTeacherBase):
     """``labels_dir``: a directory of ``NNNNNN.png`` (class names from its ``labels.json``) or a
     scene directory (``labels/`` and ``scene.json``); ``class_names`` overrides the stored ones.
-    ``device`` is accepted like every backend's and not used: labels are read on the host (``cpu``)."""
+    ``device`` is accepted like every backend's and not used: labels are read on the host
+    (``cpu``)."""
 
     name = "labels"
 
-    def __init__(self, labels_dir: str | Path, class_names: Sequence[str] | None = None, device: str = "cpu") -> None:
+    def __init__(
+        self, labels_dir: str | Path, class_names: Sequence[str] | None = None, device: str = "cpu"
+    ) -> None:
         self.labels_dir, stored = locate_labels(labels_dir)
         names = class_names if class_names is not None else stored
         if names is None:
@@ -47,10 +50,16 @@ class LabelsTeacher(InstanceTeacherBase):
         self.device = "cpu"
         self._scene = _scene_with_instances(self.labels_dir.parent)
 
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
+    def _teach_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[Teaching]:
         if frame_indices is None:
-            raise TeacherError("the labels teacher looks labels up by frame: pass frame_index / frame_indices")
-        return [self._teach(i, *frame.shape[:2]) for frame, i in zip(frames, frame_indices, strict=True)]
+            raise TeacherError(
+                "the labels teacher looks labels up by frame: pass frame_index / frame_indices"
+            )
+        return [
+            self._teach(i, *frame.shape[:2]) for frame, i in zip(frames, frame_indices, strict=True)
+        ]
 
     def _teach(self, frame_index: int, height: int, width: int) -> Teaching:
         labels = self._load(frame_index, height, width)
@@ -62,13 +71,16 @@ class LabelsTeacher(InstanceTeacherBase):
         path = label_path(self.labels_dir, frame_index)
         try:
             stored = path.is_file()
-        except OSError as exc:  # e.g. a frame index so large that the file name is too long
+        # e.g. a frame index so large that the file name is too long
+        except OSError as exc:
             raise TeacherError(f"no stored label for frame {frame_index}: {exc.strerror}") from None
         if not stored:
             raise TeacherError(f"no stored label for frame {frame_index}: {path} does not exist")
         labels = read_label(path)
         if labels.max() >= len(self.class_names):
-            raise TeacherError(f"{path} holds class {labels.max()} but there are {len(self.class_names)} classes")
+            raise TeacherError(
+                f"{path} holds class {labels.max()} but there are {len(self.class_names)} classes"
+            )
         return resize_labels(labels, height, width).astype(label_dtype(len(self.class_names)))
 
     def _details(self) -> dict[str, Any]:

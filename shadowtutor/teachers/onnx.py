@@ -17,7 +17,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from shadowtutor.teachers.base import TeacherBase, TeacherError, check_class_names, label_dtype, resize_labels
+from shadowtutor.teachers.base import (
+    TeacherBase,
+    TeacherError,
+    check_class_names,
+    label_dtype,
+    resize_labels,
+)
 
 TENSORRT, CUDA, CPU = "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"
 # Preference order for each ``device`` option; the first one named must be available.
@@ -30,24 +36,33 @@ DEVICE_PROVIDERS: dict[str, tuple[str, ...]] = {
 _INPUT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
-def select_providers(device: str, available: Sequence[str]) -> list[str | tuple[str, dict[str, int]]]:
+def select_providers(
+    device: str, available: Sequence[str]
+) -> list[str | tuple[str, dict[str, int]]]:
     """The execution providers to ask for, best first, for ``device`` given what is ``available``.
 
-    ``device`` is a key of :data:`DEVICE_PROVIDERS` or ``cuda:N`` (CUDA's provider on GPU ``N``). A device
-    other than ``auto`` whose first provider is missing raises :class:`TeacherError` naming the remedies.
+    ``device`` is a key of :data:`DEVICE_PROVIDERS` or ``cuda:N`` (CUDA's provider on GPU ``N``). A
+    device other than ``auto`` whose first provider is missing raises :class:`TeacherError` naming
+    the remedies.
     """
     kind, _, index = device.partition(":")
     if kind not in DEVICE_PROVIDERS or (index and (kind != "cuda" or not index.isdigit())):
-        raise TeacherError(f"unknown device {device!r} for the onnx teacher: use one of {sorted(DEVICE_PROVIDERS)}"
-                           " or cuda:N")
+        raise TeacherError(
+            f"unknown device {device!r} for the onnx teacher: use one of {sorted(DEVICE_PROVIDERS)}"
+            " or cuda:N"
+        )
     wanted = DEVICE_PROVIDERS[kind]
     if kind != "auto" and wanted[0] not in available:
-        raise TeacherError(f"device {device!r} needs onnxruntime's {wanted[0]}; available: {list(available)}; "
-                           "install onnxruntime-gpu, or give the teacher a device of its own, e.g. "
-                           "--teacher-options '{\"device\": \"cpu\"}'")
+        raise TeacherError(
+            f"device {device!r} needs onnxruntime's {wanted[0]}; available: {list(available)}; "
+            "install onnxruntime-gpu, or give the teacher a device of its own, e.g. "
+            '--teacher-options \'{"device": "cpu"}\''
+        )
     chosen = [p for p in wanted if p in available]
     if not chosen:
-        raise TeacherError(f"onnxruntime offers none of {list(wanted)}; available: {list(available)}")
+        raise TeacherError(
+            f"onnxruntime offers none of {list(wanted)}; available: {list(available)}"
+        )
     if index:
         return [(p, {"device_id": int(index)}) if p == CUDA else p for p in chosen]
     return list(chosen)
@@ -91,7 +106,9 @@ class OnnxTeacher(TeacherBase):
         try:
             import onnxruntime
         except ImportError as exc:
-            raise TeacherError(f"the onnx teacher needs onnxruntime ({exc}): pip install 'shadowtutor[onnx]'") from exc
+            raise TeacherError(
+                f"the onnx teacher needs onnxruntime ({exc}): pip install 'shadowtutor[onnx]'"
+            ) from exc
         path = Path(model_path)
         if not path.is_file():
             raise TeacherError(f"ONNX model not found: {path}")
@@ -100,13 +117,18 @@ class OnnxTeacher(TeacherBase):
         if output not in ("auto", "logits", "labels"):
             raise TeacherError(f"output is 'auto', 'logits' or 'labels', got {output!r}")
         self.model_path, self.channel_order, self.output = path, channel_order, output
-        self._scale, self._mean, self._std = float(scale), _triple("mean", mean), _triple("std", std)
+        self._scale, self._mean, self._std = (
+            float(scale),
+            _triple("mean", mean),
+            _triple("std", std),
+        )
         if not np.all(self._std != 0):
             raise TeacherError(f"std must not contain zeros, got {std!r}")
         providers = select_providers(device, onnxruntime.get_available_providers())
         try:
             self._session = onnxruntime.InferenceSession(str(path), providers=providers)
-        except Exception as exc:  # onnxruntime raises its own exception types for bad models
+        # onnxruntime raises its own exception types for bad models
+        except Exception as exc:
             raise TeacherError(f"onnxruntime cannot load {path}: {exc}") from exc
         self.providers = list(self._session.get_providers())
         self.device = "cpu" if self.providers[0] == CPU else "cuda"
@@ -135,7 +157,9 @@ class OnnxTeacher(TeacherBase):
     def _setup_input(self, input_size: str | Sequence[int] | None) -> None:
         spec = self._session.get_inputs()[0]
         if len(spec.shape) != 4 or (isinstance(spec.shape[1], int) and spec.shape[1] != 3):
-            raise TeacherError(f"the model input {spec.name!r} must be NCHW with 3 channels, got {spec.shape}")
+            raise TeacherError(
+                f"the model input {spec.name!r} must be NCHW with 3 channels, got {spec.shape}"
+            )
         if spec.type not in _INPUT_TYPES:
             raise TeacherError(f"the model input must be float or float16, got {spec.type}")
         self._input_name, self._input_dtype = spec.name, _INPUT_TYPES[spec.type]
@@ -144,7 +168,9 @@ class OnnxTeacher(TeacherBase):
         fixed = (width, height) if isinstance(height, int) and isinstance(width, int) else None
         wanted = parse_size(input_size) if input_size is not None else None
         if fixed and wanted and fixed != wanted:
-            raise TeacherError(f"the model takes a fixed {fixed[0]}x{fixed[1]} input, not {wanted[0]}x{wanted[1]}")
+            raise TeacherError(
+                f"the model takes a fixed {fixed[0]}x{fixed[1]} input, not {wanted[0]}x{wanted[1]}"
+            )
         self.input_size: tuple[int, int] | None = fixed or wanted
 
     def _prepare(self, frame: np.ndarray) -> np.ndarray:
@@ -176,20 +202,27 @@ class OnnxTeacher(TeacherBase):
         expected_ndim = {"logits": 4, "labels": 3}.get(kind or "")
         if out.ndim != expected_ndim:
             raise TeacherError(
-                f"the model output has shape {out.shape}: expected logits (N, C, H, W) or labels (N, H, W)"
+                f"the model output has shape {out.shape}: expected logits (N, C, H, W) or labels "
+                "(N, H, W)"
             )
         if kind == "logits":
             if out.shape[1] != len(self.class_names):
-                raise TeacherError(f"the model gives {out.shape[1]} channels for {len(self.class_names)} class names")
+                raise TeacherError(
+                    f"the model gives {out.shape[1]} channels for {len(self.class_names)} class "
+                    "names"
+                )
             return out.argmax(axis=1)
         labels = out.astype(np.int64)
         if labels.size and (labels.min() < 0 or labels.max() >= len(self.class_names)):
             raise TeacherError(
-                f"the model gives labels {labels.min()}..{labels.max()} for {len(self.class_names)} classes"
+                f"the model gives labels {labels.min()}..{labels.max()} for "
+                f"{len(self.class_names)} classes"
             )
         return labels
 
-    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+    def _label_batch(
+        self, frames: list[np.ndarray], frame_indices: list[int] | None
+    ) -> list[np.ndarray]:
         prepared = [self._prepare(f) for f in frames]
         results: dict[int, np.ndarray] = {}
         groups: dict[tuple[int, ...], list[int]] = {}

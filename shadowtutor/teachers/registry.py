@@ -1,7 +1,7 @@
 """Teachers by name: ``build_teacher("maskrcnn", device="cuda")``.
 
-Every backend takes the keyword ``device`` (``auto``, ``cpu``, ``cuda[:N]``); one that runs on the host
-only (labels, mediapipe) accepts any and runs on the CPU.
+Every backend takes the keyword ``device`` (``auto``, ``cpu``, ``cuda[:N]``); one that runs on the
+host only (labels, mediapipe) accepts any and runs on the CPU.
 
 Each backend's module is imported only when that backend is built, so importing the
 package pulls in neither torch nor onnxruntime.
@@ -39,5 +39,7 @@ def build_teacher(kind: str, **options: Any) -> Teacher:
         inspect.signature(cls).bind(**options)
     except TypeError as exc:
         accepted = ", ".join(inspect.signature(cls).parameters)
-        raise TeacherError(f"bad options for the {kind} teacher ({exc}); it takes: {accepted}") from None
+        raise TeacherError(
+            f"bad options for the {kind} teacher ({exc}); it takes: {accepted}"
+        ) from None
     return cls(**options)

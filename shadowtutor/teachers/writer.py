@@ -1,4 +1,5 @@
-"""Precompute a teacher's labels for every frame of a video (read back by the ``labels`` teacher)."""
+"""Precompute a teacher's labels for every frame of a video (read back by the ``labels``
+teacher)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from shadowtutor.teachers.class_maps import checked_class_lut
 from shadowtutor.teachers.label_store import write_label, write_label_metadata
 
 
-def _frame_batches(capture: Any, batch_size: int, max_frames: int | None) -> Iterator[list[np.ndarray]]:
+def _frame_batches(
+    capture: Any, batch_size: int, max_frames: int | None
+) -> Iterator[list[np.ndarray]]:
     """Frames of an open ``cv2.VideoCapture``, ``batch_size`` at a time, at most ``max_frames``."""
     batch: list[np.ndarray] = []
     count = 0
@@ -53,7 +56,11 @@ def write_teacher_labels(
     if batch_size < 1:
         raise TeacherError(f"batch_size must be at least 1, got {batch_size}")
     names = teacher.class_names if class_names is None else check_class_names(class_names)
-    lut = None if names == teacher.class_names else checked_class_lut(teacher.class_names, names, teacher.name)
+    lut = (
+        None
+        if names == teacher.class_names
+        else checked_class_lut(teacher.class_names, names, teacher.name)
+    )
     dtype = label_dtype(len(names))
     video = Path(video_path)
     capture = cv2.VideoCapture(str(video))
@@ -68,7 +75,9 @@ def write_teacher_labels(
         total = min(total, max_frames) if total else max_frames
     written = 0
     try:
-        with progress_bar(total=total, unit="frame", desc=f"{teacher.name} labels", disable=not progress) as bar:
+        with progress_bar(
+            total=total, unit="frame", desc=f"{teacher.name} labels", disable=not progress
+        ) as bar:
             for batch in _frame_batches(capture, batch_size, max_frames):
                 indices = list(range(written, written + len(batch)))
                 for index, labels in zip(indices, teacher.label_batch(batch, indices), strict=True):

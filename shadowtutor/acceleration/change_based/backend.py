@@ -26,7 +26,8 @@ from shadowtutor.models.student import StudentNet
 
 @dataclass(frozen=True)
 class ChangeBasedOptions:
-    """``thresholds_file`` None = the built-in thresholds of the packaged student; ``scale`` multiplies them all."""
+    """``thresholds_file`` None = the built-in thresholds of the packaged student; ``scale``
+    multiplies them all."""
 
     thresholds_file: Path | None = None
     scale: float = 1.0
@@ -38,14 +39,20 @@ class ChangeBasedOptions:
 
 
 class ChangeBasedBackend:
-    """``infer`` / ``load_weights`` / ``apply`` like every backend; :attr:`stats` tells what the last frame did."""
+    """``infer`` / ``load_weights`` / ``apply`` like every backend; :attr:`stats` tells what the
+    last frame did."""
 
-    def __init__(self, base: InferenceBackend, student: StudentNet, options: ChangeBasedOptions) -> None:
+    def __init__(
+        self, base: InferenceBackend, student: StudentNet, options: ChangeBasedOptions
+    ) -> None:
         self.base = base
         self.kind = f"{base.kind}+change-based"
         self.runner = ChangeBasedStudent(
-            student, options.thresholds(), base.infer,
-            fallback_fraction=options.fallback_fraction, refresh_interval=options.refresh_interval,
+            student,
+            options.thresholds(),
+            base.infer,
+            fallback_fraction=options.fallback_fraction,
+            refresh_interval=options.refresh_interval,
         )
 
     @property

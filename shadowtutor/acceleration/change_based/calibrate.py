@@ -1,12 +1,12 @@
 """Choosing the thresholds tau_l (CBinfer, section 3.3).
 
-All thresholds start at zero (labels equal to full-frame inference). Then, layer by layer from
-the first to the last, each layer's threshold is swept over increasing candidates, with the
-thresholds already chosen for the layers before it in force, and the largest candidate is kept
-before the pixel agreement with full-frame labels drops by more than ``step_loss`` against the
-agreement of the choices so far ("a clear loss"); the input layer, where compression noise
-must be told from motion, has its own allowance ``input_loss``. Feature-map candidates are multiples of the
-map's standard deviation on the first sample frame; ``in_conv1`` is in grey levels.
+All thresholds start at zero (labels equal to full-frame inference). Then, layer by layer from the
+first to the last, each layer's threshold is swept over increasing candidates, with the thresholds
+already chosen for the layers before it in force, and the largest candidate is kept before the pixel
+agreement with full-frame labels drops by more than ``step_loss`` against the agreement of the
+choices so far ("a clear loss"); the input layer, where compression noise must be told from motion,
+has its own allowance ``input_loss``. Feature-map candidates are multiples of the map's standard
+deviation on the first sample frame; ``in_conv1`` is in grey levels.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ FEATURE_MULTIPLES = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 @dataclass(frozen=True)
 class CalibrationStep:
     layer: str
-    tried: tuple[tuple[float, float], ...]  # (threshold, agreement)
+    # (threshold, agreement)
+    tried: tuple[tuple[float, float], ...]
     chosen: float
     agreement: float
 
@@ -40,16 +41,28 @@ def candidates(layer: str, scales: dict[str, float]) -> tuple[float, ...]:
     return tuple(round(m * scales[layer], 6) for m in FEATURE_MULTIPLES)
 
 
-def full_frame_labels(student: StudentNet, sequences: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
+def full_frame_labels(
+    student: StudentNet, sequences: Sequence[Sequence[np.ndarray]]
+) -> list[list[np.ndarray]]:
     fast = FastStudent(student).eval()
     with torch.inference_mode():
-        return [[channel_argmax(fast.logits(torch.from_numpy(np.ascontiguousarray(f)))).numpy() for f in seq]
-                for seq in sequences]
+        return [
+            [
+                channel_argmax(fast.logits(torch.from_numpy(np.ascontiguousarray(f)))).numpy()
+                for f in seq
+            ]
+            for seq in sequences
+        ]
 
 
-def agreement(student: StudentNet, thresholds: dict[str, float], sequences: Sequence[Sequence[np.ndarray]],
-              references: Sequence[Sequence[np.ndarray]]) -> float:
-    """Mean fraction of pixels labelled as full-frame inference labels them (first frame of each sequence excluded)."""
+def agreement(
+    student: StudentNet,
+    thresholds: dict[str, float],
+    sequences: Sequence[Sequence[np.ndarray]],
+    references: Sequence[Sequence[np.ndarray]],
+) -> float:
+    """Mean fraction of pixels labelled as full-frame inference labels them (first frame of each
+    sequence excluded)."""
     values = []
     for frames, labels in zip(sequences, references, strict=True):
         runner = ChangeBasedStudent(student, thresholds, refresh_interval=len(frames) + 1)
@@ -67,7 +80,8 @@ def calibrate(
     input_loss: float = 0.002,
     progress: Callable[[CalibrationStep], None] | None = None,
 ) -> tuple[dict[str, float], list[CalibrationStep]]:
-    """Thresholds for ``student`` from sample ``sequences`` (consecutive frames of fixed cameras)."""
+    """Thresholds for ``student`` from sample ``sequences`` (consecutive frames of fixed
+    cameras)."""
     if not sequences or any(len(seq) < 2 for seq in sequences):
         raise ValueError("calibration needs at least one sequence of two or more frames")
     references = full_frame_labels(student, sequences)

@@ -40,12 +40,30 @@ from shadowtutor.acceleration.change_based.stages import (
     UpsampleStage,
 )
 from shadowtutor.acceleration.change_based.thresholds import validate_thresholds
-from shadowtutor.models.fast_student import TAIL_UPSCALE, check_update, fold_head, fold_tail, frame_tail_fusable
+from shadowtutor.models.fast_student import (
+    TAIL_UPSCALE,
+    check_update,
+    fold_head,
+    fold_tail,
+    frame_tail_fusable,
+)
 from shadowtutor.models.inference import check_frame
 from shadowtutor.models.student import StudentNet, block_input_sizes, conv_bias, map_sizes
 
 # Stages in execution order; a weight key belongs to the stage of its top-level module.
-STAGES = ("in_conv1", "in_conv2", "enc1", "enc2", "enc3", "dec1", "dec1.up", "dec2", "dec2.up", "dec3", "tail")
+STAGES = (
+    "in_conv1",
+    "in_conv2",
+    "enc1",
+    "enc2",
+    "enc3",
+    "dec1",
+    "dec1.up",
+    "dec2",
+    "dec2.up",
+    "dec3",
+    "tail",
+)
 _STAGE_OF_MODULE = {"out_conv1": "tail", "out_conv2": "tail", "out_conv3": "tail"}
 # The fused tail works on whole blocks of 8x8 output pixels (stages.TailStage); other frame sizes
 # run the tail unfused (stages.UnfusedTailStage).
@@ -53,10 +71,14 @@ FUSED_TAIL_MULTIPLE = 2 * TAIL_UPSCALE
 
 
 def fused_tail_fits(height: int, width: int) -> bool:
-    """Whether the fused tail runs frames of this size: sides multiples of :data:`FUSED_TAIL_MULTIPLE`
-    (then its blocks tile the frame exactly) and where the tail can be fused."""
-    return (height % FUSED_TAIL_MULTIPLE == 0 and width % FUSED_TAIL_MULTIPLE == 0
-            and frame_tail_fusable(height, width))
+    """Whether the fused tail runs frames of this size: sides multiples of
+    :data:`FUSED_TAIL_MULTIPLE` (then its blocks tile the frame exactly) and where the tail can be
+    fused."""
+    return (
+        height % FUSED_TAIL_MULTIPLE == 0
+        and width % FUSED_TAIL_MULTIPLE == 0
+        and frame_tail_fusable(height, width)
+    )
 
 
 # A frame with more changed input pixels than this fraction goes to ``full_frame`` (a moving camera,
@@ -67,15 +89,18 @@ DEFAULT_DENSE_FRACTION = 0.5
 DEFAULT_REFRESH_INTERVAL = 300
 DEFAULT_BACKOFF_FRAMES = 60
 DEFAULT_PROBE_INTERVAL = 50
-MAX_BACKOFF_DOUBLINGS = 5  # the longest wait: 32 x backoff_frames (1920 frames, about a minute at 30 FPS)
+# the longest wait: 32 x backoff_frames (1920 frames, about a minute at 30 FPS)
+MAX_BACKOFF_DOUBLINGS = 5
 SMOOTHING = 0.3
 
-FrameMode = str  # "change" (change-based), "full" (full evaluation through the caches), "fallback"
+# "change" (change-based), "full" (full evaluation through the caches), "fallback"
+FrameMode = str
 
 
 @dataclass
 class ChangeStats:
-    """What the last frame did: its mode and, per threshold point, the fraction of positions that changed."""
+    """What the last frame did: its mode and, per threshold point, the fraction of positions that
+    changed."""
 
     mode: FrameMode = "full"
     input_fraction: float = 1.0
@@ -83,7 +108,8 @@ class ChangeStats:
 
 
 class ChangeBasedStudent:
-    """Labels ``uint8 (H, W)`` for BGR ``uint8 (H, W, 3)`` frames of a static camera, change-based."""
+    """Labels ``uint8 (H, W)`` for BGR ``uint8 (H, W, 3)`` frames of a static camera,
+    change-based."""
 
     def __init__(
         self,
@@ -107,21 +133,28 @@ class ChangeBasedStudent:
         self.dense_fraction = dense_fraction
         self.refresh_interval = refresh_interval
         self.size: tuple[int, int] | None = None
-        self.full_from = 0  # index into STAGES of the first stage that must run in full; len(STAGES) = none
+        # index into STAGES of the first stage that must run in full; len(STAGES) = none
+        self.full_from = 0
         self.since_refresh = 0
         self.stats = ChangeStats()
         self.backoff_frames = backoff_frames
-        self.backoff = 0  # frames left that go to the fallback because change-based frames were slower
-        self.backoffs_in_a_row = 0  # back-offs since change-based frames last paid
+        # frames left that go to the fallback because change-based frames were slower
+        self.backoff = 0
+        # back-offs since change-based frames last paid
+        self.backoffs_in_a_row = 0
         self.probe_interval = probe_interval
-        self.since_probe = 0  # change-based frames since full_frame was last timed
-        self.fallback_seconds: float | None = None  # smoothed time of a fallback frame
-        self.change_seconds: float | None = None  # smoothed time of a change-based frame
+        # change-based frames since full_frame was last timed
+        self.since_probe = 0
+        # smoothed time of a fallback frame
+        self.fallback_seconds: float | None = None
+        # smoothed time of a change-based frame
+        self.change_seconds: float | None = None
 
     # -- weights -------------------------------------------------------------------------------
 
     def load_weights(self, update: Mapping[str, torch.Tensor]) -> None:
-        """Install a (partial) ``state_dict``; the stages from the first one it touches recompute once."""
+        """Install a (partial) ``state_dict``; the stages from the first one it touches recompute
+        once."""
         check_update(self.student, update)
         self.student.load_state_dict(dict(update), strict=False)
         touched = {_STAGE_OF_MODULE.get(key.split(".")[0], key.split(".")[0]) for key in update}
@@ -140,7 +173,8 @@ class ChangeBasedStudent:
             if size != self.size:
                 self._build(size, keep_caches=False)
                 if self.full_frame is not None:
-                    self.full_frame(frame_bgr)  # warms the fallback up: its first call is no yardstick
+                    # warms the fallback up: its first call is no yardstick
+                    self.full_frame(frame_bgr)
                     self.fallback_seconds, self.since_probe = None, 0
                 return self._run(frame, None, 0, 1.0)
             moved = self.input.moved(frame_bgr, self.thresholds["in_conv1"])
@@ -169,7 +203,8 @@ class ChangeBasedStudent:
         return labels
 
     def _guard(self, frame_bgr: np.ndarray, seconds: float) -> None:
-        """Measured cut-over: when change-based frames cost more than the fallback, back off to it for a while."""
+        """Measured cut-over: when change-based frames cost more than the fallback, back off to it
+        for a while."""
         if self.full_frame is None:
             return
         self.change_seconds = _smoothed(self.change_seconds, seconds)
@@ -179,13 +214,17 @@ class ChangeBasedStudent:
         self.since_probe += 1
         assert self.fallback_seconds is not None, "timed just above when unknown"
         if self.change_seconds > self.fallback_seconds:
-            self.backoff = self.backoff_frames * 2 ** min(self.backoffs_in_a_row, MAX_BACKOFF_DOUBLINGS)
+            self.backoff = self.backoff_frames * 2 ** min(
+                self.backoffs_in_a_row, MAX_BACKOFF_DOUBLINGS
+            )
             self.backoffs_in_a_row += 1
             self.change_seconds = None
         else:
             self.backoffs_in_a_row = 0
 
-    def _run(self, frame: torch.Tensor, moved: torch.Tensor | None, full_from: int, fraction: float) -> np.ndarray:
+    def _run(
+        self, frame: torch.Tensor, moved: torch.Tensor | None, full_from: int, fraction: float
+    ) -> np.ndarray:
         taus = self.thresholds
 
         def full(stage: str) -> bool:
@@ -196,12 +235,18 @@ class ChangeBasedStudent:
         enc1 = self.blocks["enc1"].step([(x2, 0)], taus, "enc1", full("enc1"))
         enc2 = self.blocks["enc2"].step([(enc1, 0)], taus, "enc2", full("enc2"))
         enc3 = self.blocks["enc3"].step([(enc2, 0)], taus, "enc3", full("enc3"))
-        dec1 = self.ups["dec1.up"].step(self.blocks["dec1"].step([(enc3, 0)], taus, "dec1", full("dec1")),
-                                        full("dec1.up"))
+        dec1 = self.ups["dec1.up"].step(
+            self.blocks["dec1"].step([(enc3, 0)], taus, "dec1", full("dec1")), full("dec1.up")
+        )
         dec2 = self.ups["dec2.up"].step(
-            self.blocks["dec2"].step([(dec1, 0), (enc2, self.dec1_channels)], taus, "dec2", full("dec2")),
-            full("dec2.up"))
-        dec3 = self.blocks["dec3"].step([(dec2, 0), (enc1, self.dec2_channels)], taus, "dec3", full("dec3"))
+            self.blocks["dec2"].step(
+                [(dec1, 0), (enc2, self.dec1_channels)], taus, "dec2", full("dec2")
+            ),
+            full("dec2.up"),
+        )
+        dec3 = self.blocks["dec3"].step(
+            [(dec2, 0), (enc1, self.dec2_channels)], taus, "dec3", full("dec3")
+        )
         labels = self.tail.step(dec3, taus["tail"], taus["output"], full("tail"))
         self.full_from = len(STAGES)
         self.since_refresh = 0 if full_from == 0 else self.since_refresh + 1
@@ -218,7 +263,8 @@ class ChangeBasedStudent:
         self.stats = ChangeStats(mode, fraction, changed)
 
     def input_scales(self) -> dict[str, float]:
-        """Standard deviation of every thresholded feature map as cached now (calibration's units)."""
+        """Standard deviation of every thresholded feature map as cached now (calibration's
+        units)."""
         scales = {"in_conv2": self.in_conv2.input.interior().std().item()}
         for name, block in self.blocks.items():
             scales[name] = block.preact.interior().std().item()
@@ -230,16 +276,28 @@ class ChangeBasedStudent:
     # -- construction --------------------------------------------------------------------------
 
     def _build(self, size: tuple[int, int], keep_caches: bool) -> None:
-        """Make the stages for frames of ``size``; ``keep_caches`` carries the caches of unchanged stages over."""
+        """Make the stages for frames of ``size``; ``keep_caches`` carries the caches of unchanged
+        stages over."""
         s, dense = self.student, self.dense_fraction
         maps = map_sizes(size)
-        x1_size, enc1_size, enc2_size, enc3_size = maps["x1"], maps["enc1"], maps["enc2"], maps["enc3"]
+        x1_size, enc1_size, enc2_size, enc3_size = (
+            maps["x1"],
+            maps["enc1"],
+            maps["enc2"],
+            maps["enc3"],
+        )
         old = self.__dict__.copy() if keep_caches else {}
-        self.input = InputStage(SparseConv(s.in_conv1.weight, conv_bias(s.in_conv1), 2, (1, 1), size, dense))
-        self.in_conv2 = ConvStage(SparseConv(s.in_conv2.weight, conv_bias(s.in_conv2), 2, (1, 1), x1_size, dense),
-                                  s.in_conv2.in_channels)
-        self.blocks = {name: BlockStage(getattr(s, name), in_size, dense)
-                       for name, in_size in block_input_sizes(size).items()}
+        self.input = InputStage(
+            SparseConv(s.in_conv1.weight, conv_bias(s.in_conv1), 2, (1, 1), size, dense)
+        )
+        self.in_conv2 = ConvStage(
+            SparseConv(s.in_conv2.weight, conv_bias(s.in_conv2), 2, (1, 1), x1_size, dense),
+            s.in_conv2.in_channels,
+        )
+        self.blocks = {
+            name: BlockStage(getattr(s, name), in_size, dense)
+            for name, in_size in block_input_sizes(size).items()
+        }
         self.dec1_channels = self.blocks["dec1"].out_channels
         self.dec2_channels = self.blocks["dec2"].out_channels
         self.ups = {
@@ -248,7 +306,9 @@ class ChangeBasedStudent:
         }
         if fused_tail_fits(*size):
             with torch.no_grad():
-                self.tail: TailStage | UnfusedTailStage = TailStage(fold_tail(s, *fold_head(s)), enc1_size)
+                self.tail: TailStage | UnfusedTailStage = TailStage(
+                    fold_tail(s, *fold_head(s)), enc1_size
+                )
         else:
             self.tail = UnfusedTailStage(s, enc1_size, x1_size, size, dense)
         if keep_caches:
@@ -269,8 +329,24 @@ def _smoothed(previous: float | None, value: float) -> float:
     return value if previous is None else previous + SMOOTHING * (value - previous)
 
 
-_CACHES = ("reference", "input", "x", "preact", "short", "long", "sums", "source", "logits", "score_labels", "labels",
-           "conv2", "conv3", "up", "hidden", "head")
+_CACHES = (
+    "reference",
+    "input",
+    "x",
+    "preact",
+    "short",
+    "long",
+    "sums",
+    "source",
+    "logits",
+    "score_labels",
+    "labels",
+    "conv2",
+    "conv3",
+    "up",
+    "hidden",
+    "head",
+)
 
 
 def _carry(old: object, new: object) -> None:

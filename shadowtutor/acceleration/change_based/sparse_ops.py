@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-PATCH_CHUNK_FLOATS = 1 << 17  # 512 kB of gathered patches per matrix multiplication
+# 512 kB of gathered patches per matrix multiplication
+PATCH_CHUNK_FLOATS = 1 << 17
 
 
 @dataclass
@@ -30,10 +31,16 @@ def flat_nonzero(mask: torch.Tensor) -> torch.Tensor:
     return torch.flatten(mask).nonzero().squeeze(1)
 
 
-def pooled_positions(index: torch.Tensor, size: tuple[int, int], kernel: int | tuple[int, int],
-                     stride: int, padding: int | tuple[int, int]) -> torch.Tensor:
-    """Flat positions of the window grid (``kernel``, ``stride``, ``padding`` over a ``size`` map) whose
-    window holds any position in ``index``, ascending (found by max-pooling the positions' mask)."""
+def pooled_positions(
+    index: torch.Tensor,
+    size: tuple[int, int],
+    kernel: int | tuple[int, int],
+    stride: int,
+    padding: int | tuple[int, int],
+) -> torch.Tensor:
+    """Flat positions of the window grid (``kernel``, ``stride``, ``padding`` over a ``size`` map)
+    whose window holds any position in ``index``, ascending (found by max-pooling the positions'
+    mask)."""
     mask = torch.zeros(size[0] * size[1])
     mask[index] = 1.0
     return flat_nonzero(F.max_pool2d(mask.view(1, 1, *size), kernel, stride, padding))
@@ -71,8 +78,15 @@ class SparseConv:
     positions, the whole map is convolved instead (then the asked positions are picked out).
     """
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor, stride: int, padding: tuple[int, int],
-                 in_size: tuple[int, int], dense_fraction: float) -> None:
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor,
+        stride: int,
+        padding: tuple[int, int],
+        in_size: tuple[int, int],
+        dense_fraction: float,
+    ) -> None:
         cout, cin, kh, kw = weight.shape
         ph, pw = padding
         if ph > 1 or pw > 1:
@@ -97,12 +111,14 @@ class SparseConv:
 
     def affected(self, index: torch.Tensor) -> torch.Tensor:
         """Output positions whose receptive field contains any input position in ``index``."""
-        return pooled_positions(index, (self.in_h, self.in_w), self.kernel, self.stride, self.padding)
+        return pooled_positions(
+            index, (self.in_h, self.in_w), self.kernel, self.stride, self.padding
+        )
 
     def dense(self, source: PaddedMap) -> torch.Tensor:
         """All outputs, ``(out_h * out_w, Cout)``."""
         ph, pw = self.padding
-        x = source.nchw()[:, :, 1 - ph: source.height + 1 + ph, 1 - pw: source.width + 1 + pw]
+        x = source.nchw()[:, :, 1 - ph : source.height + 1 + ph, 1 - pw : source.width + 1 + pw]
         out = F.conv2d(x, self.weight, self.bias, stride=self.stride)
         return out.permute(0, 2, 3, 1).reshape(self.out_positions, -1)
 
@@ -121,14 +137,15 @@ class SparseConv:
         out = torch.empty(out_index.numel(), self.matrix.shape[1])
         chunk = max(64, PATCH_CHUNK_FLOATS // self.matrix.shape[0])
         for start in range(0, out_index.numel(), chunk):
-            rows = (base[start:start + chunk].unsqueeze(1) + self.offsets).flatten()
+            rows = (base[start : start + chunk].unsqueeze(1) + self.offsets).flatten()
             patches = source.data.index_select(0, rows).view(-1, self.matrix.shape[0])
-            torch.addmm(self.bias, patches, self.matrix, out=out[start:start + chunk])
+            torch.addmm(self.bias, patches, self.matrix, out=out[start : start + chunk])
         return out
 
 
 class BilinearUpsample:
-    """``F.interpolate(mode="bilinear", align_corners=False)`` from ``in_size`` to ``out_size``, at chosen outputs."""
+    """``F.interpolate(mode="bilinear", align_corners=False)`` from ``in_size`` to ``out_size``, at
+    chosen outputs."""
 
     def __init__(self, in_size: tuple[int, int], out_size: tuple[int, int]) -> None:
         self.in_h, self.in_w = in_size
@@ -162,7 +179,8 @@ class BilinearUpsample:
 
 
 def bilinear_axis(size_in: int, size_out: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Source indices and the weight of the second one, as PyTorch computes them (align_corners=False)."""
+    """Source indices and the weight of the second one, as PyTorch computes them
+    (align_corners=False)."""
     scale = size_in / size_out
     src = ((torch.arange(size_out, dtype=torch.float32) + 0.5) * scale - 0.5).clamp(min=0)
     i0 = src.floor().long().clamp(max=size_in - 1)

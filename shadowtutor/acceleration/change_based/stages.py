@@ -25,8 +25,20 @@ from shadowtutor.acceleration.change_based.sparse_ops import (
     flat_nonzero,
     pooled_positions,
 )
-from shadowtutor.models.fast_student import TAIL_REGIONS, TAIL_UPSCALE, channel_argmax, fold_head, tail_scores
-from shadowtutor.models.student import PIXEL_MEAN_BGR, StudentBlock, StudentNet, conv_bias, conv_output_size
+from shadowtutor.models.fast_student import (
+    TAIL_REGIONS,
+    TAIL_UPSCALE,
+    channel_argmax,
+    fold_head,
+    tail_scores,
+)
+from shadowtutor.models.student import (
+    PIXEL_MEAN_BGR,
+    StudentBlock,
+    StudentNet,
+    conv_bias,
+    conv_output_size,
+)
 
 Size = tuple[int, int]
 
@@ -78,7 +90,8 @@ class ConvStage:
 
 
 class InputStage:
-    """The frame (BGR uint8) and ``in_conv1``: changes are pixels that moved more than tau grey levels."""
+    """The frame (BGR uint8) and ``in_conv1``: changes are pixels that moved more than tau grey
+    levels."""
 
     def __init__(self, conv: SparseConv) -> None:
         self.conv = conv
@@ -88,8 +101,9 @@ class InputStage:
         self.mean = torch.tensor(PIXEL_MEAN_BGR, dtype=torch.float32)
 
     def moved(self, frame: np.ndarray, tau: float) -> torch.Tensor:
-        """Flat positions where ``frame`` differs from the reference by more than ``tau`` in any channel
-        (OpenCV's vectorised absdiff and max: several times faster than the same in torch)."""
+        """Flat positions where ``frame`` differs from the reference by more than ``tau`` in any
+        channel (OpenCV's vectorised absdiff and max: several times faster than the same in
+        torch)."""
         blue, green, red = cv2.split(cv2.absdiff(frame, self.reference.numpy()))
         return torch.from_numpy(np.flatnonzero(cv2.max(cv2.max(blue, green), red) > tau))
 
@@ -108,7 +122,8 @@ class InputStage:
         return Change(out_index, self.conv.at(self.input, out_index))
 
     def accept(self, frame: torch.Tensor) -> None:
-        """Take ``frame`` as the reference without computing (it went to the full-frame fallback)."""
+        """Take ``frame`` as the reference without computing (it went to the full-frame
+        fallback)."""
         self.reference.copy_(frame)
 
 
@@ -134,14 +149,26 @@ class BlockStage:
         self.out_size = conv_output_size(in_size, block.stride)
         first, conv2, conv3 = block.convs
         self.out_channels = first.out_channels
-        self.first = SparseConv(first.weight, conv_bias(first), block.stride, (1, 1), in_size, dense_fraction)
+        self.first = SparseConv(
+            first.weight, conv_bias(first), block.stride, (1, 1), in_size, dense_fraction
+        )
         short = block.short_path
-        self.short_conv = (None if short is None else  # the 1x1 shortcut reads the same (normalised) input
-                           SparseConv(short.weight, conv_bias(short), block.stride, (0, 0), in_size, dense_fraction))
-        self.conv2 = ConvStage(SparseConv(conv2.weight, conv_bias(conv2), 1, (0, 1), self.out_size, dense_fraction),
-                               self.out_channels)
-        self.conv3 = ConvStage(SparseConv(conv3.weight, conv_bias(conv3), 1, (1, 0), self.out_size, dense_fraction),
-                               self.out_channels)
+        # the 1x1 shortcut reads the same (normalised) input
+        self.short_conv = (
+            None
+            if short is None
+            else SparseConv(
+                short.weight, conv_bias(short), block.stride, (0, 0), in_size, dense_fraction
+            )
+        )
+        self.conv2 = ConvStage(
+            SparseConv(conv2.weight, conv_bias(conv2), 1, (0, 1), self.out_size, dense_fraction),
+            self.out_channels,
+        )
+        self.conv3 = ConvStage(
+            SparseConv(conv3.weight, conv_bias(conv3), 1, (1, 0), self.out_size, dense_fraction),
+            self.out_channels,
+        )
         out_positions = self.out_size[0] * self.out_size[1]
         self.x = torch.zeros(self.positions, self.channels)
         self.preact = PaddedMap(*in_size, self.channels)
@@ -151,7 +178,8 @@ class BlockStage:
         self.changed_fraction = 0.0
 
     def _normalisation(self, exact: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """Scale and shift of the normalisation now; ``exact`` recomputes the sums from ``x`` first."""
+        """Scale and shift of the normalisation now; ``exact`` recomputes the sums from ``x``
+        first."""
         if exact:
             x = self.x.double()
             self.sums = torch.stack([x.sum(0), (x * x).sum(0)])
@@ -169,8 +197,9 @@ class BlockStage:
         self.sums[0, columns] += (new - old).sum(0)
         self.sums[1, columns] += (new * new - old * old).sum(0)
 
-    def step(self, parts: list[tuple[Change | None, int]], taus: dict[str, float], name: str,
-             full: bool) -> Change | None:
+    def step(
+        self, parts: list[tuple[Change | None, int]], taus: dict[str, float], name: str, full: bool
+    ) -> Change | None:
         """``parts``: the changes of the concatenated inputs with their first channel."""
         given = [(change, offset) for change, offset in parts if change is not None]
         for change, offset in given:
@@ -188,26 +217,38 @@ class BlockStage:
             normalised = torch.relu(self.x * scale + shift)
             stored = self.preact.interior().reshape(self.positions, self.channels)
             changed = flat_nonzero((normalised - stored).abs_().amax(1) > taus[name])
-            self.preact.data[self.preact.padded_index(changed)] = normalised.index_select(0, changed)
+            self.preact.data[self.preact.padded_index(changed)] = normalised.index_select(
+                0, changed
+            )
             self.changed_fraction = changed.numel() / self.positions
             out_index = self.first.affected(changed) if changed.numel() else changed
             first = self.first.at(self.preact, out_index) if changed.numel() else None
-            short = None if self.short_conv is None or first is None else self.short_conv.at(self.preact, out_index)
+            short = (
+                None
+                if self.short_conv is None or first is None
+                else self.short_conv.at(self.preact, out_index)
+            )
         else:
             self.changed_fraction = 0.0
             out_index, first = torch.empty(0, dtype=torch.long), None
         h1 = None
         if first is not None:
-            self.short[out_index] = short if short is not None else self._identity_shortcut(out_index)
+            self.short[out_index] = (
+                short if short is not None else self._identity_shortcut(out_index)
+            )
             h1 = Change(out_index, torch.relu(first))
         h2 = self.conv2.step(h1, taus[f"{name}.conv2"], full)
         h3 = self.conv3.step(h2, taus[f"{name}.conv3"], full)
         if h3 is not None:
             self.long[h3.index] = h3.values
-            out_index = union([out_index, h3.index], self.short.shape[0]) if out_index.numel() else h3.index
+            out_index = (
+                union([out_index, h3.index], self.short.shape[0]) if out_index.numel() else h3.index
+            )
         if out_index.numel() == 0:
             return None
-        return Change(out_index, self.short.index_select(0, out_index) + self.long.index_select(0, out_index))
+        return Change(
+            out_index, self.short.index_select(0, out_index) + self.long.index_select(0, out_index)
+        )
 
     def _identity_shortcut(self, out_index: torch.Tensor) -> torch.Tensor:
         if self.stride == 1:
@@ -240,13 +281,15 @@ class UpsampleStage:
 
 
 def dilated(index: torch.Tensor, size: Size) -> torch.Tensor:
-    """Flat positions of an ``size`` grid within one step (8-neighbourhood) of any position in ``index``."""
+    """Flat positions of an ``size`` grid within one step (8-neighbourhood) of any position in
+    ``index``."""
     return pooled_positions(index, size, 3, 1, 1)
 
 
 class TailStage:
-    """dec3's output -> class scores (the fused tail, :func:`~shadowtutor.models.fast_student.fold_tail`)
-    -> labels (x2 bilinear upsampling, argmax), block by block.
+    """dec3's output -> class scores (the fused tail,
+    :func:`~shadowtutor.models.fast_student.fold_tail`) -> labels (x2 bilinear upsampling, argmax),
+    block by block.
 
     The tail's unit is a *block*: one position of dec3's ``(h, w)`` map, whose 4x4 class scores are
     one 3x3 convolution of its neighbourhood; a block's scores feed the 8x8 label *tile* of its own
@@ -262,15 +305,21 @@ class TailStage:
         weights = [folded[region][0] for region in TAIL_REGIONS]
         classes_phases, channels = weights[0].shape[:2]
         self.classes = classes_phases // scale**2
-        # per region, the (9 * C, classes * 16) matrix for patches gathered as (tap y, tap x, channel)
-        self.matrices = [wt.permute(2, 3, 1, 0).reshape(9 * channels, classes_phases).contiguous() for wt in weights]
+        # per region, the (9 * C, classes * 16) matrix for patches gathered as (tap y, tap x,
+        # channel)
+        self.matrices = [
+            wt.permute(2, 3, 1, 0).reshape(9 * channels, classes_phases).contiguous()
+            for wt in weights
+        ]
         self.biases = [folded[region][1] for region in TAIL_REGIONS]
         rows, cols = torch.arange(h), torch.arange(w)
         tap = torch.arange(-1, 2)
-        near_y = (rows.view(-1, 1) + tap).clamp(0, h - 1)  # (h, 3): replication padding
+        # (h, 3): replication padding
+        near_y = (rows.view(-1, 1) + tap).clamp(0, h - 1)
         near_x = (cols.view(-1, 1) + tap).clamp(0, w - 1)
         self.neighbours = (near_y.view(h, 1, 3, 1) * w + near_x.view(1, w, 1, 3)).reshape(h * w, 9)
-        row_class = (rows > 0).long() + (rows == h - 1).long()  # 0 first, 1 inner, 2 last
+        # 0 first, 1 inner, 2 last
+        row_class = (rows > 0).long() + (rows == h - 1).long()
         col_class = (cols > 0).long() + (cols == w - 1).long()
         self.region = (row_class.view(h, 1) * 3 + col_class.view(1, w)).flatten()
         self.inner = TAIL_REGIONS.index("inner")
@@ -279,24 +328,33 @@ class TailStage:
         phase = torch.arange(scale)
         score_y = rows.view(-1, 1) * scale + phase
         score_x = cols.view(-1, 1) * scale + phase
-        self.block_scores = (score_y.view(h, 1, scale, 1) * sw + score_x.view(1, w, 1, scale)).reshape(h * w, -1)
+        self.block_scores = (
+            score_y.view(h, 1, scale, 1) * sw + score_x.view(1, w, 1, scale)
+        ).reshape(h * w, -1)
         out = 2 * scale
-        label_y = rows.view(-1, 1) * out + torch.arange(out)  # (h, 8): the output rows of each block's tile
+        # (h, 8): the output rows of each block's tile
+        label_y = rows.view(-1, 1) * out + torch.arange(out)
         label_x = cols.view(-1, 1) * out + torch.arange(out)
         self.out_size = (out * h, out * w)
         tile_labels = label_y.view(h, 1, out, 1) * self.out_size[1] + label_x.view(1, w, 1, out)
         self.tile_labels = tile_labels.reshape(h * w, -1)
-        # each output pixel's four class-score sources, as the last (x2 bilinear) upsampling reads them
+        # each output pixel's four class-score sources, as the last (x2 bilinear) upsampling reads
+        # them
         y0, y1, self.weight_y = bilinear_axis(sh, self.out_size[0])
         x0, x1, self.weight_x = bilinear_axis(sw, self.out_size[1])
 
         def sources(ys: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
-            return (ys[label_y].view(h, 1, out, 1) * sw + xs[label_x].view(1, w, 1, out)).reshape(h * w, -1)
+            return (ys[label_y].view(h, 1, out, 1) * sw + xs[label_x].view(1, w, 1, out)).reshape(
+                h * w, -1
+            )
 
-        self.pixel_sources = torch.stack([sources(y0, x0), sources(y0, x1), sources(y1, x0), sources(y1, x1)], 2)
+        self.pixel_sources = torch.stack(
+            [sources(y0, x0), sources(y0, x1), sources(y1, x0), sources(y1, x1)], 2
+        )
         self.source = torch.zeros(h * w, channels)
         self.logits = torch.zeros(sh * sw, self.classes)
-        self.score_labels = torch.zeros(sh * sw, dtype=torch.uint8)  # argmax of each position's class scores
+        # argmax of each position's class scores
+        self.score_labels = torch.zeros(sh * sw, dtype=torch.uint8)
         self.labels = torch.zeros(self.out_size[0] * self.out_size[1], dtype=torch.uint8)
         self.changed_fraction = 0.0
         self.output_fraction = 0.0
@@ -306,7 +364,8 @@ class TailStage:
         return self.source
 
     def step(self, change: Change | None, tau: float, tau_output: float, full: bool) -> np.ndarray:
-        """``tau`` thresholds dec3's output, ``tau_output`` the class scores (per block: its largest move)."""
+        """``tau`` thresholds dec3's output, ``tau_output`` the class scores (per block: its largest
+        move)."""
         self.changed_fraction = self.output_fraction = 0.0
         if full:
             if change is not None:
@@ -325,12 +384,15 @@ class TailStage:
         scores = tail_scores(dec3, self.folded)
         self.logits.copy_(scores[0].permute(1, 2, 0).reshape(-1, self.classes))
         self.score_labels.copy_(channel_argmax(scores).flatten())
-        labels = channel_argmax(F.interpolate(scores, size=self.out_size, mode="bilinear", align_corners=False))
+        labels = channel_argmax(
+            F.interpolate(scores, size=self.out_size, mode="bilinear", align_corners=False)
+        )
         self.labels.copy_(labels.flatten())
         self.changed_fraction = self.output_fraction = 1.0
 
     def _blocks(self, blocks: torch.Tensor, tau_output: float) -> None:
-        """Recompute the class scores of ``blocks``; where they moved by more than ``tau_output``, the labels."""
+        """Recompute the class scores of ``blocks``; where they moved by more than ``tau_output``,
+        the labels."""
         taps = self.neighbours.index_select(0, blocks).flatten()
         patches = self.source.index_select(0, taps).view(blocks.numel(), -1)
         scores = torch.addmm(self.biases[self.inner], patches, self.matrices[self.inner])
@@ -338,7 +400,9 @@ class TailStage:
         for region in regions.unique().tolist():
             if region != self.inner:
                 rows = flat_nonzero(regions == region)
-                scores[rows] = torch.addmm(self.biases[region], patches[rows], self.matrices[region])
+                scores[rows] = torch.addmm(
+                    self.biases[region], patches[rows], self.matrices[region]
+                )
         new = scores.view(blocks.numel(), self.classes, -1).transpose(1, 2)
         positions = self.block_scores.index_select(0, blocks)
         old = self.logits.index_select(0, positions.flatten()).view_as(new)
@@ -353,18 +417,22 @@ class TailStage:
         self._label_tiles(dilated(blocks.index_select(0, moved), self.grid))
 
     def _label_tiles(self, tiles: torch.Tensor) -> None:
-        """Labels of the 8x8 output tiles of ``tiles``. A pixel whose four sources have one label gets it
-        (a convex mix of score vectors that share their first maximum keeps it); the others are mixed
-        and compared as the full-frame upsampling and argmax do."""
+        """Labels of the 8x8 output tiles of ``tiles``. A pixel whose four sources have one label
+        gets it (a convex mix of score vectors that share their first maximum keeps it); the others
+        are mixed and compared as the full-frame upsampling and argmax do."""
         sources = self.pixel_sources.index_select(0, tiles).view(-1, 4)
         pixels = self.tile_labels.index_select(0, tiles).flatten()
         near = self.score_labels.index_select(0, sources.flatten()).view(-1, 4)
         labels = near[:, 0].clone()
         mixed = flat_nonzero((near != near[:, :1]).any(1))
         if mixed.numel():
-            vectors = self.logits.index_select(0, sources.index_select(0, mixed).flatten()).view(-1, 4, self.classes)
+            vectors = self.logits.index_select(0, sources.index_select(0, mixed).flatten()).view(
+                -1, 4, self.classes
+            )
             where = pixels.index_select(0, mixed)
-            wy = self.weight_y.index_select(0, torch.div(where, self.out_size[1], rounding_mode="floor")).unsqueeze(1)
+            wy = self.weight_y.index_select(
+                0, torch.div(where, self.out_size[1], rounding_mode="floor")
+            ).unsqueeze(1)
             wx = self.weight_x.index_select(0, where % self.out_size[1]).unsqueeze(1)
             top = torch.lerp(vectors[:, 0], vectors[:, 1], wx)
             bottom = torch.lerp(vectors[:, 2], vectors[:, 3], wx)
@@ -373,22 +441,34 @@ class TailStage:
 
 
 class UnfusedTailStage:
-    """The tail where it cannot be fused (frame sides not multiples of 8, e.g. 320x180): dec3's output
-    upsampled to in_conv1's resolution, out_conv1, the folded head, then the last upsampling and argmax,
-    each change-based. ``tau`` thresholds out_conv1's input; the head takes every change of out_conv1's
-    output (no threshold point of its own); ``tau_output`` thresholds the class scores."""
+    """The tail where it cannot be fused (frame sides not multiples of 8, e.g. 320x180): dec3's
+    output upsampled to in_conv1's resolution, out_conv1, the folded head, then the last upsampling
+    and argmax, each change-based. ``tau`` thresholds out_conv1's input; the head takes every change
+    of out_conv1's output (no threshold point of its own); ``tau_output`` thresholds the class
+    scores."""
 
-    def __init__(self, student: StudentNet, dec3_size: Size, x1_size: Size, frame_size: Size,
-                 dense_fraction: float) -> None:
+    def __init__(
+        self,
+        student: StudentNet,
+        dec3_size: Size,
+        x1_size: Size,
+        frame_size: Size,
+        dense_fraction: float,
+    ) -> None:
         s = student
         self.up = UpsampleStage(dec3_size, x1_size, s.out_conv1.in_channels, dense_fraction)
         self.hidden = ConvStage(
-            SparseConv(s.out_conv1.weight, conv_bias(s.out_conv1), 1, (1, 1), x1_size, dense_fraction),
-            s.out_conv1.in_channels)
+            SparseConv(
+                s.out_conv1.weight, conv_bias(s.out_conv1), 1, (1, 1), x1_size, dense_fraction
+            ),
+            s.out_conv1.in_channels,
+        )
         with torch.no_grad():
             head_weight, head_bias = fold_head(s)
-        self.head = ConvStage(SparseConv(head_weight, head_bias, 1, (1, 1), x1_size, dense_fraction),
-                              s.out_conv2.in_channels)
+        self.head = ConvStage(
+            SparseConv(head_weight, head_bias, 1, (1, 1), x1_size, dense_fraction),
+            s.out_conv2.in_channels,
+        )
         self.scores_up = BilinearUpsample(x1_size, frame_size)
         self.logits = torch.zeros(x1_size[0] * x1_size[1], s.num_classes)
         self.labels = torch.zeros(frame_size[0] * frame_size[1], dtype=torch.uint8)
@@ -418,5 +498,7 @@ class UnfusedTailStage:
                 if out_index.numel() > self.dense_fraction * self.labels.numel():
                     self.labels.copy_(self.scores_up.dense(self.logits).argmax(1))
                 else:
-                    self.labels[out_index] = self.scores_up.at(self.logits, out_index).argmax(1).to(torch.uint8)
+                    self.labels[out_index] = (
+                        self.scores_up.at(self.logits, out_index).argmax(1).to(torch.uint8)
+                    )
         return self.labels.view(self.out_size).numpy().copy()

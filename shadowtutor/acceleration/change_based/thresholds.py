@@ -13,8 +13,8 @@ File format (``shadowtutor change-based calibrate`` writes it)::
     {"format": "shadowtutor-change-thresholds", "version": 2,
      "thresholds": {"in_conv1": 6.0, "in_conv2": 0.05, ...}, "source": "..."}
 
-Version 1 files load too: their ``out_conv1`` threshold (on dec3's output upsampled) becomes ``tail``,
-and their ``out_conv2`` threshold, a point version 2 does not have, is dropped.
+Version 1 files load too: their ``out_conv1`` threshold (on dec3's output upsampled) becomes
+``tail``, and their ``out_conv2`` threshold, a point version 2 does not have, is dropped.
 """
 
 from __future__ import annotations
@@ -44,20 +44,32 @@ def zero_thresholds() -> dict[str, float]:
 
 
 def validate_thresholds(thresholds: object, origin: str = "thresholds") -> dict[str, float]:
-    """``thresholds`` as a complete ``{name: tau >= 0}``, or a :class:`ThresholdFileError` naming the problem."""
+    """``thresholds`` as a complete ``{name: tau >= 0}``, or a :class:`ThresholdFileError` naming
+    the problem."""
     if not isinstance(thresholds, Mapping):
-        raise ThresholdFileError(f"{origin}: 'thresholds' must be an object of layer name -> number")
+        raise ThresholdFileError(
+            f"{origin}: 'thresholds' must be an object of layer name -> number"
+        )
     unknown = sorted(set(thresholds) - set(THRESHOLD_NAMES))
     missing = [name for name in THRESHOLD_NAMES if name not in thresholds]
     if unknown:
-        raise ThresholdFileError(f"{origin}: unknown layer names {unknown}; known: {', '.join(THRESHOLD_NAMES)}")
+        raise ThresholdFileError(
+            f"{origin}: unknown layer names {unknown}; known: {', '.join(THRESHOLD_NAMES)}"
+        )
     if missing:
         raise ThresholdFileError(f"{origin}: no threshold for {missing}")
     checked: dict[str, float] = {}
     for name in THRESHOLD_NAMES:
         value = thresholds[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ThresholdFileError(f"{origin}: threshold {name!r} must be a finite number >= 0, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ThresholdFileError(
+                f"{origin}: threshold {name!r} must be a finite number >= 0, got {value!r}"
+            )
         checked[name] = float(value)
     return checked
 
@@ -75,12 +87,16 @@ def parse_threshold_file(text: str, origin: str) -> dict[str, float]:
     except json.JSONDecodeError as exc:
         raise ThresholdFileError(f"{origin}: not JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ThresholdFileError(f"{origin}: not a change-threshold file (expected \"format\": \"{FORMAT}\")")
+        raise ThresholdFileError(
+            f'{origin}: not a change-threshold file (expected "format": "{FORMAT}")'
+        )
     version, thresholds = data.get("version"), data.get("thresholds")
     if version == 1 and isinstance(thresholds, Mapping):
         thresholds = _from_version_1(thresholds)
     elif version != VERSION:
-        raise ThresholdFileError(f"{origin}: version {version!r} is not supported (this is {VERSION}; 1 is read too)")
+        raise ThresholdFileError(
+            f"{origin}: version {version!r} is not supported (this is {VERSION}; 1 is read too)"
+        )
     return validate_thresholds(thresholds, origin)
 
 
@@ -93,7 +109,8 @@ def _from_version_1(thresholds: Mapping[str, object]) -> dict[str, object]:
 
 
 def load_thresholds(path: str | Path | None = None) -> dict[str, float]:
-    """Thresholds from ``path``, or the built-in ones for the packaged student when ``path`` is None."""
+    """Thresholds from ``path``, or the built-in ones for the packaged student when ``path`` is
+    None."""
     if path is None:
         text = resources.files(__package__).joinpath(DEFAULT_FILE).read_text()
         return parse_threshold_file(text, f"built-in {DEFAULT_FILE}")
@@ -107,4 +124,10 @@ def load_thresholds(path: str | Path | None = None) -> dict[str, float]:
 def threshold_document(thresholds: Mapping[str, float], source: str) -> str:
     """The JSON text of a threshold file."""
     checked = validate_thresholds(thresholds)
-    return json.dumps({"format": FORMAT, "version": VERSION, "thresholds": checked, "source": source}, indent=2) + "\n"
+    return (
+        json.dumps(
+            {"format": FORMAT, "version": VERSION, "thresholds": checked, "source": source},
+            indent=2,
+        )
+        + "\n"
+    )

@@ -1,4 +1,5 @@
-"""The interface every edge labeller offers: a frame in, labels out; weights in; what the last frame did."""
+"""The interface every edge labeller offers: a frame in, labels out; weights in; what the last frame
+did."""
 
 from __future__ import annotations
 
@@ -18,44 +19,66 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Trial:
-    """How an acceleration compared with the plain student over its trial frames (median seconds a frame)."""
+    """How an acceleration compared with the plain student over its trial frames (median seconds a
+    frame)."""
 
-    candidate: str  # the acceleration's kind
-    plain: str  # the plain student's backend
-    frames: int  # frames the acceleration was timed on
+    # the acceleration's kind
+    candidate: str
+    # the plain student's backend
+    plain: str
+    # frames the acceleration was timed on
+    frames: int
     candidate_seconds: float
     plain_seconds: float
-    stepped_aside: bool  # True: the plain student labels every frame after the trial
+    # True: the plain student labels every frame after the trial
+    stepped_aside: bool
 
     @property
     def speedup(self) -> float:
         """The acceleration's speed as a multiple of the plain student's (below 1: slower)."""
-        return self.plain_seconds / self.candidate_seconds if self.candidate_seconds > 0 else float("inf")
+        return (
+            self.plain_seconds / self.candidate_seconds
+            if self.candidate_seconds > 0
+            else float("inf")
+        )
 
     def to_dict(self) -> dict[str, object]:
-        return {"candidate": self.candidate, "plain": self.plain, "frames": self.frames,
-                "candidate_seconds": self.candidate_seconds, "plain_seconds": self.plain_seconds,
-                "speedup": self.speedup, "stepped_aside": self.stepped_aside}
+        return {
+            "candidate": self.candidate,
+            "plain": self.plain,
+            "frames": self.frames,
+            "candidate_seconds": self.candidate_seconds,
+            "plain_seconds": self.plain_seconds,
+            "speedup": self.speedup,
+            "stepped_aside": self.stepped_aside,
+        }
 
 
 @dataclass(frozen=True)
 class LabellerStats:
     """What the last frame did; a part is None when the labeller in use has no such part."""
 
-    kind: str  # the labeller in use, e.g. ``onnx``, ``torch+change-based``, ``torch+flow-path``, ``cluster``
-    change: ChangeStats | None = None  # change-based inference: the frame's mode and changed fractions
-    regions: FrameRegions | None = None  # flow path or cluster: each region's path and key age
-    cluster: tuple[int, int] | None = None  # cluster: live workers, regions left waiting for one
-    trial: Trial | None = None  # the measured comparison with the plain student, once it is made
+    # the labeller in use, e.g. ``onnx``, ``torch+change-based``, ``torch+flow-path``, ``cluster``
+    kind: str
+    # change-based inference: the frame's mode and changed fractions
+    change: ChangeStats | None = None
+    # flow path or cluster: each region's path and key age
+    regions: FrameRegions | None = None
+    # cluster: live workers, regions left waiting for one
+    cluster: tuple[int, int] | None = None
+    # the measured comparison with the plain student, once it is made
+    trial: Trial | None = None
 
 
 class FrameLabeller(Protocol):
-    """Labels BGR ``uint8 (H, W, 3)`` frames as ``uint8 (H, W)`` class maps with the weights it was given.
+    """Labels BGR ``uint8 (H, W, 3)`` frames as ``uint8 (H, W)`` class maps with the weights it was
+    given.
 
-    Contract: :meth:`label` raises RuntimeError before the first :meth:`load`; :meth:`load` installs full
-    weights (a checkpoint error if incomplete), :meth:`apply` overwrites the tensors it names (an error for
-    unknown names or shapes); after either, no label made by the older weights is reused (warped, cached).
-    Frames given to :meth:`label` in the order :meth:`pipeline` yielded them may have been started early.
+    Contract: :meth:`label` raises RuntimeError before the first :meth:`load`; :meth:`load` installs
+    full weights (a checkpoint error if incomplete), :meth:`apply` overwrites the tensors it names
+    (an error for unknown names or shapes); after either, no label made by the older weights is
+    reused (warped, cached). Frames given to :meth:`label` in the order :meth:`pipeline` yielded
+    them may have been started early.
     """
 
     @property
@@ -68,11 +91,13 @@ class FrameLabeller(Protocol):
     def label(self, frame: np.ndarray) -> np.ndarray: ...
 
     def pipeline(self, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
-        """The same frames, in order; a labeller that works on several at once starts them as they are drawn."""
+        """The same frames, in order; a labeller that works on several at once starts them as they
+        are drawn."""
         ...
 
     def release(self) -> list[np.ndarray]:
-        """The frames :meth:`pipeline` drew but has not yielded yet, handed back (their work dropped)."""
+        """The frames :meth:`pipeline` drew but has not yielded yet, handed back (their work
+        dropped)."""
         ...
 
     def new_scene(self) -> None:
@@ -85,13 +110,15 @@ class FrameLabeller(Protocol):
 
 
 def label_stream(labeller: FrameLabeller, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
-    """The labels of ``frames``, in order, as the agent makes them (pipelined where the labeller can)."""
+    """The labels of ``frames``, in order, as the agent makes them (pipelined where the labeller
+    can)."""
     for frame in labeller.pipeline(frames):
         yield labeller.label(frame)
 
 
 class OneFrameAtATime:
-    """The parts of :class:`FrameLabeller` for a labeller that works on one frame at a time and keeps no scene."""
+    """The parts of :class:`FrameLabeller` for a labeller that works on one frame at a time and
+    keeps no scene."""
 
     def pipeline(self, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
         return iter(frames)
@@ -110,6 +137,7 @@ Labeller = TypeVar("Labeller", bound="FrameLabeller")
 
 
 def holding(labeller: Labeller, student: StudentNet) -> Labeller:
-    """``labeller`` loaded with ``student``'s weights (class names by number: labels are class indices)."""
+    """``labeller`` loaded with ``student``'s weights (class names by number: labels are class
+    indices)."""
     labeller.load(student.state_dict(), tuple(str(index) for index in range(student.num_classes)))
     return labeller

@@ -19,12 +19,14 @@ from shadowtutor.models.inference import check_frame
 
 
 class ChangeBasedLabeller(OneFrameAtATime):
-    """``inner`` (a student on ``torch`` or ``onnx``) takes the frames that changed too much; weights go to both."""
+    """``inner`` (a student on ``torch`` or ``onnx``) takes the frames that changed too much;
+    weights go to both."""
 
     def __init__(self, inner: StudentLabeller, options: ChangeBasedOptions) -> None:
         self.inner = inner
         self.options = options
-        options.thresholds()  # a bad threshold file or scale fails now
+        # a bad threshold file or scale fails now
+        options.thresholds()
         self.backend: ChangeBasedBackend | None = None
 
     @property
@@ -33,21 +35,26 @@ class ChangeBasedLabeller(OneFrameAtATime):
 
     def load(self, state: Mapping[str, torch.Tensor], class_names: tuple[str, ...]) -> None:
         self.inner.load(state, class_names)
-        self.backend = ChangeBasedBackend(self.inner.require(), student_from_state_dict(state, class_names),
-                                          self.options)
+        self.backend = ChangeBasedBackend(
+            self.inner.require(), student_from_state_dict(state, class_names), self.options
+        )
 
     def apply(self, update: Mapping[str, torch.Tensor]) -> None:
-        self._require().load_weights(update)  # the change-based student and the wrapped backend
+        # the change-based student and the wrapped backend
+        self._require().load_weights(update)
 
     def label(self, frame: np.ndarray) -> np.ndarray:
         return self._require().infer(check_frame(frame))
 
     def new_scene(self) -> None:
         if self.backend is not None:
-            self.backend.runner.size = None  # the next frame is evaluated in full: no cache carries over
+            # the next frame is evaluated in full: no cache carries over
+            self.backend.runner.size = None
 
     def stats(self) -> LabellerStats:
-        return LabellerStats(self.kind, change=self.backend.stats if self.backend is not None else None)
+        return LabellerStats(
+            self.kind, change=self.backend.stats if self.backend is not None else None
+        )
 
     def _require(self) -> ChangeBasedBackend:
         if self.backend is None:

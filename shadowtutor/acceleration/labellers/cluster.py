@@ -1,4 +1,5 @@
-"""The edge cluster (:mod:`shadowtutor.acceleration.regions.cluster`) as a labeller: regions on Ray workers.
+"""The edge cluster (:mod:`shadowtutor.acceleration.regions.cluster`) as a labeller: regions on Ray
+workers.
 
 Frames drawn through :meth:`ClusterLabeller.pipeline` are submitted as they are drawn, up to
 ``in_flight`` ahead of the frame being labelled, so that workers idle on one frame's last regions
@@ -24,16 +25,24 @@ CLUSTER_MARGIN = 96
 
 
 class ClusterLabeller:
-    """Regions of each frame on the workers of the Ray cluster at ``address`` (``HOST:PORT`` or ``auto``).
+    """Regions of each frame on the workers of the Ray cluster at ``address`` (``HOST:PORT`` or
+    ``auto``).
 
-    The first :meth:`load` joins the cluster and starts one worker per CPU node with the weights; later
-    loads and every :meth:`apply` go to every worker, and the keys of the old student are dropped.
+    The first :meth:`load` joins the cluster and starts one worker per CPU node with the weights;
+    later loads and every :meth:`apply` go to every worker, and the keys of the old student are
+    dropped.
     """
 
     kind = "cluster"
 
-    def __init__(self, address: str, config: FlowPathConfig, margin: int = CLUSTER_MARGIN, in_flight: int = 2,
-                 workers_per_node: int = 1) -> None:
+    def __init__(
+        self,
+        address: str,
+        config: FlowPathConfig,
+        margin: int = CLUSTER_MARGIN,
+        in_flight: int = 2,
+        workers_per_node: int = 1,
+    ) -> None:
         if in_flight < 1:
             raise ValueError(f"in_flight must be >= 1 frame, got {in_flight}")
         self.address = address
@@ -42,16 +51,24 @@ class ClusterLabeller:
         self.in_flight = in_flight
         self.workers_per_node = workers_per_node
         self.master: ClusterMaster | None = None
-        self._ahead: deque[tuple[np.ndarray, int]] = deque()  # submitted, not yet yielded by pipeline
-        self._yielded: deque[tuple[np.ndarray, int]] = deque()  # yielded by pipeline, not yet labelled
+        # submitted, not yet yielded by pipeline
+        self._ahead: deque[tuple[np.ndarray, int]] = deque()
+        # yielded by pipeline, not yet labelled
+        self._yielded: deque[tuple[np.ndarray, int]] = deque()
 
     def load(self, state: Mapping[str, torch.Tensor], class_names: tuple[str, ...]) -> None:
         if self.master is not None:
             self.master.load_weights(state)
             return
         connect(self.address)
-        workers = start_workers(state, class_names, self.config.load_network(), self.config, self.margin,
-                                per_node=self.workers_per_node)
+        workers = start_workers(
+            state,
+            class_names,
+            self.config.load_network(),
+            self.config,
+            self.margin,
+            per_node=self.workers_per_node,
+        )
         self.master = ClusterMaster(workers, self.config.regions, in_flight=self.in_flight)
 
     def apply(self, update: Mapping[str, torch.Tensor]) -> None:
@@ -66,7 +83,9 @@ class ClusterLabeller:
     def pipeline(self, frames: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
         source = iter(frames)
         while True:
-            while self.master is not None and len(self._ahead) + len(self._yielded) < self.in_flight:
+            while (
+                self.master is not None and len(self._ahead) + len(self._yielded) < self.in_flight
+            ):
                 frame = next(source, None)
                 if frame is None:
                     break
@@ -77,7 +96,8 @@ class ClusterLabeller:
                 self._yielded.append(item)
                 yield item[0]
                 continue
-            frame = next(source, None)  # no weights yet: nothing to start early
+            # no weights yet: nothing to start early
+            frame = next(source, None)
             if frame is None:
                 return
             yield frame
@@ -98,7 +118,9 @@ class ClusterLabeller:
         master = self.master
         if master is None:
             return LabellerStats(self.kind)
-        return LabellerStats(self.kind, regions=master.last, cluster=(master.live_workers, master.queue_depth))
+        return LabellerStats(
+            self.kind, regions=master.last, cluster=(master.live_workers, master.queue_depth)
+        )
 
     def close(self) -> None:
         """Stop the workers (the cluster itself stays up)."""

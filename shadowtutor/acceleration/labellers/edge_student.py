@@ -1,4 +1,5 @@
-"""A labeller as the client loop's student (:class:`~shadowtutor.algorithms.client_loop.StudentRuntime`)."""
+"""A labeller as the client loop's student
+(:class:`~shadowtutor.algorithms.client_loop.StudentRuntime`)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from shadowtutor.models.student import StudentNet
 
 
 class EdgeStudent:
-    """``infer`` labels a frame with ``labeller`` (run on the frame resized to ``student_size`` when given,
-    labels at the frame's size); ``apply`` installs a weight update."""
+    """``infer`` labels a frame with ``labeller`` (run on the frame resized to ``student_size`` when
+    given, labels at the frame's size); ``apply`` installs a weight update."""
 
     def __init__(self, labeller: FrameLabeller, student_size: Size | None = None) -> None:
         self.labeller = labeller
@@ -31,6 +32,9 @@ class EdgeStudent:
         self.labeller.apply(update)
 
 
-def edge_student(spec: LabellerSpec, student: StudentNet, student_size: Size | None = None) -> EdgeStudent:
-    """The labeller ``spec`` describes, holding ``student``'s weights, as the client loop's student."""
+def edge_student(
+    spec: LabellerSpec, student: StudentNet, student_size: Size | None = None
+) -> EdgeStudent:
+    """The labeller ``spec`` describes, holding ``student``'s weights, as the client loop's
+    student."""
     return EdgeStudent(holding(build_labeller(spec), student), student_size)

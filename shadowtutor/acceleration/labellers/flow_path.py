@@ -1,4 +1,5 @@
-"""The flow path (regions segmented by the student or warped by optical flow) as a decorator of the plain student."""
+"""The flow path (regions segmented by the student or warped by optical flow) as a decorator of the
+plain student."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from shadowtutor.models.inference import check_frame
 class FlowPathLabeller(OneFrameAtATime):
     """Frames region by region (:class:`RegionLabeller`), the segmentation path on ``inner``.
 
-    Any weight change (load or apply) makes every region key stale: the next frame is segmented, so no
-    label made by an older student is warped further.
+    Any weight change (load or apply) makes every region key stale: the next frame is segmented, so
+    no label made by an older student is warped further.
     """
 
     def __init__(self, inner: FrameLabeller, config: FlowPathConfig) -> None:

@@ -1,9 +1,11 @@
-"""The one place that turns an edge's settings into its labeller, and that says which accelerations combine.
+"""The one place that turns an edge's settings into its labeller, and that says which accelerations
+combine.
 
-An acceleration is declared once in :data:`ACCELERATIONS`: the setting that turns it on, the settings it
-cannot run with, the student backends it runs on, and how it is built around (or instead of) the plain
-student. :func:`check` is what the settings validate with; :func:`build_labeller` is what the agent and
-the benchmarks build with. Importing this module imports neither torch nor OpenCV (the settings use it).
+An acceleration is declared once in :data:`ACCELERATIONS`: the setting that turns it on, the
+settings it cannot run with, the student backends it runs on, and how it is built around (or instead
+of) the plain student. :func:`check` is what the settings validate with; :func:`build_labeller` is
+what the agent and the benchmarks build with. Importing this module imports neither torch nor OpenCV
+(the settings use it).
 """
 
 from __future__ import annotations
@@ -24,22 +26,24 @@ DEFAULT_TRIAL_FRAMES = 60
 
 
 class LabellerConfigError(ValueError):
-    """Settings that name accelerations (or a backend) that cannot run together; the message names them."""
+    """Settings that name accelerations (or a backend) that cannot run together; the message names
+    them."""
 
 
 @dataclass(frozen=True)
 class LabellerSpec:
     """What the edge's labeller is: the student's backend and the accelerations that are on.
 
-    ``flow_path`` is the flow path's configuration, which the cluster's workers follow too (one of them
-    is needed with ``cluster``); ``trial_frames`` 0 keeps an acceleration whatever it costs.
+    ``flow_path`` is the flow path's configuration, which the cluster's workers follow too (one of
+    them is needed with ``cluster``); ``trial_frames`` 0 keeps an acceleration whatever it costs.
     """
 
     backend: str = "auto"
     change_based: ChangeBasedOptions | None = None
     flow_path: FlowPathConfig | None = None
     cluster: str | None = None
-    flow_path_on: bool = False  # the flow path labels on this device (else its config only serves the cluster)
+    # the flow path labels on this device (else its config only serves the cluster)
+    flow_path_on: bool = False
     trial_frames: int = 0
     threads: int | None = None
 
@@ -52,13 +56,20 @@ class LabellerSpec:
 class Acceleration:
     """One way to label faster than the plain student, as the registry knows it."""
 
-    name: str  # the edge setting that turns it on
-    meant_for: str  # in words, for error messages
-    enabled: Callable[[LabellerSpec], bool]  # whether a spec turns it on
-    build: Callable[[FrameLabeller | None, LabellerSpec], FrameLabeller]  # around the labeller built so far
-    excludes: frozenset[str] = field(default_factory=frozenset)  # settings it cannot run with
-    backends: tuple[str, ...] | None = None  # the backends it runs on (besides auto); None: any
-    replaces_student: bool = False  # builds its own students (``build`` gets None)
+    # the edge setting that turns it on
+    name: str
+    # in words, for error messages
+    meant_for: str
+    # whether a spec turns it on
+    enabled: Callable[[LabellerSpec], bool]
+    # around the labeller built so far
+    build: Callable[[FrameLabeller | None, LabellerSpec], FrameLabeller]
+    # settings it cannot run with
+    excludes: frozenset[str] = field(default_factory=frozenset)
+    # the backends it runs on (besides auto); None: any
+    backends: tuple[str, ...] | None = None
+    # builds its own students (``build`` gets None)
+    replaces_student: bool = False
 
 
 def _change_based(inner: FrameLabeller | None, spec: LabellerSpec) -> FrameLabeller:
@@ -84,50 +95,76 @@ def _cluster(inner: FrameLabeller | None, spec: LabellerSpec) -> FrameLabeller:
     return ClusterLabeller(spec.cluster, spec.flow_path or FlowPathConfig())
 
 
-# In building order. The cluster's workers run the flow path themselves: with cluster on, flow_path only
-# configures them.
+# In building order. The cluster's workers run the flow path themselves: with cluster on, flow_path
+# only configures them.
 ACCELERATIONS = (
-    Acceleration("change_based", "static cameras", lambda spec: spec.change_based is not None, _change_based,
-                 excludes=frozenset({"flow_path", "cluster"}), backends=CHANGE_BASED_FALLBACKS),
-    Acceleration("flow_path", "moving cameras", lambda spec: spec.flow_path_on and spec.cluster is None, _flow_path,
-                 excludes=frozenset({"change_based", "student_size"})),
-    Acceleration("cluster", "moving cameras, regions on other devices", lambda spec: spec.cluster is not None,
-                 _cluster, excludes=frozenset({"change_based", "student_size"}), replaces_student=True),
+    Acceleration(
+        "change_based",
+        "static cameras",
+        lambda spec: spec.change_based is not None,
+        _change_based,
+        excludes=frozenset({"flow_path", "cluster"}),
+        backends=CHANGE_BASED_FALLBACKS,
+    ),
+    Acceleration(
+        "flow_path",
+        "moving cameras",
+        lambda spec: spec.flow_path_on and spec.cluster is None,
+        _flow_path,
+        excludes=frozenset({"change_based", "student_size"}),
+    ),
+    Acceleration(
+        "cluster",
+        "moving cameras, regions on other devices",
+        lambda spec: spec.cluster is not None,
+        _cluster,
+        excludes=frozenset({"change_based", "student_size"}),
+        replaces_student=True,
+    ),
 )
 BY_NAME = {a.name: a for a in ACCELERATIONS}
 
 
 def check(on: set[str], backend: str = "auto", student_size: bool = False) -> None:
-    """A :class:`LabellerConfigError` when the settings ``on`` (accelerations, and ``student_size`` when set)
-    exclude each other, or an acceleration does not run on ``backend``."""
+    """A :class:`LabellerConfigError` when the settings ``on`` (accelerations, and ``student_size``
+    when set) exclude each other, or an acceleration does not run on ``backend``."""
     given = set(on) | ({"student_size"} if student_size else set())
     for name in sorted(given & BY_NAME.keys()):
         acceleration = BY_NAME[name]
         clash = sorted(acceleration.excludes & given)
         if clash:
-            raise LabellerConfigError(f"{name} ({acceleration.meant_for}) and {clash[0]} exclude each other: "
-                                      "turn one of them off")
+            raise LabellerConfigError(
+                f"{name} ({acceleration.meant_for}) and {clash[0]} exclude each other: "
+                "turn one of them off"
+            )
         if acceleration.backends is not None and backend not in ("auto", *acceleration.backends):
-            raise LabellerConfigError(f"{name} runs with the {' or '.join(acceleration.backends)} backend (or auto), "
-                                      f"not {backend}")
+            raise LabellerConfigError(
+                f"{name} runs with the {' or '.join(acceleration.backends)} backend (or auto), "
+                f"not {backend}"
+            )
 
 
 def build_labeller(spec: LabellerSpec) -> FrameLabeller:
-    """The labeller ``spec`` describes: the plain student, the accelerations that are on around (or instead
-    of) it, and, with ``trial_frames``, the trial that replaces them by the plain student on the default
-    backend when they are measured slower. An error for a combination :func:`check` refuses."""
+    """The labeller ``spec`` describes: the plain student, the accelerations that are on around (or
+    instead of) it, and, with ``trial_frames``, the trial that replaces them by the plain student on
+    the default backend when they are measured slower. An error for a combination :func:`check`
+    refuses."""
     from shadowtutor.acceleration.labellers.student import StudentLabeller
 
     on = [a for a in ACCELERATIONS if a.enabled(spec)]
     check({a.name for a in on}, spec.backend)
     labeller: FrameLabeller | None = None
     if not any(a.replaces_student for a in on):
-        labeller = StudentLabeller(spec.backend, change_based=spec.change_based is not None, threads=spec.threads)
+        labeller = StudentLabeller(
+            spec.backend, change_based=spec.change_based is not None, threads=spec.threads
+        )
     for acceleration in on:
         labeller = acceleration.build(labeller, spec)
     assert labeller is not None
     if on and spec.trial_frames:
         from shadowtutor.acceleration.labellers.step_aside import StepAside
 
-        labeller = StepAside(labeller, StudentLabeller("auto", threads=spec.threads), spec.trial_frames)
+        labeller = StepAside(
+            labeller, StudentLabeller("auto", threads=spec.threads), spec.trial_frames
+        )
     return labeller

@@ -1,11 +1,12 @@
-"""An acceleration on trial: timed against the plain student over its first frames, replaced by it if slower.
+"""An acceleration on trial: timed against the plain student over its first frames, replaced by it
+if slower.
 
 :class:`StepAside` labels with the acceleration (the *candidate*) and times it on ``frames`` frames
-after ``warmup`` untimed ones; on every ``probe_every``-th of them, the first included, it also times
-the plain student (its labels unused; one untimed call before the first). Then it compares the medians
-once: when the candidate is slower, the plain student labels every later frame (logged once, and in
-:meth:`stats`), and the candidate is closed. While on trial both hold the same weights; after the
-decision only the one in use.
+after ``warmup`` untimed ones; on every ``probe_every``-th of them, the first included, it also
+times the plain student (its labels unused; one untimed call before the first). Then it compares the
+medians once: when the candidate is slower, the plain student labels every later frame (logged once,
+and in :meth:`stats`), and the candidate is closed. While on trial both hold the same weights; after
+the decision only the one in use.
 """
 
 from __future__ import annotations
@@ -23,29 +24,41 @@ from shadowtutor.acceleration.labellers.base import FrameLabeller, LabellerStats
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WARMUP = 3  # first frames build caches, start sessions and actors: no yardstick
+# first frames build caches, start sessions and actors: no yardstick
+DEFAULT_WARMUP = 3
 DEFAULT_PROBE_EVERY = 5
 
 
 class StepAside:
     """``candidate`` while it is at least as fast as ``plain`` over the trial, else ``plain``."""
 
-    def __init__(self, candidate: FrameLabeller, plain: FrameLabeller, frames: int,
-                 warmup: int = DEFAULT_WARMUP, probe_every: int = DEFAULT_PROBE_EVERY) -> None:
+    def __init__(
+        self,
+        candidate: FrameLabeller,
+        plain: FrameLabeller,
+        frames: int,
+        warmup: int = DEFAULT_WARMUP,
+        probe_every: int = DEFAULT_PROBE_EVERY,
+    ) -> None:
         if frames < 1 or warmup < 0 or probe_every < 1:
-            raise ValueError(f"a trial needs frames >= 1, warmup >= 0, probe_every >= 1; got {frames}, {warmup}, "
-                             f"{probe_every}")
+            raise ValueError(
+                f"a trial needs frames >= 1, warmup >= 0, probe_every >= 1; got {frames}, "
+                f"{warmup}, "
+                f"{probe_every}"
+            )
         self.candidate = candidate
         self.plain = plain
         self.frames = frames
         self.warmup = warmup
         self.probe_every = probe_every
         self.active: FrameLabeller = candidate
-        self.trial: Trial | None = None  # set once, when the trial ends
+        # set once, when the trial ends
+        self.trial: Trial | None = None
         self._seen = 0
         self._candidate_seconds: list[float] = []
         self._plain_seconds: list[float] = []
-        self._pipelined = False  # a pipeline() over the candidate is running
+        # a pipeline() over the candidate is running
+        self._pipelined = False
 
     @property
     def kind(self) -> str:
@@ -88,7 +101,8 @@ class StepAside:
         try:
             for frame in self.candidate.pipeline(source):
                 yield frame
-                if self.active is self.plain:  # stepped aside at this frame: the frames drawn ahead go to plain
+                # stepped aside at this frame: the frames drawn ahead go to plain
+                if self.active is self.plain:
                     ahead = self.candidate.release()
                     self.candidate.close()
                     self._pipelined = False
@@ -116,7 +130,8 @@ class StepAside:
 
     def _probe(self, frame: np.ndarray) -> None:
         if not self._plain_seconds:
-            self.plain.label(frame)  # the plain student's first call starts its session: no yardstick
+            # the plain student's first call starts its session: no yardstick
+            self.plain.label(frame)
         start = time.perf_counter()
         self.plain.label(frame)
         self._plain_seconds.append(time.perf_counter() - start)
@@ -125,17 +140,37 @@ class StepAside:
         candidate = statistics.median(self._candidate_seconds)
         plain = statistics.median(self._plain_seconds)
         slower = candidate > plain
-        self.trial = Trial(self.candidate.kind, self.plain.kind, len(self._candidate_seconds), candidate, plain,
-                           slower)
+        self.trial = Trial(
+            self.candidate.kind,
+            self.plain.kind,
+            len(self._candidate_seconds),
+            candidate,
+            plain,
+            slower,
+        )
         if slower:
-            log.warning("%s labels a frame in %.1f ms, the plain student on %s in %.1f ms (%.2fx): it steps aside, "
-                        "the plain student labels the rest of the run", self.candidate.kind, 1000 * candidate,
-                        self.plain.kind, 1000 * plain, self.trial.speedup)
+            log.warning(
+                "%s labels a frame in %.1f ms, the plain student on %s in %.1f ms (%.2fx): it "
+                "steps aside, "
+                "the plain student labels the rest of the run",
+                self.candidate.kind,
+                1000 * candidate,
+                self.plain.kind,
+                1000 * plain,
+                self.trial.speedup,
+            )
             self.active = self.plain
-            if not self._pipelined:  # else pipeline() hands the frames drawn ahead to plain, then closes it
+            # else pipeline() hands the frames drawn ahead to plain, then closes it
+            if not self._pipelined:
                 self.candidate.release()
                 self.candidate.close()
         else:
-            log.info("%s labels a frame in %.1f ms, the plain student on %s in %.1f ms (%.2fx): kept",
-                     self.candidate.kind, 1000 * candidate, self.plain.kind, 1000 * plain, self.trial.speedup)
+            log.info(
+                "%s labels a frame in %.1f ms, the plain student on %s in %.1f ms (%.2fx): kept",
+                self.candidate.kind,
+                1000 * candidate,
+                self.plain.kind,
+                1000 * plain,
+                self.trial.speedup,
+            )
             self.plain.close()

@@ -1,4 +1,5 @@
-"""The plain student: every frame whole through one inference backend (:mod:`shadowtutor.models.inference`)."""
+"""The plain student: every frame whole through one inference backend
+(:mod:`shadowtutor.models.inference`)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,15 @@ log = logging.getLogger(__name__)
 class StudentLabeller(OneFrameAtATime):
     """The student on whole frames, on ``backend`` (``auto``: the fastest this machine runs).
 
-    A named backend this machine lacks fails at construction. At :meth:`load`, a backend that fails to
-    start hands over to the next candidate of ``auto`` for good (logged); a named backend's failure is an
-    error. ``change_based`` narrows ``auto`` to the backends change-based inference falls back to.
+    A named backend this machine lacks fails at construction. At :meth:`load`, a backend that fails
+    to start hands over to the next candidate of ``auto`` for good (logged); a named backend's
+    failure is an error. ``change_based`` narrows ``auto`` to the backends change-based inference
+    falls back to.
     """
 
-    def __init__(self, backend: str = "auto", *, change_based: bool = False, threads: int | None = None) -> None:
+    def __init__(
+        self, backend: str = "auto", *, change_based: bool = False, threads: int | None = None
+    ) -> None:
         self.candidates = resolve_backend(backend, change_based=change_based)
         self.threads = threads
         self.backend: InferenceBackend | None = None

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (exclusive)
+# x0, y0, x1, y1 (exclusive)
+Box = tuple[int, int, int, int]
 
 
 class RegionConfigError(ValueError):
@@ -16,14 +17,17 @@ class RegionConfigError(ValueError):
 def grid_shape(regions: int) -> tuple[int, int]:
     """``(rows, cols)`` with ``rows * cols == regions``, as square as possible, ``rows <= cols``."""
     if not isinstance(regions, int) or regions < 1:
-        raise RegionConfigError(f"regions must be a positive integer (4 is the paper's), got {regions!r}")
+        raise RegionConfigError(
+            f"regions must be a positive integer (4 is the paper's), got {regions!r}"
+        )
     rows = max(r for r in range(1, int(regions**0.5) + 1) if regions % r == 0)
     return rows, regions // rows
 
 
 @dataclass(frozen=True)
 class RegionGrid:
-    """``regions`` boxes tiling a ``width`` x ``height`` frame row by row, and their margin boxes."""
+    """``regions`` boxes tiling a ``width`` x ``height`` frame row by row, and their margin
+    boxes."""
 
     width: int
     height: int
@@ -35,7 +39,9 @@ class RegionGrid:
         if self.margin < 0:
             raise RegionConfigError(f"region margin must be >= 0 pixels, got {self.margin}")
         if self.width < cols or self.height < rows:
-            raise RegionConfigError(f"a {self.width}x{self.height} frame cannot hold {rows}x{cols} regions")
+            raise RegionConfigError(
+                f"a {self.width}x{self.height} frame cannot hold {rows}x{cols} regions"
+            )
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -55,12 +61,17 @@ class RegionGrid:
         return max(0, x0 - m), max(0, y0 - m), min(self.width, x1 + m), min(self.height, y1 + m)
 
     def context_box(self, indices: list[int]) -> Box:
-        """The smallest box holding the margin boxes of ``indices``: what one student call segments."""
+        """The smallest box holding the margin boxes of ``indices``: what one student call
+        segments."""
         if not indices:
             raise ValueError("no regions given")
         boxes = [self.margin_box(i) for i in indices]
-        return (min(b[0] for b in boxes), min(b[1] for b in boxes),
-                max(b[2] for b in boxes), max(b[3] for b in boxes))
+        return (
+            min(b[0] for b in boxes),
+            min(b[1] for b in boxes),
+            max(b[2] for b in boxes),
+            max(b[3] for b in boxes),
+        )
 
     def fits(self, frame: np.ndarray) -> bool:
         return frame.shape[0] == self.height and frame.shape[1] == self.width

@@ -1,4 +1,5 @@
-"""One device's region labeller (DVSNet on one edge): per region, the segmentation path or the flow path.
+"""One device's region labeller (DVSNet on one edge): per region, the segmentation path or the flow
+path.
 
 For every frame each region either runs the *segmentation path* (the student on the region
 and a context margin; its labels become the region's new key) or the *flow path* (dense flow
@@ -13,8 +14,8 @@ has no key, its key is older than ``max_key_age`` frames, or its key was made by
 The student's context: with ``margin=None`` (the default) a frame where any region needs the
 segmentation path is segmented whole and every region gets a new key (the student normalises each
 layer by the statistics of what it sees, so its labels of a region depend on the rest of the frame).
-With ``margin=M`` only the regions that need it are segmented, in one student call on the box holding
-them and M pixels around them.
+With ``margin=M`` only the regions that need it are segmented, in one student call on the box
+holding them and M pixels around them.
 """
 
 from __future__ import annotations
@@ -34,19 +35,28 @@ from shadowtutor.acceleration.regions.decision import (
     region_features,
 )
 from shadowtutor.acceleration.regions.flow import FlowEstimator, FlowResult
-from shadowtutor.acceleration.regions.grid import Box, RegionConfigError, RegionGrid, crop, grid_shape, inner
+from shadowtutor.acceleration.regions.grid import (
+    Box,
+    RegionConfigError,
+    RegionGrid,
+    crop,
+    grid_shape,
+    inner,
+)
 
 SEGMENT, FLOW = "segment", "flow"
 
 
 class PathPolicy(Protocol):
-    needs_flow: bool  # whether it decides from flow features (then flow runs for every keyed region)
+    # whether it decides from flow features (then flow runs for every keyed region)
+    needs_flow: bool
 
     def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
         """Which of these keyed regions are segmented now without computing their flow first."""
 
-    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
-                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def take_flow(
+        self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray, together: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """For regions with a usable key: which take the flow path, and their scores (if any).
 
         ``spent``: each key's predicted loss accumulated while it was warped (:func:`charge`);
@@ -68,10 +78,12 @@ class DecisionPolicy:
     def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
         return np.zeros(len(keys), dtype=bool)
 
-    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
-                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def take_flow(
+        self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray, together: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         scores = self.network.scores(features)
-        if together:  # the frame's predicted agreement: the mean over its equal-sized regions
+        # the frame's predicted agreement: the mean over its equal-sized regions
+        if together:
             return np.full(len(scores), float(scores.mean()) >= self.threshold), scores
         return scores >= self.threshold, scores
 
@@ -99,8 +111,9 @@ class BudgetPolicy:
     def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
         return np.array([key.spent + key.last_loss > self.budget for key in keys], dtype=bool)
 
-    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
-                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def take_flow(
+        self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray, together: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         scores = self.network.scores(features)
         if together:
             within = float(spent.mean()) + 1.0 - float(scores.mean()) <= self.budget
@@ -121,8 +134,9 @@ class FixedIntervalPolicy:
     def due(self, keys: Sequence[RegionKey]) -> np.ndarray:
         return np.zeros(len(keys), dtype=bool)
 
-    def take_flow(self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray,
-                  together: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def take_flow(
+        self, features: np.ndarray, ages: np.ndarray, spent: np.ndarray, together: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         take = ages < self.interval
         return (np.full(len(take), bool(take.all())) if together else take), None
 
@@ -135,22 +149,39 @@ class RegionKey:
     and its margin, so that motion across the region's border has something to match.
     """
 
-    grey: np.ndarray  # the context at the flow scale
-    labels: np.ndarray  # the segmentation path's labels of the context
+    # the context at the flow scale
+    grey: np.ndarray
+    # the segmentation path's labels of the context
+    labels: np.ndarray
     frame: int
-    generation: int  # the student that made it
-    context: Box  # in frame pixels
-    region: Box  # in frame pixels, inside ``context``
-    spent: float = 0.0  # the decision network's predicted loss summed over the frames warped from it
-    last_loss: float = 0.0  # the predicted loss of the last frame warped from it
+    # the student that made it
+    generation: int
+    # in frame pixels
+    context: Box
+    # in frame pixels, inside ``context``
+    region: Box
+    # the decision network's predicted loss summed over the frames warped from it
+    spent: float = 0.0
+    # the predicted loss of the last frame warped from it
+    last_loss: float = 0.0
 
     @classmethod
-    def cut(cls, flow: FlowEstimator, grey: np.ndarray, labels: np.ndarray, context: Box, region: Box,
-            frame: int, generation: int) -> RegionKey:
-        """A key from the frame at the flow scale (``grey``, cut to ``context`` here; kept as it is when the
-        context is the whole frame) and the segmentation's labels of ``context``."""
+    def cut(
+        cls,
+        flow: FlowEstimator,
+        grey: np.ndarray,
+        labels: np.ndarray,
+        context: Box,
+        region: Box,
+        frame: int,
+        generation: int,
+    ) -> RegionKey:
+        """A key from the frame at the flow scale (``grey``, cut to ``context`` here; kept as it is
+        when the context is the whole frame) and the segmentation's labels of ``context``."""
         small = flow.small_box(context)
-        key_grey = grey if small == (0, 0, grey.shape[1], grey.shape[0]) else crop(grey, small).copy()
+        key_grey = (
+            grey if small == (0, 0, grey.shape[1], grey.shape[0]) else crop(grey, small).copy()
+        )
         return cls(key_grey, np.ascontiguousarray(labels), frame, generation, context, region)
 
     def region_labels(self, context_labels: np.ndarray) -> np.ndarray:
@@ -167,7 +198,8 @@ class KeyFlows:
 
     def __init__(self, flow: FlowEstimator, grey: np.ndarray) -> None:
         self.flow = flow
-        self.grey = grey  # the current frame at the flow scale
+        # the current frame at the flow scale
+        self.grey = grey
         self._results: dict[tuple[Box, int], FlowResult] = {}
         self._warped: dict[tuple[Box, int], np.ndarray] = {}
 
@@ -175,7 +207,9 @@ class KeyFlows:
         """The flow from now to ``key`` over the key's context."""
         name = (key.context, key.frame)
         if name not in self._results:
-            self._results[name] = self.flow.estimate(crop(self.grey, self.flow.small_box(key.context)), key.grey)
+            self._results[name] = self.flow.estimate(
+                crop(self.grey, self.flow.small_box(key.context)), key.grey
+            )
         return self._results[name]
 
     def features(self, key: RegionKey, age: int, max_age: int) -> np.ndarray:
@@ -193,7 +227,8 @@ class KeyFlows:
 
 
 def charge(key: RegionKey, score: float | None) -> None:
-    """Book one warped frame's predicted loss (``1 - score``) on ``key`` (what :class:`BudgetPolicy` reads)."""
+    """Book one warped frame's predicted loss (``1 - score``) on ``key`` (what :class:`BudgetPolicy`
+    reads)."""
     if score is not None:
         key.last_loss = 1.0 - score
         key.spent += key.last_loss
@@ -204,7 +239,8 @@ class FrameRegions:
     """What happened to one frame's regions."""
 
     paths: tuple[str, ...]
-    key_ages: tuple[int, ...]  # frames since each region's key, after this frame (0 = segmented now)
+    # frames since each region's key, after this frame (0 = segmented now)
+    key_ages: tuple[int, ...]
     scores: tuple[float | None, ...]
 
 
@@ -222,7 +258,8 @@ class RegionLabeller:
     ) -> None:
         if max_key_age < 1:
             raise RegionConfigError(f"max key age must be >= 1 frame, got {max_key_age}")
-        RegionGrid(64 * regions, 64 * regions, regions, margin or 0)  # a bad count or margin fails now
+        # a bad count or margin fails now
+        RegionGrid(64 * regions, 64 * regions, regions, margin or 0)
         self.segment = segment
         self.policy = policy
         self.regions = regions
@@ -236,11 +273,13 @@ class RegionLabeller:
         self.last: FrameRegions | None = None
 
     def invalidate_keys(self) -> None:
-        """The student changed: every key it made before is stale, so each region is segmented next."""
+        """The student changed: every key it made before is stale, so each region is segmented
+        next."""
         self.generation += 1
 
     def label(self, frame: np.ndarray) -> np.ndarray:
-        """Labels ``uint8 (H, W)`` of one BGR frame; :attr:`last` says which path each region took."""
+        """Labels ``uint8 (H, W)`` of one BGR frame; :attr:`last` says which path each region
+        took."""
         t = self.frame_index
         self.frame_index += 1
         if self.grid is None or not self.grid.fits(frame):
@@ -257,7 +296,8 @@ class RegionLabeller:
             assert key is not None
             x0, y0, x1, y1 = self.grid.boxes[r]
             out[y0:y1, x0:x1] = flows.warped_labels(key)
-        keys = [key for key in self.keys if key is not None]  # all of them: every region has one after a frame
+        # all of them: every region has one after a frame
+        keys = [key for key in self.keys if key is not None]
         self.last = FrameRegions(
             tuple(FLOW if r in flowed else SEGMENT for r in range(self.regions)),
             tuple(t - key.frame for key in keys),
@@ -267,13 +307,23 @@ class RegionLabeller:
 
     def _choose(self, t: int, flows: KeyFlows) -> tuple[list[int], dict[int, float]]:
         """The regions that take the flow path, and their scores (if the policy computed any)."""
-        keys = {r: key for r, key in enumerate(self.keys)  # the usable keys by region
-                if key is not None and key.generation == self.generation and t - key.frame <= self.max_key_age}
-        together = self.margin is None  # one student call for the whole frame: all regions share a path
+        # the usable keys by region
+        keys = {
+            r: key
+            for r, key in enumerate(self.keys)
+            if key is not None
+            and key.generation == self.generation
+            and t - key.frame <= self.max_key_age
+        }
+        # one student call for the whole frame: all regions share a path
+        together = self.margin is None
         if keys:
             due = self.policy.due(list(keys.values()))
-            keys = {} if together and due.any() else {r: key for (r, key), d in zip(keys.items(), due, strict=True)
-                                                      if not d}
+            keys = (
+                {}
+                if together and due.any()
+                else {r: key for (r, key), d in zip(keys.items(), due, strict=True) if not d}
+            )
         if not keys or (together and len(keys) < self.regions):
             return [], {}
         keyed = list(keys)
@@ -281,18 +331,26 @@ class RegionLabeller:
         spent = np.array([key.spent for key in keys.values()])
         features = np.zeros((len(keyed), 0), dtype=np.float32)
         if self.policy.needs_flow:
-            features = np.stack([flows.features(key, int(age), self.max_key_age)
-                                 for key, age in zip(keys.values(), ages, strict=True)])
+            features = np.stack(
+                [
+                    flows.features(key, int(age), self.max_key_age)
+                    for key, age in zip(keys.values(), ages, strict=True)
+                ]
+            )
         take, scores = self.policy.take_flow(features, ages, spent, together)
         score_of = {r: float(scores[i]) for i, r in enumerate(keyed)} if scores is not None else {}
         flowed = [r for r, ok in zip(keyed, take, strict=True) if ok]
         frame_score = float(scores.mean()) if together and scores is not None else None
-        for r in flowed:  # shared path: every region books the frame's mean, so their sums stay equal
+        # shared path: every region books the frame's mean, so their sums stay equal
+        for r in flowed:
             charge(keys[r], frame_score if together else score_of.get(r))
         return flowed, score_of
 
-    def _segment(self, frame: np.ndarray, t: int, grey: np.ndarray, regions: list[int], out: np.ndarray) -> None:
-        """The segmentation path for ``regions``: one student call, new keys (``grey``: the frame at the flow scale)."""
+    def _segment(
+        self, frame: np.ndarray, t: int, grey: np.ndarray, regions: list[int], out: np.ndarray
+    ) -> None:
+        """The segmentation path for ``regions``: one student call, new keys (``grey``: the frame at
+        the flow scale)."""
         grid = self.grid
         assert grid is not None
         whole = (0, 0, grid.width, grid.height)
@@ -300,8 +358,12 @@ class RegionLabeller:
         labels = self.segment(np.ascontiguousarray(crop(frame, context)))
         for r in regions:
             key_context = grid.margin_box(r) if self.margin is not None else whole
-            key_labels = labels if key_context == context else crop(labels, inner(key_context, context))
-            key = RegionKey.cut(self.flow, grey, key_labels, key_context, grid.boxes[r], t, self.generation)
+            key_labels = (
+                labels if key_context == context else crop(labels, inner(key_context, context))
+            )
+            key = RegionKey.cut(
+                self.flow, grey, key_labels, key_context, grid.boxes[r], t, self.generation
+            )
             x0, y0, x1, y1 = grid.boxes[r]
             out[y0:y1, x0:x1] = key.region_labels(key.labels)
             self.keys[r] = key
@@ -309,17 +371,19 @@ class RegionLabeller:
 
 @dataclass(frozen=True)
 class FlowPathConfig:
-    """How an edge runs the flow path: regions, the rule that picks each frame's path, the key age bound.
+    """How an edge runs the flow path: regions, the rule that picks each frame's path, the key age
+    bound.
 
     ``interval`` K (the default, 3) segments every K-th frame and warps the frames between
-    (:class:`FixedIntervalPolicy`); ``interval`` None lets the decision network pick: DVSNet's
-    rule with ``threshold`` when ``budget`` is None, else the :class:`BudgetPolicy` with that budget.
+    (:class:`FixedIntervalPolicy`); ``interval`` None lets the decision network pick: DVSNet's rule
+    with ``threshold`` when ``budget`` is None, else the :class:`BudgetPolicy` with that budget.
     """
 
     threshold: float = 0.97
     regions: int = 4
     max_key_age: int = 4
-    network: Path | None = None  # None: the packaged decision network
+    # None: the packaged decision network
+    network: Path | None = None
     budget: float | None = None
     interval: int | None = 3
 
@@ -339,11 +403,14 @@ class FlowPathConfig:
         """The path rule in words (for reports and logs)."""
         if self.interval is not None:
             return f"a fixed key interval of {self.interval} frames"
-        decision = f"budget {self.budget}" if self.budget is not None else f"threshold {self.threshold}"
+        decision = (
+            f"budget {self.budget}" if self.budget is not None else f"threshold {self.threshold}"
+        )
         return f"the decision network ({decision}, max key age {self.max_key_age})"
 
     def load_network(self) -> DecisionNetwork | None:
-        """The decision network the rule needs (None for a fixed interval); an error if its file is missing."""
+        """The decision network the rule needs (None for a fixed interval); an error if its file is
+        missing."""
         if self.interval is not None:
             return None
         network, _meta = load_decision_network(self.network or default_decision_network_path())
@@ -361,4 +428,6 @@ class FlowPathConfig:
 
     def build(self, segment: Callable[[np.ndarray], np.ndarray]) -> RegionLabeller:
         """A labeller over ``segment`` (the student)."""
-        return RegionLabeller(segment, self.policy(self.load_network()), self.regions, max_key_age=self.max_key_age)
+        return RegionLabeller(
+            segment, self.policy(self.load_network()), self.regions, max_key_age=self.max_key_age
+        )
