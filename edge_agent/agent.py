@@ -48,7 +48,7 @@ from shadowtutor.algorithms.link_budget import KeyFrameBudget
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
 from shadowtutor.protocol.messages import Hello
-from shadowtutor.protocol.video_stream import frame_codecs_for
+from shadowtutor.protocol.video_stream import frame_codecs_for, scaled_frame_size
 from shadowtutor.version import package_version
 
 log = logging.getLogger(__name__)
@@ -211,14 +211,16 @@ class EdgeAgent:
         summary: RunSummary,
     ) -> None:
         s = self.settings
+        scale = s.key_frame_scale if s.mode == "distill" else 1.0
+        sent = scaled_frame_size(size[0], size[1], scale)
         hello = Hello(
             edge_id=s.edge_id,
             class_names=list(s.class_names),
-            frame_width=size[0],
-            frame_height=size[1],
+            frame_width=sent[0],
+            frame_height=sent[1],
             mode=s.mode,
             student_arch="shadowtutor-student",
-            frame_codecs=frame_codecs_for(s.frame_codecs, size[0], size[1]),
+            frame_codecs=frame_codecs_for(s.frame_codecs, sent[0], sent[1]),
             weight_codecs=list(s.weight_codecs),
             token=None,
             agent=agent_name(),
@@ -248,6 +250,7 @@ class EdgeAgent:
             ping_interval=s.ping_interval,
             ping_timeout=s.ping_timeout,
             report=self.metrics.telemetry,
+            key_frame_scale=scale,
         )
         transport.start()
         try:

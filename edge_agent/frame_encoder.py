@@ -1,4 +1,5 @@
-"""The edge's frame encoder: a session's frames in its negotiated frame codec.
+"""The edge's frame encoder: a session's frames in its negotiated frame codec, at the key-frame
+scale.
 
 Image codecs encode each frame alone. A stream codec (h264) encodes a session's frames as one
 stream (docs/protocol.md, "Frames as a video stream"): the stream starts again from an intra frame
@@ -11,41 +12,58 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 from shadowtutor.protocol.codecs import encode_frame
-from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamEncoder
+from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamEncoder, scaled_frame_size
 
 
 @dataclass(frozen=True)
 class EncodedFrame:
-    """A frame's payload; ``stream_position`` and ``epoch`` are None with an image codec.
+    """A frame's payload at ``width`` x ``height`` (the sent size); ``stream_position`` and
+    ``epoch`` are None with an image codec.
 
     ``epoch`` names the stream the frame belongs to (it grows at every restart).
     """
 
     payload: bytes
+    width: int
+    height: int
     stream_position: int | None = None
     epoch: int | None = None
+
+
+def scale_frame(frame_bgr: np.ndarray, scale: float) -> np.ndarray:
+    """``frame_bgr`` resized to :func:`scaled_frame_size` (area interpolation); scale 1 returns
+    it."""
+    height, width = frame_bgr.shape[:2]
+    size = scaled_frame_size(width, height, scale)
+    if size == (width, height):
+        return frame_bgr
+    return cv2.resize(frame_bgr, size, interpolation=cv2.INTER_AREA)
 
 
 class FrameEncoder:
     """Encodes on the caller's thread; :meth:`restart` may be called from any thread."""
 
-    def __init__(self, quality: int | None = None) -> None:
-        """``quality``: jpeg/webp quality (None: the codec's default); stream codecs use their
-        CRF."""
-        self.quality = quality
+    def __init__(self, quality: int | None = None, scale: float = 1.0) -> None:
+        """``quality``: jpeg/webp quality (None: the codec's default); stream codecs use their CRF.
+        ``scale`` in (0, 1]: every frame is sent at :func:`scaled_frame_size` of its size
+        (ValueError outside)."""
+        scaled_frame_size(2, 2, scale)
+        self.quality, self.scale = quality, scale
         self._lock = threading.Lock()
         self._stream: StreamEncoder | None = None
         self._session: str | None = None
         self._epoch = 0
 
     def encode(self, frame_bgr: np.ndarray, codec: str, session_id: str) -> EncodedFrame:
-        """``frame_bgr`` in ``codec`` for the session ``session_id``."""
-        if codec not in STREAM_FRAME_CODECS:
-            return EncodedFrame(encode_frame(frame_bgr, codec, self.quality))
+        """``frame_bgr`` at the encoder's scale in ``codec`` for the session ``session_id``."""
+        frame_bgr = scale_frame(frame_bgr, self.scale)
         height, width = frame_bgr.shape[:2]
+        if codec not in STREAM_FRAME_CODECS:
+            return EncodedFrame(encode_frame(frame_bgr, codec, self.quality), width, height)
         with self._lock:
             stream = self._stream
             if (
@@ -58,7 +76,7 @@ class FrameEncoder:
                 self._epoch += 1
             epoch = self._epoch
             encoded = stream.encode(frame_bgr)
-        return EncodedFrame(encoded.payload, encoded.position, epoch)
+        return EncodedFrame(encoded.payload, width, height, encoded.position, epoch)
 
     def restart(self, epoch: int | None) -> bool:
         """Start a new stream (next frame intra) when ``epoch`` is the current stream's; True if so.

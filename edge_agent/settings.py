@@ -134,6 +134,14 @@ class EdgeSettings(BaseSettings):
         description="quality of jpeg and webp key frames, 1..100 (default: the codec's own; "
         "docs/protocol.md)",
     )
+    key_frame_scale: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="distill mode: key frames go to the server at this share of the frame's "
+        "sides, each rounded "
+        "to an even number (1: the frame's size; docs/design/key-frame-stream.md)",
+    )
     weight_codecs: CommaList = Field(
         DEFAULT_WEIGHT_CODECS,
         description="weight codecs offered, in preference order (a delta codec needs a float one "

@@ -74,6 +74,7 @@ class EdgeTransport:
         observer: TransportObserver | None = None,
         backoff: Backoff | None = None,
         frame_quality: int | None = None,
+        key_frame_scale: float = 1.0,
         handshake_timeout: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
         token: Callable[[], str | None] | None = None,
@@ -81,7 +82,9 @@ class EdgeTransport:
         ping_timeout: float = 20.0,
         report: Callable[[], Telemetry] | None = None,
     ) -> None:
-        """``report`` makes the TELEMETRY sent when a WELCOME asks for it. ``ssl_context`` verifies
+        """``report`` makes the TELEMETRY sent when a WELCOME asks for it. ``key_frame_scale`` in
+        (0, 1]: frames are sent at that share of their sides (the HELLO announces that size).
+        ``ssl_context`` verifies
         a ``wss://`` server (default: the system's CA store); ``token`` gives the HELLO's token at
         each connection (so that a rotated token file is picked up). A connection whose keepalive
         ping gets no pong within ``ping_timeout``, or whose message cannot go out within
@@ -96,7 +99,7 @@ class EdgeTransport:
         self.backoff = backoff or Backoff(0.5, 15.0)
         # jpeg/webp quality; None: the codec's default
         self.frame_quality = frame_quality
-        self._frames = FrameEncoder(frame_quality)
+        self._frames = FrameEncoder(frame_quality, key_frame_scale)
         self.handshake_timeout = handshake_timeout
         self.ssl_context = ssl_context
         self.token = token
@@ -224,14 +227,13 @@ class EdgeTransport:
             return Pending.failed()
         encoded = self._frames.encode(frame, info.frame_codec, info.session_id)
         seq = next(self._seq)
-        height, width = frame.shape[:2]
         message = KeyFrame(
             seq=seq,
             frame_index=frame_index,
             base_version=base_version,
             codec=info.frame_codec,
-            width=width,
-            height=height,
+            width=encoded.width,
+            height=encoded.height,
             stream_position=encoded.stream_position,
             payload=encoded.payload,
         )

@@ -33,6 +33,16 @@ def frame_codecs_for(codecs: tuple[str, ...] | list[str], width: int, height: in
     return [c for c in codecs if streamable(width, height) or c not in STREAM_FRAME_CODECS]
 
 
+def scaled_frame_size(width: int, height: int, scale: float) -> tuple[int, int]:
+    """``width`` x ``height`` times ``scale`` in (0, 1], each side rounded to the nearest even
+    number (at least 2); scale 1 keeps the size. ValueError for a scale outside (0, 1]."""
+    if not 0.0 < scale <= 1.0:
+        raise ValueError(f"a frame scale lies in (0, 1], got {scale}")
+    if scale == 1.0:
+        return width, height
+    return max(2, 2 * round(width * scale / 2)), max(2, 2 * round(height * scale / 2))
+
+
 H264_CRF = 23
 H264_PRESET = "veryfast"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from edge_agent.frame_encoder import FrameEncoder
 from shadowtutor.protocol.codecs import decode_frame
@@ -48,3 +49,21 @@ def test_a_refusal_restarts_the_current_stream_only_and_the_decoder_follows() ->
 def test_odd_sides_offer_no_stream_codec() -> None:
     assert frame_codecs_for(("h264", "jpeg", "raw"), 64, 48) == ["h264", "jpeg", "raw"]
     assert frame_codecs_for(("h264", "jpeg", "raw"), 63, 48) == ["jpeg", "raw"]
+
+
+def test_frames_go_at_the_key_frame_scale_in_either_kind_of_codec() -> None:
+    encoder = FrameEncoder(quality=90, scale=0.5)
+    image = encoder.encode(frame(0, 96, 64), "jpeg", "s1")
+    assert (image.width, image.height) == (48, 32)
+    assert decode_frame(image.payload, "jpeg", 48, 32).shape == (32, 48, 3)
+    streamed = encoder.encode(frame(1, 96, 64), "h264", "s1")
+    assert (streamed.width, streamed.height, streamed.stream_position) == (48, 32, 0)
+    assert StreamDecoder(48, 32).decode(streamed.payload, 0).shape == (32, 48, 3)
+    # 0.3 of 96x64 is 28.8x19.2: each side rounds to an even number
+    assert (FrameEncoder(scale=0.3).encode(frame(2, 96, 64), "h264", "s1").width,) == (28,)
+
+
+def test_a_scale_outside_zero_to_one_is_refused() -> None:
+    for scale in (0.0, 1.5):
+        with pytest.raises(ValueError, match="scale"):
+            FrameEncoder(scale=scale)

@@ -15,6 +15,8 @@ BENCH_MODULES = (
     "shadowtutor_lab.cli.bench_student",
     "shadowtutor_lab.cli.bench_network",
     "shadowtutor_lab.cli.bench_traffic",
+    "shadowtutor_lab.cli.bench_key_frame_scale",
+    "shadowtutor_lab.cli.bench_key_frame_encoder",
     "shadowtutor_lab.cli.bench_load",
     "shadowtutor_lab.cli.bench_server",
     "shadowtutor_lab.cli.bench_change_based",

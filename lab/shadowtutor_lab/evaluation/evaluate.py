@@ -9,15 +9,18 @@ For each source, :func:`evaluate_footage`
    (ShadowTutor as deployed: partial distillation, updates landing 8 frames after their key frame),
    keeping the label maps of a few frames for the strip;
 3. labels every frame as naive offloading would (the teacher on the frame as the frame codec delivers
-   it to the server), measured against the teacher on the frame itself;
+   it to the server), measured against the teacher on the frame itself: the baseline is naive offloading
+   as a camera does it, every frame as one H.264 stream (:data:`NAIVE_LINKS`), with per-frame JPEG as a
+   second row;
 4. runs P-8 over the THRESHOLD x MIN_STRIDE grid on the same cached labels
    (:mod:`shadowtutor_lab.evaluation.operating_point`: Pareto front and recommendation);
 5. plans capacity (:mod:`shadowtutor_lab.capacity.plan`) from the recommended point and the server
    profiles, with the analytic bounds for this machine as the edge (its measured ``t_si``).
 
 Bytes are whole protocol messages at the evaluated frame size (KEY_FRAME and UPDATE for ShadowTutor,
-KEY_FRAME and LABELS for naive offloading), per frame averaged over the run and per hour at the
-footage's frame rate; ShadowTutor's once-per-session model download (the handshake) is not included.
+KEY_FRAME and LABELS for naive offloading), per frame averaged over the run, per hour and per second at
+the footage's frame rate, and ShadowTutor's against H.264 offloading's as "x fewer" ratios;
+ShadowTutor's once-per-session model download (the handshake) is not included.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from shadowtutor.models.precision import TrainingPrecision
 from shadowtutor.scene_store import Scene
 from shadowtutor_lab.capacity.plan import CameraLoad, cameras_per_link, edge_bounds, server_capacity
 from shadowtutor_lab.capacity.profile import ServerProfile
+from shadowtutor_lab.evaluation.frame_link import FrameLink
 from shadowtutor_lab.evaluation.harness import WILD, SceneEvaluation, SettingTrace
 from shadowtutor_lab.evaluation.machine import machine_info
 from shadowtutor_lab.evaluation.operating_point import Point, Target, pareto_front, recommend, threshold_setting
@@ -50,6 +54,8 @@ Size = tuple[int, int]
 SHADOWTUTOR = "p8"  # the harness setting that is ShadowTutor as deployed
 SECONDS_PER_HOUR = 3600.0
 T_SI_FRAMES = 10  # frames timed for the edge's t_si (after one warm-up frame)
+# naive offloading's frame links by traffic key: H.264 streaming (the baseline) and JPEG per frame
+NAIVE_LINKS = {"naive": ("h264", None), "naive_jpeg": ("jpeg", 80)}
 
 
 @dataclass(frozen=True)
@@ -143,14 +149,24 @@ def _strip_moments(frames: int, count: int) -> list[int]:
     return sorted({int(round(x)) for x in np.linspace(0, frames - 1, count + 2)[1:-1]})
 
 
-def naive_offloading(scene: Scene, frames: int, teacher: Any, codecs: LinkCodecs,
-                     progress: bool) -> tuple[list[float], float, float]:
-    """Per-frame mIoU of naive offloading against the teacher on the frame itself, and its mean bytes up and
-    down per frame: every frame crosses the link in the frame codec (a KEY_FRAME message), the server's
-    teacher labels the decoded frame, and the labels come back as a LABELS message (PNG)."""
+@dataclass(frozen=True)
+class NaiveRun:
+    """Naive offloading over one frame link: per-frame mIoU against the teacher, mean bytes per frame."""
+
+    miou: list[float]
+    up: float
+    down: float
+
+
+def naive_offloading(scene: Scene, frames: int, teacher: Any, links: dict[str, FrameLink],
+                     progress: bool) -> dict[str, NaiveRun]:
+    """Naive offloading over each of ``links`` (by name), in one pass over the first ``frames`` frames: every
+    frame crosses the link (a KEY_FRAME message; a stream codec sends them as one stream), the server's
+    teacher labels the decoded frame, and the labels come back as a LABELS message (PNG); each frame's
+    mIoU is measured against the teacher on the frame itself."""
     from shadowtutor.progress import progress_bar
-    from shadowtutor.protocol.codecs import decode_frame, encode_frame, encode_labels
-    from shadowtutor.protocol.messages import KeyFrame, Labels, encode
+    from shadowtutor.protocol.codecs import encode_labels
+    from shadowtutor.protocol.messages import Labels, encode
     from shadowtutor.teachers.class_maps import checked_class_lut
     from shadowtutor.teachers.labels import LabelsTeacher
 
@@ -158,26 +174,35 @@ def naive_offloading(scene: Scene, frames: int, teacher: Any, codecs: LinkCodecs
     names = tuple(scene.meta.class_names)
     num_classes = len(names)
     lut = None if tuple(teacher.class_names) == names else checked_class_lut(teacher.class_names, names, teacher.name)
-    scores, up, down = [], 0, 0
+    scores: dict[str, list[float]] = {name: [] for name in links}
+    up = dict.fromkeys(links, 0)
+    down = dict.fromkeys(links, 0)
     frames_iter = scene.frames()
     for index in progress_bar(range(frames), desc="naive offloading", unit="frame", disable=not progress,
                       dynamic_ncols=True):
         frame = next(frames_iter)
-        height, width = frame.shape[:2]
-        payload = encode_frame(frame, codecs.frame_codec, codecs.frame_quality)
-        up += len(encode(KeyFrame(
-            seq=index, frame_index=index, base_version=0, codec=codecs.frame_codec, width=width,
-            height=height, payload=payload,
-        )))
-        delivered = decode_frame(payload, codecs.frame_codec, width, height)
-        labels = teacher.label(delivered, index)
-        labels = labels if lut is None else lut[labels]
-        down += len(encode(Labels(
-            seq=index, frame_index=index, codec="png", width=width, height=height,
-            payload=encode_labels(labels, "png"),
-        )))
-        scores.append(miou(labels, stored.label(frame, index), num_classes))
-    return scores, up / frames, down / frames
+        reference = stored.label(frame, index)
+        for name, link in links.items():
+            delivered = link.send(index, frame)
+            up[name] += delivered.message_bytes
+            height, width = delivered.frame.shape[:2]
+            labels = teacher.label(delivered.frame, index)
+            labels = labels if lut is None else lut[labels]
+            down[name] += len(encode(Labels(
+                seq=index, frame_index=index, codec="png", width=width, height=height,
+                payload=encode_labels(labels, "png"),
+            )))
+            scores[name].append(miou(labels, reference, num_classes))
+    return {name: NaiveRun(scores[name], up[name] / frames, down[name] / frames) for name in links}
+
+
+def against(ours: dict[str, float], baseline: dict[str, float]) -> dict[str, float | None]:
+    """How many times fewer bytes ``ours`` sends than ``baseline`` (:func:`_traffic` dicts) up, down and
+    both together; None where ours sends nothing."""
+    up, down = "up_bytes_per_frame", "down_bytes_per_frame"
+    pairs = {"up": (ours[up], baseline[up]), "down": (ours[down], baseline[down]),
+             "both": (ours[up] + ours[down], baseline[up] + baseline[down])}
+    return {key: base / mine if mine else None for key, (mine, base) in pairs.items()}
 
 
 def measure_t_si(scene: Scene, student: Any, config: EvaluateConfig, backend: str) -> float:
@@ -255,7 +280,9 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
               dynamic_ncols=True) as bar:
         main: SceneEvaluation = run_pass(job((WILD, SHADOWTUTOR), config.params, name), bar.update, keep)
     teacher = build_teacher(config.teacher, **config.teacher_options)
-    naive, naive_up, naive_down = naive_offloading(scene, frames, teacher, config.codecs, config.progress)
+    links = {name: FrameLink(codec, quality) for name, (codec, quality) in NAIVE_LINKS.items()}
+    naive_runs = naive_offloading(scene, frames, teacher, links, config.progress)
+    naive = naive_runs["naive"].miou
     shadow = main.traces[SHADOWTUTOR]
     up, down = _per_frame_bytes(shadow, frames)
 
@@ -304,6 +331,7 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
             "wild_miou": 100.0 * float(np.mean(main.traces[WILD].miou)),
             "shadowtutor_miou": 100.0 * float(np.mean(shadow.miou)),
             "naive_miou": 100.0 * float(np.mean(naive)),
+            "naive_jpeg_miou": 100.0 * float(np.mean(naive_runs["naive_jpeg"].miou)),
             "key_frame_ratio": 100.0 * len(shadow.key_frames) / frames,
             "mean_stride": float(np.mean(shadow.strides)),
             "mean_distill_steps": float(np.mean([r.steps for r in shadow.records])) if shadow.records else None,
@@ -318,7 +346,10 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
         "traffic": {
             "codecs": label_of(config.codecs),
             "shadowtutor": _traffic(up, down, fps),
-            "naive": _traffic(naive_up, naive_down, fps),
+            **{name: _traffic(run.up, run.down, fps) for name, run in naive_runs.items()},
+            "naive_codecs": {name: links[name].label for name in naive_runs},
+            "x_fewer_than_h264": against(_traffic(up, down, fps), _traffic(naive_runs["naive"].up,
+                                                                           naive_runs["naive"].down, fps)),
         },
         "sweep": {
             "thresholds": [str(t) for t in config.thresholds],

@@ -9,10 +9,11 @@ arrival) at MIN_STRIDE frames, so ``delay_frames=1`` is the paper's P-1 / F-1 an
 
 Without :class:`LinkCodecs`, bytes follow the paper's accounting (Table 4): the key frame goes
 up as raw BGR bytes, the update comes down as float32 tensors. With them, what crosses the
-link is what the real protocol sends: the key frame is encoded and the server trains on the
-decoded frame, the weights go through the server's :class:`UpdateEncoder` (the edge starts
-from the decoded full weights and receives exactly what it would decode), and the bytes are
-whole KEY_FRAME and UPDATE messages.
+link is what the real protocol sends: the key frame is encoded as the edge agent encodes it (a
+stream codec: the session's key frames as one stream; at the key-frame scale) and the server trains
+on the decoded frame with the teacher's labels at its size, the weights go through the server's
+:class:`UpdateEncoder` (the edge starts from the decoded full weights and receives exactly what it
+would decode), and the bytes are whole KEY_FRAME and UPDATE messages.
 """
 
 from __future__ import annotations
@@ -26,17 +27,18 @@ import torch
 from shadowtutor.algorithms.client_loop import UpdateOutcome
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.sparse_options import SparseOptions
+from shadowtutor.models.scale import boxes_to_student
 from shadowtutor.protocol.codecs import (
     DELTA_WEIGHT_CODECS,
     FLOAT_WEIGHT_CODECS,
-    IMAGE_FRAME_CODECS,
+    FRAME_CODECS,
     SPARSE_WEIGHT_CODECS,
-    decode_frame,
-    encode_frame,
 )
-from shadowtutor.protocol.messages import KeyFrame, Update, encode
+from shadowtutor.protocol.messages import Update, encode
+from shadowtutor.protocol.video_stream import scaled_frame_size
 from shadowtutor.protocol.weight_sync import UpdateEncoder
-from shadowtutor.teachers.base import TeacherAnswer
+from shadowtutor.teachers.base import TeacherAnswer, resize_labels
+from shadowtutor_lab.evaluation.frame_link import FrameLink
 
 WeightUpdate = dict[str, torch.Tensor]
 LabelFor = Callable[[int, np.ndarray], TeacherAnswer]  # (frame index, frame) -> the teacher's labels and boxes
@@ -52,6 +54,8 @@ class LinkCodecs:
     ``train_from_held`` True sets the server's student to the weights the edge holds after every
     update; the real server trains on from its own float weights (False), and the other rule
     exists to measure the difference.
+    ``key_frame_scale`` in (0, 1]: key frames are sent at that share of the frame's sides (the
+    edge's ``--key-frame-scale``).
     """
 
     frame_codec: str = "raw"
@@ -60,10 +64,12 @@ class LinkCodecs:
     delta_codec: str | None = None
     train_from_held: bool = False
     sparse: SparseOptions = SparseOptions()
+    key_frame_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.frame_codec not in IMAGE_FRAME_CODECS:
-            raise ValueError(f"unknown frame codec {self.frame_codec!r}: choose from {', '.join(IMAGE_FRAME_CODECS)}")
+        if self.frame_codec not in FRAME_CODECS:
+            raise ValueError(f"unknown frame codec {self.frame_codec!r}: choose from {', '.join(FRAME_CODECS)}")
+        scaled_frame_size(2, 2, self.key_frame_scale)
         if self.weight_codec not in FLOAT_WEIGHT_CODECS:
             raise ValueError(f"full weights need a float codec ({', '.join(FLOAT_WEIGHT_CODECS)}), "
                              f"got {self.weight_codec!r}")
@@ -132,9 +138,11 @@ class SimulatedServer:
         self.codecs = codecs
         self._answers: list[Answer] = []
         self._encoder: UpdateEncoder | None = None
+        self._frames: FrameLink | None = None
         self.welcome: WeightUpdate | None = None  # with codecs: the full weights every edge starts from
         if codecs is not None:
             self._encoder = UpdateEncoder(codecs.weight_codec, codecs.delta_codec)
+            self._frames = FrameLink(codecs.frame_codec, codecs.frame_quality, codecs.key_frame_scale)
             if codecs.delta_codec in SPARSE_WEIGHT_CODECS and distiller.chooser is None:
                 # as the server does for a session that agreed a sparse codec
                 distiller.train_sparse(codecs.sparse)
@@ -178,30 +186,30 @@ class SimulatedServer:
         self, position: int, frame_index: int, frame: np.ndarray
     ) -> tuple[DistillResult, WeightUpdate, int, int]:
         """The server's work on the frame as the edge encodes it; the update as the edge decodes it."""
-        codecs, encoder = self.codecs, self._encoder
-        height, width = frame.shape[:2]
-        sent = encode_frame(frame, codecs.frame_codec, codecs.frame_quality)
-        seen = decode_frame(sent, codecs.frame_codec, width, height)
-        seen = seen if seen.flags.writeable else seen.copy()
+        encoder, frames = self._encoder, self._frames
+        assert encoder is not None and frames is not None
+        delivered = frames.send(frame_index, frame)
+        seen = delivered.frame
         taught = self.label_for(frame_index, seen)
-        result = self.distiller.train(seen, taught.labels, taught.boxes)
+        labels, boxes = taught.labels, taught.boxes
+        if seen.shape != frame.shape:
+            height, width = seen.shape[:2]
+            labels = resize_labels(labels, height, width)
+            boxes = boxes_to_student(boxes, frame.shape, (width, height))
+        result = self.distiller.train(seen, labels, boxes)
         chooser = self.distiller.chooser
         held = dict(encoder.held.state)
         blob = encoder.partial(self.distiller.student.state_dict(), self.distiller.trainable_keys,
                                chooser.coordinates if chooser is not None else None)
         update = {name: value.clone() for name, value in encoder.held.state.items() if value is not held[name]}
         self._sync_student()
-        key_frame = KeyFrame(
-            seq=position, frame_index=frame_index, base_version=position, codec=codecs.frame_codec,
-            width=width, height=height, payload=sent,
-        )
         answer = Update(
             seq=position, base_version=position, version=position + 1, metric=result.metric,
             initial_metric=result.initial_metric, steps=result.steps, full=False,
             tensors=blob.tensors, distill_ms=1000.0 * sum(result.step_seconds),
             payload=blob.payload,
         )
-        return result, update, len(encode(key_frame)), len(encode(answer))
+        return result, update, delivered.message_bytes, len(encode(answer))
 
     def _sync_student(self) -> None:
         """With ``train_from_held``: train on from the weights the edge holds."""

@@ -6,7 +6,8 @@ link, and is compared with the uncompressed setting (raw frames, float32 weights
 frames. Accuracy runs may use a reduced resolution; the frame's share of the bytes is measured
 on the scene's frames at 1280x720 instead (the update's size does not depend on resolution),
 so a key frame's bytes at 720p are the KEY_FRAME message at 720p plus the mean UPDATE message
-of the run. Settings are written ``FRAME[@QUALITY]/WEIGHT_CODECS[/held]``: the weight codecs
+of the run. Settings are written ``FRAME[@QUALITY][:SCALE]/WEIGHT_CODECS[/held]`` (``SCALE``: the
+key-frame scale, default 1): the weight codecs
 as an edge offers them (the server picks as in a real session), ``/held`` for a server that
 trains on from the weights the edge holds instead of its own float weights (the real server's
 rule), to compare the two.
@@ -27,12 +28,12 @@ import numpy as np
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.inference import onnx_available
 from shadowtutor.models.pretrained import default_student_path
-from shadowtutor.protocol.codecs import IMAGE_FRAME_CODECS, WEIGHT_CODECS, choose_weight_codecs, encode_frame
+from shadowtutor.protocol.codecs import WEIGHT_CODECS, choose_weight_codecs
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_FRAME_QUALITY, DEFAULT_WEIGHT_CODECS
 from shadowtutor.protocol.errors import ProtocolError
-from shadowtutor.protocol.messages import KeyFrame, encode
 from shadowtutor.scene_store import Scene
 from shadowtutor_lab.evaluation.accuracy import open_scenes, scene_command, sha256_of
+from shadowtutor_lab.evaluation.frame_link import FrameLink
 from shadowtutor_lab.evaluation.harness import SceneEvaluation
 from shadowtutor_lab.evaluation.machine import machine_info
 from shadowtutor_lab.evaluation.passes import ScenePass, run_passes
@@ -57,32 +58,35 @@ DEFAULT_SWEEP = (
 
 
 def parse_setting(spec: str) -> LinkCodecs:
-    """``FRAME[@QUALITY]/WEIGHT_CODECS[/held]`` as the link codecs a session would agree on."""
+    """``FRAME[@QUALITY][:SCALE]/WEIGHT_CODECS[/held]`` as the link codecs a session would agree on."""
     parts = spec.split("/")
     if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "held"):
-        raise ValueError(f"a setting is FRAME[@QUALITY]/WEIGHT_CODECS[/held], got {spec!r}")
-    frame_codec, _, quality_text = parts[0].partition("@")
+        raise ValueError(f"a setting is FRAME[@QUALITY][:SCALE]/WEIGHT_CODECS[/held], got {spec!r}")
+    frame, _, scale_text = parts[0].partition(":")
+    frame_codec, _, quality_text = frame.partition("@")
     if quality_text and frame_codec not in DEFAULT_FRAME_QUALITY:
         raise ValueError(f"{spec!r}: the {frame_codec} codec takes no quality")
     try:
         quality = int(quality_text) if quality_text else DEFAULT_FRAME_QUALITY.get(frame_codec)
+        scale = float(scale_text) if scale_text else 1.0
         weight_codec, delta_codec = choose_weight_codecs([c.strip() for c in parts[1].split(",")], WEIGHT_CODECS)
+        return LinkCodecs(frame_codec, quality, weight_codec, delta_codec, train_from_held=len(parts) == 3,
+                          key_frame_scale=scale)
     except (ValueError, ProtocolError) as exc:
         raise ValueError(f"{spec!r}: {exc}") from None
-    return LinkCodecs(frame_codec, quality, weight_codec, delta_codec, train_from_held=len(parts) == 3)
 
 
 def default_setting() -> LinkCodecs:
-    """What a session between a default edge agent and a default server agrees on, with the first image
-    codec of the defaults in place of a stream codec: the simulated link sends each key frame alone, so
-    its key-frame bytes are those of that image codec (the demo measures the stream's)."""
-    frame = next(codec for codec in DEFAULT_FRAME_CODECS if codec in IMAGE_FRAME_CODECS)
+    """What a session between a default edge agent and a default server agrees on (the first frame codec
+    the agent offers, its default weight codecs)."""
+    frame = DEFAULT_FRAME_CODECS[0]
     quality = f"@{DEFAULT_FRAME_QUALITY[frame]}" if frame in DEFAULT_FRAME_QUALITY else ""
     return parse_setting(f"{frame}{quality}/{','.join(DEFAULT_WEIGHT_CODECS)}")
 
 
 def label_of(link: LinkCodecs) -> str:
     frame = link.frame_codec + (f"@{link.frame_quality}" if link.frame_quality is not None else "")
+    frame += f" at {link.key_frame_scale:g}x" if link.key_frame_scale != 1.0 else ""
     weights = link.weight_codec if link.delta_codec is None else f"{link.delta_codec} (full: {link.weight_codec})"
     return f"{frame} / {weights}" + (", trained from the held weights" if link.train_from_held else "")
 
@@ -128,17 +132,14 @@ def frames_at_720p(scene: Scene, frames: int) -> list[np.ndarray]:
 
 
 def key_frame_message(frames: list[np.ndarray], link: LinkCodecs) -> dict[str, float]:
-    """Mean KEY_FRAME message size (bytes) and encoding time (ms) of ``frames`` in the link's frame codec."""
+    """Mean KEY_FRAME message size (bytes) and encoding time (ms) of ``frames`` in the link's frame codec,
+    sent in order over one :class:`FrameLink` (a stream codec: one stream of them, the first intra)."""
     sizes, seconds = [], []
+    sender = FrameLink(link.frame_codec, link.frame_quality, link.key_frame_scale)
     for index, frame in enumerate(frames):
         start = time.perf_counter()
-        payload = encode_frame(frame, link.frame_codec, link.frame_quality)
+        sizes.append(sender.send(index, frame, decode=False).message_bytes)
         seconds.append(time.perf_counter() - start)
-        height, width = frame.shape[:2]
-        sizes.append(len(encode(KeyFrame(
-            seq=index, frame_index=index, base_version=0, codec=link.frame_codec, width=width,
-            height=height, payload=payload,
-        ))))
     return {"bytes": float(np.mean(sizes)), "encode_ms": 1000.0 * float(np.median(seconds))}
 
 

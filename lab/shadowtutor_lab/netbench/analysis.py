@@ -54,6 +54,8 @@ class RunMetrics:
     mbps: float
     payload_bytes: int
     bytes_per_frame: float
+    up_per_frame: float  # payload bytes edge -> server per frame processed
+    down_per_frame: float
     up_per_key_frame: float  # bytes edge -> server per key frame sent
     down_per_key_frame: float
     key_frame_ratio: float
@@ -100,6 +102,8 @@ def run_metrics(r: RunRecord, params: AlgorithmParams) -> RunMetrics:
         mbps_check = BoundCheck(mbps, bounds.traffic_mbps_min, bounds.traffic_mbps_max)
     return RunMetrics(
         record=r, fps=fps, mbps=mbps, payload_bytes=payload, bytes_per_frame=payload / r.frames,
+        up_per_frame=(r.bytes_sent - r.handshake_bytes_sent) / r.frames,
+        down_per_frame=(r.bytes_received - r.handshake_bytes_received) / r.frames,
         up_per_key_frame=(r.bytes_sent - r.handshake_bytes_sent) / sent,
         down_per_key_frame=(r.bytes_received - r.handshake_bytes_received) / sent,
         key_frame_ratio=r.key_frames / r.frames,

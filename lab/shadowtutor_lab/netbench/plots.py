@@ -11,7 +11,7 @@ from shadowtutor_lab.netbench.analysis import RunMetrics
 from shadowtutor_lab.netbench.results import Results
 from shadowtutor_lab.netbench.variants import SHADOWTUTOR, TITLES
 
-COLOURS = {SHADOWTUTOR: "tab:green", "naive-jpeg": "tab:blue", "naive-raw": "tab:red"}
+COLOURS = {SHADOWTUTOR: "tab:green", "naive-h264": "tab:purple", "naive-jpeg": "tab:blue", "naive-raw": "tab:red"}
 Metrics = dict[tuple[str, float, str], RunMetrics]
 
 

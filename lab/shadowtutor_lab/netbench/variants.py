@@ -1,4 +1,5 @@
-"""What the network benchmark compares: ShadowTutor against naive offloading with raw and JPEG frames.
+"""What the network benchmark compares: ShadowTutor against naive offloading as one H.264 stream (the
+baseline: what a camera that offloads sends), with JPEG frames and with raw frames.
 
 Each variant is one ``shadowtutor edge`` configuration; codecs are chosen with the agent's own
 flags (``--frame-codecs``, ``--frame-quality``, ``--weight-codecs``), which the server accepts
@@ -11,10 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 SHADOWTUTOR = "shadowtutor"
+NAIVE_H264 = "naive-h264"
 NAIVE_JPEG = "naive-jpeg"
 NAIVE_RAW = "naive-raw"
-VARIANT_NAMES = (SHADOWTUTOR, NAIVE_JPEG, NAIVE_RAW)
-TITLES = {SHADOWTUTOR: "ShadowTutor", NAIVE_JPEG: "naive (JPEG)", NAIVE_RAW: "naive (raw)"}
+BASELINE = NAIVE_H264
+VARIANT_NAMES = (SHADOWTUTOR, NAIVE_H264, NAIVE_JPEG, NAIVE_RAW)
+TITLES = {SHADOWTUTOR: "ShadowTutor", NAIVE_H264: "naive (H.264 stream)", NAIVE_JPEG: "naive (JPEG)",
+          NAIVE_RAW: "naive (raw)"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ def build_variants(
     )
     every = {
         SHADOWTUTOR: Variant(SHADOWTUTOR, "distill", shadow),
+        NAIVE_H264: Variant(NAIVE_H264, "naive", ("--frame-codecs", "h264")),
         NAIVE_JPEG: Variant(NAIVE_JPEG, "naive", ("--frame-codecs", "jpeg", *quality)),
         NAIVE_RAW: Variant(NAIVE_RAW, "naive", ("--frame-codecs", "raw")),
     }

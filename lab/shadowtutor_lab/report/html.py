@@ -93,19 +93,29 @@ def _strip(name: str, strip: Sequence[StripFrame], class_names: Sequence[str]) -
     return f"<div id='strip-{_e(name)}' class='strip'>{''.join(items)}</div>"
 
 
+TRAFFIC_ROWS = (("shadowtutor", "ShadowTutor (P-8)"), ("naive", "naive offloading"),
+                ("naive_jpeg", "naive offloading"))
+
+
 def _traffic(video: Mapping[str, Any]) -> str:
     traffic = video["traffic"]
     rows = []
-    for key, title in (("shadowtutor", "ShadowTutor (P-8)"), ("naive", "naive offloading")):
+    for key, title in TRAFFIC_ROWS:
         t = traffic[key]
+        title += f" ({traffic['naive_codecs'][key]})" if key in traffic["naive_codecs"] else ""
         rows.append([title, _bytes(t["up_bytes_per_frame"]), _bytes(t["down_bytes_per_frame"]),
-                     _bytes(t["up_bytes_per_hour"]), _bytes(t["down_bytes_per_hour"]), _e(format_rate(t["up_bps"]))])
+                     _bytes(t["up_bytes_per_hour"]), _bytes(t["down_bytes_per_hour"]), _e(format_rate(t["up_bps"])),
+                     _e(format_rate(t["down_bps"]))])
     size = "x".join(str(v) for v in video["size"])
+    fewer = traffic["x_fewer_than_h264"]
+    ratios = ", ".join(f"{key} {'-' if fewer[key] is None else f'{fewer[key]:.2f}x'}" for key in ("up", "down", "both"))
     return (
         f"<p>Codecs: {_e(traffic['codecs'])}; whole protocol messages at {size}, {video['fps']:g} frames/s "
-        "(ShadowTutor: KEY_FRAME up, UPDATE down; naive: every frame up as KEY_FRAME, LABELS down). "
-        "The model download at the start of a session is not counted.</p>"
-        + _table(["", "up per frame", "down per frame", "up per hour", "down per hour", "uplink"], rows)
+        "(ShadowTutor: KEY_FRAME up, UPDATE down; naive: every frame up as KEY_FRAME, LABELS down; with "
+        "H.264 the frames are one stream). The model download at the start of a session is not counted.</p>"
+        f"<p id='against-h264'>ShadowTutor against H.264 offloading, times fewer bytes: {ratios}.</p>"
+        + _table(["", "up per frame", "down per frame", "up per hour", "down per hour", "uplink", "downlink"],
+                 rows)
         + f"<figure class='plot traffic-plot'>{traffic_plot(traffic)}</figure>"
     )
 

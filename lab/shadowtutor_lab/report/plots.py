@@ -62,8 +62,8 @@ def sweep_plot(sweep: dict[str, Any]) -> str:
 
 def traffic_plot(traffic: dict[str, Any]) -> str:
     """Bytes up and down per frame, ShadowTutor against naive offloading (log scale)."""
-    names = ("shadowtutor", "naive")
-    titles = ("ShadowTutor", "naive offloading")
+    names = ("shadowtutor", "naive", "naive_jpeg")
+    titles = ("ShadowTutor", *(f"naive ({traffic['naive_codecs'][n]})" for n in names[1:]))
     with figure(figsize=(6, 2.8)) as (fig, axis):
         width = 0.38
         for offset, (direction, colour) in enumerate((("up", "tab:blue"), ("down", "tab:orange"))):

@@ -205,3 +205,28 @@ def test_a_sparse_codec_trains_and_sends_only_the_chosen_coordinates(tiny_scene:
     dense_link = SimulatedLink(dense, 1)
     dense_link.submit(0, frames[0]).wait(None)
     assert record.bytes_down < dense_link.records[0].bytes_down / 3
+
+
+def test_an_h264_link_at_half_scale_trains_on_the_stream_as_the_server_decodes_it(tiny_scene: Path) -> None:
+    from edge_agent.frame_encoder import FrameEncoder
+    from shadowtutor.protocol.video_stream import StreamDecoder
+
+    scene = Scene.open(tiny_scene)
+    frames = list(scene.frames())
+    seen: list[np.ndarray] = []
+    server = _codec_server(scene, LinkCodecs("h264", None, "f32", "q8delta+zstd", key_frame_scale=0.5), seen)
+    link = SimulatedLink(server, 1)
+    for index in (0, 8):
+        link.submit(index, frames[index]).wait(None)
+    encoder, decoder = FrameEncoder(scale=0.5), StreamDecoder(48, 32)
+    expected = [decoder.decode(e.payload, e.stream_position) for e in
+                (encoder.encode(frames[i], "h264", "edge") for i in (0, 8))]
+    assert [s.shape for s in seen] == [(32, 48, 3)] * 2
+    assert all(np.array_equal(s, e) for s, e in zip(seen, expected, strict=True))
+    assert all(record.steps > 0 for record in link.records)  # trained with the labels at the sent size
+    assert link.records[1].bytes_up < link.records[0].bytes_up  # an inter frame after the intra one
+
+
+def test_a_key_frame_scale_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="scale"):
+        LinkCodecs("h264", key_frame_scale=0.0)

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 
-from shadowtutor.protocol.codecs import IMAGE_FRAME_CODECS
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_QUALITY
 from shadowtutor_lab.evaluation import traffic
 from shadowtutor_lab.evaluation.simulated_link import LinkCodecs
@@ -29,11 +28,14 @@ def test_settings_are_parsed_as_a_session_would_agree_them() -> None:
     assert label_of(parse_setting("jpeg@80/q8chdelta+zstd,f32/held")) == (
         "jpeg@80 / q8chdelta+zstd (full: f32), trained from the held weights")
     assert label_of(BASELINE) == "raw / f32"
+    assert parse_setting("h264:0.5/f32") == LinkCodecs("h264", None, "f32", key_frame_scale=0.5)
+    assert label_of(parse_setting("h264:0.5/f32")) == "h264 at 0.5x / f32"
 
 
 @pytest.mark.parametrize(("spec", "message"), [
     ("jpeg", "FRAME"), ("jpeg/f32/fast", "FRAME"), ("raw@80/f32", "no quality"), ("jpeg@high/f32", "jpeg@high"),
-    ("jpeg/q8delta+zstd", "float codec"), ("gif/f32", "frame codec"), ("jpeg@0/f32", "quality"),
+    ("jpeg/q8delta+zstd", "float codec"), ("h264:2/f32", "scale"), ("h264:half/f32", "h264:half"),
+    ("gif/f32", "frame codec"), ("jpeg@0/f32", "quality"),
 ])
 def test_bad_settings_are_clear_errors(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -45,9 +47,9 @@ def test_the_defaults_are_what_a_default_edge_and_server_agree() -> None:
 
     edge = EdgeSettings(server="ws://h", source="0")
     link = default_setting()
-    # the simulated link sends key frames alone: the first image codec stands for a stream codec
-    images = [codec for codec in edge.frame_codecs if codec in IMAGE_FRAME_CODECS]
-    assert link.frame_codec == images[0] and not link.train_from_held
+    # the simulated link streams key frames as the agent does: its first codec, a stream one included
+    assert link.frame_codec == edge.frame_codecs[0] and not link.train_from_held
+    assert link.key_frame_scale == edge.key_frame_scale
     assert link.frame_quality == DEFAULT_FRAME_QUALITY.get(link.frame_codec)
     assert link.delta_codec in edge.weight_codecs and link.weight_codec in edge.weight_codecs
 

@@ -108,3 +108,17 @@ def test_the_link_check_says_how_many_rounds_its_best_figures_come_from() -> Non
         link["rounds"] = 3
     text = render_markdown(results, {"fps": "f.png", "bytes": "b.png"}, "", "REGEN")
     assert "between the namespaces, the best of 3 rounds (goodput" in text
+
+
+def test_the_page_compares_shadowtutor_with_h264_offloading_in_kbps_per_camera() -> None:
+    results = made_up_results()
+    naive = dict(key_frames=100, frames_sent=100, update_roundtrip_seconds=[], waited_seconds=0.0,
+                 handshake_bytes_received=300, server=ServerWork(0.3, 100, 0.0, 0, 0), miou_percent=100.0)
+    for scene in SCENES:
+        results.scenes[scene]["fps"] = 10.0
+        results.add(shadow_run(scene=scene, bandwidth_mbps=80.0, variant="naive-h264", loop_seconds=2.0,
+                               bytes_sent=500_200, bytes_received=200_300, **naive))
+    text = render_markdown(results, {"fps": "fps.png", "bytes": "bytes.png"}, "", "REGEN")
+    assert "### Against naive (H.264 stream) at 80 Mbps" in text
+    # ShadowTutor: 10 kB up and 30 kB down per frame; H.264 offloading 5 kB up, 2 kB down; at 10 FPS
+    assert "| fixed-people | 800.0 | 2400.0 | 400.0 | 160.0 | 0.50x | 0.07x | 0.17x |" in text

@@ -84,7 +84,7 @@ def test_smoke_sweep_two_bandwidths_real_processes(smoke_scene: Path, tmp_path: 
     results = run_network_bench(config)
     assert results == Results.load(tmp_path / "out" / "results.json")
     assert [(r.bandwidth_mbps, r.variant) for r in results.runs] == [
-        (b, v) for b in (40.0, 8.0) for v in ("shadowtutor", "naive-jpeg", "naive-raw")
+        (b, v) for b in (40.0, 8.0) for v in ("shadowtutor", "naive-h264", "naive-jpeg", "naive-raw")
     ]
     calibrated = [0.85 <= c[way] / c["mbps"] <= 1.01 for c in results.links for way in ("up_mbps", "down_mbps")]
     assert all(calibrated), results.links  # the probe's figures, when it fails
@@ -104,6 +104,8 @@ def test_smoke_sweep_two_bandwidths_real_processes(smoke_scene: Path, tmp_path: 
     raw_frame = 160 * 96 * 3
     assert metrics[("fixed-street", 8.0, "naive-raw")].up_per_key_frame > raw_frame
     assert metrics[("fixed-street", 8.0, "naive-jpeg")].up_per_key_frame < raw_frame / 3
+    assert metrics[("fixed-street", 8.0, "naive-h264")].up_per_frame < metrics[("fixed-street", 8.0,
+                                                                                   "naive-jpeg")].up_per_frame
     # at 8 Mbps a raw frame alone takes 46 ms on the wire, so naive raw cannot beat ~21 FPS
     assert metrics[("fixed-street", 8.0, "naive-raw")].fps < 8e6 / 8 / raw_frame
     assert not [n for n in list_namespaces() if owner_pid(n) == os.getpid()]  # the sweep cleaned up

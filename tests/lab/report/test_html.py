@@ -33,7 +33,9 @@ def results(name: str, met: bool, servers: list) -> dict:
                         "mean_stride": 8.0},
             "per_frame": {"wild_miou": [10.0] * 4, "shadowtutor_miou": [60.0, 65, 66, 70],
                           "naive_miou": [90.0] * 4, "stride": [8] * 4, "key_frames": [0]},
-            "traffic": {"codecs": "jpeg@80 / f32", "shadowtutor": _traffic(900, 5000), "naive": _traffic(9000, 800)},
+            "traffic": {"codecs": "h264 / f32", "shadowtutor": _traffic(900, 5000), "naive": _traffic(3000, 800),
+                        "naive_jpeg": _traffic(9000, 800), "naive_codecs": {"naive": "h264", "naive_jpeg": "jpeg@80"},
+                        "x_fewer_than_h264": {"up": 3000 / 900, "down": 800 / 5000, "both": 3800 / 5900}},
             "sweep": {"points": points, "pareto": points,
                       "recommendation": {"point": points[1], "met": met, "target_text": "at most 5 % key frames",
                                          "target": {"kind": "key_frames", "value": 5.0}}},
@@ -63,6 +65,8 @@ def test_the_page_has_every_section_and_the_auto_recommendation() -> None:
     assert page.count("src='data:image/png;base64,") == 1
     assert "<b>121</b>" in page and "nearest measured" in page and "eq. 13" in page
     assert "a &lt;note&gt;" in page
+    assert "against H.264 offloading, times fewer bytes: up 3.33x, down 0.16x, both 0.64x" in page
+    assert "naive offloading (h264)" in page and "naive offloading (jpeg@80)" in page
 
 
 def test_a_missed_target_and_no_profile_say_so_and_names_are_escaped() -> None:

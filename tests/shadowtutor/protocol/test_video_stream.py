@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.video_stream import StreamDecoder, StreamEncoder, StreamFrame
+from shadowtutor.protocol.video_stream import StreamDecoder, StreamEncoder, StreamFrame, scaled_frame_size
 
 W, H = 96, 64
 
@@ -104,3 +104,14 @@ def test_the_encoder_takes_only_frames_of_its_even_size() -> None:
         StreamEncoder(W, H).encode(np.zeros((48, 64, 3), np.uint8))
     with pytest.raises(ValueError, match="uint8"):
         StreamEncoder(W, H).encode(np.zeros((H, W, 3), np.float32))
+
+
+def test_scaled_sizes_have_even_sides_and_scale_one_keeps_the_size() -> None:
+    assert scaled_frame_size(1280, 720, 1.0) == (1280, 720)
+    assert scaled_frame_size(1281, 721, 1.0) == (1281, 721)
+    assert scaled_frame_size(1280, 720, 0.5) == (640, 360)
+    assert scaled_frame_size(1280, 720, 2 / 3) == (854, 480)
+    assert scaled_frame_size(4, 4, 0.01) == (2, 2)
+    for scale in (0.0, -1.0, 1.01):
+        with pytest.raises(ValueError, match="scale"):
+            scaled_frame_size(1280, 720, scale)
