@@ -29,7 +29,7 @@ from services.server.checkpoint_writer import CheckpointWriter  # noqa: E402
 from services.server.session import EdgeSession, Traffic  # noqa: E402
 from services.server.session_checkpoint import header, snapshot  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
-from services.server.teaching import SessionEnded  # noqa: E402
+from services.server.teaching import LocalTeaching, SessionEnded  # noqa: E402
 from shadowtutor.algorithms.sparse_options import SparseOptions  # noqa: E402
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError  # noqa: E402
 from shadowtutor.protocol.messages import Error, Hello  # noqa: E402
@@ -43,6 +43,7 @@ def _replica(store: DirectoryStore, pool: ThreadPoolExecutor) -> TeachingReplica
     replica.settings = ServerSettings()
     replica.store = store
     replica.runtime = SimpleNamespace(params=PARAMS, new_distiller=new_distiller, distill_pool=pool)
+    replica.teaching = LocalTeaching(replica.runtime)
     return replica
 
 
