@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ray import serve
+from ray.serve.exceptions import RayServeException
 
 from services.ray_serve import logs
 from services.ray_serve.requests import (
@@ -110,6 +111,15 @@ def teaching_settings(settings: ServerSettings) -> ServerSettings:
     )
 
 
+def _replica_id(fallback: str) -> str:
+    """Serve's unique id of the replica this runs in, or ``fallback`` when built outside a Serve
+    deployment (a replica constructed directly, as in tests)."""
+    try:
+        return str(serve.get_replica_context().replica_id.unique_id)
+    except RayServeException:
+        return fallback
+
+
 class TeachingReplica:
     """One replica of the teaching deployment: its models, the students of its edges (one slot per
     edge, placed by the deployment's request router) and their checkpoints. Each request's model
@@ -132,7 +142,7 @@ class TeachingReplica:
         self._started = False
 
         self.name = f"{socket.gethostname()}:{os.getpid()}"
-        self.replica_id = serve.get_replica_context().replica_id.unique_id
+        self.replica_id = _replica_id(self.name)
 
         held = self.settings.max_sessions if students is None else students
         self._slots = SlotTable(held, _Slot)

@@ -29,7 +29,7 @@ def test_bandwidth_lists() -> None:
 def test_defaults_are_the_papers_sweep_and_all_variants() -> None:
     args = build_parser().parse_args(["bench", "network", "--scenes", "a", "b"])
     assert args.bandwidths == (90.0, 80.0, 60.0, 40.0, 20.0, 12.0, 8.0)
-    assert args.variants == "shadowtutor,naive-jpeg,naive-raw" and args.delay_ms == 0.0
+    assert args.variants == "shadowtutor,naive-h264,naive-jpeg,naive-raw" and args.delay_ms == 0.0
 
 
 def _unprivileged(command: list[str]) -> list[str]:
