@@ -30,7 +30,7 @@ from services.server.checkpoint_store import DirectoryStore  # noqa: E402
 from services.server.session_checkpoint import header  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
 from shadowtutor.protocol.codecs import decode_labels  # noqa: E402
-from shadowtutor.protocol.messages import Error, Hello, Labels, Update, Welcome, encode  # noqa: E402
+from shadowtutor.protocol.messages import Hello, Labels, Update, Welcome, encode  # noqa: E402
 from tests.support.scene import TinyScene  # noqa: E402
 
 EDGE = "cam-1"
