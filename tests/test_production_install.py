@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 PRODUCTION_COMMANDS = {"teacher", "serve", "edge", "token"}
-PRODUCT_PACKAGES = ("shadowtutor", "services", "edge_agent")
+PRODUCT_PACKAGES = ("shadowtutor", "services", "edge_agent", "shadowtutor_cli")
 # Third-party packages the product may import that a development install need not have: the Jetson's
 # TensorRT and its CUDA bindings.
 OPTIONAL_THIRD_PARTY = frozenset({"tensorrt", "pycuda", "cuda"})
