@@ -80,8 +80,7 @@ def choose(
 class SessionBalanceRouter(RequestRouter):
     """Routes each edge's requests by :func:`choose`, with a pause of ``MOVE_PAUSE`` after each
     move; ``release`` requests to the replica they name; requests of no edge (naive-mode labelling)
-    to the replica with the shortest queue. Replicas that have not reported yet take no session
-    while others have."""
+    to the replica with the shortest queue. A replica that has not reported yet counts as empty."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -91,16 +90,12 @@ class SessionBalanceRouter(RequestRouter):
         self.next_move = 0.0
 
     def _reported(self) -> dict[str, dict[str, int]]:
-        """Replica unique id -> {edge id: version} it holds, of the replicas that reported (all,
-        with no sessions, while none has)."""
-        reported: dict[str, dict[str, int]] = {
-            replica_id.unique_id: dict(replica.routing_stats["edges"])
+        """Replica unique id -> {edge id: version} it holds, for every running replica; one that has
+        not reported yet (it just started) counts as holding none."""
+        return {
+            replica_id.unique_id: dict(replica.routing_stats.get("edges", {}))
             for replica_id, replica in self.curr_replicas.items()
-            if "edges" in replica.routing_stats
         }
-        if not reported:
-            reported = {replica_id.unique_id: {} for replica_id in self.curr_replicas}
-        return reported
 
     async def choose_replicas(
         self,

@@ -3,14 +3,18 @@ the rule is a function of what replicas report and where this router placed its 
 
 from __future__ import annotations
 
+from collections import namedtuple
+from types import SimpleNamespace
+
 import pytest
 
 pytest.importorskip("ray", reason="the serve extra is not installed (pip install 'shadowtutor[serve]')")
 
-from services.ray_serve.placement import choose, owners  # noqa: E402
+from services.ray_serve.placement import SessionBalanceRouter, choose, owners  # noqa: E402
 from services.ray_serve.slots import SlotTable  # noqa: E402
 
 Reports = dict[str, dict[str, int]]
+ReplicaId = namedtuple("ReplicaId", "unique_id")
 
 
 def _route(edges: list[str], reported: Reports, placed: dict[str, str], may_move: bool = True) -> None:
@@ -73,6 +77,20 @@ def test_a_copy_left_behind_by_a_move_does_not_count() -> None:
     assert owners(reported, {"cam-1": "b"}) == {"cam-0": "b", "cam-1": "b"}
     assert owners(reported, {"cam-1": "gone"}) == {"cam-0": "b", "cam-1": "a"}
     assert choose("cam-0", reported, {}) == "b"
+
+
+def test_edges_arriving_at_once_spread_before_every_replica_has_reported() -> None:
+    # a router's view: replica "a" has reported (empty), "b" has just started and not yet
+    replicas = {
+        ReplicaId("a"): SimpleNamespace(routing_stats={"edges": {}}),
+        ReplicaId("b"): SimpleNamespace(routing_stats={}),
+    }
+    reported = SessionBalanceRouter._reported(SimpleNamespace(curr_replicas=replicas))  # type: ignore[arg-type]
+    assert reported == {"a": {}, "b": {}}
+    placed: dict[str, str] = {}
+    for edge in ("cam-0", "cam-1", "cam-2", "cam-3"):  # no report arrives in between
+        placed[edge] = choose(edge, reported, placed)
+    assert sorted(placed.values()) == ["a", "a", "b", "b"]
 
 
 def test_no_replica_is_one_clear_error() -> None:
