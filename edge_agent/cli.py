@@ -22,8 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "edge",
         help="run the edge agent: the student on every frame, key frames to the server",
         description="Run the edge agent. Every flag can also be given as the environment variable "
-        "named in its "
-        "help; a flag wins.",
+        "named in its help; a flag wins.",
     )
     add_settings_flags(p, EdgeSettings, DEST_PREFIX)
     p.set_defaults(handler=run)

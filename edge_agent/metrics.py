@@ -187,9 +187,8 @@ class EdgeMetrics:
         )
         self.change_based_frames = Counter(
             "shadowtutor_edge_change_based_frames_total",
-            "Frames of the change-based student by how they ran: change (change-based), full "
-            "(full evaluation "
-            "through the caches), fallback (the full-frame backend)",
+            "Frames of the change-based student by how they ran: change (change-based), full (full "
+            "evaluation through the caches), fallback (the full-frame backend)",
             ["edge_id", "mode"],
             registry=self.registry,
         )
@@ -204,8 +203,8 @@ class EdgeMetrics:
         # from.
         regions = Counter(
             "shadowtutor_edge_regions_total",
-            "Frame regions labelled, by path: segment (the "
-            "student) or flow (warped from the region's key)",
+            "Frame regions labelled, by path: segment (the student) or flow (warped from the "
+            "region's key)",
             ["edge_id", "path"],
             registry=self.registry,
         )
@@ -236,8 +235,8 @@ class EdgeMetrics:
         self.acceleration_stepped_aside = make(
             Gauge,
             "shadowtutor_edge_acceleration_stepped_aside",
-            "1 when the acceleration was measured slower than the plain student and stepped "
-            "aside, else 0",
+            "1 when the acceleration was measured slower than the plain student and stepped aside, "
+            "else 0",
         )
 
     # -- per frame, from the agent ---------------------------------------------------------

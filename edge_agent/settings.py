@@ -138,9 +138,8 @@ class EdgeSettings(BaseSettings):
         1.0,
         gt=0,
         le=1,
-        description="distill mode: key frames go to the server at this share of the frame's "
-        "sides, each rounded "
-        "to an even number (1: the frame's size; docs/design/key-frame-stream.md)",
+        description="distill mode: key frames go to the server at this share of the frame's sides, "
+        "each rounded to an even number (1: the frame's size; docs/design/key-frame-stream.md)",
     )
     weight_codecs: CommaList = Field(
         DEFAULT_WEIGHT_CODECS,
@@ -153,9 +152,8 @@ class EdgeSettings(BaseSettings):
         None,
         gt=0,
         description="most bits per second this camera sends, kept over budget_window by sending "
-        "key "
-        "frames less often (e.g. 200kbps; empty: no budget; the model download at connection is "
-        "not counted)",
+        "key frames less often (e.g. 200kbps; empty: no budget; the model download at connection "
+        "is not counted)",
     )
     downlink_budget: float | None = Field(
         None,
@@ -181,9 +179,8 @@ class EdgeSettings(BaseSettings):
     student_size: FrameSize = Field(
         None,
         description="WIDTHxHEIGHT the student runs at (each frame resized to it, its labels "
-        "upsampled to the "
-        "frame; the server's copy trains at the same size); empty: the server's choice (native by "
-        "default)",
+        "upsampled to the frame; the server's copy trains at the same size); empty: the server's "
+        "choice (native by default)",
     )
     max_frames: int | None = Field(None, gt=0, description="stop after this many frames")
     max_fps: float | None = Field(
@@ -247,9 +244,8 @@ class EdgeSettings(BaseSettings):
     # -- field operations: label retention, offline state -----------------------------------------
     save_labels: bool = Field(
         False,
-        description="write every frame's label map as labels/NNNNNN.png (needs output dir; "
-        "bounded by "
-        "labels_max_*)",
+        description="write every frame's label map as labels/NNNNNN.png (needs output dir; bounded "
+        "by labels_max_*)",
     )
     labels_max_bytes: int = Field(
         1024**3,
@@ -266,8 +262,7 @@ class EdgeSettings(BaseSettings):
     state_dir: Path | None = Field(
         default_factory=default_state_dir,
         description="where the last weights held are kept, to label with them when the next start "
-        "is offline "
-        "('' = off; default $XDG_STATE_HOME/shadowtutor or ~/.local/state/shadowtutor)",
+        "is offline ('' = off; default $XDG_STATE_HOME/shadowtutor or ~/.local/state/shadowtutor)",
     )
     state_save_interval: float = Field(
         60.0, ge=0, description="least seconds between two saves of the held weights to state_dir"
@@ -277,8 +272,7 @@ class EdgeSettings(BaseSettings):
     change_based: bool = Field(
         False,
         description="label static-camera frames change-based: recompute only what changed since "
-        "the last "
-        "frames (CPU; frames that changed too much go to the backend, torch or onnx)",
+        "the last frames (CPU; frames that changed too much go to the backend, torch or onnx)",
     )
     change_thresholds: Path | None = Field(
         None,
@@ -295,8 +289,7 @@ class EdgeSettings(BaseSettings):
     flow_path: bool = Field(
         False,
         description="label frames region by region: a region is either segmented or warped from "
-        "its last "
-        "segmentation by optical flow (DVSNet)",
+        "its last segmentation by optical flow (DVSNet)",
     )
     regions: int = Field(
         4, description="regions per frame for the flow path (a grid as square as possible)"
@@ -305,27 +298,23 @@ class EdgeSettings(BaseSettings):
         3,
         ge=0,
         description="segment every K-th frame and warp the frames between (at the same speed this "
-        "keeps more "
-        "mIoU than the decision network); 0: the decision network picks each "
-        "frame's path (--decision-threshold or --decision-budget)",
+        "keeps more mIoU than the decision network); 0: the decision network picks each frame's "
+        "path (--decision-threshold or --decision-budget)",
     )
     decision_threshold: float = Field(
         0.97,
         description="with --key-interval 0: the confidence score (predicted agreement of flow and "
-        "student, "
-        "0..1) the flow path needs (DVSNet's rule)",
+        "student, 0..1) the flow path needs (DVSNet's rule)",
     )
     decision_budget: float | None = Field(
         None,
         description="with --key-interval 0, instead of the threshold: the predicted loss (1 - "
-        "score) a key may "
-        "accumulate over the frames warped from it, e.g. 0.05",
+        "score) a key may accumulate over the frames warped from it, e.g. 0.05",
     )
     max_key_age: int = Field(
         4,
-        description="with --key-interval 0: frames a region's segmentation may be warped before "
-        "it is "
-        "segmented again",
+        description="with --key-interval 0: frames a region's segmentation may be warped before it "
+        "is segmented again",
     )
     decision_network: Path | None = Field(
         None,
@@ -334,8 +323,7 @@ class EdgeSettings(BaseSettings):
     cluster: str | None = Field(
         None,
         description="Ray cluster HOST:PORT (or auto) whose worker nodes label the regions; start "
-        "it "
-        "with `ray start --head` here, join workers with `ray start --address HOST:PORT`; uses "
+        "it with `ray start --head` here, join workers with `ray start --address HOST:PORT`; uses "
         "the flow-path settings",
     )
 
@@ -343,10 +331,8 @@ class EdgeSettings(BaseSettings):
         60,
         ge=0,
         description="frames over which change_based, flow_path or cluster is timed against the "
-        "plain "
-        "student on the default backend (auto); measured slower, it steps aside and the plain "
-        "student labels the rest "
-        "of the run (0: keep it whatever it costs)",
+        "plain student on the default backend (auto); measured slower, it steps aside and the "
+        "plain student labels the rest of the run (0: keep it whatever it costs)",
     )
 
     def __init__(self, **values: Any) -> None:

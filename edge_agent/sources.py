@@ -151,8 +151,7 @@ class VideoSource:
             self.stopped_early = delivered
             log.warning(
                 "video file %r: frame %d could not be read (the file announces %d frames); the "
-                "stream "
-                "ends there",
+                "stream ends there",
                 self.spec.text,
                 delivered,
                 announced,

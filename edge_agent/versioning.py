@@ -141,8 +141,8 @@ class VersionedStudent:
             # names tensors the edge does not hold: get the server's full weights
             except ProtocolError as exc:
                 reason = (
-                    f"update {payload.base_version}->{payload.version} "
-                    f"does not fit the held weights: {exc}"
+                    f"update {payload.base_version}->{payload.version} does not fit the held "
+                    f"weights: {exc}"
                 )
         else:
             reason = (

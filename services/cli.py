@@ -46,9 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ray.add_argument(
         "--ray",
         metavar="ADDRESS",
-        help="deploy to the Ray cluster at HOST:PORT (or auto) as a Ray "
-        "Serve application: this process stays the driver, HTTP is served by Ray's proxy on "
-        "--host:--port",
+        help="deploy to the Ray cluster at HOST:PORT (or auto) as a Ray Serve application: this "
+        "process stays the driver, HTTP is served by Ray's proxy on --host:--port",
     )
     ray.add_argument(
         "--ray-replicas", type=int, default=1, metavar="N", help="teaching replicas (default 1)"
@@ -73,8 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=1,
         metavar="N",
         help="ingress replicas holding the edges' WebSockets (default 1); losing one costs only "
-        "its "
-        "edges a reconnect",
+        "its edges a reconnect",
     )
     ray.add_argument(
         "--ray-replica-sessions",
@@ -89,8 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="shadowtutor-sessions",
         metavar="DIR",
         help="where teaching replicas checkpoint sessions: a directory every replica's node "
-        "reaches "
-        "(shared storage across nodes; default ./shadowtutor-sessions)",
+        "reaches (shared storage across nodes; default ./shadowtutor-sessions)",
     )
     p.set_defaults(handler=run_serve)
 

@@ -113,8 +113,8 @@ class SceneMeta:
             )
         if self.frames <= 0 or self.width <= 0 or self.height <= 0 or self.fps <= 0:
             raise SceneError(
-                f"frames, width, height and fps must be positive, got {self.frames}, "
-                f"{self.width}, {self.height}, {self.fps}"
+                f"frames, width, height and fps must be positive, got {self.frames}, {self.width}, "
+                f"{self.height}, {self.fps}"
             )
         if self.camera not in CAMERA_REGIMES:
             raise SceneError(f"camera must be one of {CAMERA_REGIMES}, got {self.camera!r}")
@@ -309,8 +309,8 @@ class Scene:
                 ok, frame = cap.read()
                 if not ok:
                     raise SceneError(
-                        f"{self.directory}: {VIDEO_NAME} ended after {index} frames, "
-                        f"scene.json says {self.meta.frames}"
+                        f"{self.directory}: {VIDEO_NAME} ended after {index} frames, scene.json "
+                        f"says {self.meta.frames}"
                     )
                 if size is not None and (frame.shape[1], frame.shape[0]) != tuple(size):
                     frame = cv2.resize(frame, tuple(size), interpolation=cv2.INTER_AREA)

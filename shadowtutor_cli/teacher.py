@@ -30,8 +30,8 @@ def _add_teacher_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any other backend option (VALUE parsed as JSON when it parses), e.g. "
-        "--option mean=[0.485,0.456,0.406] --option channel_order=bgr; repeatable",
+        help="any other backend option (VALUE parsed as JSON when it parses), e.g. --option "
+        "mean=[0.485,0.456,0.406] --option channel_order=bgr; repeatable",
     )
 
 

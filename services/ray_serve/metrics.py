@@ -44,8 +44,8 @@ class TeachingMetrics(Collector):
         self._last_checkpoint: float | None = None
         self.moves = Counter(
             f"{PREFIX}session_moves",
-            "Sessions a teaching replica rebuilt from their "
-            "checkpoints (after a replica's death, an eviction, a scale change)",
+            "Sessions a teaching replica rebuilt from their checkpoints (after a replica's death, "
+            "an eviction, a scale change)",
             registry=registry,
         )
         self.retries = Counter(

@@ -335,9 +335,8 @@ class TeachingReplica:
         if session.version < ref.version:
             log.warning(
                 "the checkpoint of session %s of edge %r is at version %d, the edge holds %d (its "
-                "last "
-                "checkpoint was lost with its replica): training goes on from it, the next update "
-                "is full",
+                "last checkpoint was lost with its replica): training goes on from it, the next "
+                "update is full",
                 ref.session_id,
                 slot.edge_id,
                 session.version,
@@ -398,8 +397,7 @@ class TeachingReplica:
         except CheckpointFormatError as exc:
             log.warning(
                 "the checkpoint of session %s of edge %r is refused (%s); the edge is told to "
-                "start a fresh "
-                "session",
+                "start a fresh session",
                 ref.session_id,
                 slot.edge_id,
                 exc,
@@ -434,8 +432,7 @@ class TeachingReplica:
             if await self._stored_soon(slot.edge_id, session.session_id, session.version):
                 log.warning(
                     "version %d of session %s was claimed and stored by another replica first; "
-                    "answering "
-                    "with its checkpoint",
+                    "answering with its checkpoint",
                     session.version,
                     session.session_id,
                 )
@@ -443,8 +440,7 @@ class TeachingReplica:
                 return False
             log.warning(
                 "version %d of session %s was claimed by a replica that never stored it (lost); "
-                "this one "
-                "stores it",
+                "this one stores it",
                 session.version,
                 session.session_id,
             )

@@ -317,6 +317,6 @@ def _warn_legacy(table: TokenTable) -> None:
     if table.has_legacy("admins"):
         log.warning(
             "administrators without a token id in the tokens file: each bearer check costs one "
-            "scrypt "
-            "hash per such administrator; reissue their tokens (shadowtutor token new) to add ids"
+            "scrypt hash per such administrator; reissue their tokens (shadowtutor token new) to "
+            "add ids"
         )

@@ -60,8 +60,8 @@ def check_tensors(what: str, given: Any, expected: Mapping[str, torch.Tensor]) -
     missing, extra = sorted(set(expected) - set(given)), sorted(set(given) - set(expected))
     if missing or extra:
         raise CheckpointFormatError(
-            f"{what}: keys differ from the student's (missing {missing[:3]}, "
-            f"unknown {[str(k)[:40] for k in extra[:3]]})"
+            f"{what}: keys differ from the student's (missing {missing[:3]}, unknown "
+            f"{[str(k)[:40] for k in extra[:3]]})"
         )
     for key, want in expected.items():
         got = given[key]
@@ -109,8 +109,8 @@ def check_optimizer(given: Any, template: Mapping[str, Any], params: list[torch.
                 )
             if value.dim() > 0 and value.shape != params[index].shape:
                 raise CheckpointFormatError(
-                    f"optimizer: {str(name)[:40]} of parameter {index} is "
-                    f"{tuple(value.shape)}, the parameter {tuple(params[index].shape)}"
+                    f"optimizer: {str(name)[:40]} of parameter {index} is {tuple(value.shape)}, "
+                    f"the parameter {tuple(params[index].shape)}"
                 )
 
 

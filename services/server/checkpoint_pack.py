@@ -68,8 +68,8 @@ def unpack_tensor(
             else type(packed).__name__
         )
         raise CheckpointFormatError(
-            f"{what} is {shown}, the student's is {tuple(like.shape)} {like.dtype} "
-            f"(packed: {count * width} uint8)"
+            f"{what} is {shown}, the student's is {tuple(like.shape)} {like.dtype} (packed: "
+            f"{count * width} uint8)"
         )
     planes = packed.reshape(width, count).t().contiguous()
     if reference is not None:
@@ -94,8 +94,8 @@ def unpack_tensors(
     extra = sorted(str(k) for k in set(given) - set(expected))
     if missing or extra:
         raise CheckpointFormatError(
-            f"{what}: keys differ from the student's (missing {missing[:3]}, "
-            f"unknown {[k[:40] for k in extra[:3]]})"
+            f"{what}: keys differ from the student's (missing {missing[:3]}, unknown "
+            f"{[k[:40] for k in extra[:3]]})"
         )
     return {
         key: unpack_tensor(

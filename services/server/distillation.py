@@ -307,8 +307,7 @@ class BatchedDistillation:
         if limit < self.max_batch:
             log.warning(
                 "a distillation batch of %d key frames ran out of device memory: batches now hold "
-                "at most "
-                "%d (set --distill-batch-size to keep it)",
+                "at most %d (set --distill-batch-size to keep it)",
                 failed,
                 limit,
             )

@@ -69,14 +69,14 @@ LABELLED_COUNTERS = {
     "change_based_frames": (
         "change_based_frames",
         "mode",
-        "Frames of the edge's change-based student by how "
-        "they ran: change, full (through the caches), fallback (full-frame backend)",
+        "Frames of the edge's change-based student by how they ran: change, full (through the "
+        "caches), fallback (full-frame backend)",
     ),
     "regions": (
         "regions",
         "path",
-        "Frame regions the edge labelled by path: segment (the student) or flow "
-        "(warped from the region's key)",
+        "Frame regions the edge labelled by path: segment (the student) or flow (warped from the "
+        "region's key)",
     ),
 }
 GAUGES = {
@@ -110,8 +110,8 @@ HISTOGRAMS = {
     ),
     "blocked_seconds": (
         "blocked_seconds",
-        "Time the edge waited at MIN_STRIDE for each key frame's update, "
-        "0 when in time (naive mode: for each frame's labels)",
+        "Time the edge waited at MIN_STRIDE for each key frame's update, 0 when in time (naive "
+        "mode: for each frame's labels)",
     ),
     "roundtrip_seconds": (
         "update_roundtrip_seconds",
@@ -119,8 +119,8 @@ HISTOGRAMS = {
     ),
     "region_key_age_frames": (
         "region_key_age_frames",
-        "Frames since each region's key was segmented on the "
-        "edge, after each frame (0: segmented now)",
+        "Frames since each region's key was segmented on the edge, after each frame (0: segmented "
+        "now)",
     ),
 }
 
@@ -258,8 +258,8 @@ class FleetCollector(Collector):
         )
         overflow_family = CounterMetricFamily(
             "shadowtutor_server_fleet_overflow",
-            "Sessions and reports of edges left without per-edge "
-            "series because max_edge_series edges held them",
+            "Sessions and reports of edges left without per-edge series because max_edge_series "
+            "edges held them",
             labels=[],
         )
         overflow_family.add_metric([], overflow)
@@ -308,8 +308,8 @@ class FleetCollector(Collector):
             yield family
         yield _gauge(
             f"{PREFIX}changed_fraction",
-            "Fraction of each layer's input positions that changed in the "
-            "edge's last frame run change-based",
+            "Fraction of each layer's input positions that changed in the edge's last frame run "
+            "change-based",
             ["edge_id", "layer"],
             [
                 ([r.edge_id, key], value)

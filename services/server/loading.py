@@ -138,8 +138,8 @@ def load_base_student(checkpoint: Path | None, teacher_classes: tuple[str, ...])
     path = checkpoint or default_student_path()
     if path is None:
         log.warning(
-            "no pre-trained student checkpoint (set SHADOWTUTOR_STUDENT or --student): "
-            "sessions start from a freshly initialised student with %d classes",
+            "no pre-trained student checkpoint (set SHADOWTUTOR_STUDENT or --student): sessions "
+            "start from a freshly initialised student with %d classes",
             len(teacher_classes),
         )
         return BaseStudent(

@@ -98,8 +98,7 @@ class ServerMetrics:
         self.engine_batch_limit = Gauge(
             f"{PREFIX}engine_batch_limit",
             "Most key frames per batch of the distillation engine: --distill-batch-size, halved "
-            "each time a batch "
-            "ran out of device memory",
+            "each time a batch ran out of device memory",
             registry=r,
         )
         self.engine_batches_running = Gauge(
@@ -133,16 +132,15 @@ class ServerMetrics:
         # -- security: the tokens file and unauthenticated connections (docs/security.md) --------
         self.tokens_file_valid = Gauge(
             f"{PREFIX}tokens_file_valid",
-            "1 while the tokens file's last read was accepted (or there is none); 0 "
-            "while it is rejected as unreadable or malformed and the last good tokens stay in "
-            "force",
+            "1 while the tokens file's last read was accepted (or there is none); 0 while it is "
+            "rejected as unreadable or malformed and the last good tokens stay in force",
             registry=r,
         )
         self.tokens_file_valid.set(1)
         self.unauthenticated_connections = Gauge(
             f"{PREFIX}unauthenticated_connections",
-            "WebSocket connections on /v1/edge not admitted yet (waiting "
-            "for or checking their HELLO)",
+            "WebSocket connections on /v1/edge not admitted yet (waiting for or checking their "
+            "HELLO)",
             registry=r,
         )
         self.connections_refused = Counter(

@@ -53,24 +53,22 @@ class ServerSettings(FlatSettings):
         16 * 1024 * 1024,
         ge=1024,
         le=MAX_MESSAGE_BYTES,
-        description="largest WebSocket message accepted after "
-        "a HELLO, in bytes (before it: the largest HELLO, 65,544 bytes)",
+        description="largest WebSocket message accepted after a HELLO, in bytes (before it: the "
+        "largest HELLO, 65,544 bytes)",
     )
     max_connections: int | None = Field(
         None,
         ge=1,
         description="most WebSocket connections at once; max_sessions of them are kept for "
-        "admitted "
-        "edges, the rest is room for connections whose HELLO is not accepted yet (when that is "
-        "full, the oldest "
-        "idle one makes room, else HTTP 403); default 2 x max_sessions + 16",
+        "admitted edges, the rest is room for connections whose HELLO is not accepted yet (when "
+        "that is full, the oldest idle one makes room, else HTTP 403); default 2 x max_sessions + "
+        "16",
     )
     max_unauthenticated_per_source: int = Field(
         8,
         ge=1,
         description="most connections one address may hold before their HELLO is accepted; a new "
-        "one "
-        "closes that address's oldest idle one (server_busy), else it is refused (HTTP 403)",
+        "one closes that address's oldest idle one (server_busy), else it is refused (HTTP 403)",
     )
     hello_timeout: float = Field(
         10.0,
@@ -92,8 +90,7 @@ class ServerSettings(FlatSettings):
         le=MAX_SECONDS,
         allow_inf_nan=False,
         description="seconds a ping's pong may take before the connection counts as dead and is "
-        "closed "
-        "(a cut network is noticed within ping_interval + ping_timeout)",
+        "closed (a cut network is noticed within ping_interval + ping_timeout)",
     )
     send_timeout: float = Field(
         60.0,
@@ -114,8 +111,8 @@ class ServerSettings(FlatSettings):
     )
     tokens_file: Path | None = Field(
         None,
-        description="JSON file of hashed edge and admin tokens (shadowtutor token new); "
-        "when set, every edge needs its token and /v1/sessions an admin bearer token",
+        description="JSON file of hashed edge and admin tokens (shadowtutor token new); when set, "
+        "every edge needs its token and /v1/sessions an admin bearer token",
     )
     tokens: str | None = Field(
         None,
@@ -132,24 +129,22 @@ class ServerSettings(FlatSettings):
     protect_metrics: bool | None = Field(
         None,
         description="/metrics needs an admin bearer token too; default: yes when tokens are "
-        "configured. "
-        "Unprotected under authentication, /metrics leaves out the per-edge series (no device "
-        "identities)",
+        "configured. Unprotected under authentication, /metrics leaves out the per-edge series (no "
+        "device identities)",
     )
     auth_failure_delay: float = Field(
         1.0,
         ge=0,
         le=60,
         allow_inf_nan=False,
-        description="seconds a refused bearer token or HELLO token waits "
-        "before its answer (a client looping on bad credentials is slowed to that pace)",
+        description="seconds a refused bearer token or HELLO token waits before its answer (a "
+        "client looping on bad credentials is slowed to that pace)",
     )
     auth_checks_per_source: int = Field(
         4,
         ge=1,
         description="most administrators' bearer-token checks one address may have queued or "
-        "running; "
-        "more are answered 429 after auth_failure_delay",
+        "running; more are answered 429 after auth_failure_delay",
     )
     auth_checks_total: int = Field(
         16,
@@ -159,9 +154,8 @@ class ServerSettings(FlatSettings):
     checkpoint_secret: SecretStr | None = Field(
         None,
         description="with --ray: a secret (at least 16 characters) that every session checkpoint "
-        "is tagged "
-        "with (HMAC-SHA256); a checkpoint without a matching tag is refused. The same on every "
-        "replica",
+        "is tagged with (HMAC-SHA256); a checkpoint without a matching tag is refused. The same on "
+        "every replica",
     )
     checkpoint_ttl: float = Field(
         3600.0,
@@ -169,17 +163,14 @@ class ServerSettings(FlatSettings):
         le=MAX_SECONDS,
         allow_inf_nan=False,
         description="with --ray: seconds a session's checkpoints stay in the store after its last "
-        "update; "
-        "past that the teaching replicas remove them (a connected edge sends a key frame at least "
-        "every "
-        "max_stride frames, so only edges that left are idle that long)",
+        "update; past that the teaching replicas remove them (a connected edge sends a key frame "
+        "at least every max_stride frames, so only edges that left are idle that long)",
     )
     forwarded_allow_ips: CommaList = Field(
         None,
         description="comma-separated addresses (or networks, or *) of reverse proxies whose "
         "X-Forwarded-For and X-Forwarded-Proto are trusted (uvicorn's forwarded_allow_ips); "
-        "default: none, "
-        "every connection's address is its peer's",
+        "default: none, every connection's address is its peer's",
     )
     key_frame_rate: float = Field(
         0.0,
@@ -242,15 +233,13 @@ class ServerSettings(FlatSettings):
         gt=0.0,
         le=1.0,
         description="sessions with a sparse delta codec (q4sparse+zstd, q8sparse+zstd): the share "
-        "of the "
-        "student's trainable coordinates trained and sent (docs/design/sparse_updates.md)",
+        "of the student's trainable coordinates trained and sent (docs/design/sparse_updates.md)",
     )
     sparse_every: int = Field(
         SparseOptions.every,
         ge=1,
         description="sessions with a sparse delta codec: key frames trained on one coordinate set "
-        "before it "
-        "is chosen again from the accumulated gradient",
+        "before it is chosen again from the accumulated gradient",
     )
     teacher_batch_size: int = Field(
         8, ge=1, description="most queued key frames the teacher labels in one call"
@@ -259,17 +248,14 @@ class ServerSettings(FlatSettings):
         2,
         ge=1,
         description="threads running distillation with the sequential engine (sessions in "
-        "parallel), and "
-        "encoding updates with either engine",
+        "parallel), and encoding updates with either engine",
     )
     distill_engine: DistillEngine = Field(
         "auto",
         description="how sessions' key frames are distilled: batched (the key frames queued from "
-        "all "
-        "sessions trained together as one batch), sequential (each through its own Distiller in "
-        "the thread pool) "
-        "or auto (batched on a GPU, sequential on a CPU, where the sequential path's fused tail "
-        "is faster)",
+        "all sessions trained together as one batch), sequential (each through its own Distiller "
+        "in the thread pool) or auto (batched on a GPU, sequential on a CPU, where the sequential "
+        "path's fused tail is faster)",
     )
     distill_batch_size: int = Field(
         64,
@@ -282,28 +268,23 @@ class ServerSettings(FlatSettings):
         ge=1,
         le=8,
         description="batched engine: threads that each train a batch, so that one batch's host "
-        "work "
-        "(Python, autograd, kernel launches) runs beside another's GPU work; each holds its batch "
-        "in device "
-        "memory (docs/design/batched_distillation.md)",
+        "work (Python, autograd, kernel launches) runs beside another's GPU work; each holds its "
+        "batch in device memory (docs/design/batched_distillation.md)",
     )
     distill_convolution: Convolution = Field(
         "grouped",
         description="batched engine: how each session's own convolutions run, grouped (one grouped "
         "convolution per layer) or matmul (im2col and one batched matrix product per layer: more "
-        "memory); the same "
-        "function, rounded differently; which is faster depends on the GPU "
+        "memory); the same function, rounded differently; which is faster depends on the GPU "
         "(docs/design/batched_distillation.md)",
     )
     distill_graphs: bool = Field(
         False,
         description="batched engine on CUDA: replay a batch as one CUDA graph captured for its "
-        "shape (group, "
-        "session count) when the engine thread's previous batch had the same shape, so that under "
-        "steady load the "
-        "host's cost of training a batch (Python, autograd, kernel launches) is gone; the same "
-        "arithmetic; "
-        "each engine thread keeps one captured batch in GPU memory; no effect elsewhere",
+        "shape (group, session count) when the engine thread's previous batch had the same shape, "
+        "so that under steady load the host's cost of training a batch (Python, autograd, kernel "
+        "launches) is gone; the same arithmetic; each engine thread keeps one captured batch in "
+        "GPU memory; no effect elsewhere",
     )
     distill_objective: Objective = Field(
         "eager",
@@ -318,27 +299,20 @@ class ServerSettings(FlatSettings):
     distill_tail: DistillTail = Field(
         "auto",
         description="the student's tail in distillation: fused (one convolution at a quarter of "
-        "the "
-        "resolution, fewer multiply-adds, more small kernels), written (as the paper's network is "
-        "written) or auto "
-        "(fused on a CPU and under the batched engine, written for the sequential engine on an "
-        "accelerator); the same "
-        "function, rounded differently",
+        "the resolution, fewer multiply-adds, more small kernels), written (as the paper's network "
+        "is written) or auto (fused on a CPU and under the batched engine, written for the "
+        "sequential engine on an accelerator); the same function, rounded differently",
     )
     distill_precision: DistillPrecision = Field(
         "fp32",
         description="arithmetic of distillation: fp32 (IEEE float32, as the paper), tf32 (TF32 "
-        "tensor cores "
-        "for convolutions and matmuls on CUDA; fp32 on a CPU), bf16 (the trained layers' forward "
-        "pass in bfloat16 "
-        "under autocast; weights, Adam, loss and metric float32) or auto (bf16 on a CUDA device "
-        "with bfloat16, fp32 "
-        "elsewhere; opt-in until bf16 holds P-8 within 0.5 points on held-out scenes too). "
-        "The TF32 switches are per process: teacher and distillation overlap only when they want "
-        "the "
-        "same (teacher fp32 with distillation fp32 or bf16; teacher tf32 or bf16 with "
-        "distillation tf32), "
-        "otherwise they take turns (docs/design/training_precision.md)",
+        "tensor cores for convolutions and matmuls on CUDA; fp32 on a CPU), bf16 (the trained "
+        "layers' forward pass in bfloat16 under autocast; weights, Adam, loss and metric float32) "
+        "or auto (bf16 on a CUDA device with bfloat16, fp32 elsewhere; opt-in until bf16 holds P-8 "
+        "within 0.5 points on held-out scenes too). The TF32 switches are per process: teacher and "
+        "distillation overlap only when they want the same (teacher fp32 with distillation fp32 or "
+        "bf16; teacher tf32 or bf16 with distillation tf32), otherwise they take turns "
+        "(docs/design/training_precision.md)",
     )
     max_pending_key_frames: int = Field(
         4,
@@ -352,14 +326,14 @@ class ServerSettings(FlatSettings):
         10.0,
         ge=0,
         allow_inf_nan=False,
-        description="seconds between the TELEMETRY reports each edge is asked for in WELCOME "
-        "(at least 1); 0 = ask for none (no per-edge figures beyond sessions)",
+        description="seconds between the TELEMETRY reports each edge is asked for in WELCOME (at "
+        "least 1); 0 = ask for none (no per-edge figures beyond sessions)",
     )
     max_edge_series: int = Field(
         DEFAULT_MAX_EDGES,
         ge=0,
-        description="most edges with per-edge series on /metrics; past it the edge "
-        "that disconnected longest ago gives up its series, or a newcomer gets none (counted)",
+        description="most edges with per-edge series on /metrics; past it the edge that "
+        "disconnected longest ago gives up its series, or a newcomer gets none (counted)",
     )
     edge_series_retention: float = Field(
         DEFAULT_RETENTION,
@@ -376,10 +350,9 @@ class ServerSettings(FlatSettings):
     )
     student_size: FrameSize = Field(
         None,
-        description="WIDTHxHEIGHT the student runs at on both sides (key frames and labels "
-        "resized to it, "
-        "its labels upsampled to the frame) for edges that announce none; empty or native: the "
-        "frame's size",
+        description="WIDTHxHEIGHT the student runs at on both sides (key frames and labels resized "
+        "to it, its labels upsampled to the frame) for edges that announce none; empty or native: "
+        "the frame's size",
     )
 
     @field_validator("checkpoint_secret")

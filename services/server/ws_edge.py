@@ -147,8 +147,8 @@ class EdgeConnection:
         self.evict(
             ProtocolError(
                 ErrorCode.SERVER_BUSY,
-                "too many connections without a HELLO from this address: the oldest idle one "
-                "was closed to make room",
+                "too many connections without a HELLO from this address: the oldest idle one was "
+                "closed to make room",
             )
         )
 

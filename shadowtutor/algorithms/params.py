@@ -61,10 +61,9 @@ class AlgorithmParams(BaseModel):
     threshold: float = Field(
         0.8,
         description="THRESHOLD in (0, 1), the metric Algorithm 1 trains to and Algorithm 2 scales "
-        "the stride "
-        "against; or auto: each session sets the THRESHOLD of Algorithm 2 from the metrics its "
-        "key frames reach, "
-        "Algorithm 1 still trains to this value (docs/design/threshold_auto.md)",
+        "the stride against; or auto: each session sets the THRESHOLD of Algorithm 2 from the "
+        "metrics its key frames reach, Algorithm 1 still trains to this value "
+        "(docs/design/threshold_auto.md)",
     )
     min_stride: int = Field(
         8, description="Algorithm 2's MIN_STRIDE: fewest frames between key frames"
@@ -86,14 +85,13 @@ class AlgorithmParams(BaseModel):
     )
     box_dilation: float = Field(
         0.15,
-        description="how much each object box grows per side before it is "
-        "weighted, as a fraction of its size (>= 0)",
+        description="how much each object box grows per side before it is weighted, as a fraction "
+        "of its size (>= 0)",
     )
     stride_metric: StrideMetric = Field(
         "after",
         description="the metric Algorithm 2 scales the stride by: after distillation (the paper) "
-        "or "
-        "before it (how the edge's student did on the key frame)",
+        "or before it (how the edge's student did on the key frame)",
     )
     restore: Restore = Field(
         "weights",
@@ -103,14 +101,12 @@ class AlgorithmParams(BaseModel):
     weight_map: WeightMap = Field(
         "regions",
         description="the boxes the loss weights: the teacher's instances (the authors; label "
-        "regions "
-        "for a teacher without instances) or the regions of the label map",
+        "regions for a teacher without instances) or the regions of the label map",
     )
     threshold_policy: ThresholdPolicy = Field(
         "fixed",
         description="fixed: THRESHOLD as given (the paper); auto: each session sets its own (the "
-        "same "
-        "as THRESHOLD auto)",
+        "same as THRESHOLD auto)",
     )
 
     @model_validator(mode="before")

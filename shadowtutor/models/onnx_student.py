@@ -229,8 +229,7 @@ class OnnxBackend:
             return labels
         log.warning(
             "student backend %s: FP16 labels agree with FP32 on only %.3f%% of the first frame's "
-            "pixels "
-            "(< %.1f%%): running in FP32",
+            "pixels (< %.1f%%): running in FP32",
             self.kind,
             100 * self.fp16_agreement,
             100 * FP16_MIN_AGREEMENT,

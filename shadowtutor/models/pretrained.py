@@ -23,7 +23,7 @@ def load_default_student() -> LoadedStudent:
     path = default_student_path()
     if not path.is_file():
         raise CheckpointError(
-            f"the packaged pre-trained student is missing ({path}); make it with "
-            f"`shadowtutor pretrain --out {path}` or pass a checkpoint"
+            f"the packaged pre-trained student is missing ({path}); make it with `shadowtutor "
+            f"pretrain --out {path}` or pass a checkpoint"
         )
     return load_student(path)

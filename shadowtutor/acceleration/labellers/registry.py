@@ -139,8 +139,8 @@ def check(on: set[str], backend: str = "auto", student_size: bool = False) -> No
             )
         if acceleration.backends is not None and backend not in ("auto", *acceleration.backends):
             raise LabellerConfigError(
-                f"{name} runs with the {' or '.join(acceleration.backends)} backend (or auto), "
-                f"not {backend}"
+                f"{name} runs with the {' or '.join(acceleration.backends)} backend (or auto), not "
+                f"{backend}"
             )
 
 

@@ -43,8 +43,7 @@ class StepAside:
         if frames < 1 or warmup < 0 or probe_every < 1:
             raise ValueError(
                 f"a trial needs frames >= 1, warmup >= 0, probe_every >= 1; got {frames}, "
-                f"{warmup}, "
-                f"{probe_every}"
+                f"{warmup}, {probe_every}"
             )
         self.candidate = candidate
         self.plain = plain
@@ -151,8 +150,7 @@ class StepAside:
         if slower:
             log.warning(
                 "%s labels a frame in %.1f ms, the plain student on %s in %.1f ms (%.2fx): it "
-                "steps aside, "
-                "the plain student labels the rest of the run",
+                "steps aside, the plain student labels the rest of the run",
                 self.candidate.kind,
                 1000 * candidate,
                 self.plain.kind,

@@ -146,8 +146,8 @@ def load_decision_network(path: Path) -> tuple[DecisionNetwork, dict[str, Any]]:
         or data.get("feature_step", 1) != FEATURE_STEP
     ):
         raise DecisionNetworkError(
-            f"{path} was trained on other features than this version computes; make it "
-            f"again with `shadowtutor regions train-decision`"
+            f"{path} was trained on other features than this version computes; make it again with "
+            f"`shadowtutor regions train-decision`"
         )
     net = DecisionNetwork()
     try:
