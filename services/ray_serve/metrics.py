@@ -55,14 +55,15 @@ class TeachingMetrics(Collector):
         )
         self.checkpoint_seconds = Histogram(
             f"{PREFIX}checkpoint_seconds",
-            "Time to checkpoint a session after an update",
+            "Time of a session's checkpoint writes (journal entry, snapshot) reported with an "
+            "answer",
             buckets=CHECKPOINT_BUCKETS,
             registry=registry,
         )
         self.checkpoint_bytes = Histogram(
             f"{PREFIX}checkpoint_bytes",
-            "Size of a session checkpoint",
-            buckets=tuple(2.0**k for k in range(14, 28, 2)),
+            "Bytes of a session's checkpoint writes reported with an answer",
+            buckets=tuple(2.0**k for k in range(10, 28, 2)),
             registry=registry,
         )
         registry.register(self)

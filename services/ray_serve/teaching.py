@@ -8,17 +8,20 @@ the edge's session, or moves it to a less loaded one, from what each replica rep
 (``--ray-replica-sessions``, default ``max_sessions``) in slots; the least recently used one is
 dropped past that, and :meth:`TeachingReplica.release` drops one that moved away or ended.
 
-Every change to a session (its WELCOME, each UPDATE) is checkpointed to the store
-(``services.server.session_checkpoint``) behind its answer, as a new version that only its first
-writer stores: before the answer leaves, the replica captures the state and claims the version (a
-few bytes in the store); the replica's :class:`~services.server.checkpoint_writer.CheckpointWriter`
-encodes and writes it after. A replica that lost the claim (both answered a request sent again)
-answers with the winner's checkpoint instead of its own. A replica that gets a request for a session
-it does not hold, or holds at another version than the one the ingress last sent, rebuilds it from
-the checkpoint: that is how a session survives its replica's death, an eviction, or a move to
-another replica. A retried key frame whose answer is in the checkpoint is answered from there, not
-trained again. A checkpoint older than the version the edge holds (its replica died between the
-answer and the write) is waited for briefly, then taken as it is: the session trains on from there
+Every change to a session is stored (``services.server.checkpoint_store``) as a new version that
+only its first writer stores. Each UPDATE's version gets a journal entry
+(``services.server.session_journal``: the UPDATE itself) stored before the answer leaves; storing it
+is the version's claim. Every ``--checkpoint-every`` versions, and for the WELCOME and a resync
+(whose versions are claimed before the answer), a snapshot of the whole state
+(``services.server.session_checkpoint``) is captured before the answer and encoded and written after
+it by the replica's :class:`~services.server.checkpoint_writer.CheckpointWriter`. A replica that
+lost the claim (both answered a request sent again) answers with the winner's answer instead of its
+own. A replica that gets a request for a session it does not hold, or holds at another version than
+the one the ingress last sent, rebuilds it from the newest snapshot and the journal entries after
+it: that is how a session survives its replica's death, an eviction, or a move to another replica,
+at the version the edge holds. A retried key frame whose answer is stored is answered from there,
+not trained again. A store older than the version the edge holds (a WELCOME's or resync's snapshot
+lost with its replica) is waited for briefly, then taken as it is: the session trains on from there
 and its next update carries full weights.
 """
 
@@ -62,13 +65,14 @@ from services.server.session_checkpoint import (
     pack,
     restore,
 )
+from services.server.session_journal import entry, replay
 from services.server.settings import ServerSettings
 from services.server.teacher_queue import TeacherFailed
 from services.server.teaching import LocalTeaching, SessionEnded
 from shadowtutor.algorithms.distill import DistillResult
 from shadowtutor.heap import freeze_startup_heap
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.messages import Error, Message
+from shadowtutor.protocol.messages import Error, Message, Update
 
 log = logging.getLogger(__name__)
 # how long a replica waits for a checkpoint still being written elsewhere before taking an older one
@@ -85,8 +89,15 @@ class _Slot:
     reply_seq: int | None = None
     # rebuilt from its checkpoint for the request being answered
     moved: bool = False
-    # (seconds, bytes) of the checkpoint written for it
+    # (seconds, bytes) of the checkpoint writes not yet reported with an answer, summed
     checkpoint: tuple[float, int] | None = None
+    # the version of the session's newest snapshot (written or on its way)
+    snapshot_version: int = -1
+
+    def wrote(self, seconds: float, size: int) -> None:
+        """Count a checkpoint write for the next answer's report."""
+        before = self.checkpoint or (0.0, 0)
+        self.checkpoint = (before[0] + seconds, before[1] + size)
 
 
 def _error(exc: ProtocolError, seq: int | None) -> Error:
@@ -359,17 +370,19 @@ class TeachingReplica:
         return session
 
     async def _newest(self, slot: _Slot, ref: SessionRef) -> Restored:
-        """The session ``ref`` rebuilt from its latest checkpoint, waiting up to
-        :data:`CHECKPOINT_LAG_SECONDS` for one at ``ref.version`` (another replica may still be
-        writing it); :class:`SessionEnded` when there is none or it is refused (the edge is told to
-        start a fresh session)."""
+        """The session ``ref`` rebuilt from its newest snapshot and the journal entries after it,
+        waiting up to :data:`CHECKPOINT_LAG_SECONDS` for them to reach ``ref.version`` (another
+        replica may still be writing a snapshot); :class:`SessionEnded` when there is none or it is
+        refused (the edge is told to start a fresh session)."""
         settings = self.settings
         deadline = time.monotonic() + CHECKPOINT_LAG_SECONDS
         try:
             while True:
-                stored = await asyncio.to_thread(self.store.load, slot.edge_id, ref.session_id)
+                stored = await asyncio.to_thread(
+                    self.store.load_chain, slot.edge_id, ref.session_id
+                )
                 late = time.monotonic() > deadline
-                if stored is None and late:
+                if not stored and late:
                     slot.session = None
                     raise SessionEnded(
                         ErrorCode.INTERNAL,
@@ -377,21 +390,18 @@ class TeachingReplica:
                         "--checkpoint-ttl, or never written); reconnect: the next session starts "
                         "fresh",
                     )
-                if stored is not None:
-                    data = unseal(stored, settings.checkpoint_key(), slot.edge_id, ref.session_id)
-                    version = header(data)["version"]
+                if stored:
+                    key = settings.checkpoint_key()
+                    chain = [unseal(data, key, slot.edge_id, ref.session_id) for data in stored]
+                    version = header(chain[-1])["version"]
                     if late or (isinstance(version, int) and version >= ref.version):
                         restored: Restored = await self._in_pool(
                             functools.partial(
-                                restore,
-                                edge_id=slot.edge_id,
-                                session_id=ref.session_id,
-                                max_size=(settings.max_frame_width, settings.max_frame_height),
+                                self._rebuild, edge_id=slot.edge_id, session_id=ref.session_id
                             ),
-                            data,
-                            self.runtime.params,
-                            self.runtime.new_distiller,
+                            chain,
                         )
+                        slot.snapshot_version = int(str(header(chain[0])["version"]))
                         return restored
                 await asyncio.sleep(0.1)
         except CheckpointFormatError as exc:
@@ -409,6 +419,19 @@ class TeachingReplica:
                 "next session starts fresh from the base student",
             ) from None
 
+    def _rebuild(self, chain: list[bytes], *, edge_id: str, session_id: str) -> Restored:
+        """The session rebuilt from ``chain`` (its snapshot, then journal entries)."""
+        settings = self.settings
+        restored = restore(
+            chain[0],
+            self.runtime.params,
+            self.runtime.new_distiller,
+            edge_id=edge_id,
+            session_id=session_id,
+            max_size=(settings.max_frame_width, settings.max_frame_height),
+        )
+        return replay(restored, chain[1:], edge_id=edge_id, session_id=session_id)
+
     async def _checkpoint(
         self,
         slot: _Slot,
@@ -417,18 +440,38 @@ class TeachingReplica:
         seq: int | None,
         trained: DistillResult | None = None,
     ) -> bool:
-        """Checkpoint the session's new version (with ``reply``, the answer to ``seq``, and
-        ``trained``, the training it reports, whose host copies are the state) behind the answer:
-        the state is captured and the version claimed now, the checkpoint encoded and stored by the
-        writer once the answer is on its way (its time and size go out with the slot's next answer).
-        False when another replica claimed that version first and its checkpoint is stored within
+        """Store the session's new version (with ``reply``, the answer to ``seq``, and ``trained``,
+        the training it reports, whose host copies are the state): an UPDATE's journal entry now,
+        before the answer (the version's claim), and a snapshot behind the answer when one is due
+        (every ``checkpoint_every`` versions, and for a version that is not an UPDATE's, whose claim
+        is taken now); the writes' time and size go out with the slot's next answer. False when
+        another replica claimed that version first and stored it within
         :data:`CHECKPOINT_LAG_SECONDS`: then the slot is emptied, and the caller answers from the
-        store (a claim whose checkpoint never comes was its replica's last act: this replica stores
+        store (a claim whose snapshot never comes was its replica's last act: this replica stores
         its own)."""
-        record = await asyncio.to_thread(capture, session, reply, seq, trained)
-        if not await asyncio.to_thread(
-            self.store.claim, slot.edge_id, session.session_id, session.version
-        ):
+        edge_id, key = slot.edge_id, self.settings.checkpoint_key()
+        journaled = isinstance(reply, Update)
+        due = (
+            not journaled
+            or session.version - slot.snapshot_version >= self.settings.checkpoint_every
+        )
+        record = await asyncio.to_thread(capture, session, reply, seq, trained) if due else None
+        if journaled:
+            assert isinstance(reply, Update)
+            start = time.perf_counter()
+            data = await asyncio.to_thread(
+                lambda: seal(entry(session, reply, seq), key, edge_id, session.session_id)
+            )
+            won = await asyncio.to_thread(
+                self.store.append, edge_id, session.session_id, session.version, data
+            )
+            if won:
+                slot.wrote(time.perf_counter() - start, len(data))
+        else:
+            won = await asyncio.to_thread(
+                self.store.claim, edge_id, session.session_id, session.version
+            )
+        if not won:
             if await self._stored_soon(slot.edge_id, session.session_id, session.version):
                 log.warning(
                     "version %d of session %s was claimed and stored by another replica first; "
@@ -445,19 +488,19 @@ class TeachingReplica:
                 session.session_id,
             )
         slot.session, slot.reply, slot.reply_seq = session, reply, seq
-        key, loop = self.settings.checkpoint_key(), asyncio.get_running_loop()
-
-        def written(result: Written) -> None:
-            slot.checkpoint = (result.seconds, result.size)
+        if record is None:
+            return True
+        slot.snapshot_version = session.version
+        loop = asyncio.get_running_loop()
 
         def done(result: Written) -> None:
-            loop.call_soon_threadsafe(written, result)
+            loop.call_soon_threadsafe(slot.wrote, result.seconds, result.size)
 
         self.writer.submit(
-            slot.edge_id,
+            edge_id,
             session.session_id,
             session.version,
-            lambda: seal(pack(record), key, slot.edge_id, session.session_id),
+            lambda: seal(pack(record), key, edge_id, session.session_id),
             done,
         )
         return True

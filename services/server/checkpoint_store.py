@@ -1,18 +1,22 @@
-"""Where session checkpoints live: every version of a session's state, the first one written of each
-kept.
+"""Where session checkpoints live: a session's state as snapshots and journal entries, the first
+one written of each version kept.
 
-:class:`CheckpointStore` is the interface. A session (an edge id and a session id) has one
-checkpoint per version; :meth:`~CheckpointStore.claim` reserves a version for one writer (the
-first wins) before its answer leaves, and :meth:`~CheckpointStore.create` stores it afterwards,
-only if no one has stored it yet: so two replicas that both answered one key frame (a request sent
-again while the first replica still ran it) cannot leave the edge holding one answer and the
-store another: the second learns it lost before it answers, and answers with the first's.
-:meth:`~CheckpointStore.load` returns a session's latest version (the newest wins, whatever order
-versions were written in); :meth:`~CheckpointStore.expire` removes the sessions idle past a time
-to live. :class:`DirectoryStore` keeps them in a directory (on shared storage when several
-processes take over each other's sessions; creation is a hard link, atomic on local file systems
-and NFS); an object store with conditional writes fits the same interface.
-:func:`open_store` checks that the store can be written before a server relies on it.
+:class:`CheckpointStore` is the interface. A session (an edge id and a session id) has a *snapshot*
+of its whole state every few versions and a small *journal entry* for each trained version (what the
+edge was sent); a snapshot and the entries after it rebuild the newest version.
+:meth:`~CheckpointStore.append` stores a journal entry only if no one has stored or claimed that
+version yet, and is the claim of a trained version: two replicas that both answered one key frame (a
+request sent again while the first replica still ran it) cannot leave the edge holding one answer
+and the store another, as the second learns it lost before it answers, and answers with the first's.
+:meth:`~CheckpointStore.claim` reserves a version that has no journal entry (a session's first
+weights, a resync) for one writer before its answer leaves; :meth:`~CheckpointStore.create` stores a
+snapshot afterwards. :meth:`~CheckpointStore.load_chain` returns the newest snapshot and the journal
+entries after it (the newest wins, whatever order versions were written in);
+:meth:`~CheckpointStore.expire` removes the sessions idle past a time to live.
+:class:`DirectoryStore` keeps them in a directory (on shared storage when several processes take
+over each other's sessions; creation is a hard link, atomic on local file systems and NFS); an
+object store with conditional writes fits the same interface. :func:`open_store` checks that the
+store can be written before a server relies on it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ log = logging.getLogger(__name__)
 LOAD_ROUNDS = 8
 # of a session, the latest ones kept (the one before the latest: for a reader mid-switch)
 KEEP_VERSIONS = 2
-_CHECKPOINT = re.compile(r"[0-9a-f]{32}-\d{12}\.(ckpt|claim)")
+_CHECKPOINT = re.compile(r"[0-9a-f]{32}-\d{12}\.(ckpt|jrnl|claim)")
 _EDGE = re.compile(r"[0-9a-f]{32}")
 
 
@@ -50,8 +54,13 @@ class CheckpointStore(Protocol):
     location: str
 
     def create(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
-        """Store ``data`` as ``version`` of the session; False (and nothing written) when that
-        version exists."""
+        """Store ``data`` as the snapshot of ``version`` of the session; False (and nothing
+        written) when that version has one."""
+        ...
+
+    def append(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
+        """Store ``data`` as the journal entry of ``version`` of the session; False (and nothing
+        written) when that version is journaled, claimed or snapshotted already."""
         ...
 
     def claim(self, edge_id: str, session_id: str, version: int) -> bool:
@@ -61,12 +70,18 @@ class CheckpointStore(Protocol):
         ...
 
     def load(self, edge_id: str, session_id: str) -> bytes | None:
-        """The session's latest checkpoint, or None where it has none."""
+        """The session's newest record (its snapshot where the newest version has one, else its
+        journal entry), or None where it has none."""
+        ...
+
+    def load_chain(self, edge_id: str, session_id: str) -> list[bytes]:
+        """The session's newest snapshot followed by the journal entries of later versions, oldest
+        first (empty where it has no snapshot)."""
         ...
 
     def latest(self, edge_id: str, session_id: str) -> int | None:
-        """The version of the session's latest checkpoint (without reading it), or None where it has
-        none."""
+        """The newest version the session has a snapshot or journal entry of (without reading it),
+        or None where it has none."""
         ...
 
     def forget_others(self, edge_id: str, session_id: str) -> None:
@@ -84,8 +99,9 @@ def _name(text: str) -> str:
 
 
 class DirectoryStore:
-    """``DIR/<edge hash>/<session hash>-<version>.ckpt`` (hashes: any id is a safe name); each
-    written to a temporary file and linked into place, which fails when the version exists.
+    """``DIR/<edge hash>/<session hash>-<version>.ckpt`` (snapshots) and ``.jrnl`` (journal
+    entries; hashes: any id is a safe name); each written to a temporary file and linked into
+    place, which fails when that name exists.
 
     Only regular files named exactly so count: anything else in the directory (other names,
     symbolic links, directories, FIFOs) is ignored, and a checkpoint larger than ``max_bytes`` is
@@ -137,10 +153,19 @@ class DirectoryStore:
             Path(temporary).unlink(missing_ok=True)
         return True
 
+    def _exists(self, edge_id: str, session_id: str, version: int, *kinds: str) -> bool:
+        folder = self.directory / _name(edge_id)
+        return any((folder / f"{_name(session_id)}-{version:012d}.{k}").exists() for k in kinds)
+
     def claim(self, edge_id: str, session_id: str, version: int) -> bool:
-        if (self.directory / _name(edge_id) / f"{_name(session_id)}-{version:012d}.ckpt").exists():
+        if self._exists(edge_id, session_id, version, "ckpt", "jrnl"):
             return False
         return self._link(edge_id, f"{_name(session_id)}-{version:012d}.claim", b"")
+
+    def append(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
+        if self._exists(edge_id, session_id, version, "ckpt", "claim"):
+            return False
+        return self._link(edge_id, f"{_name(session_id)}-{version:012d}.jrnl", data)
 
     def create(self, edge_id: str, session_id: str, version: int, data: bytes) -> bool:
         if not self._link(edge_id, f"{_name(session_id)}-{version:012d}.ckpt", data):
@@ -148,29 +173,51 @@ class DirectoryStore:
         versions = self._versions(edge_id, session_id)
         for _, old in versions[:-KEEP_VERSIONS]:
             old.unlink(missing_ok=True)
+        # the chain of the oldest snapshot kept (for a reader mid-switch) starts after it
         oldest_kept = versions[-KEEP_VERSIONS:][0][0]
-        for claimed, old in self._versions(edge_id, session_id, "claim"):
-            if claimed < oldest_kept:
-                old.unlink(missing_ok=True)
+        for kind in ("jrnl", "claim"):
+            for version_of, old in self._versions(edge_id, session_id, kind):
+                if version_of < oldest_kept or (kind == "jrnl" and version_of == oldest_kept):
+                    old.unlink(missing_ok=True)
         return True
 
     def latest(self, edge_id: str, session_id: str) -> int | None:
-        versions = self._versions(edge_id, session_id)
-        return versions[-1][0] if versions else None
+        versions = self._versions(edge_id, session_id) + self._versions(edge_id, session_id, "jrnl")
+        return max(versions)[0] if versions else None
 
     def load(self, edge_id: str, session_id: str) -> bytes | None:
         # a version pruned by a newer version's writer meanwhile: list again (the newer one is
         # there); a few rounds at most, as each needs another writer to have stored a version
         # meanwhile
         for _ in range(LOAD_ROUNDS):
-            versions = self._versions(edge_id, session_id)
-            if not versions:
+            snapshots = self._versions(edge_id, session_id)
+            entries = self._versions(edge_id, session_id, "jrnl")
+            newest = max([*snapshots, *entries], default=None, key=lambda found: found[0])
+            if newest is None:
                 return None
+            path = snapshots[-1][1] if snapshots and snapshots[-1][0] == newest[0] else newest[1]
             try:
-                return self._read(versions[-1][1])
+                return self._read(path)
             except FileNotFoundError:
                 continue
         return None
+
+    def load_chain(self, edge_id: str, session_id: str) -> list[bytes]:
+        for _ in range(LOAD_ROUNDS):
+            snapshots = self._versions(edge_id, session_id)
+            if not snapshots:
+                return []
+            base, path = snapshots[-1]
+            later = [p for v, p in self._versions(edge_id, session_id, "jrnl") if v > base]
+            try:
+                chain = [self._read(p) for p in (path, *later)]
+            except FileNotFoundError:
+                continue
+            # a record passed over (not a regular file, too large) ends the chain before it
+            if None in chain:
+                chain = chain[: chain.index(None)]
+            return [data for data in chain if data is not None]
+        return []
 
     def _read(self, path: Path) -> bytes | None:
         """The bytes of ``path`` if it is still a regular file of at most ``max_bytes`` (a link is
@@ -200,7 +247,7 @@ class DirectoryStore:
     def forget_others(self, edge_id: str, session_id: str) -> None:
         keep = _name(session_id) + "-"
         folder = self.directory / _name(edge_id)
-        for path in [*folder.glob("*.ckpt"), *folder.glob("*.claim")]:
+        for path in [*folder.glob("*.ckpt"), *folder.glob("*.jrnl"), *folder.glob("*.claim")]:
             if not path.name.startswith(keep) and not path.is_dir():
                 path.unlink(missing_ok=True)
 

@@ -166,6 +166,15 @@ class ServerSettings(FlatSettings):
         "update; past that the teaching replicas remove them (a connected edge sends a key frame "
         "at least every max_stride frames, so only edges that left are idle that long)",
     )
+    checkpoint_every: int = Field(
+        16,
+        ge=1,
+        le=1_000_000,
+        description="with --ray: a session's whole state is stored every this many versions; each "
+        "version between stores only what the edge was sent (its journal entry), before the answer "
+        "leaves. A session taken over from a journal trains on from the weights the edge holds and "
+        "Adam's state of the last whole one",
+    )
     forwarded_allow_ips: CommaList = Field(
         None,
         description="comma-separated addresses (or networks, or *) of reverse proxies whose "

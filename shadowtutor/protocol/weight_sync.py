@@ -209,6 +209,20 @@ class UpdateEncoder:
         self.held.apply_sparse(decode_sparse(descriptors, payload, codec, self.held.coordinates))
         return TensorBlob(descriptors, payload)
 
+    def replay(self, tensors: list[dict[str, Any]], payload: bytes, full: bool) -> None:
+        """Hold what an edge holding :attr:`held` holds after an update this encoder sent
+        (``tensors`` and ``payload`` of its UPDATE, ``full`` its flag), applied by the edge's rule;
+        the values last sent become the held ones. BAD_MESSAGE (and nothing changed) for an update
+        that does not fit the held weights."""
+        codec = self.weight_codec if full or self.delta_codec is None else self.delta_codec
+        if full:
+            self.held.replace(decode_tensors(tensors, payload, codec))
+        elif is_sparse_codec(codec):
+            self.held.apply_sparse(decode_sparse(tensors, payload, codec, self.held.coordinates))
+        else:
+            self.held.apply(decode_tensors(tensors, payload, codec), delta=is_delta_codec(codec))
+        self._sent = {key: value.clone() for key, value in self.held.state.items()}
+
     def mirror(self, keys: list[str]) -> dict[str, Any]:
         """What :meth:`restore_mirror` needs to go on with partial updates of ``keys`` in another
         process: the held values and the values last sent (float32 CPU copies), and the held

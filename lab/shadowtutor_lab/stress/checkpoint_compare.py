@@ -1,14 +1,17 @@
-"""A session checkpoint written before the answer in the earlier layout against one written behind it.
+"""Session checkpoints: before the answer in the earliest layout, behind it every version, and a journal
+entry per version with a snapshot every few.
 
-Two copies of one session (the same base student, the same key frames, every one trained) take turns
-key frame by key frame, so both see the same machine load:
+Three copies of one session (the same base student, the same key frames, every one trained) take turns
+key frame by key frame, so all see the same machine load:
 
 - **before** (the earlier release): the answer waits for the checkpoint: the format-1 record (every
   tensor as float32, the held weights and the values last sent in full, no compression; rebuilt here
   from the same captured state) saved and stored;
 - **behind** (now): the answer waits for the capture of the state and the version's claim; a
   :class:`~services.server.checkpoint_writer.CheckpointWriter` encodes and stores the compact form
-  while the next key frames train.
+  while the next key frames train;
+- **journal** (now): the answer waits for the version's journal entry (the UPDATE, sealed and stored);
+  every ``every`` versions the state is also captured and a snapshot written behind the answer.
 
 Per update: what the answer waited for after training (ms), the turnaround from key frame to answer
 (training included), and the bytes stored.
@@ -30,6 +33,7 @@ from services.server.checkpoint_store import DirectoryStore
 from services.server.checkpoint_writer import CheckpointWriter, Written
 from services.server.session import EdgeSession, Traffic
 from services.server.session_checkpoint import capture, pack
+from services.server.session_journal import entry
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
@@ -93,6 +97,7 @@ def compare(
     delta_codec: str | None = "q8delta+zstd",
     store_dir: Path | None = None,
     max_updates: int | None = None,
+    every: int = 16,
 ) -> dict[str, Any]:
     """``updates`` key frames (random frames and labels, all of Algorithm 1's steps taken: ``max_updates``,
     default the paper's) through both copies in turns; per mode the answer's wait, the turnaround and the
@@ -104,26 +109,49 @@ def compare(
     params = AlgorithmParams(
         threshold=0.99, **({} if max_updates is None else {"max_updates": max_updates})
     )
-    before, behind = (
-        _session(edge, size, weight_codec, delta_codec, params) for edge in ("before", "behind")
-    )
-    waits: dict[str, list[float]] = {"before": [], "behind": []}
-    turnarounds: dict[str, list[float]] = {"before": [], "behind": []}
-    sizes: dict[str, list[int]] = {"before": [], "behind": []}
+    modes = ("before", "behind", "journal")
+    sessions = {mode: _session(mode, size, weight_codec, delta_codec, params) for mode in modes}
+    before = sessions["before"]
+    waits: dict[str, list[float]] = {mode: [] for mode in modes}
+    turnarounds: dict[str, list[float]] = {mode: [] for mode in modes}
+    sizes: dict[str, list[int]] = {mode: [] for mode in modes}
     written: list[Written] = []
+    snapshots: list[Written] = []
+    # the version of the journal session's last snapshot (its WELCOME's is not counted)
+    last_snapshot = 0
     with tempfile.TemporaryDirectory() as temporary:
         store = DirectoryStore(store_dir or Path(temporary))
         writer = CheckpointWriter(store).start()
         for seq in range(updates):
             frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
             labels = rng.integers(0, len(LVS_CLASSES), (height, width), dtype=np.uint8)
-            for mode, session in (("before", before), ("behind", behind)):
+            for mode, session in sessions.items():
                 start = time.perf_counter()
                 result = session.distiller.train(frame, labels)
                 update = session.trained(
                     seq, result, time.perf_counter() - start, session.version, 0.0
                 )
                 trained = time.perf_counter()
+                if mode == "journal":
+                    due = session.version - last_snapshot >= every
+                    record = capture(session, update, seq, result) if due else None
+                    data = entry(session, update, seq)
+                    if not store.append(mode, session.session_id, session.version, data):
+                        raise RuntimeError(f"version {session.version} was journaled twice")
+                    sizes[mode].append(len(data))
+                    if record is not None:
+                        last_snapshot = session.version
+                        writer.submit(
+                            mode,
+                            session.session_id,
+                            session.version,
+                            lambda record=record: pack(record),
+                            snapshots.append,
+                        )
+                    answered = time.perf_counter()
+                    waits[mode].append((answered - trained) * 1000.0)
+                    turnarounds[mode].append((answered - start) * 1000.0)
+                    continue
                 record = capture(session, update, seq, result)
                 if mode == "before":
                     data = format1(record)
@@ -146,6 +174,7 @@ def compare(
         if not writer.close(timeout=120.0):
             raise RuntimeError("the checkpoint writer did not finish")
     sizes["behind"] = [w.size for w in written]
+    sizes["journal"] += [w.size for w in snapshots]
     result = {
         "updates": updates,
         "size": f"{width}x{height}",
@@ -156,6 +185,9 @@ def compare(
             before.distiller.student.state_dict()[k].numel()
             for k in before.distiller.trainable_keys
         ),
+        "every": every,
+        "snapshots": len(snapshots),
+        "journal_entry_bytes": _stats([float(n) for n in sizes["journal"][:updates]]),
         "written_behind": len(written),
         "write_behind_ms": _stats([w.seconds * 1000.0 for w in written]),
         "modes": {
@@ -167,13 +199,24 @@ def compare(
             for mode in waits
         },
     }
-    modes = result["modes"]
+    measured = result["modes"]
     result["ratios"] = {
-        "bytes_per_update": modes["behind"]["bytes_per_update"]
-        / modes["before"]["bytes_per_update"],
-        "turnaround_mean": modes["behind"]["turnaround_ms"]["mean"]
-        / modes["before"]["turnaround_ms"]["mean"],
-        "turnaround_p50": modes["behind"]["turnaround_ms"]["p50"]
-        / modes["before"]["turnaround_ms"]["p50"],
+        f"{mode}_{name}": value
+        for mode in ("behind", "journal")
+        for name, value in (
+            (
+                "bytes_per_update",
+                measured[mode]["bytes_per_update"] / measured["before"]["bytes_per_update"],
+            ),
+            (
+                "turnaround_mean",
+                measured[mode]["turnaround_ms"]["mean"]
+                / measured["before"]["turnaround_ms"]["mean"],
+            ),
+            (
+                "turnaround_p50",
+                measured[mode]["turnaround_ms"]["p50"] / measured["before"]["turnaround_ms"]["p50"],
+            ),
+        )
     }
     return result

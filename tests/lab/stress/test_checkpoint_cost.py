@@ -26,11 +26,14 @@ def test_no_updates_is_refused() -> None:
         measure(updates=0)
 
 
-def test_the_comparison_measures_both_modes_on_the_same_key_frames() -> None:
-    result = compare(updates=2, size=(64, 48), max_updates=1)
-    before, behind = result["modes"]["before"], result["modes"]["behind"]
-    assert result["written_behind"] == 2
+def test_the_comparison_measures_the_three_modes_on_the_same_key_frames() -> None:
+    result = compare(updates=4, size=(64, 48), max_updates=1, every=2)
+    before, behind, journal = (result["modes"][mode] for mode in ("before", "behind", "journal"))
+    assert result["written_behind"] == 4 and result["snapshots"] == 2  # versions 2 and 4
     # the earlier layout: five float32 copies of the trainable parameters
     assert before["bytes_per_update"] > 4 * 5 * result["trainable_parameters"] > behind["bytes_per_update"] > 0
-    assert result["ratios"]["bytes_per_update"] == behind["bytes_per_update"] / before["bytes_per_update"]
-    assert all(m["turnaround_ms"]["mean"] >= m["answer_wait_ms"]["mean"] > 0 for m in (before, behind))
+    # two snapshots and four entries over four updates: about half of a snapshot per update, and more
+    assert behind["bytes_per_update"] / 2 < journal["bytes_per_update"] < behind["bytes_per_update"]
+    assert result["ratios"]["behind_bytes_per_update"] == behind["bytes_per_update"] / before["bytes_per_update"]
+    assert result["ratios"]["journal_bytes_per_update"] == journal["bytes_per_update"] / before["bytes_per_update"]
+    assert all(m["turnaround_ms"]["mean"] >= m["answer_wait_ms"]["mean"] > 0 for m in (before, behind, journal))

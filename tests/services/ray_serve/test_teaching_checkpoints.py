@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 pytest.importorskip("ray", reason="the serve extra is not installed (pip install 'shadowtutor[serve]')")
 
@@ -156,6 +157,46 @@ def test_the_answer_does_not_wait_for_the_checkpoint_and_a_lost_claim_is_seen(
         assert asyncio.run(replica._checkpoint(slot, session, welcome, None)) and slot.session is session
         assert replica.writer.close()
         assert store.latest("cam-1", session.session_id) == 2
+
+
+def test_updates_are_journaled_before_the_answer_and_a_takeover_resumes_at_the_edges_version(
+    tmp_path: Path,
+) -> None:
+    """With a snapshot every 3 versions, each UPDATE's journal entry is in the store when
+    ``_checkpoint`` returns (before the answer leaves). Another replica rebuilds the session at the
+    newest version from the snapshot and the entries, and its next update is a delta, not full weights."""
+    store = DirectoryStore(tmp_path)
+    frames, labels = make_frames(6)
+    hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None), delta_codec="q8delta+zstd")
+    welcome = session.welcome()
+    with ThreadPoolExecutor(1) as pool:
+        replica = _replica(store, pool)
+        replica.settings = ServerSettings(checkpoint_every=3, checkpoint_secret="a checkpoint secret")
+        replica.writer = CheckpointWriter(store).start()
+        slot = _Slot("cam-1")
+        assert asyncio.run(replica._checkpoint(slot, session, welcome, None))
+        for seq in range(5):
+            update = distill(session, seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
+            assert asyncio.run(replica._checkpoint(slot, session, update, seq))
+            assert store.latest("cam-1", session.session_id) == seq + 1  # journaled before the answer
+        assert replica.writer.close()
+        assert slot.checkpoint is not None and slot.checkpoint[1] > 0
+        folder = next(tmp_path.iterdir())
+        kinds = sorted(p.name.rpartition("-")[2] for p in folder.iterdir() if not p.name.endswith(".claim"))
+        # snapshots of the WELCOME and of version 3; entries of the versions after the older one kept
+        assert kinds == ["000000000000.ckpt", "000000000001.jrnl", "000000000002.jrnl", "000000000003.ckpt",
+                         "000000000003.jrnl", "000000000004.jrnl", "000000000005.jrnl"]
+        other = _replica(store, pool)
+        other.settings = replica.settings
+        taken = _Slot("cam-1")
+        copy = asyncio.run(other._session(taken, SessionRef(session.session_id, 5), None))
+    assert (copy.version, taken.snapshot_version, taken.reply_seq, taken.moved) == (5, 3, 4, True)
+    for key, value in copy.encoder.held.state.items():
+        assert torch.equal(session.encoder.held.state[key], value), key
+    frames, labels = make_frames(7)
+    following = distill(copy, 5, frames[5], labels[5], base_version=5, teacher_ms=1.0)
+    assert (following.version, following.full) == (6, False)
 
 
 def test_the_ingress_ends_the_connection_only_for_a_fatal_answer() -> None:

@@ -88,3 +88,37 @@ def test_a_checkpoint_over_the_size_bound_is_passed_over_unread(tmp_path: Path) 
     store = DirectoryStore(tmp_path / "sessions", max_bytes=16)
     assert store.create("cam-1", "s1", 0, b"x" * 17)
     assert store.load("cam-1", "s1") is None
+
+
+def test_journal_entries_follow_the_newest_snapshot_and_go_with_older_ones(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    assert store.load_chain("cam", "s1") == []
+    assert store.create("cam", "s1", 0, b"s0")
+    for version in (1, 2, 3):
+        assert store.append("cam", "s1", version, b"j%d" % version)
+    # the first writer of a version wins; a version claimed or snapshotted takes no entry
+    assert not store.append("cam", "s1", 3, b"j3 again")
+    assert store.claim("cam", "s1", 4) and not store.append("cam", "s1", 4, b"j4")
+    assert not store.claim("cam", "s1", 3)
+    assert store.load_chain("cam", "s1") == [b"s0", b"j1", b"j2", b"j3"]
+    assert (store.latest("cam", "s1"), store.load("cam", "s1")) == (3, b"j3")
+    # a snapshot of a journaled version (written behind its answer) starts the chain there
+    assert store.create("cam", "s1", 3, b"s3") and store.append("cam", "s1", 5, b"j5")
+    assert store.load_chain("cam", "s1") == [b"s3", b"j5"]
+    assert store.load("cam", "s1") == b"j5"
+    assert store.create("cam", "s1", 5, b"s5")
+    assert store.load("cam", "s1") == b"s5"  # a version's snapshot before its entry
+    # kept: the snapshots 3 and 5 and what follows 3; gone: snapshot 0, entries 1-3, claim 4 is after 3
+    names = sorted(p.name.rpartition("-")[2] for p in _files(tmp_path))
+    assert names == ["000000000003.ckpt", "000000000004.claim", "000000000005.ckpt", "000000000005.jrnl"]
+    store.forget_others("cam", "s2")
+    assert _files(tmp_path) == []
+
+
+def test_expiry_removes_journal_entries_too(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    store.create("cam", "s1", 0, b"s0")
+    store.append("cam", "s1", 1, b"j1")
+    for path in _files(tmp_path):
+        os.utime(path, (1, 1))
+    assert store.expire(60.0) == 2 and _files(tmp_path) == []
