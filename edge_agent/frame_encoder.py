@@ -58,8 +58,9 @@ class FrameEncoder:
         self._session: str | None = None
         self._epoch = 0
 
-    def encode(self, frame_bgr: np.ndarray, codec: str, session_id: str) -> EncodedFrame:
-        """``frame_bgr`` at the encoder's scale in ``codec`` for the session ``session_id``."""
+    def encode(self, frame_bgr: np.ndarray, codec: str, stream_key: str) -> EncodedFrame:
+        """``frame_bgr`` at the encoder's scale in ``codec``; a ``stream_key`` other than the last
+        frame's (a new session, or a new connection of the same session) starts a new stream."""
         frame_bgr = scale_frame(frame_bgr, self.scale)
         height, width = frame_bgr.shape[:2]
         if codec not in STREAM_FRAME_CODECS:
@@ -68,11 +69,11 @@ class FrameEncoder:
             stream = self._stream
             if (
                 stream is None
-                or self._session != session_id
+                or self._session != stream_key
                 or (stream.width, stream.height) != (width, height)
             ):
                 stream = StreamEncoder(width, height)
-                self._stream, self._session = stream, session_id
+                self._stream, self._session = stream, stream_key
                 self._epoch += 1
             epoch = self._epoch
             encoded = stream.encode(frame_bgr)

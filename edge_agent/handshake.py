@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Protocol
@@ -16,8 +17,10 @@ from shadowtutor.protocol.messages import Hello, Welcome
 
 
 class WeightSink(Protocol):
-    """Where full weights that arrive on their own go (the :class:`VersionedStudent`)."""
+    """Where full weights that arrive on their own go (the :class:`VersionedStudent`), and the
+    session and version of the weights it holds."""
 
+    session_id: str | None
     version: int
 
     def stage(self, update: WeightUpdate) -> None: ...
@@ -45,9 +48,20 @@ class SessionTerms:
         return self.weight_codec if full or self.delta_codec is None else self.delta_codec
 
 
+def resuming(hello: Hello, terms: SessionTerms | None, weights: WeightSink | None) -> Hello:
+    """``hello`` asking to resume the session of ``terms`` (the last one this edge had) at the
+    version ``weights`` hold, where they hold that session's weights; else ``hello`` as it is."""
+    if terms is None or weights is None or weights.session_id != terms.session_id:
+        return hello
+    return dataclasses.replace(
+        hello, resume_session_id=terms.session_id, resume_version=weights.version
+    )
+
+
 def accept_welcome(hello: Hello, welcome: Welcome, weights: WeightSink | None) -> SessionTerms:
     """The terms of the session ``welcome`` opens for ``hello``; its weights are staged in
-    ``weights`` (distill mode). Raises :class:`ServerRefusedError` for terms this edge cannot use
+    ``weights`` (distill mode), unless it resumes the session ``hello`` asked to resume (the edge
+    keeps the weights it holds). Raises :class:`ServerRefusedError` for terms this edge cannot use
     (a reconnect would not help) and ``ProtocolError`` for a malformed WELCOME."""
     if list(welcome.class_names) != list(hello.class_names):
         raise ServerRefusedError(
@@ -65,7 +79,15 @@ def accept_welcome(hello: Hello, welcome: Welcome, weights: WeightSink | None) -
         params = AlgorithmParams.from_dict(welcome.params)
     except (TypeError, ValueError) as exc:
         raise ProtocolError(ErrorCode.BAD_MESSAGE, f"WELCOME params: {exc}") from None
-    if weights is not None:
+    if welcome.resumed:
+        if (welcome.session_id, welcome.version) != (hello.resume_session_id, hello.resume_version):
+            raise ProtocolError(
+                ErrorCode.BAD_MESSAGE,
+                f"WELCOME resumes session {welcome.session_id[:36]!r} at version "
+                f"{welcome.version}; this edge asked for {hello.resume_session_id!r} at "
+                f"{hello.resume_version}",
+            )
+    elif weights is not None:
         if not welcome.tensors:
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "WELCOME carries no weights in distill mode")
         tensors = decode_tensors(welcome.tensors, welcome.payload, welcome.weight_codec)

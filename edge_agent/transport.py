@@ -31,7 +31,7 @@ from edge_agent.backoff import Backoff
 from edge_agent.errors import TERMINAL_CODES, ServerRefusedError, SessionLost, TransportError
 from edge_agent.frame_encoder import FrameEncoder
 from edge_agent.handover import Handover, LabelsReply, LiveSession, Outgoing
-from edge_agent.handshake import SessionTerms, WeightSink, accept_welcome
+from edge_agent.handshake import SessionTerms, WeightSink, accept_welcome, resuming
 from edge_agent.pending import Pending
 from edge_agent.reconnect import Reconnector
 from edge_agent.transport_stats import TransportObserver, TransportStats
@@ -111,6 +111,10 @@ class EdgeTransport:
         self.stats = TransportStats()
         # the current session, None while disconnected
         self.session: SessionTerms | None = None
+        # the last session's terms, kept across a reconnect (to resume it)
+        self._last_terms: SessionTerms | None = None
+        # WELCOMEs received: a new connection's key-frame stream starts from an intra frame
+        self._welcomes = 0
         # a refusal or certificate error: the run cannot go on
         self.fatal: TransportError | None = None
         self._seq = itertools.count(1)
@@ -225,7 +229,9 @@ class EdgeTransport:
         if info is None:
             self._handover.drop_key_frame()
             return Pending.failed()
-        encoded = self._frames.encode(frame, info.frame_codec, info.session_id)
+        encoded = self._frames.encode(
+            frame, info.frame_codec, f"{info.session_id}/{self._welcomes}"
+        )
         seq = next(self._seq)
         message = KeyFrame(
             seq=seq,
@@ -264,10 +270,12 @@ class EdgeTransport:
 
     async def _connect_once(self) -> None:
         tls: dict[str, Any] = {"ssl": self.ssl_context} if self.ssl_context is not None else {}
-        hello = (
+        hello = resuming(
             dataclasses.replace(self.hello, token=self.token())
             if self.token is not None
-            else self.hello
+            else self.hello,
+            self._last_terms,
+            self.weights,
         )
         sent_before, received_before = self.stats.bytes_sent, self.stats.bytes_received
         async with connect(
@@ -281,7 +289,7 @@ class EdgeTransport:
             **tls,
         ) as ws:
             await self._send(ws, encode(hello))
-            info = await self._handshake(ws)
+            info = await self._handshake(ws, hello)
             if len(self.stats.sessions) == 1:
                 self.stats.handshake_bytes_sent = self.stats.bytes_sent - sent_before
                 self.stats.handshake_bytes_received = self.stats.bytes_received - received_before
@@ -318,7 +326,7 @@ class EdgeTransport:
                     f"the server closed the connection ({ws.close_code} {ws.close_reason!r})"
                 )
 
-    async def _handshake(self, ws: ClientConnection) -> SessionTerms:
+    async def _handshake(self, ws: ClientConnection, hello: Hello) -> SessionTerms:
         data = await asyncio.wait_for(ws.recv(), self.handshake_timeout)
         self._count_received(data)
         message = decode(data)
@@ -329,12 +337,18 @@ class EdgeTransport:
             raise ProtocolError(
                 ErrorCode.UNEXPECTED_MESSAGE, f"expected WELCOME, got {type(message).__name__}"
             )
-        info = accept_welcome(self.hello, message, self.weights)
-        self.stats.sessions.append(info.session_id)
+        info = accept_welcome(hello, message, self.weights)
+        if message.resumed:
+            self.stats.resumed += 1
+        else:
+            self.stats.sessions.append(info.session_id)
+        self._last_terms = info
+        self._welcomes += 1
         self.backoff.reset()
         log.info(
-            "session %s: version %d, frames %s, weights %s, deltas %s",
+            "session %s%s: version %d, frames %s, weights %s, deltas %s",
             info.session_id,
+            " resumed" if message.resumed else "",
             message.version,
             info.frame_codec,
             info.weight_codec,

@@ -37,8 +37,10 @@ class TransportStats:
     # the HELLO and the WELCOME of the first session
     handshake_bytes_sent: int = 0
     handshake_bytes_received: int = 0
-    # session ids, in the order of their WELCOME
+    # session ids, in the order of their WELCOME (a resumed session is not a new one)
     sessions: list[str] = field(default_factory=list)
+    # reconnects whose WELCOME resumed the session the edge held (no weights downloaded)
+    resumed: int = 0
     resyncs_requested: int = 0
     # ERROR messages received, by code
     errors: dict[str, int] = field(default_factory=dict)

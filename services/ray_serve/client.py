@@ -34,6 +34,7 @@ from services.ray_serve.requests import (
     LabelKeyFrame,
     OpenSession,
     ReleaseSlot,
+    ResumeSession,
     Resync,
     SessionRef,
     TrainKeyFrame,
@@ -112,6 +113,30 @@ class ServeTeaching:
             telemetry_interval=session.telemetry_interval,
         )
         return self._checked(await self._call("open", session.hello.edge_id, request))
+
+    async def resume(self, session: EdgeSession) -> Welcome | None:
+        """The teaching replica that holds the session, or rebuilds it from the store, at the
+        version the edge holds; None (logged) where it cannot."""
+        if session.mode != "distill":
+            return None
+        request = ResumeSession(
+            hello=dataclasses.replace(session.hello, token=None),
+            session=SessionRef(session.session_id, session.version),
+            frame_codec=session.frame_codec,
+            weight_codec=session.weight_codec,
+            delta_codec=session.delta_codec,
+            telemetry_interval=session.telemetry_interval,
+        )
+        answer = await self._call("resume", session.hello.edge_id, request)
+        if isinstance(answer, Error):
+            log.info(
+                "session %s of edge %r not resumed (%s); a new session opens",
+                session.session_id,
+                session.hello.edge_id,
+                answer.message,
+            )
+            return None
+        return self._checked(answer)
 
     async def key_frame(
         self, session: EdgeSession, key_frame: KeyFrame, frame: np.ndarray

@@ -23,6 +23,19 @@ class OpenSession:
 
 
 @dataclass(frozen=True)
+class ResumeSession:
+    """An edge's reconnect asking to go on with ``session`` (at the version it holds) under the
+    agreement of its new HELLO (without its token)."""
+
+    hello: Hello
+    session: SessionRef
+    frame_codec: str
+    weight_codec: str
+    delta_codec: str | None
+    telemetry_interval: float | None
+
+
+@dataclass(frozen=True)
 class SessionRef:
     """The session a request is for, as the ingress last saw it: ``version`` is the version last
     sent to the edge (a replica whose copy differs rebuilds the session from its checkpoint)."""

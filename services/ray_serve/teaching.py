@@ -45,6 +45,7 @@ from services.ray_serve.requests import (
     LabelKeyFrame,
     OpenSession,
     ReleaseSlot,
+    ResumeSession,
     Resync,
     SessionRef,
     TrainKeyFrame,
@@ -72,7 +73,7 @@ from services.server.teaching import LocalTeaching, SessionEnded
 from shadowtutor.algorithms.distill import DistillResult
 from shadowtutor.heap import freeze_startup_heap
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.messages import Error, Message, Update
+from shadowtutor.protocol.messages import Error, Message, Update, Welcome
 
 log = logging.getLogger(__name__)
 # how long a replica waits for a checkpoint still being written elsewhere before taking an older one
@@ -242,6 +243,41 @@ class TeachingReplica:
         await asyncio.to_thread(self.store.forget_others, slot.edge_id, request.session_id)
         return self._answer(welcome, slot)
 
+    async def resume(self, request: ResumeSession) -> Answer:
+        """A resumed WELCOME for the session at the version the edge holds, from this replica's
+        slot or the store; a non-fatal ERROR saying why where that session is not there at that
+        version under the same agreement (the ingress then opens a new session)."""
+        self._start()
+        slot = await self._slot(serve.get_multiplexed_model_id())
+        return self._answer(await self._resumed(slot, request), slot)
+
+    async def _resumed(self, slot: _Slot, request: ResumeSession) -> Welcome | Error:
+        """:meth:`resume`'s answer for the edge of ``slot``."""
+        ref = request.session
+        try:
+            session = await self._session(slot, ref, None)
+        except ProtocolError as exc:
+            return Error(code=exc.code.value, message=exc.message, fatal=False)
+        agreed = (
+            session.frame_codec,
+            session.weight_codec,
+            session.delta_codec,
+            list(session.hello.class_names),
+        )
+        asked = (
+            request.frame_codec,
+            request.weight_codec,
+            request.delta_codec,
+            list(request.hello.class_names),
+        )
+        if not session.edge_weights_known:
+            why = f"the store holds an older version of the session than the edge's {ref.version}"
+        elif agreed != asked:
+            why = "the new HELLO agrees other codecs or classes than the session's"
+        else:
+            return await asyncio.to_thread(session.welcome, True)
+        return Error(code=ErrorCode.INTERNAL.value, message=why, fatal=False)
+
     async def train(self, request: TrainKeyFrame) -> Answer:
         self._start()
         slot = await self._slot(serve.get_multiplexed_model_id())
@@ -330,7 +366,8 @@ class TeachingReplica:
 
     async def _session(self, slot: _Slot, ref: SessionRef, seq: int | None) -> EdgeSession:
         """The slot's session at the version the ingress knows (or one further, answered for
-        ``seq``); rebuilt from the checkpoint when the slot holds none or another one."""
+        ``seq``); rebuilt from the store when the slot holds none or another one. Versions past
+        that (answers the edge never received: their ingress died) are dropped from the store."""
         held = slot.session
         if (
             held is not None
@@ -341,8 +378,22 @@ class TeachingReplica:
             )
         ):
             return held
-        restored = await self._newest(slot, ref)
+        restored = await self._newest(slot, ref, ref.version + (seq is not None))
+        if restored.session.version > ref.version and restored.reply_seq != seq:
+            restored = await self._newest(slot, ref, ref.version)
         session = restored.session
+        latest = await asyncio.to_thread(self.store.latest, slot.edge_id, ref.session_id)
+        if latest is not None and latest > session.version:
+            await asyncio.to_thread(
+                self.store.truncate, slot.edge_id, ref.session_id, session.version
+            )
+            log.info(
+                "versions %d to %d of session %s of edge %r never reached the edge: dropped",
+                session.version + 1,
+                latest,
+                ref.session_id,
+                slot.edge_id,
+            )
         if session.version < ref.version:
             log.warning(
                 "the checkpoint of session %s of edge %r is at version %d, the edge holds %d (its "
@@ -369,17 +420,17 @@ class TeachingReplica:
         )
         return session
 
-    async def _newest(self, slot: _Slot, ref: SessionRef) -> Restored:
-        """The session ``ref`` rebuilt from its newest snapshot and the journal entries after it,
-        waiting up to :data:`CHECKPOINT_LAG_SECONDS` for them to reach ``ref.version`` (another
-        replica may still be writing a snapshot); :class:`SessionEnded` when there is none or it is
-        refused (the edge is told to start a fresh session)."""
+    async def _newest(self, slot: _Slot, ref: SessionRef, until: int) -> Restored:
+        """The session ``ref`` rebuilt from its newest snapshot and the journal entries after it, up
+        to version ``until``, waiting up to :data:`CHECKPOINT_LAG_SECONDS` for them to reach
+        ``ref.version`` (another replica may still be writing a snapshot); :class:`SessionEnded`
+        when there is none or it is refused (the edge is told to start a fresh session)."""
         settings = self.settings
         deadline = time.monotonic() + CHECKPOINT_LAG_SECONDS
         try:
             while True:
                 stored = await asyncio.to_thread(
-                    self.store.load_chain, slot.edge_id, ref.session_id
+                    self.store.load_chain, slot.edge_id, ref.session_id, until
                 )
                 late = time.monotonic() > deadline
                 if not stored and late:
@@ -397,7 +448,10 @@ class TeachingReplica:
                     if late or (isinstance(version, int) and version >= ref.version):
                         restored: Restored = await self._in_pool(
                             functools.partial(
-                                self._rebuild, edge_id=slot.edge_id, session_id=ref.session_id
+                                self._rebuild,
+                                edge_id=slot.edge_id,
+                                session_id=ref.session_id,
+                                until=until,
                             ),
                             chain,
                         )
@@ -419,8 +473,11 @@ class TeachingReplica:
                 "next session starts fresh from the base student",
             ) from None
 
-    def _rebuild(self, chain: list[bytes], *, edge_id: str, session_id: str) -> Restored:
-        """The session rebuilt from ``chain`` (its snapshot, then journal entries)."""
+    def _rebuild(
+        self, chain: list[bytes], *, edge_id: str, session_id: str, until: int
+    ) -> Restored:
+        """The session rebuilt from ``chain`` (its snapshot, then journal entries up to
+        ``until``)."""
         settings = self.settings
         restored = restore(
             chain[0],
@@ -430,7 +487,7 @@ class TeachingReplica:
             session_id=session_id,
             max_size=(settings.max_frame_width, settings.max_frame_height),
         )
-        return replay(restored, chain[1:], edge_id=edge_id, session_id=session_id)
+        return replay(restored, chain[1:], edge_id=edge_id, session_id=session_id, until=until)
 
     async def _checkpoint(
         self,

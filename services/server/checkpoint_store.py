@@ -74,9 +74,15 @@ class CheckpointStore(Protocol):
         journal entry), or None where it has none."""
         ...
 
-    def load_chain(self, edge_id: str, session_id: str) -> list[bytes]:
-        """The session's newest snapshot followed by the journal entries of later versions, oldest
-        first (empty where it has no snapshot)."""
+    def load_chain(self, edge_id: str, session_id: str, until: int | None = None) -> list[bytes]:
+        """The session's newest snapshot (of a version up to ``until``, if given) followed by the
+        journal entries of later versions (up to ``until``), oldest first (empty where it has no
+        such snapshot)."""
+        ...
+
+    def truncate(self, edge_id: str, session_id: str, after: int) -> int:
+        """Remove the session's snapshots, entries and claims of versions after ``after`` (versions
+        its edge never received); how many went."""
         ...
 
     def latest(self, edge_id: str, session_id: str) -> int | None:
@@ -202,13 +208,14 @@ class DirectoryStore:
                 continue
         return None
 
-    def load_chain(self, edge_id: str, session_id: str) -> list[bytes]:
+    def load_chain(self, edge_id: str, session_id: str, until: int | None = None) -> list[bytes]:
+        last = until if until is not None else float("inf")
         for _ in range(LOAD_ROUNDS):
-            snapshots = self._versions(edge_id, session_id)
+            snapshots = [found for found in self._versions(edge_id, session_id) if found[0] <= last]
             if not snapshots:
                 return []
             base, path = snapshots[-1]
-            later = [p for v, p in self._versions(edge_id, session_id, "jrnl") if v > base]
+            later = [p for v, p in self._versions(edge_id, session_id, "jrnl") if base < v <= last]
             try:
                 chain = [self._read(p) for p in (path, *later)]
             except FileNotFoundError:
@@ -243,6 +250,15 @@ class DirectoryStore:
                 )
                 return None
             return stream.read(self.max_bytes + 1)
+
+    def truncate(self, edge_id: str, session_id: str, after: int) -> int:
+        removed = 0
+        for kind in ("ckpt", "jrnl", "claim"):
+            for version, path in self._versions(edge_id, session_id, kind):
+                if version > after:
+                    path.unlink(missing_ok=True)
+                    removed += 1
+        return removed
 
     def forget_others(self, edge_id: str, session_id: str) -> None:
         keep = _name(session_id) + "-"

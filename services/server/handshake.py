@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from services.server.settings import ServerSettings
@@ -14,6 +15,8 @@ from shadowtutor.protocol.video_stream import frame_codecs_for
 STUDENT_ARCH = "shadowtutor-student"
 SESSION_MODES = ("distill", "naive")
 MAX_EDGE_ID_CHARS = 128
+# a server's session id: 32 lowercase hex digits
+SESSION_ID = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,28 @@ def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, 
     weight_codec, delta_codec = choose_weight_codecs(
         hello.weight_codecs, settings.allowed_weight_codecs()
     )
+    _check_resume(hello)
     return Agreement(frame_codec, weight_codec, delta_codec, _student_size(hello, settings))
+
+
+def _check_resume(hello: Hello) -> None:
+    """A resume names a session id of this server's form and a version >= 0, both or neither, in
+    distill mode."""
+    session_id, version = hello.resume_session_id, hello.resume_version
+    if session_id is None and version is None:
+        return
+    if (
+        hello.mode != "distill"
+        or session_id is None
+        or version is None
+        or not SESSION_ID.fullmatch(session_id)
+        or version < 0
+    ):
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE,
+            "resume_session_id (32 hex digits) and resume_version (>= 0) go together, in distill "
+            "mode",
+        )
 
 
 def _student_size(hello: Hello, settings: ServerSettings) -> Size | None:

@@ -152,12 +152,12 @@ class EdgeSession:
         self.last_seq = seq
         self.stats.key_frames += 1
 
-    def welcome(self) -> Welcome:
+    def welcome(self, resumed: bool = False) -> Welcome:
         """WELCOME with the full student weights; without them where the session has no
-        distiller."""
+        distiller, or where it is ``resumed`` (the edge holds this version's weights)."""
         tensors: list[dict[str, Any]] = []
         payload = b""
-        if self.distiller is not None:
+        if self.distiller is not None and not resumed:
             blob = self.encoder.full(self.distiller.student.state_dict())
             tensors, payload = blob.tensors, blob.payload
         return Welcome(
@@ -172,6 +172,7 @@ class EdgeSession:
             student_size=self.student_size(),
             tensors=tensors,
             payload=payload,
+            resumed=resumed,
         )
 
     def student_size(self) -> list[int] | None:

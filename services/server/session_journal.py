@@ -71,12 +71,18 @@ def entry(session: EdgeSession, reply: Update, reply_seq: int | None) -> bytes:
 
 
 def replay(
-    restored: Restored, entries: Sequence[bytes], *, edge_id: str, session_id: str
+    restored: Restored,
+    entries: Sequence[bytes],
+    *,
+    edge_id: str,
+    session_id: str,
+    until: int | None = None,
 ) -> Restored:
     """``restored`` (a session rebuilt from its snapshot) brought forward through ``entries`` (the
-    journal entries after it, oldest first) up to the first gap in their versions; the answer kept
-    for a retry becomes the last entry's. :class:`CheckpointFormatError` for an entry that is not
-    one of this session's or does not fit it (the session stays at the entry before)."""
+    journal entries after it, oldest first) up to the first gap in their versions, and not past
+    version ``until`` (if given); the answer kept for a retry becomes the last entry's.
+    :class:`CheckpointFormatError` for an entry that is not one of this session's or does not fit it
+    (the session stays at the entry before)."""
     session = restored.session
     applied = False
     for data in entries:
@@ -90,7 +96,9 @@ def replay(
                 f"{record['edge_id'][:128]!r}, not of session {session_id[:36]!r} of edge "
                 f"{edge_id[:128]!r}"
             )
-        if record["version"] != session.version + 1:
+        if record["version"] != session.version + 1 or (
+            until is not None and record["version"] > until
+        ):
             break
         update = _update(record["reply"], session)
         if update.version != record["version"]:

@@ -60,6 +60,12 @@ class Teaching(Protocol):
         """The WELCOME of a new session (full weights in distill mode)."""
         ...
 
+    async def resume(self, session: EdgeSession) -> Welcome | None:
+        """The WELCOME (``resumed``, no weights) that goes on with ``session``: a session of the
+        same edge id, session id and agreement whose state the teaching still holds at
+        ``session.version``; None where it does not (the caller opens a new session)."""
+        ...
+
     async def key_frame(
         self, session: EdgeSession, key_frame: KeyFrame, frame: np.ndarray
     ) -> Update | Labels:
@@ -118,6 +124,10 @@ class LocalTeaching:
 
     async def open(self, session: EdgeSession) -> Welcome:
         return await self._in_pool(session.welcome)
+
+    async def resume(self, session: EdgeSession) -> Welcome | None:
+        """None: a session of this process lives only as long as its connection."""
+        return None
 
     async def key_frame(
         self, session: EdgeSession, key_frame: KeyFrame, frame: np.ndarray

@@ -29,13 +29,14 @@ from starlette.websockets import WebSocketState
 
 from services.server.admission import Ticket
 from services.server.credential_gate import BUSY
-from services.server.handshake import check_hello
+from services.server.handshake import Agreement, check_hello
 from services.server.limits import Verdict
 from services.server.runtime import ServerRuntime
 from services.server.session import EdgeSession, Traffic
 from services.server.teacher_queue import TeacherFailed
 from services.server.teaching import SessionEnded
 from services.server.ws_protocol import MESSAGE_LIMIT_EXTENSION
+from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.protocol.codecs import decode_frame
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.image_header import check_declared_size
@@ -47,6 +48,7 @@ from shadowtutor.protocol.messages import (
     Message,
     ResyncRequest,
     Telemetry,
+    Welcome,
     decode,
     encode,
 )
@@ -188,8 +190,17 @@ class EdgeConnection:
         hello = await self._receive_hello()
         await self._check_token(hello)
         self._admitted()
-        self.session = await self._open_session(hello, self.runtime.auth.generation)
-        await self._send(await self.runtime.teaching.open(self.session))
+        self.session, welcome = await self._open_session(hello, self.runtime.auth.generation)
+        if welcome is None:
+            welcome = await self.runtime.teaching.open(self.session)
+        else:
+            log.info(
+                "session %s of edge %r resumed at version %d",
+                self.session.session_id,
+                hello.edge_id,
+                self.session.version,
+            )
+        await self._send(welcome)
         log.info(
             "session %s opened for edge %r (%s, %dx%d, frames %s, weights %s)",
             self.session.session_id,
@@ -303,9 +314,13 @@ class EdgeConnection:
         if raise_limit is not None:
             raise_limit()
 
-    async def _open_session(self, hello: Hello, checked_generation: int) -> EdgeSession:
+    async def _open_session(
+        self, hello: Hello, checked_generation: int
+    ) -> tuple[EdgeSession, Welcome | None]:
         """The session for an admitted ``hello`` whose token was checked against the tokens of
-        ``checked_generation``; registered only if its edge is still admitted at that moment."""
+        ``checked_generation``, registered only if its edge is still admitted at that moment; with
+        the resumed WELCOME where the HELLO asked to resume a session the teaching still holds at
+        the edge's version (else None: a new session, whose WELCOME is still to be sent)."""
         runtime = self.runtime
         if not runtime.ready:
             raise ProtocolError(
@@ -313,19 +328,14 @@ class EdgeConnection:
             )
         agreement = check_hello(hello, runtime.settings, runtime.class_names)
         runtime.sessions.reserve(hello.edge_id)
-        distiller = await runtime.teaching.new_student(hello, agreement.student_size)
-        session = EdgeSession(
-            hello=hello,
-            frame_codec=agreement.frame_codec,
-            weight_codec=agreement.weight_codec,
-            delta_codec=agreement.delta_codec,
-            params=runtime.params,
-            traffic=self.traffic,
-            distiller=distiller,
-            telemetry_interval=runtime.settings.edge_report_interval or None,
-            sparse=runtime.settings.sparse_options(),
-            evict=self.evict,
-        )
+        welcome: Welcome | None = None
+        if hello.resume_session_id is not None and hello.resume_version is not None:
+            session = self._new_session(hello, agreement, None, hello.resume_session_id)
+            session.version = hello.resume_version
+            welcome = await runtime.teaching.resume(session)
+        if welcome is None:
+            distiller = await runtime.teaching.new_student(hello, agreement.student_size)
+            session = self._new_session(hello, agreement, distiller)
         if (
             runtime.auth.generation != checked_generation
             # the tokens changed while the student was copied
@@ -340,6 +350,32 @@ class EdgeConnection:
         self.metrics.fleet.session_opened(
             hello.edge_id, session.session_id, hello.mode, hello.agent
         )
+        return session, welcome
+
+    def _new_session(
+        self,
+        hello: Hello,
+        agreement: Agreement,
+        distiller: Distiller | None,
+        session_id: str | None = None,
+    ) -> EdgeSession:
+        """This connection's session of ``hello`` under ``agreement`` (a new id unless
+        ``session_id``)."""
+        settings = self.runtime.settings
+        session = EdgeSession(
+            hello=hello,
+            frame_codec=agreement.frame_codec,
+            weight_codec=agreement.weight_codec,
+            delta_codec=agreement.delta_codec,
+            params=self.runtime.params,
+            traffic=self.traffic,
+            distiller=distiller,
+            telemetry_interval=settings.edge_report_interval or None,
+            sparse=settings.sparse_options(),
+            evict=self.evict,
+        )
+        if session_id is not None:
+            session.session_id = session_id
         return session
 
     async def _read(self, inbox: asyncio.Queue[KeyFrame | ResyncRequest]) -> None:

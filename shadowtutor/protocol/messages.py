@@ -64,6 +64,10 @@ class Hello(Message):
         # [W, H] the edge's student runs at; None: the server's choice
         None
     )
+    # the session this edge held before its connection dropped, and the version of the weights it
+    # holds: the server resumes it where it can (a WELCOME with ``resumed``), else opens a new one
+    resume_session_id: str | None = None
+    resume_version: int | None = None
 
 
 @dataclass(kw_only=True)
@@ -89,6 +93,9 @@ class Welcome(Message):
         # [W, H] both student copies run at; None: the frame's size
         None
     )
+    # the session the HELLO asked to resume goes on at ``version``: no weights (the edge keeps its
+    # own)
+    resumed: bool = False
 
 
 @dataclass(kw_only=True)

@@ -163,17 +163,24 @@ def test_a_node_removed_under_load_loses_no_key_frame(fleet: Fleet) -> None:
 def test_killing_an_ingress_replica_costs_only_its_edges_a_reconnect(fleet: Fleet) -> None:
     cameras = start_cameras(fleet.base, fleet.scene, "ingress", EDGES)
     with cameras_running(cameras, rate=2.0):
-        until(lambda: len(writers(fleet.store, cameras)) == EDGES, timeout=30.0)
+        # every edge holds its session's weights (a key frame answered): each has a session to resume
+        until(lambda: len(writers(fleet.store, cameras)) == EDGES and all(c.result.records for c in cameras),
+              timeout=30.0)
         ingresses = _actors(INGRESS)
         assert len(ingresses) == 2
         os.kill(int(ingresses[0]["Pid"]), signal.SIGKILL)
         until(lambda: any(c.observer.disconnects for c in cameras), timeout=15.0)
         cut = [c for c in cameras if c.observer.disconnects]
-        until(lambda: all(len(c.transport.stats.sessions) == 2 for c in cut), timeout=60.0)
+        until(lambda: all(c.transport.stats.resumed == 1 for c in cut), timeout=60.0)
+        versions = {c.result.edge_id: c.student.version for c in cut}
         time.sleep(2.0)
     kept = [c for c in cameras if not c.result.disconnects]
     assert kept, "every edge was on the killed ingress replica"
     check_no_key_frame_lost(fleet.store, kept)
-    # reconnected through the other ingress replica, answered again there
+    # reconnected through the other ingress replica, their sessions resumed there at the version
+    # they held: no new session, no full download, versions going on, answered again
     for camera in cut:
-        assert camera.result.sessions == 2 and camera.result.records[-1].turnaround is not None, camera.result
+        result = camera.result
+        assert (result.sessions, camera.transport.stats.resumed, result.full_answers) == (1, 1, 0), result
+        assert camera.student.version > versions[result.edge_id], result
+        assert result.records[-1].turnaround is not None, result

@@ -7,6 +7,7 @@ The store, the checkpoints and their checks are the real ones."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ pytest.importorskip("ray", reason="the serve extra is not installed (pip install
 
 from services.ray_serve import teaching  # noqa: E402
 from services.ray_serve.client import ServeTeaching  # noqa: E402
-from services.ray_serve.requests import OpenSession, SessionRef  # noqa: E402
+from services.ray_serve.requests import OpenSession, ResumeSession, SessionRef  # noqa: E402
 from services.ray_serve.slots import SlotTable  # noqa: E402
 from services.ray_serve.teaching import TeachingReplica, _error, _Slot  # noqa: E402
 from services.server.checkpoint_checks import CheckpointFormatError  # noqa: E402
@@ -33,7 +34,7 @@ from services.server.settings import ServerSettings  # noqa: E402
 from services.server.teaching import LocalTeaching, SessionEnded  # noqa: E402
 from shadowtutor.algorithms.sparse_options import SparseOptions  # noqa: E402
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError  # noqa: E402
-from shadowtutor.protocol.messages import Error, Hello  # noqa: E402
+from shadowtutor.protocol.messages import Error, Hello, Welcome  # noqa: E402
 from tests.services.server.test_session_checkpoint import PARAMS, new_distiller  # noqa: E402
 from tests.support.scene import CLASS_NAMES, make_frames  # noqa: E402
 from tests.support.sessions import distill  # noqa: E402
@@ -159,6 +160,22 @@ def test_the_answer_does_not_wait_for_the_checkpoint_and_a_lost_claim_is_seen(
         assert store.latest("cam-1", session.session_id) == 2
 
 
+def _journaled(replica: TeachingReplica, updates: int, check: bool = False) -> tuple[EdgeSession, _Slot]:
+    """A delta-codec session of cam-1 opened and trained on ``updates`` key frames through ``replica``'s
+    ``_checkpoint`` (``check``: each UPDATE's entry is in the store when it returns, before the answer)."""
+    frames, labels = make_frames(updates)
+    hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None), delta_codec="q8delta+zstd")
+    slot = _Slot("cam-1")
+    assert asyncio.run(replica._checkpoint(slot, session, session.welcome(), None))
+    for seq in range(updates):
+        update = distill(session, seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
+        assert asyncio.run(replica._checkpoint(slot, session, update, seq))
+        assert not check or replica.store.latest("cam-1", session.session_id) == seq + 1
+    assert replica.writer.close()
+    return session, slot
+
+
 def test_updates_are_journaled_before_the_answer_and_a_takeover_resumes_at_the_edges_version(
     tmp_path: Path,
 ) -> None:
@@ -166,21 +183,11 @@ def test_updates_are_journaled_before_the_answer_and_a_takeover_resumes_at_the_e
     ``_checkpoint`` returns (before the answer leaves). Another replica rebuilds the session at the
     newest version from the snapshot and the entries, and its next update is a delta, not full weights."""
     store = DirectoryStore(tmp_path)
-    frames, labels = make_frames(6)
-    hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None), delta_codec="q8delta+zstd")
-    welcome = session.welcome()
     with ThreadPoolExecutor(1) as pool:
         replica = _replica(store, pool)
         replica.settings = ServerSettings(checkpoint_every=3, checkpoint_secret="a checkpoint secret")
         replica.writer = CheckpointWriter(store).start()
-        slot = _Slot("cam-1")
-        assert asyncio.run(replica._checkpoint(slot, session, welcome, None))
-        for seq in range(5):
-            update = distill(session, seq, frames[seq], labels[seq], base_version=seq, teacher_ms=1.0)
-            assert asyncio.run(replica._checkpoint(slot, session, update, seq))
-            assert store.latest("cam-1", session.session_id) == seq + 1  # journaled before the answer
-        assert replica.writer.close()
+        session, slot = _journaled(replica, 5, check=True)
         assert slot.checkpoint is not None and slot.checkpoint[1] > 0
         folder = next(tmp_path.iterdir())
         kinds = sorted(p.name.rpartition("-")[2] for p in folder.iterdir() if not p.name.endswith(".claim"))
@@ -197,6 +204,36 @@ def test_updates_are_journaled_before_the_answer_and_a_takeover_resumes_at_the_e
     frames, labels = make_frames(7)
     following = distill(copy, 5, frames[5], labels[5], base_version=5, teacher_ms=1.0)
     assert (following.version, following.full) == (6, False)
+
+
+def test_a_session_is_resumed_only_at_the_edges_version_under_the_same_agreement(tmp_path: Path) -> None:
+    """A reconnect through another ingress replica: the replica rebuilds the session from the store and
+    WELCOMEs it back without weights where the edge's version and codecs match; else a non-fatal
+    ERROR says why (the ingress opens a new session)."""
+    store = DirectoryStore(tmp_path)
+    with ThreadPoolExecutor(1) as pool:
+        replica = _replica(store, pool)
+        replica.writer = CheckpointWriter(store).start()
+        session, _ = _journaled(replica, 2)
+        hello = session.hello
+
+        def resume(edge: str, version: int, delta_codec: str | None = "q8delta+zstd") -> object:
+            request = ResumeSession(hello=dataclasses.replace(hello, edge_id=edge),
+                                    session=SessionRef(session.session_id, version), frame_codec="raw",
+                                    weight_codec="f32", delta_codec=delta_codec, telemetry_interval=None)
+            return asyncio.run(_replica(store, pool)._resumed(_Slot(edge), request))
+
+        resumed = resume("cam-1", 2)
+        assert isinstance(resumed, Welcome) and resumed.resumed and resumed.tensors == [] and not resumed.payload
+        assert (resumed.session_id, resumed.version, resumed.delta_codec) == (session.session_id, 2, "q8delta+zstd")
+        for answer, why in ((resume("cam-1", 2, delta_codec=None), "other codecs"),
+                            (resume("cam-2", 2), "no checkpoint of this session"),
+                            (resume("cam-1", 5), "older version of the session than the edge's 5")):
+            assert isinstance(answer, Error) and not answer.fatal and why in answer.message, answer
+        # the edge never got version 2 (its ingress died with the answer): resumed at 1, version 2 dropped
+        resumed = resume("cam-1", 1)
+        assert isinstance(resumed, Welcome) and resumed.version == 1
+        assert store.latest("cam-1", session.session_id) == 1
 
 
 def test_the_ingress_ends_the_connection_only_for_a_fatal_answer() -> None:

@@ -122,3 +122,15 @@ def test_expiry_removes_journal_entries_too(tmp_path: Path) -> None:
     for path in _files(tmp_path):
         os.utime(path, (1, 1))
     assert store.expire(60.0) == 2 and _files(tmp_path) == []
+
+
+def test_a_chain_can_end_at_a_version_and_versions_after_one_can_go(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    store.create("cam", "s1", 0, b"s0")
+    for version in (1, 2, 3):
+        store.append("cam", "s1", version, b"j%d" % version)
+    store.create("cam", "s1", 3, b"s3")
+    assert store.load_chain("cam", "s1", until=2) == [b"s0", b"j1", b"j2"]
+    assert store.load_chain("cam", "s1", until=3) == [b"s3"]
+    assert store.truncate("cam", "s1", after=1) == 3  # entries 2 and 3, snapshot 3
+    assert store.load_chain("cam", "s1") == [b"s0", b"j1"] and store.latest("cam", "s1") == 1

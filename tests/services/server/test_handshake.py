@@ -47,6 +47,11 @@ def test_a_delta_codec_comes_with_the_edges_first_float_codec_for_full_weights()
         ({"frame_height": 0}, ErrorCode.BAD_FRAME, "640x0"),
         ({"frame_width": 1921}, ErrorCode.BAD_FRAME, "1920x1080"),
         ({"frame_codecs": ["gif"]}, ErrorCode.UNSUPPORTED_CODEC, "gif"),
+        ({"resume_session_id": "a" * 32}, ErrorCode.BAD_MESSAGE, "go together"),
+        ({"resume_session_id": "../x", "resume_version": 3}, ErrorCode.BAD_MESSAGE, "32 hex digits"),
+        ({"resume_session_id": "a" * 32, "resume_version": -1}, ErrorCode.BAD_MESSAGE, "resume_version"),
+        ({"resume_session_id": "a" * 32, "resume_version": 1, "mode": "naive"}, ErrorCode.BAD_MESSAGE,
+         "distill mode"),
     ],
 )
 def test_refusals(overrides: dict, code: ErrorCode, text: str) -> None:

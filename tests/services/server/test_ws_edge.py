@@ -83,6 +83,15 @@ def test_hello_gets_welcome_with_the_full_student(client: TestClient, scene: Tin
         torch.testing.assert_close(tensor, expected[name], atol=2e-3, rtol=1e-3)  # float16 on the wire
 
 
+def test_a_one_process_server_answers_a_resume_with_a_new_session(client: TestClient, scene: TinyScene) -> None:
+    """It keeps no session past its connection: the edge gets a new session id and full weights."""
+    with client.websocket_connect("/v1/edge") as ws:
+        _, first = open_session(ws, scene)
+    with client.websocket_connect("/v1/edge") as ws:
+        _, welcome = open_session(ws, scene, resume_session_id=first.session_id, resume_version=0)
+    assert not welcome.resumed and welcome.session_id != first.session_id and welcome.tensors
+
+
 def test_key_frame_gets_partial_update_then_resync_matches_edge(client: TestClient, scene: TinyScene) -> None:
     with client.websocket_connect("/v1/edge") as ws:
         wire, welcome = open_session(ws, scene)

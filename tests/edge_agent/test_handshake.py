@@ -1,0 +1,71 @@
+"""The edge's side of resuming a session: the HELLO names the session and version the edge holds, and a
+resumed WELCOME is taken only for exactly that session and version, with no weights staged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from edge_agent.handshake import SessionTerms, accept_welcome, resuming
+from edge_agent.versioning import WeightUpdate
+from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.protocol.errors import ProtocolError
+from shadowtutor.protocol.messages import Hello, Welcome
+
+SESSION = "a" * 32
+
+
+@dataclass
+class Sink:
+    session_id: str | None = None
+    version: int = -1
+    staged: list[WeightUpdate] = field(default_factory=list)
+
+    def stage(self, update: WeightUpdate) -> None:
+        self.staged.append(update)
+
+
+def _hello() -> Hello:
+    return Hello(edge_id="cam", class_names=list(LVS_CLASSES), frame_width=48, frame_height=32)
+
+
+def _terms(session_id: str = SESSION) -> SessionTerms:
+    return SessionTerms(session_id=session_id, params=AlgorithmParams(), frame_codec="raw", weight_codec="f32")
+
+
+def _welcome(version: int, resumed: bool, session_id: str = SESSION) -> Welcome:
+    return Welcome(session_id=session_id, version=version, frame_codec="raw", weight_codec="f32",
+                   params=AlgorithmParams().to_dict(), class_names=list(LVS_CLASSES), resumed=resumed)
+
+
+def test_the_hello_asks_to_resume_only_the_session_whose_weights_the_edge_holds() -> None:
+    hello = _hello()
+    assert resuming(hello, None, Sink(SESSION, 7)) is hello  # no session yet
+    assert resuming(hello, _terms(), None) is hello  # naive mode: nothing held
+    assert resuming(hello, _terms(), Sink("b" * 32, 7)) is hello  # the weights are another session's
+    asked = resuming(hello, _terms(), Sink(SESSION, 7))
+    assert (asked.resume_session_id, asked.resume_version) == (SESSION, 7)
+
+
+def test_a_resumed_welcome_keeps_the_held_weights() -> None:
+    sink = Sink(SESSION, 7)
+    hello = resuming(_hello(), _terms(), sink)
+    terms = accept_welcome(hello, _welcome(7, resumed=True), sink)
+    assert terms.session_id == SESSION and sink.staged == []
+
+
+@pytest.mark.parametrize("welcome", [_welcome(6, resumed=True), _welcome(7, resumed=True, session_id="c" * 32)])
+def test_a_resumed_welcome_of_another_session_or_version_is_refused(welcome: Welcome) -> None:
+    sink = Sink(SESSION, 7)
+    with pytest.raises(ProtocolError, match="this edge asked for"):
+        accept_welcome(resuming(_hello(), _terms(), sink), welcome, sink)
+    assert sink.staged == []
+
+
+def test_a_server_that_does_not_resume_opens_a_new_session_with_full_weights() -> None:
+    sink = Sink(SESSION, 7)
+    welcome = _welcome(0, resumed=False, session_id="d" * 32)
+    with pytest.raises(ProtocolError, match="no weights"):  # a new session must carry them
+        accept_welcome(resuming(_hello(), _terms(), sink), welcome, sink)
