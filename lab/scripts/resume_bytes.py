@@ -24,17 +24,27 @@ def measure() -> dict[str, object]:
     """Encoded sizes of the HELLO and WELCOME of a new and of a resumed session."""
     params = AlgorithmParams()
     student = load_student(default_student_path()).model
-    hello = Hello(edge_id="cam-1", class_names=list(LVS_CLASSES), frame_width=1280, frame_height=720,
-                  weight_codecs=list(DEFAULT_WEIGHT_CODECS))
+    hello = Hello(
+        edge_id="cam-1",
+        class_names=list(LVS_CLASSES),
+        frame_width=1280,
+        frame_height=720,
+        weight_codecs=list(DEFAULT_WEIGHT_CODECS),
+    )
     weight_codec = next(c for c in DEFAULT_WEIGHT_CODECS if "delta" not in c and "sparse" not in c)
-    session = EdgeSession(hello, "h264", weight_codec, params, Traffic(),
-                          Distiller(student, params, background_index(LVS_CLASSES)))
+    session = EdgeSession(
+        hello, "h264", weight_codec, params, Traffic(), Distiller(student, params, background_index(LVS_CLASSES))
+    )
     new = len(encode(hello)) + len(encode(session.welcome()))
     resume = Hello(**{**hello.__dict__, "resume_session_id": session.session_id, "resume_version": 41})
     session.version = 41
     resumed = len(encode(resume)) + len(encode(session.welcome(resumed=True)))
-    return {"weight_codec": weight_codec, "new_session_bytes": new, "resumed_session_bytes": resumed,
-            "ratio": resumed / new}
+    return {
+        "weight_codec": weight_codec,
+        "new_session_bytes": new,
+        "resumed_session_bytes": resumed,
+        "ratio": resumed / new,
+    }
 
 
 def main() -> int:
