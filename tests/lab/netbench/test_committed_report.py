@@ -31,4 +31,4 @@ def test_the_committed_run_covers_three_scenes_and_the_papers_sweep() -> None:
     runs = results.runs
     assert len({run.scene for run in runs}) >= 3
     assert {run.bandwidth_mbps for run in runs} >= {90, 80, 60, 40, 20, 12, 8}
-    assert {run.variant for run in runs} == {"shadowtutor", "naive-jpeg", "naive-raw"}
+    assert {run.variant for run in runs} == {"shadowtutor", "naive-h264", "naive-jpeg", "naive-raw"}
