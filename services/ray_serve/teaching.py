@@ -382,17 +382,17 @@ class TeachingReplica:
         if restored.session.version > ref.version and restored.reply_seq != seq:
             restored = await self._newest(slot, ref, ref.version)
         session = restored.session
-        latest = await asyncio.to_thread(self.store.latest, slot.edge_id, ref.session_id)
-        if latest is not None and latest > session.version:
-            await asyncio.to_thread(
-                self.store.truncate, slot.edge_id, ref.session_id, session.version
-            )
+        dropped = await asyncio.to_thread(
+            self.store.truncate, slot.edge_id, ref.session_id, session.version
+        )
+        if dropped:
             log.info(
-                "versions %d to %d of session %s of edge %r never reached the edge: dropped",
-                session.version + 1,
-                latest,
+                "%d stored record(s) of session %s of edge %r past version %d never reached the "
+                "edge: dropped",
+                dropped,
                 ref.session_id,
                 slot.edge_id,
+                session.version,
             )
         if session.version < ref.version:
             log.warning(
@@ -455,7 +455,7 @@ class TeachingReplica:
                             ),
                             chain,
                         )
-                        slot.snapshot_version = int(str(header(chain[0])["version"]))
+                        slot.snapshot_version = restored.snapshot_version
                         return restored
                 await asyncio.sleep(0.1)
         except CheckpointFormatError as exc:

@@ -53,11 +53,11 @@ from shadowtutor.protocol.codecs import FRAME_CODECS, WEIGHT_CODECS
 from shadowtutor.protocol.messages import Hello, Message, decode, encode
 
 FORMAT = 2
-_INT, _OPTIONAL_INT = (int,), (int, type(None))
+INT, OPTIONAL_INT = (int,), (int, type(None))
 # each field of the record and the types it may hold (weights, optimizer and mirror: checked
 # further)
 FIELDS: dict[str, tuple[type, ...]] = {
-    "format": _INT,
+    "format": INT,
     "hello": (bytes,),
     "session_id": (str,),
     "frame_codec": (str,),
@@ -65,13 +65,13 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "delta_codec": (str, type(None)),
     "telemetry_interval": (int, float, type(None)),
     "student_size": (list, tuple, type(None)),
-    "version": _INT,
-    "last_seq": _OPTIONAL_INT,
+    "version": INT,
+    "last_seq": OPTIONAL_INT,
     "weights": (dict,),
     "optimizer": (dict,),
     "mirror": (dict,),
     "reply": (bytes, type(None)),
-    "reply_seq": _OPTIONAL_INT,
+    "reply_seq": OPTIONAL_INT,
     "saved_at": (int, float),
     "writer": (str,),
 }
@@ -90,6 +90,8 @@ class Restored:
     saved_at: float
     # who took it: "HOST:PID" of the process that held the session
     writer: str
+    # the version of the snapshot it was rebuilt from (journal entries may have taken it further)
+    snapshot_version: int
 
 
 def capture(
@@ -210,7 +212,7 @@ def restore(
     check_fields(record, FIELDS)
     if record["format"] != FORMAT:
         raise CheckpointFormatError(f"checkpoint format {record['format']!r}, expected {FORMAT}")
-    hello = _decoded(record["hello"], "hello")
+    hello = decoded(record["hello"], "hello")
     if not isinstance(hello, Hello):
         raise CheckpointFormatError("not a session checkpoint: no HELLO")
     if hello.edge_id != edge_id or record["session_id"] != session_id:
@@ -222,7 +224,7 @@ def restore(
     _check_codecs(record)
     if record["version"] < 0 or (record["telemetry_interval"] or 0) < 0:
         raise CheckpointFormatError("a negative version or telemetry interval")
-    reply = _decoded(record["reply"], "reply") if record["reply"] is not None else None
+    reply = decoded(record["reply"], "reply") if record["reply"] is not None else None
     distiller = new_distiller(_student_size(record["student_size"], max_size))
     student = distiller.student.state_dict()
     expected = {key: student[key] for key in distiller.trainable_keys}
@@ -266,7 +268,12 @@ def restore(
     session.last_seq = record["last_seq"]
     session.encoder.restore_mirror(mirror)
     return Restored(
-        session, reply, record["reply_seq"], float(record["saved_at"]), record["writer"]
+        session,
+        reply,
+        record["reply_seq"],
+        float(record["saved_at"]),
+        record["writer"],
+        record["version"],
     )
 
 
@@ -319,7 +326,9 @@ def _optimizer(given: Any, params: list[torch.Tensor]) -> Any:
     return {**given, "state": unpacked}
 
 
-def _decoded(data: bytes, what: str) -> Message:
+def decoded(data: bytes, what: str) -> Message:
+    """The protocol message stored in a record's field ``what``; :class:`CheckpointFormatError`
+    (one line) for bytes that are not one."""
     try:
         return decode(data)
     except Exception as exc:

@@ -18,6 +18,7 @@ version further than the session and fitting the held weights. A record that fai
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -26,22 +27,21 @@ from collections.abc import Sequence
 from services.server.checkpoint_checks import CheckpointFormatError, check_fields
 from services.server.checkpoint_pack import archive, unarchive
 from services.server.session import EdgeSession
-from services.server.session_checkpoint import FORMAT, Restored
+from services.server.session_checkpoint import FORMAT, INT, OPTIONAL_INT, Restored, decoded
 from shadowtutor.protocol.errors import ProtocolError
-from shadowtutor.protocol.messages import Update, decode, encode
+from shadowtutor.protocol.messages import Update, encode
 
 KIND = "journal"
-_INT, _OPTIONAL_INT = (int,), (int, type(None))
 # each field of an entry and the types it may hold
 FIELDS: dict[str, tuple[type, ...]] = {
-    "format": _INT,
+    "format": INT,
     "kind": (str,),
     "edge_id": (str,),
     "session_id": (str,),
-    "version": _INT,
-    "last_seq": _OPTIONAL_INT,
+    "version": INT,
+    "last_seq": OPTIONAL_INT,
     "reply": (bytes,),
-    "reply_seq": _OPTIONAL_INT,
+    "reply_seq": OPTIONAL_INT,
     "saved_at": (int, float),
     "writer": (str,),
 }
@@ -113,8 +113,12 @@ def replay(
                 f"the UPDATE of version {update.version} does not fit the held weights: {exc}"[:300]
             ) from None
         session.version, session.last_seq = record["version"], record["last_seq"]
-        restored = Restored(
-            session, update, record["reply_seq"], float(record["saved_at"]), record["writer"]
+        restored = dataclasses.replace(
+            restored,
+            reply=update,
+            reply_seq=record["reply_seq"],
+            saved_at=float(record["saved_at"]),
+            writer=record["writer"],
         )
         applied = True
     if applied:
@@ -123,10 +127,7 @@ def replay(
 
 
 def _update(data: bytes, session: EdgeSession) -> Update:
-    try:
-        message = decode(data)
-    except Exception as exc:
-        raise CheckpointFormatError(f"reply: not a protocol message ({exc})"[:300]) from None
+    message = decoded(data, "reply")
     if not isinstance(message, Update):
         raise CheckpointFormatError(f"reply: a {type(message).__name__}, not an UPDATE")
     if not message.full and message.base_version != session.version:
