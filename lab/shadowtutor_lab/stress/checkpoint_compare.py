@@ -23,6 +23,7 @@ import io
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,12 @@ def compare(
     with tempfile.TemporaryDirectory() as temporary:
         store = DirectoryStore(store_dir or Path(temporary))
         writer = CheckpointWriter(store).start()
+
+        def write_behind(
+            mode: str, session: EdgeSession, record: dict[str, Any], done: Callable[[Written], None]
+        ) -> None:
+            writer.submit(mode, session.session_id, session.version, lambda: pack(record), done)
+
         for seq in range(updates):
             frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
             labels = rng.integers(0, len(LVS_CLASSES), (height, width), dtype=np.uint8)
@@ -141,33 +148,17 @@ def compare(
                     sizes[mode].append(len(data))
                     if record is not None:
                         last_snapshot = session.version
-                        writer.submit(
-                            mode,
-                            session.session_id,
-                            session.version,
-                            lambda record=record: pack(record),
-                            snapshots.append,
-                        )
-                    answered = time.perf_counter()
-                    waits[mode].append((answered - trained) * 1000.0)
-                    turnarounds[mode].append((answered - start) * 1000.0)
-                    continue
-                record = capture(session, update, seq, result)
-                if mode == "before":
-                    data = format1(record)
+                        write_behind(mode, session, record, snapshots.append)
+                elif mode == "before":
+                    data = format1(capture(session, update, seq, result))
                     if not store.create(mode, session.session_id, session.version, data):
                         raise RuntimeError(f"version {session.version} was checkpointed twice")
                     sizes[mode].append(len(data))
                 else:
+                    record = capture(session, update, seq, result)
                     if not store.claim(mode, session.session_id, session.version):
                         raise RuntimeError(f"version {session.version} was claimed twice")
-                    writer.submit(
-                        mode,
-                        session.session_id,
-                        session.version,
-                        lambda record=record: pack(record),
-                        written.append,
-                    )
+                    write_behind(mode, session, record, written.append)
                 answered = time.perf_counter()
                 waits[mode].append((answered - trained) * 1000.0)
                 turnarounds[mode].append((answered - start) * 1000.0)
