@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.models.precision import TRAINING_PRECISIONS
 from shadowtutor_lab.cli.options import (
     add_algorithm_options,
+    add_sparse_options,
     algorithm_params,
     frame_size,
     invoked_command,
     positive_int,
     student_size,
+    with_sparse_options,
 )
-
-if TYPE_CHECKING:
-    from shadowtutor_lab.evaluation.simulated_link import LinkCodecs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,15 +69,7 @@ def add_accuracy_options(parser: argparse.ArgumentParser,
         "no_progress": p.add_argument("--no-progress", action="store_true", help="no progress bar"),
         "note": p.add_argument("--note", action="append", default=[], help="a note for results.md (repeatable)"),
     }
-    sparse = SparseOptions()
-    actions["sparse_fraction"] = p.add_argument(
-        "--sparse-fraction", type=float, default=sparse.fraction,
-        help="with a sparse delta codec on the link: the share of the student's trainable coordinates the "
-             f"server trains and sends, as the server's --sparse-fraction (default {sparse.fraction})")
-    actions["sparse_every"] = p.add_argument(
-        "--sparse-every", type=positive_int, default=sparse.every,
-        help="with a sparse delta codec on the link: key frames trained on one coordinate set before it is "
-             f"chosen again, as the server's --sparse-every (default {sparse.every})")
+    actions.update(add_sparse_options(p))
     for dest, (default, text) in (overrides or {}).items():
         actions[dest].default, actions[dest].help = default, text
     add_algorithm_options(p)
@@ -95,11 +84,6 @@ def teacher_options(pairs: list[str]) -> dict[str, str]:
             raise ValueError(f"--teacher-option takes KEY=VALUE, got {pair!r}")
         options[key] = value
     return options
-
-
-def with_sparse_options(link: LinkCodecs, args: argparse.Namespace) -> LinkCodecs:
-    """``link`` with the sparse options of :func:`add_accuracy_options` (ValueError for values out of range)."""
-    return dataclasses.replace(link, sparse=SparseOptions(args.sparse_fraction, args.sparse_every))
 
 
 def accuracy_settings(args: argparse.Namespace) -> dict[str, Any]:

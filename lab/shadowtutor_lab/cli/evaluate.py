@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shadowtutor_lab.cli.bench_accuracy import accuracy_settings, add_accuracy_options, with_sparse_options
-from shadowtutor_lab.cli.options import positive_int
+from shadowtutor_lab.cli.bench_accuracy import accuracy_settings, add_accuracy_options
+from shadowtutor_lab.cli.options import positive_int, with_sparse_options
 
 if TYPE_CHECKING:
     from shadowtutor_lab.evaluation.operating_point import Target

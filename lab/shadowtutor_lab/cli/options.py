@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from shadowtutor.algorithms.params import AUTO_THRESHOLD, AlgorithmParams, threshold_fields
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.config.errors import error_text, validation_message
 from shadowtutor.config.settings_flags import default_text, flag, setting_name
+
+if TYPE_CHECKING:
+    from shadowtutor_lab.evaluation.simulated_link import LinkCodecs
 
 # AlgorithmParams fields that are no benchmark flag: each of the harness's settings (P-8, F-1...) sets its mode.
 BENCH_FIXED_FIELDS = ("mode",)
@@ -106,6 +111,27 @@ def _field_type(name: str, field: FieldInfo) -> Any:
             raise argparse.ArgumentTypeError(error_text(exc.errors()[0])) from None
 
     return convert
+
+
+def add_sparse_options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """Add ``--sparse-fraction`` and ``--sparse-every`` (the server's sparse settings, for a link with a
+    sparse delta codec); returns their actions by ``dest``."""
+    sparse = SparseOptions()
+    return {
+        "sparse_fraction": parser.add_argument(
+            "--sparse-fraction", type=float, default=sparse.fraction,
+            help="with a sparse delta codec on the link: the share of the student's trainable coordinates "
+                 f"the server trains and sends, as the server's --sparse-fraction (default {sparse.fraction})"),
+        "sparse_every": parser.add_argument(
+            "--sparse-every", type=positive_int, default=sparse.every,
+            help="with a sparse delta codec on the link: key frames trained on one coordinate set before it "
+                 f"is chosen again, as the server's --sparse-every (default {sparse.every})"),
+    }
+
+
+def with_sparse_options(link: LinkCodecs, args: argparse.Namespace) -> LinkCodecs:
+    """``link`` with the options of :func:`add_sparse_options` (ValueError for values out of range)."""
+    return dataclasses.replace(link, sparse=SparseOptions(args.sparse_fraction, args.sparse_every))
 
 
 def add_algorithm_options(parser: argparse.ArgumentParser) -> None:

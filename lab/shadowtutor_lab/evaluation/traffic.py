@@ -31,6 +31,7 @@ from shadowtutor.models.pretrained import default_student_path
 from shadowtutor.protocol.codecs import WEIGHT_CODECS, choose_weight_codecs
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_FRAME_QUALITY, DEFAULT_WEIGHT_CODECS
 from shadowtutor.protocol.errors import ProtocolError
+from shadowtutor.protocol.sparse_delta import is_sparse_codec
 from shadowtutor.scene_store import Scene
 from shadowtutor_lab.evaluation.accuracy import open_scenes, scene_command, sha256_of
 from shadowtutor_lab.evaluation.frame_link import FrameLink
@@ -87,7 +88,10 @@ def default_setting() -> LinkCodecs:
 def label_of(link: LinkCodecs) -> str:
     frame = link.frame_codec + (f"@{link.frame_quality}" if link.frame_quality is not None else "")
     frame += f" at {link.key_frame_scale:g}x" if link.key_frame_scale != 1.0 else ""
-    weights = link.weight_codec if link.delta_codec is None else f"{link.delta_codec} (full: {link.weight_codec})"
+    delta = link.delta_codec
+    if delta is not None and is_sparse_codec(delta):
+        delta += f" {link.sparse.fraction:g} every {link.sparse.every}"
+    weights = link.weight_codec if delta is None else f"{delta} (full: {link.weight_codec})"
     return f"{frame} / {weights}" + (", trained from the held weights" if link.train_from_held else "")
 
 

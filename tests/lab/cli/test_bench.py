@@ -77,6 +77,20 @@ def test_bench_accuracy_runs_the_sparse_path_on_the_codec_link(tmp_path: Path, s
                  "--sparse-fraction", "1.5", "--out", str(out)]) == 2
 
 
+def test_bench_key_frame_scale_runs_the_sparse_path_with_the_given_share(tmp_path: Path, student: Path) -> None:
+    scene = make_scene("fixed-people", 10, 5, tmp_path / "fixed-people-s5", size=(64, 48), progress=False)
+    out = tmp_path / "out"
+    code = main(["bench", "key-frame-scale", "--scenes", str(scene), "--student", str(student), "--out", str(out),
+                 "--scales", "1", "--backend", "torch", "--no-progress", "--max-updates", "1",
+                 "--codecs", "raw/q4sparse+zstd,f16+zstd", "--sparse-fraction", "0.05", "--sparse-every", "3"])
+    assert code == 0
+    assert json.loads((out / "results.json").read_text())["meta"]["codecs"] == (
+        "raw / q4sparse+zstd 0.05 every 3 (full: f16+zstd)")
+    with pytest.raises(SystemExit, match="sparse fraction"):
+        main(["bench", "key-frame-scale", "--scenes", str(scene), "--codecs", "raw/q4sparse+zstd,f16+zstd",
+              "--sparse-fraction", "1.5", "--out", str(out)])
+
+
 def test_bench_accuracy_refuses_out_of_range_algorithm_parameters(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "accuracy", "--scenes", "x", "--min-stride", "9", "--max-stride", "8"]) == 2
     assert "min_stride" in capsys.readouterr().err

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_QUALITY
 from shadowtutor_lab.evaluation import traffic
 from shadowtutor_lab.evaluation.simulated_link import LinkCodecs
@@ -30,6 +32,8 @@ def test_settings_are_parsed_as_a_session_would_agree_them() -> None:
     assert label_of(BASELINE) == "raw / f32"
     assert parse_setting("h264:0.5/f32") == LinkCodecs("h264", None, "f32", key_frame_scale=0.5)
     assert label_of(parse_setting("h264:0.5/f32")) == "h264 at 0.5x / f32"
+    sparse = dataclasses.replace(parse_setting("h264/q4sparse+zstd,f16+zstd"), sparse=SparseOptions(0.05, 3))
+    assert label_of(sparse) == "h264 / q4sparse+zstd 0.05 every 3 (full: f16+zstd)"
 
 
 @pytest.mark.parametrize(("spec", "message"), [
