@@ -61,8 +61,8 @@ def setting_summary(trace: SettingTrace, frames: int) -> dict[str, Any]:
         distill_step_ms=mean_ms,
         distill_step_ms_p50=p50_ms,
         mean_stride=float(np.mean(trace.strides)),
-        bytes_up_per_key_frame=records[0].bytes_up,
-        bytes_down_per_key_frame=records[0].bytes_down,
+        bytes_up_per_key_frame=round(float(np.mean([r.bytes_up for r in records]))),
+        bytes_down_per_key_frame=round(float(np.mean([r.bytes_down for r in records]))),
     )
     return summary
 

@@ -50,3 +50,12 @@ def test_a_setting_that_never_trained_has_no_step_time() -> None:
     evaluation.traces["f1"].key_frames[:] = [0]
     s = scene_summary(evaluation)
     assert s["distill_step_ms_full"] is None and s["mean_distill_steps_full"] == 0.0
+
+
+def test_bytes_per_key_frame_are_the_mean_over_the_key_frames() -> None:
+    from shadowtutor_lab.evaluation.summary import setting_summary
+
+    trace = SettingTrace(miou=[0.5] * 4, strides=[8] * 4, key_frames=[0, 1, 2],
+                         records=[_record(0, 2, 100), _record(1, 2, 40), _record(2, 0, 10)])
+    summary = setting_summary(trace, frames=4)
+    assert (summary["bytes_up_per_key_frame"], summary["bytes_down_per_key_frame"]) == (300, 50)
