@@ -1,5 +1,6 @@
 """Checking the server's WELCOME against what this edge offered in its HELLO (the edge's side of
-``services.server.handshake``): the session's terms, or the reason the edge cannot use them."""
+``services.server.connections.handshake``): the session's terms, or the reason the edge cannot use
+them."""
 
 from __future__ import annotations
 

@@ -117,9 +117,9 @@ def tls_options(settings: ServerSettings) -> dict[str, Any]:
 
 
 def load_or_fail(settings: ServerSettings) -> Any:
-    """The server's models (:func:`~services.server.loading.load_models`), or
+    """The server's models (:func:`~services.server.teaching.loading.load_models`), or
     :class:`ServerStartError`."""
-    from services.server.loading import load_models
+    from services.server.teaching.loading import load_models
 
     try:
         return load_models(settings)
@@ -190,13 +190,14 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
 
     HTTP is parsed by h11 with a request line and headers of at most :data:`MAX_REQUEST_HEAD_BYTES`
     (more: 400 and the connection closed; httptools has no such limit); WebSockets by
-    :class:`~services.server.ws_protocol.HelloFirstProtocol` (nothing over the largest HELLO is
-    read before one is accepted); the access log leaves out query strings. ``X-Forwarded-For`` and
-    ``X-Forwarded-Proto`` are honoured only from the addresses in ``forwarded_allow_ips`` (none by
-    default, whatever uvicorn's own default or ``FORWARDED_ALLOW_IPS`` say).
+    :class:`~services.server.connections.ws_protocol.HelloFirstProtocol` (nothing over the largest
+    HELLO is read before one is accepted); the access log leaves out query strings.
+    ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are honoured only from the addresses in
+    ``forwarded_allow_ips`` (none by default, whatever uvicorn's own default or
+    ``FORWARDED_ALLOW_IPS`` say).
     """
-    from services.server.access_log import logging_config
-    from services.server.ws_protocol import HelloFirstProtocol
+    from services.server.connections.access_log import logging_config
+    from services.server.connections.ws_protocol import HelloFirstProtocol
 
     return dict(
         log_level=settings.log_level,

@@ -54,7 +54,7 @@ def _tokens_file(args: argparse.Namespace) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from services.server import tokens
+    from services.server.access import tokens
 
     path = _tokens_file(args)
     if args.action == "list":

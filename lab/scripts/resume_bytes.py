@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from services.server.session import EdgeSession, Traffic
+from services.server.teaching.session import EdgeSession, Traffic
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index

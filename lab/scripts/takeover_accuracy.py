@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from services.server.session import EdgeSession, Traffic
-from services.server.session_checkpoint import restore, snapshot
-from services.server.session_journal import entry, replay
+from services.checkpoints.journal import entry, replay
+from services.checkpoints.session import restore, snapshot
+from services.server.teaching.session import EdgeSession, Traffic
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.metrics import miou
 from shadowtutor.algorithms.params import AlgorithmParams

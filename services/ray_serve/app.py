@@ -22,12 +22,12 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.handle import DeploymentHandle
 
+from services.checkpoints.store import open_store
 from services.ray_serve import logs
 from services.ray_serve.client import ServeTeaching
 from services.ray_serve.placement import SessionBalanceRouter
 from services.ray_serve.teaching import TeachingReplica
 from services.server.app import create_app
-from services.server.checkpoint_store import open_store
 from services.server.settings import ServerSettings
 
 APP_NAME = "shadowtutor"

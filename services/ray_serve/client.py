@@ -1,5 +1,5 @@
-"""The ingress's side of the teaching deployment: a :class:`~services.server.teaching.Teaching`
-over a Serve deployment handle.
+"""The ingress's side of the teaching deployment: a
+:class:`~services.server.teaching.local.Teaching` over a Serve deployment handle.
 
 Requests of a distill session carry ``multiplexed_model_id=edge_id``: the deployment's request
 router (``services.ray_serve.placement``) sends them to the replica holding that session, or moves
@@ -39,9 +39,9 @@ from services.ray_serve.requests import (
     SessionRef,
     TrainKeyFrame,
 )
-from services.server.metrics import ServerMetrics
-from services.server.session import EdgeSession
-from services.server.teaching import SessionEnded
+from services.server.metrics.server_metrics import ServerMetrics
+from services.server.teaching.local import SessionEnded
+from services.server.teaching.session import EdgeSession
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Error, Hello, KeyFrame, Labels, Message, Update, Welcome

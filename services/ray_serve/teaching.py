@@ -8,13 +8,13 @@ the edge's session, or moves it to a less loaded one, from what each replica rep
 (``--ray-replica-sessions``, default ``max_sessions``) in slots; the least recently used one is
 dropped past that, and :meth:`TeachingReplica.release` drops one that moved away or ended.
 
-Every change to a session is stored (``services.server.checkpoint_store``) as a new version that
+Every change to a session is stored (``services.checkpoints.store``) as a new version that
 only its first writer stores. Each UPDATE's version gets a journal entry
-(``services.server.session_journal``: the UPDATE itself) stored before the answer leaves; storing it
+(``services.checkpoints.journal``: the UPDATE itself) stored before the answer leaves; storing it
 is the version's claim. Every ``--checkpoint-every`` versions, and for the WELCOME and a resync
 (whose versions are claimed before the answer), a snapshot of the whole state
-(``services.server.session_checkpoint``) is captured before the answer and encoded and written after
-it by the replica's :class:`~services.server.checkpoint_writer.CheckpointWriter`. A replica that
+(``services.checkpoints.session``) is captured before the answer and encoded and written after
+it by the replica's :class:`~services.checkpoints.writer.CheckpointWriter`. A replica that
 lost the claim (both answered a request sent again) answers with the winner's answer instead of its
 own. A replica that gets a request for a session it does not hold, or holds at another version than
 the one the ingress last sent, rebuilds it from the newest snapshot and the journal entries after
@@ -39,6 +39,18 @@ from typing import Any
 from ray import serve
 from ray.serve.exceptions import RayServeException
 
+from services.checkpoints.journal import entry, replay
+from services.checkpoints.seal import seal, unseal
+from services.checkpoints.session import (
+    CheckpointFormatError,
+    Restored,
+    capture,
+    header,
+    pack,
+    restore,
+)
+from services.checkpoints.store import open_store
+from services.checkpoints.writer import CheckpointWriter, Written
 from services.ray_serve import logs
 from services.ray_serve.requests import (
     Answer,
@@ -51,25 +63,13 @@ from services.ray_serve.requests import (
     TrainKeyFrame,
 )
 from services.ray_serve.slots import SlotTable
-from services.server.checkpoint_seal import seal, unseal
-from services.server.checkpoint_store import open_store
-from services.server.checkpoint_writer import CheckpointWriter, Written
-from services.server.loading import load_models
-from services.server.metrics import ServerMetrics
+from services.server.metrics.server_metrics import ServerMetrics
 from services.server.runtime import ServerRuntime
-from services.server.session import EdgeSession, Traffic
-from services.server.session_checkpoint import (
-    CheckpointFormatError,
-    Restored,
-    capture,
-    header,
-    pack,
-    restore,
-)
-from services.server.session_journal import entry, replay
 from services.server.settings import ServerSettings
-from services.server.teacher_queue import TeacherFailed
-from services.server.teaching import LocalTeaching, SessionEnded
+from services.server.teaching.loading import load_models
+from services.server.teaching.local import LocalTeaching, SessionEnded
+from services.server.teaching.session import EdgeSession, Traffic
+from services.server.teaching.teacher_queue import TeacherFailed
 from shadowtutor.algorithms.distill import DistillResult
 from shadowtutor.heap import freeze_startup_heap
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
@@ -135,7 +135,7 @@ def _replica_id(fallback: str) -> str:
 class TeachingReplica:
     """One replica of the teaching deployment: its models, the students of its edges (one slot per
     edge, placed by the deployment's request router) and their checkpoints. Each request's model
-    work goes through a :class:`~services.server.teaching.LocalTeaching`; every answer is an
+    work goes through a :class:`~services.server.teaching.local.LocalTeaching`; every answer is an
     :class:`Answer` carrying the message the ingress forwards. Loads the models at construction (a
     replica that cannot load them fails to start, and Serve says why)."""
 

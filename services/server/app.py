@@ -8,12 +8,12 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from services.server import routes_rest, ws_edge
-from services.server.loading import LoadedModels
-from services.server.metrics import ServerMetrics
+from services.server.connections import routes_rest, ws_edge
+from services.server.metrics.server_metrics import ServerMetrics
 from services.server.runtime import ServerRuntime
 from services.server.settings import ServerSettings
-from services.server.teaching import Teaching
+from services.server.teaching.loading import LoadedModels
+from services.server.teaching.local import Teaching
 from shadowtutor.teachers.base import Teacher
 from shadowtutor.version import package_version
 
@@ -31,8 +31,9 @@ def create_app(
     ``settings`` defaults to ``ServerSettings()`` (the environment). ``teacher``, when given,
     is used instead of building ``settings.teacher``: any object with ``name``,
     ``class_names`` and ``label(frame_bgr, frame_index)`` (and optionally ``label_batch``).
-    ``models``, from :func:`~services.server.loading.load_models`, makes the app ready at start.
-    ``remote``: no models here at all; the sessions' model work goes to it (ready once it answers).
+    ``models``, from :func:`~services.server.teaching.loading.load_models`, makes the app ready at
+    start. ``remote``: no models here at all; the sessions' model work goes to it (ready once it
+    answers).
     """
     settings = settings or ServerSettings()
     metrics = ServerMetrics(settings.max_edge_series, settings.edge_series_retention)

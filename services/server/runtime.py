@@ -14,23 +14,23 @@ from typing import Any
 
 import torch
 
-from services.server.admission import Admission
-from services.server.auth import Authenticator
-from services.server.credential_gate import CredentialGate
-from services.server.distillation import (
+from services.server.access.admission import Admission
+from services.server.access.auth import Authenticator
+from services.server.access.credential_gate import CredentialGate
+from services.server.access.limits import KeyFrameLimits
+from services.server.metrics.gpu import start_gpu_metrics, stop_gpu_metrics
+from services.server.metrics.server_metrics import ServerMetrics
+from services.server.settings import ServerSettings
+from services.server.teaching.distillation import (
     Distillation,
     make_distillation,
     resolve_engine,
     resolve_tail,
 )
-from services.server.gpu_metrics import start_gpu_metrics, stop_gpu_metrics
-from services.server.limits import KeyFrameLimits
-from services.server.loading import BaseStudent, LoadedModels, load_models
-from services.server.metrics import ServerMetrics
-from services.server.session import SessionRegistry
-from services.server.settings import ServerSettings
-from services.server.teacher_queue import TeacherQueue
-from services.server.teaching import LocalTeaching, Teaching
+from services.server.teaching.loading import BaseStudent, LoadedModels, load_models
+from services.server.teaching.local import LocalTeaching, Teaching
+from services.server.teaching.session import SessionRegistry
+from services.server.teaching.teacher_queue import TeacherQueue
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.classes import background_index
 from shadowtutor.gpu_usage import GpuUsageSampler

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
-from services.server.fleet_metrics import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
+from services.server.metrics.fleet import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
 from shadowtutor.algorithms.engine_options import Convolution, Objective  # no torch either
 from shadowtutor.algorithms.params import AlgorithmParams  # no torch: quick CLI
 from shadowtutor.algorithms.sparse_options import SparseOptions  # no torch either

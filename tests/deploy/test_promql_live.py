@@ -191,7 +191,7 @@ def test_every_dashboard_and_rule_expression_evaluates_with_no_edge_scraped(
 def test_stand_ins_serve_the_names_and_labels_of_the_real_exporters() -> None:
     """The real exporters, each with an edge that has every figure (a session, updates, change-based, flow-path
     and cluster frames, a byte budget, a TELEMETRY)."""
-    server_metrics = pytest.importorskip("services.server.metrics")
+    server_metrics = pytest.importorskip("services.server.metrics.server_metrics")
     edge_metrics = pytest.importorskip("edge_agent.metrics")
     from prometheus_client.parser import text_string_to_metric_families
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from services.server.tokens import issue_token
+from services.server.access.tokens import issue_token
 from shadowtutor.models.checkpoint import save_student
 from shadowtutor.models.student import StudentNet
 from tests.support.certs import CertAuthority, CertFiles

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.server.tokens import read_table
+from services.server.access.tokens import read_table
 from shadowtutor_cli import main
 
 

@@ -52,7 +52,7 @@ def serve_as_shadowtutor_serves(settings: Any) -> Iterator[tuple[str, FastAPI]]:
     header limit, WebSocket protocol and access log), on 127.0.0.1; yields the base URL and the app."""
     from services.cli import uvicorn_options
     from services.server.app import create_app
-    from services.server.loading import load_models
+    from services.server.teaching.loading import load_models
 
     app = create_app(settings, models=load_models(settings))
     options = {key: value for key, value in uvicorn_options(settings).items() if key not in ("log_level", "log_config")}

@@ -9,8 +9,8 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from services.server.checkpoint_store import DirectoryStore
-from services.server.session_checkpoint import header
+from services.checkpoints.session import header
+from services.checkpoints.store import DirectoryStore
 from shadowtutor_lab.stress.load_edge import SimulatedCamera
 from tests.support.scene import TinyScene
 

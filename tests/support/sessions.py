@@ -1,6 +1,6 @@
 """Train a session's student on one key frame in the calling thread, for tests of what a session
 does with a training (its versions, deltas and checkpoints) apart from the teaching pipeline
-(``services.server.teaching.LocalTeaching``, which trains through the distillation engine)."""
+(``services.server.teaching.local.LocalTeaching``, which trains through the distillation engine)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from services.server.session import EdgeSession
+from services.server.teaching.session import EdgeSession
 from shadowtutor.protocol.messages import Update
 
 

@@ -239,7 +239,7 @@ def run_server_bench(
     name. Returns the points and what they ran on (device, torch, teacher, THRESHOLD, MAX_UPDATES)."""
     import torch
 
-    from services.server.loading import load_models
+    from services.server.teaching.loading import load_models
 
     if synthetic_teacher:
         scene = SyntheticScene(LVS_CLASSES)
@@ -270,7 +270,7 @@ def _measure_engine(
 ) -> list[BenchPoint]:
     """Every (size, stage, sessions) point of one distillation ``engine`` (``settings`` name it), on a runtime of
     its own around ``models``."""
-    from services.server.metrics import ServerMetrics
+    from services.server.metrics.server_metrics import ServerMetrics
     from services.server.runtime import ServerRuntime
 
     points: list[BenchPoint] = []

@@ -212,7 +212,7 @@ class NetworkBench:
                 "fps": m.fps, "cuts": list(m.cuts)}
 
     def _meta(self) -> dict[str, object]:
-        from services.server.loading import default_student_path
+        from services.server.teaching.loading import default_student_path
         from shadowtutor_lab.evaluation.machine import machine_info
 
         c = self.config

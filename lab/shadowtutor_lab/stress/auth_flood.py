@@ -161,7 +161,7 @@ def _measure(phase: Phase, ws_url: str, hello: Hello, session: ClientConnection,
 
 def run_auth_flood(config: FloodConfig) -> dict[str, Any]:
     """Measure quiet, then under each flood; the result (figures, ratios, verdict) as a JSON-ready dict."""
-    from services.server.tokens import issue_token
+    from services.server.access.tokens import issue_token
     from shadowtutor_lab.scenes.cache import cached_scene
 
     config.out_dir.mkdir(parents=True, exist_ok=True)

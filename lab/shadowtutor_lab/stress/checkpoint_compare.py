@@ -8,7 +8,7 @@ key frame by key frame, so all see the same machine load:
   tensor as float32, the held weights and the values last sent in full, no compression; rebuilt here
   from the same captured state) saved and stored;
 - **behind** (now): the answer waits for the capture of the state and the version's claim; a
-  :class:`~services.server.checkpoint_writer.CheckpointWriter` encodes and stores the compact form
+  :class:`~services.checkpoints.writer.CheckpointWriter` encodes and stores the compact form
   while the next key frames train;
 - **journal** (now): the answer waits for the version's journal entry (the UPDATE, sealed and stored);
   every ``every`` versions the state is also captured and a snapshot written behind the answer.
@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from services.server.checkpoint_store import DirectoryStore
-from services.server.checkpoint_writer import CheckpointWriter, Written
-from services.server.session import EdgeSession, Traffic
-from services.server.session_checkpoint import capture, pack
-from services.server.session_journal import entry
+from services.checkpoints.journal import entry
+from services.checkpoints.session import capture, pack
+from services.checkpoints.store import DirectoryStore
+from services.checkpoints.writer import CheckpointWriter, Written
+from services.server.teaching.session import EdgeSession, Traffic
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index

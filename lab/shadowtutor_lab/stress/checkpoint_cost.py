@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from services.server.checkpoint_store import DirectoryStore
-from services.server.session import EdgeSession, Traffic
-from services.server.session_checkpoint import snapshot
+from services.checkpoints.session import snapshot
+from services.checkpoints.store import DirectoryStore
+from services.server.teaching.session import EdgeSession, Traffic
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index

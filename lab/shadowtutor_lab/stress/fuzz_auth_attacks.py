@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from websockets.sync.client import connect
 
-from services.server.tokens import issue_token, revoke
+from services.server.access.tokens import issue_token, revoke
 from shadowtutor.protocol.messages import Welcome, decode, encode
 from shadowtutor_lab.stress.attack_client import upgrade
 from shadowtutor_lab.stress.auth_flood import Flood, FloodPlan

@@ -99,7 +99,7 @@ def local_serve_args(scene_dir: Path, port: int, tokens_file: Path, protect_metr
 
 def issue_local_tokens(tokens_file: Path) -> dict[str, str]:
     """A fresh tokens file with a token for the cases' edge id and one for the canary's."""
-    from services.server.tokens import issue_token
+    from services.server.access.tokens import issue_token
 
     tokens_file.unlink(missing_ok=True)
     return {edge_id: issue_token(tokens_file, "edges", edge_id) for edge_id in (LOCAL_EDGE_ID, LOCAL_CANARY_ID)}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from edge_agent.settings import EdgeSettings
-from services.server.metrics import ServerMetrics
+from services.server.metrics.server_metrics import ServerMetrics
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_QUALITY
 from shadowtutor_lab.demo.processes import shadowtutor_command
 from shadowtutor_lab.netbench.analysis import all_metrics

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.server.session_checkpoint import header
+from services.checkpoints.session import header
 from shadowtutor_lab.stress.checkpoint_compare import compare
 from shadowtutor_lab.stress.checkpoint_cost import measure
 

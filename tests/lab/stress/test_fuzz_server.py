@@ -10,17 +10,18 @@ def test_the_log_pattern_finds_tracebacks_and_unhandled_exceptions(tmp_path: Pat
     log = tmp_path / "server.log"
     log.write_text("\n".join([
         "INFO: session opened",
-        "WARNING services.server.ws_edge: edge 'x': bad_message: header is not JSON",
-        "WARNING services.server.ws_edge: edge (before HELLO): the first message must be HELLO, not ERROR",
+        "WARNING services.server.connections.ws_edge: edge 'x': bad_message: header is not JSON",
+        "WARNING services.server.connections.ws_edge: edge (before HELLO): the first message must be HELLO, not ERROR",
         "ERROR asyncio: Task exception was never retrieved",
         "Traceback (most recent call last):",
-        "ERROR services.server.ws_edge: edge 'y': internal error",
+        "ERROR services.server.connections.ws_edge: edge 'y': internal error",
         "ERROR:    Exception in ASGI application",
         "INFO: fine",
     ]))
     assert log_problems(log, pattern=LOG_PROBLEM) == [
         "ERROR asyncio: Task exception was never retrieved", "Traceback (most recent call last):",
-        "ERROR services.server.ws_edge: edge 'y': internal error", "ERROR:    Exception in ASGI application",
+        "ERROR services.server.connections.ws_edge: edge 'y': internal error",
+        "ERROR:    Exception in ASGI application",
     ]
     assert log_problems(log, limit=1, pattern=LOG_PROBLEM)[1] == "... and 3 more"
 

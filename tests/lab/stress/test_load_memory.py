@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.server.metrics import ServerMetrics
+from services.server.metrics.server_metrics import ServerMetrics
 from shadowtutor_lab.demo.processes import free_port
 from shadowtutor_lab.stress.load_memory import (
     MemoryReadError,

@@ -23,9 +23,9 @@ serve = pytest.importorskip("ray.serve", reason="the serve extra is not installe
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from services.checkpoints.session import header  # noqa: E402
+from services.checkpoints.store import DirectoryStore  # noqa: E402
 from services.ray_serve.app import ServeOptions, deploy  # noqa: E402
-from services.server.checkpoint_store import DirectoryStore  # noqa: E402
-from services.server.session_checkpoint import header  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
 from shadowtutor.models.checkpoint import save_student  # noqa: E402
 from shadowtutor.models.student import StudentNet  # noqa: E402
@@ -191,7 +191,7 @@ def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(depl
     that still ran it): the edge gets that replica's answer, and the session goes on from it."""
     from websockets.sync.client import connect
 
-    from services.server.session_checkpoint import restore, snapshot
+    from services.checkpoints.session import restore, snapshot
     from shadowtutor.algorithms.distill import Distiller
     from shadowtutor.classes import background_index
     from shadowtutor.models.checkpoint import load_student

@@ -22,9 +22,9 @@ serve = pytest.importorskip("ray.serve", reason="the serve extra is not installe
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from services.checkpoints.store import DirectoryStore  # noqa: E402
 from services.ray_serve.app import APP_NAME, INGRESS, TEACHING, ServeOptions, apply, serve_config  # noqa: E402
 from services.ray_serve.summary import alive_actors  # noqa: E402
-from services.server.checkpoint_store import DirectoryStore  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
 from shadowtutor.acceleration.regions.cluster import connect  # noqa: E402
 from shadowtutor.models.checkpoint import save_student  # noqa: E402

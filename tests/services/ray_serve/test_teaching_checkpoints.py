@@ -19,23 +19,23 @@ import torch
 
 pytest.importorskip("ray", reason="the serve extra is not installed (pip install 'shadowtutor[serve]')")
 
+from services.checkpoints.checks import CheckpointFormatError  # noqa: E402
+from services.checkpoints.seal import seal, unseal  # noqa: E402
+from services.checkpoints.session import header, snapshot  # noqa: E402
+from services.checkpoints.store import DirectoryStore  # noqa: E402
+from services.checkpoints.writer import CheckpointWriter  # noqa: E402
 from services.ray_serve import teaching  # noqa: E402
 from services.ray_serve.client import ServeTeaching  # noqa: E402
 from services.ray_serve.requests import OpenSession, ResumeSession, SessionRef  # noqa: E402
 from services.ray_serve.slots import SlotTable  # noqa: E402
 from services.ray_serve.teaching import TeachingReplica, _error, _Slot  # noqa: E402
-from services.server.checkpoint_checks import CheckpointFormatError  # noqa: E402
-from services.server.checkpoint_seal import seal, unseal  # noqa: E402
-from services.server.checkpoint_store import DirectoryStore  # noqa: E402
-from services.server.checkpoint_writer import CheckpointWriter  # noqa: E402
-from services.server.session import EdgeSession, Traffic  # noqa: E402
-from services.server.session_checkpoint import header, snapshot  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
-from services.server.teaching import LocalTeaching, SessionEnded  # noqa: E402
+from services.server.teaching.local import LocalTeaching, SessionEnded  # noqa: E402
+from services.server.teaching.session import EdgeSession, Traffic  # noqa: E402
 from shadowtutor.algorithms.sparse_options import SparseOptions  # noqa: E402
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError  # noqa: E402
 from shadowtutor.protocol.messages import Error, Hello, Welcome  # noqa: E402
-from tests.services.server.test_session_checkpoint import PARAMS, new_distiller  # noqa: E402
+from tests.services.checkpoints.test_session import PARAMS, new_distiller  # noqa: E402
 from tests.support.scene import CLASS_NAMES, make_frames  # noqa: E402
 from tests.support.sessions import distill  # noqa: E402
 

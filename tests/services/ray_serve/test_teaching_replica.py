@@ -16,6 +16,8 @@ pytest.importorskip(
     "ray", reason="the serve extra is not installed (pip install 'shadowtutor[serve]')"
 )
 
+from services.checkpoints.session import header  # noqa: E402
+from services.checkpoints.store import DirectoryStore  # noqa: E402
 from services.ray_serve import teaching as teaching_module  # noqa: E402
 from services.ray_serve.requests import (  # noqa: E402
     Answer,
@@ -26,8 +28,6 @@ from services.ray_serve.requests import (  # noqa: E402
     TrainKeyFrame,
 )
 from services.ray_serve.teaching import TeachingReplica  # noqa: E402
-from services.server.checkpoint_store import DirectoryStore  # noqa: E402
-from services.server.session_checkpoint import header  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
 from shadowtutor.protocol.codecs import decode_labels  # noqa: E402
 from shadowtutor.protocol.messages import Hello, Labels, Update, Welcome, encode  # noqa: E402
