@@ -214,7 +214,7 @@ def test_sighup_reloads_or_warns_and_never_ends_the_server(tokens_file: Path, tm
     good = tokens_file.read_text()
     child = subprocess.Popen(
         [sys.executable, "-c", WATCHING_CHILD, str(tokens_file)], stdout=subprocess.PIPE, text=True,
-        cwd=Path(__file__).resolve().parents[3],
+        cwd=Path(__file__).resolve().parents[4],
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line.strip()) for line in child.stdout], daemon=True).start()
