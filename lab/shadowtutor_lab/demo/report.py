@@ -15,8 +15,8 @@ from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.protocol.video_stream import H264_CRF, H264_PRESET
 from shadowtutor.scene_store import Scene
 from shadowtutor.teachers.label_store import read_label
-from shadowtutor_lab.demo.h264_baseline import H264Offloading
 from shadowtutor_lab.demo.server_time import ServerTime
+from shadowtutor_lab.evaluation.h264_baseline import H264Offloading
 from shadowtutor_lab.evaluation.machine import machine_info
 
 

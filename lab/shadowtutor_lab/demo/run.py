@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shadowtutor.scene_store import Scene
-from shadowtutor_lab.demo.h264_baseline import h264_offloading
 from shadowtutor_lab.demo.processes import (
     LOOPBACK,
     follow_agent,
@@ -23,6 +22,7 @@ from shadowtutor_lab.demo.processes import (
 )
 from shadowtutor_lab.demo.report import RunReport, run_report, write_report
 from shadowtutor_lab.demo.server_time import scrape_server_time
+from shadowtutor_lab.evaluation.h264_baseline import h264_offloading
 from shadowtutor_lab.scenes.cache import cached_scene
 from shadowtutor_lab.scenes.real import clip_info, real_scene, scaled_size
 

@@ -28,8 +28,8 @@ from shadowtutor.protocol.messages import Labels, encode
 from shadowtutor.protocol.video_stream import scaled_frame_size
 from shadowtutor.scene_store import Scene
 from shadowtutor.teachers.labels import LabelsTeacher
-from shadowtutor_lab.demo.h264_baseline import H264Offloading, h264_offloading
 from shadowtutor_lab.evaluation.accuracy import open_scenes, scene_command, sha256_of
+from shadowtutor_lab.evaluation.h264_baseline import H264Offloading, h264_offloading
 from shadowtutor_lab.evaluation.machine import machine_info
 from shadowtutor_lab.evaluation.passes import ScenePass, run_passes
 from shadowtutor_lab.evaluation.simulated_link import LinkCodecs

@@ -27,10 +27,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+from dataclasses import replace
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect
@@ -38,6 +35,7 @@ from websockets.sync.client import connect
 from shadowtutor.protocol.messages import Error, Hello, Welcome, decode, encode
 from shadowtutor_lab.stress import fuzz_auth_attacks as auth_attacks
 from shadowtutor_lab.stress.attack_client import IdleFlood, big_message_before_hello, huge_header
+from shadowtutor_lab.stress.attack_target import AttackResult, AttackScale, LocalTarget
 from shadowtutor_lab.stress.load_memory import read_rss
 
 MIB = 1 << 20
@@ -47,56 +45,12 @@ ATTACKS = ("huge_header", "pre_hello_flood", "idle_lockout", "tokens_file", "bea
            "metrics_leak", "forwarded_for")
 
 
-@dataclass(frozen=True)
-class AttackScale:
-    header_mib: int
-    flood_connections: int
-    flood_mib: int
-    flood_rounds: int
-    lockout_loops: int
-    lockout_hold_s: float  # how long the loops run before the edge tries (past the server's hello_timeout)
-    bearer_clients: int
-    fifo_s: float
-
-
 SCALES = {
     "short": AttackScale(header_mib=20, flood_connections=10, flood_mib=15, flood_rounds=1, lockout_loops=20,
                          lockout_hold_s=0.5, bearer_clients=10, fifo_s=1.0),
     "long": AttackScale(header_mib=100, flood_connections=40, flood_mib=15, flood_rounds=6, lockout_loops=60,
                         lockout_hold_s=5.0, bearer_clients=40, fifo_s=3.0),
 }
-
-
-@dataclass
-class AttackResult:
-    name: str
-    passed: bool = True
-    seconds: float = 0.0
-    figures: dict[str, Any] = field(default_factory=dict)
-    failures: list[str] = field(default_factory=list)
-
-    def fail(self, what: str) -> None:
-        self.passed = False
-        self.failures.append(what)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class LocalTarget:
-    """The local server: its URLs, process id, tokens file, and a HELLO that admits the cases' edge."""
-
-    base_url: str
-    ws_url: str
-    pid: int
-    tokens_file: Path
-    hello: Hello  # with the edge's token
-
-    @property
-    def host_port(self) -> tuple[str, int]:
-        url = urlsplit(self.base_url)
-        return url.hostname or "127.0.0.1", url.port or 80
 
 
 def run_attacks(target: LocalTarget, scale: AttackScale, send_signal: Callable[[int], None],

@@ -33,7 +33,7 @@ from shadowtutor_lab.stress.attack_client import upgrade
 from shadowtutor_lab.stress.auth_flood import Flood, FloodPlan
 
 if TYPE_CHECKING:
-    from shadowtutor_lab.stress.fuzz_attacks import AttackResult, AttackScale, LocalTarget
+    from shadowtutor_lab.stress.attack_target import AttackResult, AttackScale, LocalTarget
 
 FLOOD_WELCOME_WITHIN = 2.0
 AFTER_FIFO_WITHIN = 2.0

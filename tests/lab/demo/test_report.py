@@ -10,7 +10,6 @@ import pytest
 
 from shadowtutor.scene_store import Scene
 from shadowtutor.teachers.label_store import write_label
-from shadowtutor_lab.demo.h264_baseline import H264Offloading
 from shadowtutor_lab.demo.report import (
     RunReport,
     predict,
@@ -20,6 +19,7 @@ from shadowtutor_lab.demo.report import (
     write_report,
 )
 from shadowtutor_lab.demo.server_time import ServerTime
+from shadowtutor_lab.evaluation.h264_baseline import H264Offloading
 from shadowtutor_lab.scenes.generator import make_scene
 
 FRAMES = 6

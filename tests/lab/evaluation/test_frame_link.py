@@ -8,9 +8,9 @@ import pytest
 
 from shadowtutor.scene_store import Scene
 from shadowtutor.teachers.labels import LabelsTeacher
-from shadowtutor_lab.demo.h264_baseline import h264_stream_bytes
 from shadowtutor_lab.evaluation.evaluate import naive_offloading
 from shadowtutor_lab.evaluation.frame_link import FrameLink
+from shadowtutor_lab.evaluation.h264_baseline import h264_stream_bytes
 
 
 def test_an_h264_link_delivers_a_stream_at_the_scale_and_counts_whole_messages(tiny_scene: Path) -> None:
