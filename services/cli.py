@@ -191,8 +191,8 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     HTTP is parsed by h11 with a request line and headers of at most :data:`MAX_REQUEST_HEAD_BYTES`
     (more: 400 and the connection closed; httptools has no such limit); WebSockets by
     :class:`~services.server.ws_protocol.HelloFirstProtocol` (nothing over the largest HELLO is
-    read before one is accepted) and never compressed (no permessage-deflate: a message's size is its
-    size on the wire); the access log leaves out query strings. ``X-Forwarded-For`` and
+    read before one is accepted) and never compressed (no permessage-deflate: a message's size is
+    its size on the wire); the access log leaves out query strings. ``X-Forwarded-For`` and
     ``X-Forwarded-Proto`` are honoured only from the addresses in ``forwarded_allow_ips`` (none by
     default, whatever uvicorn's own default or ``FORWARDED_ALLOW_IPS`` say).
     """
