@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from shadowtutor.protocol.codecs import encode_frame
+from shadowtutor.protocol.codecs import FRAME_CODECS, encode_frame
 from shadowtutor.protocol.image_header import PNG_SIGNATURE
 from shadowtutor.protocol.messages import (
     MAX_HELLO_BYTES,
@@ -47,6 +47,8 @@ BOMB_BYTES = 128 * 2**20  # what the zlib-bomb PNG inflates to
 HUGE_SIDE = 60_000  # a side no server accepts (the declared size of header bombs)
 
 CLOSE, CONTINUE, ANY, DROP = "close", "continue", "any", "drop"
+# names of real image and video formats, for cases offering a codec the server does not know
+CODEC_NAMES = ("h264", "h265", "hevc", "vp8", "vp9", "av1", "mjpeg", "jpeg2000", "gif", "bmp", "tiff", "avif")
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,13 @@ def _header_fields(b: _Builder) -> Generated:
     return f"{kind} {name}", b.hello(), (Send(pack(type_id, header, payload)),), Expect(ANY)
 
 
+def unknown_codec(rng: random.Random, known: tuple[str, ...]) -> str:
+    """A codec name the server does not know: a real format's, drawn from those the registry ``known``
+    lacks, or a made-up one when it has them all."""
+    unknown = [name for name in CODEC_NAMES if name not in known]
+    return rng.choice(unknown) if unknown else f"x-{rng.getrandbits(32):08x}"
+
+
 def _hello_fields(b: _Builder) -> Generated:
     """HELLOs that are well-formed but refused, each with its documented error."""
     t = b.target
@@ -274,7 +283,7 @@ def _hello_fields(b: _Builder) -> Generated:
         f"frame {HUGE_SIDE}x{HUGE_SIDE}": ({"frame_width": HUGE_SIDE, "frame_height": HUGE_SIDE}, "bad_frame"),
         "frame_width 2**64": ({"frame_width": 2**64}, "bad_frame"),
         "no frame codecs": ({"frame_codecs": []}, "unsupported_codec"),
-        "unknown frame codec": ({"frame_codecs": ["h264"]}, "unsupported_codec"),
+        "unknown frame codec": ({"frame_codecs": [unknown_codec(b.rng, FRAME_CODECS)]}, "unsupported_codec"),
         "no weight codecs": ({"weight_codecs": []}, "unsupported_codec"),
         "delta weight codec alone": ({"weight_codecs": ["q8delta+zstd"]}, "unsupported_codec"),
         "sparse weight codecs alone": ({"weight_codecs": ["q4sparse+zstd", "q8sparse+zstd"]}, "unsupported_codec"),
