@@ -35,6 +35,7 @@ from shadowtutor.protocol.messages import (
 )
 from shadowtutor.protocol.telemetry import LABELS, OPTIONAL_COUNTS, STUDENT_LAYERS
 from shadowtutor.protocol.video_stream import StreamEncoder, StreamFrame
+from shadowtutor_lab.stress.decoder_memory import x264_units
 from shadowtutor_lab.stress.fuzz_mutate import mutate_bytes, mutate_header, pack, pack_raw
 
 # The probe that ends a case: a RESYNC_REQUEST with this version (its answer is the full UPDATE
@@ -44,6 +45,8 @@ PROBE_SEQ = 2**53
 # Error codes the server sends about one KEY_FRAME without ending the session (docs/protocol.md, "Session").
 KEY_FRAME_ERRORS = frozenset({"bad_frame", "unsupported_codec", "rate_limited", "teacher_failed"})
 BOMB_BYTES = 128 * 2**20  # what the zlib-bomb PNG inflates to
+# reference frames a stream asks the server's decoder to keep (over its cap)
+MANY_REFERENCES = 16
 HUGE_SIDE = 60_000  # a side no server accepts (the declared size of header bombs)
 
 CLOSE, CONTINUE, ANY, DROP = "close", "continue", "any", "drop"
@@ -407,6 +410,8 @@ def _bad_stream(b: _Builder) -> Generated:
         "stream position skipped": ((t.stream_frame(0, intra), t.stream_frame(1, inter, stream_position=2)), bad),
         "intra frame twice the size": ((t.stream_frame(0, big),), bad),
         "random bytes as intra": ((t.stream_frame(0, payload=rng.randbytes(rng.randint(0, 2000))),), bad),
+        f"intra asking for {MANY_REFERENCES} reference frames": (
+            (t.stream_frame(0, payload=x264_units([t.frames[0]], MANY_REFERENCES)[0]),), bad),
         "intra truncated": ((t.stream_frame(0, payload=intra.payload[: rng.randrange(len(intra.payload))]),), maybe),
         "intra damaged": ((t.stream_frame(0, payload=mutate_bytes(intra.payload, rng)[1]),), maybe),
         "inter damaged": ((t.stream_frame(0, intra), t.stream_frame(1, inter,

@@ -11,8 +11,11 @@ from services.server.handshake import check_hello
 from services.server.settings import ServerSettings
 from shadowtutor.protocol.codecs import FRAME_CODECS
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.h264_sps import sequence_parameters
 from shadowtutor.protocol.image_header import declared_size
 from shadowtutor.protocol.messages import Hello, KeyFrame, decode
+from shadowtutor.protocol.video_stream import MAX_REF_FRAMES, StreamDecoder
+from shadowtutor_lab.stress.decoder_memory import x264_units
 from shadowtutor_lab.stress.fuzz_cases import (
     ANY,
     BOMB_BYTES,
@@ -22,6 +25,7 @@ from shadowtutor_lab.stress.fuzz_cases import (
     CONTINUE,
     DROP,
     HUGE_SIDE,
+    MANY_REFERENCES,
     PROBE_SEQ,
     PROBE_VERSION,
     Drop,
@@ -212,3 +216,11 @@ def test_an_unknown_codec_is_never_one_the_registry_knows() -> None:
     rng = random.Random(0)
     assert all(unknown_codec(rng, FRAME_CODECS) not in FRAME_CODECS for _ in range(200))
     assert unknown_codec(rng, CODEC_NAMES).startswith("x-")
+
+
+def test_the_many_references_stream_asks_for_more_than_the_servers_cap(target: Target) -> None:
+    unit = x264_units([target.frames[0]], MANY_REFERENCES)[0]
+    assert sequence_parameters(unit)[0].max_num_ref_frames == MANY_REFERENCES > MAX_REF_FRAMES
+    with pytest.raises(ProtocolError, match="reference frames") as info:
+        StreamDecoder(target.width, target.height).decode(unit, 0)
+    assert info.value.code is ErrorCode.BAD_FRAME
