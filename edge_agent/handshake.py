@@ -23,8 +23,11 @@ class WeightSink(Protocol):
 
     session_id: str | None
     version: int
-    # the name and shape of every tensor full weights must hold
-    full_layout: Layout
+
+    @property
+    def full_layout(self) -> Layout:
+        """The name and shape of every tensor full weights must hold."""
+        ...
 
     def stage(self, update: WeightUpdate) -> None: ...
 
