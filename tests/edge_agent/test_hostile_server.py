@@ -18,8 +18,8 @@ import torch
 from websockets.asyncio.server import ServerConnection
 
 from shadowtutor.protocol.codecs import TensorBlob
-from shadowtutor.protocol.sparse_delta import CoordinateSet, is_sparse_codec
 from shadowtutor.protocol.messages import KeyFrame, Message, ResyncRequest, Update
+from shadowtutor.protocol.sparse_delta import CoordinateSet, is_sparse_codec
 from tests.edge_agent.test_sources import write_video
 from tests.support.processes import shadowtutor_command, start_process
 from tests.support.stand_in_server import StandInServer, StandInSession

@@ -84,7 +84,8 @@ def test_permessage_deflate_is_not_granted_and_bytes_in_are_wire_bytes(settings:
             ws.send(messages[0])
             assert isinstance(decode(ws.recv(60)), Welcome)
             for seq in range(3):
-                messages.append(encode(key_frame(scene, seq=seq, base_version=0, frame=np.zeros((480, 640, 3), np.uint8))))
+                zeros = np.zeros((480, 640, 3), np.uint8)
+                messages.append(encode(key_frame(scene, seq=seq, base_version=0, frame=zeros)))
                 ws.send(messages[-1])
                 decode(ws.recv(60))
             with urlopen(f"{base}/v1/sessions", timeout=10) as response:
