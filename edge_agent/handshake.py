@@ -15,6 +15,7 @@ from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.protocol.codecs import decode_tensors, is_delta_codec
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello, Welcome
+from shadowtutor.protocol.tensor_layout import Layout
 
 
 class WeightSink(Protocol):
@@ -23,6 +24,11 @@ class WeightSink(Protocol):
 
     session_id: str | None
     version: int
+
+    @property
+    def full_layout(self) -> Layout:
+        """The name and shape of every tensor full weights must hold."""
+        ...
 
     def stage(self, update: WeightUpdate) -> None: ...
 
@@ -91,7 +97,13 @@ def accept_welcome(hello: Hello, welcome: Welcome, weights: WeightSink | None) -
     elif weights is not None:
         if not welcome.tensors:
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "WELCOME carries no weights in distill mode")
-        tensors = decode_tensors(welcome.tensors, welcome.payload, welcome.weight_codec)
+        tensors = decode_tensors(
+            welcome.tensors,
+            welcome.payload,
+            welcome.weight_codec,
+            weights.full_layout,
+            complete=True,
+        )
         weights.stage(
             WeightUpdate(
                 welcome.session_id, welcome.version, welcome.version, True, tensors, "welcome"

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
@@ -37,7 +38,7 @@ from edge_agent.reconnect import Reconnector
 from edge_agent.transport_stats import TransportObserver, TransportStats
 from edge_agent.versioning import WeightUpdate
 from shadowtutor.algorithms.client_loop import UpdateOutcome
-from shadowtutor.protocol.codecs import TensorBlob, decode_labels, decode_tensors, is_delta_codec
+from shadowtutor.protocol.codecs import TensorBlob, decode_labels, decode_tensors
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import (
     Error,
@@ -52,7 +53,6 @@ from shadowtutor.protocol.messages import (
     decode,
     encode,
 )
-from shadowtutor.protocol.sparse_delta import is_sparse_codec
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -456,15 +456,23 @@ class EdgeTransport:
         if self.weights is None:
             raise ProtocolError(ErrorCode.UNEXPECTED_MESSAGE, "UPDATE in naive mode")
         codec = session.terms.update_codec(message.full)
-        sparse = (
-            (codec, TensorBlob(message.tensors, message.payload))
-            if is_sparse_codec(codec)
-            else None
-        )
-        tensors = (
-            {} if sparse is not None else decode_tensors(message.tensors, message.payload, codec)
-        )
         pending = self._claim(session, message.seq, "key_frame")
+        tensors: dict[str, torch.Tensor] = {}
+        blob = None
+        if not message.full:
+            blob = (codec, TensorBlob(message.tensors, message.payload))
+        else:
+            try:
+                tensors = decode_tensors(
+                    message.tensors,
+                    message.payload,
+                    codec,
+                    self.weights.full_layout,
+                    complete=True,
+                )
+            except ProtocolError as exc:
+                self._refuse_update(message, pending, str(exc))
+                return
         update = WeightUpdate(
             session.terms.session_id,
             message.version,
@@ -474,8 +482,7 @@ class EdgeTransport:
             "update" if pending is not None else "resync",
             message.seq,
             message.metric,
-            is_delta_codec(codec),
-            sparse,
+            blob,
         )
         if pending is not None:
             roundtrip = time.monotonic() - pending.submitted_at
@@ -492,6 +499,16 @@ class EdgeTransport:
                 "ignoring an incremental update for seq %d that answers no outstanding key frame",
                 message.seq,
             )
+
+    def _refuse_update(self, message: Update, pending: Pending | None, reason: str) -> None:
+        """Drop full weights that do not fit this edge's student and ask for the server's again;
+        the key frame they answer, if any, gets no update. The session goes on."""
+        assert self.weights is not None
+        reason = f"full weights of version {message.version} do not fit the student: {reason}"
+        log.warning("not applying: %s; asking for a resync", reason)
+        if pending is not None:
+            pending.resolve(None)
+        self.request_resync(self.weights.version, reason)
 
     @staticmethod
     def _claim(session: LiveSession, seq: int, kind: str) -> Pending | None:

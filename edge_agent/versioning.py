@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from edge_agent.runtime import StudentRuntime
+from shadowtutor.models.checkpoint import student_layout
 from shadowtutor.protocol.codecs import TensorBlob
 from shadowtutor.protocol.errors import ProtocolError
-from shadowtutor.protocol.sparse_delta import decode_sparse
 from shadowtutor.protocol.weight_sync import HeldWeights
 
 log = logging.getLogger(__name__)
@@ -32,10 +32,9 @@ log = logging.getLogger(__name__)
 class WeightUpdate:
     """Weights from the server, decoded. ``origin`` is ``welcome``, ``update`` or ``resync``.
 
-    ``delta``: the tensors are dequantised deltas to add to the held ones (a partial update in
-    the session's delta codec). ``sparse``: a partial update in a sparse codec, ``(codec, blob)``,
-    still encoded: it decodes only against the coordinate set held when it is installed (``tensors``
-    is then empty).
+    ``tensors``: full weights, decoded. ``blob``: a partial update, ``(codec, blob)``, still
+    encoded (``tensors`` is then empty): it decodes only against the weights held when it is
+    installed, which bound what it may name and the memory it may take.
     """
 
     session_id: str
@@ -46,8 +45,7 @@ class WeightUpdate:
     origin: str
     seq: int | None = None
     metric: float | None = None
-    delta: bool = False
-    sparse: tuple[str, TensorBlob] | None = None
+    blob: tuple[str, TensorBlob] | None = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,9 @@ class VersionedStudent:
     resync).
 
     ``request_resync(have_version, reason)`` is called (on the inference thread) when an
-    incremental update names a base the edge does not hold; the update is then dropped.
+    incremental update names a base the edge does not hold, or does not fit the held weights; the
+    update is then dropped. :attr:`full_layout` is what full weights must hold: every tensor of
+    the student for ``class_names``, with its shape.
     """
 
     def __init__(
@@ -92,6 +92,7 @@ class VersionedStudent:
         self.version = -1
         # bit-identical to the server's mirror of this edge
         self.held = HeldWeights()
+        self.full_layout = student_layout(len(class_names))
         self.history: list[AppliedVersion] = []
         self.rejected = 0
         # set by the agent before each frame, for the history
@@ -158,12 +159,10 @@ class VersionedStudent:
             self.runtime.load(update.tensors, self.class_names)
             self.held.replace(update.tensors)
         else:
-            if update.sparse is not None:
-                codec, blob = update.sparse
-                decoded = decode_sparse(blob.tensors, blob.payload, codec, self.held.coordinates)
-                changed = self.held.apply_sparse(decoded)
-            else:
-                changed = self.held.apply(update.tensors, update.delta)
+            if update.blob is None:
+                raise ValueError("a partial update without its blob")
+            codec, blob = update.blob
+            changed = self.held.apply_blob(blob.tensors, blob.payload, codec)
             if changed:
                 self.runtime.update(changed)
         self.session_id = update.session_id

@@ -191,10 +191,10 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     HTTP is parsed by h11 with a request line and headers of at most :data:`MAX_REQUEST_HEAD_BYTES`
     (more: 400 and the connection closed; httptools has no such limit); WebSockets by
     :class:`~services.server.connections.ws_protocol.HelloFirstProtocol` (nothing over the largest
-    HELLO is read before one is accepted); the access log leaves out query strings.
-    ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are honoured only from the addresses in
-    ``forwarded_allow_ips`` (none by default, whatever uvicorn's own default or
-    ``FORWARDED_ALLOW_IPS`` say).
+    HELLO is read before one is accepted) and never compressed (no permessage-deflate: a message's
+    size is its size on the wire); the access log leaves out query strings. ``X-Forwarded-For`` and
+    ``X-Forwarded-Proto`` are honoured only from the addresses in ``forwarded_allow_ips`` (none by
+    default, whatever uvicorn's own default or ``FORWARDED_ALLOW_IPS`` say).
     """
     from services.server.connections.access_log import logging_config
     from services.server.connections.ws_protocol import HelloFirstProtocol
@@ -206,6 +206,7 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
         ws=HelloFirstProtocol,
         ws_max_size=settings.max_message_bytes,
+        ws_per_message_deflate=False,
         ws_ping_interval=settings.ping_interval,
         ws_ping_timeout=settings.ping_timeout,
         timeout_graceful_shutdown=10,

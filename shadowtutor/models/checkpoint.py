@@ -44,6 +44,14 @@ def _num_classes_of(state_dict: Mapping[str, torch.Tensor]) -> int:
         raise CheckpointError("not a student checkpoint: it has no 'out_conv3.weight'") from None
 
 
+def student_layout(num_classes: int) -> dict[str, tuple[int, ...]]:
+    """The name and shape of every tensor of the state dict of a student for ``num_classes``
+    classes: exactly what full weights for it hold."""
+    return {
+        name: tuple(value.shape) for name, value in StudentNet(num_classes).state_dict().items()
+    }
+
+
 def student_from_state_dict(
     state_dict: Mapping[str, torch.Tensor], class_names: tuple[str, ...] | None = None
 ) -> StudentNet:

@@ -15,6 +15,12 @@ import zstandard
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_QUALITY
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.sparse_delta import SPARSE_BITS
+from shadowtutor.protocol.tensor_layout import (
+    MAX_DECOMPRESSED_BYTES,
+    Layout,
+    decompress_at_most,
+    parse_descriptors,
+)
 from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS
 
 # Image codecs: each frame stands alone. Stream codecs: a session's frames form one stream
@@ -28,7 +34,6 @@ DELTA_WEIGHT_CODECS = ("q8delta+zstd", "q8chdelta+zstd")
 # deltas of a coordinate set (sparse_delta), decoded statefully
 SPARSE_WEIGHT_CODECS = tuple(SPARSE_BITS)
 WEIGHT_CODECS = FLOAT_WEIGHT_CODECS + DELTA_WEIGHT_CODECS + SPARSE_WEIGHT_CODECS
-MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 ZSTD_LEVEL = 3
 
 _IMAGE_EXT = {"jpeg": ".jpg", "webp": ".webp", "png": ".png"}
@@ -249,52 +254,23 @@ def encode_tensors(state: Mapping[str, torch.Tensor], codec: str) -> TensorBlob:
     )
 
 
-def _parse_descriptors(tensors: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
-    shapes: dict[str, tuple[int, ...]] = {}
-    for desc in tensors:
-        name, shape = (
-            (desc.get("name"), desc.get("shape")) if isinstance(desc, dict) else (None, None)
-        )
-        if (
-            not isinstance(name, str)
-            or not isinstance(shape, list)
-            or not all(
-                isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in shape
-            )
-        ):
-            raise _bad(ErrorCode.BAD_MESSAGE, f"bad tensor descriptor {desc!r}")
-        if name in shapes:
-            raise _bad(ErrorCode.BAD_MESSAGE, f"tensor {name!r} appears twice in the blob")
-        shapes[name] = tuple(shape)
-    return list(shapes.items())
-
-
-def _decompress(payload: bytes, total: int) -> bytes:
-    """At most ``total + 1`` bytes out of a zstd frame: no more memory than that, whatever its
-    header declares."""
-    chunks, size = [], 0
-    try:
-        with zstandard.ZstdDecompressor().stream_reader(payload) as reader:
-            while size <= total:
-                chunk = reader.read(total + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-    except zstandard.ZstdError as exc:
-        raise _bad(ErrorCode.BAD_MESSAGE, f"weight payload is not valid zstd: {exc}") from None
-    return b"".join(chunks)
-
-
 def decode_tensors(
-    tensors: list[dict[str, Any]], payload: bytes, codec: str
+    tensors: list[dict[str, Any]],
+    payload: bytes,
+    codec: str,
+    layout: Layout | None = None,
+    *,
+    complete: bool = False,
 ) -> dict[str, torch.Tensor]:
     """Inverse of :func:`encode_tensors`: float32 tensors (dequantised deltas for a delta codec).
 
+    With ``layout`` (the tensors the receiver holds), every descriptor must name one of them with
+    its shape (and, ``complete``, all of them) before anything is decompressed, so the blob takes
+    no more memory than those tensors; without it, :data:`MAX_DECOMPRESSED_BYTES` bounds it.
     Defects raise :class:`ProtocolError` (BAD_MESSAGE, TOO_LARGE, UNSUPPORTED_CODEC).
     """
     fmt = _weight_format(codec)
-    shapes = _parse_descriptors(tensors)
+    shapes = parse_descriptors(tensors, layout, complete=complete)
     # Python ints: an int64 product can wrap to 0
     counts = [math.prod(shape) for _, shape in shapes]
     scale_counts = [_scale_count(shape, fmt) if fmt.delta else 0 for _, shape in shapes]
@@ -305,7 +281,7 @@ def decode_tensors(
             ErrorCode.TOO_LARGE, f"tensor blob of {total} bytes exceeds {MAX_DECOMPRESSED_BYTES}"
         )
     if fmt.compressed:
-        payload = _decompress(payload, total)
+        payload = decompress_at_most(payload, total, "weight payload")
     if len(payload) != total:
         raise _bad(
             ErrorCode.BAD_MESSAGE,

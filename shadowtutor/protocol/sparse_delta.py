@@ -29,9 +29,14 @@ import torch
 import zstandard
 
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.tensor_layout import (
+    MAX_DECOMPRESSED_BYTES,
+    Layout,
+    decompress_at_most,
+    parse_descriptors,
+)
 
 SPARSE_BITS = {"q8sparse+zstd": 8, "q4sparse+zstd": 4}
-MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 _HEADER = struct.Struct("<BI")
 _SET_FOLLOWS = 1
 _SCALE = np.dtype("<f4")
@@ -150,37 +155,11 @@ def encode_sparse(
     return descriptors, zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(b"".join(parts))
 
 
-def _decompress(payload: bytes) -> bytes:
-    try:
-        with zstandard.ZstdDecompressor().stream_reader(payload) as reader:
-            raw = reader.read(MAX_DECOMPRESSED_BYTES + 1)
-    except zstandard.ZstdError as exc:
-        raise _bad(f"sparse weight payload is not valid zstd: {exc}") from None
-    if len(raw) > MAX_DECOMPRESSED_BYTES:
-        raise ProtocolError(
-            ErrorCode.TOO_LARGE, f"sparse blob exceeds {MAX_DECOMPRESSED_BYTES} bytes"
-        )
-    return raw
-
-
 def _read_set(
-    set_id: int, descriptors: list[dict[str, Any]], raw: bytes, at: int
+    set_id: int, shapes: list[tuple[str, tuple[int, ...]]], raw: bytes, at: int
 ) -> tuple[CoordinateSet, int]:
-    shapes: dict[str, tuple[int, ...]] = {}
     indices: dict[str, torch.Tensor] = {}
-    for desc in descriptors:
-        name, shape = (
-            (desc.get("name"), desc.get("shape")) if isinstance(desc, dict) else (None, None)
-        )
-        if (
-            not isinstance(name, str)
-            or not isinstance(shape, list)
-            or name in shapes
-            or not all(
-                isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in shape
-            )
-        ):
-            raise _bad(f"bad or repeated tensor descriptor {desc!r}")
+    for name, shape in shapes:
         count = math.prod(shape)
         size = (count + 7) // 8
         if at + size > len(raw):
@@ -188,19 +167,41 @@ def _read_set(
         bits = np.unpackbits(np.frombuffer(raw, np.uint8, size, at), bitorder="little")
         if bits[count:].any():
             raise _bad(f"the coordinate bitmap of {name!r} sets bits past its {count} entries")
-        shapes[name] = tuple(shape)
         indices[name] = torch.from_numpy(np.flatnonzero(bits[:count]).astype(np.int64))
         at += size
-    return CoordinateSet(set_id, shapes, indices), at
+    return CoordinateSet(set_id, dict(shapes), indices), at
+
+
+def _largest(
+    shapes: list[tuple[str, tuple[int, ...]]], held: CoordinateSet | None, bits: int
+) -> int:
+    """The most bytes a payload can decompress to: a set over all of ``shapes`` with every
+    coordinate chosen, or (no ``shapes``) deltas for the ``held`` set."""
+    if shapes:
+        counts = [math.prod(shape) for _, shape in shapes]
+        bitmaps = sum((count + 7) // 8 for count in counts)
+        return (
+            _HEADER.size + bitmaps + len(counts) * _SCALE.itemsize + _value_bytes(sum(counts), bits)
+        )
+    if held is None:
+        raise _bad("a sparse update without a coordinate set, and the edge holds none")
+    return _HEADER.size + len(held.indices) * _SCALE.itemsize + _value_bytes(held.size, bits)
 
 
 def decode_sparse(
-    descriptors: list[dict[str, Any]], payload: bytes, codec: str, held: CoordinateSet | None
+    descriptors: list[dict[str, Any]],
+    payload: bytes,
+    codec: str,
+    held: CoordinateSet | None,
+    layout: Layout | None = None,
 ) -> SparseDelta:
     """Inverse of :func:`encode_sparse` for an edge holding the set ``held`` (None: none yet).
 
     An update that refers to a set other than the held one, or carries descriptors without a set
-    (or a set without descriptors), raises BAD_MESSAGE."""
+    (or a set without descriptors), raises BAD_MESSAGE. The descriptors are checked against
+    ``layout`` (the tensors the edge holds) when given, and the payload is decompressed to at
+    most what they (or the held set) can need, before any bitmap is unpacked: TOO_LARGE when
+    that is over :data:`MAX_DECOMPRESSED_BYTES`."""
     bits = SPARSE_BITS.get(codec)
     if bits is None:
         raise ProtocolError(ErrorCode.UNSUPPORTED_CODEC, f"{codec!r} is not a sparse codec")
@@ -208,7 +209,16 @@ def decode_sparse(
         if descriptors:
             raise _bad("an empty sparse update names tensors")
         return SparseDelta(held.set_id if held is not None else 0, None, None)
-    raw = _decompress(payload)
+    shapes = parse_descriptors(descriptors, layout)
+    limit = _largest(shapes, held, bits)
+    if limit > MAX_DECOMPRESSED_BYTES:
+        raise ProtocolError(
+            ErrorCode.TOO_LARGE,
+            f"a sparse blob of up to {limit} bytes exceeds {MAX_DECOMPRESSED_BYTES}",
+        )
+    raw = decompress_at_most(payload, limit, "sparse weight payload")
+    if len(raw) > limit:
+        raise _bad(f"sparse update of over {limit} bytes, its coordinate set needs at most that")
     if len(raw) < _HEADER.size:
         raise _bad("sparse update shorter than its header")
     flags, set_id = _HEADER.unpack_from(raw)
@@ -219,7 +229,7 @@ def decode_sparse(
         raise _bad("a sparse update names tensors exactly when it carries a coordinate set")
     at = _HEADER.size
     if carried:
-        coordinates, at = _read_set(set_id, descriptors, raw, at)
+        coordinates, at = _read_set(set_id, shapes, raw, at)
     elif held is None or held.set_id != set_id:
         holding = None if held is None else held.set_id
         raise _bad(f"sparse update for coordinate set {set_id}, the edge holds set {holding}")

@@ -11,6 +11,9 @@ with a BAD_FRAME ProtocolError, after which it accepts only an intra frame; the 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -18,8 +21,17 @@ import av
 import numpy as np
 
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.h264_sps import sequence_parameters
 
 STREAM_FRAME_CODECS = ("h264",)
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform.startswith("linux") else None
+
+
+def release_freed_memory() -> None:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; nothing elsewhere):
+    a freed decoder's pictures otherwise stay in the process."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
 
 
 def streamable(width: int, height: int) -> bool:
@@ -43,6 +55,9 @@ def scaled_frame_size(width: int, height: int, scale: float) -> tuple[int, int]:
     return max(2, 2 * round(width * scale / 2)), max(2, 2 * round(height * scale / 2))
 
 
+# reference pictures a stream may ask a decoder to keep (its SPS's max_num_ref_frames); the
+# encoder's streams ask for 1
+MAX_REF_FRAMES = 4
 H264_CRF = 23
 H264_PRESET = "veryfast"
 
@@ -133,6 +148,11 @@ class StreamDecoder:
         """Forget the stream: only an intra frame decodes next."""
         self._context, self._last = None, None
 
+    def close(self) -> None:
+        """Free the decoder and hand the memory it took back to the system (at a session's end)."""
+        self.reset()
+        release_freed_memory()
+
     @property
     def last_position(self) -> int | None:
         """The position of the last frame decoded, None when the next frame must be intra."""
@@ -162,6 +182,12 @@ class StreamDecoder:
             context.options = {"max_pixels": str((self.width + 128) * (self.height + 32))}
             self._context = context
         assert self._context is not None
+        for sps in sequence_parameters(payload):
+            if sps.max_num_ref_frames > MAX_REF_FRAMES:
+                raise self._refuse(
+                    f"the stream asks for {sps.max_num_ref_frames} reference frames, at most "
+                    f"{MAX_REF_FRAMES} are kept"
+                )
         try:
             frames = self._context.decode(av.Packet(payload))
         except (av.FFmpegError, ValueError) as exc:

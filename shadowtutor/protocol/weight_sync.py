@@ -25,6 +25,7 @@ from shadowtutor.protocol.sparse_delta import (
     encode_sparse,
     is_sparse_codec,
 )
+from shadowtutor.protocol.tensor_layout import layout_of
 
 
 class HeldWeights:
@@ -34,6 +35,28 @@ class HeldWeights:
     def __init__(self) -> None:
         self.state: dict[str, torch.Tensor] = {}
         self.coordinates: CoordinateSet | None = None
+
+    @property
+    def layout(self) -> dict[str, tuple[int, ...]]:
+        """The name and shape of every held tensor: all a partial update may name."""
+        return layout_of(self.state)
+
+    def apply_blob(
+        self, tensors: list[dict[str, Any]], payload: bytes, codec: str
+    ) -> dict[str, torch.Tensor]:
+        """A partial update still encoded (``tensors`` and ``payload`` of its UPDATE, in
+        ``codec``): decoded against the held tensors, so that it is refused before anything is
+        decompressed when it names one that is not held (or with another shape), and decompresses
+        to no more than they take; then applied by :meth:`apply` or :meth:`apply_sparse`. Returns
+        the new values of the tensors it changed; a defect raises :class:`ProtocolError` and
+        changes nothing."""
+        if is_sparse_codec(codec):
+            return self.apply_sparse(
+                decode_sparse(tensors, payload, codec, self.coordinates, self.layout)
+            )
+        return self.apply(
+            decode_tensors(tensors, payload, codec, self.layout), delta=is_delta_codec(codec)
+        )
 
     def replace(self, tensors: Mapping[str, torch.Tensor]) -> None:
         """Full weights: hold exactly these, and no coordinate set."""
@@ -171,16 +194,14 @@ class UpdateEncoder:
                 {key: values[key] - held[key] for key in changed}, self.delta_codec
             )
             self._sent.update({key: values[key] for key in changed})
-            self.held.apply(
-                decode_tensors(blob.tensors, blob.payload, self.delta_codec), delta=True
-            )
+            self.held.apply_blob(blob.tensors, blob.payload, self.delta_codec)
             return blob
         blob = encode_tensors({key: state[key] for key in keys}, self.weight_codec)
         on_wire = decode_tensors(blob.tensors, blob.payload, self.weight_codec)
         changed = [key for key in keys if not torch.equal(on_wire[key], held[key])]
         if len(changed) < len(keys):
             blob = encode_tensors({key: state[key] for key in changed}, self.weight_codec)
-        self.held.apply(decode_tensors(blob.tensors, blob.payload, self.weight_codec), delta=False)
+        self.held.apply_blob(blob.tensors, blob.payload, self.weight_codec)
         return blob
 
     def _sparse(
@@ -206,7 +227,7 @@ class UpdateEncoder:
             )
             self._sent.update(values)
         descriptors, payload = encode_sparse(deltas, coordinates, codec, with_set)
-        self.held.apply_sparse(decode_sparse(descriptors, payload, codec, self.held.coordinates))
+        self.held.apply_blob(descriptors, payload, codec)
         return TensorBlob(descriptors, payload)
 
     def replay(self, tensors: list[dict[str, Any]], payload: bytes, full: bool) -> None:
@@ -216,11 +237,11 @@ class UpdateEncoder:
         that does not fit the held weights."""
         codec = self.weight_codec if full or self.delta_codec is None else self.delta_codec
         if full:
-            self.held.replace(decode_tensors(tensors, payload, codec))
-        elif is_sparse_codec(codec):
-            self.held.apply_sparse(decode_sparse(tensors, payload, codec, self.held.coordinates))
+            self.held.replace(
+                decode_tensors(tensors, payload, codec, self.held.layout, complete=True)
+            )
         else:
-            self.held.apply(decode_tensors(tensors, payload, codec), delta=is_delta_codec(codec))
+            self.held.apply_blob(tensors, payload, codec)
         self._sent = {key: value.clone() for key, value in self.held.state.items()}
 
     def mirror(self, keys: list[str]) -> dict[str, Any]:

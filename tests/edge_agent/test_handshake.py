@@ -3,16 +3,21 @@ resumed WELCOME is taken only for exactly that session and version, with no weig
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
+import torch
 
 from edge_agent.handshake import SessionTerms, accept_welcome, resuming
 from edge_agent.versioning import WeightUpdate
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES
+from shadowtutor.models.checkpoint import student_layout
+from shadowtutor.protocol.codecs import encode_tensors
 from shadowtutor.protocol.errors import ProtocolError
 from shadowtutor.protocol.messages import Hello, Welcome
+from tests.support.update_bombs import dense_bomb
 
 SESSION = "a" * 32
 
@@ -22,6 +27,7 @@ class Sink:
     session_id: str | None = None
     version: int = -1
     staged: list[WeightUpdate] = field(default_factory=list)
+    full_layout: dict[str, tuple[int, ...]] = field(default_factory=lambda: student_layout(len(LVS_CLASSES)))
 
     def stage(self, update: WeightUpdate) -> None:
         self.staged.append(update)
@@ -69,3 +75,19 @@ def test_a_server_that_does_not_resume_opens_a_new_session_with_full_weights() -
     welcome = _welcome(0, resumed=False, session_id="d" * 32)
     with pytest.raises(ProtocolError, match="no weights"):  # a new session must carry them
         accept_welcome(resuming(_hello(), _terms(), sink), welcome, sink)
+
+
+def test_welcome_weights_that_are_not_the_students_are_refused_before_decompression() -> None:
+    descriptors, payload = dense_bomb()
+    welcome = dataclasses.replace(_welcome(0, resumed=False), tensors=descriptors,
+                                  payload=payload)
+    sink = Sink()
+    with pytest.raises(ProtocolError, match="evil.weight"):
+        accept_welcome(_hello(), welcome, sink)
+    layout = student_layout(len(LVS_CLASSES))
+    some = encode_tensors({name: torch.zeros(shape) for name, shape in list(layout.items())[:3]}, "f32")
+    with pytest.raises(ProtocolError, match="full weights without"):
+        accept_welcome(_hello(), dataclasses.replace(welcome, tensors=some.tensors, payload=some.payload), sink)
+    whole = encode_tensors({name: torch.zeros(shape) for name, shape in layout.items()}, "f32")
+    accept_welcome(_hello(), dataclasses.replace(welcome, tensors=whole.tensors, payload=whole.payload), sink)
+    assert sink.staged[0].tensors.keys() == layout.keys()

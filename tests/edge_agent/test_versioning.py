@@ -6,7 +6,7 @@ from edge_agent.runtime import StudentRuntime
 from edge_agent.versioning import VersionedStudent, WeightUpdate
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.models.student import StudentNet
-from shadowtutor.protocol.codecs import TensorBlob
+from shadowtutor.protocol.codecs import TensorBlob, encode_tensors
 from shadowtutor.protocol.sparse_delta import CoordinateSet, encode_sparse
 
 
@@ -15,8 +15,9 @@ def full_state(seed: int) -> dict[str, torch.Tensor]:
     return StudentNet(len(LVS_CLASSES)).state_dict()
 
 
-def partial(value: float) -> dict[str, torch.Tensor]:
-    return {"out_conv3.bias": torch.full((9,), value)}
+def partial(value: float) -> tuple[str, TensorBlob]:
+    """A partial update setting the output bias to ``value``, as it travels."""
+    return "f32", encode_tensors({"out_conv3.bias": torch.full((9,), value)}, "f32")
 
 
 def make() -> tuple[VersionedStudent, list[tuple[int, str]]]:
@@ -37,8 +38,8 @@ def bias(student: VersionedStudent) -> float:
 
 def test_updates_apply_in_version_order() -> None:
     student, resyncs = make()
-    student.apply(WeightUpdate("a", 1, 0, False, partial(1.0), "update"))
-    student.apply(WeightUpdate("a", 2, 1, False, partial(2.0), "update"))
+    student.apply(WeightUpdate("a", 1, 0, False, {}, "update", blob=partial(1.0)))
+    student.apply(WeightUpdate("a", 2, 1, False, {}, "update", blob=partial(2.0)))
     assert (student.version, bias(student), resyncs) == (2, 2.0, [])
     assert [(h.version, h.origin) for h in student.history] == [(0, "welcome"), (1, "update"), (2, "update")]
     assert student.updates_applied == 2
@@ -46,14 +47,14 @@ def test_updates_apply_in_version_order() -> None:
 
 def test_a_stale_base_is_not_applied_and_asks_for_a_resync() -> None:
     student, resyncs = make()
-    student.apply(WeightUpdate("a", 5, 4, False, partial(9.0), "update"))
+    student.apply(WeightUpdate("a", 5, 4, False, {}, "update", blob=partial(9.0)))
     assert student.version == 0 and bias(student) == 0.0 and student.rejected == 1
     assert resyncs[0][0] == 0 and "4->5" in resyncs[0][1]
 
 
 def test_an_update_from_another_session_is_stale_even_with_the_same_base() -> None:
     student, resyncs = make()
-    student.apply(WeightUpdate("b", 1, 0, False, partial(9.0), "update"))
+    student.apply(WeightUpdate("b", 1, 0, False, {}, "update", blob=partial(9.0)))
     assert student.version == 0 and len(resyncs) == 1
 
 
@@ -81,8 +82,7 @@ def sparse_update(version: int, coordinates: CoordinateSet, with_set: bool, payl
     deltas = torch.ones(coordinates.size)
     descriptors, encoded = encode_sparse(deltas, coordinates, "q4sparse+zstd", with_set)
     blob = TensorBlob(descriptors, encoded if payload is None else payload)
-    return WeightUpdate("a", version, version - 1, False, {}, "update", delta=True,
-                        sparse=("q4sparse+zstd", blob))
+    return WeightUpdate("a", version, version - 1, False, {}, "update", blob=("q4sparse+zstd", blob))
 
 
 def test_sparse_updates_apply_against_the_held_set_and_a_bad_one_asks_for_a_resync() -> None:

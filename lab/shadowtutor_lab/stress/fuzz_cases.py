@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from shadowtutor.protocol.codecs import encode_frame
+from shadowtutor.protocol.codecs import FRAME_CODECS, encode_frame
 from shadowtutor.protocol.image_header import PNG_SIGNATURE
 from shadowtutor.protocol.messages import (
     MAX_HELLO_BYTES,
@@ -35,6 +35,7 @@ from shadowtutor.protocol.messages import (
 )
 from shadowtutor.protocol.telemetry import LABELS, OPTIONAL_COUNTS, STUDENT_LAYERS
 from shadowtutor.protocol.video_stream import StreamEncoder, StreamFrame
+from shadowtutor_lab.stress.decoder_memory import x264_units
 from shadowtutor_lab.stress.fuzz_mutate import mutate_bytes, mutate_header, pack, pack_raw
 
 # The probe that ends a case: a RESYNC_REQUEST with this version (its answer is the full UPDATE
@@ -44,9 +45,13 @@ PROBE_SEQ = 2**53
 # Error codes the server sends about one KEY_FRAME without ending the session (docs/protocol.md, "Session").
 KEY_FRAME_ERRORS = frozenset({"bad_frame", "unsupported_codec", "rate_limited", "teacher_failed"})
 BOMB_BYTES = 128 * 2**20  # what the zlib-bomb PNG inflates to
+# reference frames a stream asks the server's decoder to keep (over its cap)
+MANY_REFERENCES = 16
 HUGE_SIDE = 60_000  # a side no server accepts (the declared size of header bombs)
 
 CLOSE, CONTINUE, ANY, DROP = "close", "continue", "any", "drop"
+# names of real image and video formats, for cases offering a codec the server does not know
+CODEC_NAMES = ("h264", "h265", "hevc", "vp8", "vp9", "av1", "mjpeg", "jpeg2000", "gif", "bmp", "tiff", "avif")
 
 
 @dataclass(frozen=True)
@@ -257,6 +262,13 @@ def _header_fields(b: _Builder) -> Generated:
     return f"{kind} {name}", b.hello(), (Send(pack(type_id, header, payload)),), Expect(ANY)
 
 
+def unknown_codec(rng: random.Random, known: tuple[str, ...]) -> str:
+    """A codec name the server does not know: a real format's, drawn from those the registry ``known``
+    lacks, or a made-up one when it has them all."""
+    unknown = [name for name in CODEC_NAMES if name not in known]
+    return rng.choice(unknown) if unknown else f"x-{rng.getrandbits(32):08x}"
+
+
 def _hello_fields(b: _Builder) -> Generated:
     """HELLOs that are well-formed but refused, each with its documented error."""
     t = b.target
@@ -274,7 +286,7 @@ def _hello_fields(b: _Builder) -> Generated:
         f"frame {HUGE_SIDE}x{HUGE_SIDE}": ({"frame_width": HUGE_SIDE, "frame_height": HUGE_SIDE}, "bad_frame"),
         "frame_width 2**64": ({"frame_width": 2**64}, "bad_frame"),
         "no frame codecs": ({"frame_codecs": []}, "unsupported_codec"),
-        "unknown frame codec": ({"frame_codecs": ["h264"]}, "unsupported_codec"),
+        "unknown frame codec": ({"frame_codecs": [unknown_codec(b.rng, FRAME_CODECS)]}, "unsupported_codec"),
         "no weight codecs": ({"weight_codecs": []}, "unsupported_codec"),
         "delta weight codec alone": ({"weight_codecs": ["q8delta+zstd"]}, "unsupported_codec"),
         "sparse weight codecs alone": ({"weight_codecs": ["q4sparse+zstd", "q8sparse+zstd"]}, "unsupported_codec"),
@@ -398,6 +410,8 @@ def _bad_stream(b: _Builder) -> Generated:
         "stream position skipped": ((t.stream_frame(0, intra), t.stream_frame(1, inter, stream_position=2)), bad),
         "intra frame twice the size": ((t.stream_frame(0, big),), bad),
         "random bytes as intra": ((t.stream_frame(0, payload=rng.randbytes(rng.randint(0, 2000))),), bad),
+        f"intra asking for {MANY_REFERENCES} reference frames": (
+            (t.stream_frame(0, payload=x264_units([t.frames[0]], MANY_REFERENCES)[0]),), bad),
         "intra truncated": ((t.stream_frame(0, payload=intra.payload[: rng.randrange(len(intra.payload))]),), maybe),
         "intra damaged": ((t.stream_frame(0, payload=mutate_bytes(intra.payload, rng)[1]),), maybe),
         "inter damaged": ((t.stream_frame(0, intra), t.stream_frame(1, inter,

@@ -172,6 +172,9 @@ class EdgeConnection:
             log.exception("%s: internal error", self._who())
             await self._fail(ErrorCode.INTERNAL, "internal server error")
         finally:
+            if self._stream is not None:
+                self._stream.close()
+                self._stream = None
             if self.session is not None:
                 self.runtime.sessions.remove(self.session)
                 self.metrics.fleet.session_ended(

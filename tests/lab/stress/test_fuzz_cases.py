@@ -1,22 +1,31 @@
 from __future__ import annotations
 
+import random
 import struct
 import zlib
 
 import numpy as np
 import pytest
 
-from shadowtutor.protocol.errors import ErrorCode
+from services.server.connections.handshake import check_hello
+from services.server.settings import ServerSettings
+from shadowtutor.protocol.codecs import FRAME_CODECS
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
+from shadowtutor.protocol.h264_sps import sequence_parameters
 from shadowtutor.protocol.image_header import declared_size
 from shadowtutor.protocol.messages import Hello, KeyFrame, decode
+from shadowtutor.protocol.video_stream import MAX_REF_FRAMES, StreamDecoder
+from shadowtutor_lab.stress.decoder_memory import x264_units
 from shadowtutor_lab.stress.fuzz_cases import (
     ANY,
     BOMB_BYTES,
     CATEGORIES,
     CLOSE,
+    CODEC_NAMES,
     CONTINUE,
     DROP,
     HUGE_SIDE,
+    MANY_REFERENCES,
     PROBE_SEQ,
     PROBE_VERSION,
     Drop,
@@ -28,6 +37,7 @@ from shadowtutor_lab.stress.fuzz_cases import (
     _png_declaring,
     make_case,
     probe_message,
+    unknown_codec,
 )
 from shadowtutor_lab.stress.fuzz_server import synthetic_frames
 
@@ -182,3 +192,35 @@ def test_bad_stream_cases_offer_h264_and_keep_seq_order(target: Target) -> None:
         assert decode(case.hello).frame_codecs == ["h264"]  # type: ignore[arg-type, attr-defined]
         seqs = [decode(step.data).seq for step in case.steps]  # type: ignore[attr-defined]
         assert seqs == sorted(set(seqs)) and all(decode(s.data).codec == "h264" for s in case.steps)  # type: ignore
+
+
+@pytest.mark.parametrize("seed", [1, 7, 11, 2026, random.SystemRandom().randrange(2**32)])
+def test_every_refused_hello_gets_the_error_the_servers_own_check_gives(seed: int, target: Target) -> None:
+    """The server's HELLO check (services.server.connections.handshake) is the oracle: a case naming a codec the
+    server knows cannot expect ``unsupported_codec``, whatever the seed (the random one is printed)."""
+    settings = ServerSettings(max_frame_width=1920, max_frame_height=1080)
+    seen = set()
+    for index in range(200):
+        case = make_case(seed, index, target, ("hello_fields",))
+        seen.add(case.variant)
+        try:
+            check_hello(decode(case.hello or case.steps[0].data), settings, CLASSES)
+            got = None
+        except ProtocolError as exc:
+            got = exc.code.value
+        assert case.expect.require == got, f"seed {seed}, case {index} ({case.variant})"
+    assert "unknown frame codec" in seen
+
+
+def test_an_unknown_codec_is_never_one_the_registry_knows() -> None:
+    rng = random.Random(0)
+    assert all(unknown_codec(rng, FRAME_CODECS) not in FRAME_CODECS for _ in range(200))
+    assert unknown_codec(rng, CODEC_NAMES).startswith("x-")
+
+
+def test_the_many_references_stream_asks_for_more_than_the_servers_cap(target: Target) -> None:
+    unit = x264_units([target.frames[0]], MANY_REFERENCES)[0]
+    assert sequence_parameters(unit)[0].max_num_ref_frames == MANY_REFERENCES > MAX_REF_FRAMES
+    with pytest.raises(ProtocolError, match="reference frames") as info:
+        StreamDecoder(target.width, target.height).decode(unit, 0)
+    assert info.value.code is ErrorCode.BAD_FRAME

@@ -136,8 +136,14 @@ def test_a_zstd_header_declaring_a_huge_size_is_refused_without_allocating_it() 
         decode_tensors([{"name": "x", "shape": [10]}], bytes(payload), "f32+zstd")
     assert info.value.code is ErrorCode.BAD_MESSAGE
     bomb = zstandard.ZstdCompressor().compress(bytes(10_000_000))  # 10 MB of zeros in a few hundred bytes
-    with pytest.raises(ProtocolError, match="descriptors say 40"):
+    # its window is over the 40 bytes the descriptors need
+    with pytest.raises(ProtocolError, match="not zstd within 40 bytes"):
         decode_tensors([{"name": "x", "shape": [10]}], bomb, "f32+zstd")
+    small_window = zstandard.ZstdCompressor(
+        compression_params=zstandard.ZstdCompressionParameters(window_log=10)
+    ).compress(bytes(10_000_000))
+    with pytest.raises(ProtocolError, match="descriptors say 40"):
+        decode_tensors([{"name": "x", "shape": [10]}], small_window, "f32+zstd")
 
 
 def test_duplicate_tensor_names_are_bad_messages() -> None:

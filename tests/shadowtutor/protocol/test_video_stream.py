@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import gc
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import av
 import numpy as np
 import pytest
 
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.video_stream import StreamDecoder, StreamEncoder, StreamFrame, scaled_frame_size
+from shadowtutor.protocol.h264_sps import sequence_parameters
+from shadowtutor.protocol.video_stream import (
+    MAX_REF_FRAMES,
+    StreamDecoder,
+    StreamEncoder,
+    StreamFrame,
+    scaled_frame_size,
+)
 
 W, H = 96, 64
 
@@ -115,3 +128,56 @@ def test_scaled_sizes_have_even_sides_and_scale_one_keeps_the_size() -> None:
     for scale in (0.0, -1.0, 1.01):
         with pytest.raises(ValueError, match="scale"):
             scaled_frame_size(1280, 720, scale)
+
+
+def _x264_stream(width: int, height: int, refs: int, count: int) -> list[bytes]:
+    """``count`` access units of libx264 asked to keep ``refs`` reference frames."""
+    context = av.CodecContext.create("libx264", "w")
+    context.width, context.height, context.pix_fmt = width, height, "yuv420p"
+    context.time_base = Fraction(1, 1000)
+    context.options = {"preset": "veryfast", "tune": "zerolatency", "refs": str(refs)}
+    units = []
+    for i in range(count):
+        image = np.random.default_rng(i).integers(0, 255, (height, width, 3), dtype=np.uint8)
+        frame = av.VideoFrame.from_ndarray(image, format="bgr24").reformat(format="yuv420p")
+        frame.pts = i
+        units.append(b"".join(bytes(packet) for packet in context.encode(frame)))
+    return units
+
+
+def test_a_stream_asking_for_more_reference_frames_than_the_cap_is_a_bad_frame() -> None:
+    units = _x264_stream(64, 48, refs=16, count=1)
+    assert sequence_parameters(units[0])[0].max_num_ref_frames == 16
+    decoder = StreamDecoder(64, 48)
+    with pytest.raises(ProtocolError, match="asks for 16 reference frames") as info:
+        decoder.decode(units[0], 0)
+    assert info.value.code is ErrorCode.BAD_FRAME and decoder.last_position is None
+    ours = StreamEncoder(64, 48).encode(np.zeros((48, 64, 3), np.uint8)).payload
+    assert sequence_parameters(ours)[0].max_num_ref_frames <= MAX_REF_FRAMES
+    assert decoder.decode(ours, 0).shape == (48, 64, 3)
+
+
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_closed_decoders_give_their_memory_back() -> None:
+    encoder = StreamEncoder(1280, 720)
+    units = [encoder.encode(np.random.default_rng(i).integers(0, 255, (720, 1280, 3), dtype=np.uint8)).payload
+             for i in range(2)]
+    decoders = [StreamDecoder(1280, 720) for _ in range(8)]
+    before = _rss_mib()
+    for decoder in decoders:
+        decoder.decode(units[0], 0)
+        decoder.decode(units[1], 1)
+    opened = _rss_mib() - before
+    for decoder in decoders:
+        decoder.close()
+    gc.collect()
+    left = _rss_mib() - before
+    assert opened > 20, f"8 open 720p decoders took only {opened:.0f} MiB"
+    assert left < 12, f"8 closed 720p decoders left {left:.0f} MiB of the {opened:.0f} MiB they took"

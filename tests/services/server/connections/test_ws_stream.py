@@ -3,14 +3,17 @@ libx264 encoder and FFmpeg decoder on 64x48 frames (Starlette's in-process WebSo
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from services.server.app import create_app
 from services.server.settings import ServerSettings
 from shadowtutor.protocol.messages import Error, KeyFrame, Labels, Update
-from shadowtutor.protocol.video_stream import StreamEncoder, StreamFrame
+from shadowtutor.protocol.video_stream import StreamDecoder, StreamEncoder, StreamFrame
+from shadowtutor_lab.stress.decoder_memory import x264_units
 from tests.services.conftest import wait_ready
 from tests.services.server.connections.test_ws_edge import open_session
 from tests.support.scene import TinyScene
@@ -103,3 +106,22 @@ def test_odd_frame_sides_are_not_streamed(client: TestClient, scene: TinyScene) 
     with client.websocket_connect("/v1/edge") as ws:
         _, welcome = open_session(ws, scene, frame_width=63, frame_codecs=["h264", "jpeg"])
     assert welcome.frame_codec == "jpeg"
+
+
+def test_a_stream_asking_for_16_reference_frames_is_refused_and_decoders_close_with_their_session(
+    client: TestClient, scene: TinyScene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed: list[StreamDecoder] = []
+    close = StreamDecoder.close
+    monkeypatch.setattr(StreamDecoder, "close", lambda self: (closed.append(self), close(self))[-1])
+    many = x264_units([scene.frames[0]], refs=16)[0]
+    with client.websocket_connect("/v1/edge") as ws:
+        wire, _ = open_session(ws, scene, mode="naive", frame_codecs=["h264"])
+        wire.send(stream_frame(0, StreamFrame(many, 0)))
+        refused(wire, 0, "asks for 16 reference frames, at most 4 are kept")
+        wire.send(stream_frame(1, StreamEncoder(64, 48).encode(scene.frames[1])))
+        assert wire.expect(Labels).seq == 1
+    deadline = time.monotonic() + 10
+    while not closed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(closed) == 1 and closed[0].last_position is None
