@@ -98,8 +98,8 @@ class TeachingReplica:
         logs.configure(settings.log_level)
         self.settings = teaching_settings(settings)
         self.teaching = LocalTeaching(self.settings, ServerMetrics(1, 60.0))
-        self.teaching.install(load_models(self.settings))
         self.keeper = SessionKeeper.open(store, self.settings, self.teaching)
+        self.teaching.install(load_models(self.settings))
         freeze_startup_heap()
 
         self.name = f"{socket.gethostname()}:{os.getpid()}"
