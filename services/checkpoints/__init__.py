@@ -1,2 +1,2 @@
 """Session checkpoints: a session's weights and optimizer on disk, the journal of its updates,
-restore."""
+restore, and the keeper that orchestrates them for a teaching replica."""

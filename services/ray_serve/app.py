@@ -79,7 +79,7 @@ class Ingress:
     def __init__(self, settings: ServerSettings, teaching: DeploymentHandle) -> None:
         logs.configure(settings.log_level)
         remote = ServeTeaching(teaching)
-        self._app = create_app(settings, remote=remote)
+        self._app = create_app(settings, teaching=remote)
         runtime = self._app.state.runtime
         remote.export_to(runtime.metrics, lambda: {s.hello.edge_id for s in runtime.sessions.all()})
 

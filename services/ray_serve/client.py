@@ -40,6 +40,7 @@ from services.ray_serve.requests import (
     TrainKeyFrame,
 )
 from services.server.metrics.server_metrics import ServerMetrics
+from services.server.teaching.description import Description
 from services.server.teaching.local import SessionEnded
 from services.server.teaching.session import EdgeSession
 from shadowtutor.algorithms.distill import Distiller
@@ -80,6 +81,9 @@ class ServeTeaching:
         # releases that failed, sent again at the next sweep (a slot left behind counts as a
         # session)
         self._failed: list[ReleaseSlot] = []
+        self.description: Description | None = None
+        self.not_ready_reason = "waiting for the teaching deployment"
+        self._describer: asyncio.Task[None] | None = None
 
     def export_to(self, metrics: ServerMetrics, live_edges: Callable[[], Collection[str]]) -> None:
         """Count into the server's metrics (distillation latency and steps) and add the teaching's
@@ -88,8 +92,36 @@ class ServeTeaching:
         self.live_edges = live_edges
         self.teaching_metrics = TeachingMetrics(metrics.registry, live_edges)
 
-    async def describe(self) -> dict[str, Any]:
-        return await self.handle.describe.remote()
+    def start(self) -> None:
+        """Ask the deployment what it is, in the background, until it answers: ready then."""
+        self._describer = asyncio.get_running_loop().create_task(
+            self._describe(), name="describe-teaching"
+        )
+
+    async def _describe(self) -> None:
+        while True:
+            try:
+                described: Description = await self.handle.describe.remote()
+            # not up yet (replicas still loading their models): ask again
+            except Exception as exc:
+                self.not_ready_reason = f"waiting for the teaching deployment: {exc}"
+                await asyncio.sleep(1.0)
+                continue
+            self.description, self.not_ready_reason = described, ""
+            log.info(
+                "ready: teaching on %s (teacher %r, classes %s)",
+                described.where,
+                described.teacher,
+                list(described.class_names),
+            )
+            return
+
+    async def stop(self) -> None:
+        """Stop asking; the replicas are the deployment's to stop."""
+        if self._describer is not None:
+            self._describer.cancel()
+            await asyncio.wait({self._describer})
+        self.description, self.not_ready_reason = None, "the server is shutting down"
 
     async def new_student(
         self, hello: Hello, student_size: tuple[int, int] | None

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from services.checkpoints.keeper import SessionRef
 from shadowtutor.protocol.messages import Hello, Message
 
 
@@ -33,15 +34,6 @@ class ResumeSession:
     weight_codec: str
     delta_codec: str | None
     telemetry_interval: float | None
-
-
-@dataclass(frozen=True)
-class SessionRef:
-    """The session a request is for, as the ingress last saw it: ``version`` is the version last
-    sent to the edge (a replica whose copy differs rebuilds the session from its checkpoint)."""
-
-    session_id: str
-    version: int
 
 
 @dataclass(frozen=True)

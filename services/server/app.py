@@ -13,7 +13,7 @@ from services.server.metrics.server_metrics import ServerMetrics
 from services.server.runtime import ServerRuntime
 from services.server.settings import ServerSettings
 from services.server.teaching.loading import LoadedModels
-from services.server.teaching.local import Teaching
+from services.server.teaching.local import LocalTeaching, Teaching
 from shadowtutor.teachers.base import Teacher
 from shadowtutor.version import package_version
 
@@ -23,7 +23,7 @@ def create_app(
     *,
     teacher: Teacher | None = None,
     models: LoadedModels | None = None,
-    remote: Teaching | None = None,
+    teaching: Teaching | None = None,
 ) -> FastAPI:
     """Build the server app; without ``models`` they load in the background once the app starts
     (``/readyz``).
@@ -32,12 +32,14 @@ def create_app(
     is used instead of building ``settings.teacher``: any object with ``name``,
     ``class_names`` and ``label(frame_bgr, frame_index)`` (and optionally ``label_batch``).
     ``models``, from :func:`~services.server.teaching.loading.load_models`, makes the app ready at
-    start. ``remote``: no models here at all; the sessions' model work goes to it (ready once it
-    answers).
+    start. Together they make the app's :class:`LocalTeaching`; ``teaching``, when given, is the
+    sessions' model work instead (e.g. a Ray Serve deployment: no models here at all).
     """
     settings = settings or ServerSettings()
     metrics = ServerMetrics(settings.max_edge_series, settings.edge_series_retention)
-    runtime = ServerRuntime(settings, metrics, teacher=teacher, models=models, remote=remote)
+    if teaching is None:
+        teaching = LocalTeaching(settings, metrics, teacher=teacher, loaded=models)
+    runtime = ServerRuntime(settings, metrics, teaching)
     metrics.tokens_file_valid.set_function(lambda: 0.0 if runtime.auth.problem else 1.0)
 
     @asynccontextmanager

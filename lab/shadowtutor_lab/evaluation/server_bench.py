@@ -1,10 +1,10 @@
 """``shadowtutor bench server``: the server's teaching throughput in-process, with no network.
 
-A real :class:`~services.server.runtime.ServerRuntime` (the server's teacher queue, distillation
-engine and per-session distillers, from the same settings as ``shadowtutor serve``) is driven by N
-concurrent sessions in one event loop. Each session keeps one key frame in flight (the paper's
-client loop): it submits a key frame, waits for the answer, submits the next. A *stage* says what
-a key frame costs the server:
+The server's real models at work (:class:`~services.server.teaching.models.TeachingModels`: its
+teacher queue, distillation engine and per-session distillers, from the same settings as
+``shadowtutor serve``) are driven by N concurrent sessions in one event loop. Each session keeps one
+key frame in flight (the paper's client loop): it submits a key frame, waits for the answer, submits
+the next. A *stage* says what a key frame costs the server:
 
 * ``teacher``: the teacher labels it;
 * ``distill``: Algorithm 1 on the session's student, with labels known up front;
@@ -144,13 +144,13 @@ class _Window:
 
 
 async def _measure(
-    runtime: Any, scene: SyntheticScene, size: tuple[int, int], sessions: int, stage: str, warmup_s: float,
+    models: Any, scene: SyntheticScene, size: tuple[int, int], sessions: int, stage: str, warmup_s: float,
     seconds: float, device: Any,
 ) -> _Window:
     """Run ``sessions`` closed-loop sessions and measure a window: ``seconds`` long, longer until every session
     has two key frames answered in it (for :func:`window_rate`), at most ``WINDOW_CAP * seconds``."""
     frames, labels = scene.frames[size], scene.labels[size]
-    distillers = [runtime.new_distiller() for _ in range(sessions)] if stage != "teacher" else []
+    distillers = [models.new_distiller() for _ in range(sessions)] if stage != "teacher" else []
     window_start: float | None = None
     answer_times: list[list[float]] = [[] for _ in range(sessions)]
     latencies: list[float] = []
@@ -167,10 +167,10 @@ async def _measure(
             start = time.perf_counter()
             label = labels[frame_index]
             if stage in ("teacher", "both"):
-                label = (await runtime.teacher_queue.label(frame, frame_index)).labels
+                label = (await models.teacher_queue.label(frame, frame_index)).labels
             taken = None
             if stage in ("distill", "both"):
-                result, _ = await runtime.distillation.train(distillers[number], frame, label, None)
+                result, _ = await models.distillation.train(distillers[number], frame, label, None)
                 taken = result.steps
             done = time.perf_counter()
             if window_start is not None and not stop.is_set():
@@ -268,21 +268,22 @@ def _measure_engine(
     settings: Any, engine: str, models: Any, scene: SyntheticScene, sizes: Sequence[tuple[int, int]],
     session_counts: Sequence[int], stages: Sequence[str], warmup_s: float, seconds: float, progress: Any,
 ) -> list[BenchPoint]:
-    """Every (size, stage, sessions) point of one distillation ``engine`` (``settings`` name it), on a runtime of
+    """Every (size, stage, sessions) point of one distillation ``engine`` (``settings`` name it), on a teaching of
     its own around ``models``."""
     from services.server.metrics.server_metrics import ServerMetrics
-    from services.server.runtime import ServerRuntime
+    from services.server.teaching.local import LocalTeaching
 
     points: list[BenchPoint] = []
 
     async def run_engine() -> None:
-        runtime = ServerRuntime(settings, ServerMetrics(), models=models)
-        runtime.start()
+        teaching = LocalTeaching(settings, ServerMetrics(), loaded=models)
+        teaching.start()
+        at_work = teaching.models
         try:
             for size in sizes:
                 for stage in stages:
                     for count in session_counts:
-                        window = await _measure(runtime, scene, size, count, stage, warmup_s, seconds, models.device)
+                        window = await _measure(at_work, scene, size, count, stage, warmup_s, seconds, models.device)
                         point = BenchPoint(
                             size=size, sessions=count, stage=stage, engine=engine, key_frames=window.answered,
                             seconds=window.seconds,
@@ -295,7 +296,7 @@ def _measure_engine(
                         points.append(point)
                         progress(_line(point))
         finally:
-            await runtime.stop()
+            await teaching.stop()
 
     asyncio.run(run_engine())
     return points

@@ -35,7 +35,6 @@ from services.server.connections.ws_protocol import MESSAGE_LIMIT_EXTENSION
 from services.server.runtime import ServerRuntime
 from services.server.teaching.local import SessionEnded
 from services.server.teaching.session import EdgeSession, Traffic
-from services.server.teaching.teacher_queue import TeacherFailed
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.protocol.codecs import decode_frame
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
@@ -451,9 +450,6 @@ class EdgeConnection:
             raise
         except ProtocolError as exc:
             await self._send_error(exc.code, exc.message, seq=key_frame.seq)
-            return
-        except TeacherFailed as exc:
-            await self._send_error(ErrorCode.TEACHER_FAILED, str(exc), seq=key_frame.seq)
             return
         await self._send(answer)
 

@@ -22,13 +22,18 @@ from typing import Any
 import numpy as np
 
 from services.server.metrics.server_metrics import ServerMetrics
+from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.teachers.base import Teacher, TeacherAnswer, TeacherError, teach_batch
 
 log = logging.getLogger(__name__)
 
 
-class TeacherFailed(Exception):
-    """The teacher could not label one frame (the message says why)."""
+class TeacherFailed(ProtocolError):
+    """The teacher could not label one frame (the message says why): a ``teacher_failed`` ERROR
+    that answers that key frame only."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.TEACHER_FAILED, message)
 
 
 @dataclass

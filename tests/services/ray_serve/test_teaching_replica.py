@@ -50,6 +50,12 @@ def replica(settings: ServerSettings, store: Path) -> TeachingReplica:
     return TeachingReplica(settings, str(store), students=2)
 
 
+async def stop(replica: TeachingReplica) -> None:
+    """What Serve's shutdown of a replica ends: its models and its checkpoint writer."""
+    await replica.teaching.stop()
+    assert replica.keeper.close()
+
+
 def open_request(scene: TinyScene, session_id: str = "s1") -> OpenSession:
     hello = Hello(
         edge_id=EDGE, class_names=list(scene.class_names), frame_width=64, frame_height=48
@@ -80,14 +86,14 @@ def test_a_session_opens_trains_answers_again_and_resyncs(
     async def scenario() -> list[Answer]:
         teaching = replica(settings, store)
         described = await teaching.describe()
-        assert described["class_names"] == list(scene.class_names)
-        assert described["where"] == "Ray Serve (cpu teaching replicas)"
+        assert described.class_names == tuple(scene.class_names)
+        assert described.where == "Ray Serve (cpu teaching replicas)"
         opened = await teaching.open(open_request(scene))
         first = await teaching.train(train(scene, 0, 0))
         again = await teaching.train(train(scene, 0, 0))  # sent again: answered from the slot
         resynced = await teaching.resync(Resync(SessionRef("s1", 1), have_version=0))
         labelled = await teaching.label(LabelKeyFrame(7, 3, scene.frames[3].copy()))
-        await teaching.runtime.stop()
+        await stop(teaching)
         return [opened, first, again, resynced, labelled]
 
     opened, first, again, resynced, labelled = asyncio.run(scenario())
@@ -130,7 +136,7 @@ def test_another_replica_rebuilds_the_session_from_its_checkpoint(
         moved = await second.train(train(scene, 1, 1))
         stale = await second.train(train(scene, 2, 5))  # a version no checkpoint holds
         for stopped in (first, second):
-            await stopped.runtime.stop()
+            await stop(stopped)
         return trained, moved, stale
 
     trained, moved, stale = asyncio.run(scenario())
@@ -140,3 +146,30 @@ def test_another_replica_rebuilds_the_session_from_its_checkpoint(
     # the edge holds a version no checkpoint holds (its last checkpoint lost with its replica):
     # training goes on from the stored one, and the update carries the full weights
     assert isinstance(stale.message, Update) and (stale.message.version, stale.message.full) == (6, True)
+
+
+def test_a_fresh_replicas_first_request_may_be_a_resync(
+    settings: ServerSettings,
+    scene: TinyScene,
+    tmp_path: Path,
+    edge_id: list[str],
+) -> None:
+    """The edge's replica died after its first update and the edge asks for a resync: Serve routes
+    it to a replica that has answered nothing yet, which rebuilds the session and answers with the
+    full weights."""
+    store = tmp_path / "store"
+
+    async def scenario() -> tuple[Answer, Answer]:
+        first = replica(settings, store)
+        await first.open(open_request(scene))
+        trained = await first.train(train(scene, 0, 0))
+        await stop(first)
+        fresh = replica(settings, store)
+        resynced = await fresh.resync(Resync(SessionRef("s1", 1), have_version=0))
+        await stop(fresh)
+        return trained, resynced
+
+    trained, resynced = asyncio.run(scenario())
+    assert isinstance(trained.message, Update) and trained.message.version == 1
+    assert resynced.moved and isinstance(resynced.message, Update), resynced.message
+    assert (resynced.message.version, resynced.message.full) == (2, True)

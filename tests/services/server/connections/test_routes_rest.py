@@ -25,7 +25,7 @@ def test_health_and_readiness(client: TestClient, scene: TinyScene) -> None:
     assert ready.status_code == 200
     assert ready.json() == {
         "ready": True, "teacher": "labels", "student": "checkpoint", "class_names": list(scene.class_names),
-        "device": "cpu",
+        "device": "cpu", "where": "this process (cpu)",
     }
     assert sample_value(client.get("/metrics").text, "shadowtutor_server_teacher_ready") == 1
 

@@ -90,14 +90,14 @@ def test_a_token_revoked_while_the_student_is_copied_never_gets_a_session(
     student's copy); the token is revoked and the file reloaded meanwhile: no WELCOME, ``unauthorized``."""
     runtime = auth_client.app.state.runtime
     copying, release = threading.Event(), threading.Event()
-    copy_student = runtime.new_distiller
+    copy_student = runtime.teaching.new_distiller
 
     def held_copy(*args: object) -> object:
         copying.set()
         assert release.wait(30)
         return copy_student(*args)
 
-    runtime.new_distiller = held_copy
+    runtime.teaching.new_distiller = held_copy
     with auth_client.websocket_connect("/v1/edge") as ws:
         wire = WireClient(ws)
         wire.send(hello(scene, edge_id="cam-1", token=tokens.edges["cam-1"]))

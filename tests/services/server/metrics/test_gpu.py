@@ -17,9 +17,9 @@ import torch
 
 from services.server.metrics.gpu import start_gpu_metrics, stop_gpu_metrics
 from services.server.metrics.server_metrics import ServerMetrics
-from services.server.runtime import ServerRuntime
 from services.server.settings import ServerSettings
 from services.server.teaching.loading import BaseStudent, LoadedModels
+from services.server.teaching.local import LocalTeaching
 from shadowtutor.models.student import StudentNet
 from tests.support.fake_nvml import FakeNVML
 from tests.support.prometheus import sample_value
@@ -76,20 +76,20 @@ def test_a_gpu_that_nvml_cannot_read_leaves_the_gauges_at_0(
     assert "no GPU metrics: NVML cannot read GPU 0" in caplog.text and gauges(metrics) == (0, 0)
 
 
-def test_the_runtime_samples_its_gpu_while_it_runs(fake_nvml: FakeNVML) -> None:
-    """The runtime starts the sampler once its models are installed on a CUDA device and stops it in stop()."""
+def test_the_teaching_samples_its_gpu_while_it_runs(fake_nvml: FakeNVML) -> None:
+    """The teaching starts the sampler once its models are installed on a CUDA device and stops it in stop()."""
     teacher = types.SimpleNamespace(name="stand-in", class_names=CLASSES)
     student = BaseStudent(StudentNet(len(CLASSES)).state_dict(), CLASSES, "fresh")
     models = LoadedModels(teacher, student, torch.device("cuda", 0))
     metrics = ServerMetrics()
-    runtime = ServerRuntime(ServerSettings(teacher="labels", device="cuda"), metrics, models=models)
+    teaching = LocalTeaching(ServerSettings(teacher="labels", device="cuda"), metrics, loaded=models)
 
     async def main() -> None:
-        runtime.start()
-        assert runtime.gpu_sampler is not None
+        teaching.start()
+        assert teaching.models is not None and teaching.models.gpu_sampler is not None
         assert await asyncio.to_thread(fake_nvml.all_read.wait, 5)
         assert gauges(metrics)[1] > 0
-        await runtime.stop()
+        await teaching.stop()
 
     asyncio.run(main())
-    assert runtime.gpu_sampler is None and gauges(metrics) == (0, 0) and fake_nvml.open == 0
+    assert teaching.models is None and gauges(metrics) == (0, 0) and fake_nvml.open == 0

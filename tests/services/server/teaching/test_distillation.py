@@ -305,17 +305,27 @@ def test_an_engine_not_started_refuses_work() -> None:
         asyncio.run(BatchedDistillation(ServerMetrics(), 4).train(distiller, frame, label, None))
 
 
+def _server_distiller(settings: ServerSettings) -> Distiller:
+    """A session's distiller as the server's models at work make it under ``settings``."""
+    from services.server.teaching.loading import load_models
+    from services.server.teaching.models import TeachingModels
+
+    async def made() -> Distiller:
+        at_work = TeachingModels(load_models(settings), settings, ServerMetrics(), pool)
+        try:
+            return at_work.new_distiller()
+        finally:
+            await at_work.stop()
+
+    with ThreadPoolExecutor(1) as pool:
+        return asyncio.run(made())
+
+
 @pytest.mark.parametrize(("tail", "fused"), [("auto", True), ("fused", True), ("written", False)])
 def test_the_server_trains_the_tail_its_settings_name(settings: ServerSettings, tail: str, fused: bool) -> None:
     """On this CPU ``auto`` is the fused tail."""
-    from services.server.runtime import ServerRuntime
-    from services.server.teaching.loading import load_models
-
     configured = settings.model_copy(update={"distill_tail": tail})
-    models = load_models(configured)
-    runtime = ServerRuntime(configured, ServerMetrics(), models=models)
-    runtime.base_student = models.base_student  # what start() installs, without starting the workers
-    assert runtime.new_distiller().fuse_tail is fused
+    assert _server_distiller(configured).fuse_tail is fused
 
 
 @pytest.mark.parametrize(("precision", "trained"), [("auto", "fp32"), ("bf16", "bf16"), ("tf32", "tf32")])
@@ -323,14 +333,8 @@ def test_the_server_trains_at_the_precision_its_settings_name(
     settings: ServerSettings, precision: str, trained: str
 ) -> None:
     """On this CPU ``auto`` is fp32 (bfloat16 is emulated here, several times slower)."""
-    from services.server.runtime import ServerRuntime
-    from services.server.teaching.loading import load_models
-
     configured = settings.model_copy(update={"distill_precision": precision})
-    models = load_models(configured)
-    runtime = ServerRuntime(configured, ServerMetrics(), models=models)
-    runtime.base_student = models.base_student  # what start() installs, without starting the workers
-    assert runtime.new_distiller().precision == trained
+    assert _server_distiller(configured).precision == trained
 
 
 def test_a_batch_out_of_device_memory_trains_in_halves_and_later_batches_hold_to_the_half(
