@@ -155,3 +155,9 @@ def test_prometheus_sends_alerts_to_the_alertmanager_service(compose: dict) -> N
     alertmanager = compose["services"][host]
     assert any(str(p).endswith(f":{port}") for p in alertmanager["ports"])
     assert "./dashboards/alertmanager:/etc/alertmanager:ro" in alertmanager["volumes"]
+
+
+@pytest.mark.parametrize("name", ["docker-compose.ray.yml", "deploy/compose/tls-tokens.yml",
+                                  "deploy/compose/tls-tokens.ray.yml"])
+def test_the_overlays_match_the_compose_specification_schema(compose_schema, name: str) -> None:
+    assert _errors(compose_schema, yaml.safe_load((REPO_ROOT / name).read_text())) == []
