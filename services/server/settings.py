@@ -337,7 +337,8 @@ class ServerSettings(FlatSettings):
         description="key frames queued per session before the server stops reading from that edge",
     )
 
-    # -- fleet metrics: per-edge series on /metrics from the edges' TELEMETRY (docs/deploy.md)
+    # -- fleet metrics: per-edge series on /metrics from the edges' TELEMETRY
+    # (docs/deploy/metrics.md)
     # ------
     edge_report_interval: float = Field(
         10.0,

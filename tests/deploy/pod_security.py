@@ -15,23 +15,52 @@ from collections.abc import Iterator
 from typing import Any
 
 # baseline: capabilities a container may add
-BASELINE_CAPABILITIES = frozenset({
-    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
-    "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
-})
+BASELINE_CAPABILITIES = frozenset(
+    {
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    }
+)
 # baseline: the sysctls a pod may set
-SAFE_SYSCTLS = frozenset({
-    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes",
-})
+SAFE_SYSCTLS = frozenset(
+    {
+        "kernel.shm_rmid_forced",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.ip_unprivileged_port_start",
+        "net.ipv4.tcp_syncookies",
+        "net.ipv4.ping_group_range",
+        "net.ipv4.ip_local_reserved_ports",
+        "net.ipv4.tcp_keepalive_time",
+        "net.ipv4.tcp_fin_timeout",
+        "net.ipv4.tcp_keepalive_intvl",
+        "net.ipv4.tcp_keepalive_probes",
+    }
+)
 SELINUX_TYPES = frozenset({"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"})
 # restricted: the only volume sources a pod may use
-RESTRICTED_VOLUMES = frozenset({
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
-    "secret",
-})
+RESTRICTED_VOLUMES = frozenset(
+    {
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    }
+)
 CONFINED_SECCOMP = frozenset({"RuntimeDefault", "Localhost"})
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
@@ -75,7 +104,8 @@ def _baseline(spec: dict[str, Any], annotations: dict[str, str]) -> Iterator[str
                 yield f"Host Ports: {where} binds hostPort {port['hostPort']}"
     for key, value in annotations.items():
         if key.startswith("container.apparmor.security.beta.kubernetes.io/") and not (
-                value == "runtime/default" or value.startswith("localhost/")):
+            value == "runtime/default" or value.startswith("localhost/")
+        ):
             yield f"AppArmor: annotation {key}={value}"
     for sysctl in pod.get("sysctls") or []:
         if sysctl.get("name") not in SAFE_SYSCTLS:
@@ -103,8 +133,7 @@ def _restricted(spec: dict[str, Any]) -> Iterator[str]:
             yield f"Running as Non-root user: {where} has runAsUser 0"
         seccomp = (context.get("seccompProfile") or {}).get("type")
         if seccomp not in CONFINED_SECCOMP and not (seccomp is None and pod_seccomp):
-            yield (f"Seccomp: neither {where} nor the pod sets seccompProfile.type RuntimeDefault "
-                   "or Localhost")
+            yield (f"Seccomp: neither {where} nor the pod sets seccompProfile.type RuntimeDefault or Localhost")
         capabilities = context.get("capabilities") or {}
         if "ALL" not in (capabilities.get("drop") or []):
             yield f"Capabilities: {where} does not drop ALL"

