@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -137,3 +139,32 @@ def test_a_failing_block_fails_the_page(tmp_path: Path) -> None:
     require_tool("docker-compose")
     with pytest.raises(AssertionError, match="tested block 2 exits 97"):
         run_page(page, workdir)
+
+
+def _shadowtutor_commands() -> list[tuple[str, str]]:
+    """(page, arguments) of every ``shadowtutor ...`` command in the pages' shell blocks, the
+    untested ones included (a ``\\``-continued command joined, a trailing comment cut)."""
+    found = []
+    for page in sorted(PAGES.glob("*.md")):
+        for block in fenced_blocks(page):
+            if block.info in ("bash", "sh"):
+                text = re.sub(r"\\\n\s*", " ", block.text)
+                found += [(page.name, m.group(1)) for m in re.finditer(r"(?:^|[\s/])shadowtutor (\S[^\n]*)", text)]
+    return found
+
+
+def test_the_pages_give_shadowtutor_commands() -> None:
+    assert len(_shadowtutor_commands()) >= 10
+
+
+@pytest.mark.parametrize("page, arguments", _shadowtutor_commands())
+def test_every_shadowtutor_command_of_the_pages_parses(page: str, arguments: str) -> None:
+    """Also those that cannot run here (a GPU, a Ray cluster, mediapipe): a misspelt or removed
+    flag fails."""
+    from shadowtutor_cli import build_parser
+
+    argv = shlex.split(arguments, comments=True)
+    try:
+        build_parser().parse_args(argv)
+    except SystemExit as exit_:
+        pytest.fail(f"{page}: shadowtutor {arguments}: exits {exit_.code}")
