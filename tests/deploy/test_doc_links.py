@@ -1,8 +1,8 @@
 """Links into the deployment guide resolve: every Markdown link of docs/ and README.md that points
 into docs/deploy.md or docs/deploy/ (and every link of those pages) names a file that exists and,
 with ``#anchor``, a heading of it; every path ``docs/deploy...md#anchor`` written in any tracked
-file (alert rules' runbook URLs, comments, tests) and every ``docs/deploy/PAGE.md, "Heading"``
-likewise."""
+file (alert rules' runbook URLs, comments, tests) and every page named with a quoted heading
+after it (a comma or a parenthesis between) likewise."""
 
 from __future__ import annotations
 
@@ -63,14 +63,15 @@ def test_markdown_links_into_and_within_the_deployment_guide_resolve() -> None:
 
 def test_paths_into_the_deployment_guide_resolve_wherever_they_are_written() -> None:
     broken, checked = [], 0
-    for file in _tracked_text_files():
+    # this file names a stale path on purpose (test_a_stale_anchor_is_caught)
+    for file in [f for f in _tracked_text_files() if f != Path(__file__)]:
         text = file.read_text(errors="replace")
         for reference in PATH_REF.findall(text):
             checked += 1
             broken += [why] if (why := _resolve(REPO_ROOT / "README.md", reference)) else []
         for page, heading in HEADING_REF.findall(text):
             checked += 1
-            if slug(heading) not in anchors(REPO_ROOT / page):
+            if not (REPO_ROOT / page).is_file() or slug(heading) not in anchors(REPO_ROOT / page):
                 broken.append(f"{file.relative_to(REPO_ROOT)}: {page}, {heading!r}: no such heading")
     assert checked > 20 and broken == []
 
