@@ -59,3 +59,8 @@ def fenced_blocks(path: Path) -> list[Block]:
             )
         i += 1
     return blocks
+
+
+def join_continued(text: str) -> str:
+    """``text`` with every shell line continued by a trailing ``\\`` joined to the next."""
+    return re.sub(r"\\\n\s*", " ", text)

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.conftest import require_tool
-from tests.deploy.markdown_docs import fenced_blocks
+from tests.deploy.markdown_docs import fenced_blocks, join_continued
 from tests.deploy.prometheus_stack import REPO_ROOT
 
 PAGES = REPO_ROOT / "docs" / "deploy"
@@ -294,7 +294,7 @@ def _shadowtutor_commands() -> list[tuple[str, str]]:
     for page in sorted(PAGES.glob("*.md")):
         for block in fenced_blocks(page):
             if block.info in ("bash", "sh"):
-                text = re.sub(r"\\\n\s*", " ", block.text)
+                text = join_continued(block.text)
                 found += [(page.name, m.group(1)) for m in re.finditer(r"(?:^|[\s/])shadowtutor (\S[^\n]*)", text)]
     return found
 

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from tests.deploy.markdown_docs import join_continued
 from tests.deploy.prometheus_stack import REPO_ROOT
 
 SOURCES = [*sorted((REPO_ROOT / "docs").glob("*.md")), *sorted((REPO_ROOT / "docs" / "deploy").glob("*.md")),
@@ -18,7 +19,7 @@ def _head_starts() -> list[tuple[str, str]]:
     """(file, command) for each `ray start --head` with flags, a command continued with `\\` joined into one."""
     found = []
     for path in SOURCES:
-        text = re.sub(r"\\\n\s*", " ", path.read_text())
+        text = join_continued(path.read_text())
         found += [(path.name, m.group(0)) for m in re.finditer(r"ray start --head --[^\n`&]*", text)]
     return found
 
