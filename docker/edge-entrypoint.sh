@@ -1,6 +1,6 @@
 #!/bin/sh
 # Entry point of the edge images: `shadowtutor edge`, configured from the environment
-# (SHADOWTUTOR_SERVER, SHADOWTUTOR_SOURCE, ...; docs/deploy.md). On balena an edge id left unset
+# (SHADOWTUTOR_SERVER, SHADOWTUTOR_SOURCE, ...; docs/deploy/edges.md). On balena an edge id left unset
 # becomes the device's name, so that a fleet needs no setting per device; elsewhere the agent's
 # own default applies (the hostname).
 set -eu

@@ -1,7 +1,7 @@
 """Jetson power, temperature and load figures from ``tegrastats``, as Prometheus gauges of the edge.
 
 On a Jetson, the agent runs NVIDIA's ``tegrastats`` (part of L4T; mounted into the container,
-docs/deploy.md) and parses each line it prints; elsewhere there is no ``tegrastats`` and the
+docs/deploy/jetson.md) and parses each line it prints; elsewhere there is no ``tegrastats`` and the
 gauges have no series. The line format differs between JetPack releases (power rails as
 ``NAME cur/avg`` in mW on JetPack 4, ``NAME curmW/avgmW`` from JetPack 5 on, a timestamp first on
 JetPack 6, sensors that are off read ``-256C``); :func:`parse_line` reads them all.

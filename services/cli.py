@@ -9,7 +9,7 @@ one line on stderr, so a supervisor sees the failure instead of a live process t
 
 ``--ray ADDRESS`` runs the same server as a Ray Serve application on that Ray cluster instead
 (``services.ray_serve.app``): the ingress here speaks to the edges, teaching replicas elsewhere
-hold the teacher and the students (docs/deploy.md, "Scaling past one GPU").
+hold the teacher and the students (docs/deploy/ray-serve.md).
 """
 
 from __future__ import annotations

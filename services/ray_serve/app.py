@@ -133,12 +133,18 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
 
     A later config that changes only the ``teaching`` replica count is applied in place: replicas
     are added or removed, the ingress and the other replicas keep running (and the edges their
-    connections). ValueError for inline tokens (the config is no place for secrets).
+    connections). ValueError for inline tokens or an inline checkpoint secret (the config is no
+    place for secrets: files name them).
     """
     if settings.tokens is not None:
         raise ValueError(
             "on Ray, give tokens as --tokens-file: inline --tokens would be readable in the Serve "
             "config (the Ray dashboard shows it)"
+        )
+    if settings.checkpoint_secret is not None:
+        raise ValueError(
+            "on Ray, give the checkpoint secret as --checkpoint-secret-file: an inline "
+            "--checkpoint-secret would be readable in the Serve config (the Ray dashboard shows it)"
         )
     args = {"store": options.store, **settings.model_dump(mode="json", exclude_defaults=True)}
     if options.replica_sessions is not None:

@@ -56,6 +56,7 @@ def summary_lines(
         *(f"    replica {i}: {_where(a)}" for i, a in enumerate(teaching, 1)),
         f"  HTTP proxies on: {', '.join(proxies) or 'none yet'} (port {settings.port})",
         f"  checkpoints: {options.store}",
-        "  the application stays deployed after this driver ends (docs/deploy.md: removing it)",
+        "  the application stays deployed after this driver ends "
+        '(docs/deploy/ray-serve.md, "Removing it")',
     ]
     return lines

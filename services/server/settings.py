@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from services.server.metrics.fleet import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
@@ -41,6 +41,8 @@ class ServerSettings(FlatSettings):
     ``ServerSettings(threshold=0.7)`` or ``distill_mode="full"`` set its fields)."""
 
     model_config = SettingsConfigDict(extra="forbid", validate_default=True)
+    # checkpoint_secret_file's secret, read once by the validator (never dumped)
+    _checkpoint_file_secret: SecretStr | None = PrivateAttr(None)
 
     # -- network ------------------------------------------------------------------------------
     host: str = Field(
@@ -156,6 +158,12 @@ class ServerSettings(FlatSettings):
         description="with --ray: a secret (at least 16 characters) that every session checkpoint "
         "is tagged with (HMAC-SHA256); a checkpoint without a matching tag is refused. The same on "
         "every replica",
+    )
+    checkpoint_secret_file: Path | None = Field(
+        None,
+        description="with --ray: a file whose first line is the checkpoint secret (a compose or "
+        "Kubernetes secret mounted as a file), read by every replica at its start; the Serve "
+        "config names the file, never the secret",
     )
     checkpoint_ttl: float = Field(
         3600.0,
@@ -329,7 +337,8 @@ class ServerSettings(FlatSettings):
         description="key frames queued per session before the server stops reading from that edge",
     )
 
-    # -- fleet metrics: per-edge series on /metrics from the edges' TELEMETRY (docs/deploy.md)
+    # -- fleet metrics: per-edge series on /metrics from the edges' TELEMETRY
+    # (docs/deploy/metrics.md)
     # ------
     edge_report_interval: float = Field(
         10.0,
@@ -372,12 +381,10 @@ class ServerSettings(FlatSettings):
         return value
 
     def checkpoint_key(self) -> bytes | None:
-        """The checkpoint secret as an HMAC key (None without one)."""
-        return (
-            None
-            if self.checkpoint_secret is None
-            else self.checkpoint_secret.get_secret_value().encode()
-        )
+        """The checkpoint secret (``checkpoint_secret``, else ``checkpoint_secret_file``'s, read
+        when the settings were made) as an HMAC key; None without one."""
+        secret = self.checkpoint_secret or self._checkpoint_file_secret
+        return None if secret is None else secret.get_secret_value().encode()
 
     @field_validator("edge_report_interval")
     @classmethod
@@ -409,6 +416,7 @@ class ServerSettings(FlatSettings):
         "tokens",
         "tokens_file",
         "checkpoint_secret",
+        "checkpoint_secret_file",
         "tls_cert",
         "tls_key",
         "tls_client_ca",
@@ -460,6 +468,10 @@ class ServerSettings(FlatSettings):
             raise ValueError("protect_metrics needs admin tokens: set tokens_file (or tokens)")
         if self.auth_checks_total < self.auth_checks_per_source:
             raise ValueError("auth_checks_total must be at least auth_checks_per_source")
+        if self.checkpoint_secret_file is not None:
+            if self.checkpoint_secret is not None:
+                raise ValueError("give checkpoint_secret or checkpoint_secret_file, not both")
+            self._checkpoint_file_secret = _read_secret_file(self.checkpoint_secret_file)
         return self
 
     @property
@@ -507,6 +519,23 @@ class ServerSettings(FlatSettings):
     def sparse_options(self) -> SparseOptions:
         """What sessions with a sparse delta codec train and send."""
         return SparseOptions(self.sparse_fraction, self.sparse_every)
+
+
+def _read_secret_file(path: Path) -> SecretStr:
+    """The first line of ``path`` (at least 16 characters) as a secret; ValueError naming the file
+    and the problem otherwise."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise ValueError(f"checkpoint_secret_file {path} cannot be read ({reason})") from None
+    lines = text.splitlines()
+    secret = lines[0].strip() if lines else ""
+    if len(secret) < 16:
+        raise ValueError(
+            f"checkpoint_secret_file {path}: its first line must hold at least 16 characters"
+        )
+    return SecretStr(secret)
 
 
 def _check_key_pair(cert: Path, key: Path) -> None:

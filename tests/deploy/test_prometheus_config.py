@@ -1,6 +1,6 @@
 """dashboards/prometheus and dashboards/alertmanager: promtool accepts the configuration and the rules,
 the rules' unit tests (alerts_test.yml) pass, the jobs the alerts name are the jobs the configuration
-scrapes, every alert links its runbook in docs/deploy.md, and amtool accepts the Alertmanager
+scrapes, every alert links its runbook in docs/deploy/metrics.md, and amtool accepts the Alertmanager
 configuration, with its documented receiver integrations switched on too."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.deploy.markdown_docs import anchors
 from tests.deploy.prometheus_stack import ALERT_RULES, PROMETHEUS_DIR, REPO_ROOT
 
 ALERTMANAGER_CONFIG = REPO_ROOT / "dashboards" / "alertmanager" / "alertmanager.yml"
@@ -52,23 +53,14 @@ def test_the_alerts_name_jobs_that_are_scraped() -> None:
     assert rule_files == [ALERT_RULES]
 
 
-def _slug(heading: str) -> str:
-    """GitHub's anchor of a Markdown heading."""
-    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
-    return text.replace(" ", "-")
-
-
-def test_every_alert_links_its_runbook_section_in_deploy_md() -> None:
-    anchors, fenced = set(), False
-    for line in (REPO_ROOT / "docs" / "deploy.md").read_text().splitlines():
-        fenced ^= line.startswith("```")
-        if line.startswith("#") and not fenced:
-            anchors.add(_slug(line.lstrip("#")))
+def test_every_alert_links_its_runbook_section_in_the_metrics_page() -> None:
+    runbooks = REPO_ROOT / "docs" / "deploy" / "metrics.md"
+    sections = anchors(runbooks)
     rules = [rule for group in yaml.safe_load(ALERT_RULES.read_text())["groups"] for rule in group["rules"]]
     for rule in rules:
         if "alert" in rule:
             page, _, anchor = rule["annotations"]["runbook_url"].partition("#")
-            assert page == "docs/deploy.md" and anchor in anchors, rule["alert"]
+            assert page == "docs/deploy/metrics.md" and anchor in sections, rule["alert"]
 
 
 def test_alertmanager_accepts_its_configuration(run_tool) -> None:

@@ -7,6 +7,7 @@ A profile is a JSON object (written by ``shadowtutor bench server --profile-out 
      "measured": "2026-11-26",                 # ISO date
      "command": "shadowtutor bench server ...",
      "teacher": "maskrcnn",                    # the teacher measured
+     "teacher_weights": "random ...",          # optional: the teacher's weights in that run
      "sizes": {"1280x720": {                   # the key frames' size, WxH
          "teacher_ms": 14.2,                   # teacher time per key frame (amortised at the best batch)
          "step_ms": 1.8,                       # time per key frame per distillation step (idem)
@@ -15,8 +16,9 @@ A profile is a JSON object (written by ``shadowtutor bench server --profile-out 
          "sessions": 64}}}                     # concurrent sessions it was measured at
 
 :func:`load_profile` accepts exactly that: the schema string, non-empty strings for the text
-fields, an ISO date, at least one size ``WxH`` of positive integers, and every number finite and
-> 0. Anything else raises :class:`ProfileError` with one line naming the file and the problem.
+fields (``teacher_weights`` may be absent: :data:`WEIGHTS_NOT_STATED`), an ISO date, at least
+one size ``WxH`` of positive integers, and every number finite and > 0. Anything else raises
+:class:`ProfileError` with one line naming the file and the problem.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from typing import Any
 SCHEMA = "shadowtutor.server_profile/1"
 SIZE_FIELDS = ("teacher_ms", "step_ms", "key_frame_ms", "steps", "sessions")
 TEXT_FIELDS = ("device", "measured", "command", "teacher")
+# the teacher's weights of a profile that does not say which it measured
+WEIGHTS_NOT_STATED = "not stated in the profile"
 _SIZE = re.compile(r"^([0-9]+)x([0-9]+)$")
 
 Size = tuple[int, int]
@@ -68,6 +72,18 @@ class ServerProfile:
     command: str
     teacher: str
     sizes: dict[Size, SizeProfile]
+    # which weights the teacher ran with (random weights time the computation, not the labels)
+    teacher_weights: str = WEIGHTS_NOT_STATED
+
+    def provenance(self) -> str:
+        """One line: the file, the device, the date, the teacher and its weights, and the command
+        that made the profile."""
+        sessions = sorted({p.sessions for p in self.sizes.values()})
+        return (
+            f"{Path(self.path).name}: {self.device}, measured {self.measured}, teacher {self.teacher} "
+            f"with {self.teacher_weights} weights, {', '.join(f'{s:g}' for s in sessions)} sessions; "
+            f"made by `{self.command}`"
+        )
 
     def nearest_size(self, size: Size) -> Size:
         """The measured size closest to ``size`` in pixel count (``size`` itself when measured)."""
@@ -79,7 +95,7 @@ class ServerProfile:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA, "path": self.path, "device": self.device, "measured": self.measured,
-            "command": self.command, "teacher": self.teacher,
+            "command": self.command, "teacher": self.teacher, "teacher_weights": self.teacher_weights,
             "sizes": {f"{w}x{h}": vars(p) for (w, h), p in self.sizes.items()},
         }
 
@@ -97,7 +113,7 @@ def _size_key(key: str) -> Size:
     return int(match[1]), int(match[2])
 
 
-def parse_profile(data: Any) -> tuple[str, str, str, str, dict[Size, SizeProfile]]:
+def parse_profile(data: Any) -> tuple[str, str, str, str, dict[Size, SizeProfile], str]:
     """The checked fields of a profile object (ValueError naming the first problem)."""
     if not isinstance(data, dict):
         raise ValueError(f"a profile is a JSON object, got {type(data).__name__}")
@@ -123,7 +139,10 @@ def parse_profile(data: Any) -> tuple[str, str, str, str, dict[Size, SizeProfile
             raise ValueError(f"sizes[{key!r}] lacks {', '.join(missing)}")
         parsed[size] = SizeProfile(**{name: _positive(figures[name], f"sizes[{key!r}].{name}")
                                       for name in SIZE_FIELDS})
-    return data["device"], data["measured"], data["command"], data["teacher"], parsed
+    weights = data.get("teacher_weights", WEIGHTS_NOT_STATED)
+    if not isinstance(weights, str) or not weights.strip():
+        raise ValueError(f"'teacher_weights' must be a non-empty string, got {json.dumps(weights)}")
+    return data["device"], data["measured"], data["command"], data["teacher"], parsed, weights
 
 
 def load_profile(path: str | Path) -> ServerProfile:
@@ -137,10 +156,10 @@ def load_profile(path: str | Path) -> ServerProfile:
     except json.JSONDecodeError as exc:
         raise ProfileError(f"server profile {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     try:
-        device, measured, command, teacher, sizes = parse_profile(data)
+        device, measured, command, teacher, sizes, weights = parse_profile(data)
     except ValueError as exc:
         raise ProfileError(f"server profile {path}: {exc}") from None
-    return ServerProfile(str(path), device, measured, command, teacher, sizes)
+    return ServerProfile(str(path), device, measured, command, teacher, sizes, weights)
 
 
 def shipped_profiles() -> list[ServerProfile]:

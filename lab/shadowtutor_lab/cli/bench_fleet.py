@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     command = invoked_command(args)
     lines = [
         "# GPUs for a camera fleet, from measured server profiles", "",
+        *profile_lines(profiles), "",
         f"Cameras at {args.fps:g} frames/s, key frames of {args.size[0]}x{args.size[1]}, "
         f"{'the profile' + chr(39) + 's' if args.mean_steps is None else f'{args.mean_steps:g}'} distillation steps "
         "per key frame; "
@@ -82,5 +83,22 @@ def run(args: argparse.Namespace) -> int:
             f"({Path(row['profile']).name}) | {row['size']} | {row['key_frame_ms']:.2f} | "
             f"{row['cameras_per_gpu']} | {row['cameras']} | {row['gpus']} | {100 * row['utilisation']:.0f} % |")
     lines += ["", "Command:", "", "```", command, "```", ""]
-    emit_results({"command": command, "rows": rows}, "\n".join(lines), args.out)
+    used = [{"file": Path(p.path).name, "device": p.device, "measured": p.measured, "teacher": p.teacher,
+             "teacher_weights": p.teacher_weights, "command": p.command} for p in profiles]
+    emit_results({"command": command, "profiles": used, "rows": rows}, "\n".join(lines), args.out)
     return 0
+
+
+def profile_lines(profiles: list) -> list[str]:
+    """Markdown: which profiles the figures come from and how each was made; a warning where a
+    teacher ran with random weights."""
+    lines = ["Server profiles used (the shipped ones, then each `--server-profile FILE`):", ""]
+    lines += [f"- {profile.provenance()}" for profile in profiles]
+    if any(profile.teacher_weights.startswith("random") for profile in profiles):
+        lines += ["", "A teacher with random weights times the network's computation, not a trained "
+                  "teacher's: Mask R-CNN then keeps 100 detections on every frame, and the distillation "
+                  "steps per key frame are the run's (or `--mean-steps`), not where THRESHOLD stops on "
+                  "real labels. How a trained teacher on your scenes compares has not been measured: "
+                  "time your GPU with your weights (`shadowtutor bench server --profile-out FILE`) and "
+                  "pass `--server-profile FILE`."]
+    return lines

@@ -2,11 +2,11 @@
 sessions.
 
 The series are labelled ``edge_id`` and named ``shadowtutor_server_edge_*``: the edge exporter's
-``shadowtutor_edge_*`` figures (docs/deploy.md, "Metrics"), so a fleet is watched without
-scraping any edge. Cardinality is bounded: at most ``max_edges`` edges have series at once. An
-edge whose session ended keeps its series (``connected`` 0) for ``retention`` seconds, then they
-are removed; when all slots are taken, the edge that ended longest ago gives up its slot, and
-when every slot is held by a connected edge a newcomer gets none (counted in
+``shadowtutor_edge_*`` figures (docs/deploy/metrics.md, "Fleet metrics"), so a fleet is watched
+without scraping any edge. Cardinality is bounded: at most ``max_edges`` edges have series at
+once. An edge whose session ended keeps its series (``connected`` 0) for ``retention`` seconds,
+then they are removed; when all slots are taken, the edge that ended longest ago gives up its
+slot, and when every slot is held by a connected edge a newcomer gets none (counted in
 ``shadowtutor_server_fleet_overflow_total``) until one frees.
 """
 

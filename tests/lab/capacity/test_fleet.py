@@ -62,3 +62,16 @@ def test_the_committed_result_is_what_the_command_gives(tmp_path: Path) -> None:
     assert strip == [{k: v for k, v in row.items() if k != "profile"} for row in committed["rows"]]
     assert {(row["ratio_label"], row["cameras"]) for row in rows} == {
         (label, n) for label in ("demo", "threshold-auto") for n in (100, 1000)}
+
+
+def test_bench_fleet_says_which_profiles_it_used_and_how_they_were_made(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "fleet.json"
+    assert main(["bench", "fleet", "--key-frame-ratio", "demo=0.1", "--cameras", "10", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "- h200-maskrcnn.json: NVIDIA H200, measured 2026-11-26, teacher maskrcnn with random weights" in printed
+    assert "made by `shadowtutor bench server" in printed
+    assert "A teacher with random weights times the network's computation" in printed
+    (used,) = json.loads(out.read_text())["profiles"]
+    assert (used["file"], used["teacher_weights"]) == ("h200-maskrcnn.json", "random")
+    assert "--weights-path /tmp/maskrcnn_random.pt" in used["command"]

@@ -105,3 +105,20 @@ def test_what_bench_server_writes_is_a_profile_this_loader_accepts(tmp_path: Pat
     size = loaded.sizes[1280, 720]
     assert size.key_frame_ms == pytest.approx(1000 / 48.0) and size.steps == 7.5 and size.sessions == 64
     assert size.key_frame_ms_at(7.5) == size.key_frame_ms
+
+
+def test_a_profile_says_which_teacher_weights_it_measured(tmp_path: Path) -> None:
+    stated = load_profile(write(tmp_path, profile(teacher_weights="random")))
+    assert stated.teacher_weights == "random" and stated.to_dict()["teacher_weights"] == "random"
+    line = stated.provenance()
+    assert line.startswith("server.json: NVIDIA H200, measured 2026-11-26, teacher maskrcnn with random weights")
+    assert line.endswith("made by `shadowtutor bench server`")
+    assert load_profile(write(tmp_path, profile(), "old.json")).teacher_weights == "not stated in the profile"
+    with pytest.raises(ProfileError, match="'teacher_weights' must be a non-empty string"):
+        load_profile(write(tmp_path, profile(teacher_weights=""), "bad.json"))
+
+
+def test_the_shipped_profile_is_the_h200_with_random_weights() -> None:
+    """The only shipped profile (docs/deploy/budgets.md says so): an H200 with an untrained teacher."""
+    (shipped,) = shipped_profiles()
+    assert shipped.device == "NVIDIA H200" and shipped.teacher_weights == "random"

@@ -71,3 +71,20 @@ def test_serve_has_a_flag_for_ingress_replicas() -> None:
     from shadowtutor_cli import build_parser
 
     assert build_parser().parse_args(["serve", "--ray", "auto", "--ray-ingresses", "2"]).ray_ingresses == 2
+
+
+def test_the_config_names_the_checkpoint_secret_file_and_refuses_an_inline_secret(tmp_path: Path) -> None:
+    secret = tmp_path / "checkpoint_secret"
+    secret.write_text("a checkpoint secret of the fleet\n")
+    settings = ServerSettings(checkpoint_secret_file=secret)
+    config = serve_config(settings, ServeOptions(store=str(tmp_path)))
+    (app,) = config["applications"]
+    assert app["args"]["checkpoint_secret_file"] == str(secret)
+    assert "checkpoint secret of the fleet" not in str(config) and "checkpoint_secret" not in app["args"]
+    teaching = app_builder(app["args"])._bound_deployment.init_args[1]
+    replica_settings = teaching._bound_deployment.init_args[0]
+    assert replica_settings.checkpoint_key() == b"a checkpoint secret of the fleet"
+    # Inline, the secret would be dumped masked ("**********") and every replica would refuse it.
+    with pytest.raises(ValueError, match="--checkpoint-secret-file"):
+        serve_config(ServerSettings(checkpoint_secret="an inline checkpoint secret"),
+                     ServeOptions(store=str(tmp_path)))

@@ -123,3 +123,32 @@ def test_security_defaults_and_consistency(monkeypatch: pytest.MonkeyPatch, tmp_
 def test_the_student_size_setting() -> None:
     assert ServerSettings().student_size is None and ServerSettings(student_size="native").student_size is None
     assert ServerSettings(student_size="320x180").student_size == (320, 180)
+
+
+def test_the_checkpoint_secret_comes_from_a_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("SHADOWTUTOR_CHECKPOINT_SECRET", raising=False)
+    secret = tmp_path / "checkpoint_secret"
+    secret.write_text("a checkpoint secret from a file\nignored\n")
+    settings = ServerSettings(checkpoint_secret_file=secret)
+    assert settings.checkpoint_key() == b"a checkpoint secret from a file"
+    # What travels (a Serve config's args) names the file, never the secret.
+    dumped = settings.model_dump(mode="json", exclude_defaults=True)
+    assert dumped == {"checkpoint_secret_file": str(secret)}
+    assert ServerSettings(**dumped).checkpoint_key() == b"a checkpoint secret from a file"
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot be read"),
+    ("short\n", "at least 16 characters"),
+    ("", "at least 16 characters"),
+])
+def test_a_bad_checkpoint_secret_file_is_one_clear_error(tmp_path: Path, content: str | None,
+                                                         message: str) -> None:
+    secret = tmp_path / "checkpoint_secret"
+    if content is not None:
+        secret.write_text(content)
+    with pytest.raises(ValidationError, match=f"checkpoint_secret_file {re.escape(str(secret))}.*{message}"):
+        ServerSettings(checkpoint_secret_file=secret)
+    with pytest.raises(ValidationError, match="not both"):
+        secret.write_text("a long enough secret\n")
+        ServerSettings(checkpoint_secret_file=secret, checkpoint_secret="another long secret")

@@ -115,7 +115,7 @@ def test_the_acceleration_and_field_figures_become_labelled_series() -> None:
 
 
 def test_one_edge_adds_at_most_195_series() -> None:
-    """docs/deploy.md, Fleet metrics: the bound per edge when every figure is at its largest."""
+    """docs/deploy/metrics.md, Fleet metrics: the bound per edge when every figure is at its largest."""
     fleet = FleetCollector()
     fleet.session_opened("big", "s1", "distill", "")
     histogram = {"buckets": list(range(1, MAX_BUCKETS + 1)), "counts": [1] * (MAX_BUCKETS + 1), "sum": 1.0}
