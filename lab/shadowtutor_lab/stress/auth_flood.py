@@ -1,4 +1,5 @@
-"""Bad bearer tokens in bulk against a local server, and what an authenticated edge notices meanwhile.
+"""Bad bearer tokens in bulk against a local server, and what an authenticated edge notices meanwhile;
+and :class:`HelloFlood`, HELLOs with made-up tokens in bulk.
 
 :func:`run_auth_flood` starts ``shadowtutor serve`` on loopback (tokens required, ``admins``
 administrators in its tokens file, a generated 64x48 scene's labels as the teacher), opens one
@@ -20,7 +21,7 @@ import statistics
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.messages import Hello, KeyFrame, Labels, Welcome, decode, encode
+from shadowtutor_lab.stress.attack_client import upgrade
 from shadowtutor_lab.stress.fuzz_server import LOCAL_CANARY_ID, LOCAL_EDGE_ID, local_server, scene_frames
 
 SIZE = (64, 48)
@@ -127,6 +129,46 @@ class Flood:
             n += 1
             with self._lock:
                 self.answers[outcome] += 1
+
+
+class HelloFlood:
+    """``per_source`` threads on each of ``sources`` (local addresses to bind), each opening ``/v1/edge``,
+    sending ``hello`` with a made-up token in the same write as the upgrade request (so that it is read at
+    once) and closing once the answer arrives, over and over, until :meth:`stop`: every HELLO is refused.
+    ``outcomes`` counts ``answered`` and the failures by type (an upgrade refused with HTTP 403 is a
+    ``ConnectionError``)."""
+
+    def __init__(self, host: str, port: int, hello: Hello, sources: tuple[str, ...], per_source: int) -> None:
+        self.host, self.port, self.hello = host, port, hello
+        self.outcomes: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._client, args=(source,), daemon=True)
+                         for source in sources for _ in range(per_source)]
+
+    def start(self) -> HelloFlood:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(15)
+
+    def _client(self, source: str) -> None:
+        while not self._stop.is_set():
+            data = encode(replace(self.hello, token=secrets.token_urlsafe(32)))
+            try:
+                with upgrade(self.host, self.port, source=source, timeout=10.0, first=data) as sock:
+                    # the answer (the refusal comes after the server's failure delay)
+                    sock.recv(4096)
+                outcome = "answered"
+            except OSError as exc:
+                outcome = type(exc).__name__
+                self._stop.wait(0.01)
+            with self._lock:
+                self.outcomes[outcome] += 1
 
 
 def _welcome_seconds(ws_url: str, hello: Hello) -> float:

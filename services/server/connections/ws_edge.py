@@ -285,28 +285,37 @@ class EdgeConnection:
             self._evicted.set()
 
     async def _check_token(self, hello: Hello) -> None:
-        """Check the HELLO's token on the runtime's HELLO gate; a refusal is raised after the gate's
-        failure delay (the connection keeps its place among the unauthenticated ones meanwhile)."""
-        gate = self.runtime.hello_gate
+        """Check the HELLO's token on the runtime's HELLO gate. A refused connection gives up its
+        place among the unauthenticated ones at once; the refusal is raised after the failure
+        delay, waited out among the runtime's bounded refusals."""
         try:
-            outcome = await gate.run(
+            outcome = await self.runtime.hello_gate.run(
                 self._source, self.runtime.auth.check_edge, hello.edge_id, hello.token
             )
         except ProtocolError:
-            await gate.after_failure()
+            await self._refused()
             raise
         if outcome is BUSY:
-            await gate.after_failure()
+            await self._refused()
             raise ProtocolError(
                 ErrorCode.SERVER_BUSY, "too many HELLOs being checked; try again later"
             )
 
-    def _admitted(self) -> None:
-        """The HELLO's token is accepted: leave the unauthenticated connections, accept full-size
-        messages."""
+    async def _refused(self) -> None:
+        """Leave the unauthenticated connections, then wait out the failure delay (when the
+        refusals' bounds allow)."""
+        self._leave_admission()
+        await self.runtime.refusals.wait(self._source)
+
+    def _leave_admission(self) -> None:
         if self._ticket is not None:
             self.runtime.admission.leave(self._ticket)
             self._ticket = None
+
+    def _admitted(self) -> None:
+        """The HELLO's token is accepted: leave the unauthenticated connections, accept full-size
+        messages."""
+        self._leave_admission()
         self._message_limit = self.runtime.settings.max_message_bytes
         raise_limit = (
             (self.ws.scope.get("extensions") or {}).get(MESSAGE_LIMIT_EXTENSION, {}).get("raise")
@@ -389,7 +398,8 @@ class EdgeConnection:
                 if await self._admit(message):
                     await inbox.put(message)
             elif isinstance(message, ResyncRequest) and session.mode == "distill":
-                await inbox.put(message)
+                if await self._admit_resync():
+                    await inbox.put(message)
             elif isinstance(message, Telemetry) and session.telemetry_interval is not None:
                 self.metrics.fleet.report(session.hello.edge_id, check_telemetry(message))
             elif isinstance(message, Error):
@@ -419,6 +429,19 @@ class EdgeConnection:
             ErrorCode.RATE_LIMITED,
             f"key frame dropped: over the limit of {rate:g}/s (bursts of {burst})",
             seq=key_frame.seq,
+        )
+        return False
+
+    async def _admit_resync(self) -> bool:
+        """The resync limit: True to serve the request; False when it was refused (a non-fatal
+        ERROR sent)."""
+        if self.runtime.resync_limits.admit(self._session().hello.edge_id):
+            return True
+        settings = self.runtime.settings
+        await self._send_error(
+            ErrorCode.RATE_LIMITED,
+            f"resync refused: over the limit of {settings.resync_rate:g}/s (bursts of "
+            f"{settings.resync_burst}); the session goes on",
         )
         return False
 
