@@ -203,6 +203,13 @@ class ServerSettings(FlatSettings):
     key_frame_burst: int = Field(
         120, ge=1, description="key frames an edge may send at once above key_frame_rate"
     )
+    edge_log_lines_per_minute: int = Field(
+        30,
+        ge=1,
+        description="log lines one edge's messages may cause per minute (ERROR reports, resync "
+        "reasons), in bursts of as many; more are dropped and summed up in one 'suppressed N log "
+        "lines' line. Edge text in a log line is escaped and cut to 200 characters",
+    )
     resync_rate: float = Field(
         0.1,
         gt=0,

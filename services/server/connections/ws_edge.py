@@ -29,7 +29,8 @@ from starlette.websockets import WebSocketState
 
 from services.server.access.admission import Ticket
 from services.server.access.credential_gate import BUSY
-from services.server.access.limits import Verdict
+from services.server.access.limits import TokenBucket, Verdict
+from services.server.connections.edge_log import EdgeLog, edge_text
 from services.server.connections.handshake import Agreement, check_hello
 from services.server.connections.ws_protocol import MESSAGE_LIMIT_EXTENSION
 from services.server.runtime import ServerRuntime
@@ -51,6 +52,7 @@ from shadowtutor.protocol.messages import (
     Welcome,
     decode,
     encode,
+    message_type,
 )
 from shadowtutor.protocol.telemetry import check_telemetry
 from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamDecoder
@@ -59,6 +61,9 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 # RFC 6455: a close frame's reason fits in 123 bytes
 MAX_CLOSE_REASON_BYTES = 123
+# TELEMETRY a session may send: bursts of this many, on average twice the rate WELCOME asks for
+TELEMETRY_BURST = 3
+TELEMETRY_SLACK = 2.0
 
 
 @router.websocket("/v1/edge")
@@ -119,6 +124,15 @@ class EdgeConnection:
             # a stream frame codec's decoder, made at the first frame
             None
         )
+        # the log lines this edge's messages cause
+        self._edge_log = EdgeLog(
+            log,
+            runtime.settings.edge_log_lines_per_minute,
+            self._who,
+            runtime.metrics.edge_input_dropped.labels(kind="log_line").inc,
+        )
+        # the session's TELEMETRY reports, once WELCOME asked for them
+        self._telemetry_budget: TokenBucket | None = None
 
     async def serve(self) -> None:
         runtime = self.runtime
@@ -164,14 +178,15 @@ class EdgeConnection:
             log.warning(
                 "%s: %s",
                 self._who(),
-                str(exc),
-                # the text: a kept record must not keep the session
+                # the text (a kept record must not keep the session), escaped: it may quote the edge
+                edge_text(str(exc)),
             )
             await self._fail(exc.code, exc.message)
         except Exception:
             log.exception("%s: internal error", self._who())
             await self._fail(ErrorCode.INTERNAL, "internal server error")
         finally:
+            self._edge_log.close()
             if self.session is not None:
                 self.runtime.sessions.remove(self.session)
                 self.metrics.fleet.session_ended(
@@ -390,8 +405,15 @@ class EdgeConnection:
     async def _read(self, inbox: asyncio.Queue[KeyFrame | ResyncRequest]) -> None:
         """Returns when the edge ends the session with a fatal ERROR; raises on anything wrong."""
         session = self._session()
+        if session.telemetry_interval is not None:
+            self._telemetry_budget = TokenBucket(
+                TELEMETRY_SLACK / session.telemetry_interval, TELEMETRY_BURST
+            )
         while True:
-            message = await self._receive()
+            data = await self._receive_data()
+            if self._over_telemetry_budget(data):
+                continue
+            message = decode(data)
             if isinstance(message, KeyFrame):
                 session.accept_seq(message.seq)
                 self.metrics.key_frames.labels(mode=session.mode).inc()
@@ -403,7 +425,9 @@ class EdgeConnection:
             elif isinstance(message, Telemetry) and session.telemetry_interval is not None:
                 self.metrics.fleet.report(session.hello.edge_id, check_telemetry(message))
             elif isinstance(message, Error):
-                log.warning("%s reports %s: %s", self._who(), message.code, message.message)
+                self._edge_log.warning(
+                    "%s reports %s: %s", self._who(), message.code, message.message
+                )
                 if message.fatal:
                     return
             else:
@@ -412,6 +436,16 @@ class EdgeConnection:
                     f"{type(message).__name__.upper()} is not expected from an edge in a "
                     f"{session.mode} session",
                 )
+
+    def _over_telemetry_budget(self, data: bytes | str) -> bool:
+        """Whether ``data`` is a TELEMETRY report over the session's budget: then it is dropped
+        unread (counted), before its header is parsed."""
+        if self._telemetry_budget is None or message_type(data) != Telemetry.TYPE:
+            return False
+        if self._telemetry_budget.take():
+            return False
+        self.metrics.edge_input_dropped.labels(kind="telemetry").inc()
+        return True
 
     async def _admit(self, key_frame: KeyFrame) -> bool:
         """The key-frame rate limit: True to serve the frame; False when it was dropped (ERROR
@@ -450,7 +484,7 @@ class EdgeConnection:
         while True:
             item = await inbox.get()
             if isinstance(item, ResyncRequest):
-                log.info(
+                self._edge_log.info(
                     "%s asks for a resync (holds version %d: %s)",
                     self._who(),
                     item.have_version,
@@ -498,6 +532,10 @@ class EdgeConnection:
     # -- I/O with byte accounting ------------------------------------------------------------
 
     async def _receive(self) -> Message:
+        return decode(await self._receive_data())
+
+    async def _receive_data(self) -> bytes | str:
+        """The next message's bytes (or text), counted, and refused when over the message limit."""
         message = await self.ws.receive()
         if message["type"] == "websocket.disconnect":
             raise WebSocketDisconnect(message.get("code", CloseCode.NORMAL))
@@ -518,7 +556,7 @@ class EdgeConnection:
             raise ProtocolError(
                 ErrorCode.TOO_LARGE, f"message of {size} bytes exceeds the limit of {limit}{before}"
             )
-        return decode(data)
+        return data
 
     async def _send(self, message: Message) -> None:
         data = encode(message)
