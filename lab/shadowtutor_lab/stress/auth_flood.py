@@ -181,7 +181,7 @@ def _welcome_seconds(ws_url: str, hello: Hello) -> float:
         return time.perf_counter() - start
 
 
-def _turnaround_seconds(ws: ClientConnection, seq: int, frame_index: int, payload: bytes) -> float:
+def turnaround_seconds(ws: ClientConnection, seq: int, frame_index: int, payload: bytes) -> float:
     start = time.perf_counter()
     ws.send(encode(KeyFrame(seq=seq, frame_index=frame_index, base_version=0, codec="raw", width=SIZE[0],
                             height=SIZE[1], payload=payload)))
@@ -197,7 +197,7 @@ def _measure(phase: Phase, ws_url: str, hello: Hello, session: ClientConnection,
         phase.welcome_s.append(_welcome_seconds(ws_url, hello))
         seq[0] += 1
         index = seq[0] % len(payloads)
-        phase.turnaround_s.append(_turnaround_seconds(session, seq[0], index, payloads[index]))
+        phase.turnaround_s.append(turnaround_seconds(session, seq[0], index, payloads[index]))
         time.sleep(0.05)
 
 
