@@ -40,8 +40,9 @@ def test_a_head_started_as_compose_does_listens_on_loopback_only(tmp_path: Path)
     token = tmp_path / "ray-token"
     token.write_text(secrets.token_hex(32) + "\n")
     token.chmod(0o600)
+    # (the agents' registration timeout raised: on a loaded machine they start late)
     env = {**os.environ, **_compose_ray_environment(), "RAY_AUTH_TOKEN_PATH": str(token),
-           "PYTHONPATH": str(REPO_ROOT)}
+           "RAY_agent_register_timeout_ms": "180000", "PYTHONPATH": str(REPO_ROOT)}
     # a short path: Ray's socket names must fit in 107 bytes
     temp_dir = Path("/tmp") / f"ray-listening-{secrets.token_hex(4)}"
     result = subprocess.run([sys.executable, "-m", "tests.support.ray_listening", str(temp_dir)], cwd=REPO_ROOT,

@@ -1,8 +1,8 @@
 """TELEMETRY in bulk from one admitted edge, and what another edge notices meanwhile.
 
 :func:`run_telemetry_flood` starts ``shadowtutor serve`` on loopback (tokens required, a generated 64x48
-scene's labels as the teacher, TELEMETRY asked every 10 s), opens a naive-mode session that measures
-its key-frame turnaround (KEY_FRAME sent to its LABELS received) and ``/healthz``'s answer time, first
+scene's labels as the teacher, TELEMETRY asked every 10 s), opens a distill-mode session that measures
+its key-frame turnaround (KEY_FRAME sent to its UPDATE received) and ``/healthz``'s answer time, first
 quiet and then while a second admitted session sends valid TELEMETRY reports at ``rate`` per second
 (in batches every 10 ms). The verdict compares the flood's median turnaround with the quiet one of the
 same run: within ``turnaround_ratio``.
@@ -22,8 +22,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from shadowtutor.protocol.codecs import encode_frame
-from shadowtutor.protocol.messages import Hello, Telemetry, Welcome, decode, encode
-from shadowtutor_lab.stress.auth_flood import SIZE, turnaround_seconds
+from shadowtutor.protocol.messages import Error, Hello, KeyFrame, Telemetry, Update, Welcome, decode, encode
+from shadowtutor_lab.stress.auth_flood import SIZE
 from shadowtutor_lab.stress.fuzz_server import LOCAL_CANARY_ID, LOCAL_EDGE_ID, local_server, scene_frames
 
 BATCH_PERIOD_S = 0.01
@@ -61,13 +61,15 @@ class TelemetryFlood:
         self._thread.join(10)
 
     def _run(self) -> None:
+        # encoded once: the flood's own CPU is not what is measured
+        reports = [encode(_report(n)) for n in range(1, 101)]
         start = time.monotonic()
         while not self._stop.is_set():
             due = int((time.monotonic() - start) * self.rate)
             try:
                 while self.sent < due:
+                    self.ws.send(reports[self.sent % len(reports)])
                     self.sent += 1
-                    self.ws.send(encode(_report(self.sent)))
             except ConnectionClosed as exc:
                 self.closed = str(exc)
                 return
@@ -86,13 +88,28 @@ def _healthz_seconds(base_url: str) -> float:
     return time.perf_counter() - start
 
 
+def _update_seconds(ws: ClientConnection, seq: int, index: int, payload: bytes, version: list[int]) -> float:
+    """KEY_FRAME ``seq`` of frame ``index`` (based on ``version[0]``) sent to its UPDATE received;
+    ``version[0]`` follows."""
+    start = time.perf_counter()
+    ws.send(encode(KeyFrame(seq=seq, frame_index=index, base_version=version[0], codec="raw", width=SIZE[0],
+                            height=SIZE[1], payload=payload)))
+    while True:
+        answer = decode(ws.recv(60))
+        if isinstance(answer, Error):
+            raise RuntimeError(f"key frame {seq}: {answer.code}: {answer.message}")
+        if isinstance(answer, Update) and answer.seq == seq:
+            version[0] = answer.version
+            return time.perf_counter() - start
+
+
 def _measure(session: ClientConnection, base_url: str, payloads: list[bytes], samples: int,
-             seq: list[int]) -> dict[str, list[float]]:
+             seq: list[int], version: list[int]) -> dict[str, list[float]]:
     turnaround, healthz = [], []
     for _ in range(samples):
         seq[0] += 1
         index = seq[0] % len(payloads)
-        turnaround.append(turnaround_seconds(session, seq[0], index, payloads[index]))
+        turnaround.append(_update_seconds(session, seq[0], index, payloads[index], version))
         healthz.append(_healthz_seconds(base_url))
         time.sleep(0.05)
     return {"turnaround_s": turnaround, "healthz_s": healthz}
@@ -117,21 +134,22 @@ def run_telemetry_flood(config: TelemetryFloodConfig) -> dict[str, Any]:
     with local_server(scene, config.out_dir) as server:
         classes = list(server.readyz["class_names"])
 
-        def hello(edge_id: str) -> Hello:
+        def hello(edge_id: str, mode: str) -> Hello:
             return Hello(edge_id=edge_id, class_names=classes, frame_width=SIZE[0], frame_height=SIZE[1],
-                         token=server.tokens[edge_id], mode="naive", agent="telemetry-flood-bench")
+                         token=server.tokens[edge_id], mode=mode, agent="telemetry-flood-bench")
 
         payloads = [encode_frame(frame, "raw") for frame in scene_frames(scene)]
-        seq = [0]
-        watcher, flooder = _open(server.ws_url, hello(LOCAL_CANARY_ID)), _open(server.ws_url, hello(LOCAL_EDGE_ID))
+        seq, version = [0], [0]
+        watcher = _open(server.ws_url, hello(LOCAL_CANARY_ID, "distill"))
+        flooder = _open(server.ws_url, hello(LOCAL_EDGE_ID, "naive"))
         try:
-            _measure(watcher, server.base_url, payloads, 5, seq)
-            quiet = _measure(watcher, server.base_url, payloads, config.samples, seq)
+            _measure(watcher, server.base_url, payloads, 5, seq, version)
+            quiet = _measure(watcher, server.base_url, payloads, config.samples, seq, version)
             flood = TelemetryFlood(flooder, config.rate).start()
             started = time.monotonic()
             try:
                 time.sleep(config.warmup_s)
-                loud = _measure(watcher, server.base_url, payloads, config.samples, seq)
+                loud = _measure(watcher, server.base_url, payloads, config.samples, seq, version)
             finally:
                 flood.stop()
             seconds = time.monotonic() - started
