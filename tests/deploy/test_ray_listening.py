@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,8 +46,11 @@ def test_a_head_started_as_compose_does_listens_on_loopback_only(tmp_path: Path)
            "RAY_agent_register_timeout_ms": "180000", "PYTHONPATH": str(REPO_ROOT)}
     # a short path: Ray's socket names must fit in 107 bytes
     temp_dir = Path("/tmp") / f"ray-listening-{secrets.token_hex(4)}"
-    result = subprocess.run([sys.executable, "-m", "tests.support.ray_listening", str(temp_dir)], cwd=REPO_ROOT,
-                            env=env, capture_output=True, text=True, timeout=300)
+    try:
+        result = subprocess.run([sys.executable, "-m", "tests.support.ray_listening", str(temp_dir)],
+                                cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads(result.stdout.strip().splitlines()[-1])
     # (44217 and 44227, the autoscaler's and the dashboard head's metrics, are missing when another

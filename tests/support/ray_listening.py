@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 SETTLE_S = 10.0
+START_ATTEMPTS = 3
 
 
 def _listening() -> dict[str, tuple[str, int]]:
@@ -57,8 +58,16 @@ def _descendants(root: int) -> list[int]:
 def main(temp_dir: str) -> None:
     import ray
 
-    ray.init(num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1", _temp_dir=temp_dir,
-             configure_logging=False, log_to_driver=False)
+    for attempt in range(START_ATTEMPTS):
+        try:
+            ray.init(num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1", _temp_dir=temp_dir,
+                     configure_logging=False, log_to_driver=False)
+            break
+        # Ray gives its raylet 30 s to register, which a loaded machine can miss
+        except Exception:
+            ray.shutdown()
+            if attempt == START_ATTEMPTS - 1:
+                raise
     try:
         time.sleep(SETTLE_S)
         sockets = _listening()
