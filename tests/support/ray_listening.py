@@ -6,6 +6,7 @@ the processes this one started are looked at, and ``ray.shutdown`` stops exactly
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import sys
@@ -26,14 +27,11 @@ def _listening() -> dict[str, tuple[str, int]]:
             if fields[3] != "0A":
                 continue
             address, port = fields[1].split(":")
-            raw = bytes.fromhex(address)
-            if len(raw) == 16 and raw[:12] == b"\0" * 10 + b"\xff\xff":
-                raw = raw[12:]
-            if len(raw) == 4:
-                text = ".".join(str(b) for b in raw[::-1])
-            else:
-                words = [raw[i : i + 4][::-1].hex() for i in range(0, 16, 4)]
-                text = "::" if not any(int(w, 16) for w in words) else ":".join(words)
+            # /proc writes the address as 32-bit words in host (little-endian) order
+            raw = b"".join(bytes.fromhex(address[i : i + 8])[::-1] for i in range(0, len(address), 8))
+            ip = ipaddress.ip_address(raw)
+            mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+            text = str(mapped or ip)
             found[fields[9]] = (text, int(port, 16))
     return found
 
