@@ -21,9 +21,10 @@ import statistics
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from websockets.sync.client import ClientConnection, connect
 
@@ -85,18 +86,17 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-class Flood:
-    """``plan.clients`` threads asking with made-up bearer tokens until :meth:`stop`."""
+class _ClientThreads:
+    """Client threads, each running ``target(*args)`` with its own ``args`` until :meth:`stop`; ``answers``
+    counts what they :meth:`_count`."""
 
-    def __init__(self, host: str, port: int, plan: FloodPlan) -> None:
-        self.host, self.port, self.plan = host, port, plan
+    def __init__(self, target: Callable[..., None], args: list[tuple[Any, ...]]) -> None:
         self.answers: Counter[str] = Counter()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._client, args=(plan.sources[i % len(plan.sources)], i),
-                                          daemon=True) for i in range(plan.clients)]
+        self._threads = [threading.Thread(target=target, args=a, daemon=True) for a in args]
 
-    def start(self) -> Flood:
+    def start(self) -> Self:
         for thread in self._threads:
             thread.start()
         return self
@@ -104,7 +104,19 @@ class Flood:
     def stop(self) -> None:
         self._stop.set()
         for thread in self._threads:
-            thread.join(10)
+            thread.join(15)
+
+    def _count(self, outcome: str) -> None:
+        with self._lock:
+            self.answers[outcome] += 1
+
+
+class Flood(_ClientThreads):
+    """``plan.clients`` threads asking with made-up bearer tokens until :meth:`stop`."""
+
+    def __init__(self, host: str, port: int, plan: FloodPlan) -> None:
+        self.host, self.port, self.plan = host, port, plan
+        super().__init__(self._client, [(plan.sources[i % len(plan.sources)], i) for i in range(plan.clients)])
 
     def _client(self, source: str, index: int) -> None:
         paths = self.plan.paths
@@ -127,34 +139,19 @@ class Flood:
                 connection = None
                 self._stop.wait(0.05)
             n += 1
-            with self._lock:
-                self.answers[outcome] += 1
+            self._count(outcome)
 
 
-class HelloFlood:
+class HelloFlood(_ClientThreads):
     """``per_source`` threads on each of ``sources`` (local addresses to bind), each opening ``/v1/edge``,
     sending ``hello`` with a made-up token in the same write as the upgrade request (so that it is read at
     once) and closing once the answer arrives, over and over, until :meth:`stop`: every HELLO is refused.
-    ``outcomes`` counts ``answered`` and the failures by type (an upgrade refused with HTTP 403 is a
+    ``answers`` counts ``answered`` and the failures by type (an upgrade refused with HTTP 403 is a
     ``ConnectionError``)."""
 
     def __init__(self, host: str, port: int, hello: Hello, sources: tuple[str, ...], per_source: int) -> None:
         self.host, self.port, self.hello = host, port, hello
-        self.outcomes: Counter[str] = Counter()
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._client, args=(source,), daemon=True)
-                         for source in sources for _ in range(per_source)]
-
-    def start(self) -> HelloFlood:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(15)
+        super().__init__(self._client, [(source,) for source in sources for _ in range(per_source)])
 
     def _client(self, source: str) -> None:
         while not self._stop.is_set():
@@ -167,8 +164,7 @@ class HelloFlood:
             except OSError as exc:
                 outcome = type(exc).__name__
                 self._stop.wait(0.01)
-            with self._lock:
-                self.outcomes[outcome] += 1
+            self._count(outcome)
 
 
 def _welcome_seconds(ws_url: str, hello: Hello) -> float:

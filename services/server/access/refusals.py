@@ -15,40 +15,30 @@ from __future__ import annotations
 
 import asyncio
 
+from services.server.access.source_slots import SourceSlots
+
 
 class RefusalWaits:
     """The waits of refused connections, bounded per source address and in all."""
 
     def __init__(self, delay: float, per_source: int, total: int) -> None:
-        if delay < 0 or per_source < 1 or total < per_source:
-            raise ValueError(
-                f"need delay >= 0 and 1 <= per_source <= total; got {delay}, {per_source}, {total}"
-            )
-        self.delay, self.per_source, self.total = delay, per_source, total
-        self._by_source: dict[str, int] = {}
-        self._count = 0
+        if delay < 0:
+            raise ValueError(f"need delay >= 0; got {delay}")
+        self.delay = delay
+        self._slots = SourceSlots(per_source, total)
 
     def __len__(self) -> int:
         """Refused connections waiting now."""
-        return self._count
+        return len(self._slots)
 
     def waiting_from(self, source: str) -> int:
-        return self._by_source.get(source, 0)
+        return self._slots.held_by(source)
 
     async def wait(self, source: str) -> bool:
         """Sleep ``delay`` before a refusal from ``source`` is answered; False (at once) when
         ``source`` or the whole table is at its bound."""
-        if self.waiting_from(source) >= self.per_source or self._count >= self.total:
+        if self._slots.full_for(source):
             return False
-        self._by_source[source] = self.waiting_from(source) + 1
-        self._count += 1
-        try:
+        with self._slots.held(source):
             await asyncio.sleep(self.delay)
-        finally:
-            self._count -= 1
-            left = self._by_source[source] - 1
-            if left:
-                self._by_source[source] = left
-            else:
-                del self._by_source[source]
         return True

@@ -52,6 +52,6 @@ def test_an_edge_gets_its_session_under_a_bad_token_hello_flood(tmp_path: Path) 
                     transport.close()
         finally:
             flood.stop()
-    outcomes = dict(flood.outcomes)
+    outcomes = dict(flood.answers)
     assert outcomes.get("answered", 0) >= 64, outcomes
     assert None not in seconds, (seconds, outcomes)
