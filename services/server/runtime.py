@@ -14,7 +14,8 @@ from typing import Any
 from services.server.access.admission import Admission
 from services.server.access.auth import Authenticator
 from services.server.access.credential_gate import CredentialGate
-from services.server.access.limits import KeyFrameLimits
+from services.server.access.limits import KeyFrameLimits, ResyncLimits
+from services.server.access.refusals import RefusalWaits
 from services.server.metrics.server_metrics import ServerMetrics
 from services.server.settings import ServerSettings
 from services.server.teaching.local import Teaching
@@ -41,6 +42,9 @@ class ServerRuntime:
         # raises TokenFileError on a bad tokens file
         self.auth = Authenticator.from_settings(settings)
         self.key_frame_limits = KeyFrameLimits(settings.key_frame_rate, settings.key_frame_burst)
+        self.resync_limits = ResyncLimits(
+            settings.resync_rate, settings.resync_burst, self.key_frame_limits
+        )
         # WebSocket connections open on /v1/edge, HELLO or not
         self.connections = 0
         # room for the connections whose HELLO is not accepted yet
@@ -65,6 +69,12 @@ class ServerRuntime:
             settings.max_unauthenticated_per_source,
             max(settings.max_unauthenticated_per_source, settings.unauthenticated_limit()),
             settings.auth_failure_delay,
+        )
+        # refused HELLOs wait out the failure delay here, apart from the unauthenticated room
+        self.refusals = RefusalWaits(
+            settings.auth_failure_delay,
+            settings.max_refused_waiting_per_source,
+            settings.max_refused_waiting,
         )
         self._token_watch: asyncio.Task[None] | None = None
 

@@ -153,6 +153,18 @@ class ServerSettings(FlatSettings):
         ge=1,
         description="most bearer-token checks queued or running from all addresses together",
     )
+    max_refused_waiting_per_source: int = Field(
+        8,
+        ge=1,
+        description="most connections of one address whose HELLO token was refused and that wait "
+        "out auth_failure_delay before their answer (outside the room for unauthenticated "
+        "connections); more refusals from it are answered at once",
+    )
+    max_refused_waiting: int = Field(
+        256,
+        ge=1,
+        description="most refused connections waiting out auth_failure_delay from all addresses",
+    )
     checkpoint_secret: SecretStr | None = Field(
         None,
         description="with --ray: a secret (at least 16 characters) that every session checkpoint "
@@ -198,6 +210,24 @@ class ServerSettings(FlatSettings):
     )
     key_frame_burst: int = Field(
         120, ge=1, description="key frames an edge may send at once above key_frame_rate"
+    )
+    edge_log_lines_per_minute: int = Field(
+        30,
+        ge=1,
+        description="log lines one edge's messages may cause per minute (ERROR reports, resync "
+        "reasons), in bursts of as many; more are dropped and summed up in one 'suppressed N log "
+        "lines' line. Edge text in a log line is escaped and cut to 200 characters",
+    )
+    resync_rate: float = Field(
+        0.1,
+        gt=0,
+        allow_inf_nan=False,
+        description="RESYNC_REQUESTs per second an edge may send on average (each is answered "
+        "with full weights, and also takes a key frame's share of key_frame_rate when that is "
+        "set); one over gets a non-fatal rate_limited ERROR",
+    )
+    resync_burst: int = Field(
+        2, ge=1, description="RESYNC_REQUESTs an edge may send at once above resync_rate"
     )
 
     # -- models -------------------------------------------------------------------------------
@@ -472,6 +502,8 @@ class ServerSettings(FlatSettings):
             if self.checkpoint_secret is not None:
                 raise ValueError("give checkpoint_secret or checkpoint_secret_file, not both")
             self._checkpoint_file_secret = _read_secret_file(self.checkpoint_secret_file)
+        if self.max_refused_waiting < self.max_refused_waiting_per_source:
+            raise ValueError("max_refused_waiting must be at least max_refused_waiting_per_source")
         return self
 
     @property

@@ -227,6 +227,14 @@ def encode(message: Message) -> bytes:
     )
 
 
+def message_type(data: bytes | bytearray | memoryview | str) -> int | None:
+    """The type id that a message's prefix names, read without parsing anything else (None for
+    text, or for fewer bytes than the prefix); :func:`decode` still checks the whole message."""
+    if isinstance(data, str) or len(data) < PREFIX.size:
+        return None
+    return int(data[3])
+
+
 def decode(data: bytes | bytearray | memoryview | str) -> Message:
     """Parse and validate one message; any defect raises :class:`ProtocolError`."""
     if isinstance(data, str):

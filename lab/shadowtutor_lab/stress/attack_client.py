@@ -32,15 +32,17 @@ def _connect(host: str, port: int, source: str | None, timeout: float) -> socket
 
 
 def upgrade(host: str, port: int, path: str = "/v1/edge", *, source: str | None = None,
-            timeout: float = 10.0, headers: dict[str, str] | None = None) -> socket.socket:
+            timeout: float = 10.0, headers: dict[str, str] | None = None, first: bytes = b"") -> socket.socket:
     """A WebSocket opened by hand (``source``: the local address to connect from; ``headers``: more request
-    headers); raises :class:`ConnectionError` with the status line unless the server answers 101."""
+    headers; ``first``: a message sent in the same write as the upgrade request, before any answer); raises
+    :class:`ConnectionError` with the status line unless the server answers 101."""
     sock = _connect(host, port, source, timeout)
     key = base64.b64encode(os.urandom(16)).decode()
     extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+    message = frame_header(len(first)) + first if first else b""
     sock.sendall(
         f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n".encode()
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n".encode() + message
     )
     head = b""
     try:

@@ -1,4 +1,5 @@
-"""Bad bearer tokens in bulk against a local server, and what an authenticated edge notices meanwhile.
+"""Bad bearer tokens in bulk against a local server, and what an authenticated edge notices meanwhile;
+and :class:`HelloFlood`, HELLOs with made-up tokens in bulk.
 
 :func:`run_auth_flood` starts ``shadowtutor serve`` on loopback (tokens required, ``admins``
 administrators in its tokens file, a generated 64x48 scene's labels as the teacher), opens one
@@ -20,14 +21,16 @@ import statistics
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from websockets.sync.client import ClientConnection, connect
 
 from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.messages import Hello, KeyFrame, Labels, Welcome, decode, encode
+from shadowtutor_lab.stress.attack_client import upgrade
 from shadowtutor_lab.stress.fuzz_server import LOCAL_CANARY_ID, LOCAL_EDGE_ID, local_server, scene_frames
 
 SIZE = (64, 48)
@@ -83,18 +86,17 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-class Flood:
-    """``plan.clients`` threads asking with made-up bearer tokens until :meth:`stop`."""
+class _ClientThreads:
+    """Client threads, each running ``target(*args)`` with its own ``args`` until :meth:`stop`; ``answers``
+    counts what they :meth:`_count`."""
 
-    def __init__(self, host: str, port: int, plan: FloodPlan) -> None:
-        self.host, self.port, self.plan = host, port, plan
+    def __init__(self, target: Callable[..., None], args: list[tuple[Any, ...]]) -> None:
         self.answers: Counter[str] = Counter()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._client, args=(plan.sources[i % len(plan.sources)], i),
-                                          daemon=True) for i in range(plan.clients)]
+        self._threads = [threading.Thread(target=target, args=a, daemon=True) for a in args]
 
-    def start(self) -> Flood:
+    def start(self) -> Self:
         for thread in self._threads:
             thread.start()
         return self
@@ -102,7 +104,19 @@ class Flood:
     def stop(self) -> None:
         self._stop.set()
         for thread in self._threads:
-            thread.join(10)
+            thread.join(15)
+
+    def _count(self, outcome: str) -> None:
+        with self._lock:
+            self.answers[outcome] += 1
+
+
+class Flood(_ClientThreads):
+    """``plan.clients`` threads asking with made-up bearer tokens until :meth:`stop`."""
+
+    def __init__(self, host: str, port: int, plan: FloodPlan) -> None:
+        self.host, self.port, self.plan = host, port, plan
+        super().__init__(self._client, [(plan.sources[i % len(plan.sources)], i) for i in range(plan.clients)])
 
     def _client(self, source: str, index: int) -> None:
         paths = self.plan.paths
@@ -125,8 +139,32 @@ class Flood:
                 connection = None
                 self._stop.wait(0.05)
             n += 1
-            with self._lock:
-                self.answers[outcome] += 1
+            self._count(outcome)
+
+
+class HelloFlood(_ClientThreads):
+    """``per_source`` threads on each of ``sources`` (local addresses to bind), each opening ``/v1/edge``,
+    sending ``hello`` with a made-up token in the same write as the upgrade request (so that it is read at
+    once) and closing once the answer arrives, over and over, until :meth:`stop`: every HELLO is refused.
+    ``answers`` counts ``answered`` and the failures by type (an upgrade refused with HTTP 403 is a
+    ``ConnectionError``)."""
+
+    def __init__(self, host: str, port: int, hello: Hello, sources: tuple[str, ...], per_source: int) -> None:
+        self.host, self.port, self.hello = host, port, hello
+        super().__init__(self._client, [(source,) for source in sources for _ in range(per_source)])
+
+    def _client(self, source: str) -> None:
+        while not self._stop.is_set():
+            data = encode(replace(self.hello, token=secrets.token_urlsafe(32)))
+            try:
+                with upgrade(self.host, self.port, source=source, timeout=10.0, first=data) as sock:
+                    # the answer (the refusal comes after the server's failure delay)
+                    sock.recv(4096)
+                outcome = "answered"
+            except OSError as exc:
+                outcome = type(exc).__name__
+                self._stop.wait(0.01)
+            self._count(outcome)
 
 
 def _welcome_seconds(ws_url: str, hello: Hello) -> float:
@@ -139,7 +177,7 @@ def _welcome_seconds(ws_url: str, hello: Hello) -> float:
         return time.perf_counter() - start
 
 
-def _turnaround_seconds(ws: ClientConnection, seq: int, frame_index: int, payload: bytes) -> float:
+def turnaround_seconds(ws: ClientConnection, seq: int, frame_index: int, payload: bytes) -> float:
     start = time.perf_counter()
     ws.send(encode(KeyFrame(seq=seq, frame_index=frame_index, base_version=0, codec="raw", width=SIZE[0],
                             height=SIZE[1], payload=payload)))
@@ -155,7 +193,7 @@ def _measure(phase: Phase, ws_url: str, hello: Hello, session: ClientConnection,
         phase.welcome_s.append(_welcome_seconds(ws_url, hello))
         seq[0] += 1
         index = seq[0] % len(payloads)
-        phase.turnaround_s.append(_turnaround_seconds(session, seq[0], index, payloads[index]))
+        phase.turnaround_s.append(turnaround_seconds(session, seq[0], index, payloads[index]))
         time.sleep(0.05)
 
 

@@ -90,11 +90,14 @@ def server_version(base: str, ssl_context: ssl.SSLContext | None) -> str:
 
 
 def local_serve_args(scene_dir: Path, port: int, tokens_file: Path, protect_metrics: bool = False) -> list[str]:
-    """The local server's arguments; /metrics open (without per-edge series) unless ``protect_metrics``."""
+    """The local server's arguments; /metrics open (without per-edge series) unless ``protect_metrics``; no
+    practical resync limit (each case's probe is a resync)."""
     return ["serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "info",
             "--teacher", "labels", "--labels-dir", str(scene_dir), "--max-updates", "2", "--distill-workers", "1",
             "--max-message-bytes", str(LOCAL_MAX_MESSAGE_BYTES), "--hello-timeout", str(LOCAL_HELLO_TIMEOUT),
-            "--tokens-file", str(tokens_file), "--protect-metrics", str(protect_metrics).lower()]
+            "--tokens-file", str(tokens_file), "--protect-metrics", str(protect_metrics).lower(),
+            # every case ends with a resync probe, and all share one edge id: its resync budget is opened
+            "--resync-rate", "1000", "--resync-burst", "1000"]
 
 
 def issue_local_tokens(tokens_file: Path) -> dict[str, str]:

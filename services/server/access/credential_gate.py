@@ -18,6 +18,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final, TypeVar
 
+from services.server.access.source_slots import SourceSlots
+
 T = TypeVar("T")
 
 
@@ -50,35 +52,25 @@ class CredentialGate:
             )
         self.per_source, self.total, self.failure_delay = per_source, total, failure_delay
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix=name)
-        self._by_source: dict[str, int] = {}
-        self._held = 0
+        self._slots = SourceSlots(per_source, total)
         # checks not run because of a bound, so far
         self.refused = 0
 
     @property
     def held(self) -> int:
         """Checks admitted and not finished (queued or running)."""
-        return self._held
+        return len(self._slots)
 
     async def run(self, source: str, check: Callable[..., T], *args: object) -> T | _Busy:
         """``check(*args)`` on the gate's pool, or :data:`BUSY` at once when ``source`` or the gate
         is full.
 
         Call it from the event loop's thread (the counts are not locked)."""
-        if self._by_source.get(source, 0) >= self.per_source or self._held >= self.total:
+        if self._slots.full_for(source):
             self.refused += 1
             return BUSY
-        self._by_source[source] = self._by_source.get(source, 0) + 1
-        self._held += 1
-        try:
+        with self._slots.held(source):
             return await asyncio.get_running_loop().run_in_executor(self._pool, check, *args)
-        finally:
-            self._held -= 1
-            left = self._by_source[source] - 1
-            if left:
-                self._by_source[source] = left
-            else:
-                del self._by_source[source]
 
     async def after_failure(self) -> None:
         """Wait ``failure_delay`` seconds before a refusal is answered."""

@@ -29,7 +29,8 @@ from starlette.websockets import WebSocketState
 
 from services.server.access.admission import Ticket
 from services.server.access.credential_gate import BUSY
-from services.server.access.limits import Verdict
+from services.server.access.limits import TokenBucket, Verdict
+from services.server.connections.edge_log import EdgeLog, edge_text
 from services.server.connections.handshake import Agreement, check_hello
 from services.server.connections.ws_protocol import MESSAGE_LIMIT_EXTENSION
 from services.server.runtime import ServerRuntime
@@ -50,6 +51,7 @@ from shadowtutor.protocol.messages import (
     Welcome,
     decode,
     encode,
+    message_type,
 )
 from shadowtutor.protocol.telemetry import check_telemetry
 from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamDecoder
@@ -58,6 +60,9 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 # RFC 6455: a close frame's reason fits in 123 bytes
 MAX_CLOSE_REASON_BYTES = 123
+# TELEMETRY a session may send: bursts of this many, on average twice the rate WELCOME asks for
+TELEMETRY_BURST = 3
+TELEMETRY_SLACK = 2.0
 
 
 @router.websocket("/v1/edge")
@@ -118,6 +123,15 @@ class EdgeConnection:
             # a stream frame codec's decoder, made at the first frame
             None
         )
+        # the log lines this edge's messages cause
+        self._edge_log = EdgeLog(
+            log,
+            runtime.settings.edge_log_lines_per_minute,
+            self._who,
+            runtime.metrics.edge_input_dropped.labels(kind="log_line").inc,
+        )
+        # the session's TELEMETRY reports, once WELCOME asked for them
+        self._telemetry_budget: TokenBucket | None = None
 
     async def serve(self) -> None:
         runtime = self.runtime
@@ -163,8 +177,8 @@ class EdgeConnection:
             log.warning(
                 "%s: %s",
                 self._who(),
-                str(exc),
-                # the text: a kept record must not keep the session
+                # the text (a kept record must not keep the session), escaped: it may quote the edge
+                edge_text(str(exc)),
             )
             await self._fail(exc.code, exc.message)
         except Exception:
@@ -174,6 +188,7 @@ class EdgeConnection:
             if self._stream is not None:
                 self._stream.close()
                 self._stream = None
+            self._edge_log.close()
             if self.session is not None:
                 self.runtime.sessions.remove(self.session)
                 self.metrics.fleet.session_ended(
@@ -287,28 +302,37 @@ class EdgeConnection:
             self._evicted.set()
 
     async def _check_token(self, hello: Hello) -> None:
-        """Check the HELLO's token on the runtime's HELLO gate; a refusal is raised after the gate's
-        failure delay (the connection keeps its place among the unauthenticated ones meanwhile)."""
-        gate = self.runtime.hello_gate
+        """Check the HELLO's token on the runtime's HELLO gate. A refused connection gives up its
+        place among the unauthenticated ones at once; the refusal is raised after the failure
+        delay, waited out among the runtime's bounded refusals."""
         try:
-            outcome = await gate.run(
+            outcome = await self.runtime.hello_gate.run(
                 self._source, self.runtime.auth.check_edge, hello.edge_id, hello.token
             )
         except ProtocolError:
-            await gate.after_failure()
+            await self._refused()
             raise
         if outcome is BUSY:
-            await gate.after_failure()
+            await self._refused()
             raise ProtocolError(
                 ErrorCode.SERVER_BUSY, "too many HELLOs being checked; try again later"
             )
 
-    def _admitted(self) -> None:
-        """The HELLO's token is accepted: leave the unauthenticated connections, accept full-size
-        messages."""
+    async def _refused(self) -> None:
+        """Leave the unauthenticated connections, then wait out the failure delay (when the
+        refusals' bounds allow)."""
+        self._leave_admission()
+        await self.runtime.refusals.wait(self._source)
+
+    def _leave_admission(self) -> None:
         if self._ticket is not None:
             self.runtime.admission.leave(self._ticket)
             self._ticket = None
+
+    def _admitted(self) -> None:
+        """The HELLO's token is accepted: leave the unauthenticated connections, accept full-size
+        messages."""
+        self._leave_admission()
         self._message_limit = self.runtime.settings.max_message_bytes
         raise_limit = (
             (self.ws.scope.get("extensions") or {}).get(MESSAGE_LIMIT_EXTENSION, {}).get("raise")
@@ -383,19 +407,29 @@ class EdgeConnection:
     async def _read(self, inbox: asyncio.Queue[KeyFrame | ResyncRequest]) -> None:
         """Returns when the edge ends the session with a fatal ERROR; raises on anything wrong."""
         session = self._session()
+        if session.telemetry_interval is not None:
+            self._telemetry_budget = TokenBucket(
+                TELEMETRY_SLACK / session.telemetry_interval, TELEMETRY_BURST
+            )
         while True:
-            message = await self._receive()
+            data = await self._receive_data()
+            if self._over_telemetry_budget(data):
+                continue
+            message = decode(data)
             if isinstance(message, KeyFrame):
                 session.accept_seq(message.seq)
                 self.metrics.key_frames.labels(mode=session.mode).inc()
                 if await self._admit(message):
                     await inbox.put(message)
             elif isinstance(message, ResyncRequest) and session.mode == "distill":
-                await inbox.put(message)
+                if await self._admit_resync():
+                    await inbox.put(message)
             elif isinstance(message, Telemetry) and session.telemetry_interval is not None:
                 self.metrics.fleet.report(session.hello.edge_id, check_telemetry(message))
             elif isinstance(message, Error):
-                log.warning("%s reports %s: %s", self._who(), message.code, message.message)
+                self._edge_log.warning(
+                    "%s reports %s: %s", self._who(), message.code, message.message
+                )
                 if message.fatal:
                     return
             else:
@@ -404,6 +438,16 @@ class EdgeConnection:
                     f"{type(message).__name__.upper()} is not expected from an edge in a "
                     f"{session.mode} session",
                 )
+
+    def _over_telemetry_budget(self, data: bytes | str) -> bool:
+        """Whether ``data`` is a TELEMETRY report over the session's budget: then it is dropped
+        unread (counted), before its header is parsed."""
+        if self._telemetry_budget is None or message_type(data) != Telemetry.TYPE:
+            return False
+        if self._telemetry_budget.take():
+            return False
+        self.metrics.edge_input_dropped.labels(kind="telemetry").inc()
+        return True
 
     async def _admit(self, key_frame: KeyFrame) -> bool:
         """The key-frame rate limit: True to serve the frame; False when it was dropped (ERROR
@@ -424,12 +468,25 @@ class EdgeConnection:
         )
         return False
 
+    async def _admit_resync(self) -> bool:
+        """The resync limit: True to serve the request; False when it was refused (a non-fatal
+        ERROR sent)."""
+        if self.runtime.resync_limits.admit(self._session().hello.edge_id):
+            return True
+        settings = self.runtime.settings
+        await self._send_error(
+            ErrorCode.RATE_LIMITED,
+            f"resync refused: over the limit of {settings.resync_rate:g}/s (bursts of "
+            f"{settings.resync_burst}); the session goes on",
+        )
+        return False
+
     async def _work(self, inbox: asyncio.Queue[KeyFrame | ResyncRequest]) -> None:
         session = self._session()
         while True:
             item = await inbox.get()
             if isinstance(item, ResyncRequest):
-                log.info(
+                self._edge_log.info(
                     "%s asks for a resync (holds version %d: %s)",
                     self._who(),
                     item.have_version,
@@ -474,6 +531,10 @@ class EdgeConnection:
     # -- I/O with byte accounting ------------------------------------------------------------
 
     async def _receive(self) -> Message:
+        return decode(await self._receive_data())
+
+    async def _receive_data(self) -> bytes | str:
+        """The next message's bytes (or text), counted, and refused when over the message limit."""
         message = await self.ws.receive()
         if message["type"] == "websocket.disconnect":
             raise WebSocketDisconnect(message.get("code", CloseCode.NORMAL))
@@ -494,7 +555,7 @@ class EdgeConnection:
             raise ProtocolError(
                 ErrorCode.TOO_LARGE, f"message of {size} bytes exceeds the limit of {limit}{before}"
             )
-        return decode(data)
+        return data
 
     async def _send(self, message: Message) -> None:
         data = encode(message)

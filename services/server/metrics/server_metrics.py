@@ -30,6 +30,8 @@ MODES = ("distill", "naive")
 # why a connection was refused before the upgrade, or closed before its HELLO
 # (services.server.access.admission)
 REFUSAL_REASONS = ("source_full", "unauthenticated_full", "evicted")
+# what admitted edges send that per-session budgets drop
+EDGE_INPUT_KINDS = ("telemetry", "log_line")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # a batching engine's waits start below 5 ms
 QUEUE_WAIT_BUCKETS = (0.001, 0.0025, *LATENCY_BUCKETS)
@@ -149,8 +151,17 @@ class ServerMetrics:
             ["reason"],
             registry=r,
         )
+        self.edge_input_dropped = Counter(
+            f"{PREFIX}edge_input_dropped",
+            "What admitted edges sent over their per-session budgets and the server dropped: "
+            "TELEMETRY reports (unread) and log lines, by kind",
+            ["kind"],
+            registry=r,
+        )
         for reason in REFUSAL_REASONS:
             self.connections_refused.labels(reason=reason)
+        for kind in EDGE_INPUT_KINDS:
+            self.edge_input_dropped.labels(kind=kind)
         for mode in MODES:
             self.key_frames.labels(mode=mode)
         for code in ErrorCode:

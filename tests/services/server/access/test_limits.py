@@ -54,3 +54,18 @@ def test_limits_belong_to_the_edge_id_and_idle_ones_are_forgotten() -> None:
     limits.admit("cam-3")
     assert len(limits) == 1
     assert KeyFrameLimits(rate=0, burst=1).admit("cam") is Verdict.ACCEPT  # rate 0: no limit
+
+
+def test_resyncs_have_their_own_budget_and_take_the_key_frames_too() -> None:
+    from services.server.access.limits import ResyncLimits
+
+    clock = Clock()
+    key_frames = KeyFrameLimits(rate=1.0, burst=2, clock=clock)
+    resyncs = ResyncLimits(rate=0.1, burst=2, key_frames=key_frames, clock=clock)
+    assert [resyncs.admit("cam-1") for _ in range(3)] == [True, True, False]
+    assert key_frames.admit("cam-1") is Verdict.DROP  # the two resyncs took the key-frame burst
+    assert resyncs.admit("cam-2")  # another edge has its own
+    clock.now += 10.0  # one resync's worth again
+    assert resyncs.admit("cam-1") and not resyncs.admit("cam-1")
+    unlimited = ResyncLimits(rate=0.1, burst=1, key_frames=KeyFrameLimits(rate=0, burst=1, clock=clock), clock=clock)
+    assert unlimited.admit("cam") and not unlimited.admit("cam")  # no key-frame limit: its own still holds

@@ -132,10 +132,9 @@ def test_bearer_checks_over_the_bound_are_answered_429(settings: ServerSettings,
                                                  "auth_checks_per_source": 1, "auth_checks_total": 1}))
     gate = app.state.runtime.bearer_gate
     with TestClient(app) as client:
-        # the gate is full (as while a flood's checks are queued)
-        gate._held = gate.total
-        busy = client.get("/v1/sessions", headers={"Authorization": f"Bearer {admin}"})
-        gate._held = 0
+        # the gate is full (as while a flood's check is queued)
+        with gate._slots.held("198.51.100.7"):
+            busy = client.get("/v1/sessions", headers={"Authorization": f"Bearer {admin}"})
         assert busy.status_code == 429 and "retry-after" in busy.headers
         assert client.get("/v1/sessions", headers={"Authorization": f"Bearer {admin}"}).status_code == 200
 

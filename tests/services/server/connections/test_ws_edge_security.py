@@ -206,3 +206,27 @@ def test_a_hello_that_arrives_as_admission_takes_its_place_wins(settings: Server
     connection.evict(ProtocolError(ErrorCode.SERVER_BUSY, "made room"))
     assert asyncio.run(connection._receive_hello()).edge_id == "cam-1"
     assert connection._eviction is None and not connection._evicted.is_set()
+
+
+def test_a_refused_hello_gives_up_its_place_at_once(settings: ServerSettings, scene: TinyScene, tokens: Tokens) -> None:
+    """Room for one connection before its HELLO is accepted: a connection whose token was refused waits out
+    the failure delay outside that room, so an edge gets in meanwhile; a second refusal from the same address,
+    over its bound of waiting refusals, is answered at once."""
+    with started(settings, tokens_file=tokens.path, max_connections=settings.max_sessions + 1,
+                 auth_failure_delay=5.0, max_refused_waiting_per_source=1) as client:
+        runtime = client.app.state.runtime
+        with client.websocket_connect("/v1/edge") as refused_ws:
+            refused = WireClient(refused_ws)
+            refused.send(hello(scene, edge_id="cam-1", token="guess"))
+            time.sleep(0.5)  # its token is checked and refused; its answer waits 5 s
+            assert len(runtime.refusals) == 1 and len(runtime.admission) == 0
+            started_at = time.monotonic()
+            with client.websocket_connect("/v1/edge") as over_ws:
+                over = WireClient(over_ws)
+                over.send(hello(scene, edge_id="cam-1", token="guess again"))
+                expect_close(over, ErrorCode.UNAUTHORIZED)
+            assert time.monotonic() - started_at < 2.0
+            with client.websocket_connect("/v1/edge") as ws:
+                open_session(ws, scene, edge_id="cam-2", token=tokens.edges["cam-2"])
+            expect_close(refused, ErrorCode.UNAUTHORIZED)
+        assert client.get("/healthz").status_code == 200 and len(runtime.refusals) == 0
