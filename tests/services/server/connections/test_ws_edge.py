@@ -19,7 +19,7 @@ from starlette.websockets import WebSocketDisconnect
 from services.server.app import create_app
 from services.server.connections.ws_edge import EdgeConnection
 from services.server.settings import ServerSettings
-from services.server.teaching.local import distillation
+from services.server.teaching import distillation
 from shadowtutor.algorithms.batched_distill import KeyFrameJob
 from shadowtutor.algorithms.distill import DistillResult
 from shadowtutor.algorithms.engine_options import Convolution, Objective

@@ -16,6 +16,7 @@ import torch
 
 from services.server.metrics.server_metrics import ServerMetrics
 from services.server.settings import ServerSettings
+from services.server.teaching import distillation
 from services.server.teaching.distillation import (
     BatchedDistillation,
     PooledDistillation,
@@ -23,7 +24,6 @@ from services.server.teaching.distillation import (
     resolve_engine,
     resolve_tail,
 )
-from services.server.teaching.local import distillation
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.engine_options import CONVOLUTIONS, Convolution, Objective
 from shadowtutor.algorithms.params import AlgorithmParams
