@@ -62,6 +62,7 @@ from services.ray_serve.requests import (
     SessionRef,
     TrainKeyFrame,
 )
+from services.ray_serve.rollout import live_settings
 from services.ray_serve.slots import SlotTable
 from services.server.metrics.server_metrics import ServerMetrics
 from services.server.runtime import ServerRuntime
@@ -123,6 +124,11 @@ def teaching_settings(settings: ServerSettings) -> ServerSettings:
     )
 
 
+def sweep_period(ttl: float) -> float:
+    """Seconds between a replica's sweeps of the store for sessions idle past ``ttl``."""
+    return min(300.0, ttl / 4)
+
+
 def _replica_id(fallback: str) -> str:
     """Serve's unique id of the replica this runs in, or ``fallback`` when built outside a Serve
     deployment (a replica constructed directly, as in tests)."""
@@ -145,7 +151,7 @@ class TeachingReplica:
         self.settings = teaching_settings(settings)
         self.store = open_store(store)
         self.writer = CheckpointWriter(
-            self.store, settings.checkpoint_ttl, min(300.0, settings.checkpoint_ttl / 4)
+            self.store, settings.checkpoint_ttl, sweep_period(settings.checkpoint_ttl)
         ).start()
         self._models = load_models(self.settings)
         self.runtime = ServerRuntime(self.settings, ServerMetrics(1, 60.0))
@@ -158,6 +164,23 @@ class TeachingReplica:
 
         held = self.settings.max_sessions if students is None else students
         self._slots = SlotTable(held, _Slot)
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        """Serve's in-place settings change (the deployment's ``user_config``, the settings of
+        :data:`~services.ray_serve.rollout.LIVE_SETTINGS`): the log level, the snapshot interval
+        from the next version on, and the checkpoints' time to live from the next sweep on (due
+        within the new sweep period)."""
+        self.settings = live_settings(self.settings, config)
+        logs.configure(self.settings.log_level)
+        ttl = self.settings.checkpoint_ttl
+        self.writer.retain(ttl, sweep_period(ttl))
+        log.info(
+            "settings in place: checkpoints every %d versions, kept %g s after a session's last "
+            "activity, log level %s",
+            self.settings.checkpoint_every,
+            ttl,
+            self.settings.log_level,
+        )
 
     def _start(self) -> ServerRuntime:
         # the engine's tasks belong to the replica's event loop
