@@ -117,7 +117,10 @@ def stop_cluster(address: str, grace: float = 10.0) -> Stopped:
     from services.ray_serve.app import join
 
     join(address)
-    session_dir = ray._private.worker._global_node.get_session_dir_path()
+    # the cluster's session directory, which the joined driver reads from the GCS
+    node = ray._private.worker._global_node
+    assert node is not None, "set by join()"
+    session_dir = node.get_session_dir_path()
     serve.shutdown()
     ray.shutdown()
     pids = processes_of(session_dir)
