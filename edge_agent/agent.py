@@ -85,8 +85,12 @@ class RunSummary:
     updates_rejected: int = 0
     # in installation order
     versions_applied: list[dict[str, Any]] = field(default_factory=list)
+    # session ids in the order they were opened (a resumed session is not a new one)
     sessions: list[str] = field(default_factory=list)
+    # handshakes after the first: resumed sessions and new ones
     reconnects: int = 0
+    # of those, the ones that resumed the session held (no weights downloaded)
+    resumed_reconnects: int = 0
     resyncs_requested: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
@@ -95,10 +99,13 @@ class RunSummary:
     waited_seconds: float = 0.0
     # the frame loop alone: first frame read to last frame labelled (no start-up)
     loop_seconds: float = 0.0
-    # HELLO of the first session
-    handshake_bytes_sent: int = 0
-    # WELCOME of the first session (the full weights in distill mode)
-    handshake_bytes_received: int = 0
+    # HELLO of the first handshake
+    first_handshake_bytes_sent: int = 0
+    # WELCOME of the first handshake (the full weights in distill mode)
+    first_handshake_bytes_received: int = 0
+    # HELLOs and WELCOMEs of every handshake, the first and each reconnect's
+    handshake_bytes_sent_total: int = 0
+    handshake_bytes_received_total: int = 0
     # key frame sent -> its update received
     update_roundtrip_seconds: list[float] = field(default_factory=list)
     final_stride: int | None = None
@@ -286,14 +293,17 @@ class EdgeAgent:
             if student is not None:
                 summary.acceleration_trial = self._trial(student)
                 student.runtime.close()
-            summary.handshake_bytes_sent = transport.stats.handshake_bytes_sent
-            summary.handshake_bytes_received = transport.stats.handshake_bytes_received
+            summary.first_handshake_bytes_sent = transport.stats.first_handshake_bytes_sent
+            summary.first_handshake_bytes_received = transport.stats.first_handshake_bytes_received
+            summary.handshake_bytes_sent_total = transport.stats.handshake_bytes_sent_total
+            summary.handshake_bytes_received_total = transport.stats.handshake_bytes_received_total
             summary.key_frames_dropped = transport.stats.key_frames_dropped
             summary.frames_sent = transport.stats.frames_sent
             summary.bytes_sent = transport.stats.bytes_sent
             summary.bytes_received = transport.stats.bytes_received
             summary.sessions = list(transport.stats.sessions)
             summary.reconnects = transport.stats.reconnects
+            summary.resumed_reconnects = transport.stats.resumed
             summary.resyncs_requested = transport.stats.resyncs_requested
             summary.server_errors = dict(transport.stats.errors)
             summary.update_roundtrip_seconds = list(transport.stats.update_roundtrips)
@@ -309,8 +319,8 @@ class EdgeAgent:
 
         def steady_bytes() -> tuple[int, int]:
             return (
-                stats.bytes_sent - stats.handshake_bytes_sent,
-                stats.bytes_received - stats.handshake_bytes_received,
+                stats.bytes_sent - stats.first_handshake_bytes_sent,
+                stats.bytes_received - stats.first_handshake_bytes_received,
             )
 
         return KeyFrameBudget(

@@ -149,7 +149,14 @@ class EdgeMetrics:
             Counter, "shadowtutor_edge_resyncs_total", "Full-weight resyncs requested"
         )
         self.reconnects = make(
-            Counter, "shadowtutor_edge_reconnects_total", "Sessions opened after the first"
+            Counter,
+            "shadowtutor_edge_reconnects_total",
+            "Handshakes after the first session's: resumed sessions and new ones",
+        )
+        self.resumed_reconnects = make(
+            Counter,
+            "shadowtutor_edge_resumed_reconnects_total",
+            "Reconnects that resumed the session the edge held (no weights downloaded)",
         )
         self.key_frames_dropped = make(
             Counter,
@@ -326,8 +333,10 @@ class EdgeMetrics:
     def on_roundtrip(self, seconds: float) -> None:
         self.roundtrip.observe(seconds)
 
-    def on_reconnect(self) -> None:
+    def on_reconnect(self, resumed: bool) -> None:
         self.reconnects.inc()
+        if resumed:
+            self.resumed_reconnects.inc()
 
     def on_resync(self) -> None:
         self.resyncs.inc()

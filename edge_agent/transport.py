@@ -278,6 +278,7 @@ class EdgeTransport:
             self.weights,
         )
         sent_before, received_before = self.stats.bytes_sent, self.stats.bytes_received
+        resumed_before = self.stats.resumed
         async with connect(
             self.url,
             max_size=MAX_MESSAGE_BYTES,
@@ -290,9 +291,9 @@ class EdgeTransport:
         ) as ws:
             await self._send(ws, encode(hello))
             info = await self._handshake(ws, hello)
-            if len(self.stats.sessions) == 1:
-                self.stats.handshake_bytes_sent = self.stats.bytes_sent - sent_before
-                self.stats.handshake_bytes_received = self.stats.bytes_received - received_before
+            self.stats.count_handshake(
+                self.stats.bytes_sent - sent_before, self.stats.bytes_received - received_before
+            )
             session = LiveSession(ws, info)
             self._handover.active = session
             self.session = info
@@ -301,7 +302,7 @@ class EdgeTransport:
             if self.observer:
                 self.observer.on_connected(True)
                 if self.stats.reconnects:
-                    self.observer.on_reconnect()
+                    self.observer.on_reconnect(self.stats.resumed > resumed_before)
             helpers = [asyncio.create_task(self._send_queued(session))]
             if self.report is not None and info.telemetry_interval:
                 helpers.append(

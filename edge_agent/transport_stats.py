@@ -15,7 +15,7 @@ class TransportObserver(Protocol):
 
     def on_roundtrip(self, seconds: float) -> None: ...
 
-    def on_reconnect(self) -> None: ...
+    def on_reconnect(self, resumed: bool) -> None: ...
 
     def on_resync(self) -> None: ...
 
@@ -34,9 +34,14 @@ class TransportStats:
     frames_sent: int = 0
     # frames submitted while no session was open (not sent, not queued)
     key_frames_dropped: int = 0
-    # the HELLO and the WELCOME of the first session
-    handshake_bytes_sent: int = 0
-    handshake_bytes_received: int = 0
+    # the HELLO and the WELCOME of the first handshake (the first session's model download)
+    first_handshake_bytes_sent: int = 0
+    first_handshake_bytes_received: int = 0
+    # the HELLOs and WELCOMEs of every handshake, the first and each reconnect's
+    handshake_bytes_sent_total: int = 0
+    handshake_bytes_received_total: int = 0
+    # WELCOMEs received: the first handshake's and each reconnect's
+    handshakes: int = 0
     # session ids, in the order of their WELCOME (a resumed session is not a new one)
     sessions: list[str] = field(default_factory=list)
     # reconnects whose WELCOME resumed the session the edge held (no weights downloaded)
@@ -49,4 +54,18 @@ class TransportStats:
 
     @property
     def reconnects(self) -> int:
-        return max(0, len(self.sessions) - 1)
+        """Handshakes after the first: the resumed ones and those that opened a new session."""
+        return max(0, self.handshakes - 1)
+
+    @property
+    def new_session_reconnects(self) -> int:
+        """Reconnects that opened a new session (a full model download), not resumed."""
+        return self.reconnects - self.resumed
+
+    def count_handshake(self, sent: int, received: int) -> None:
+        """Count one handshake of ``sent`` and ``received`` bytes (HELLO, WELCOME)."""
+        self.handshakes += 1
+        if self.handshakes == 1:
+            self.first_handshake_bytes_sent, self.first_handshake_bytes_received = sent, received
+        self.handshake_bytes_sent_total += sent
+        self.handshake_bytes_received_total += received

@@ -89,6 +89,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="where teaching replicas checkpoint sessions: a directory every replica's node "
         "reaches (shared storage across nodes; default ./shadowtutor-sessions)",
     )
+    ray.add_argument(
+        "--ray-restart",
+        action="store_true",
+        help="apply a change that restarts the ingress (any setting but the replica counts, "
+        "--checkpoint-ttl, --checkpoint-every and --log-level) or Serve's HTTP proxies (another "
+        "--host, --port or TLS files): every edge's WebSocket drops, and the edges reconnect and "
+        "resume their sessions. Without it such a change is refused and nothing changes",
+    )
+    what = ray.add_mutually_exclusive_group()
+    what.add_argument(
+        "--list",
+        action="store_true",
+        help="with --ray: print the ingress and teaching replicas and the HTTP proxies running on "
+        "that cluster (node address and pid), then exit",
+    )
+    what.add_argument(
+        "--stop",
+        action="store_true",
+        help="with --ray: remove the application, then stop the Ray processes of that cluster on "
+        "this machine (and no other cluster's, unlike `ray stop`), then exit",
+    )
     p.set_defaults(handler=run_serve)
 
 
@@ -134,6 +155,12 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from services.server.app import create_app
 
+    if (getattr(args, "list", False) or getattr(args, "stop", False)) and not args.ray:
+        raise ValueError("--list and --stop need --ray ADDRESS (the Ray cluster)")
+    if getattr(args, "list", False):
+        return list_on_ray(args.ray)
+    if getattr(args, "stop", False):
+        return stop_on_ray(args.ray)
     settings = settings_from_args(args)
     logging.getLogger().setLevel(settings.log_level.upper())
     if getattr(args, "ray", None):
@@ -177,12 +204,34 @@ def run_on_ray(args: argparse.Namespace, settings: ServerSettings) -> int:
         replica_sessions=args.ray_replica_sessions,
         ingresses=args.ray_ingresses,
     )
-    deploy(args.ray, settings, options)
+    served = deploy(args.ray, settings, options, restart=args.ray_restart)
     from services.ray_serve.summary import alive_actors, summary_lines
 
-    print("\n".join(summary_lines(args.ray, settings, options, alive_actors())), flush=True)
+    print("\n".join(summary_lines(args.ray, settings, options, alive_actors(), served)), flush=True)
     while True:
         time.sleep(3600)
+
+
+def list_on_ray(address: str) -> int:
+    """``--ray ADDRESS --list``: print the application's replicas and proxies with their pids."""
+    from services.ray_serve.app import join
+    from services.ray_serve.summary import alive_actors, replica_lines
+
+    join(address)
+    print(f"ShadowTutor on the Ray cluster {address}", *replica_lines(alive_actors()), sep="\n")
+    return 0
+
+
+def stop_on_ray(address: str) -> int:
+    """``--ray ADDRESS --stop``: remove the application and stop that cluster on this machine."""
+    from services.ray_serve.teardown import stop_cluster
+
+    stopped = stop_cluster(address)
+    print(
+        f"the Ray cluster at {address} ({stopped.session_dir}) is stopped on this machine: "
+        f"{stopped.terminated} process(es) ended, {stopped.killed} killed after the grace period"
+    )
+    return 0
 
 
 def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:

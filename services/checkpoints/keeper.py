@@ -103,6 +103,11 @@ class Students(Protocol):
     def new_distiller(self, student_size: tuple[int, int] | None = None) -> Distiller: ...
 
 
+def sweep_period(ttl: float) -> float:
+    """Seconds between a keeper's sweeps of the store for sessions idle past ``ttl``."""
+    return min(300.0, ttl / 4)
+
+
 class SessionKeeper:
     """The checkpoints of one replica's sessions in ``store``: :meth:`session` gives a slot's
     session at the version asked (rebuilt on ``students`` where needed), :meth:`keep` and
@@ -128,8 +133,15 @@ class SessionKeeper:
         ``settings.checkpoint_ttl``."""
         store = open_store(location)
         ttl = settings.checkpoint_ttl
-        writer = CheckpointWriter(store, ttl, min(300.0, ttl / 4)).start()
+        writer = CheckpointWriter(store, ttl, sweep_period(ttl)).start()
         return cls(store, writer=writer, settings=settings, students=students)
+
+    def reconfigure(self, settings: ServerSettings) -> None:
+        """Take ``settings`` from now on: ``checkpoint_every`` from the next version, the
+        checkpoints' time to live from the next sweep (due within the new sweep period)."""
+        self.settings = settings
+        ttl = settings.checkpoint_ttl
+        self.writer.retain(ttl, sweep_period(ttl))
 
     def close(self) -> bool:
         """Write the snapshots not yet written (:meth:`CheckpointWriter.close`)."""

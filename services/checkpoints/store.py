@@ -95,8 +95,8 @@ class CheckpointStore(Protocol):
         ...
 
     def expire(self, ttl: float) -> int:
-        """Remove the checkpoints of sessions idle for more than ``ttl`` seconds; how many files
-        went."""
+        """Remove the checkpoints of sessions idle for more than ``ttl`` seconds (no file of the
+        session written since), each session whole; how many files went."""
         ...
 
 
@@ -268,40 +268,71 @@ class DirectoryStore:
                 path.unlink(missing_ok=True)
 
     def expire(self, ttl: float) -> int:
-        """Remove the checkpoints (and parts of checkpoints whose writer died) last written more
-        than ``ttl`` seconds ago, and the edges' folders left empty; how many files went. Only this
+        """Remove the sessions last active more than ``ttl`` seconds ago, whole: a session's last
+        activity is the newest write among its snapshots, journal entries and claims, so a session
+        with any file younger than ``ttl`` keeps every file (its newest snapshot included), and one
+        that goes loses its journal entries and claims before its snapshots (a reader never finds
+        entries without the snapshot they follow). Parts of checkpoints whose writer died go by
+        their own age, and the edges' folders left empty go too; how many files went. Only this
         store's names count: nothing else in the directory is touched, and no link is followed."""
         cutoff, removed = time.time() - ttl, 0
         try:
             with os.scandir(self.directory) as top:
                 folders = [
-                    entry
+                    entry.path
                     for entry in top
                     if _EDGE.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)
                 ]
         except FileNotFoundError:
             return 0
         for folder in folders:
-            with os.scandir(folder.path) as entries:
-                old = [
-                    entry.path
-                    for entry in entries
-                    if (_CHECKPOINT.fullmatch(entry.name) or entry.name.startswith(".partial-"))
-                    and entry.is_file(follow_symlinks=False)
-                    and entry.stat(follow_symlinks=False).st_mtime < cutoff
-                ]
-            for path in old:
+            for path in self._idle_files(folder, cutoff):
                 try:
                     os.unlink(path)
                     removed += 1
                 except FileNotFoundError:
                     pass
             try:
-                os.rmdir(folder.path)
+                os.rmdir(folder)
             # not empty: a session still in use, or a file of someone else's
             except OSError:
                 pass
         return removed
+
+    @staticmethod
+    def _idle_files(folder: str, cutoff: float) -> list[str]:
+        """The files of ``folder`` (one edge's) that :meth:`expire` removes at ``cutoff`` (a
+        time): every file of each session whose newest file is older, its snapshots last, and the
+        parts of checkpoints older than it."""
+        sessions: dict[str, list[tuple[float, str, str]]] = {}
+        partial: list[str] = []
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    checkpoint = _CHECKPOINT.fullmatch(entry.name)
+                    if not (checkpoint or entry.name.startswith(".partial-")):
+                        continue
+                    if not entry.is_file(follow_symlinks=False):
+                        continue
+                    try:
+                        written = entry.stat(follow_symlinks=False).st_mtime
+                    except FileNotFoundError:
+                        continue
+                    if checkpoint is None:
+                        if written < cutoff:
+                            partial.append(entry.path)
+                        continue
+                    files = sessions.setdefault(entry.name.partition("-")[0], [])
+                    files.append((written, checkpoint.group(1), entry.path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        idle = partial
+        for files in sessions.values():
+            if max(written for written, _, _ in files) >= cutoff:
+                continue
+            # journal entries and claims first, the snapshots they follow last
+            idle.extend(path for _, kind, path in sorted(files, key=lambda f: f[1] == "ckpt"))
+        return idle
 
     def check(self) -> None:
         """Raise :class:`CheckpointStoreError` unless a checkpoint can be written and read back

@@ -56,6 +56,7 @@ class CheckpointWriter:
         self.store = store
         self.ttl = ttl
         self.sweep_seconds = sweep_seconds
+        self._next_sweep = time.monotonic()
         self._waiting: dict[tuple[str, str], _Job] = {}
         self._busy = False
         self._closed = False
@@ -65,6 +66,14 @@ class CheckpointWriter:
     def start(self) -> CheckpointWriter:
         self._thread.start()
         return self
+
+    def retain(self, ttl: float | None, sweep_seconds: float) -> None:
+        """From now on, remove the sessions idle past ``ttl`` (None: none) every ``sweep_seconds``,
+        the next sweep no later than ``sweep_seconds`` from now."""
+        with self._changed:
+            self.ttl, self.sweep_seconds = ttl, sweep_seconds
+            self._next_sweep = min(self._next_sweep, time.monotonic() + sweep_seconds)
+            self._changed.notify_all()
 
     def submit(
         self,
@@ -112,13 +121,14 @@ class CheckpointWriter:
         return flushed
 
     def _run(self) -> None:
-        next_sweep = time.monotonic()
         while True:
             with self._changed:
                 while not self._waiting and not self._closed:
-                    if self.ttl is not None and time.monotonic() >= next_sweep:
+                    if self.ttl is not None and time.monotonic() >= self._next_sweep:
                         break
-                    wait = None if self.ttl is None else max(0.0, next_sweep - time.monotonic())
+                    wait = (
+                        None if self.ttl is None else max(0.0, self._next_sweep - time.monotonic())
+                    )
                     self._changed.wait(wait)
                 if self._closed and not self._waiting:
                     return
@@ -131,9 +141,13 @@ class CheckpointWriter:
                 with self._changed:
                     self._busy = False
                     self._changed.notify_all()
-            if self.ttl is not None and time.monotonic() >= next_sweep:
-                next_sweep = time.monotonic() + self.sweep_seconds
-                self._sweep(self.ttl)
+            with self._changed:
+                ttl = self.ttl
+                due = ttl is not None and time.monotonic() >= self._next_sweep
+                if due:
+                    self._next_sweep = time.monotonic() + self.sweep_seconds
+            if due and ttl is not None:
+                self._sweep(ttl)
 
     def _write(self, job: _Job) -> None:
         start = time.perf_counter()

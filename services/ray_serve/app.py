@@ -8,7 +8,9 @@
 
 :func:`app_builder` builds it in a Serve config file (``import_path:
 services.ray_serve.app:app_builder`` with the settings as ``args``); :func:`serve_config` writes
-that config for settings and :func:`deploy` (``shadowtutor serve --ray ADDRESS``) applies it.
+that config for settings and :func:`deploy` (``shadowtutor serve --ray ADDRESS``) applies it: to a
+running application only what changes no edge's connection, unless told to restart
+(``services.ray_serve.rollout``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ from services.checkpoints.store import open_store
 from services.ray_serve import logs
 from services.ray_serve.client import ServeTeaching
 from services.ray_serve.placement import SessionBalanceRouter
+from services.ray_serve.rollout import (
+    HTTP_FLAGS,
+    INGRESS_LIVE_SETTINGS,
+    LIVE_SETTINGS,
+    live_settings,
+    plan,
+)
 from services.ray_serve.teaching import TeachingReplica
 from services.server.app import create_app
 from services.server.settings import ServerSettings
@@ -78,10 +87,16 @@ class Ingress:
 
     def __init__(self, settings: ServerSettings, teaching: DeploymentHandle) -> None:
         logs.configure(settings.log_level)
+        self.settings = settings
         remote = ServeTeaching(teaching)
         self._app = create_app(settings, teaching=remote)
         runtime = self._app.state.runtime
         remote.export_to(runtime.metrics, lambda: {s.hello.edge_id for s in runtime.sessions.all()})
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        """Serve's in-place settings change (the deployment's ``user_config``): the log level."""
+        self.settings = live_settings(self.settings, config)
+        logs.configure(self.settings.log_level)
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return self._app
@@ -131,10 +146,12 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
     """The Serve config (``serve deploy`` / ``serve run`` file, KubeRay's ``serveConfigV2``) of this
     deployment.
 
-    A later config that changes only the ``teaching`` replica count is applied in place: replicas
-    are added or removed, the ingress and the other replicas keep running (and the edges their
-    connections). ValueError for inline tokens or an inline checkpoint secret (the config is no
-    place for secrets: files name them).
+    The settings of :data:`~services.ray_serve.rollout.LIVE_SETTINGS` are the deployments'
+    ``user_config``, the others the application's ``args``. A later config that changes only the
+    replica counts or the live settings is applied in place: replicas are added or removed and the
+    running ones reconfigured; the ingress keeps running (and the edges their connections).
+    ValueError for inline tokens or an inline checkpoint secret (the config is no place for
+    secrets: files name them).
     """
     if settings.tokens is not None:
         raise ValueError(
@@ -146,7 +163,9 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
             "on Ray, give the checkpoint secret as --checkpoint-secret-file: an inline "
             "--checkpoint-secret would be readable in the Serve config (the Ray dashboard shows it)"
         )
-    args = {"store": options.store, **settings.model_dump(mode="json", exclude_defaults=True)}
+    given = settings.model_dump(mode="json", exclude_defaults=True)
+    args = {"store": options.store, **{k: v for k, v in given.items() if k not in LIVE_SETTINGS}}
+    live = {name: settings.model_dump(mode="json")[name] for name in LIVE_SETTINGS}
     if options.replica_sessions is not None:
         args["replica_sessions"] = options.replica_sessions
     http: dict[str, Any] = {"host": settings.host, "port": settings.port}
@@ -168,8 +187,13 @@ def serve_config(settings: ServerSettings, options: ServeOptions) -> dict[str, A
                         "name": TEACHING,
                         "num_replicas": options.replicas,
                         "ray_actor_options": {"num_cpus": options.cpus, "num_gpus": options.gpus},
+                        "user_config": live,
                     },
-                    {"name": INGRESS, "num_replicas": options.ingresses},
+                    {
+                        "name": INGRESS,
+                        "num_replicas": options.ingresses,
+                        "user_config": {name: live[name] for name in INGRESS_LIVE_SETTINGS},
+                    },
                 ],
             }
         ],
@@ -186,9 +210,31 @@ def _running(app: Any, name: str, replicas: int) -> bool:
     return states.get(ReplicaState.RUNNING, 0) == replicas and sum(states.values()) == replicas
 
 
-def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None:
+class ChangeRefused(RuntimeError):
+    """A config not applied, as it would drop the edges' connections; the message (one line) says
+    what would restart and how to apply it anyway."""
+
+
+def served_http(client: Any) -> dict[str, Any]:
+    """The HTTP options Serve's proxies run with (``host``, ``port``, TLS files)."""
+    running = client.http_config
+    return {key: getattr(running, key, None) for key in HTTP_FLAGS}
+
+
+def _deployed(client: Any) -> dict[str, Any] | None:
+    """The config the application was last deployed with, or None when it is not deployed."""
+    app = client.get_serve_details().get("applications", {}).get(APP_NAME)
+    return None if app is None else app.get("deployed_app_config")
+
+
+def apply(
+    config: dict[str, Any], replicas: int, timeout: float = 300.0, restart: bool = False
+) -> dict[str, Any]:
     """Deploy ``config`` to the connected Ray cluster as ``serve run CONFIG`` does, and wait until
     the application runs with ``replicas`` teaching replicas and the config's ingress replicas;
+    returns the HTTP options served (:func:`served_http`). To a running application, a config that
+    would restart the ingress or that names other HTTP options is :class:`ChangeRefused` unless
+    ``restart`` (then Serve starts again for other HTTP options, which drops every connection);
     RuntimeError (one line) when it fails to deploy."""
     from ray.serve._private.api import (
         serve_start,
@@ -200,10 +246,21 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
     ingresses = next(
         d["num_replicas"] for d in config["applications"][0]["deployments"] if d["name"] == INGRESS
     )
-    # the proxies start with Serve: where they run is a start option, not only the config's
-    client = serve_start(
-        http_options=config["http_options"], proxy_location=config.get("proxy_location")
-    )
+
+    def start() -> Any:
+        # the proxies start with Serve: where they run is a start option, not only the config's
+        return serve_start(
+            http_options=config["http_options"], proxy_location=config.get("proxy_location")
+        )
+
+    client = start()
+    change = plan(_deployed(client), served_http(client), config)
+    refusal = change.refusal()
+    if refusal is not None and not restart:
+        raise ChangeRefused(refusal)
+    if change.http:
+        serve.shutdown()
+        client = start()
     client.deploy_apps(schema)
     deadline = time.monotonic() + timeout
     while True:
@@ -218,7 +275,7 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
             and _running(app, TEACHING, replicas)
             and _running(app, INGRESS, ingresses)
         ):
-            return
+            return served_http(client)
         if time.monotonic() > deadline:
             raise RuntimeError(
                 f"the Serve application is not running {replicas} teaching replicas after "
@@ -227,14 +284,25 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
         time.sleep(0.5)
 
 
-def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> None:
-    """Deploy to the Ray cluster at ``address`` with HTTP on ``settings.host:port`` (again with
-    another replica count: scaled in place) and wait until it runs. The application stays deployed
-    after this process ends, until the cluster stops or ``serve shutdown``."""
-    from shadowtutor.acceleration.regions.cluster import ClusterError, connect
-
+def deploy(
+    address: str, settings: ServerSettings, options: ServeOptions, restart: bool = False
+) -> dict[str, Any]:
+    """Deploy to the Ray cluster at ``address`` with HTTP on ``settings.host:port`` and wait until
+    it runs; returns the HTTP options served. Again with other replica counts or live settings:
+    applied in place; with other settings: :class:`ChangeRefused` unless ``restart``
+    (:func:`apply`). The application stays deployed after this process ends, until the cluster
+    stops or it is removed (``shadowtutor serve --ray ADDRESS --stop``)."""
     config = serve_config(settings, options)
     open_store(options.store)
+    join(address)
+    return apply(config, options.replicas, restart=restart)
+
+
+def join(address: str) -> None:
+    """Connect this process to the Ray cluster at ``address``; ClusterError (one line) when it
+    cannot."""
+    from shadowtutor.acceleration.regions.cluster import ClusterError, connect
+
     try:
         connect(address)
     except ClusterError:
@@ -244,4 +312,3 @@ def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> Non
         raise ClusterError(
             f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]}"
         ) from None
-    apply(config, options.replicas)

@@ -24,6 +24,7 @@ import dataclasses
 import logging
 import os
 import socket
+from typing import Any
 
 from ray import serve
 from ray.serve.exceptions import RayServeException
@@ -39,6 +40,7 @@ from services.ray_serve.requests import (
     Resync,
     TrainKeyFrame,
 )
+from services.ray_serve.rollout import live_settings
 from services.ray_serve.slots import SlotTable
 from services.server.metrics.server_metrics import ServerMetrics
 from services.server.settings import ServerSettings
@@ -113,6 +115,23 @@ class TeachingReplica:
         assert described is not None, "a replica installs its models when it is built"
         where = f"Ray Serve ({described.device} teaching replicas)"
         return dataclasses.replace(described, where=where)
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        """Serve's in-place settings change (the deployment's ``user_config``, the settings of
+        :data:`~services.ray_serve.rollout.LIVE_SETTINGS`): the log level, the snapshot interval
+        from the next version on, and the checkpoints' time to live from the next sweep on (due
+        within the new sweep period)."""
+        self.settings = live_settings(self.settings, config)
+        logs.configure(self.settings.log_level)
+        self.keeper.reconfigure(self.settings)
+        ttl = self.settings.checkpoint_ttl
+        log.info(
+            "settings in place: checkpoints every %d versions, kept %g s after a session's last "
+            "activity, log level %s",
+            self.settings.checkpoint_every,
+            ttl,
+            self.settings.log_level,
+        )
 
     def _slot(self) -> Slot:
         """The slot of the edge this request is for (Serve's multiplexed model id)."""

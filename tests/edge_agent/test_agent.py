@@ -139,6 +139,30 @@ def test_server_crash_mid_run_every_frame_labelled_then_reconnect(video: Path, t
     assert summary.bytes_received == first.bytes_sent + servers[1].bytes_sent
 
 
+def test_summary_and_metrics_count_a_resumed_reconnect(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
+    stand_in.resume = True
+    long_video = write_video(tmp_path / "long.mp4", 120, (64, 48))
+    dropped = threading.Event()
+
+    def drop_once(index: int, _frame: np.ndarray, _labels: np.ndarray) -> None:
+        time.sleep(0.01)  # pace the run, so that the reconnect lands inside it
+        if index == 30 and stand_in.sessions and stand_in.sessions[0].version >= 1:
+            stand_in.drop()
+            dropped.set()
+
+    out = tmp_path / "out"
+    agent = EdgeAgent(settings(stand_in, long_video, out), [CallbackSink(drop_once)])
+    summary = agent.run()
+    assert dropped.is_set() and summary.frames == 120
+    written = json.loads((out / "summary.json").read_text())
+    assert written["sessions"] == ["s1"] and len(stand_in.sessions) == 1
+    assert (written["reconnects"], written["resumed_reconnects"]) == (1, 1)
+    assert written["first_handshake_bytes_received"] > 100_000  # the WELCOME with the model
+    assert 0 < written["handshake_bytes_received_total"] - written["first_handshake_bytes_received"] < 2_000
+    values = metric_values(agent.metrics.exposition())
+    assert values["shadowtutor_edge_reconnects_total"] == values["shadowtutor_edge_resumed_reconnects_total"] == 1
+
+
 def test_a_refusing_server_ends_the_run_with_an_error(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
     stand_in.refuse = ErrorCode.INCOMPATIBLE_MODEL
     with pytest.raises(ServerRefusedError, match="incompatible_model"):
@@ -172,8 +196,8 @@ def test_summary_times_the_frame_loop_and_each_update_apart_from_the_handshake(
 ) -> None:
     summary = EdgeAgent(settings(stand_in, video, tmp_path / "out", max_frames=12, max_fps=20)).run()
     assert 11 / 20 <= summary.loop_seconds < summary.wall_seconds  # paced inside the loop; start-up left out
-    assert 0 < summary.handshake_bytes_sent < summary.bytes_sent
-    assert 0 < summary.handshake_bytes_received < summary.bytes_received
+    assert 0 < summary.first_handshake_bytes_sent < summary.bytes_sent
+    assert 0 < summary.first_handshake_bytes_received < summary.bytes_received
     assert len(summary.update_roundtrip_seconds) == summary.key_frames >= 1
     assert all(0 < rt < summary.loop_seconds for rt in summary.update_roundtrip_seconds)
 

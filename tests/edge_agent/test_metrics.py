@@ -32,6 +32,7 @@ EXPECTED_NAMES = {
     "shadowtutor_edge_updates_applied_total",
     "shadowtutor_edge_resyncs_total",
     "shadowtutor_edge_reconnects_total",
+    "shadowtutor_edge_resumed_reconnects_total",
     "shadowtutor_edge_key_frames_dropped_total",
     "shadowtutor_edge_output_dropped_total",
     "shadowtutor_edge_labels_removed_total",
@@ -50,7 +51,7 @@ def exercised() -> EdgeMetrics:
     metrics.on_bytes(1000, 0)
     metrics.on_bytes(0, 250)
     metrics.on_roundtrip(0.3)
-    metrics.on_reconnect()
+    metrics.on_reconnect(resumed=False)
     metrics.on_resync()
     metrics.on_key_frame_dropped()
     metrics.output_dropped("labels")
@@ -201,3 +202,13 @@ def test_change_based_frames_and_changed_fraction_per_layer() -> None:
     report = check_telemetry(metrics.telemetry()).telemetry
     assert report.change_based_frames == {"change": 1, "full": 1, "fallback": 1}
     assert report.changed_fraction == {"in_conv1": 0.02, "out_conv1": 0.1}
+
+
+def test_a_resumed_reconnect_counts_as_a_reconnect_and_as_resumed() -> None:
+    metrics = EdgeMetrics("cam-1")
+    metrics.on_reconnect(resumed=True)
+    metrics.on_reconnect(resumed=False)
+    values = {s.name: s.value for f in text_string_to_metric_families(metrics.exposition().decode()) for s in f.samples}
+    assert values["shadowtutor_edge_reconnects_total"] == 2
+    assert values["shadowtutor_edge_resumed_reconnects_total"] == 1
+    assert metrics.telemetry().reconnects == 2

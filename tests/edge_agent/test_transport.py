@@ -59,8 +59,8 @@ class RecordingObserver:
     def on_roundtrip(self, seconds: float) -> None:
         self.events.append(("roundtrip", seconds))
 
-    def on_reconnect(self) -> None:
-        self.events.append(("reconnect",))
+    def on_reconnect(self, resumed: bool) -> None:
+        self.events.append(("reconnect", resumed))
 
     def on_resync(self) -> None:
         self.events.append(("resync",))
@@ -215,6 +215,27 @@ def test_server_gone_fails_pending_fast_and_inference_goes_on(stand_in: StandInS
         assert edge.transport.stats.key_frames_dropped == dropped == edge.observer.events.count(("dropped",))
 
 
+def test_a_resumed_reconnect_is_counted_and_the_first_handshake_keeps_its_bytes(stand_in: StandInServer) -> None:
+    stand_in.resume = True
+    with Edge(stand_in.url, backoff=Backoff(0.05, 0.1)) as edge:
+        edge.transport.wait_first_welcome(10)
+        edge.student.sync()
+        first_welcome = stand_in.bytes_sent
+        pending = edge.transport.submit(0, frame(0))
+        assert pending.wait(10)
+        edge.student.apply(pending.result().payload)
+        stand_in.drop()
+        wait_until(lambda: edge.transport.stats.handshakes == 2 and edge.transport.connected)
+        stats = edge.transport.stats
+        assert (stats.reconnects, stats.resumed, stats.new_session_reconnects, stats.sessions) == (1, 1, 0, ["s1"])
+        assert ("reconnect", True) in edge.observer.events
+        assert stats.first_handshake_bytes_received == first_welcome > 100_000  # the model download
+        resumed_welcome = stats.handshake_bytes_received_total - stats.first_handshake_bytes_received
+        assert 0 < resumed_welcome < 2_000  # no weights
+        assert stats.handshake_bytes_sent_total > stats.first_handshake_bytes_sent > 0
+        assert (edge.student.session_id, edge.student.version) == ("s1", 1)
+
+
 def test_reconnect_with_backoff_replaces_the_weights() -> None:
     first = StandInServer(seed=0).start()
     with Edge(first.url, backoff=Backoff(0.2, 0.4)) as edge:
@@ -237,7 +258,7 @@ def test_reconnect_with_backoff_replaces_the_weights() -> None:
             assert installed.origin == "welcome" and installed.session_id == "s1"
             assert (edge.student.session_id, edge.student.version) == ("s1", 0)
             assert_same_weights(edge.student, second.weights)
-            assert edge.transport.stats.reconnects == 1 and ("reconnect",) in edge.observer.events
+            assert edge.transport.stats.reconnects == 1 and ("reconnect", False) in edge.observer.events
             assert edge.transport.backoff.attempts == 0  # reset by the WELCOME
         finally:
             edge.transport.close()
@@ -326,7 +347,7 @@ def test_the_first_attempt_ends_at_once_without_a_server_and_waits_for_a_welcome
         assert time.monotonic() - started < 2 and "ConnectionRefused" in edge.transport.last_error
     with Edge(stand_in.url) as edge:
         assert edge.transport.wait_first_attempt(10).session_id == "s1"
-        assert edge.transport.stats.handshake_bytes_received == stand_in.bytes_sent > 100_000  # the WELCOME
+        assert edge.transport.stats.first_handshake_bytes_received == stand_in.bytes_sent > 100_000  # the WELCOME
 
 
 def test_submit_does_not_block_on_a_slow_server(stand_in: StandInServer) -> None:

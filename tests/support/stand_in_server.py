@@ -71,13 +71,18 @@ class StandInSession:
     received: list[Message] = field(default_factory=list)
     sent: list[Message] = field(default_factory=list)
     close_code: int | None = None  # how the edge closed the connection
+    full_next: bool = False  # resumed at a version before the last one sent: the next update is full
 
 
 class StandInServer:
     """Knobs: ``refuse`` (answer HELLO with this fatal error), ``reply_delay`` (seconds before each
     answer), ``stale_next`` (the next update names a base the edge does not hold), ``fail_next``
     (the next key frame gets a non-fatal teacher_failed), ``metric`` (reported in updates),
-    ``telemetry_interval`` (asked for in WELCOME; the TELEMETRY that comes is kept in ``received``)."""
+    ``telemetry_interval`` (asked for in WELCOME; the TELEMETRY that comes is kept in ``received``),
+    ``resume`` (a HELLO that names a session this server holds, at the version it last sent or an earlier
+    one, resumes it at that version: a WELCOME with ``resumed`` and no weights, and the next update full,
+    as the real server does when it no longer holds that version). :meth:`drop` cuts every
+    connection and keeps listening."""
 
     def __init__(self, seed: int = 0, params: AlgorithmParams | None = None) -> None:
         self.weights = initial_weights(seed)
@@ -89,6 +94,7 @@ class StandInServer:
         self.fail_next = False
         self.metric = 0.9
         self.telemetry_interval: float | None = None
+        self.resume = False
         self.sessions: list[StandInSession] = []
         self.hellos = 0
         self.bytes_sent = 0
@@ -153,6 +159,15 @@ class StandInServer:
         self._loop.call_soon_threadsafe(abort)
         self._thread.join(10)
 
+    def drop(self) -> None:
+        """Cut every connection without a close frame (a lost link or ingress); keep listening."""
+
+        def abort() -> None:
+            for connection in list(self._server.connections):
+                connection.transport.abort()
+
+        self._loop.call_soon_threadsafe(abort)
+
     # -- one connection ----------------------------------------------------------------------
 
     async def _send(self, ws: ServerConnection, session: StandInSession | None, message: Message) -> None:
@@ -179,6 +194,16 @@ class StandInServer:
             # image codecs only, as a server older than the stream codecs: the edge falls back to them
             frame_codec = choose_codec(hello.frame_codecs, IMAGE_FRAME_CODECS, tuple(hello.frame_codecs))
             weight_codec, delta_codec = choose_weight_codecs(hello.weight_codecs, WEIGHT_CODECS)
+            resumed = self._resumable(hello)
+            if resumed is not None:
+                await self._send(ws, resumed, Welcome(
+                    session_id=resumed.session_id, version=resumed.version, frame_codec=frame_codec,
+                    weight_codec=weight_codec, params=self.params.to_dict(), class_names=list(LVS_CLASSES),
+                    delta_codec=delta_codec, telemetry_interval=self.telemetry_interval,
+                    student_size=hello.student_size, resumed=True,
+                ))
+                await self._serve(ws, resumed)
+                return
             state = {k: v.clone() for k, v in self.weights.items()}
             encoder = UpdateEncoder(weight_codec, delta_codec)
             session = StandInSession(f"s{len(self.sessions) + 1}", hello, state, encoder)
@@ -191,15 +216,30 @@ class StandInServer:
                 delta_codec=delta_codec, telemetry_interval=self.telemetry_interval,
                 student_size=hello.student_size, payload=blob.payload if blob else b"",
             ))
-            async for data in ws:
-                self.bytes_received += len(data)
-                message = decode(data)
-                session.received.append(message)
-                await asyncio.sleep(self.reply_delay)
-                await self._answer(ws, session, message)
-            session.close_code = ws.close_code
+            await self._serve(ws, session)
         except ConnectionClosed:
             pass
+
+    def _resumable(self, hello: Hello) -> StandInSession | None:
+        """The session ``hello`` asks to resume, if ``resume`` is on and it holds it at that version."""
+        if not self.resume or hello.resume_session_id is None:
+            return None
+        for session in self.sessions:
+            version = hello.resume_version
+            if session.session_id == hello.resume_session_id and version is not None and version <= session.version:
+                session.full_next = session.full_next or version < session.version
+                session.version = version
+                return session
+        return None
+
+    async def _serve(self, ws: ServerConnection, session: StandInSession) -> None:
+        async for data in ws:
+            self.bytes_received += len(data)
+            message = decode(data)
+            session.received.append(message)
+            await asyncio.sleep(self.reply_delay)
+            await self._answer(ws, session, message)
+        session.close_code = ws.close_code
 
     async def _answer(self, ws: ServerConnection, session: StandInSession, message: Message) -> None:
         if isinstance(message, ResyncRequest):
@@ -228,7 +268,7 @@ class StandInServer:
             if self.stale_next:
                 self.stale_next = False
                 await self._send_update(ws, session, message.seq, base=session.version + 7, full=False)
-            elif message.base_version == session.version:
+            elif message.base_version == session.version and not session.full_next:
                 await self._send_update(ws, session, message.seq, base=session.version, full=False)
             else:
                 await self._send_update(ws, session, message.seq, base=message.base_version, full=True)
@@ -244,6 +284,7 @@ class StandInServer:
         self, ws: ServerConnection, session: StandInSession, seq: int, base: int, full: bool
     ) -> None:
         session.version += 1
+        session.full_next = session.full_next and not full
         blob = self._blob(session, full)
         await self._send(ws, session, Update(
             seq=seq, base_version=base, version=session.version, metric=self.metric,

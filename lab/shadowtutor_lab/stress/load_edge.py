@@ -74,7 +74,7 @@ class _Observer:
     def on_roundtrip(self, seconds: float) -> None:
         pass
 
-    def on_reconnect(self) -> None:
+    def on_reconnect(self, resumed: bool) -> None:
         pass
 
     def on_resync(self) -> None:

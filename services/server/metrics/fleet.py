@@ -44,7 +44,10 @@ COUNTERS = {
         "Weight updates the edge installed (WELCOME weights excluded)",
     ),
     "resyncs": ("resyncs", "Full-weight resyncs the edge requested"),
-    "reconnects": ("reconnects", "Sessions the edge opened after its first"),
+    "reconnects": (
+        "reconnects",
+        "Handshakes after the edge's first (resumed sessions and new ones)",
+    ),
     "bytes_sent": ("sent_bytes", "Bytes of WebSocket messages the edge sent"),
     "bytes_received": ("received_bytes", "Bytes of WebSocket messages the edge received"),
     "waited_seconds": ("waited_seconds", "Seconds the edge's inference waited for the server"),

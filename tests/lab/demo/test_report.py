@@ -42,8 +42,8 @@ def write_run(
         write_label(labels, index, truth if correct else np.zeros_like(truth))
     summary = {
         "mode": mode, "frames": FRAMES, "labelled_frames": FRAMES, "fps": 12.5, "key_frame_ratio": 0.5,
-        "bytes_sent": sent, "bytes_received": received, "updates_applied": 2, "handshake_bytes_sent": 100,
-        "handshake_bytes_received": handshake - 100, "waited_seconds": 0.25, "wall_seconds": 0.5,
+        "bytes_sent": sent, "bytes_received": received, "updates_applied": 2, "first_handshake_bytes_sent": 100,
+        "first_handshake_bytes_received": handshake - 100, "waited_seconds": 0.25, "wall_seconds": 0.5,
         "loop_seconds": 0.45,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary))

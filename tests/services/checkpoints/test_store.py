@@ -134,3 +134,49 @@ def test_a_chain_can_end_at_a_version_and_versions_after_one_can_go(tmp_path: Pa
     assert store.load_chain("cam", "s1", until=3) == [b"s3"]
     assert store.truncate("cam", "s1", after=1) == 3  # entries 2 and 3, snapshot 3
     assert store.load_chain("cam", "s1") == [b"s0", b"j1"] and store.latest("cam", "s1") == 1
+
+
+def _age(paths: list[Path], seconds: float) -> None:
+    for path in paths:
+        then = path.stat().st_mtime - seconds
+        os.utime(path, (then, then))
+
+
+def test_expiry_keeps_a_session_whose_journal_is_younger_than_the_ttl_whole(tmp_path: Path) -> None:
+    # a key frame every 10 s, a snapshot every 16 versions: the snapshot outlives a 40 s TTL
+    store = DirectoryStore(tmp_path)
+    store.create("cam", "live", 0, b"s0")
+    _age(_files(tmp_path), 100.0)
+    store.append("cam", "live", 1, b"j1")
+    store.claim("cam", "live", 2)
+    _age([p for p in _files(tmp_path) if p.suffix != ".ckpt"], 30.0)
+    assert store.expire(40.0) == 0
+    assert store.load_chain("cam", "live") == [b"s0", b"j1"] and len(_files(tmp_path)) == 3
+
+
+def test_expiry_removes_an_idle_session_whole_its_snapshot_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DirectoryStore(tmp_path)
+    store.create("cam", "idle", 0, b"s0")
+    store.append("cam", "idle", 1, b"j1")
+    store.claim("cam", "idle", 2)
+    store.create("cam", "live", 0, b"other")
+    (tmp_path / _name("cam") / ".partial-dead").write_bytes(b"half")
+    (tmp_path / _name("cam") / ".partial-writing").write_bytes(b"half")
+    _age([p for p in _files(tmp_path) if not p.name.startswith((_name("live"), ".partial-writing"))], 100.0)
+    unlinked: list[str] = []
+    unlink = os.unlink
+
+    def recording(path: str) -> None:
+        unlinked.append(Path(path).suffix or Path(path).name)
+        unlink(path)
+
+    monkeypatch.setattr(os, "unlink", recording)
+    assert store.expire(40.0) == 4
+    idle = [suffix for suffix in unlinked if suffix.startswith(".") and suffix[1:] in ("ckpt", "jrnl", "claim")]
+    assert sorted(idle[:2]) == [".claim", ".jrnl"] and idle[2:] == [".ckpt"]
+    assert store.load_chain("cam", "idle") == [] and store.load("cam", "live") == b"other"
+    assert sorted(p.name for p in _files(tmp_path)) == sorted(
+        [f"{_name('live')}-000000000000.ckpt", ".partial-writing"]
+    )

@@ -111,3 +111,20 @@ def test_a_version_is_claimed_by_one_writer_only(tmp_path: Path) -> None:
         "000000000002.claim",
         "000000000003.ckpt",
     ]  # older ones pruned
+
+
+def test_a_new_ttl_takes_effect_at_a_sweep_due_within_the_new_period(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    assert store.create("cam", "s", 1, b"one")
+    a_minute_ago = time.time() - 60
+    for path in tmp_path.rglob("*.ckpt"):
+        os.utime(path, (a_minute_ago, a_minute_ago))
+    writer = CheckpointWriter(store, ttl=3600.0, sweep_seconds=300.0).start()
+    time.sleep(0.2)  # the first sweep ran (at start), the next one is 300 s away
+    assert store.load("cam", "s") == b"one"
+    writer.retain(30.0, 0.1)
+    deadline = time.monotonic() + 5
+    while store.load("cam", "s") is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    writer.close()
+    assert store.load("cam", "s") is None and time.monotonic() < deadline
