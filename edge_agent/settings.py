@@ -437,11 +437,8 @@ class EdgeSettings(BaseSettings):
     @field_validator("frame_codecs", "weight_codecs")
     @classmethod
     def _codecs(cls, offered: tuple[str, ...], info: Any) -> tuple[str, ...]:
-        from shadowtutor.protocol.codecs import (
-            FRAME_CODECS,
-            WEIGHT_CODECS,
-            # imports torch: not at CLI start
-        )
+        # imports torch: not at CLI start
+        from shadowtutor.protocol.codecs import FRAME_CODECS, WEIGHT_CODECS
 
         known = FRAME_CODECS if info.field_name == "frame_codecs" else WEIGHT_CODECS
         if not offered:
@@ -509,10 +506,8 @@ class EdgeSettings(BaseSettings):
             if self.change_thresholds is not None:
                 raise ValueError("change_thresholds needs change_based")
             return
-        from shadowtutor.acceleration.change_based.thresholds import (
-            ThresholdFileError,
-            # imports torch
-        )
+        # imports torch
+        from shadowtutor.acceleration.change_based.thresholds import ThresholdFileError
 
         try:
             # a bad file or scale fails now

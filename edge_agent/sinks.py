@@ -254,8 +254,8 @@ class ThreadedSink:
             try:
                 if all([self._write(sink, item) for sink in self.sinks]):
                     self.written += 1
-            # reported to the inference thread on its next write or at close
             except Exception as exc:
+                # reported to the inference thread on its next write or at close
                 self._error = exc
 
     def _write(self, sink: LabelSink, item: tuple[int, np.ndarray, np.ndarray]) -> bool:

@@ -82,8 +82,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # e.g. another user's process
     except OSError:
+        # e.g. another user's process
         return True
     return True
 
@@ -145,8 +145,8 @@ def load_state(path: Path, class_names: tuple[str, ...]) -> LocalStudent | None:
             None if version is None else int(version),
             blob.get("saved_at"),
         )
-    # torch raises many types for a damaged file; none may stop the edge
     except Exception as exc:
+        # torch raises many types for a damaged file; none may stop the edge
         log.warning("ignoring the edge state file %s: %s", path, exc)
         return None
 

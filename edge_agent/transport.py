@@ -374,8 +374,8 @@ class EdgeTransport:
             try:
                 await asyncio.wait_for(self._send(session.ws, item.data), self.send_timeout)
                 self.stats.frames_sent += int(item.seq is not None)
-            # the receive loop tears down
             except (WebSocketException, asyncio.TimeoutError) as exc:
+                # the receive loop tears down
                 if item.pending is not None:
                     item.pending.resolve(None)
                 if isinstance(exc, asyncio.TimeoutError):

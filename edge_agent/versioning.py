@@ -138,8 +138,8 @@ class VersionedStudent:
             try:
                 self._install(payload)
                 return
-            # names tensors the edge does not hold: get the server's full weights
             except ProtocolError as exc:
+                # names tensors the edge does not hold: get the server's full weights
                 reason = (
                     f"update {payload.base_version}->{payload.version} does not fit the held "
                     f"weights: {exc}"

@@ -184,10 +184,8 @@ def apply(config: dict[str, Any], replicas: int, timeout: float = 300.0) -> None
     """Deploy ``config`` to the connected Ray cluster as ``serve run CONFIG`` does, and wait until
     the application runs with ``replicas`` teaching replicas and the config's ingress replicas;
     RuntimeError (one line) when it fails to deploy."""
-    from ray.serve._private.api import (
-        serve_start,
-        # what `serve run CONFIG` calls: there is no public form
-    )
+    # what `serve run CONFIG` calls: there is no public form
+    from ray.serve._private.api import serve_start
     from ray.serve.schema import ServeDeploySchema
 
     schema = ServeDeploySchema.model_validate(config)
@@ -233,8 +231,8 @@ def deploy(address: str, settings: ServerSettings, options: ServeOptions) -> Non
         connect(address)
     except ClusterError:
         raise
-    # ray.init's own refusals (a version mismatch, an auth token): one line too
     except Exception as exc:
+        # ray.init's own refusals (a version mismatch, an auth token): one line too
         raise ClusterError(
             f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]}"
         ) from None

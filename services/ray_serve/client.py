@@ -258,8 +258,8 @@ class ServeTeaching:
         async def release() -> None:
             try:
                 await asyncio.wait_for(self.handle.release.remote(request), RELEASE_TIMEOUT)
-            # the release only frees memory and evens the count: never an edge's error
             except Exception as exc:
+                # the release only frees memory and evens the count: never an edge's error
                 log.warning(
                     "could not release the slot of edge %r on replica %s (%s); trying again",
                     request.edge_id,

@@ -40,10 +40,8 @@ class UpdateOutcome(Generic[Payload]):
     metric: float
     payload: Payload
     steps: int = 0
-    initial_metric: float | None = (
-        # before distillation: the score of the student the edge ran
-        None
-    )
+    # before distillation: the score of the student the edge ran
+    initial_metric: float | None = None
 
 
 class PendingUpdate(Protocol[Payload]):

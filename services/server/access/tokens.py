@@ -201,8 +201,8 @@ class TokenTable:
             raise TokenFileError(
                 f"{origin}: not a tokens document (JSON nested too deep)"
             ) from None
-        # e.g. an integer past Python's digit limit
         except ValueError as exc:
+            # e.g. an integer past Python's digit limit
             raise TokenFileError(f"{origin}: not a tokens document ({exc})") from None
         if not isinstance(document, dict):
             raise TokenFileError(

@@ -76,10 +76,8 @@ def _decode_writable(key_frame: KeyFrame, stream: StreamDecoder) -> np.ndarray:
                 ErrorCode.BAD_FRAME, f"a {key_frame.codec} key frame needs its stream_position"
             )
         return stream.decode(key_frame.payload, key_frame.stream_position)
-    if (
-        key_frame.codec != "raw"
+    if key_frame.codec != "raw":
         # the header's size first: a small payload may declare a huge image
-    ):
         check_declared_size(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     frame = decode_frame(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     return frame if frame.flags.writeable else frame.copy()
@@ -108,17 +106,13 @@ class EdgeConnection:
         self._send_lock = asyncio.Lock()
         self._evicted = asyncio.Event()
         self._eviction: ProtocolError | None = None
-        self._ticket: Ticket | None = (
-            # its place among the unauthenticated connections until admitted
-            None
-        )
+        # its place among the unauthenticated connections until admitted
+        self._ticket: Ticket | None = None
         # until the HELLO is accepted
         self._message_limit = MAX_HELLO_BYTES
         self._source = websocket.client.host if websocket.client is not None else "unknown"
-        self._stream: StreamDecoder | None = (
-            # a stream frame codec's decoder, made at the first frame
-            None
-        )
+        # a stream frame codec's decoder, made at the first frame
+        self._stream: StreamDecoder | None = None
 
     async def serve(self) -> None:
         runtime = self.runtime
@@ -161,12 +155,8 @@ class EdgeConnection:
         except WebSocketDisconnect:
             pass
         except ProtocolError as exc:
-            log.warning(
-                "%s: %s",
-                self._who(),
-                str(exc),
-                # the text: a kept record must not keep the session
-            )
+            # the text, not the error: a kept record must not keep the session
+            log.warning("%s: %s", self._who(), str(exc))
             await self._fail(exc.code, exc.message)
         except Exception:
             log.exception("%s: internal error", self._who())
@@ -220,18 +210,14 @@ class EdgeConnection:
             self._evicted.wait(), name=f"evicted-{self.session.session_id}"
         )
         tasks = {reader, worker, evicted}
-        for task in (
-            tasks
-            # a task may fail instead of stopping when cancelled (a send the edge's disconnect
-        ):
-            task.add_done_callback(
-                _mark_retrieved
-                # broke): no news, but asyncio would log it as an error
-            )
+        # a task may fail instead of stopping when cancelled (a send the edge's disconnect
+        # broke): no news, but asyncio would log it as an error
+        for task in tasks:
+            task.add_done_callback(_mark_retrieved)
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        # no await here: a cancelled connection must not wait again
         finally:
+            # no await here: a cancelled connection must not wait again
             for task in tasks:
                 task.cancel()
         # (not gather: its cancellation escapes anyio's cancel scopes)
@@ -264,10 +250,8 @@ class EdgeConnection:
         if self._ticket is not None:
             # its HELLO is being checked: no longer evicted to make room
             self._ticket.busy()
-        if (
-            self._evicted.is_set()
-            # admission took its place just as the message arrived: the message wins
-        ):
+        # admission took its place just as the message arrived: the message wins
+        if self._evicted.is_set():
             self._eviction = None
             self._evicted.clear()
         if not isinstance(hello, Hello):
@@ -336,15 +320,11 @@ class EdgeConnection:
         if welcome is None:
             distiller = await runtime.teaching.new_student(hello, agreement.student_size)
             session = self._new_session(hello, agreement, distiller)
-        if (
-            runtime.auth.generation != checked_generation
-            # the tokens changed while the student was copied
-        ):
+        # the tokens changed while the student was copied
+        if runtime.auth.generation != checked_generation:
             await self._check_token(hello)
-        if not runtime.auth.edge_admitted(
-            hello.edge_id
-            # no await from here to add: a reload cannot slip in
-        ):
+        # no await from here to add: a reload cannot slip in
+        if not runtime.auth.edge_admitted(hello.edge_id):
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked")
         runtime.sessions.add(session)
         self.metrics.fleet.session_opened(

@@ -133,8 +133,8 @@ class TeacherQueue:
                     self.teacher, [r.frame for r in batch], [r.frame_index for r in batch]
                 )
                 return [self._checked(r, out) for r, out in zip(batch, taught, strict=True)]
-            # any backend failure: retry one by one to find the bad frame
             except Exception as exc:
+                # any backend failure: retry one by one to find the bad frame
                 log.warning(
                     "teacher batch of %d failed (%s); labelling one by one", len(batch), exc
                 )
@@ -147,10 +147,8 @@ class TeacherQueue:
             )
         except TeacherFailed as exc:
             return exc
-        except (
-            Exception
+        except Exception as exc:
             # backend errors, out of memory: this frame fails, the queue goes on
-        ) as exc:
             # (a TeacherError refuses the input, e.g. a frame index an edge sent that has no label:
             # no traceback)
             log.warning(
