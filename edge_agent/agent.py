@@ -47,7 +47,7 @@ from shadowtutor.algorithms.client_loop import ClientLoop
 from shadowtutor.algorithms.link_budget import KeyFrameBudget
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
-from shadowtutor.protocol.messages import Hello
+from shadowtutor.protocol.messages import Hello, SessionMode
 from shadowtutor.protocol.video_stream import frame_codecs_for, scaled_frame_size
 from shadowtutor.version import package_version
 
@@ -56,12 +56,12 @@ log = logging.getLogger(__name__)
 SUMMARY_FILE = "summary.json"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunSummary:
     """What one run did; ``bytes_*`` count every WebSocket message, as the server does."""
 
     edge_id: str
-    mode: str
+    mode: SessionMode
     source: str
     server: str
     frames: int = 0
@@ -163,7 +163,7 @@ class EdgeAgent:
                 self.tegrastats = TegrastatsMonitor.start_if_available(
                     self.metrics.registry, s.edge_id
                 )
-            summary = RunSummary(s.edge_id, s.mode, s.source, s.server)
+            summary = RunSummary(edge_id=s.edge_id, mode=s.mode, source=s.source, server=s.server)
             sinks = ThreadedSink(self._open_sinks(source.fps), observer=self.metrics)
             try:
                 self._run_session(

@@ -207,7 +207,7 @@ class EdgeTransport:
         """Ask for full weights (the edge holds ``have_version``); nothing happens while
         disconnected."""
         resync = ResyncRequest(have_version=have_version, reason=reason[:500])
-        self._handover.hand_over(Outgoing("resync", encode(resync)))
+        self._handover.hand_over(Outgoing(kind="resync", data=encode(resync)))
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the connection with 1000 and stop the thread; outstanding requests fail."""
@@ -244,7 +244,15 @@ class EdgeTransport:
             payload=encoded.payload,
         )
         pending: Pending = Pending()
-        self._handover.hand_over(Outgoing(kind, encode(message), seq, pending, encoded.epoch))
+        self._handover.hand_over(
+            Outgoing(
+                kind=kind,
+                data=encode(message),
+                seq=seq,
+                pending=pending,
+                stream_epoch=encoded.epoch,
+            )
+        )
         return pending
 
     # -- network thread --------------------------------------------------------------------
@@ -293,7 +301,7 @@ class EdgeTransport:
             if len(self.stats.sessions) == 1:
                 self.stats.handshake_bytes_sent = self.stats.bytes_sent - sent_before
                 self.stats.handshake_bytes_received = self.stats.bytes_received - received_before
-            session = LiveSession(ws, info)
+            session = LiveSession(ws=ws, terms=info)
             self._handover.active = session
             self.session = info
             self._welcomed.set()
@@ -363,7 +371,7 @@ class EdgeTransport:
         """Queue a ``report()`` every ``interval`` seconds, behind what is already queued."""
         while True:
             await asyncio.sleep(interval)
-            session.queue.put_nowait(Outgoing("telemetry", encode(report())))
+            session.queue.put_nowait(Outgoing(kind="telemetry", data=encode(report())))
 
     async def _send_queued(self, session: LiveSession) -> None:
         while True:
@@ -466,16 +474,16 @@ class EdgeTransport:
         )
         pending = self._claim(session, message.seq, "key_frame")
         update = WeightUpdate(
-            session.terms.session_id,
-            message.version,
-            message.base_version,
-            message.full,
-            tensors,
-            "update" if pending is not None else "resync",
-            message.seq,
-            message.metric,
-            is_delta_codec(codec),
-            sparse,
+            session_id=session.terms.session_id,
+            version=message.version,
+            base_version=message.base_version,
+            full=message.full,
+            tensors=tensors,
+            origin="update" if pending is not None else "resync",
+            seq=message.seq,
+            metric=message.metric,
+            delta=is_delta_codec(codec),
+            sparse=sparse,
         )
         if pending is not None:
             roundtrip = time.monotonic() - pending.submitted_at
@@ -483,7 +491,12 @@ class EdgeTransport:
             if self.observer:
                 self.observer.on_roundtrip(roundtrip)
             pending.resolve(
-                UpdateOutcome(message.metric, update, message.steps, message.initial_metric)
+                UpdateOutcome(
+                    metric=message.metric,
+                    payload=update,
+                    steps=message.steps,
+                    initial_metric=message.initial_metric,
+                )
             )
         elif message.full:
             self.weights.stage(update)

@@ -28,7 +28,7 @@ from shadowtutor.protocol.weight_sync import HeldWeights
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class WeightUpdate:
     """Weights from the server, decoded. ``origin`` is ``welcome``, ``update`` or ``resync``.
 
@@ -50,7 +50,7 @@ class WeightUpdate:
     sparse: tuple[str, TensorBlob] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class AppliedVersion:
     """One installed version, in the order they were installed."""
 
@@ -170,7 +170,11 @@ class VersionedStudent:
         self.version = update.version
         self.history.append(
             AppliedVersion(
-                update.session_id, update.version, update.full, update.origin, self.frame_index
+                session_id=update.session_id,
+                version=update.version,
+                full=update.full,
+                origin=update.origin,
+                frame_index=self.frame_index,
             )
         )
 

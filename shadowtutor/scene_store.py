@@ -82,7 +82,7 @@ def label_path(scene_dir: Path, index: int) -> Path:
     return scene_dir / LABELS_DIR / f"{index:06d}.png"
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class SceneMeta:
     """The contents of ``scene.json``."""
 

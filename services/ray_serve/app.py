@@ -37,7 +37,7 @@ INGRESS = "ingress"
 ROUTING_STATS_PERIOD = 0.5
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class ServeOptions:
     """How the application is spread over the Ray cluster."""
 

@@ -6,32 +6,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.messages import Hello, Message
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OpenSession:
     """A new distill session: the HELLO (without its token) and what the handshake agreed."""
 
     hello: Hello
     session_id: str
-    frame_codec: str
-    weight_codec: str
-    delta_codec: str | None
-    student_size: tuple[int, int] | None
+    agreement: Agreement
     telemetry_interval: float | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ResumeSession:
     """An edge's reconnect asking to go on with ``session`` (at the version it holds) under the
     agreement of its new HELLO (without its token)."""
 
     hello: Hello
     session: SessionRef
-    frame_codec: str
-    weight_codec: str
-    delta_codec: str | None
+    agreement: Agreement
     telemetry_interval: float | None
 
 
@@ -44,7 +40,7 @@ class SessionRef:
     version: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainKeyFrame:
     """The ingress's request to a teaching replica: answer key frame ``seq`` of the session with an
     update from ``base_version`` (the frame decoded and checked by the ingress)."""
@@ -85,7 +81,7 @@ class ReleaseSlot:
     ended: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Answer:
     """A replica's answer (``message``: what goes to the edge) with what the ingress's metrics
     show."""

@@ -225,7 +225,7 @@ class ServerRuntime:
         self.metrics.teacher_ready.set(1)
         log.info(
             "ready: teacher %r, student from %s, classes %s, distillation on %s (%s engine)",
-            getattr(self.teacher, "name", type(self.teacher).__name__),
+            self.teacher.name,
             self.base_student.source,
             list(self.base_student.class_names),
             self.device,
@@ -267,13 +267,13 @@ class ServerRuntime:
         if self._remote_described is not None:
             return {"ready": True, **self._remote_described}
         if (
-            not self.ready or self.base_student is None
+            not self.ready or self.base_student is None or self.teacher is None
             # ready: the models are installed, the student with them
         ):
             return {"ready": False, "reason": self.not_ready_reason}
         return {
             "ready": True,
-            "teacher": getattr(self.teacher, "name", type(self.teacher).__name__),
+            "teacher": self.teacher.name,
             "student": "fresh" if self.base_student.source == "fresh" else "checkpoint",
             "class_names": list(self.class_names),
             "device": str(self.device),

@@ -180,7 +180,7 @@ def replays_batches(device: torch.device, graphs: bool) -> bool:
     return graphs and device.type == "cuda"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _BatchState:
     """A batch's tensors on its device: all that training a batch reads (the key frames, every
     session's weights, Adam moments and step counts, learning rates, THRESHOLDs and MAX_UPDATES) and
@@ -206,7 +206,7 @@ class _BatchState:
             getattr(self, name).copy_(getattr(other, name))
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class _Training:
     """Algorithm 1 on a :class:`_BatchState`, the same for every batch of one shape: everything it
     needs but the batch's tensors (the shared front's weights are ``reference``'s, whose back is
@@ -628,7 +628,7 @@ failed capture."""
 _graphs = threading.local()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _CapturedBatch:
     """A batch captured as a CUDA graph: its shape's key, the graph, the state its replays read and
     write, and the training it replays (which keeps the front's weights the graph reads alive)."""
@@ -667,7 +667,7 @@ def train_graphed(
     if graph is None:
         failed.add(key)
         return state, "failed"
-    _graphs.captured = _CapturedBatch(key, graph, state, training)
+    _graphs.captured = _CapturedBatch(key=key, graph=graph, state=state, training=training)
     return state, "captured"
 
 

@@ -32,7 +32,7 @@ Payload = TypeVar("Payload")
 PayloadIn = TypeVar("PayloadIn", contravariant=True)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class UpdateOutcome(Generic[Payload]):
     """What the server answers to one key frame: the student's metric and the weight update."""
 
@@ -86,7 +86,7 @@ class LoopStudent(Protocol[PayloadIn]):
         """Install a weight update from the server."""
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class FrameResult:
     """What the loop did with one frame: its labels, whether it was a key frame, and the update
     installed before it, if any."""
@@ -168,7 +168,14 @@ class ClientLoop(Generic[Payload]):
                 self.updated = True
                 self.pending = None
         return FrameResult(
-            index, labels, is_key, self.stride, applied_metric, waited, settled, inference
+            index=index,
+            labels=labels,
+            is_key_frame=is_key,
+            stride=self.stride,
+            applied_metric=applied_metric,
+            waited_seconds=waited,
+            wait_settled=settled,
+            inference_seconds=inference,
         )
 
     def _resolve(self, pending: PendingUpdate[Payload]) -> float | None:

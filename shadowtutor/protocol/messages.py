@@ -15,7 +15,7 @@ import struct
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, Literal, Union
 
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 
@@ -25,6 +25,10 @@ PREFIX = struct.Struct(">2sBBI")
 MAX_HEADER_BYTES = 64 * 1024
 # a HELLO is a header; the largest message before one
 MAX_HELLO_BYTES = PREFIX.size + MAX_HEADER_BYTES
+# what a session does with a key frame: "distill" (ShadowTutor: the edge's student is trained and
+# sent as an UPDATE) or "naive" (the teacher's labels are sent as LABELS)
+SessionMode = Literal["distill", "naive"]
+SESSION_MODES: tuple[SessionMode, ...] = typing.get_args(SessionMode)
 
 
 @dataclass(kw_only=True)
@@ -49,8 +53,7 @@ class Hello(Message):
     class_names: list[str]
     frame_width: int
     frame_height: int
-    # "distill" (ShadowTutor) or "naive" (every frame labelled by the teacher)
-    mode: str = "distill"
+    mode: SessionMode = "distill"
     student_arch: str = "shadowtutor-student"
     frame_codecs: list[str] = field(default_factory=lambda: ["raw"])
     weight_codecs: list[str] = field(default_factory=lambda: ["f32"])
@@ -314,6 +317,8 @@ def _conforms(value: Any, hint: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint in (str, bool):
         return isinstance(value, hint)
+    if origin is Literal:
+        return isinstance(value, str) and value in typing.get_args(hint)
     if origin is list:
         (item,) = typing.get_args(hint)
         return isinstance(value, list) and all(_conforms(v, item) for v in value)

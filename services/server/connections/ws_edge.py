@@ -30,13 +30,14 @@ from starlette.websockets import WebSocketState
 from services.server.access.admission import Ticket
 from services.server.access.credential_gate import BUSY
 from services.server.access.limits import Verdict
-from services.server.connections.handshake import Agreement, check_hello
+from services.server.connections.handshake import check_hello
 from services.server.connections.ws_protocol import MESSAGE_LIMIT_EXTENSION
 from services.server.runtime import ServerRuntime
 from services.server.teaching.local import SessionEnded
 from services.server.teaching.session import EdgeSession, Traffic
 from services.server.teaching.teacher_queue import TeacherFailed
 from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.codecs import decode_frame
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.image_header import check_declared_size
@@ -198,8 +199,8 @@ class EdgeConnection:
             hello.mode,
             hello.frame_width,
             hello.frame_height,
-            self.session.frame_codec,
-            self.session.weight_codec,
+            self.session.agreement.frame_codec,
+            self.session.agreement.weight_codec,
         )
         inbox: asyncio.Queue[KeyFrame | ResyncRequest] = asyncio.Queue(
             self.runtime.settings.max_pending_key_frames
@@ -344,9 +345,7 @@ class EdgeConnection:
         settings = self.runtime.settings
         session = EdgeSession(
             hello=hello,
-            frame_codec=agreement.frame_codec,
-            weight_codec=agreement.weight_codec,
-            delta_codec=agreement.delta_codec,
+            agreement=agreement,
             params=self.runtime.params,
             traffic=self.traffic,
             distiller=distiller,
@@ -505,7 +504,7 @@ class EdgeConnection:
     ) -> None:
         self.metrics.errors.labels(code=code.value).inc()
         if self.session is not None:
-            self.session.stats.errors += 1
+            self.session.stats.count_error()
         await self._send(Error(code=code.value, message=text, fatal=fatal, seq=seq))
 
     async def _fail(self, code: ErrorCode, text: str) -> None:

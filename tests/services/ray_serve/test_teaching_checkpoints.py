@@ -33,6 +33,7 @@ from services.server.settings import ServerSettings  # noqa: E402
 from services.server.teaching.local import LocalTeaching, SessionEnded  # noqa: E402
 from services.server.teaching.session import EdgeSession, Traffic  # noqa: E402
 from shadowtutor.algorithms.sparse_options import SparseOptions  # noqa: E402
+from shadowtutor.protocol.agreement import Agreement  # noqa: E402
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError  # noqa: E402
 from shadowtutor.protocol.messages import Error, Hello, Welcome  # noqa: E402
 from tests.services.checkpoints.test_session import PARAMS, new_distiller  # noqa: E402
@@ -51,7 +52,13 @@ def _replica(store: DirectoryStore, pool: ThreadPoolExecutor) -> TeachingReplica
 
 def _checkpoint_of(edge_id: str) -> tuple[str, bytes]:
     hello = Hello(edge_id=edge_id, class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None))
+    session = EdgeSession(
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec="f32"),
+        params=PARAMS,
+        traffic=Traffic(),
+        distiller=new_distiller(None),
+    )
     session.welcome()
     return session.session_id, snapshot(session)
 
@@ -91,7 +98,13 @@ def test_a_checkpoint_behind_the_edge_is_taken_and_the_next_update_is_full(
     monkeypatch.setattr(teaching, "CHECKPOINT_LAG_SECONDS", 0.3)
     frames, labels = make_frames(3)
     hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    original = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None), delta_codec="q8delta+zstd")
+    original = EdgeSession(
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec="f32", delta_codec="q8delta+zstd"),
+        params=PARAMS,
+        traffic=Traffic(),
+        distiller=new_distiller(None),
+    )
     original.welcome()
     distill(original, 0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
     store = DirectoryStore(tmp_path)
@@ -127,7 +140,13 @@ def test_the_answer_does_not_wait_for_the_checkpoint_and_a_lost_claim_is_seen(
     monkeypatch.setattr(teaching, "CHECKPOINT_LAG_SECONDS", 0.3)
     store = _SlowStore(tmp_path)
     hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None))
+    session = EdgeSession(
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec="f32"),
+        params=PARAMS,
+        traffic=Traffic(),
+        distiller=new_distiller(None),
+    )
     welcome = session.welcome()
     with ThreadPoolExecutor(1) as pool:
         replica = _replica(store, pool)
@@ -165,7 +184,13 @@ def _journaled(replica: TeachingReplica, updates: int, check: bool = False) -> t
     ``_checkpoint`` (``check``: each UPDATE's entry is in the store when it returns, before the answer)."""
     frames, labels = make_frames(updates)
     hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None), delta_codec="q8delta+zstd")
+    session = EdgeSession(
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec="f32", delta_codec="q8delta+zstd"),
+        params=PARAMS,
+        traffic=Traffic(),
+        distiller=new_distiller(None),
+    )
     slot = _Slot("cam-1")
     assert asyncio.run(replica._checkpoint(slot, session, session.welcome(), None))
     for seq in range(updates):
@@ -218,9 +243,10 @@ def test_a_session_is_resumed_only_at_the_edges_version_under_the_same_agreement
         hello = session.hello
 
         def resume(edge: str, version: int, delta_codec: str | None = "q8delta+zstd") -> object:
+            agreement = Agreement(frame_codec="raw", weight_codec="f32", delta_codec=delta_codec)
             request = ResumeSession(hello=dataclasses.replace(hello, edge_id=edge),
-                                    session=SessionRef(session.session_id, version), frame_codec="raw",
-                                    weight_codec="f32", delta_codec=delta_codec, telemetry_interval=None)
+                                    session=SessionRef(session.session_id, version), agreement=agreement,
+                                    telemetry_interval=None)
             return asyncio.run(_replica(store, pool)._resumed(_Slot(edge), request))
 
         resumed = resume("cam-1", 2)
@@ -288,7 +314,8 @@ def test_a_session_opened_on_a_replica_trains_the_servers_sparse_share(
 
     monkeypatch.setattr(teaching.serve, "get_multiplexed_model_id", lambda: "cam-1")
     hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    request = OpenSession(hello, "s-1", "raw", "f32", "q4sparse+zstd", None, None)
+    agreement = Agreement(frame_codec="raw", weight_codec="f32", delta_codec="q4sparse+zstd")
+    request = OpenSession(hello=hello, session_id="s-1", agreement=agreement, telemetry_interval=None)
     with ThreadPoolExecutor(1) as pool:
         replica = _replica(DirectoryStore(tmp_path), pool)
         replica.settings = ServerSettings(sparse_fraction=0.05, sparse_every=3)
