@@ -151,7 +151,9 @@ class EdgeAgent:
         s = self.settings
         started = time.monotonic()
         backoff = Backoff(s.reconnect_min, s.reconnect_max)
-        source = VideoSource(s.source, s.resize, s.source_retries, backoff, stop=self.stop_event)
+        source = VideoSource(
+            s.source, s.resize, s.source_retries, backoff=backoff, stop=self.stop_event
+        )
         try:
             frames = iter(source)
             first = next(frames, None)
@@ -243,9 +245,9 @@ class EdgeAgent:
             s.server,
             hello,
             student,
-            self.metrics,
-            Backoff(s.reconnect_min, s.reconnect_max),
-            s.frame_quality,
+            observer=self.metrics,
+            backoff=Backoff(s.reconnect_min, s.reconnect_max),
+            frame_quality=s.frame_quality,
             **transport_security(s),
             ping_interval=s.ping_interval,
             ping_timeout=s.ping_timeout,
@@ -376,7 +378,10 @@ class EdgeAgent:
         keeper = None
         if state is not None:
             keeper = StateKeeper(
-                state, s.server, s.state_save_interval, lambda: self.metrics.output_dropped("state")
+                state,
+                s.server,
+                s.state_save_interval,
+                on_dropped=lambda: self.metrics.output_dropped("state"),
             )
         seen = 0
         try:

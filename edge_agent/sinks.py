@@ -82,6 +82,7 @@ class PngLabelSink:
         directory: str | Path,
         compression: int = 1,
         max_bytes: int = 0,
+        *,
         max_age: float = 0.0,
         observer: OutputObserver | None = None,
         clock: Callable[[], float] = time.time,

@@ -194,6 +194,7 @@ class StateKeeper:
         path: Path,
         server: str,
         interval: float,
+        *,
         on_dropped: Callable[[], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

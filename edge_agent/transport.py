@@ -71,6 +71,7 @@ class EdgeTransport:
         url: str,
         hello: Hello,
         weights: WeightSink | None = None,
+        *,
         observer: TransportObserver | None = None,
         backoff: Backoff | None = None,
         frame_quality: int | None = None,

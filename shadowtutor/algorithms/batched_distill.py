@@ -154,9 +154,9 @@ def distill_batch(
             [distillers[i] for i in indices],
             [prepared[i] for i in indices],
             convolution,
-            graphs,
-            objective,
-            key,
+            graphs=graphs,
+            objective=objective,
+            group=key,
         )
         group_results = run.run()
         for index, result in zip(indices, group_results, strict=True):
@@ -255,13 +255,15 @@ class _Training:
         session's :meth:`Distiller.train` would leave them, and its ``summary`` says how it went."""
         dec1, enc2, enc1, x1_size, input_size = self._front(state.x)
         scores_only = self.fuse_tail and frame_tail_fusable(*input_size)
-        back = StackedBack(self.reference, self.convolution, self.fuse_tail, scores_only)
+        back = StackedBack(
+            self.reference, self.convolution, self.fuse_tail, scores_only=scores_only
+        )
         objective = BatchedObjective(
             state.target,
             state.weights,
             self.reference.num_classes,
-            input_size if scores_only else None,
-            self.objective == "compiled",
+            upsample_to=input_size if scores_only else None,
+            compiled=self.objective == "compiled",
         )
         flat, exp_avg, exp_avg_sq, adam_steps = (
             state.flat,
@@ -288,8 +290,8 @@ class _Training:
             initial,
             state.threshold,
             state.max_updates,
-            flat,
-            (exp_avg, exp_avg_sq, adam_steps) if self.restore_adam else None,
+            flat=flat,
+            adam=(exp_avg, exp_avg_sq, adam_steps) if self.restore_adam else None,
         )
 
         def update(logits: torch.Tensor, leaf: torch.Tensor) -> bool:
@@ -367,6 +369,7 @@ class _BatchedRun:
         distillers: list[Distiller],
         key_frames: list[PreparedKeyFrame],
         convolution: Convolution,
+        *,
         graphs: bool,
         objective: Objective,
         group: tuple[object, ...],
@@ -559,6 +562,7 @@ class _Progress:
         initial: torch.Tensor,
         threshold: torch.Tensor,
         max_updates: torch.Tensor,
+        *,
         flat: torch.Tensor,
         adam: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
     ) -> None:

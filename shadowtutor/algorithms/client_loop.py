@@ -119,6 +119,7 @@ class ClientLoop(Generic[Payload]):
         params: AlgorithmParams,
         runtime: LoopStudent[Payload],
         transport: KeyFrameTransport[Payload],
+        *,
         wait_timeout: float | None = None,
         gate: KeyFrameGate | None = None,
     ) -> None:

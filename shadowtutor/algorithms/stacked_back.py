@@ -67,7 +67,7 @@ class StackedBack:
     """
 
     def __init__(
-        self, student: StudentNet, convolution: Convolution, fuse_tail: bool, scores_only: bool
+        self, student: StudentNet, convolution: Convolution, fuse_tail: bool, *, scores_only: bool
     ) -> None:
         self.convolution = convolution
         self.fuse_tail = fuse_tail

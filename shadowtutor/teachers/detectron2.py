@@ -79,6 +79,7 @@ class Detectron2Teacher(InstanceTeacherBase):
         class_names: Sequence[str] = LVS_CLASSES,
         weights_path: str | Path | None = None,
         config: str = DEFAULT_CONFIG,
+        *,
         device: str = "auto",
         score_threshold: float = 0.5,
         native_resolution: bool = False,

@@ -150,6 +150,7 @@ class MaskRCNNTeacher(InstanceTeacherBase):
         class_names: Sequence[str] = LVS_CLASSES,
         weights_path: str | Path | None = None,
         weights_url: str | None = None,
+        *,
         device: str = "auto",
         score_threshold: float = 0.5,
         mask_threshold: float = 0.5,

@@ -99,6 +99,7 @@ class OnnxTeacher(TeacherBase):
         model_path: str | Path,
         class_names: Sequence[str] | None = None,
         device: str = "auto",
+        *,
         channel_order: Literal["rgb", "bgr"] = "rgb",
         scale: float = 1 / 255,
         mean: Sequence[float] = (0.0, 0.0, 0.0),

@@ -104,7 +104,7 @@ class Clock:
 
 def test_the_keeper_saves_at_most_every_interval_and_at_flush(tmp_path: Path) -> None:
     path, clock, dropped = tmp_path / "edge.student.pt", Clock(), []
-    keeper = StateKeeper(path, "ws://s", 60, lambda: dropped.append(1), clock)
+    keeper = StateKeeper(path, "ws://s", 60, on_dropped=lambda: dropped.append(1), clock=clock)
     keeper.held(weights(1), LVS_CLASSES, "abc", 0)  # the first is saved at once
     clock.now = 30
     keeper.held(weights(2), LVS_CLASSES, "abc", 1)  # too soon: kept for later
@@ -123,7 +123,7 @@ def test_a_save_that_fails_is_counted_and_does_not_raise(tmp_path: Path) -> None
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
     dropped = []
-    keeper = StateKeeper(blocker / "edge.student.pt", "ws://s", 0, lambda: dropped.append(1))
+    keeper = StateKeeper(blocker / "edge.student.pt", "ws://s", 0, on_dropped=lambda: dropped.append(1))
     keeper.held(weights(1), LVS_CLASSES, "abc", 0)  # the state directory cannot be made: an OSError
     assert dropped == [1] and keeper.saves == 0
 
@@ -144,3 +144,8 @@ def test_state_files_are_private_and_a_killed_writer_s_temporary_is_removed(tmp_
     save_state(path, LocalStudent(tensors=weights(1), class_names=LVS_CLASSES, origin="state"))
     assert [p.name for p in path.parent.iterdir()] == [path.name]
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_local_student_is_built_field_by_field() -> None:
+    with pytest.raises(TypeError):
+        LocalStudent({}, "packaged", "/nowhere", None)  # type: ignore[misc]

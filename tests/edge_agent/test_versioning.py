@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 import torch
 
 from edge_agent.runtime import StudentRuntime
@@ -131,3 +132,8 @@ def test_sparse_updates_apply_against_the_held_set_and_a_bad_one_asks_for_a_resy
     )
     student.apply(sparse_update(10, coordinates, with_set=False))
     assert student.version == 9 and len(resyncs) == 3
+
+
+def test_a_weight_update_is_built_field_by_field() -> None:
+    with pytest.raises(TypeError):
+        WeightUpdate("a", 0, 0, True, full_state(0), "welcome")  # type: ignore[misc]

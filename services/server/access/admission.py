@@ -47,6 +47,7 @@ class Admission:
         per_source: int,
         total: int,
         on_change: Callable[[int], None] = lambda n: None,
+        *,
         on_refusal: Callable[[str], None] = lambda reason: None,
     ) -> None:
         if per_source < 1 or total < 1:

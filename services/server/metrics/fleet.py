@@ -172,6 +172,7 @@ class FleetCollector(Collector):
         max_edges: int = DEFAULT_MAX_EDGES,
         retention: float = DEFAULT_RETENTION,
         clock: Callable[[], float] = time.monotonic,
+        *,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         if max_edges < 0 or retention < 0:

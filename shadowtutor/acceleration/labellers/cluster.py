@@ -40,6 +40,7 @@ class ClusterLabeller:
         address: str,
         config: FlowPathConfig,
         margin: int = CLUSTER_MARGIN,
+        *,
         in_flight: int = 2,
         workers_per_node: int = 1,
     ) -> None:

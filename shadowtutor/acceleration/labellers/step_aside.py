@@ -37,6 +37,7 @@ class StepAside:
         candidate: FrameLabeller,
         plain: FrameLabeller,
         frames: int,
+        *,
         warmup: int = DEFAULT_WARMUP,
         probe_every: int = DEFAULT_PROBE_EVERY,
     ) -> None:

@@ -66,6 +66,7 @@ class RegionWorker:
         student_state: Mapping[str, torch.Tensor],
         class_names: tuple[str, ...],
         network_state: Mapping[str, torch.Tensor] | None,
+        *,
         config: FlowPathConfig,
         margin: int,
     ) -> None:
@@ -195,7 +196,7 @@ class ClusterMaster:
     """
 
     def __init__(
-        self, workers: list[Any], regions: int = 4, key_lag: int = 15, in_flight: int = 2
+        self, workers: list[Any], regions: int = 4, key_lag: int = 15, *, in_flight: int = 2
     ) -> None:
         if not workers:
             raise ClusterError("no workers")

@@ -262,6 +262,7 @@ class RegionLabeller:
         segment: Callable[[np.ndarray], np.ndarray],
         policy: PathPolicy,
         regions: int = 4,
+        *,
         margin: int | None = None,
         max_key_age: int = 15,
         flow: FlowEstimator | None = None,

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from shadowtutor.algorithms.client_loop import ClientLoop, UpdateOutcome
+from shadowtutor.algorithms.client_loop import ClientLoop, FrameResult, UpdateOutcome
 from shadowtutor.algorithms.params import AlgorithmParams
 
 
@@ -194,3 +194,8 @@ def test_retune_measures_the_new_session_afresh() -> None:
     assert loop.state()["threshold"] < 0.8
     loop.retune(AlgorithmParams(threshold_policy="auto"))
     assert loop.state()["threshold"] == 0.8
+
+
+def test_a_frame_result_is_built_field_by_field() -> None:
+    with pytest.raises(TypeError):
+        FrameResult(0, np.zeros((2, 2), np.uint8), True, None, None, None, None, 0.0)  # type: ignore[misc]
