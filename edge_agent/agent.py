@@ -47,7 +47,7 @@ from shadowtutor.algorithms.client_loop import ClientLoop
 from shadowtutor.algorithms.link_budget import KeyFrameBudget
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import background_index
-from shadowtutor.protocol.messages import Hello
+from shadowtutor.protocol.messages import Hello, SessionMode
 from shadowtutor.protocol.video_stream import frame_codecs_for, scaled_frame_size
 from shadowtutor.version import package_version
 
@@ -56,12 +56,12 @@ log = logging.getLogger(__name__)
 SUMMARY_FILE = "summary.json"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunSummary:
     """What one run did; ``bytes_*`` count every WebSocket message, as the server does."""
 
     edge_id: str
-    mode: str
+    mode: SessionMode
     source: str
     server: str
     frames: int = 0
@@ -158,7 +158,9 @@ class EdgeAgent:
         s = self.settings
         started = time.monotonic()
         backoff = Backoff(s.reconnect_min, s.reconnect_max)
-        source = VideoSource(s.source, s.resize, s.source_retries, backoff, stop=self.stop_event)
+        source = VideoSource(
+            s.source, s.resize, s.source_retries, backoff=backoff, stop=self.stop_event
+        )
         try:
             frames = iter(source)
             first = next(frames, None)
@@ -170,7 +172,7 @@ class EdgeAgent:
                 self.tegrastats = TegrastatsMonitor.start_if_available(
                     self.metrics.registry, s.edge_id
                 )
-            summary = RunSummary(s.edge_id, s.mode, s.source, s.server)
+            summary = RunSummary(edge_id=s.edge_id, mode=s.mode, source=s.source, server=s.server)
             sinks = ThreadedSink(self._open_sinks(source.fps), observer=self.metrics)
             try:
                 self._run_session(
@@ -250,9 +252,9 @@ class EdgeAgent:
             s.server,
             hello,
             student,
-            self.metrics,
-            Backoff(s.reconnect_min, s.reconnect_max),
-            s.frame_quality,
+            observer=self.metrics,
+            backoff=Backoff(s.reconnect_min, s.reconnect_max),
+            frame_quality=s.frame_quality,
             **transport_security(s),
             ping_interval=s.ping_interval,
             ping_timeout=s.ping_timeout,
@@ -386,7 +388,10 @@ class EdgeAgent:
         keeper = None
         if state is not None:
             keeper = StateKeeper(
-                state, s.server, s.state_save_interval, lambda: self.metrics.output_dropped("state")
+                state,
+                s.server,
+                s.state_save_interval,
+                on_dropped=lambda: self.metrics.output_dropped("state"),
             )
         seen = 0
         try:

@@ -19,7 +19,7 @@ from shadowtutor.protocol.codecs import encode_frame
 from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamEncoder, scaled_frame_size
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class EncodedFrame:
     """A frame's payload at ``width`` x ``height`` (the sent size); ``stream_position`` and
     ``epoch`` are None with an image codec.
@@ -64,7 +64,9 @@ class FrameEncoder:
         frame_bgr = scale_frame(frame_bgr, self.scale)
         height, width = frame_bgr.shape[:2]
         if codec not in STREAM_FRAME_CODECS:
-            return EncodedFrame(encode_frame(frame_bgr, codec, self.quality), width, height)
+            return EncodedFrame(
+                payload=encode_frame(frame_bgr, codec, self.quality), width=width, height=height
+            )
         with self._lock:
             stream = self._stream
             if (
@@ -77,7 +79,13 @@ class FrameEncoder:
                 self._epoch += 1
             epoch = self._epoch
             encoded = stream.encode(frame_bgr)
-        return EncodedFrame(encoded.payload, width, height, encoded.position, epoch)
+        return EncodedFrame(
+            payload=encoded.payload,
+            width=width,
+            height=height,
+            stream_position=encoded.position,
+            epoch=epoch,
+        )
 
     def restart(self, epoch: int | None) -> bool:
         """Start a new stream (next frame intra) when ``epoch`` is the current stream's; True if so.

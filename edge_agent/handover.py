@@ -25,7 +25,7 @@ class LabelsReply:
     teacher_ms: float
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outgoing:
     """One message waiting to go out; ``pending`` (for a request) resolves with its reply."""
 
@@ -38,7 +38,7 @@ class Outgoing:
     stream_epoch: int | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LiveSession:
     """One open connection's session: what waits to go out, and the requests sent and not answered
     yet (by seq). Used on the network thread only."""

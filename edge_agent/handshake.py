@@ -33,7 +33,7 @@ class WeightSink(Protocol):
     def stage(self, update: WeightUpdate) -> None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class SessionTerms:
     """What the server's WELCOME set for one session: its id, the algorithm's parameters and the
     codecs both sides use. Made by :func:`accept_welcome`; read by the agent and the transport."""
@@ -106,7 +106,12 @@ def accept_welcome(hello: Hello, welcome: Welcome, weights: WeightSink | None) -
         )
         weights.stage(
             WeightUpdate(
-                welcome.session_id, welcome.version, welcome.version, True, tensors, "welcome"
+                session_id=welcome.session_id,
+                version=welcome.version,
+                base_version=welcome.version,
+                full=True,
+                tensors=tensors,
+                origin="welcome",
             )
         )
     interval = welcome.telemetry_interval

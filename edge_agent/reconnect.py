@@ -62,8 +62,8 @@ class Reconnector:
             except RETRIED as exc:
                 self.last_error = describe_failure(exc, self.url)
                 log.warning("connection to %s failed or dropped: %s", self.url, self.last_error)
-            # a defect here must not end the thread: inference relies on reconnects
             except Exception as exc:
+                # a defect here must not end the thread: inference relies on reconnects
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("unexpected error in the connection to %s; reconnecting", self.url)
             attempted()

@@ -45,10 +45,10 @@ class StudentRuntime:
         spec: LabellerSpec | None = None,
     ) -> None:
         self.spec = spec or LabellerSpec(
-            backend,
-            change_based,
-            flow_path,
-            cluster,
+            backend=backend,
+            change_based=change_based,
+            flow_path=flow_path,
+            cluster=cluster,
             flow_path_on=flow_path is not None,
             trial_frames=trial_frames,
         )

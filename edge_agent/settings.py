@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -29,6 +29,7 @@ from shadowtutor.config.settings_flags import ENV_PREFIX, describe_validation_er
 from shadowtutor.models.backends import STUDENT_BACKENDS
 from shadowtutor.models.scale import setting as student_size_setting
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_CODECS, DEFAULT_WEIGHT_CODECS
+from shadowtutor.protocol.messages import SessionMode
 
 if TYPE_CHECKING:
     from shadowtutor.acceleration.labellers.registry import LabellerSpec
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 EDGE_PATH = "/v1/edge"
 # pixels: beyond it a frame (3 bytes a pixel) would need gigabytes
 MAX_RESIZE_SIDE = 8192
-Mode = Literal["distill", "naive"]
 # Comma-separated in flags and variables ("jpeg,raw"), not JSON.
 CommaList = Annotated[tuple[str, ...], NoDecode]
 FrameSize = Annotated[tuple[int, int] | None, NoDecode]
@@ -98,7 +98,7 @@ class EdgeSettings(BaseSettings):
         min_length=1,
         description="this edge's name in the server and in metrics (default: hostname)",
     )
-    mode: Mode = Field(
+    mode: SessionMode = Field(
         "distill", description="distill (ShadowTutor) or naive (every frame labelled by the server)"
     )
 
@@ -437,11 +437,8 @@ class EdgeSettings(BaseSettings):
     @field_validator("frame_codecs", "weight_codecs")
     @classmethod
     def _codecs(cls, offered: tuple[str, ...], info: Any) -> tuple[str, ...]:
-        from shadowtutor.protocol.codecs import (
-            FRAME_CODECS,
-            WEIGHT_CODECS,
-            # imports torch: not at CLI start
-        )
+        # imports torch: not at CLI start
+        from shadowtutor.protocol.codecs import FRAME_CODECS, WEIGHT_CODECS
 
         known = FRAME_CODECS if info.field_name == "frame_codecs" else WEIGHT_CODECS
         if not offered:
@@ -509,10 +506,8 @@ class EdgeSettings(BaseSettings):
             if self.change_thresholds is not None:
                 raise ValueError("change_thresholds needs change_based")
             return
-        from shadowtutor.acceleration.change_based.thresholds import (
-            ThresholdFileError,
-            # imports torch
-        )
+        # imports torch
+        from shadowtutor.acceleration.change_based.thresholds import ThresholdFileError
 
         try:
             # a bad file or scale fails now
@@ -572,10 +567,10 @@ class EdgeSettings(BaseSettings):
         from shadowtutor.acceleration.labellers.registry import LabellerSpec
 
         return LabellerSpec(
-            self.backend,
-            self.change_based_options(),
-            self.flow_path_config(),
-            self.cluster,
+            backend=self.backend,
+            change_based=self.change_based_options(),
+            flow_path=self.flow_path_config(),
+            cluster=self.cluster,
             flow_path_on=self.flow_path,
             trial_frames=self.acceleration_trial,
         )
@@ -587,7 +582,7 @@ class EdgeSettings(BaseSettings):
             return None
         from shadowtutor.acceleration.change_based.backend import ChangeBasedOptions
 
-        return ChangeBasedOptions(self.change_thresholds, self.change_scale)
+        return ChangeBasedOptions(thresholds_file=self.change_thresholds, scale=self.change_scale)
 
     def read_token(self) -> str | None:
         """The token to send in HELLO: ``token``, or the content of ``token_file`` (reread each

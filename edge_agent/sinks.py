@@ -82,6 +82,7 @@ class PngLabelSink:
         directory: str | Path,
         compression: int = 1,
         max_bytes: int = 0,
+        *,
         max_age: float = 0.0,
         observer: OutputObserver | None = None,
         clock: Callable[[], float] = time.time,
@@ -254,8 +255,8 @@ class ThreadedSink:
             try:
                 if all([self._write(sink, item) for sink in self.sinks]):
                     self.written += 1
-            # reported to the inference thread on its next write or at close
             except Exception as exc:
+                # reported to the inference thread on its next write or at close
                 self._error = exc
 
     def _write(self, sink: LabelSink, item: tuple[int, np.ndarray, np.ndarray]) -> bool:

@@ -91,6 +91,7 @@ class VideoSource:
         text: str,
         resize: tuple[int, int] | None = None,
         retries: int = 10,
+        *,
         backoff: Backoff | None = None,
         capture_factory: CaptureFactory = open_capture,
         stop: threading.Event | None = None,

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 STATE_FORMAT = "shadowtutor-edge-state/1"
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class LocalStudent:
     """Full student weights the edge holds on its own. ``origin``: ``state`` (a state file) or
     ``packaged``."""
@@ -82,8 +82,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # e.g. another user's process
     except OSError:
+        # e.g. another user's process
         return True
     return True
 
@@ -137,16 +137,16 @@ def load_state(path: Path, class_names: tuple[str, ...]) -> LocalStudent | None:
         student_from_state_dict(tensors, class_names)
         version = blob.get("version")
         return LocalStudent(
-            tensors,
-            tuple(class_names),
-            "state",
-            blob.get("server"),
-            blob.get("session_id"),
-            None if version is None else int(version),
-            blob.get("saved_at"),
+            tensors=tensors,
+            class_names=tuple(class_names),
+            origin="state",
+            server=blob.get("server"),
+            session_id=blob.get("session_id"),
+            version=None if version is None else int(version),
+            saved_at=blob.get("saved_at"),
         )
-    # torch raises many types for a damaged file; none may stop the edge
     except Exception as exc:
+        # torch raises many types for a damaged file; none may stop the edge
         log.warning("ignoring the edge state file %s: %s", path, exc)
         return None
 
@@ -179,7 +179,7 @@ def initial_student(state_file: Path | None, class_names: tuple[str, ...]) -> Lo
         )
         return None
     tensors = {name: value.detach().clone() for name, value in packaged.model.state_dict().items()}
-    return LocalStudent(tensors, tuple(class_names), "packaged")
+    return LocalStudent(tensors=tensors, class_names=tuple(class_names), origin="packaged")
 
 
 class StateKeeper:
@@ -194,6 +194,7 @@ class StateKeeper:
         path: Path,
         server: str,
         interval: float,
+        *,
         on_dropped: Callable[[], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -231,7 +232,13 @@ class StateKeeper:
             save_state(
                 self.path,
                 LocalStudent(
-                    tensors, class_names, "state", self.server, session_id, version, time.time()
+                    tensors=tensors,
+                    class_names=class_names,
+                    origin="state",
+                    server=self.server,
+                    session_id=session_id,
+                    version=version,
+                    saved_at=time.time(),
                 ),
             )
             self.saves += 1

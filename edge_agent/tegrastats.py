@@ -35,7 +35,7 @@ _POWER_BARE = re.compile(r"(?<![\w@])([A-Z][A-Z0-9_]*) (\d+)/(\d+)(?=\s|$)")
 SENSOR_OFF_C = -256.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TegraSample:
     """One ``tegrastats`` line: what the board reported (absent fields stay ``None`` or empty)."""
 

@@ -71,6 +71,7 @@ class EdgeTransport:
         url: str,
         hello: Hello,
         weights: WeightSink | None = None,
+        *,
         observer: TransportObserver | None = None,
         backoff: Backoff | None = None,
         frame_quality: int | None = None,
@@ -207,7 +208,7 @@ class EdgeTransport:
         """Ask for full weights (the edge holds ``have_version``); nothing happens while
         disconnected."""
         resync = ResyncRequest(have_version=have_version, reason=reason[:500])
-        self._handover.hand_over(Outgoing("resync", encode(resync)))
+        self._handover.hand_over(Outgoing(kind="resync", data=encode(resync)))
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the connection with 1000 and stop the thread; outstanding requests fail."""
@@ -244,7 +245,15 @@ class EdgeTransport:
             payload=encoded.payload,
         )
         pending: Pending = Pending()
-        self._handover.hand_over(Outgoing(kind, encode(message), seq, pending, encoded.epoch))
+        self._handover.hand_over(
+            Outgoing(
+                kind=kind,
+                data=encode(message),
+                seq=seq,
+                pending=pending,
+                stream_epoch=encoded.epoch,
+            )
+        )
         return pending
 
     # -- network thread --------------------------------------------------------------------
@@ -294,7 +303,7 @@ class EdgeTransport:
             self.stats.count_handshake(
                 self.stats.bytes_sent - sent_before, self.stats.bytes_received - received_before
             )
-            session = LiveSession(ws, info)
+            session = LiveSession(ws=ws, terms=info)
             self._handover.active = session
             self.session = info
             self._welcomed.set()
@@ -364,7 +373,7 @@ class EdgeTransport:
         """Queue a ``report()`` every ``interval`` seconds, behind what is already queued."""
         while True:
             await asyncio.sleep(interval)
-            session.queue.put_nowait(Outgoing("telemetry", encode(report())))
+            session.queue.put_nowait(Outgoing(kind="telemetry", data=encode(report())))
 
     async def _send_queued(self, session: LiveSession) -> None:
         while True:
@@ -375,8 +384,8 @@ class EdgeTransport:
             try:
                 await asyncio.wait_for(self._send(session.ws, item.data), self.send_timeout)
                 self.stats.frames_sent += int(item.seq is not None)
-            # the receive loop tears down
             except (WebSocketException, asyncio.TimeoutError) as exc:
+                # the receive loop tears down
                 if item.pending is not None:
                     item.pending.resolve(None)
                 if isinstance(exc, asyncio.TimeoutError):
@@ -475,15 +484,15 @@ class EdgeTransport:
                 self._refuse_update(message, pending, str(exc))
                 return
         update = WeightUpdate(
-            session.terms.session_id,
-            message.version,
-            message.base_version,
-            message.full,
-            tensors,
-            "update" if pending is not None else "resync",
-            message.seq,
-            message.metric,
-            blob,
+            session_id=session.terms.session_id,
+            version=message.version,
+            base_version=message.base_version,
+            full=message.full,
+            tensors=tensors,
+            origin="update" if pending is not None else "resync",
+            seq=message.seq,
+            metric=message.metric,
+            blob=blob,
         )
         if pending is not None:
             roundtrip = time.monotonic() - pending.submitted_at
@@ -491,7 +500,12 @@ class EdgeTransport:
             if self.observer:
                 self.observer.on_roundtrip(roundtrip)
             pending.resolve(
-                UpdateOutcome(message.metric, update, message.steps, message.initial_metric)
+                UpdateOutcome(
+                    metric=message.metric,
+                    payload=update,
+                    steps=message.steps,
+                    initial_metric=message.initial_metric,
+                )
             )
         elif message.full:
             self.weights.stage(update)

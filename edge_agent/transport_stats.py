@@ -22,7 +22,7 @@ class TransportObserver(Protocol):
     def on_key_frame_dropped(self) -> None: ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TransportStats:
     """Counters over the agent's life; every WebSocket message counts with its length in bytes."""
 

@@ -28,7 +28,7 @@ from shadowtutor.protocol.weight_sync import HeldWeights
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class WeightUpdate:
     """Weights from the server, decoded. ``origin`` is ``welcome``, ``update`` or ``resync``.
 
@@ -48,7 +48,7 @@ class WeightUpdate:
     blob: tuple[str, TensorBlob] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class AppliedVersion:
     """One installed version, in the order they were installed."""
 
@@ -139,8 +139,8 @@ class VersionedStudent:
             try:
                 self._install(payload)
                 return
-            # names tensors the edge does not hold: get the server's full weights
             except ProtocolError as exc:
+                # names tensors the edge does not hold: get the server's full weights
                 reason = (
                     f"update {payload.base_version}->{payload.version} does not fit the held "
                     f"weights: {exc}"
@@ -169,7 +169,11 @@ class VersionedStudent:
         self.version = update.version
         self.history.append(
             AppliedVersion(
-                update.session_id, update.version, update.full, update.origin, self.frame_index
+                session_id=update.session_id,
+                version=update.version,
+                full=update.full,
+                origin=update.origin,
+                frame_index=self.frame_index,
             )
         )
 

@@ -144,8 +144,8 @@ def load_or_fail(settings: ServerSettings) -> Any:
 
     try:
         return load_models(settings)
-    # whatever a teacher backend raises: one line, no traceback
     except Exception as exc:
+        # whatever a teacher backend raises: one line, no traceback
         detail = " ".join(str(exc).split()) or type(exc).__name__
         raise ServerStartError(f"cannot start: {detail[:500]}") from None
 

@@ -1,9 +1,8 @@
-"""``python -m shadowtutor``: the ``shadowtutor`` console script, which lives in the top layer
-(``shadowtutor_cli``, over the server and the agent). This entry file belongs to that layer in
-the import contracts; nothing else in the core package imports it."""
+"""``python -m shadowtutor``: runs ``python -m shadowtutor_cli``, the ``shadowtutor`` command.
 
-import sys
+The command lives in the top layer (``shadowtutor_cli``, over the server and the agent); the core
+names that layer's entry module to run it and imports nothing of it."""
 
-from shadowtutor_cli import main
+import runpy
 
-sys.exit(main())
+runpy.run_module("shadowtutor_cli", run_name="__main__", alter_sys=True)

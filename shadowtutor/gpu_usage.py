@@ -122,6 +122,7 @@ class GpuUsageSampler:
         device_index: int = 0,
         interval_s: float = 0.1,
         on_sample: Callable[[GpuSample], None] | None = None,
+        *,
         keep: int | None = None,
     ) -> None:
         if not interval_s > 0:

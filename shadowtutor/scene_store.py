@@ -82,7 +82,7 @@ def label_path(scene_dir: Path, index: int) -> Path:
     return scene_dir / LABELS_DIR / f"{index:06d}.png"
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class SceneMeta:
     """The contents of ``scene.json``."""
 
@@ -205,8 +205,8 @@ class SceneMeta:
                 values["backgrounds"] = str(data["backgrounds"])
             if "cut_interval" in data:
                 values["cut_interval"] = int(data["cut_interval"])
-        # KeyError: one of source_frames/source_fps alone
         except (KeyError, TypeError, ValueError) as exc:
+            # KeyError: one of source_frames/source_fps alone
             raise SceneError(f"scene.json has a field of the wrong type: {exc}") from exc
         return cls(**values)
 

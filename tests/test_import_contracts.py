@@ -60,6 +60,7 @@ INJECTIONS = [
     pytest.param("shadowtutor/protocol/messages.py", "services.server.app", "product-layers", id="upward"),
     pytest.param("shadowtutor/heap.py", "shadowtutor_cli.tokens", "product-layers", id="core-to-cli"),
     pytest.param("edge_agent/backoff.py", "shadowtutor_cli", "product-layers", id="agent-to-cli"),
+    pytest.param("shadowtutor/__main__.py", "shadowtutor_cli", "product-layers", id="entry-to-cli"),
     pytest.param("shadowtutor/models/student.py", "shadowtutor.acceleration.labellers", "core-layers", id="circle"),
     pytest.param("edge_agent/sinks.py", "shadowtutor_lab", "no-lab", id="lab"),
 ]

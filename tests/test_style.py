@@ -30,10 +30,12 @@ def test_the_product_is_formatted() -> None:
 
 
 def test_a_product_line_over_100_characters_is_refused(tmp_path: Path) -> None:
-    module = REPO_ROOT / "services" / "_style_probe.py"
+    # the product's configuration as it stands in the repository, copied: nothing is written there
+    (tmp_path / "pyproject.toml").write_text((REPO_ROOT / "pyproject.toml").read_text())
+    product = tmp_path / "services"
+    product.mkdir()
+    (product / "ruff.toml").write_text((REPO_ROOT / "services" / "ruff.toml").read_text())
+    module = product / "_style_probe.py"
     module.write_text('LONG = "' + "a" * 100 + '"\n')
-    try:
-        result = ruff("check", "--no-cache", "--select", "E501", str(module))
-    finally:
-        module.unlink()
+    result = ruff("check", "--no-cache", "--select", "E501", str(module), cwd=tmp_path)
     assert result.returncode == 1 and "E501" in result.stdout

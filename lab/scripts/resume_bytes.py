@@ -16,6 +16,7 @@ from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.pretrained import default_student_path
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.defaults import DEFAULT_WEIGHT_CODECS
 from shadowtutor.protocol.messages import Hello, encode
 
@@ -33,7 +34,11 @@ def measure() -> dict[str, object]:
     )
     weight_codec = next(c for c in DEFAULT_WEIGHT_CODECS if "delta" not in c and "sparse" not in c)
     session = EdgeSession(
-        hello, "h264", weight_codec, params, Traffic(), Distiller(student, params, background_index(LVS_CLASSES))
+        hello=hello,
+        agreement=Agreement(frame_codec="h264", weight_codec=weight_codec),
+        params=params,
+        traffic=Traffic(),
+        distiller=Distiller(student, params, background_index(LVS_CLASSES)),
     )
     new = len(encode(hello)) + len(encode(session.welcome()))
     resume = Hello(**{**hello.__dict__, "resume_session_id": session.session_id, "resume_version": 41})

@@ -31,6 +31,7 @@ from shadowtutor.classes import background_index
 from shadowtutor.models.checkpoint import load_student
 from shadowtutor.models.inference import ReferenceBackend
 from shadowtutor.models.pretrained import default_student_path
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.messages import Hello
 from shadowtutor.scene_store import Scene
 
@@ -40,7 +41,11 @@ def _session(scene: Scene, params: AlgorithmParams) -> EdgeSession:
     first = next(iter(scene.frames()))
     hello = Hello(edge_id="cam", class_names=names, frame_width=first.shape[1], frame_height=first.shape[0])
     session = EdgeSession(
-        hello, "raw", "f16+zstd", params, Traffic(), _distiller(scene, params), delta_codec="q8delta+zstd"
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec="f16+zstd", delta_codec="q8delta+zstd"),
+        params=params,
+        traffic=Traffic(),
+        distiller=_distiller(scene, params),
     )
     session.welcome()
     return session

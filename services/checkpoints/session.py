@@ -49,6 +49,7 @@ from services.server.teaching.session import EdgeSession, Traffic
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.algorithms.sparse_options import SparseOptions
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.codecs import FRAME_CODECS, WEIGHT_CODECS
 from shadowtutor.protocol.messages import Hello, Message, decode, encode
 
@@ -77,7 +78,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Restored:
     """A session rebuilt from its checkpoint, with the answer it last gave (for an edge that retries
     that key frame) and who wrote the checkpoint when."""
@@ -119,9 +120,9 @@ def capture(
         "format": FORMAT,
         "hello": dataclasses.replace(session.hello, token=None),
         "session_id": session.session_id,
-        "frame_codec": session.frame_codec,
-        "weight_codec": session.weight_codec,
-        "delta_codec": session.delta_codec,
+        "frame_codec": session.agreement.frame_codec,
+        "weight_codec": session.agreement.weight_codec,
+        "delta_codec": session.agreement.delta_codec,
         "telemetry_interval": session.telemetry_interval,
         "student_size": distiller.student_size,
         "version": session.version,
@@ -225,7 +226,8 @@ def restore(
     if record["version"] < 0 or (record["telemetry_interval"] or 0) < 0:
         raise CheckpointFormatError("a negative version or telemetry interval")
     reply = decoded(record["reply"], "reply") if record["reply"] is not None else None
-    distiller = new_distiller(_student_size(record["student_size"], max_size))
+    student_size = _student_size(record["student_size"], max_size)
+    distiller = new_distiller(student_size)
     student = distiller.student.state_dict()
     expected = {key: student[key] for key in distiller.trainable_keys}
     weights = unpack_tensors("weights", record["weights"], expected)
@@ -252,12 +254,15 @@ def restore(
         raise CheckpointFormatError(f"sparse: {exc}") from None
     session = EdgeSession(
         hello=hello,
-        frame_codec=record["frame_codec"],
-        weight_codec=record["weight_codec"],
+        agreement=Agreement(
+            frame_codec=record["frame_codec"],
+            weight_codec=record["weight_codec"],
+            delta_codec=record["delta_codec"],
+            student_size=student_size,
+        ),
         params=params,
         traffic=Traffic(),
         distiller=distiller,
-        delta_codec=record["delta_codec"],
         telemetry_interval=record["telemetry_interval"],
         session_id=record["session_id"],
         sparse=SparseOptions() if options is None else options,
@@ -268,12 +273,12 @@ def restore(
     session.last_seq = record["last_seq"]
     session.encoder.restore_mirror(mirror)
     return Restored(
-        session,
-        reply,
-        record["reply_seq"],
-        float(record["saved_at"]),
-        record["writer"],
-        record["version"],
+        session=session,
+        reply=reply,
+        reply_seq=record["reply_seq"],
+        saved_at=float(record["saved_at"]),
+        writer=record["writer"],
+        snapshot_version=record["version"],
     )
 
 

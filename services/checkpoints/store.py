@@ -144,8 +144,8 @@ class DirectoryStore:
             try:
                 fd, temporary = tempfile.mkstemp(dir=folder, prefix=".partial-")
                 break
-            # removed meanwhile by expire(), as the edge had been idle
             except FileNotFoundError:
+                # removed meanwhile by expire(), as the edge had been idle
                 if attempt:
                     raise
         try:
@@ -236,8 +236,8 @@ class DirectoryStore:
             fd = os.open(path, flags)
         except FileNotFoundError:
             raise
-        # a link put there since the listing (ELOOP), a directory...
         except OSError as exc:
+            # a link put there since the listing (ELOOP), a directory...
             log.warning("checkpoint %s passed over: %s", path, exc.strerror or exc)
             return None
         with os.fdopen(fd, "rb") as stream:
@@ -294,8 +294,8 @@ class DirectoryStore:
                     pass
             try:
                 os.rmdir(folder)
-            # not empty: a session still in use, or a file of someone else's
             except OSError:
+                # not empty: a session still in use, or a file of someone else's
                 pass
         return removed
 

@@ -35,7 +35,7 @@ class Written:
     size: int
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Job:
     """One checkpoint waiting for the writer thread: whose version it is, how to encode it, and whom
     to tell once written."""
@@ -94,7 +94,9 @@ class CheckpointWriter:
             if waiting is not None and waiting.version > version:
                 self._waiting[key] = waiting
                 return
-            self._waiting[key] = _Job(edge_id, session_id, version, encode, done)
+            self._waiting[key] = _Job(
+                edge_id=edge_id, session_id=session_id, version=version, encode=encode, done=done
+            )
             self._changed.notify()
 
     def flush(self, timeout: float | None = None) -> bool:

@@ -46,7 +46,7 @@ INGRESS = "ingress"
 ROUTING_STATS_PERIOD = 0.5
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class ServeOptions:
     """How the application is spread over the Ray cluster."""
 
@@ -236,10 +236,8 @@ def apply(
     would restart the ingress or that names other HTTP options is :class:`ChangeRefused` unless
     ``restart`` (then Serve starts again for other HTTP options, which drops every connection);
     RuntimeError (one line) when it fails to deploy."""
-    from ray.serve._private.api import (
-        serve_start,
-        # what `serve run CONFIG` calls: there is no public form
-    )
+    # what `serve run CONFIG` calls: there is no public form
+    from ray.serve._private.api import serve_start
     from ray.serve.schema import ServeDeploySchema
 
     schema = ServeDeploySchema.model_validate(config)
@@ -307,8 +305,8 @@ def join(address: str) -> None:
         connect(address)
     except ClusterError:
         raise
-    # ray.init's own refusals (a version mismatch, an auth token): one line too
     except Exception as exc:
+        # ray.init's own refusals (a version mismatch, an auth token): one line too
         raise ClusterError(
             f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]}"
         ) from None

@@ -133,15 +133,10 @@ class ServeTeaching:
         if session.mode != "distill":
             # no student: the WELCOME needs no model
             return session.welcome()
-        student_size = session.student_size()
-        size = (student_size[0], student_size[1]) if student_size is not None else None
         request = OpenSession(
             hello=dataclasses.replace(session.hello, token=None),
             session_id=session.session_id,
-            frame_codec=session.frame_codec,
-            weight_codec=session.weight_codec,
-            delta_codec=session.delta_codec,
-            student_size=size,
+            agreement=session.agreement,
             telemetry_interval=session.telemetry_interval,
         )
         return self._checked(await self._call("open", session.hello.edge_id, request))
@@ -154,9 +149,7 @@ class ServeTeaching:
         request = ResumeSession(
             hello=dataclasses.replace(session.hello, token=None),
             session=SessionRef(session.session_id, session.version),
-            frame_codec=session.frame_codec,
-            weight_codec=session.weight_codec,
-            delta_codec=session.delta_codec,
+            agreement=session.agreement,
             telemetry_interval=session.telemetry_interval,
         )
         answer = await self._call("resume", session.hello.edge_id, request)
@@ -179,15 +172,14 @@ class ServeTeaching:
                     "label", None, LabelKeyFrame(key_frame.seq, key_frame.frame_index, frame)
                 )
             )
-            session.stats.labelled += 1
-            session.stats.teacher_seconds += labels.teacher_ms / 1000.0
+            session.stats.count_answer(labels)
             return labels
         request = TrainKeyFrame(
-            SessionRef(session.session_id, session.version),
-            key_frame.seq,
-            key_frame.frame_index,
-            key_frame.base_version,
-            frame,
+            session=SessionRef(session.session_id, session.version),
+            seq=key_frame.seq,
+            frame_index=key_frame.frame_index,
+            base_version=key_frame.base_version,
+            frame=frame,
         )
         update = self._checked(await self._call("train", session.hello.edge_id, request))
         self._count(session, update)
@@ -201,14 +193,8 @@ class ServeTeaching:
 
     def _count(self, session: EdgeSession, update: Update) -> None:
         """The session's version and statistics as the replica's answer tells them."""
-        stats = session.stats
         session.version = update.version
-        stats.labelled += 1
-        stats.distilled += 1
-        stats.steps += update.steps
-        stats.teacher_seconds += update.teacher_ms / 1000.0
-        stats.distill_seconds += update.distill_ms / 1000.0
-        stats.last_metric = update.metric
+        session.stats.count_answer(update)
         if self.metrics is not None:
             self.metrics.distill_latency.observe(update.distill_ms / 1000.0)
             self.metrics.distill_steps.inc(update.steps)
@@ -290,8 +276,8 @@ class ServeTeaching:
         async def release() -> None:
             try:
                 await asyncio.wait_for(self.handle.release.remote(request), RELEASE_TIMEOUT)
-            # the release only frees memory and evens the count: never an edge's error
             except Exception as exc:
+                # the release only frees memory and evens the count: never an edge's error
                 log.warning(
                     "could not release the slot of edge %r on replica %s (%s); trying again",
                     request.edge_id,

@@ -7,32 +7,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from services.checkpoints.keeper import SessionRef
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.messages import Hello, Message
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OpenSession:
     """A new distill session: the HELLO (without its token) and what the handshake agreed."""
 
     hello: Hello
     session_id: str
-    frame_codec: str
-    weight_codec: str
-    delta_codec: str | None
-    student_size: tuple[int, int] | None
+    agreement: Agreement
     telemetry_interval: float | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ResumeSession:
     """An edge's reconnect asking to go on with ``session`` (at the version it holds) under the
     agreement of its new HELLO (without its token)."""
 
     hello: Hello
     session: SessionRef
-    frame_codec: str
-    weight_codec: str
-    delta_codec: str | None
+    agreement: Agreement
     telemetry_interval: float | None
 
 
@@ -77,7 +73,7 @@ class ReleaseSlot:
     ended: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Answer:
     """A replica's answer (``message``: what goes to the edge) with what the ingress's metrics
     show."""

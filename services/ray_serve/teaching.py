@@ -172,19 +172,25 @@ class TeachingReplica:
         checkpoint, once)."""
         moved, checkpoint = slot.news() if slot is not None else (False, None)
         seconds, size = checkpoint if checkpoint is not None else (None, None)
-        return Answer(message, self.name, len(self._slots), moved, seconds, size, self.replica_id)
+        return Answer(
+            message=message,
+            replica=self.name,
+            sessions=len(self._slots),
+            moved=moved,
+            checkpoint_seconds=seconds,
+            checkpoint_bytes=size,
+            replica_id=self.replica_id,
+        )
 
     async def open(self, request: OpenSession) -> Answer:
         slot = self._slot()
-        distiller = await self.teaching.new_student(request.hello, request.student_size)
+        distiller = await self.teaching.new_student(request.hello, request.agreement.student_size)
         session = EdgeSession(
             hello=request.hello,
-            frame_codec=request.frame_codec,
-            weight_codec=request.weight_codec,
+            agreement=request.agreement,
             params=self.teaching.params,
             traffic=Traffic(),
             distiller=distiller,
-            delta_codec=request.delta_codec,
             telemetry_interval=request.telemetry_interval,
             session_id=request.session_id,
             sparse=self.settings.sparse_options(),
@@ -212,21 +218,12 @@ class TeachingReplica:
             session = await self.keeper.session(slot, ref)
         except ProtocolError as exc:
             return Error(code=exc.code.value, message=exc.message, fatal=False)
-        agreed = (
-            session.frame_codec,
-            session.weight_codec,
-            session.delta_codec,
-            list(session.hello.class_names),
-        )
-        asked = (
-            request.frame_codec,
-            request.weight_codec,
-            request.delta_codec,
-            list(request.hello.class_names),
-        )
+        same_terms = session.agreement == request.agreement and list(
+            session.hello.class_names
+        ) == list(request.hello.class_names)
         if not session.edge_weights_known:
             why = f"the store holds an older version of the session than the edge's {ref.version}"
-        elif agreed != asked:
+        elif not same_terms:
             why = "the new HELLO agrees other codecs or classes than the session's"
         else:
             return await asyncio.to_thread(session.welcome, True)

@@ -154,9 +154,9 @@ def distill_batch(
             [distillers[i] for i in indices],
             [prepared[i] for i in indices],
             convolution,
-            graphs,
-            objective,
-            key,
+            graphs=graphs,
+            objective=objective,
+            group=key,
         )
         group_results = run.run()
         for index, result in zip(indices, group_results, strict=True):
@@ -180,7 +180,7 @@ def replays_batches(device: torch.device, graphs: bool) -> bool:
     return graphs and device.type == "cuda"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _BatchState:
     """A batch's tensors on its device: all that training a batch reads (the key frames, every
     session's weights, Adam moments and step counts, learning rates, THRESHOLDs and MAX_UPDATES) and
@@ -206,7 +206,7 @@ class _BatchState:
             getattr(self, name).copy_(getattr(other, name))
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class _Training:
     """Algorithm 1 on a :class:`_BatchState`, the same for every batch of one shape: everything it
     needs but the batch's tensors (the shared front's weights are ``reference``'s, whose back is
@@ -255,13 +255,15 @@ class _Training:
         session's :meth:`Distiller.train` would leave them, and its ``summary`` says how it went."""
         dec1, enc2, enc1, x1_size, input_size = self._front(state.x)
         scores_only = self.fuse_tail and frame_tail_fusable(*input_size)
-        back = StackedBack(self.reference, self.convolution, self.fuse_tail, scores_only)
+        back = StackedBack(
+            self.reference, self.convolution, self.fuse_tail, scores_only=scores_only
+        )
         objective = BatchedObjective(
             state.target,
             state.weights,
             self.reference.num_classes,
-            input_size if scores_only else None,
-            self.objective == "compiled",
+            upsample_to=input_size if scores_only else None,
+            compiled=self.objective == "compiled",
         )
         flat, exp_avg, exp_avg_sq, adam_steps = (
             state.flat,
@@ -288,8 +290,8 @@ class _Training:
             initial,
             state.threshold,
             state.max_updates,
-            flat,
-            (exp_avg, exp_avg_sq, adam_steps) if self.restore_adam else None,
+            flat=flat,
+            adam=(exp_avg, exp_avg_sq, adam_steps) if self.restore_adam else None,
         )
 
         def update(logits: torch.Tensor, leaf: torch.Tensor) -> bool:
@@ -367,6 +369,7 @@ class _BatchedRun:
         distillers: list[Distiller],
         key_frames: list[PreparedKeyFrame],
         convolution: Convolution,
+        *,
         graphs: bool,
         objective: Objective,
         group: tuple[object, ...],
@@ -559,6 +562,7 @@ class _Progress:
         initial: torch.Tensor,
         threshold: torch.Tensor,
         max_updates: torch.Tensor,
+        *,
         flat: torch.Tensor,
         adam: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
     ) -> None:
@@ -628,7 +632,7 @@ failed capture."""
 _graphs = threading.local()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _CapturedBatch:
     """A batch captured as a CUDA graph: its shape's key, the graph, the state its replays read and
     write, and the training it replays (which keeps the front's weights the graph reads alive)."""
@@ -667,7 +671,7 @@ def train_graphed(
     if graph is None:
         failed.add(key)
         return state, "failed"
-    _graphs.captured = _CapturedBatch(key, graph, state, training)
+    _graphs.captured = _CapturedBatch(key=key, graph=graph, state=state, training=training)
     return state, "captured"
 
 

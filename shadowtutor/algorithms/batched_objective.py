@@ -44,6 +44,7 @@ class BatchedObjective:
         target: torch.Tensor,
         weights: torch.Tensor,
         num_classes: int,
+        *,
         upsample_to: tuple[int, int] | None,
         compiled: bool,
     ) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Latencies:
     """The measured times and bytes that the paper's throughput and traffic bounds (eqs. 14-15)
     take, in seconds and bytes."""
@@ -33,7 +33,7 @@ class Latencies:
             raise ValueError("t_si must be > 0")
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Bounds:
     """The paper's lower and upper bounds of the edge's throughput (FPS) and its traffic (Mbps)."""
 

@@ -32,7 +32,7 @@ Payload = TypeVar("Payload")
 PayloadIn = TypeVar("PayloadIn", contravariant=True)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class UpdateOutcome(Generic[Payload]):
     """What the server answers to one key frame: the student's metric and the weight update."""
 
@@ -40,10 +40,8 @@ class UpdateOutcome(Generic[Payload]):
     metric: float
     payload: Payload
     steps: int = 0
-    initial_metric: float | None = (
-        # before distillation: the score of the student the edge ran
-        None
-    )
+    # before distillation: the score of the student the edge ran
+    initial_metric: float | None = None
 
 
 class PendingUpdate(Protocol[Payload]):
@@ -88,7 +86,7 @@ class LoopStudent(Protocol[PayloadIn]):
         """Install a weight update from the server."""
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class FrameResult:
     """What the loop did with one frame: its labels, whether it was a key frame, and the update
     installed before it, if any."""
@@ -121,6 +119,7 @@ class ClientLoop(Generic[Payload]):
         params: AlgorithmParams,
         runtime: LoopStudent[Payload],
         transport: KeyFrameTransport[Payload],
+        *,
         wait_timeout: float | None = None,
         gate: KeyFrameGate | None = None,
     ) -> None:
@@ -170,7 +169,14 @@ class ClientLoop(Generic[Payload]):
                 self.updated = True
                 self.pending = None
         return FrameResult(
-            index, labels, is_key, self.stride, applied_metric, waited, settled, inference
+            index=index,
+            labels=labels,
+            is_key_frame=is_key,
+            stride=self.stride,
+            applied_metric=applied_metric,
+            waited_seconds=waited,
+            wait_settled=settled,
+            inference_seconds=inference,
         )
 
     def _resolve(self, pending: PendingUpdate[Payload]) -> float | None:

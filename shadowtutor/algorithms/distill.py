@@ -90,7 +90,7 @@ class PreparedKeyFrame:
     weights: torch.Tensor
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DistillResult:
     """What training a student on one key frame gave: the metrics before and after, the steps and
     their times, and host copies of the trained weights and the optimiser's state."""

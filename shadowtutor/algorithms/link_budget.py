@@ -82,6 +82,7 @@ class KeyFrameBudget:
         budget: LinkBudget,
         fps: float,
         totals: ByteTotals,
+        *,
         on_denied: Callable[[], None] | None = None,
     ) -> None:
         if not (math.isfinite(fps) and fps > 0):

@@ -32,7 +32,7 @@ from shadowtutor.models.fast_student import (
 from shadowtutor.models.student import StudentBlock, StudentNet, upsample
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class _BlockShape:
     """What a :class:`StudentBlock` is besides its weights: its name, stride and normalisation's
     epsilon, and whether its shortcut is a convolution."""
@@ -44,7 +44,12 @@ class _BlockShape:
 
     @classmethod
     def of(cls, name: str, block: StudentBlock) -> _BlockShape:
-        return cls(name, block.stride, float(block.norm.eps), block.short_path is not None)
+        return cls(
+            name=name,
+            stride=block.stride,
+            eps=float(block.norm.eps),
+            short_conv=block.short_path is not None,
+        )
 
 
 class StackedBack:
@@ -62,7 +67,7 @@ class StackedBack:
     """
 
     def __init__(
-        self, student: StudentNet, convolution: Convolution, fuse_tail: bool, scores_only: bool
+        self, student: StudentNet, convolution: Convolution, fuse_tail: bool, *, scores_only: bool
     ) -> None:
         self.convolution = convolution
         self.fuse_tail = fuse_tail

@@ -80,14 +80,14 @@ def load_student(path: str | Path, class_names: tuple[str, ...] | None = None) -
         raise CheckpointError(f"student checkpoint not found: {path}")
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
-    # torch's message is a page on weights_only; its gist is this
     except pickle.UnpicklingError as exc:
+        # torch's message is a page on weights_only; its gist is this
         raise CheckpointError(
             f"cannot read student checkpoint {path}: not a PyTorch checkpoint, or damaged "
             "(unpickling failed)"
         ) from exc
-    # torch raises several types for corrupt files
     except Exception as exc:
+        # torch raises several types for corrupt files
         raise CheckpointError(f"cannot read student checkpoint {path}: {exc}") from exc
     if not isinstance(blob, Mapping):
         raise CheckpointError(f"{path} holds a {type(blob).__name__}, not a state dict")

@@ -293,7 +293,13 @@ def per_frame_front(student: StudentNet, x: torch.Tensor) -> FrontFeatures:
     enc1 = _block(student.enc1, student.in_conv2(x1))
     enc2 = _block(student.enc2, enc1)
     dec1 = upsample(_block(student.dec1, _block(student.enc3, enc2)), enc2.shape[2:])
-    return FrontFeatures(dec1, enc2, enc1, (x1.shape[2], x1.shape[3]), (x.shape[2], x.shape[3]))
+    return FrontFeatures(
+        dec1=dec1,
+        enc2=enc2,
+        enc1=enc1,
+        x1_size=(x1.shape[2], x1.shape[3]),
+        input_size=(x.shape[2], x.shape[3]),
+    )
 
 
 class FastStudent(nn.Module):

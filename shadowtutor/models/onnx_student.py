@@ -152,6 +152,7 @@ class OnnxBackend:
         student: StudentNet,
         threads: int | None = None,
         kind: str = "onnx",
+        *,
         spin: bool = False,
         fuse_tail: bool = True,
     ) -> None:

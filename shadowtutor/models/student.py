@@ -75,7 +75,7 @@ def conv_bias(conv: nn.Conv2d) -> torch.Tensor:
     return conv.bias
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FrontFeatures:
     """What the frozen front hands to the trainable back (constant during partial distillation)."""
 
@@ -88,11 +88,11 @@ class FrontFeatures:
 
     def detached(self) -> FrontFeatures:
         return FrontFeatures(
-            self.dec1.detach(),
-            self.enc2.detach(),
-            self.enc1.detach(),
-            self.x1_size,
-            self.input_size,
+            dec1=self.dec1.detach(),
+            enc2=self.enc2.detach(),
+            enc1=self.enc1.detach(),
+            x1_size=self.x1_size,
+            input_size=self.input_size,
         )
 
 
@@ -168,7 +168,13 @@ class StudentNet(nn.Module):
         enc2 = self.enc2(enc1)
         enc3 = self.enc3(enc2)
         dec1 = upsample(self.dec1(enc3), enc2.shape[2:])
-        return FrontFeatures(dec1, enc2, enc1, (x1.shape[2], x1.shape[3]), (x.shape[2], x.shape[3]))
+        return FrontFeatures(
+            dec1=dec1,
+            enc2=enc2,
+            enc1=enc1,
+            x1_size=(x1.shape[2], x1.shape[3]),
+            input_size=(x.shape[2], x.shape[3]),
+        )
 
     def forward_back(self, front: FrontFeatures) -> torch.Tensor:
         return self.forward_tail(self.forward_dec3(front), front)

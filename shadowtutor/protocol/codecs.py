@@ -180,7 +180,7 @@ class TensorBlob:
     payload: bytes
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class _WeightFormat:
     """How a weight codec lays out tensor values: item type, compression, and for delta codecs
     whether scales are per channel."""
@@ -194,12 +194,14 @@ class _WeightFormat:
 
 
 _WEIGHT_FORMATS = {
-    "f32": _WeightFormat(np.dtype("<f4"), False),
-    "f16": _WeightFormat(np.dtype("<f2"), False),
-    "f32+zstd": _WeightFormat(np.dtype("<f4"), True),
-    "f16+zstd": _WeightFormat(np.dtype("<f2"), True),
-    "q8delta+zstd": _WeightFormat(np.dtype("i1"), True, delta=True),
-    "q8chdelta+zstd": _WeightFormat(np.dtype("i1"), True, delta=True, per_channel=True),
+    "f32": _WeightFormat(item=np.dtype("<f4"), compressed=False),
+    "f16": _WeightFormat(item=np.dtype("<f2"), compressed=False),
+    "f32+zstd": _WeightFormat(item=np.dtype("<f4"), compressed=True),
+    "f16+zstd": _WeightFormat(item=np.dtype("<f2"), compressed=True),
+    "q8delta+zstd": _WeightFormat(item=np.dtype("i1"), compressed=True, delta=True),
+    "q8chdelta+zstd": _WeightFormat(
+        item=np.dtype("i1"), compressed=True, delta=True, per_channel=True
+    ),
 }
 
 

@@ -15,7 +15,7 @@ import struct
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, Literal, Union
 
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 
@@ -23,10 +23,12 @@ MAGIC = b"ST"
 PROTOCOL_VERSION = 1
 PREFIX = struct.Struct(">2sBBI")
 MAX_HEADER_BYTES = 64 * 1024
-MAX_HELLO_BYTES = (
-    PREFIX.size + MAX_HEADER_BYTES
-    # a HELLO is a header; the largest message before one
-)
+# a HELLO is a header; the largest message before one
+MAX_HELLO_BYTES = PREFIX.size + MAX_HEADER_BYTES
+# what a session does with a key frame: "distill" (ShadowTutor: the edge's student is trained and
+# sent as an UPDATE) or "naive" (the teacher's labels are sent as LABELS)
+SessionMode = Literal["distill", "naive"]
+SESSION_MODES: tuple[SessionMode, ...] = typing.get_args(SessionMode)
 
 
 @dataclass(kw_only=True)
@@ -51,19 +53,14 @@ class Hello(Message):
     class_names: list[str]
     frame_width: int
     frame_height: int
-    mode: str = (
-        # "distill" (ShadowTutor) or "naive" (every frame labelled by the teacher)
-        "distill"
-    )
+    mode: SessionMode = "distill"
     student_arch: str = "shadowtutor-student"
     frame_codecs: list[str] = field(default_factory=lambda: ["raw"])
     weight_codecs: list[str] = field(default_factory=lambda: ["f32"])
     token: str | None = None
     agent: str = ""
-    student_size: list[int] | None = (
-        # [W, H] the edge's student runs at; None: the server's choice
-        None
-    )
+    # [W, H] the edge's student runs at; None: the server's choice
+    student_size: list[int] | None = None
     # the session this edge held before its connection dropped, and the version of the weights it
     # holds: the server resumes it where it can (a WELCOME with ``resumed``), else opens a new one
     resume_session_id: str | None = None
@@ -89,10 +86,8 @@ class Welcome(Message):
     delta_codec: str | None = None
     # seconds between TELEMETRY reports; None: send none
     telemetry_interval: float | None = None
-    student_size: list[int] | None = (
-        # [W, H] both student copies run at; None: the frame's size
-        None
-    )
+    # [W, H] both student copies run at; None: the frame's size
+    student_size: list[int] | None = None
     # the session the HELLO asked to resume goes on at ``version``: no weights (the edge keeps its
     # own)
     resumed: bool = False
@@ -330,6 +325,8 @@ def _conforms(value: Any, hint: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint in (str, bool):
         return isinstance(value, hint)
+    if origin is Literal:
+        return isinstance(value, str) and value in typing.get_args(hint)
     if origin is list:
         (item,) = typing.get_args(hint)
         return isinstance(value, list) and all(_conforms(v, item) for v in value)

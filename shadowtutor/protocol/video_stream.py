@@ -91,7 +91,7 @@ class StreamEncoder:
     """
 
     def __init__(
-        self, width: int, height: int, crf: int = H264_CRF, preset: str = H264_PRESET
+        self, width: int, height: int, crf: int = H264_CRF, *, preset: str = H264_PRESET
     ) -> None:
         if not streamable(width, height):
             raise ValueError(f"H.264 streams need positive even sides, got {width}x{height}")

@@ -171,37 +171,47 @@ class UpdateEncoder:
         With a sparse delta codec, only the coordinates of ``coordinates`` (the set the server
         trains, required then) travel: the set itself when the edge does not hold it, then deltas
         for all its coordinates when any of them changed since last sent (else an empty payload)."""
-        held = self.held.state
-        missing = [key for key in keys if key not in held]
+        missing = [key for key in keys if key not in self.held.state]
         if missing:
             raise ValueError(f"partial update before full weights: {missing[:3]} are not held")
-        if self.delta_codec is not None and is_sparse_codec(self.delta_codec):
-            if coordinates is None:
-                if any(not torch.equal(_float32(state[key]), self._sent[key]) for key in keys):
-                    raise ValueError(
-                        f"{self.delta_codec} needs the coordinate set the server trains"
-                    )
-                return TensorBlob([], b"")
+        if self.delta_codec is None:
+            return self._changed_values(state, keys)
+        if not is_sparse_codec(self.delta_codec):
+            return self._dense_deltas(state, keys, self.delta_codec)
+        if coordinates is not None:
             return self._sparse(state, coordinates, self.delta_codec)
-        if self.delta_codec is not None:
-            values = {key: _float32(state[key]) for key in keys}
-            changed = [
-                key
-                for key, value in values.items()
-                if not torch.equal(value, held[key]) and not torch.equal(value, self._sent[key])
-            ]
-            blob = encode_tensors(
-                {key: values[key] - held[key] for key in changed}, self.delta_codec
-            )
-            self._sent.update({key: values[key] for key in changed})
-            self.held.apply_blob(blob.tensors, blob.payload, self.delta_codec)
-            return blob
+        if any(not torch.equal(_float32(state[key]), self._sent[key]) for key in keys):
+            raise ValueError(f"{self.delta_codec} needs the coordinate set the server trains")
+        return TensorBlob([], b"")
+
+    def _changed_values(self, state: Mapping[str, torch.Tensor], keys: list[str]) -> TensorBlob:
+        """The tensors ``keys`` of ``state`` whose value on the wire (in the float codec) differs
+        from the held one, as new values; held from then on."""
+        held = self.held.state
         blob = encode_tensors({key: state[key] for key in keys}, self.weight_codec)
         on_wire = decode_tensors(blob.tensors, blob.payload, self.weight_codec)
         changed = [key for key in keys if not torch.equal(on_wire[key], held[key])]
         if len(changed) < len(keys):
             blob = encode_tensors({key: state[key] for key in changed}, self.weight_codec)
         self.held.apply_blob(blob.tensors, blob.payload, self.weight_codec)
+        return blob
+
+    def _dense_deltas(
+        self, state: Mapping[str, torch.Tensor], keys: list[str], codec: str
+    ) -> TensorBlob:
+        """The tensors ``keys`` of ``state`` that differ both from the held value and from the
+        value last sent, as deltas against the held value in ``codec``; their decoded deltas are
+        added to the held ones."""
+        held = self.held.state
+        values = {key: _float32(state[key]) for key in keys}
+        changed = [
+            key
+            for key, value in values.items()
+            if not torch.equal(value, held[key]) and not torch.equal(value, self._sent[key])
+        ]
+        blob = encode_tensors({key: values[key] - held[key] for key in changed}, codec)
+        self._sent.update({key: values[key] for key in changed})
+        self.held.apply_blob(blob.tensors, blob.payload, codec)
         return blob
 
     def _sparse(

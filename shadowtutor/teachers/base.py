@@ -1,10 +1,10 @@
 """The teacher interface: a BGR frame in, a per-pixel class-index map out.
 
-Callers type against :class:`Teacher`; backends subclass :class:`TeacherBase`, which
-checks the input and routes single frames through the batched path. Teachers that know
-instances (Mask R-CNN, scenes with their ground truth) also give the instances' boxes,
-through :meth:`TeacherBase.teach_batch`; :func:`teach_batch` asks any teacher for a
-:class:`TeacherAnswer` (boxes None where the teacher gives none).
+Callers type against :class:`Teacher` and use its attributes and methods, all of which every
+teacher has; backends subclass :class:`TeacherBase`, which checks the input and routes single
+frames through the batched path. Teachers that know instances (Mask R-CNN, scenes with their
+ground truth) also give the instances' boxes in :meth:`Teacher.teach_batch`'s answers (None where
+the teacher gives none).
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ class TeacherError(ValueError):
 
 @runtime_checkable
 class Teacher(Protocol):
-    """Labels frames with indices into ``class_names``."""
+    """Labels frames with indices into ``class_names``, on ``device`` (``cpu``, ``cuda:0``...)."""
 
     name: str
     class_names: tuple[str, ...]
+    device: str
 
     def label(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> np.ndarray:
         """BGR ``uint8`` ``(H, W, 3)`` -> class indices ``(H, W)`` (``uint8``, or ``int64`` past 256
@@ -37,6 +38,12 @@ class Teacher(Protocol):
         self, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None = None
     ) -> list[np.ndarray]:
         """Label several frames at once (one forward pass where the backend allows)."""
+        ...
+
+    def teach_batch(
+        self, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None = None
+    ) -> list[TeacherAnswer]:
+        """Like :meth:`label_batch`, with the instances' boxes where the teacher knows instances."""
         ...
 
     def describe(self) -> dict[str, Any]:
@@ -52,22 +59,6 @@ class TeacherAnswer:
 
     labels: np.ndarray
     boxes: np.ndarray | None = None
-
-
-def teach_batch(
-    teacher: Teacher, frames: Sequence[np.ndarray], frame_indices: Sequence[int] | None
-) -> list[TeacherAnswer]:
-    """``teacher.teach_batch`` where the teacher has it, else its labels without boxes (from
-    ``label_batch``, or ``label`` frame by frame for a teacher that has only that)."""
-    if hasattr(teacher, "teach_batch"):
-        return teacher.teach_batch(frames, frame_indices)
-    if len(frames) > 1 and hasattr(teacher, "label_batch"):
-        return [TeacherAnswer(labels) for labels in teacher.label_batch(frames, frame_indices)]
-    indices = [None] * len(frames) if frame_indices is None else list(frame_indices)
-    return [
-        TeacherAnswer(teacher.label(frame, index))
-        for frame, index in zip(frames, indices, strict=True)
-    ]
 
 
 def label_dtype(num_classes: int) -> type[np.integer]:

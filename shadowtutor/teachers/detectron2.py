@@ -79,6 +79,7 @@ class Detectron2Teacher(InstanceTeacherBase):
         class_names: Sequence[str] = LVS_CLASSES,
         weights_path: str | Path | None = None,
         config: str = DEFAULT_CONFIG,
+        *,
         device: str = "auto",
         score_threshold: float = 0.5,
         native_resolution: bool = False,
@@ -112,8 +113,8 @@ class Detectron2Teacher(InstanceTeacherBase):
             self.weights_source = (
                 str(weights_path) if weights_path else model_zoo.get_checkpoint_url(config)
             )
-        # model_zoo's answer to an unknown config name
         except RuntimeError as exc:
+            # model_zoo's answer to an unknown config name
             raise TeacherError(f"unknown detectron2 model zoo config {config!r}: {exc}") from exc
         cfg.MODEL.ROI_HEADS.SCORE_THRESH_TEST = self.score_threshold
         cfg.MODEL.DEVICE = self.device
@@ -122,8 +123,8 @@ class Detectron2Teacher(InstanceTeacherBase):
         self._model = build_model(cfg).eval()
         try:
             DetectionCheckpointer(self._model).load(self.weights_source)
-        # download or unpickling errors of several types
         except Exception as exc:
+            # download or unpickling errors of several types
             raise TeacherError(
                 f"cannot load detectron2 weights {self.weights_source}: {exc}; "
                 "without internet access pass weights_path=<local model_final_*.pkl>"

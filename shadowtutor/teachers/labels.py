@@ -71,8 +71,8 @@ class LabelsTeacher(InstanceTeacherBase):
         path = label_path(self.labels_dir, frame_index)
         try:
             stored = path.is_file()
-        # e.g. a frame index so large that the file name is too long
         except OSError as exc:
+            # e.g. a frame index so large that the file name is too long
             raise TeacherError(f"no stored label for frame {frame_index}: {exc.strerror}") from None
         if not stored:
             raise TeacherError(f"no stored label for frame {frame_index}: {path} does not exist")

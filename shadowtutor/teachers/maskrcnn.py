@@ -61,8 +61,8 @@ def load_maskrcnn_state_dict(
             raise TeacherError(f"Mask R-CNN weights not found: {path}")
         try:
             blob = torch.load(path, map_location="cpu", weights_only=True)
-        # torch raises several types for unreadable files
         except Exception as exc:
+            # torch raises several types for unreadable files
             raise TeacherError(f"cannot read Mask R-CNN weights {path}: {exc}") from exc
         if isinstance(blob, Mapping) and isinstance(blob.get("model"), Mapping):
             blob = blob["model"]
@@ -74,8 +74,8 @@ def load_maskrcnn_state_dict(
         state_dict = torch.hub.load_state_dict_from_url(
             url, map_location="cpu", progress=True, check_hash=True, weights_only=True
         )
-    # URLError, HTTPError, OSError, hash mismatch, unpickling errors
     except Exception as exc:
+        # URLError, HTTPError, OSError, hash mismatch, unpickling errors
         cache = Path(torch.hub.get_dir()) / "checkpoints" / Path(url).name
         raise TeacherError(
             f"cannot fetch Mask R-CNN weights from {url}: {exc}. Without internet access, copy the "
@@ -150,6 +150,7 @@ class MaskRCNNTeacher(InstanceTeacherBase):
         class_names: Sequence[str] = LVS_CLASSES,
         weights_path: str | Path | None = None,
         weights_url: str | None = None,
+        *,
         device: str = "auto",
         score_threshold: float = 0.5,
         mask_threshold: float = 0.5,

@@ -103,6 +103,7 @@ class MediaPipeTeacher(TeacherBase):
         model_path: str | Path | None = None,
         device: str = "cpu",
         tile_height: int = 180,
+        *,
         class_names: Sequence[str] = LVS_CLASSES,
     ) -> None:
         from shadowtutor.teachers.onnx import OnnxTeacher

@@ -99,6 +99,7 @@ class OnnxTeacher(TeacherBase):
         model_path: str | Path,
         class_names: Sequence[str] | None = None,
         device: str = "auto",
+        *,
         channel_order: Literal["rgb", "bgr"] = "rgb",
         scale: float = 1 / 255,
         mean: Sequence[float] = (0.0, 0.0, 0.0),
@@ -131,8 +132,8 @@ class OnnxTeacher(TeacherBase):
         providers = select_providers(device, onnxruntime.get_available_providers())
         try:
             self._session = onnxruntime.InferenceSession(str(path), providers=providers)
-        # onnxruntime raises its own exception types for bad models
         except Exception as exc:
+            # onnxruntime raises its own exception types for bad models
             raise TeacherError(f"onnxruntime cannot load {path}: {exc}") from exc
         self.providers = list(self._session.get_providers())
         self.device = "cpu" if self.providers[0] == CPU else "cuda"

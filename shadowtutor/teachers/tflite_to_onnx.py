@@ -32,7 +32,7 @@ _ACTIVATIONS = {0: None, 1: "Relu"}
 TfliteObject = Any
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Graph:
     """The ONNX graph under construction: nodes, constants and the tflite tensors they stand for."""
 

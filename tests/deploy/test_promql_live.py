@@ -216,7 +216,8 @@ def test_stand_ins_serve_the_names_and_labels_of_the_real_exporters() -> None:
     from shadowtutor.protocol.messages import Error
 
     TeachingMetrics(server.registry, lambda: {"edge-a"}).record(
-        Answer(Error(code="internal", message=""), "node:1", 1, True, 0.01, 9), "edge-a")
+        Answer(message=Error(code="internal", message=""), replica="node:1", sessions=1, moved=True,
+               checkpoint_seconds=0.01, checkpoint_bytes=9), "edge-a")
     real: dict[str, set[str]] = {}
     for text in (server.exposition().decode(), edge.exposition().decode()):
         for family in text_string_to_metric_families(text):

@@ -29,6 +29,7 @@ import torch
 
 from services.server.app import create_app
 from services.server.settings import ServerSettings
+from shadowtutor.teachers.base import TeacherBase
 from shadowtutor.teachers.labels import LabelsTeacher
 from shadowtutor_lab.netbench.netns import NamespaceLink, NetnsError, run_command
 from tests.support.e2e import (
@@ -130,7 +131,7 @@ def test_network_cut_agent_labels_on_reconnects_and_the_server_drops_the_dead_se
 # -- the teacher fails on chosen key frames --------------------------------------------------------
 
 
-class FailingTeacher:
+class FailingTeacher(TeacherBase):
     """A test double around the real labels teacher that raises on chosen key frames of one frame size.
 
     A real out-of-memory error cannot be provoked on this CPU-only test machine (and a GPU
@@ -142,17 +143,23 @@ class FailingTeacher:
     key frame (it did, and the third failure went unseen, whenever the two edges' key frames met).
     """
 
+    name = LabelsTeacher.name
+
     def __init__(self, inner: LabelsTeacher, size: tuple[int, int], failures: dict[int, BaseException]) -> None:
         self.inner = inner
-        self.name = inner.name
         self.class_names = inner.class_names
+        self.device = inner.device
         self.size = size  # (height, width)
         self.failures = failures  # the n-th key frame of that size (1 = the first) -> what it raises
         self.seen = 0
         self.fate: dict[int | None, BaseException | None] = {}  # frame index -> what labelling it raises
         self.failed_frames: list[int] = []
 
-    def label(self, frame: np.ndarray, frame_index: int | None = None) -> np.ndarray:
+    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+        indices = [None] * len(frames) if frame_indices is None else frame_indices
+        return [self._label_one(frame, index) for frame, index in zip(frames, indices, strict=True)]
+
+    def _label_one(self, frame: np.ndarray, frame_index: int | None) -> np.ndarray:
         if frame.shape[:2] == self.size:
             if frame_index not in self.fate:
                 self.seen += 1

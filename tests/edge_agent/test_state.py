@@ -29,13 +29,26 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 def test_round_trip_keeps_weights_and_where_they_came_from(tmp_path: Path) -> None:
     path = state_path(tmp_path / "state", "cam/1 north")
     assert path.name == "cam_1_north.student.pt"
-    saved = LocalStudent(weights(1), LVS_CLASSES, "state", "ws://server:8000/v1/edge", "abc", 17, 1234.5)
+    saved = LocalStudent(
+        tensors=weights(1),
+        class_names=LVS_CLASSES,
+        origin="state",
+        server="ws://server:8000/v1/edge",
+        session_id="abc",
+        version=17,
+        saved_at=1234.5,
+    )
     save_state(path, saved)
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
     loaded = load_state(path, LVS_CLASSES)
     assert loaded is not None and same(loaded.tensors, saved.tensors)
-    assert loaded.describe() == {"origin": "state", "server": "ws://server:8000/v1/edge", "session_id": "abc",
-                                 "version": 17, "saved_at": 1234.5}
+    assert loaded.describe() == {
+        "origin": "state",
+        "server": "ws://server:8000/v1/edge",
+        "session_id": "abc",
+        "version": 17,
+        "saved_at": 1234.5,
+    }
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "other classes", "not a state file"])
@@ -43,13 +56,18 @@ def test_a_damaged_or_foreign_state_file_is_logged_and_the_packaged_student_used
     tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "edge.student.pt"
-    save_state(path, LocalStudent(weights(1), LVS_CLASSES, "state", "ws://s", "abc", 3))
+    save_state(
+        path,
+        LocalStudent(
+            tensors=weights(1), class_names=LVS_CLASSES, origin="state", server="ws://s", session_id="abc", version=3
+        ),
+    )
     if damage == "truncated":
         path.write_bytes(path.read_bytes()[:5000])
     elif damage == "garbage":
         path.write_bytes(b"\x00not a torch file")
     elif damage == "other classes":
-        save_state(path, LocalStudent(weights(1), (*LVS_CLASSES[:-1], "sky"), "state"))
+        save_state(path, LocalStudent(tensors=weights(1), class_names=(*LVS_CLASSES[:-1], "sky"), origin="state"))
     else:
         torch.save({"state_dict": weights(1)}, path)
     with caplog.at_level(logging.WARNING, logger="edge_agent.state"):
@@ -62,7 +80,12 @@ def test_a_damaged_or_foreign_state_file_is_logged_and_the_packaged_student_used
 def test_the_saved_weights_win_over_the_packaged_student(tmp_path: Path) -> None:
     path = tmp_path / "edge.student.pt"
     assert initial_student(path, LVS_CLASSES).origin == "packaged"  # no file yet
-    save_state(path, LocalStudent(weights(2), LVS_CLASSES, "state", "ws://s", "abc", 5))
+    save_state(
+        path,
+        LocalStudent(
+            tensors=weights(2), class_names=LVS_CLASSES, origin="state", server="ws://s", session_id="abc", version=5
+        ),
+    )
     start = initial_student(path, LVS_CLASSES)
     assert start.origin == "state" and start.version == 5 and same(start.tensors, weights(2))
 
@@ -81,7 +104,7 @@ class Clock:
 
 def test_the_keeper_saves_at_most_every_interval_and_at_flush(tmp_path: Path) -> None:
     path, clock, dropped = tmp_path / "edge.student.pt", Clock(), []
-    keeper = StateKeeper(path, "ws://s", 60, lambda: dropped.append(1), clock)
+    keeper = StateKeeper(path, "ws://s", 60, on_dropped=lambda: dropped.append(1), clock=clock)
     keeper.held(weights(1), LVS_CLASSES, "abc", 0)  # the first is saved at once
     clock.now = 30
     keeper.held(weights(2), LVS_CLASSES, "abc", 1)  # too soon: kept for later
@@ -100,7 +123,7 @@ def test_a_save_that_fails_is_counted_and_does_not_raise(tmp_path: Path) -> None
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
     dropped = []
-    keeper = StateKeeper(blocker / "edge.student.pt", "ws://s", 0, lambda: dropped.append(1))
+    keeper = StateKeeper(blocker / "edge.student.pt", "ws://s", 0, on_dropped=lambda: dropped.append(1))
     keeper.held(weights(1), LVS_CLASSES, "abc", 0)  # the state directory cannot be made: an OSError
     assert dropped == [1] and keeper.saves == 0
 
@@ -118,6 +141,11 @@ def test_state_files_are_private_and_a_killed_writer_s_temporary_is_removed(tmp_
     assert not left.exists() and mine.exists()
     left.write_bytes(b"half a checkpoint")
     mine.unlink()
-    save_state(path, LocalStudent(weights(1), LVS_CLASSES, "state"))
+    save_state(path, LocalStudent(tensors=weights(1), class_names=LVS_CLASSES, origin="state"))
     assert [p.name for p in path.parent.iterdir()] == [path.name]
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_local_student_is_built_field_by_field() -> None:
+    with pytest.raises(TypeError):
+        LocalStudent({}, "packaged", "/nowhere", None)  # type: ignore[misc]

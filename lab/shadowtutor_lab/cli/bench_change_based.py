@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from shadowtutor_lab.evaluation.clips import load_clip
     from shadowtutor_lab.evaluation.machine import machine_info
 
-    options = ChangeBasedOptions(args.change_thresholds, args.change_scale)
+    options = ChangeBasedOptions(thresholds_file=args.change_thresholds, scale=args.change_scale)
     options.thresholds()  # a bad file fails before any work
     student_path = args.student or default_student_path()
     loaded = load_student(student_path)

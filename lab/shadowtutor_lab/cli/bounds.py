@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.advise_max_updates and args.min_fps is None:
         raise ValueError("--advise-max-updates needs --min-fps")
-    lat = Latencies(args.t_si, args.t_sd, args.t_ti, args.t_net, args.s_net_mb * 1e6)
+    lat = Latencies(t_si=args.t_si, t_sd=args.t_sd, t_ti=args.t_ti, t_net=args.t_net, s_net_bytes=args.s_net_mb * 1e6)
     result: dict[str, float | int | None] = dict(
         compute_bounds(lat, args.min_stride, args.max_stride, args.max_updates).to_dict()
     )

@@ -47,7 +47,7 @@ def measure(config: EncoderCostConfig) -> dict[str, Any]:
         raise ValueError("frames, stride and block are at least 1")
     scene = Scene.open(config.scene)
     backend = config.backend if config.backend != "auto" else ("onnx" if onnx_available() else "torch")
-    student = edge_student(LabellerSpec(backend, None, threads=config.threads),
+    student = edge_student(LabellerSpec(backend=backend, change_based=None, threads=config.threads),
                            load_student(default_student_path()).model)
     frames = list(itertools.islice(itertools.cycle(scene.frames()), 0, 2 * config.block))
     encoder = FrameEncoder(scale=config.scale)

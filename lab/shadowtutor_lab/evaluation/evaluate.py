@@ -212,7 +212,8 @@ def measure_t_si(scene: Scene, student: Any, config: EvaluateConfig, backend: st
     from shadowtutor.acceleration.labellers.edge_student import edge_student
     from shadowtutor.acceleration.labellers.registry import LabellerSpec
 
-    spec = LabellerSpec(backend, ChangeBasedOptions() if config.change_based else None, threads=config.threads)
+    change_based = ChangeBasedOptions() if config.change_based else None
+    spec = LabellerSpec(backend=backend, change_based=change_based, threads=config.threads)
     edge = edge_student(spec, student, config.student_size)
     seconds = []
     for frame in itertools.islice(scene.frames(), T_SI_FRAMES + 1):
@@ -222,19 +223,39 @@ def measure_t_si(scene: Scene, student: Any, config: EvaluateConfig, backend: st
     return float(np.median(seconds[1:] or seconds))  # the first frame warms up, unless it is the only one
 
 
-def _capacity(config: EvaluateConfig, load: CameraLoad, t_si: float, key_frame_bytes: float, frames: int,
-              trace: SettingTrace, params: AlgorithmParams) -> dict[str, Any]:
+def _capacity(
+    config: EvaluateConfig,
+    load: CameraLoad,
+    t_si: float,
+    key_frame_bytes: float,
+    frames: int,
+    trace: SettingTrace,
+    params: AlgorithmParams,
+) -> dict[str, Any]:
     steps = float(sum(r.steps for r in trace.records))
     servers = []
     for profile in config.profiles:
         capacity = server_capacity(profile, load)
         size = profile.sizes[profile.nearest_size(load.size)]
-        bounds = edge_bounds(t_si, size, key_frame_bytes, config.link_bps, frames, len(trace.key_frames), steps,
-                             params.min_stride, params.max_stride, params.max_updates)
+        bounds = edge_bounds(
+            t_si,
+            size,
+            key_frame_bytes,
+            config.link_bps,
+            frames,
+            len(trace.key_frames),
+            steps,
+            params.min_stride,
+            params.max_stride,
+            params.max_updates,
+        )
         servers.append({**capacity.to_dict(), "measured": profile.measured, "bounds": bounds.to_dict()})
     return {
-        "camera": {**dataclasses.asdict(load), "key_frames_per_second": load.key_frames_per_second,
-                   "uplink_bytes_per_second": load.uplink_bytes_per_second},
+        "camera": {
+            **dataclasses.asdict(load),
+            "key_frames_per_second": load.key_frames_per_second,
+            "uplink_bytes_per_second": load.uplink_bytes_per_second,
+        },
         "servers": servers,
         "link_bps": config.link_bps,
         "cameras_per_link": cameras_per_link(load, config.link_bps),
@@ -251,19 +272,39 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
     from shadowtutor.teachers import build_teacher
 
     started = time.perf_counter()
-    footage: Footage = footage_scene(source, config.frames, config.size, config.max_width, config.teacher,
-                                     config.teacher_options, config.camera,
-                                     config.cache_dir, config.progress, reuse=config.resume,
-                                     accept_short=config.accept_short)
+    footage: Footage = footage_scene(
+        source,
+        config.frames,
+        config.size,
+        config.max_width,
+        config.teacher,
+        config.teacher_options,
+        config.camera,
+        config.cache_dir,
+        config.progress,
+        reuse=config.resume,
+        accept_short=config.accept_short,
+    )
     scene = Scene.open(footage.directory)
     frames, fps, name = len(scene), scene.meta.fps, footage_names([source])[0]
     change_based = ChangeBasedOptions() if config.change_based else None
 
     def job(settings: tuple[str, ...], params: AlgorithmParams, label: str) -> ScenePass:
-        return ScenePass(label, footage.directory, settings, frames, None, student_path, params=params,
-                         backend=backend, threads=config.threads, link=config.codecs,
-                         student_size=config.student_size, change_based=change_based,
-                         precision=config.precision)
+        return ScenePass(
+            label,
+            footage.directory,
+            settings,
+            frames,
+            None,
+            student_path,
+            params=params,
+            backend=backend,
+            threads=config.threads,
+            link=config.codecs,
+            student_size=config.student_size,
+            change_based=change_based,
+            precision=config.precision,
+        )
 
     moments = _strip_moments(frames, config.strip)
     kept: dict[int, dict[str, np.ndarray]] = {}
@@ -276,8 +317,9 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
         if score < worst[0]:
             worst[:] = [score, index, {key: value.copy() for key, value in labels.items()}]
 
-    with progress_bar(total=frames, desc="ShadowTutor and Wild", unit="frame", disable=not config.progress,
-              dynamic_ncols=True) as bar:
+    with progress_bar(
+        total=frames, desc="ShadowTutor and Wild", unit="frame", disable=not config.progress, dynamic_ncols=True
+    ) as bar:
         main: SceneEvaluation = run_pass(job((WILD, SHADOWTUTOR), config.params, name), bar.update, keep)
     teacher = build_teacher(config.teacher, **config.teacher_options)
     links = {name: FrameLink(codec, quality) for name, (codec, quality) in NAIVE_LINKS.items()}
@@ -288,8 +330,10 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
 
     grid = [sweep_params(config.params, t, m) for m in config.min_strides for t in config.thresholds]
     traces = {_key(config.params): shadow}
-    sweep_jobs = [job((SHADOWTUTOR,), params, "{} MIN_STRIDE {}".format(*_key(params)))
-                  for params in {_key(p): p for p in grid if _key(p) not in traces}.values()]
+    sweep_jobs = [
+        job((SHADOWTUTOR,), params, "{} MIN_STRIDE {}".format(*_key(params)))
+        for params in {_key(p): p for p in grid if _key(p) not in traces}.values()
+    ]
     ran = {_key(config.params): config.params}
     for done, evaluation in run_passes(sweep_jobs, config.workers, config.threads or 1, config.progress):
         traces[_key(done.params)] = evaluation.traces[SHADOWTUTOR]
@@ -305,8 +349,7 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
     chosen_up, chosen_down = _per_frame_bytes(chosen_trace, frames)
     records = chosen_trace.records
     key_frame_bytes = float(np.mean([r.bytes_up + r.bytes_down for r in records]))
-    load = CameraLoad(fps, chosen.key_frame_ratio / 100.0, chosen.mean_steps, scene.meta.size, chosen_up,
-                      chosen_down)
+    load = CameraLoad(fps, chosen.key_frame_ratio / 100.0, chosen.mean_steps, scene.meta.size, chosen_up, chosen_down)
     strip = [StripFrame(i, "evenly spaced", kept[i]) for i in moments if i in kept]
     if worst[1] >= 0 and worst[1] not in moments:
         strip.append(StripFrame(worst[1], "ShadowTutor's worst frame", worst[2]))
@@ -348,8 +391,9 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
             "shadowtutor": _traffic(up, down, fps),
             **{name: _traffic(run.up, run.down, fps) for name, run in naive_runs.items()},
             "naive_codecs": {name: links[name].label for name in naive_runs},
-            "x_fewer_than_h264": against(_traffic(up, down, fps), _traffic(naive_runs["naive"].up,
-                                                                           naive_runs["naive"].down, fps)),
+            "x_fewer_than_h264": against(
+                _traffic(up, down, fps), _traffic(naive_runs["naive"].up, naive_runs["naive"].down, fps)
+            ),
         },
         "sweep": {
             "thresholds": [str(t) for t in config.thresholds],

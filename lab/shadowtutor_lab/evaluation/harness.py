@@ -30,7 +30,7 @@ from shadowtutor.classes import background_index
 from shadowtutor.models.precision import TrainingPrecision
 from shadowtutor.models.scale import Size
 from shadowtutor.models.student import DistillMode, StudentNet
-from shadowtutor.teachers import Teacher, TeacherAnswer, teach_batch
+from shadowtutor.teachers import Teacher, TeacherAnswer
 from shadowtutor_lab.evaluation.simulated_link import KeyFrameRecord, LinkCodecs, SimulatedLink, SimulatedServer
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ def evaluate_scene(
             raise RuntimeError(f"key frame {frame_index} submitted out of step with the harness")
         return current[0][1]
 
-    spec = LabellerSpec(backend, change_based, threads=threads)
+    spec = LabellerSpec(backend=backend, change_based=change_based, threads=threads)
     servers: dict[str, SimulatedServer] = {}
     runs: dict[str, _DistilledRun] = {}
     for setting in SETTINGS:
@@ -197,7 +197,7 @@ def evaluate_scene(
             size = (frame.shape[1], frame.shape[0])
         elif (frame.shape[1], frame.shape[0]) != size:
             raise ValueError(f"frame {index} is {frame.shape[1]}x{frame.shape[0]}, earlier ones {size[0]}x{size[1]}")
-        taught = teach_batch(teacher, [frame], [index])[0]
+        taught = teacher.teach_batch([frame], [index])[0]
         label = taught.labels
         current[:] = [(index, taught)]
         labelled = {"teacher": label}

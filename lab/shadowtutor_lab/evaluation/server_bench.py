@@ -35,6 +35,7 @@ import numpy as np
 
 from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.heap import startup_heap_frozen
+from shadowtutor.teachers.base import TeacherBase
 from shadowtutor_lab.capacity.profile import SCHEMA
 
 STAGES = ("teacher", "distill", "both")
@@ -97,18 +98,22 @@ class SyntheticScene:
         self.frames[size], self.labels[size] = frames, labels
 
 
-class SyntheticTeacher:
+class SyntheticTeacher(TeacherBase):
     """A teacher that knows the generated scene's labels (the frame index says which); costs nothing."""
 
     name = "synthetic"
+    device = "cpu"
 
     def __init__(self, scene: SyntheticScene) -> None:
         self.scene = scene
         self.class_names = scene.class_names
 
-    def label(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> np.ndarray:
-        size = (frame_bgr.shape[1], frame_bgr.shape[0])
-        return self.scene.labels[size][int(frame_index or 0) % FRAMES_PER_SIZE]
+    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+        indices = [0] * len(frames) if frame_indices is None else frame_indices
+        return [
+            self.scene.labels[(frame.shape[1], frame.shape[0])][index % FRAMES_PER_SIZE]
+            for frame, index in zip(frames, indices, strict=True)
+        ]
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:
@@ -257,7 +262,7 @@ def run_server_bench(
     info = {
         "device": device_name(models.device),
         "torch": torch.__version__,
-        "teacher": getattr(models.teacher, "name", type(models.teacher).__name__),
+        "teacher": models.teacher.name,
         "threshold": settings.algorithm_params().threshold,
         "max_updates": settings.algorithm_params().max_updates,
     }

@@ -179,7 +179,10 @@ class SimulatedServer:
             bytes_up=bytes_up,
             bytes_down=bytes_down,
         )
-        self._answers.append((UpdateOutcome(result.metric, update, result.steps, result.initial_metric), record))
+        outcome = UpdateOutcome(
+            metric=result.metric, payload=update, steps=result.steps, initial_metric=result.initial_metric
+        )
+        self._answers.append((outcome, record))
         return self._answers[-1]
 
     def _answer_encoded(
@@ -199,14 +202,23 @@ class SimulatedServer:
         result = self.distiller.train(seen, labels, boxes)
         chooser = self.distiller.chooser
         held = dict(encoder.held.state)
-        blob = encoder.partial(self.distiller.student.state_dict(), self.distiller.trainable_keys,
-                               chooser.coordinates if chooser is not None else None)
+        blob = encoder.partial(
+            self.distiller.student.state_dict(),
+            self.distiller.trainable_keys,
+            chooser.coordinates if chooser is not None else None,
+        )
         update = {name: value.clone() for name, value in encoder.held.state.items() if value is not held[name]}
         self._sync_student()
         answer = Update(
-            seq=position, base_version=position, version=position + 1, metric=result.metric,
-            initial_metric=result.initial_metric, steps=result.steps, full=False,
-            tensors=blob.tensors, distill_ms=1000.0 * sum(result.step_seconds),
+            seq=position,
+            base_version=position,
+            version=position + 1,
+            metric=result.metric,
+            initial_metric=result.initial_metric,
+            steps=result.steps,
+            full=False,
+            tensors=blob.tensors,
+            distill_ms=1000.0 * sum(result.step_seconds),
             payload=blob.payload,
         )
         return result, update, delivered.message_bytes, len(encode(answer))

@@ -169,7 +169,7 @@ def context_study(frames: Sequence[np.ndarray], truth: Sequence[np.ndarray], seg
     for margin in margins:
         agreement, scores = [], []
         for frame, full, label in zip(frames, whole, truth, strict=True):
-            grid = RegionGrid(frame.shape[1], frame.shape[0], regions, margin)
+            grid = RegionGrid(width=frame.shape[1], height=frame.shape[0], regions=regions, margin=margin)
             out = np.empty_like(full)
             for r, box in enumerate(grid.boxes):
                 context = grid.margin_box(r)
@@ -198,7 +198,7 @@ def flow_study(frames: Sequence[np.ndarray], truth: Sequence[np.ndarray], segmen
     labels = [segment(f) for f in frames]
     height, width = labels[0].shape
     whole = (0, 0, width, height)
-    boxes = RegionGrid(width, height, regions).boxes
+    boxes = RegionGrid(width=width, height=height, regions=regions).boxes
     rows = []
     for method, scale, over in FLOW_STUDY:
         flow = FlowEstimator(method, scale)

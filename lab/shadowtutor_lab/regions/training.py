@@ -63,7 +63,7 @@ def scene_samples(frames: Sequence[np.ndarray], truth: Sequence[np.ndarray],
     greys = [flow.small_grey(frame) for frame in frames]
     height, width = labels[0].shape
     whole = (0, 0, width, height)
-    boxes = RegionGrid(width, height, config.regions).boxes
+    boxes = RegionGrid(width=width, height=height, regions=config.regions).boxes
     for t in range(max(config.ages), len(frames)):
         for age in config.ages:
             k = t - age

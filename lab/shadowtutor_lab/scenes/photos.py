@@ -50,20 +50,40 @@ _OPENCV_LICENCE = "Apache-2.0 (OpenCV samples; Debian opencv-doc 4.6.0)"
 
 
 def _opencv_photo(file: str, sha256: str, description: str) -> HeldOutPhoto:
-    return HeldOutPhoto(PackagedFile("debian", "opencv-doc", _OPENCV_DATA + file, sha256, _OPENCV_LICENCE), description)
+    return HeldOutPhoto(
+        PackagedFile(
+            registry="debian", package="opencv-doc", member=_OPENCV_DATA + file, sha256=sha256, licence=_OPENCV_LICENCE
+        ),
+        description,
+    )
 
 
 HELD_OUT_PHOTOS: dict[str, HeldOutPhoto] = {
-    "leuven-a": _opencv_photo("leuvenA.jpg", "b2977cdbd9fb3f94dadd6f76cf586d145676deb8a22b5f0f42149d21c058c09f",
-                              "a cobbled street between brick houses, overcast (colour)"),
-    "leuven-b": _opencv_photo("leuvenB.jpg", "5bb41a60038a2baa5d8ea0eaba55e6e3050d721b254cf79d8d8998d7e49d664a",
-                              "the same street from further along; parked bicycles at the left (colour)"),
-    "building": _opencv_photo("building.jpg", "742a1baad62ac82e91e718e77eedf7e85c2eddc4badfb8c87c6cbc86c45a8b07",
-                              "a hotel façade above a hedge and a lawn (colour)"),
-    "squirrel": _opencv_photo("squirrel_cls.jpg", "20bb6e8ae96918a36c9886b6d48e54eedeb3948591e1485c206bc1dc60c8dc8b",
-                              "a squirrel on a branch; sunlit leaves at the top left (colour)"),
-    "aero3": _opencv_photo("aero3.jpg", "1c407146f8762b3b14a7953ff9bc4c01ed64c467d7277122e769bf7e816017a4",
-                           "a town and hills from the air under a hazy sky (colour)"),
+    "leuven-a": _opencv_photo(
+        "leuvenA.jpg",
+        "b2977cdbd9fb3f94dadd6f76cf586d145676deb8a22b5f0f42149d21c058c09f",
+        "a cobbled street between brick houses, overcast (colour)",
+    ),
+    "leuven-b": _opencv_photo(
+        "leuvenB.jpg",
+        "5bb41a60038a2baa5d8ea0eaba55e6e3050d721b254cf79d8d8998d7e49d664a",
+        "the same street from further along; parked bicycles at the left (colour)",
+    ),
+    "building": _opencv_photo(
+        "building.jpg",
+        "742a1baad62ac82e91e718e77eedf7e85c2eddc4badfb8c87c6cbc86c45a8b07",
+        "a hotel façade above a hedge and a lawn (colour)",
+    ),
+    "squirrel": _opencv_photo(
+        "squirrel_cls.jpg",
+        "20bb6e8ae96918a36c9886b6d48e54eedeb3948591e1485c206bc1dc60c8dc8b",
+        "a squirrel on a branch; sunlit leaves at the top left (colour)",
+    ),
+    "aero3": _opencv_photo(
+        "aero3.jpg",
+        "1c407146f8762b3b14a7953ff9bc4c01ed64c467d7277122e769bf7e816017a4",
+        "a town and hills from the air under a hazy sky (colour)",
+    ),
 }
 
 
@@ -71,6 +91,7 @@ def fetch_held_out_photos() -> dict[str, Path]:
     """Copy the held-out photos out of their package (one download); photos already there are kept."""
     paths = fetch_packaged_files([(photo.file, photo.path) for photo in HELD_OUT_PHOTOS.values()])
     return dict(zip(HELD_OUT_PHOTOS, paths, strict=True))
+
 
 Region = tuple[float, float, float, float]  # x0, y0, x1, y1 as fractions of a photo
 FULL_PHOTO: Region = (0.0, 0.0, 1.0, 1.0)
@@ -110,16 +131,23 @@ def _read_training(name: str) -> np.ndarray:
 def _read_held_out(name: str) -> np.ndarray:
     path = HELD_OUT_PHOTOS[name].path
     if not path.is_file():
-        raise FetchError(f"the held-out photo {name!r} is not fetched ({path} is missing): run "
-                         "`shadowtutor scenes fetch-photos` (scripts/bootstrap.sh does)")
+        raise FetchError(
+            f"the held-out photo {name!r} is not fetched ({path} is missing): run "
+            "`shadowtutor scenes fetch-photos` (scripts/bootstrap.sh does)"
+        )
     image = cv2.imread(str(path), cv2.IMREAD_COLOR)  # BGR uint8
     if image is None:
         raise PhotoError(f"OpenCV cannot read the held-out photo {name!r} at {path}")
     return image
 
 
-def random_crop(rng: np.random.Generator, name: str, size: tuple[int, int],
-                region: Region = FULL_PHOTO, coverage: tuple[float, float] = (0.4, 1.0)) -> np.ndarray:
+def random_crop(
+    rng: np.random.Generator,
+    name: str,
+    size: tuple[int, int],
+    region: Region = FULL_PHOTO,
+    coverage: tuple[float, float] = (0.4, 1.0),
+) -> np.ndarray:
     """A crop of photo ``name`` with the aspect ratio of ``size`` (w, h), resized to ``size``.
 
     The crop lies within ``region`` (x0, y0, x1, y1 as fractions of the photo) and its width is
@@ -135,6 +163,6 @@ def random_crop(rng: np.random.Generator, name: str, size: tuple[int, int],
     crop_h = max(2.0, crop_w / aspect)
     cx = x0 + rng.uniform(0, rw - crop_w)
     cy = y0 + rng.uniform(0, rh - crop_h)
-    crop = photo[int(cy):int(cy + crop_h), int(cx):int(cx + crop_w)]
+    crop = photo[int(cy) : int(cy + crop_h), int(cx) : int(cx + crop_w)]
     grow = size[0] > crop.shape[1]
     return cv2.resize(crop, size, interpolation=cv2.INTER_CUBIC if grow else cv2.INTER_AREA)

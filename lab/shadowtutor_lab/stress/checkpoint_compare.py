@@ -39,6 +39,7 @@ from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.models.student import StudentNet
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.messages import Hello, encode
 
 
@@ -70,13 +71,11 @@ def _session(
         edge_id=edge_id, class_names=list(LVS_CLASSES), frame_width=size[0], frame_height=size[1]
     )
     session = EdgeSession(
-        hello,
-        "raw",
-        weight_codec,
-        params,
-        Traffic(),
-        Distiller(StudentNet(len(LVS_CLASSES)), params, background_index(LVS_CLASSES)),
-        delta_codec=delta_codec,
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec=weight_codec, delta_codec=delta_codec),
+        params=params,
+        traffic=Traffic(),
+        distiller=Distiller(StudentNet(len(LVS_CLASSES)), params, background_index(LVS_CLASSES)),
     )
     session.welcome()
     return session

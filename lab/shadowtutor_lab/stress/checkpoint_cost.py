@@ -19,6 +19,7 @@ from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES, background_index
 from shadowtutor.models.student import StudentNet
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.messages import Hello
 
 
@@ -33,9 +34,13 @@ def measure(updates: int = 20, size: tuple[int, int] = (320, 180), weight_codec:
     width, height = size
     params = AlgorithmParams(threshold=0.99, max_updates=2)
     hello = Hello(edge_id="cost", class_names=list(LVS_CLASSES), frame_width=width, frame_height=height)
-    session = EdgeSession(hello, "raw", weight_codec, params, Traffic(),
-                          Distiller(StudentNet(len(LVS_CLASSES)), params, background_index(LVS_CLASSES)),
-                          delta_codec=delta_codec)
+    session = EdgeSession(
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec=weight_codec, delta_codec=delta_codec),
+        params=params,
+        traffic=Traffic(),
+        distiller=Distiller(StudentNet(len(LVS_CLASSES)), params, background_index(LVS_CLASSES)),
+    )
     session.welcome()
     seconds, sizes = [], []
     with tempfile.TemporaryDirectory() as temporary:

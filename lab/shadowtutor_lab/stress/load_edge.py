@@ -139,7 +139,7 @@ class SimulatedCamera:
             self.student = VersionedStudent(
                 _NoInference(), tuple(class_names), lambda have, why: self.transport.request_resync(have, why)
             )
-        self.transport = EdgeTransport(url, hello, self.student, self.observer, Backoff(0.2, 2.0))
+        self.transport = EdgeTransport(url, hello, self.student, observer=self.observer, backoff=Backoff(0.2, 2.0))
         self.session: SessionTerms | None = None
 
     def start(self) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 SOURCE_FULL, TABLE_FULL, EVICTED = "source_full", "unauthenticated_full", "evicted"
 
 
-@dataclass(eq=False)
+@dataclass(kw_only=True, eq=False)
 class Ticket:
     """One unauthenticated connection's place; ``evict`` is called (once) if it must make room."""
 
@@ -47,6 +47,7 @@ class Admission:
         per_source: int,
         total: int,
         on_change: Callable[[int], None] = lambda n: None,
+        *,
         on_refusal: Callable[[str], None] = lambda reason: None,
     ) -> None:
         if per_source < 1 or total < 1:
@@ -77,7 +78,7 @@ class Admission:
             if not any(self._evict_oldest_idle(tickets) for tickets in fullest):
                 self._on_refusal(TABLE_FULL)
                 return TABLE_FULL
-        ticket = Ticket(source, evict, order=next(self._order))
+        ticket = Ticket(source=source, evict=evict, order=next(self._order))
         self._by_source.setdefault(source, []).append(ticket)
         self._count += 1
         self._on_change(self._count)

@@ -179,8 +179,8 @@ class Authenticator:
                     if self.generation != seen:
                         seen = self.generation
                         on_reload()
-                # the watch outlives anything: a dead watch would end revocation for good
                 except Exception:
+                    # the watch outlives anything: a dead watch would end revocation for good
                     log.exception("the tokens watch failed once; it goes on")
         finally:
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
@@ -292,8 +292,8 @@ def _read(path: Path, seen: tuple[int, int, int] | None, force: bool) -> _ReadOu
         return _ReadOutcome(stamp, table=read_table(path))
     except TokenFileError as exc:
         return _ReadOutcome(stamp, problem=str(exc))
-    # whatever else the content provokes: still only a rejected file
     except Exception as exc:
+        # whatever else the content provokes: still only a rejected file
         return _ReadOutcome(
             stamp, problem=f"{path}: cannot be read as a tokens file ({type(exc).__name__}: {exc})"
         )

@@ -72,7 +72,7 @@ def _unb64(text: str) -> bytes:
     return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class ScryptHash:
     """An scrypt hash of a token in its ``$scrypt$ln=..,r=..,p=..$salt$hash`` text form: its cost
     parameters, salt and digest."""
@@ -104,7 +104,7 @@ class ScryptHash:
             raise ValueError(
                 f"scrypt parameters out of range (ln={log2_n}, r={r}, p={p}) or salt/hash too short"
             )
-        return cls(log2_n, r, p, salt, digest)
+        return cls(log2_n=log2_n, r=r, p=p, salt=salt, digest=digest)
 
     def compute(self, token: str) -> bytes:
         n, r = 1 << self.log2_n, self.r
@@ -130,8 +130,12 @@ class ScryptHash:
 def hash_token(token: str) -> str:
     """The PHC string stored for ``token`` (a new random salt each time)."""
     salt = secrets.token_bytes(SALT_BYTES)
-    blank = ScryptHash(LOG2_N, BLOCK_SIZE, PARALLELISM, salt, b"\0" * HASH_BYTES)
-    return ScryptHash(LOG2_N, BLOCK_SIZE, PARALLELISM, salt, blank.compute(token)).encode()
+    blank = ScryptHash(
+        log2_n=LOG2_N, r=BLOCK_SIZE, p=PARALLELISM, salt=salt, digest=b"\0" * HASH_BYTES
+    )
+    return ScryptHash(
+        log2_n=LOG2_N, r=BLOCK_SIZE, p=PARALLELISM, salt=salt, digest=blank.compute(token)
+    ).encode()
 
 
 def burn_time(token: str) -> None:
@@ -139,7 +143,7 @@ def burn_time(token: str) -> None:
     ScryptHash.parse(_DUMMY).matches(token)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Entry:
     """One edge's line of the tokens file: the hash of its token (None once revoked), when it was
     issued or revoked, and the token's id."""
@@ -201,8 +205,8 @@ class TokenTable:
             raise TokenFileError(
                 f"{origin}: not a tokens document (JSON nested too deep)"
             ) from None
-        # e.g. an integer past Python's digit limit
         except ValueError as exc:
+            # e.g. an integer past Python's digit limit
             raise TokenFileError(f"{origin}: not a tokens document ({exc})") from None
         if not isinstance(document, dict):
             raise TokenFileError(
@@ -253,7 +257,9 @@ def _parse_section(section: Any, where: str) -> dict[str, Entry]:
             parsed = ScryptHash.parse(texts["hash"]) if texts["hash"] is not None else None
         except ValueError as exc:
             raise TokenFileError(f"{where}: entry {name!r}: {exc}") from None
-        entries[name] = Entry(parsed, texts["updated"], texts["revoked"], texts["id"])
+        entries[name] = Entry(
+            hash=parsed, updated=texts["updated"], revoked=texts["revoked"], id=texts["id"]
+        )
     return entries
 
 
@@ -324,7 +330,7 @@ def issue_token(path: Path, kind: Kind, name: str) -> str:
     check_name(name)
     table = read_table(path) if path.exists() else TokenTable()
     token = new_token()
-    entry = Entry(ScryptHash.parse(hash_token(token)), updated=_now(), id=token_id(token))
+    entry = Entry(hash=ScryptHash.parse(hash_token(token)), updated=_now(), id=token_id(token))
     write_table(path, table.with_entry(kind, name, entry))
     return token
 
@@ -337,7 +343,7 @@ def revoke(path: Path, kind: Kind, name: str) -> None:
     if entry is None:
         raise TokenFileError(f"{path}: no {kind[:-1]} named {name!r} to revoke")
     write_table(
-        path, table.with_entry(kind, name, Entry(None, updated=entry.updated, revoked=_now()))
+        path, table.with_entry(kind, name, Entry(hash=None, updated=entry.updated, revoked=_now()))
     )
 
 

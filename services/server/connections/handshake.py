@@ -3,38 +3,23 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from services.server.settings import ServerSettings
 from shadowtutor.models.scale import Size, format_size
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.codecs import choose_codec, choose_weight_codecs
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.messages import Hello
+from shadowtutor.protocol.messages import SESSION_MODES, Hello
 from shadowtutor.protocol.video_stream import frame_codecs_for
 
 STUDENT_ARCH = "shadowtutor-student"
-SESSION_MODES = ("distill", "naive")
 MAX_EDGE_ID_CHARS = 128
 # a server's session id: 32 lowercase hex digits
 SESSION_ID = re.compile(r"[0-9a-f]{32}")
 
 
-@dataclass(frozen=True)
-class Agreement:
-    """The codecs and student size both sides use for a session, settled by :func:`check_hello` from
-    the edge's HELLO and the server's settings."""
-
-    frame_codec: str
-    # full weights (a float codec)
-    weight_codec: str
-    # partial updates as quantised deltas, when agreed
-    delta_codec: str | None = None
-    # the student's input scale on both sides; None: the frame's size
-    student_size: Size | None = None
-
-
 def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, ...]) -> Agreement:
-    """The codecs for this session; raises :class:`ProtocolError` (every failure here is fatal)."""
+    """The terms of this session; raises :class:`ProtocolError` (every failure here is fatal)."""
     if (
         not hello.edge_id
         or len(hello.edge_id) > MAX_EDGE_ID_CHARS
@@ -73,7 +58,12 @@ def check_hello(hello: Hello, settings: ServerSettings, class_names: tuple[str, 
         hello.weight_codecs, settings.allowed_weight_codecs()
     )
     _check_resume(hello)
-    return Agreement(frame_codec, weight_codec, delta_codec, _student_size(hello, settings))
+    return Agreement(
+        frame_codec=frame_codec,
+        weight_codec=weight_codec,
+        delta_codec=delta_codec,
+        student_size=_student_size(hello, settings),
+    )
 
 
 def _check_resume(hello: Hello) -> None:

@@ -31,12 +31,13 @@ from services.server.access.admission import Ticket
 from services.server.access.credential_gate import BUSY
 from services.server.access.limits import TokenBucket, Verdict
 from services.server.connections.edge_log import EdgeLog, edge_text
-from services.server.connections.handshake import Agreement, check_hello
+from services.server.connections.handshake import check_hello
 from services.server.connections.ws_protocol import MESSAGE_LIMIT_EXTENSION
 from services.server.runtime import ServerRuntime
 from services.server.teaching.local import SessionEnded
 from services.server.teaching.session import EdgeSession, Traffic
 from shadowtutor.algorithms.distill import Distiller
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.codecs import decode_frame
 from shadowtutor.protocol.errors import CloseCode, ErrorCode, ProtocolError
 from shadowtutor.protocol.image_header import check_declared_size
@@ -80,10 +81,8 @@ def _decode_writable(key_frame: KeyFrame, stream: StreamDecoder) -> np.ndarray:
                 ErrorCode.BAD_FRAME, f"a {key_frame.codec} key frame needs its stream_position"
             )
         return stream.decode(key_frame.payload, key_frame.stream_position)
-    if (
-        key_frame.codec != "raw"
+    if key_frame.codec != "raw":
         # the header's size first: a small payload may declare a huge image
-    ):
         check_declared_size(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     frame = decode_frame(key_frame.payload, key_frame.codec, key_frame.width, key_frame.height)
     return frame if frame.flags.writeable else frame.copy()
@@ -112,17 +111,13 @@ class EdgeConnection:
         self._send_lock = asyncio.Lock()
         self._evicted = asyncio.Event()
         self._eviction: ProtocolError | None = None
-        self._ticket: Ticket | None = (
-            # its place among the unauthenticated connections until admitted
-            None
-        )
+        # its place among the unauthenticated connections until admitted
+        self._ticket: Ticket | None = None
         # until the HELLO is accepted
         self._message_limit = MAX_HELLO_BYTES
         self._source = websocket.client.host if websocket.client is not None else "unknown"
-        self._stream: StreamDecoder | None = (
-            # a stream frame codec's decoder, made at the first frame
-            None
-        )
+        # a stream frame codec's decoder, made at the first frame
+        self._stream: StreamDecoder | None = None
         # the log lines this edge's messages cause
         self._edge_log = EdgeLog(
             log,
@@ -174,12 +169,9 @@ class EdgeConnection:
         except WebSocketDisconnect:
             pass
         except ProtocolError as exc:
-            log.warning(
-                "%s: %s",
-                self._who(),
-                # the text (a kept record must not keep the session), escaped: it may quote the edge
-                edge_text(str(exc)),
-            )
+            # the text, not the error (a kept record must not keep the session), escaped: it may
+            # quote the edge
+            log.warning("%s: %s", self._who(), edge_text(str(exc)))
             await self._fail(exc.code, exc.message)
         except Exception:
             log.exception("%s: internal error", self._who())
@@ -225,8 +217,8 @@ class EdgeConnection:
             hello.mode,
             hello.frame_width,
             hello.frame_height,
-            self.session.frame_codec,
-            self.session.weight_codec,
+            self.session.agreement.frame_codec,
+            self.session.agreement.weight_codec,
         )
         inbox: asyncio.Queue[KeyFrame | ResyncRequest] = asyncio.Queue(
             self.runtime.settings.max_pending_key_frames
@@ -237,18 +229,14 @@ class EdgeConnection:
             self._evicted.wait(), name=f"evicted-{self.session.session_id}"
         )
         tasks = {reader, worker, evicted}
-        for task in (
-            tasks
-            # a task may fail instead of stopping when cancelled (a send the edge's disconnect
-        ):
-            task.add_done_callback(
-                _mark_retrieved
-                # broke): no news, but asyncio would log it as an error
-            )
+        # a task may fail instead of stopping when cancelled (a send the edge's disconnect
+        # broke): no news, but asyncio would log it as an error
+        for task in tasks:
+            task.add_done_callback(_mark_retrieved)
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        # no await here: a cancelled connection must not wait again
         finally:
+            # no await here: a cancelled connection must not wait again
             for task in tasks:
                 task.cancel()
         # (not gather: its cancellation escapes anyio's cancel scopes)
@@ -281,10 +269,8 @@ class EdgeConnection:
         if self._ticket is not None:
             # its HELLO is being checked: no longer evicted to make room
             self._ticket.busy()
-        if (
-            self._evicted.is_set()
-            # admission took its place just as the message arrived: the message wins
-        ):
+        # admission took its place just as the message arrived: the message wins
+        if self._evicted.is_set():
             self._eviction = None
             self._evicted.clear()
         if not isinstance(hello, Hello):
@@ -362,15 +348,11 @@ class EdgeConnection:
         if welcome is None:
             distiller = await runtime.teaching.new_student(hello, agreement.student_size)
             session = self._new_session(hello, agreement, distiller)
-        if (
-            runtime.auth.generation != checked_generation
-            # the tokens changed while the student was copied
-        ):
+        # the tokens changed while the student was copied
+        if runtime.auth.generation != checked_generation:
             await self._check_token(hello)
-        if not runtime.auth.edge_admitted(
-            hello.edge_id
-            # no await from here to add: a reload cannot slip in
-        ):
+        # no await from here to add: a reload cannot slip in
+        if not runtime.auth.edge_admitted(hello.edge_id):
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "this edge's token was revoked")
         runtime.sessions.add(session)
         self.metrics.fleet.session_opened(
@@ -390,9 +372,7 @@ class EdgeConnection:
         settings = self.runtime.settings
         session = EdgeSession(
             hello=hello,
-            frame_codec=agreement.frame_codec,
-            weight_codec=agreement.weight_codec,
-            delta_codec=agreement.delta_codec,
+            agreement=agreement,
             params=self.runtime.params,
             traffic=self.traffic,
             distiller=distiller,
@@ -585,7 +565,7 @@ class EdgeConnection:
     ) -> None:
         self.metrics.errors.labels(code=code.value).inc()
         if self.session is not None:
-            self.session.stats.errors += 1
+            self.session.stats.count_error()
         await self._send(Error(code=code.value, message=text, fatal=fatal, seq=seq))
 
     async def _fail(self, code: ErrorCode, text: str) -> None:

@@ -27,6 +27,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from shadowtutor.protocol.messages import SessionMode
 from shadowtutor.protocol.telemetry import LABELS, STUDENT_LAYERS, EdgeReport
 
 PREFIX = "shadowtutor_server_edge_"
@@ -128,7 +129,7 @@ HISTOGRAMS = {
 }
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EdgeRecord:
     """What the fleet view knows of one edge id: its latest session, whether it is connected, how
     many sessions it opened and its last TELEMETRY report."""
@@ -136,7 +137,7 @@ class EdgeRecord:
     edge_id: str
     # the latest session (an older one of the same edge may end after it opened)
     session_id: str
-    mode: str
+    mode: SessionMode
     agent: str
     connected: bool = True
     sessions: int = 0
@@ -155,12 +156,12 @@ class _Reported(NamedTuple):
     time: float
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Open:
     """An open session without series (over the cap): what it needs to get them later."""
 
     session_id: str
-    mode: str
+    mode: SessionMode
     agent: str
     sessions: int = 1
 
@@ -174,6 +175,7 @@ class FleetCollector(Collector):
         max_edges: int = DEFAULT_MAX_EDGES,
         retention: float = DEFAULT_RETENTION,
         clock: Callable[[], float] = time.monotonic,
+        *,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         if max_edges < 0 or retention < 0:
@@ -191,13 +193,18 @@ class FleetCollector(Collector):
 
     # -- events -----------------------------------------------------------------------------
 
-    def session_opened(self, edge_id: str, session_id: str, mode: str, agent: str) -> None:
+    def session_opened(self, edge_id: str, session_id: str, mode: SessionMode, agent: str) -> None:
         with self._lock:
             record = self._records.get(edge_id)
             if record is None:
                 waiting = self._waiting.get(edge_id)
                 sessions = waiting.sessions + 1 if waiting is not None else 1
-                self._waiting[edge_id] = _Open(session_id, mode, agent[:MAX_AGENT_CHARS], sessions)
+                self._waiting[edge_id] = _Open(
+                    session_id=session_id,
+                    mode=mode,
+                    agent=agent[:MAX_AGENT_CHARS],
+                    sessions=sessions,
+                )
                 self._admit(edge_id)
                 return
             record.sessions += 1
@@ -234,7 +241,11 @@ class FleetCollector(Collector):
             del self._records[min(ended, key=lambda r: r.ended_at or 0.0).edge_id]
         del self._waiting[edge_id]
         record = EdgeRecord(
-            edge_id, opened.session_id, opened.mode, opened.agent, sessions=opened.sessions
+            edge_id=edge_id,
+            session_id=opened.session_id,
+            mode=opened.mode,
+            agent=opened.agent,
+            sessions=opened.sessions,
         )
         self._records[edge_id] = record
         return record

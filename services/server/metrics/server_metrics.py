@@ -23,10 +23,10 @@ from prometheus_client.metrics_core import Metric
 
 from services.server.metrics.fleet import DEFAULT_MAX_EDGES, DEFAULT_RETENTION, FleetCollector
 from shadowtutor.protocol.errors import ErrorCode
+from shadowtutor.protocol.messages import SESSION_MODES
 from shadowtutor.version import package_version
 
 PREFIX = "shadowtutor_server_"
-MODES = ("distill", "naive")
 # why a connection was refused before the upgrade, or closed before its HELLO
 # (services.server.access.admission)
 REFUSAL_REASONS = ("source_full", "unauthenticated_full", "evicted")
@@ -162,7 +162,7 @@ class ServerMetrics:
             self.connections_refused.labels(reason=reason)
         for kind in EDGE_INPUT_KINDS:
             self.edge_input_dropped.labels(kind=kind)
-        for mode in MODES:
+        for mode in SESSION_MODES:
             self.key_frames.labels(mode=mode)
         for code in ErrorCode:
             self.errors.labels(code=code.value)

@@ -229,8 +229,7 @@ class LocalTeaching:
         labelled = await self._label(frame, frame_index)
         teacher_ms = labelled.seconds * 1000.0
         if session is not None:
-            session.stats.labelled += 1
-            session.stats.teacher_seconds += labelled.seconds
+            session.stats.count_labels(labelled.seconds)
         if session is None or session.distiller is None:
             payload = await asyncio.to_thread(encode_labels, labelled.labels, "png")
             height, width = frame.shape[:2]

@@ -30,8 +30,9 @@ from services.server.metrics.server_metrics import ServerMetrics
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.algorithms.sparse_options import SparseOptions
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.messages import Hello, Update, Welcome
+from shadowtutor.protocol.messages import Hello, Labels, SessionMode, Update, Welcome
 from shadowtutor.protocol.sparse_delta import is_sparse_codec
 from shadowtutor.protocol.weight_sync import UpdateEncoder
 
@@ -44,10 +45,11 @@ class Traffic:
     bytes_out: int = 0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SessionStats:
     """Counters of one session for ``/v1/sessions`` and the metrics: key frames labelled and
-    trained, updates sent, steps taken."""
+    trained, updates sent, steps taken. The one place they are counted: the connection, the session
+    and the teaching (local or remote) call its ``count_*`` methods, whoever did the work."""
 
     key_frames: int = 0
     # key frames the teacher labelled
@@ -61,6 +63,33 @@ class SessionStats:
     distill_seconds: float = 0.0
     last_metric: float | None = None
 
+    def count_key_frame(self) -> None:
+        """A key frame arrived in order."""
+        self.key_frames += 1
+
+    def count_error(self) -> None:
+        """An ERROR was sent to the edge."""
+        self.errors += 1
+
+    def count_labels(self, teacher_seconds: float) -> None:
+        """The teacher labelled a key frame in ``teacher_seconds``."""
+        self.labelled += 1
+        self.teacher_seconds += teacher_seconds
+
+    def count_training(self, steps: int, seconds: float, metric: float) -> None:
+        """Distillation ran ``steps`` steps in ``seconds`` on a key frame and scored ``metric``."""
+        self.distilled += 1
+        self.steps += steps
+        self.distill_seconds += seconds
+        self.last_metric = metric
+
+    def count_answer(self, answer: Update | Labels) -> None:
+        """A key frame answered where the work ran elsewhere: the labelling (and the training, for
+        an UPDATE) that ``answer`` reports."""
+        self.count_labels(answer.teacher_ms / 1000.0)
+        if isinstance(answer, Update):
+            self.count_training(answer.steps, answer.distill_ms / 1000.0, answer.metric)
+
 
 class SessionInfo(BaseModel):
     """One connected edge as ``GET /v1/sessions`` shows it (nothing secret: no token)."""
@@ -68,7 +97,7 @@ class SessionInfo(BaseModel):
     session_id: str
     edge_id: str
     agent: str
-    mode: str
+    mode: SessionMode
     # ISO 8601, UTC
     connected_since: str
     frame_width: int
@@ -93,22 +122,19 @@ def _mean(total: float, count: int) -> float | None:
     return total / count if count else None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EdgeSession:
-    """One edge's session on the server: its HELLO and agreed codecs, its student copy
+    """One edge's session on the server: its HELLO and what the handshake agreed, its student copy
     (``distiller``, None in naive mode), its version and the encoder that mirrors the weights the
     edge holds. The teaching trains it; the connection sends what it answers. Edge and server
     weights stay identical bit for bit after every update and resync."""
 
     hello: Hello
-    frame_codec: str
-    weight_codec: str
+    agreement: Agreement
     params: AlgorithmParams
     traffic: Traffic
     # None in naive mode
     distiller: Distiller | None
-    # partial updates as quantised deltas (else in weight_codec)
-    delta_codec: str | None = None
     # seconds between the edge's TELEMETRY; None: none asked for
     telemetry_interval: float | None = None
     # with a sparse delta codec: the share of coordinates trained and sent, and how often chosen
@@ -133,13 +159,14 @@ class EdgeSession:
     )
 
     def __post_init__(self) -> None:
-        self.encoder = UpdateEncoder(self.weight_codec, self.delta_codec)
-        sparse = self.delta_codec is not None and is_sparse_codec(self.delta_codec)
+        delta_codec = self.agreement.delta_codec
+        self.encoder = UpdateEncoder(self.agreement.weight_codec, delta_codec)
+        sparse = delta_codec is not None and is_sparse_codec(delta_codec)
         if sparse and self.distiller is not None and self.distiller.chooser is None:
             self.distiller.train_sparse(self.sparse)
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> SessionMode:
         return self.hello.mode
 
     def accept_seq(self, seq: int) -> None:
@@ -150,7 +177,7 @@ class EdgeSession:
                 ErrorCode.BAD_MESSAGE, f"KEY_FRAME seq {seq} does not follow seq {self.last_seq}"
             )
         self.last_seq = seq
-        self.stats.key_frames += 1
+        self.stats.count_key_frame()
 
     def welcome(self, resumed: bool = False) -> Welcome:
         """WELCOME with the full student weights; without them where the session has no
@@ -163,11 +190,11 @@ class EdgeSession:
         return Welcome(
             session_id=self.session_id,
             version=self.version,
-            frame_codec=self.frame_codec,
-            weight_codec=self.weight_codec,
+            frame_codec=self.agreement.frame_codec,
+            weight_codec=self.agreement.weight_codec,
             params=self.params.to_dict(),
             class_names=list(self.hello.class_names),
-            delta_codec=self.delta_codec,
+            delta_codec=self.agreement.delta_codec,
             telemetry_interval=self.telemetry_interval,
             student_size=self.student_size(),
             tensors=tensors,
@@ -188,10 +215,7 @@ class EdgeSession:
         (``result``, in ``seconds``), with the session's statistics counted. A partial update is
         encoded from the result's host copy of the weights, so it never waits on the device (where
         the next batch may be running)."""
-        self.stats.distilled += 1
-        self.stats.steps += result.steps
-        self.stats.distill_seconds += seconds
-        self.stats.last_metric = result.metric
+        self.stats.count_training(result.steps, seconds, result.metric)
         return self._update(
             seq,
             base_version,
@@ -270,9 +294,9 @@ class EdgeSession:
             connected_since=self.connected_since.isoformat(),
             frame_width=self.hello.frame_width,
             frame_height=self.hello.frame_height,
-            frame_codec=self.frame_codec,
-            weight_codec=self.weight_codec,
-            delta_codec=self.delta_codec,
+            frame_codec=self.agreement.frame_codec,
+            weight_codec=self.agreement.weight_codec,
+            delta_codec=self.agreement.delta_codec,
             version=self.version,
             key_frames=s.key_frames,
             errors=s.errors,

@@ -2,7 +2,7 @@
 
 The teacher runs in a single worker thread (one model, one GPU stream). Requests that
 queue up while the teacher is busy are labelled together in one batched call (with the
-instances' boxes where the teacher gives them: :func:`shadowtutor.teachers.teach_batch`);
+instances' boxes where the teacher gives them: :meth:`Teacher.teach_batch`);
 if a batch fails, its frames are retried one by one so that a bad frame fails only its own
 request. A teacher on a CUDA device works on its own CUDA stream, so that its kernels and copies
 overlap with distillation's on the default stream (teachers copy their results to the host on
@@ -23,7 +23,7 @@ import numpy as np
 
 from services.server.metrics.server_metrics import ServerMetrics
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.teachers.base import Teacher, TeacherAnswer, TeacherError, teach_batch
+from shadowtutor.teachers.base import Teacher, TeacherAnswer, TeacherError
 
 log = logging.getLogger(__name__)
 
@@ -134,12 +134,12 @@ class TeacherQueue:
     def _label_batch(self, batch: list[_Request]) -> list[TeacherAnswer | TeacherFailed]:
         if len(batch) > 1:
             try:
-                taught = teach_batch(
-                    self.teacher, [r.frame for r in batch], [r.frame_index for r in batch]
+                taught = self.teacher.teach_batch(
+                    [r.frame for r in batch], [r.frame_index for r in batch]
                 )
                 return [self._checked(r, out) for r, out in zip(batch, taught, strict=True)]
-            # any backend failure: retry one by one to find the bad frame
             except Exception as exc:
+                # any backend failure: retry one by one to find the bad frame
                 log.warning(
                     "teacher batch of %d failed (%s); labelling one by one", len(batch), exc
                 )
@@ -148,14 +148,12 @@ class TeacherQueue:
     def _label_one(self, request: _Request) -> TeacherAnswer | TeacherFailed:
         try:
             return self._checked(
-                request, teach_batch(self.teacher, [request.frame], [request.frame_index])[0]
+                request, self.teacher.teach_batch([request.frame], [request.frame_index])[0]
             )
         except TeacherFailed as exc:
             return exc
-        except (
-            Exception
+        except Exception as exc:
             # backend errors, out of memory: this frame fails, the queue goes on
-        ) as exc:
             # (a TeacherError refuses the input, e.g. a frame index an edge sent that has no label:
             # no traceback)
             log.warning(
@@ -196,8 +194,8 @@ class TeacherQueue:
 
 def teacher_stream(teacher: Teacher) -> Any:
     """A new ``torch.cuda.Stream`` on the teacher's device when that is a usable CUDA device, else
-    None (CPU teachers, and teachers that say no device)."""
-    device = str(getattr(teacher, "device", "cpu"))
+    None (CPU teachers)."""
+    device = teacher.device
     if device != "cuda" and not device.startswith("cuda:"):
         return None
     with contextlib.suppress(ImportError):

@@ -24,7 +24,7 @@ from shadowtutor.models.inference import InferenceBackend
 from shadowtutor.models.student import StudentNet
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class ChangeBasedOptions:
     """``thresholds_file`` None = the built-in thresholds of the packaged student; ``scale``
     multiplies them all."""

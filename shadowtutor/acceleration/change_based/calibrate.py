@@ -26,7 +26,7 @@ INPUT_CANDIDATES = (2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)
 FEATURE_MULTIPLES = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CalibrationStep:
     """One layer's calibration: the change thresholds tried with the label agreement each gave, and
     the one chosen."""
@@ -104,7 +104,9 @@ def calibrate(
             if value < floor:
                 break
             thresholds, current = trial, value
-        step = CalibrationStep(layer, tuple(tried), thresholds[layer], current)
+        step = CalibrationStep(
+            layer=layer, tried=tuple(tried), chosen=thresholds[layer], agreement=current
+        )
         steps.append(step)
         if progress is not None:
             progress(step)

@@ -116,6 +116,7 @@ class ChangeBasedStudent:
         student: StudentNet,
         thresholds: Mapping[str, float],
         full_frame: Callable[[np.ndarray], np.ndarray] | None = None,
+        *,
         fallback_fraction: float = DEFAULT_FALLBACK_FRACTION,
         dense_fraction: float = DEFAULT_DENSE_FRACTION,
         refresh_interval: int = DEFAULT_REFRESH_INTERVAL,
@@ -288,10 +289,24 @@ class ChangeBasedStudent:
         )
         old = self.__dict__.copy() if keep_caches else {}
         self.input = InputStage(
-            SparseConv(s.in_conv1.weight, conv_bias(s.in_conv1), 2, (1, 1), size, dense)
+            SparseConv(
+                s.in_conv1.weight,
+                conv_bias(s.in_conv1),
+                2,
+                padding=(1, 1),
+                in_size=size,
+                dense_fraction=dense,
+            )
         )
         self.in_conv2 = ConvStage(
-            SparseConv(s.in_conv2.weight, conv_bias(s.in_conv2), 2, (1, 1), x1_size, dense),
+            SparseConv(
+                s.in_conv2.weight,
+                conv_bias(s.in_conv2),
+                2,
+                padding=(1, 1),
+                in_size=x1_size,
+                dense_fraction=dense,
+            ),
             s.in_conv2.in_channels,
         )
         self.blocks = {
@@ -301,8 +316,12 @@ class ChangeBasedStudent:
         self.dec1_channels = self.blocks["dec1"].out_channels
         self.dec2_channels = self.blocks["dec2"].out_channels
         self.ups = {
-            "dec1.up": UpsampleStage(enc3_size, enc2_size, self.dec1_channels, dense),
-            "dec2.up": UpsampleStage(enc2_size, enc1_size, self.dec2_channels, dense),
+            "dec1.up": UpsampleStage(
+                enc3_size, enc2_size, self.dec1_channels, dense_fraction=dense
+            ),
+            "dec2.up": UpsampleStage(
+                enc2_size, enc1_size, self.dec2_channels, dense_fraction=dense
+            ),
         }
         if fused_tail_fits(*size):
             with torch.no_grad():
@@ -310,7 +329,9 @@ class ChangeBasedStudent:
                     fold_tail(s, *fold_head(s)), enc1_size
                 )
         else:
-            self.tail = UnfusedTailStage(s, enc1_size, x1_size, size, dense)
+            self.tail = UnfusedTailStage(
+                s, enc1_size, x1_size, frame_size=size, dense_fraction=dense
+            )
         if keep_caches:
             self._carry_caches(old)
         self.size = size

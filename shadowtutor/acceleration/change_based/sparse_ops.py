@@ -83,6 +83,7 @@ class SparseConv:
         weight: torch.Tensor,
         bias: torch.Tensor,
         stride: int,
+        *,
         padding: tuple[int, int],
         in_size: tuple[int, int],
         dense_fraction: float,

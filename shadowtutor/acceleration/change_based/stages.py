@@ -150,7 +150,12 @@ class BlockStage:
         first, conv2, conv3 = block.convs
         self.out_channels = first.out_channels
         self.first = SparseConv(
-            first.weight, conv_bias(first), block.stride, (1, 1), in_size, dense_fraction
+            first.weight,
+            conv_bias(first),
+            block.stride,
+            padding=(1, 1),
+            in_size=in_size,
+            dense_fraction=dense_fraction,
         )
         short = block.short_path
         # the 1x1 shortcut reads the same (normalised) input
@@ -158,15 +163,34 @@ class BlockStage:
             None
             if short is None
             else SparseConv(
-                short.weight, conv_bias(short), block.stride, (0, 0), in_size, dense_fraction
+                short.weight,
+                conv_bias(short),
+                block.stride,
+                padding=(0, 0),
+                in_size=in_size,
+                dense_fraction=dense_fraction,
             )
         )
         self.conv2 = ConvStage(
-            SparseConv(conv2.weight, conv_bias(conv2), 1, (0, 1), self.out_size, dense_fraction),
+            SparseConv(
+                conv2.weight,
+                conv_bias(conv2),
+                1,
+                padding=(0, 1),
+                in_size=self.out_size,
+                dense_fraction=dense_fraction,
+            ),
             self.out_channels,
         )
         self.conv3 = ConvStage(
-            SparseConv(conv3.weight, conv_bias(conv3), 1, (1, 0), self.out_size, dense_fraction),
+            SparseConv(
+                conv3.weight,
+                conv_bias(conv3),
+                1,
+                padding=(1, 0),
+                in_size=self.out_size,
+                dense_fraction=dense_fraction,
+            ),
             self.out_channels,
         )
         out_positions = self.out_size[0] * self.out_size[1]
@@ -261,7 +285,9 @@ class BlockStage:
 class UpsampleStage:
     """Bilinear upsampling; keeps its (dense) input."""
 
-    def __init__(self, in_size: Size, out_size: Size, channels: int, dense_fraction: float) -> None:
+    def __init__(
+        self, in_size: Size, out_size: Size, channels: int, *, dense_fraction: float
+    ) -> None:
         self.up = BilinearUpsample(in_size, out_size)
         self.source = torch.zeros(in_size[0] * in_size[1], channels)
         self.out_positions = out_size[0] * out_size[1]
@@ -452,21 +478,36 @@ class UnfusedTailStage:
         student: StudentNet,
         dec3_size: Size,
         x1_size: Size,
+        *,
         frame_size: Size,
         dense_fraction: float,
     ) -> None:
         s = student
-        self.up = UpsampleStage(dec3_size, x1_size, s.out_conv1.in_channels, dense_fraction)
+        self.up = UpsampleStage(
+            dec3_size, x1_size, s.out_conv1.in_channels, dense_fraction=dense_fraction
+        )
         self.hidden = ConvStage(
             SparseConv(
-                s.out_conv1.weight, conv_bias(s.out_conv1), 1, (1, 1), x1_size, dense_fraction
+                s.out_conv1.weight,
+                conv_bias(s.out_conv1),
+                1,
+                padding=(1, 1),
+                in_size=x1_size,
+                dense_fraction=dense_fraction,
             ),
             s.out_conv1.in_channels,
         )
         with torch.no_grad():
             head_weight, head_bias = fold_head(s)
         self.head = ConvStage(
-            SparseConv(head_weight, head_bias, 1, (1, 1), x1_size, dense_fraction),
+            SparseConv(
+                head_weight,
+                head_bias,
+                1,
+                padding=(1, 1),
+                in_size=x1_size,
+                dense_fraction=dense_fraction,
+            ),
             s.out_conv2.in_channels,
         )
         self.scores_up = BilinearUpsample(x1_size, frame_size)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from shadowtutor.models.student import StudentNet
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Trial:
     """How an acceleration compared with the plain student over its trial frames (median seconds a
     frame)."""
@@ -54,7 +54,7 @@ class Trial:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class LabellerStats:
     """What the last frame did; a part is None when the labeller in use has no such part."""
 

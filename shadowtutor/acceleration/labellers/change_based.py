@@ -53,7 +53,7 @@ class ChangeBasedLabeller(OneFrameAtATime):
 
     def stats(self) -> LabellerStats:
         return LabellerStats(
-            self.kind, change=self.backend.stats if self.backend is not None else None
+            kind=self.kind, change=self.backend.stats if self.backend is not None else None
         )
 
     def _require(self) -> ChangeBasedBackend:

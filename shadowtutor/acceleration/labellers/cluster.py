@@ -40,6 +40,7 @@ class ClusterLabeller:
         address: str,
         config: FlowPathConfig,
         margin: int = CLUSTER_MARGIN,
+        *,
         in_flight: int = 2,
         workers_per_node: int = 1,
     ) -> None:
@@ -117,9 +118,9 @@ class ClusterLabeller:
     def stats(self) -> LabellerStats:
         master = self.master
         if master is None:
-            return LabellerStats(self.kind)
+            return LabellerStats(kind=self.kind)
         return LabellerStats(
-            self.kind, regions=master.last, cluster=(master.live_workers, master.queue_depth)
+            kind=self.kind, regions=master.last, cluster=(master.live_workers, master.queue_depth)
         )
 
     def close(self) -> None:

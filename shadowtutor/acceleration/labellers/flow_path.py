@@ -45,4 +45,4 @@ class FlowPathLabeller(OneFrameAtATime):
         self.inner.new_scene()
 
     def stats(self) -> LabellerStats:
-        return LabellerStats(self.kind, regions=self.regions.last)
+        return LabellerStats(kind=self.kind, regions=self.regions.last)

@@ -30,7 +30,7 @@ class LabellerConfigError(ValueError):
     them."""
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class LabellerSpec:
     """What the edge's labeller is: the student's backend and the accelerations that are on.
 
@@ -52,7 +52,7 @@ class LabellerSpec:
         return {a.name for a in ACCELERATIONS if a.enabled(self)}
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Acceleration:
     """One way to label faster than the plain student, as the registry knows it."""
 
@@ -99,25 +99,25 @@ def _cluster(inner: FrameLabeller | None, spec: LabellerSpec) -> FrameLabeller:
 # only configures them.
 ACCELERATIONS = (
     Acceleration(
-        "change_based",
-        "static cameras",
-        lambda spec: spec.change_based is not None,
-        _change_based,
+        name="change_based",
+        meant_for="static cameras",
+        enabled=lambda spec: spec.change_based is not None,
+        build=_change_based,
         excludes=frozenset({"flow_path", "cluster"}),
         backends=CHANGE_BASED_FALLBACKS,
     ),
     Acceleration(
-        "flow_path",
-        "moving cameras",
-        lambda spec: spec.flow_path_on and spec.cluster is None,
-        _flow_path,
+        name="flow_path",
+        meant_for="moving cameras",
+        enabled=lambda spec: spec.flow_path_on and spec.cluster is None,
+        build=_flow_path,
         excludes=frozenset({"change_based", "student_size"}),
     ),
     Acceleration(
-        "cluster",
-        "moving cameras, regions on other devices",
-        lambda spec: spec.cluster is not None,
-        _cluster,
+        name="cluster",
+        meant_for="moving cameras, regions on other devices",
+        enabled=lambda spec: spec.cluster is not None,
+        build=_cluster,
         excludes=frozenset({"change_based", "student_size"}),
         replaces_student=True,
     ),

@@ -37,6 +37,7 @@ class StepAside:
         candidate: FrameLabeller,
         plain: FrameLabeller,
         frames: int,
+        *,
         warmup: int = DEFAULT_WARMUP,
         probe_every: int = DEFAULT_PROBE_EVERY,
     ) -> None:
@@ -118,7 +119,13 @@ class StepAside:
 
     def stats(self) -> LabellerStats:
         stats = self.active.stats()
-        return LabellerStats(stats.kind, stats.change, stats.regions, stats.cluster, self.trial)
+        return LabellerStats(
+            kind=stats.kind,
+            change=stats.change,
+            regions=stats.regions,
+            cluster=stats.cluster,
+            trial=self.trial,
+        )
 
     def close(self) -> None:
         self.candidate.close()
@@ -140,12 +147,12 @@ class StepAside:
         plain = statistics.median(self._plain_seconds)
         slower = candidate > plain
         self.trial = Trial(
-            self.candidate.kind,
-            self.plain.kind,
-            len(self._candidate_seconds),
-            candidate,
-            plain,
-            slower,
+            candidate=self.candidate.kind,
+            plain=self.plain.kind,
+            frames=len(self._candidate_seconds),
+            candidate_seconds=candidate,
+            plain_seconds=plain,
+            stepped_aside=slower,
         )
         if slower:
             log.warning(

@@ -58,7 +58,7 @@ class StudentLabeller(OneFrameAtATime):
         return self.require().infer(check_frame(frame))
 
     def stats(self) -> LabellerStats:
-        return LabellerStats(self.kind)
+        return LabellerStats(kind=self.kind)
 
     def require(self) -> InferenceBackend:
         """The backend, or a RuntimeError saying that no weights were loaded yet."""

@@ -44,7 +44,7 @@ class ClusterError(RuntimeError):
     """The cluster cannot be reached, or has no live worker left."""
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class RegionResult:
     """A worker's labels for one region of frame ``t``, with the key it made (segmentation path) and
     how old the labels' key is."""
@@ -66,6 +66,7 @@ class RegionWorker:
         student_state: Mapping[str, torch.Tensor],
         class_names: tuple[str, ...],
         network_state: Mapping[str, torch.Tensor] | None,
+        *,
         config: FlowPathConfig,
         margin: int,
     ) -> None:
@@ -103,7 +104,12 @@ class RegionWorker:
         one)."""
         if key is not None:
             self.keys[region] = key
-        grid = RegionGrid(frame.shape[1], frame.shape[0], self.config.regions, self.margin)
+        grid = RegionGrid(
+            width=frame.shape[1],
+            height=frame.shape[0],
+            regions=self.config.regions,
+            margin=self.margin,
+        )
         flows = KeyFlows(self.flow, self.flow.small_grey(frame))
         local = self.keys.get(region)
         if (
@@ -118,14 +124,20 @@ class RegionWorker:
             )
             if take[0]:
                 charge(local, float(scores[0]) if scores is not None else None)
-                return RegionResult(t, region, flows.warped_labels(local), None, t - local.frame)
+                return RegionResult(
+                    t=t,
+                    region=region,
+                    labels=flows.warped_labels(local),
+                    key=None,
+                    age=t - local.frame,
+                )
         context = grid.margin_box(region)
         labels = self.backend.infer(np.ascontiguousarray(crop(frame, context)))
         key = RegionKey.cut(
             self.flow, flows.grey, labels, context, grid.boxes[region], t, self.generation
         )
         self.keys[region] = key
-        return RegionResult(t, region, key.region_labels(key.labels), key)
+        return RegionResult(t=t, region=region, labels=key.region_labels(key.labels), key=key)
 
 
 def connect(address: str) -> None:
@@ -184,7 +196,7 @@ class ClusterMaster:
     """
 
     def __init__(
-        self, workers: list[Any], regions: int = 4, key_lag: int = 15, in_flight: int = 2
+        self, workers: list[Any], regions: int = 4, key_lag: int = 15, *, in_flight: int = 2
     ) -> None:
         if not workers:
             raise ClusterError("no workers")
@@ -355,7 +367,7 @@ class ClusterMaster:
         self.key_table = {k: v for k, v in self.key_table.items() if k[0] != index}
 
     def _assemble(self, shape: tuple[int, int], parts: dict[int, np.ndarray]) -> np.ndarray:
-        grid = RegionGrid(shape[1], shape[0], self.regions)
+        grid = RegionGrid(width=shape[1], height=shape[0], regions=self.regions)
         out = np.empty(shape, dtype=np.uint8)
         for r, (x0, y0, x1, y1) in enumerate(grid.boxes):
             out[y0:y1, x0:x1] = parts[r]

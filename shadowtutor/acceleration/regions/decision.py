@@ -133,8 +133,8 @@ def load_decision_network(path: Path) -> tuple[DecisionNetwork, dict[str, Any]]:
         )
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
-    # torch raises many types for a damaged or foreign file
     except Exception as exc:
+        # torch raises many types for a damaged or foreign file
         raise DecisionNetworkError(
             f"{path} cannot be read as a decision network (not a PyTorch file of one: "
             f"{type(exc).__name__})"

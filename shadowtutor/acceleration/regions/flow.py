@@ -21,7 +21,7 @@ _DIS_PRESETS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class FlowPart:
     """The flow and how well it explains the current image, over one area (a region of an estimate),
     read at every ``step``-th pixel of each row and column."""
@@ -70,10 +70,10 @@ class FlowResult:
         )
         current = np.ascontiguousarray(self.current[area])
         return FlowPart(
-            flow,
-            cv2.absdiff(warped, current).astype(np.float32),
-            cv2.absdiff(np.ascontiguousarray(self.key[area]), current).astype(np.float32),
-            (x1 - x0, y1 - y0),
+            flow=flow,
+            residual=cv2.absdiff(warped, current).astype(np.float32),
+            unwarped=cv2.absdiff(np.ascontiguousarray(self.key[area]), current).astype(np.float32),
+            size=(x1 - x0, y1 - y0),
         )
 
 

@@ -24,7 +24,7 @@ def grid_shape(regions: int) -> tuple[int, int]:
     return rows, regions // rows
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class RegionGrid:
     """``regions`` boxes tiling a ``width`` x ``height`` frame row by row, and their margin
     boxes."""

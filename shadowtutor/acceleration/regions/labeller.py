@@ -144,7 +144,7 @@ class FixedIntervalPolicy:
         return (np.full(len(take), bool(take.all())) if together else take), None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RegionKey:
     """A region's last segmentation, over its *context*: the area its flow is estimated on.
 
@@ -185,7 +185,14 @@ class RegionKey:
         key_grey = (
             grey if small == (0, 0, grey.shape[1], grey.shape[0]) else crop(grey, small).copy()
         )
-        return cls(key_grey, np.ascontiguousarray(labels), frame, generation, context, region)
+        return cls(
+            grey=key_grey,
+            labels=np.ascontiguousarray(labels),
+            frame=frame,
+            generation=generation,
+            context=context,
+            region=region,
+        )
 
     def region_labels(self, context_labels: np.ndarray) -> np.ndarray:
         """The region's part of labels over the context."""
@@ -255,6 +262,7 @@ class RegionLabeller:
         segment: Callable[[np.ndarray], np.ndarray],
         policy: PathPolicy,
         regions: int = 4,
+        *,
         margin: int | None = None,
         max_key_age: int = 15,
         flow: FlowEstimator | None = None,
@@ -262,7 +270,7 @@ class RegionLabeller:
         if max_key_age < 1:
             raise RegionConfigError(f"max key age must be >= 1 frame, got {max_key_age}")
         # a bad count or margin fails now
-        RegionGrid(64 * regions, 64 * regions, regions, margin or 0)
+        RegionGrid(width=64 * regions, height=64 * regions, regions=regions, margin=margin or 0)
         self.segment = segment
         self.policy = policy
         self.regions = regions
@@ -286,7 +294,12 @@ class RegionLabeller:
         t = self.frame_index
         self.frame_index += 1
         if self.grid is None or not self.grid.fits(frame):
-            self.grid = RegionGrid(frame.shape[1], frame.shape[0], self.regions, self.margin or 0)
+            self.grid = RegionGrid(
+                width=frame.shape[1],
+                height=frame.shape[0],
+                regions=self.regions,
+                margin=self.margin or 0,
+            )
             self.keys = [None] * self.regions
         flows = KeyFlows(self.flow, self.flow.small_grey(frame))
         flowed, scores = self._choose(t, flows)
@@ -372,7 +385,7 @@ class RegionLabeller:
             self.keys[r] = key
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class FlowPathConfig:
     """How an edge runs the flow path: regions, the rule that picks each frame's path, the key age
     bound.

@@ -68,7 +68,7 @@ def test_edge_bounds_use_the_profile_and_the_link() -> None:
                          key_frames=5, steps=20, min_stride=8, max_stride=64, max_updates=8)
     assert bounds.t_net == pytest.approx(100_000 * 8 / 80e6)
     assert bounds.t_ti == pytest.approx(0.0142) and bounds.t_sd == pytest.approx(0.0018)
-    lat = Latencies(0.05, 0.0018, 0.0142, bounds.t_net, 100_000)
+    lat = Latencies(t_si=0.05, t_sd=0.0018, t_ti=0.0142, t_net=bounds.t_net, s_net_bytes=100_000)
     assert bounds.traffic_mbps_max == pytest.approx(traffic_upper(lat, 8))
     assert bounds.throughput_fps_min <= bounds.throughput_fps_measured_min <= bounds.throughput_fps_measured_max
     assert bounds.throughput_fps_measured_max <= bounds.throughput_fps_max

@@ -48,7 +48,7 @@ def _loop(scene_dir: Path, delay: int, mode: str = "partial") -> tuple[ClientLoo
 
 
 def test_an_update_arrives_after_its_delay_in_polls() -> None:
-    outcome = UpdateOutcome(0.5, {}, 1)
+    outcome = UpdateOutcome(metric=0.5, payload={}, steps=1)
     update = SimulatedUpdate(outcome, 3)
     assert [update.done() for _ in range(4)] == [False, False, True, True]
     assert update.result() is outcome

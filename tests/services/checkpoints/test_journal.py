@@ -11,6 +11,7 @@ from services.checkpoints.pack import archive, unarchive
 from services.checkpoints.session import CheckpointFormatError, restore, snapshot
 from services.server.teaching.session import EdgeSession, Traffic
 from shadowtutor.algorithms.sparse_options import SparseOptions
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.codecs import decode_tensors, is_delta_codec
 from shadowtutor.protocol.messages import Hello, Labels, Update, encode
 from shadowtutor.protocol.sparse_delta import decode_sparse, is_sparse_codec
@@ -26,8 +27,14 @@ def _session(kind: str) -> EdgeSession:
     weight_codec, delta_codec = CODECS[kind]
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
     sparse = SparseOptions(fraction=0.05, every=2) if kind == "sparse" else SparseOptions()
-    return EdgeSession(hello, "raw", weight_codec, PARAMS, Traffic(), new_distiller((64, 48)),
-                       delta_codec=delta_codec, sparse=sparse)
+    return EdgeSession(
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec=weight_codec, delta_codec=delta_codec),
+        params=PARAMS,
+        traffic=Traffic(),
+        distiller=new_distiller((64, 48)),
+        sparse=sparse,
+    )
 
 
 def _edge_installs(edge: HeldWeights, update: Update, kind: str) -> None:

@@ -19,6 +19,7 @@ from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.models.student import StudentNet
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.codecs import decode_tensors
 from shadowtutor.protocol.messages import Hello, Update, encode
 from shadowtutor.protocol.sparse_delta import decode_sparse
@@ -37,8 +38,13 @@ def new_distiller(student_size: tuple[int, int] | None) -> Distiller:
 
 def original() -> EdgeSession:
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48, token="secret")
-    return EdgeSession(hello, "raw", "f16+zstd", PARAMS, Traffic(), new_distiller((64, 48)),
-                       delta_codec="q8delta+zstd")
+    return EdgeSession(
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec="f16+zstd", delta_codec="q8delta+zstd"),
+        params=PARAMS,
+        traffic=Traffic(),
+        distiller=new_distiller((64, 48)),
+    )
 
 
 def test_a_restored_session_sends_the_updates_the_original_would_have() -> None:
@@ -105,7 +111,13 @@ def test_bytes_that_are_not_a_checkpoint_are_refused() -> None:
 def test_a_naive_session_has_nothing_to_checkpoint() -> None:
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48, mode="naive")
     with pytest.raises(ValueError, match="naive"):
-        snapshot(EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), None))
+        snapshot(EdgeSession(
+            hello=hello,
+            agreement=Agreement(frame_codec="raw", weight_codec="f32"),
+            params=PARAMS,
+            traffic=Traffic(),
+            distiller=None,
+        ))
 
 
 def _checkpoint() -> tuple[EdgeSession, dict]:
@@ -198,8 +210,14 @@ def test_a_checkpoint_of_the_earlier_format_is_refused_in_one_line() -> None:
 
 def sparse_session(every: int) -> EdgeSession:
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    return EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller((64, 48)),
-                       delta_codec="q4sparse+zstd", sparse=SparseOptions(fraction=0.02, every=every))
+    return EdgeSession(
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec="f32", delta_codec="q4sparse+zstd"),
+        params=PARAMS,
+        traffic=Traffic(),
+        distiller=new_distiller((64, 48)),
+        sparse=SparseOptions(fraction=0.02, every=every),
+    )
 
 
 def edge_installs(edge: HeldWeights, update: Update, codec: str) -> None:

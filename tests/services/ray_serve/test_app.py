@@ -140,7 +140,8 @@ def test_replica_count_changes_while_edges_run_lose_nothing(deployment: Deployme
     threads = run_cameras(cameras, seconds=120.0, rate=1.0, stop=stop)
     time.sleep(1.0)
     for replicas in (3, 1):  # each returns once the deployment runs at that count
-        deploy(deployment.address, deployment.settings, ServeOptions(replicas, store=deployment.store.location))
+        options = ServeOptions(replicas=replicas, store=deployment.store.location)
+        deploy(deployment.address, deployment.settings, options)
     assert all(thread.is_alive() for thread in threads)  # the edges ran all along
     time.sleep(1.5)
     stop.set()
@@ -160,13 +161,23 @@ def test_resync_naive_mode_and_sessions_through_the_ingress(deployment: Deployme
     classes = list(deployment.scene.class_names)
 
     def key_frame(seq: int, base_version: int) -> bytes:
-        return encode(KeyFrame(seq=seq, frame_index=seq, base_version=base_version, codec="raw", width=64,
-                               height=48, payload=encode_frame(deployment.scene.frames[seq], "raw")))
+        return encode(
+            KeyFrame(
+                seq=seq,
+                frame_index=seq,
+                base_version=base_version,
+                codec="raw",
+                width=64,
+                height=48,
+                payload=encode_frame(deployment.scene.frames[seq], "raw"),
+            )
+        )
 
     with connect(url, max_size=2**24) as distill, connect(url, max_size=2**24) as naive:
         distill.send(encode(Hello(edge_id="wire-distill", class_names=classes, frame_width=64, frame_height=48)))
-        naive.send(encode(Hello(edge_id="wire-naive", class_names=classes, frame_width=64, frame_height=48,
-                                mode="naive")))
+        naive.send(
+            encode(Hello(edge_id="wire-naive", class_names=classes, frame_width=64, frame_height=48, mode="naive"))
+        )
         welcome = decode(distill.recv(timeout=30))
         assert isinstance(welcome, Welcome)
         assert not decode(naive.recv(timeout=30)).tensors  # naive: no student
@@ -202,19 +213,33 @@ def test_a_key_frame_answered_by_two_replicas_keeps_the_first_stored_answer(depl
     params = settings.algorithm_params()
 
     def new_distiller(size: tuple[int, int] | None) -> Distiller:
-        return Distiller(load_student(settings.student).model, params, background_index(scene.class_names), "cpu",
-                         size)
+        return Distiller(load_student(settings.student).model, params, background_index(scene.class_names), "cpu", size)
 
     def key_frame(seq: int, base_version: int) -> bytes:
-        return encode(KeyFrame(seq=seq, frame_index=seq, base_version=base_version, codec="raw", width=64,
-                               height=48, payload=encode_frame(scene.frames[seq], "raw")))
+        return encode(
+            KeyFrame(
+                seq=seq,
+                frame_index=seq,
+                base_version=base_version,
+                codec="raw",
+                width=64,
+                height=48,
+                payload=encode_frame(scene.frames[seq], "raw"),
+            )
+        )
 
     with connect(deployment.base.replace("http://", "ws://") + "/v1/edge", max_size=2**24) as ws:
         ws.send(encode(Hello(edge_id="race", class_names=list(scene.class_names), frame_width=64, frame_height=48)))
         welcome = decode(ws.recv(timeout=30))
         assert isinstance(welcome, Welcome)
-        other = restore(deployment.store.load("race", welcome.session_id), params, new_distiller, edge_id="race",
-                        session_id=welcome.session_id, max_size=(1920, 1080)).session
+        other = restore(
+            deployment.store.load("race", welcome.session_id),
+            params,
+            new_distiller,
+            edge_id="race",
+            session_id=welcome.session_id,
+            max_size=(1920, 1080),
+        ).session
         first = distill(other, 0, scene.frames[0], scene.labels[0], base_version=0, teacher_ms=0.0)
         assert deployment.store.claim("race", welcome.session_id, 1)
         assert deployment.store.create("race", welcome.session_id, 1, snapshot(other, first, 0))

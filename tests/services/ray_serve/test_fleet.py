@@ -58,7 +58,7 @@ class Fleet:
         """Run ``replicas`` teaching replicas (and 2 ingress replicas), HTTP from the head's proxy only: every
         node's proxy would bind the same port on this one machine. The ingress replicas stay on the head
         (its resource ``ingress``), so removing a worker node removes teaching replicas only."""
-        config = serve_config(self.settings, ServeOptions(replicas, store=self.store.location, ingresses=2))
+        config = serve_config(self.settings, ServeOptions(replicas=replicas, store=self.store.location, ingresses=2))
         config["proxy_location"] = "HeadOnly"
         (ingress,) = (d for d in config["applications"][0]["deployments"] if d["name"] == INGRESS)
         ingress["ray_actor_options"] = {"num_cpus": 0, "resources": {"ingress": 0.01}}

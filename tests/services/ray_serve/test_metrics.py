@@ -13,7 +13,7 @@ from shadowtutor.protocol.messages import Error
 
 
 def _answer(replica: str, moved: bool = False) -> Answer:
-    return Answer(Error(code="internal", message=""), replica, 99, moved, None, None)
+    return Answer(message=Error(code="internal", message=""), replica=replica, sessions=99, moved=moved)
 
 
 def _sessions(registry: CollectorRegistry) -> dict[str, float]:

@@ -30,6 +30,7 @@ from services.server.metrics.server_metrics import ServerMetrics  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
 from services.server.teaching.local import LocalTeaching, SessionEnded  # noqa: E402
 from shadowtutor.algorithms.sparse_options import SparseOptions  # noqa: E402
+from shadowtutor.protocol.agreement import Agreement  # noqa: E402
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError  # noqa: E402
 from shadowtutor.protocol.messages import Error, Hello, Welcome  # noqa: E402
 from tests.services.checkpoints.test_keeper import journaled, keeper_of  # noqa: E402
@@ -70,9 +71,10 @@ def test_a_session_is_resumed_only_at_the_edges_version_under_the_same_agreement
         hello = session.hello
 
         def resume(edge: str, version: int, delta_codec: str | None = "q8delta+zstd") -> object:
+            agreement = Agreement(frame_codec="raw", weight_codec="f32", delta_codec=delta_codec)
             request = ResumeSession(hello=dataclasses.replace(hello, edge_id=edge),
-                                    session=SessionRef(session.session_id, version), frame_codec="raw",
-                                    weight_codec="f32", delta_codec=delta_codec, telemetry_interval=None)
+                                    session=SessionRef(session.session_id, version), agreement=agreement,
+                                    telemetry_interval=None)
             return asyncio.run(_replica(store, pool)._resumed(Slot(edge), request))
 
         resumed = resume("cam-1", 2)
@@ -101,7 +103,8 @@ def test_a_session_opened_on_a_replica_trains_the_servers_sparse_share(
 ) -> None:
     monkeypatch.setattr(teaching.serve, "get_multiplexed_model_id", lambda: "cam-1")
     hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    request = OpenSession(hello, "s-1", "raw", "f32", "q4sparse+zstd", None, None)
+    agreement = Agreement(frame_codec="raw", weight_codec="f32", delta_codec="q4sparse+zstd")
+    request = OpenSession(hello=hello, session_id="s-1", agreement=agreement, telemetry_interval=None)
     store = DirectoryStore(tmp_path)
     with ThreadPoolExecutor(1) as pool:
         replica = _replica(store, pool, ServerSettings(sparse_fraction=0.05, sparse_every=3))

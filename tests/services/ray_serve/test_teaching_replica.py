@@ -7,6 +7,7 @@ multiplexed model id is set by the test."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from services.ray_serve.requests import (  # noqa: E402
 )
 from services.ray_serve.teaching import TeachingReplica  # noqa: E402
 from services.server.settings import ServerSettings  # noqa: E402
+from shadowtutor.protocol.agreement import Agreement  # noqa: E402
 from shadowtutor.protocol.codecs import decode_labels  # noqa: E402
 from shadowtutor.protocol.messages import Hello, Labels, Update, Welcome, encode  # noqa: E402
 from tests.support.scene import TinyScene  # noqa: E402
@@ -63,16 +65,19 @@ def open_request(scene: TinyScene, session_id: str = "s1") -> OpenSession:
     return OpenSession(
         hello=hello,
         session_id=session_id,
-        frame_codec="raw",
-        weight_codec="f32",
-        delta_codec=None,
-        student_size=None,
+        agreement=Agreement(frame_codec="raw", weight_codec="f32"),
         telemetry_interval=None,
     )
 
 
 def train(scene: TinyScene, seq: int, version: int) -> TrainKeyFrame:
-    return TrainKeyFrame(SessionRef("s1", version), seq, seq, version, scene.frames[seq].copy())
+    return TrainKeyFrame(
+        session=SessionRef("s1", version),
+        seq=seq,
+        frame_index=seq,
+        base_version=version,
+        frame=scene.frames[seq].copy(),
+    )
 
 
 def test_a_session_opens_trains_answers_again_and_resyncs(
@@ -173,3 +178,23 @@ def test_a_fresh_replicas_first_request_may_be_a_resync(
     assert isinstance(trained.message, Update) and trained.message.version == 1
     assert resynced.moved and isinstance(resynced.message, Update), resynced.message
     assert (resynced.message.version, resynced.message.full) == (2, True)
+
+
+def test_a_session_opens_under_the_agreement_the_ingress_sends(
+    settings: ServerSettings,
+    scene: TinyScene,
+    tmp_path: Path,
+    edge_id: list[str],
+) -> None:
+    """The replica's session runs under the agreement it is handed: its student size reaches the
+    WELCOME (and so the edge)."""
+    agreement = Agreement(frame_codec="raw", weight_codec="f32", student_size=(32, 24))
+
+    async def scenario() -> Answer:
+        teaching = replica(settings, tmp_path / "store")
+        opened = await teaching.open(dataclasses.replace(open_request(scene), agreement=agreement))
+        await stop(teaching)
+        return opened
+
+    welcome = asyncio.run(scenario()).message
+    assert isinstance(welcome, Welcome) and welcome.student_size == [32, 24]

@@ -49,7 +49,7 @@ def _batch(sessions: int, size: tuple[int, int], upsampled: bool, seed: int) -> 
 def test_the_eager_objective_is_each_sessions_own_loss_and_metric(upsampled: bool) -> None:
     size = (12, 16)
     scores, target, weights = _batch(3, size, upsampled, seed=1)
-    objective = BatchedObjective(target, weights, CLASSES, size if upsampled else None, compiled=False)
+    objective = BatchedObjective(target, weights, CLASSES, upsample_to=size if upsampled else None, compiled=False)
     logits = logits_of(scores, size if upsampled else None)
     assert logits.shape == (3, CLASSES, *size)
     want_loss = sum(weighted_cross_entropy(logits[s:s + 1], target[s], weights[s]) for s in range(3))
@@ -66,8 +66,8 @@ def test_the_compiled_objective_equals_the_eager_one() -> None:
     size = (12, 16)
     for sessions, seed in ((3, 2), (5, 3)):
         scores, target, weights = _batch(sessions, size, upsampled=True, seed=seed)
-        eager = BatchedObjective(target, weights, CLASSES, size, compiled=False)
-        compiled = BatchedObjective(target, weights, CLASSES, size, compiled=True)
+        eager = BatchedObjective(target, weights, CLASSES, upsample_to=size, compiled=False)
+        compiled = BatchedObjective(target, weights, CLASSES, upsample_to=size, compiled=True)
         gradients = []
         for objective in (eager, compiled):
             leaf = scores.clone().requires_grad_(True)

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from shadowtutor.algorithms.client_loop import ClientLoop, UpdateOutcome
+from shadowtutor.algorithms.client_loop import ClientLoop, FrameResult, UpdateOutcome
 from shadowtutor.algorithms.params import AlgorithmParams
 
 
@@ -39,7 +39,7 @@ class FakeTransport:
 
     def submit(self, frame_index: int, frame: np.ndarray) -> FakePending:
         self.sent.append(frame_index)
-        outcome = None if self.fail else UpdateOutcome(self.metric, payload=frame_index)
+        outcome = None if self.fail else UpdateOutcome(metric=self.metric, payload=frame_index)
         self.pendings.append(FakePending(outcome, self.delay))
         return self.pendings[-1]
 
@@ -105,7 +105,7 @@ def test_next_key_frame_waits_for_an_outstanding_update_when_the_wait_times_out(
     class SlowTransport(FakeTransport):
         def submit(self, frame_index: int, frame: np.ndarray) -> FakePending:
             self.sent.append(frame_index)
-            self.pendings.append(NeverPending(UpdateOutcome(0.8, frame_index), delay=20))
+            self.pendings.append(NeverPending(UpdateOutcome(metric=0.8, payload=frame_index), delay=20))
             return self.pendings[-1]
 
     runtime, transport = FakeRuntime(), SlowTransport(0.8, 20)
@@ -121,7 +121,9 @@ class _ScoredTransport(FakeTransport):
 
     def submit(self, frame_index: int, frame: np.ndarray) -> FakePending:
         self.sent.append(frame_index)
-        self.pendings.append(FakePending(UpdateOutcome(1.0, frame_index, 3, initial_metric=0.4), self.delay))
+        self.pendings.append(
+            FakePending(UpdateOutcome(metric=1.0, payload=frame_index, steps=3, initial_metric=0.4), self.delay)
+        )
         return self.pendings[-1]
 
 
@@ -192,3 +194,8 @@ def test_retune_measures_the_new_session_afresh() -> None:
     assert loop.state()["threshold"] < 0.8
     loop.retune(AlgorithmParams(threshold_policy="auto"))
     assert loop.state()["threshold"] == 0.8
+
+
+def test_a_frame_result_is_built_field_by_field() -> None:
+    with pytest.raises(TypeError):
+        FrameResult(0, np.zeros((2, 2), np.uint8), True, None, None, None, None, 0.0)  # type: ignore[misc]

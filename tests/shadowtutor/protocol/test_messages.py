@@ -153,3 +153,16 @@ def test_any_text_field_decodes_to_encodable_text_or_a_bad_message(text: str) ->
         return
     assert isinstance(hello, Hello) and hello.agent == text
     hello.agent.encode()
+
+
+@pytest.mark.parametrize("mode", ["distill", "naive", "turbo", 1])
+def test_a_hellos_mode_decodes_only_as_one_of_the_session_modes(mode: object) -> None:
+    header = {"edge_id": "cam", "class_names": ["a"], "frame_width": 2, "frame_height": 2, "mode": mode}
+    data = _raw_message(Hello.TYPE, json.dumps(header).encode())
+    if mode in ("distill", "naive"):
+        hello = decode(data)
+        assert isinstance(hello, Hello) and hello.mode == mode
+        return
+    with pytest.raises(ProtocolError, match="Hello.mode has a bad value") as info:
+        decode(data)
+    assert info.value.code is ErrorCode.BAD_MESSAGE

@@ -27,7 +27,7 @@ class Connections:
         self.evicted: list[str] = []
         self.refusals: list[str] = []
         self.sizes: list[int] = []
-        self.admission = Admission(per_source, total, self.sizes.append, self.refusals.append)
+        self.admission = Admission(per_source, total, self.sizes.append, on_refusal=self.refusals.append)
 
     def open(self, source: str, name: str) -> Ticket | str:
         return self.admission.enter(source, lambda: self.evicted.append(name))

@@ -28,6 +28,7 @@ from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import decode_labels, decode_tensors, encode_frame
 from shadowtutor.protocol.errors import CloseCode, ErrorCode
 from shadowtutor.protocol.messages import Error, Hello, KeyFrame, Labels, ResyncRequest, Telemetry, Update, Welcome
+from shadowtutor.teachers.base import TeacherBase
 from tests.services.conftest import wait_ready
 from tests.support.prometheus import sample_value
 from tests.support.scene import TinyScene
@@ -263,10 +264,11 @@ def test_metrics_count_the_exact_bytes(client: TestClient, scene: TinyScene) -> 
     assert sample_value(text, "shadowtutor_server_sessions") == 0
 
 
-class GateTeacher:
-    """Stands in for a real backend whose inference takes long: ``label`` blocks until released."""
+class GateTeacher(TeacherBase):
+    """Stands in for a real backend whose inference takes long: labelling blocks until released."""
 
     name = "gate"
+    device = "cpu"
 
     def __init__(self, class_names: tuple[str, ...], labels: list[np.ndarray]) -> None:
         self.class_names = class_names
@@ -274,11 +276,12 @@ class GateTeacher:
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def label(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> np.ndarray:
+    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+        assert frame_indices is not None
         self.entered.set()
         if not self.release.wait(30):
             raise TimeoutError("the test never released the teacher")
-        return self.labels[frame_index]
+        return [self.labels[index] for index in frame_indices]
 
 
 def test_server_stays_responsive_while_the_teacher_works(settings: ServerSettings, scene: TinyScene) -> None:

@@ -10,6 +10,7 @@ from services.server.teaching.session import EdgeSession, SessionRegistry, Traff
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.models.student import StudentNet
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.codecs import decode_tensors
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
 from shadowtutor.protocol.messages import Hello
@@ -25,7 +26,13 @@ def session(mode: str = "distill", edge_id: str = "cam") -> EdgeSession:
     distiller = Distiller(StudentNet(3), params, background=2) if mode == "distill" else None
     hello = Hello(edge_id=edge_id, class_names=list(CLASS_NAMES), frame_width=64, frame_height=48, mode=mode,
                   token="secret-token")
-    return EdgeSession(hello, "raw", "f32", params, Traffic(), distiller)
+    return EdgeSession(
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec="f32"),
+        params=params,
+        traffic=Traffic(),
+        distiller=distiller,
+    )
 
 
 def test_versions_partial_full_and_resync() -> None:
@@ -55,7 +62,13 @@ def test_a_delta_session_keeps_the_edge_and_the_mirror_bit_identical_and_near_th
     params = AlgorithmParams(max_updates=2, threshold=0.99)
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
     distiller = Distiller(StudentNet(3), params, background=2, precision=precision)  # type: ignore[arg-type]
-    s = EdgeSession(hello, "raw", "f16+zstd", params, Traffic(), distiller, delta_codec="q8delta+zstd")
+    s = EdgeSession(
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec="f16+zstd", delta_codec="q8delta+zstd"),
+        params=params,
+        traffic=Traffic(),
+        distiller=distiller,
+    )
     welcome = s.welcome()
     assert (welcome.weight_codec, welcome.delta_codec) == ("f16+zstd", "q8delta+zstd")
     edge = HeldWeights()  # the edge agent's rule: decode, then replace or add
@@ -126,8 +139,13 @@ def test_a_new_session_of_the_same_edge_replaces_the_old_one() -> None:
 def test_the_welcome_names_the_student_size_the_servers_copy_trains_at() -> None:
     params = AlgorithmParams(max_updates=1, threshold=0.99)
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    scaled = EdgeSession(hello, "raw", "f32", params, Traffic(),
-                         Distiller(StudentNet(3), params, background=2, student_size=(32, 24)))
+    scaled = EdgeSession(
+        hello=hello,
+        agreement=Agreement(frame_codec="raw", weight_codec="f32"),
+        params=params,
+        traffic=Traffic(),
+        distiller=Distiller(StudentNet(3), params, background=2, student_size=(32, 24)),
+    )
     assert scaled.welcome().student_size == [32, 24]
     assert session().welcome().student_size is None and session("naive").welcome().student_size is None
 

@@ -1,7 +1,8 @@
 """The shared teacher queue: batching what queued up, isolating failures, metrics.
 
-The teachers here stand in for real backends (a real one needs model weights): each labels a
-frame with the frame's own first channel so that every answer can be matched to its request.
+The teachers here stand in for real backends (a real one needs model weights), on the backends' own
+base classes: each labels a frame with the frame's own first channel so that every answer can be
+matched to its request.
 """
 
 from __future__ import annotations
@@ -9,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from services.server.metrics.server_metrics import ServerMetrics
 from services.server.teaching.teacher_queue import TeacherFailed, TeacherQueue
-from shadowtutor.teachers.base import TeacherAnswer, TeacherError
+from shadowtutor.teachers.base import InstanceTeacherBase, TeacherAnswer, TeacherBase, TeacherError
 from tests.support.prometheus import sample_value
 
 
@@ -24,11 +24,12 @@ def frame(value: int) -> np.ndarray:
     return np.full((4, 6, 3), value, dtype=np.uint8)
 
 
-class RecordingTeacher:
+class RecordingTeacher(TeacherBase):
     """Labels = the frame's first channel; every call waits until ``release`` is set."""
 
     name = "recording"
     class_names = tuple(f"class-{i}" for i in range(10))
+    device = "cpu"
 
     def __init__(self, fail_index: int | None = None) -> None:
         self.batches: list[list[int]] = []
@@ -36,10 +37,8 @@ class RecordingTeacher:
         self.release = threading.Event()
         self.fail_index = fail_index
 
-    def label(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> np.ndarray:
-        return self.label_batch([frame_bgr], [frame_index])[0]
-
-    def label_batch(self, frames: Sequence[np.ndarray], frame_indices: Sequence[int]) -> list[np.ndarray]:
+    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+        assert frame_indices is not None
         self.batches.append(list(frame_indices))
         self.entered.set()
         assert self.release.wait(10)
@@ -105,21 +104,24 @@ def test_a_failing_frame_fails_alone() -> None:
     assert sample_value(metrics.exposition().decode(), "shadowtutor_server_teacher_latency_seconds_count") == 3
 
 
-class SingleFrameTeacher:
-    """A backend without ``label_batch`` that answers frame 7 with the wrong size and frame 8
-    with a class it does not have."""
+class WrongTeacher(TeacherBase):
+    """A backend that answers frame 7 with the wrong size and frame 8 with a class it does not have."""
 
-    name = "single"
+    name = "wrong"
     class_names = ("thing", "background")
+    device = "cpu"
 
-    def label(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> np.ndarray:
-        height, width = frame_bgr.shape[:2]
-        return np.full((height + (frame_index == 7), width), 5 if frame_index == 8 else 1, dtype=np.uint8)
+    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+        assert frame_indices is not None
+        return [
+            np.full((frame.shape[0] + (index == 7), frame.shape[1]), 5 if index == 8 else 1, dtype=np.uint8)
+            for frame, index in zip(frames, frame_indices, strict=True)
+        ]
 
 
-def test_teacher_without_batches_and_bad_answers() -> None:
+def test_bad_answers_fail_only_their_frames() -> None:
     async def main() -> list:
-        queue = TeacherQueue(SingleFrameTeacher(), ServerMetrics(), max_batch=4)
+        queue = TeacherQueue(WrongTeacher(), ServerMetrics(), max_batch=4)
         queue.start()
         try:
             return await asyncio.gather(*(queue.label(frame(i), i) for i in (5, 7, 8, 9)), return_exceptions=True)
@@ -134,22 +136,25 @@ def test_teacher_without_batches_and_bad_answers() -> None:
 
 def test_label_before_start_is_an_error() -> None:
     async def main() -> None:
-        await TeacherQueue(SingleFrameTeacher(), ServerMetrics()).label(frame(1), 1)
+        await TeacherQueue(WrongTeacher(), ServerMetrics()).label(frame(1), 1)
 
     with pytest.raises(RuntimeError, match="not started"):
         asyncio.run(main())
 
 
-class RefusingTeacher:
+class RefusingTeacher(TeacherBase):
     """Refuses every frame index but 0, as the labels teacher refuses an index it has no label for."""
 
     name = "refusing"
     class_names = ("thing", "background")
+    device = "cpu"
 
-    def label(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> np.ndarray:
-        if frame_index != 0:
-            raise TeacherError(f"no stored label for frame {frame_index}")
-        return np.ones(frame_bgr.shape[:2], dtype=np.uint8)
+    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
+        assert frame_indices is not None
+        for index in frame_indices:
+            if index != 0:
+                raise TeacherError(f"no stored label for frame {index}")
+        return [np.ones(frame.shape[:2], dtype=np.uint8) for frame in frames]
 
 
 def test_a_refused_input_fails_its_frame_without_a_traceback_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
@@ -170,13 +175,15 @@ def test_a_refused_input_fails_its_frame_without_a_traceback_in_the_log(caplog: 
     assert not record.exc_info
 
 
-class InstanceTeacher:
+class InstanceTeacher(InstanceTeacherBase):
     """Gives instance boxes with its labels (as Mask R-CNN does); frame 3's boxes are malformed."""
 
     name = "instances"
     class_names = ("thing", "background")
+    device = "cpu"
 
-    def teach_batch(self, frames: Sequence[np.ndarray], frame_indices: Sequence[int]) -> list[TeacherAnswer]:
+    def _teach_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[TeacherAnswer]:
+        assert frame_indices is not None
         return [
             TeacherAnswer(np.ones(f.shape[:2], np.uint8), np.zeros((2, 3)) if i == 3 else np.array([[0, 0, i, i]]))
             for f, i in zip(frames, frame_indices, strict=True)

@@ -6,7 +6,6 @@ the GPU test runs only where CUDA is present."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -14,9 +13,10 @@ import torch
 
 from services.server.metrics.server_metrics import ServerMetrics
 from services.server.teaching.teacher_queue import TeacherQueue, teacher_stream
+from shadowtutor.teachers.base import TeacherBase
 
 
-class DeviceTeacher:
+class DeviceTeacher(TeacherBase):
     """Labels = the frame's first channel, computed on ``device``; records the stream it ran on."""
 
     name = "device"
@@ -26,19 +26,14 @@ class DeviceTeacher:
         self.device = device
         self.streams: list[object] = []
 
-    def label_batch(self, frames: Sequence[np.ndarray], frame_indices: Sequence[int]) -> list[np.ndarray]:
+    def _label_batch(self, frames: list[np.ndarray], frame_indices: list[int] | None) -> list[np.ndarray]:
         if self.device.startswith("cuda"):
             self.streams.append(torch.cuda.current_stream())
         return [torch.from_numpy(f[:, :, 0]).to(self.device).cpu().numpy() for f in frames]
 
 
-class NoDevice:
-    name = "nodevice"
-
-
 def test_no_stream_without_a_usable_cuda_device() -> None:
     assert teacher_stream(DeviceTeacher("cpu")) is None
-    assert teacher_stream(NoDevice()) is None
     assert teacher_stream(DeviceTeacher("tensorrt")) is None
     if not torch.cuda.is_available():
         assert teacher_stream(DeviceTeacher("cuda")) is None

@@ -18,7 +18,7 @@ def test_sparse_conv_equals_conv2d_at_the_asked_positions(kernel, stride, paddin
     expected = F.conv2d(x, weight, bias, stride=stride, padding=padding)[0].permute(1, 2, 0).reshape(-1, cout)
     source = PaddedMap(h, w, cin)
     source.write_all(x[0].permute(1, 2, 0).reshape(-1, cin))
-    conv = SparseConv(weight, bias, stride, padding, (h, w), dense_fraction)
+    conv = SparseConv(weight, bias, stride, padding=padding, in_size=(h, w), dense_fraction=dense_fraction)
     assert (conv.out_h, conv.out_w) == tuple(F.conv2d(x, weight, stride=stride, padding=padding).shape[2:])
     index = torch.tensor([0, 3, conv.out_positions - 1])
     torch.testing.assert_close(conv.at(source, index), expected[index], rtol=1e-4, atol=1e-4)
@@ -26,7 +26,7 @@ def test_sparse_conv_equals_conv2d_at_the_asked_positions(kernel, stride, paddin
 
 
 def test_affected_positions_are_the_receptive_field() -> None:
-    conv = SparseConv(torch.zeros(1, 1, 3, 3), torch.zeros(1), 2, (1, 1), (8, 8), 0.5)
+    conv = SparseConv(torch.zeros(1, 1, 3, 3), torch.zeros(1), 2, padding=(1, 1), in_size=(8, 8), dense_fraction=0.5)
     changed = torch.tensor([3 * 8 + 3])  # input (3, 3) is read by outputs (1..2, 1..2) of the 4x4 output
     assert conv.affected(changed).tolist() == [5, 6, 9, 10]
 
@@ -52,7 +52,9 @@ def test_sparse_upsampling_equals_interpolate(size_in, size_out) -> None:
                                                           ((1, 3), 1, (0, 1)), ((3, 1), 1, (1, 0))])
 def test_affected_positions_equal_pooling_the_change_mask(kernel, stride, padding) -> None:
     h, w = 13, 10
-    conv = SparseConv(torch.zeros(1, 1, *kernel), torch.zeros(1), stride, padding, (h, w), 0.5)
+    conv = SparseConv(
+        torch.zeros(1, 1, *kernel), torch.zeros(1), stride, padding=padding, in_size=(h, w), dense_fraction=0.5
+    )
     changed = torch.randperm(h * w, generator=torch.Generator().manual_seed(2))[:9].sort().values
     mask = torch.zeros(h * w)
     mask[changed] = 1

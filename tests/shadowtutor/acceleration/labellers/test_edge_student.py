@@ -19,7 +19,7 @@ def test_the_edge_student_labels_as_the_backend_at_the_student_size_and_follows_
     frame = np.random.default_rng(0).integers(0, 256, (96, 128, 3), dtype=np.uint8)
     scaled = build_inference_backend("torch", student, student_size=(64, 48))
     exact = ChangeBasedOptions(scale=0.0)  # thresholds 0: the labels of full-frame inference
-    for spec in (LabellerSpec("torch"), LabellerSpec("torch", change_based=exact)):
+    for spec in (LabellerSpec(backend="torch"), LabellerSpec(backend="torch", change_based=exact)):
         edge = edge_student(spec, student, (64, 48))
         labels = edge.infer(frame)
         assert labels.shape == (96, 128) and np.array_equal(labels, scaled.infer(frame))

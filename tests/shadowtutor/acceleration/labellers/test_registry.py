@@ -60,10 +60,10 @@ def student_state() -> dict[str, torch.Tensor]:
 
 def test_each_combination_builds_its_labeller_and_they_all_label() -> None:
     frame = np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8)
-    plain = build_labeller(LabellerSpec("torch"))
-    change = build_labeller(LabellerSpec("torch", change_based=ChangeBasedOptions(scale=0.0)))
-    flow = build_labeller(LabellerSpec("torch", flow_path=FlowPathConfig(), flow_path_on=True))
-    tried = build_labeller(LabellerSpec("torch", flow_path=FlowPathConfig(), flow_path_on=True, trial_frames=5))
+    plain = build_labeller(LabellerSpec(backend="torch"))
+    change = build_labeller(LabellerSpec(backend="torch", change_based=ChangeBasedOptions(scale=0.0)))
+    flow = build_labeller(LabellerSpec(backend="torch", flow_path=FlowPathConfig(), flow_path_on=True))
+    tried = build_labeller(LabellerSpec(backend="torch", flow_path=FlowPathConfig(), flow_path_on=True, trial_frames=5))
     assert type(plain) is StudentLabeller and type(change) is ChangeBasedLabeller
     assert type(flow) is FlowPathLabeller and type(tried) is StepAside and type(tried.candidate) is FlowPathLabeller
     assert type(build_labeller(LabellerSpec(flow_path=FlowPathConfig(), cluster="auto"))) is ClusterLabeller

@@ -71,7 +71,7 @@ def test_a_dead_worker_loses_no_frame(cluster: Cluster) -> None:
 
 
 def test_regions_reassemble_to_the_workers_labels() -> None:
-    grid = RegionGrid(96, 64, 6)
+    grid = RegionGrid(width=96, height=64, regions=6)
     master = ClusterMaster([object()], regions=6)
     parts = {r: np.full((b[3] - b[1], b[2] - b[0]), r, dtype=np.uint8) for r, b in enumerate(grid.boxes)}
     out = master._assemble((64, 96), parts)

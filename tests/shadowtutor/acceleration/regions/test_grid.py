@@ -19,7 +19,7 @@ def test_zero_regions_is_a_clear_error(regions: int) -> None:
 
 
 def test_boxes_tile_the_frame_exactly_once() -> None:
-    grid = RegionGrid(641, 359, 6, margin=16)
+    grid = RegionGrid(width=641, height=359, regions=6, margin=16)
     cover = np.zeros((359, 641), dtype=np.int32)
     for box in grid.boxes:
         cover[box[1]:box[3], box[0]:box[2]] += 1
@@ -27,7 +27,7 @@ def test_boxes_tile_the_frame_exactly_once() -> None:
 
 
 def test_margins_are_clipped_and_context_holds_them() -> None:
-    grid = RegionGrid(640, 360, 4, margin=32)
+    grid = RegionGrid(width=640, height=360, regions=4, margin=32)
     assert grid.boxes[0] == (0, 0, 320, 180)
     assert grid.margin_box(0) == (0, 0, 352, 212)
     assert grid.margin_box(3) == (288, 148, 640, 360)
@@ -39,6 +39,6 @@ def test_margins_are_clipped_and_context_holds_them() -> None:
 
 def test_bad_margin_and_tiny_frame_are_errors() -> None:
     with pytest.raises(RegionConfigError, match="margin"):
-        RegionGrid(640, 360, 4, margin=-1)
+        RegionGrid(width=640, height=360, regions=4, margin=-1)
     with pytest.raises(RegionConfigError, match="cannot hold"):
-        RegionGrid(2, 2, 9)
+        RegionGrid(width=2, height=2, regions=9)
