@@ -225,6 +225,9 @@ class EdgeAgent:
             token=None,
             agent=agent_name(),
             student_size=list(s.student_size) if s.student_size is not None else None,
+            # this agent adapts its stride with a held-back answer's metric like any other
+            update_gating=s.mode == "distill",
+            downlink_budget_bps=s.downlink_budget if s.mode == "distill" else None,
         )
         student = None
         if s.mode == "distill":

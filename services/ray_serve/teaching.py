@@ -232,6 +232,7 @@ class TeachingReplica:
             telemetry_interval=request.telemetry_interval,
             session_id=request.session_id,
             sparse=self.settings.sparse_options(),
+            updates=self.settings.update_policy(),
         )
         welcome = await self.teaching.open(session)
         # opened already (this request sent again):
@@ -486,6 +487,7 @@ class TeachingReplica:
             edge_id=edge_id,
             session_id=session_id,
             max_size=(settings.max_frame_width, settings.max_frame_height),
+            updates=settings.update_policy(),
         )
         return replay(restored, chain[1:], edge_id=edge_id, session_id=session_id, until=until)
 

@@ -17,6 +17,7 @@ docs/design/teaching.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
@@ -185,7 +186,15 @@ class LocalTeaching:
             session.distiller, frame, labelled.labels, labelled.boxes
         )
         update = await self._in_pool(
-            session.trained, seq, result, seconds, base_version, teacher_ms
+            functools.partial(
+                session.trained,
+                seq,
+                result,
+                seconds,
+                base_version,
+                teacher_ms,
+                key_frame=(frame, labelled.labels, labelled.boxes),
+            )
         )
         self.models.metrics.distill_latency.observe(update.distill_ms / 1000.0)
         self.models.metrics.distill_steps.inc(update.steps)
