@@ -3,6 +3,7 @@ resumed WELCOME is taken only for exactly that session and version, with no weig
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
@@ -69,3 +70,14 @@ def test_a_server_that_does_not_resume_opens_a_new_session_with_full_weights() -
     welcome = _welcome(0, resumed=False, session_id="d" * 32)
     with pytest.raises(ProtocolError, match="no weights"):  # a new session must carry them
         accept_welcome(resuming(_hello(), _terms(), sink), welcome, sink)
+
+
+def test_a_welcome_that_gates_updates_is_taken_only_by_an_edge_that_offered_to_read_them() -> None:
+    sink = Sink(SESSION, 7)
+    gated = Welcome(session_id=SESSION, version=7, frame_codec="raw", weight_codec="f32",
+                    params={**AlgorithmParams().to_dict(), "update_policy": {"gated": True}},
+                    class_names=list(LVS_CLASSES), resumed=True, update_gating=True)
+    with pytest.raises(ProtocolError, match="did not offer"):
+        accept_welcome(resuming(_hello(), _terms(), sink), gated, sink)
+    offered = dataclasses.replace(_hello(), update_gating=True)
+    assert accept_welcome(resuming(offered, _terms(), sink), gated, sink).session_id == SESSION

@@ -196,8 +196,17 @@ class LocalTeaching:
                 key_frame=(frame, labelled.labels, labelled.boxes),
             )
         )
-        self.models.metrics.distill_latency.observe(update.distill_ms / 1000.0)
-        self.models.metrics.distill_steps.inc(update.steps)
+        metrics = self.models.metrics
+        metrics.distill_latency.observe(update.distill_ms / 1000.0)
+        metrics.distill_steps.inc(update.steps)
+        info = session.info()
+        if info.downlink_bps is not None:
+            metrics.fleet.updates(
+                session.hello.edge_id,
+                info.downlink_budget_bps,
+                info.downlink_bps,
+                info.updates_held_back,
+            )
         return update, result
 
     async def _label(self, frame: np.ndarray, frame_index: int) -> TeacherResult:

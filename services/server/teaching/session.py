@@ -162,7 +162,12 @@ class EdgeSession:
             budget = self.hello.downlink_budget_bps
             policy = self.updates
             if budget is not None:
-                policy = dataclasses.replace(policy, downlink_bps=float(budget))
+                try:
+                    policy = dataclasses.replace(policy, downlink_bps=float(budget))
+                except ValueError as exc:
+                    raise ProtocolError(
+                        ErrorCode.BAD_MESSAGE, f"HELLO downlink_budget_bps: {exc}"
+                    ) from None
             self.gate = UpdateGate(policy)
 
     @property
