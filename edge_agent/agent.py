@@ -453,7 +453,7 @@ class EdgeAgent:
         """Tell the metrics about the versions installed since ``seen`` entries of the history; the
         new count."""
         for entry in student.history[seen:]:
-            self.metrics.weights_installed(entry.version, welcome=entry.origin == "welcome")
+            self.metrics.weights_installed(entry.version, entry.origin)
         return len(student.history)
 
     def _run_naive(

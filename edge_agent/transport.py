@@ -471,7 +471,7 @@ class EdgeTransport:
             message.base_version,
             message.full,
             tensors,
-            "update" if pending is not None else "resync",
+            ("held_back" if message.held_back else "update") if pending is not None else "resync",
             message.seq,
             message.metric,
             is_delta_codec(codec),

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WeightUpdate:
-    """Weights from the server, decoded. ``origin`` is ``welcome``, ``update`` or ``resync``.
+    """Weights from the server, decoded. ``origin`` is ``welcome``, ``update``, ``held_back`` (an
+    answer that holds the server's training back: no tensors, only the next version) or ``resync``.
 
     ``delta``: the tensors are dequantised deltas to add to the held ones (a partial update in
     the session's delta codec). ``sparse``: a partial update in a sparse codec, ``(codec, blob)``,
@@ -176,5 +177,5 @@ class VersionedStudent:
 
     @property
     def updates_applied(self) -> int:
-        """Installed updates other than WELCOME weights."""
-        return sum(1 for entry in self.history if entry.origin != "welcome")
+        """Installed updates that changed weights, other than WELCOME weights."""
+        return sum(1 for entry in self.history if entry.origin not in ("welcome", "held_back"))

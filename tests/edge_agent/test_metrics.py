@@ -55,10 +55,10 @@ def exercised() -> EdgeMetrics:
     metrics.on_key_frame_dropped()
     metrics.output_dropped("labels")
     metrics.labels_removed(3)
-    metrics.weights_installed(0, welcome=True)
+    metrics.weights_installed(0, "welcome")
     for i in range(5):
         metrics.frame_done(i == 0, 0.02, 0.5 if i == 3 else None, stride=8)
-    metrics.weights_installed(1, welcome=False)
+    metrics.weights_installed(1, "update")
     metrics.student_scored(0.83)
     return metrics
 
@@ -201,3 +201,13 @@ def test_change_based_frames_and_changed_fraction_per_layer() -> None:
     report = check_telemetry(metrics.telemetry()).telemetry
     assert report.change_based_frames == {"change": 1, "full": 1, "fallback": 1}
     assert report.changed_fraction == {"in_conv1": 0.02, "out_conv1": 0.1}
+
+
+def test_a_held_back_answer_moves_the_version_but_is_no_update() -> None:
+    metrics = EdgeMetrics("cam-1")
+    metrics.weights_installed(0, "welcome")
+    metrics.weights_installed(1, "update")
+    metrics.weights_installed(2, "held_back")
+    values = samples(metrics.exposition().decode())
+    assert values["shadowtutor_edge_weights_version"] == 2
+    assert values["shadowtutor_edge_updates_applied_total"] == 1
