@@ -234,6 +234,9 @@ class EdgeAgent:
             token=None,
             agent=agent_name(),
             student_size=list(s.student_size) if s.student_size is not None else None,
+            # this agent adapts its stride with a held-back answer's metric like any other
+            update_gating=s.mode == "distill",
+            downlink_budget_bps=s.downlink_budget if s.mode == "distill" else None,
         )
         student = None
         if s.mode == "distill":
@@ -465,7 +468,7 @@ class EdgeAgent:
         """Tell the metrics about the versions installed since ``seen`` entries of the history; the
         new count."""
         for entry in student.history[seen:]:
-            self.metrics.weights_installed(entry.version, welcome=entry.origin == "welcome")
+            self.metrics.weights_installed(entry.version, entry.origin)
         return len(student.history)
 
     def _run_naive(

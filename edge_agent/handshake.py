@@ -82,6 +82,10 @@ def accept_welcome(hello: Hello, welcome: Welcome, weights: WeightSink | None) -
             f"the server chose codecs {welcome.frame_codec}/{welcome.weight_codec} (deltas "
             f"{welcome.delta_codec}), which this edge did not offer in those roles",
         )
+    if welcome.update_gating and not hello.update_gating:
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, "WELCOME gates updates; this edge did not offer to read them"
+        )
     try:
         params = AlgorithmParams.from_dict(welcome.params)
     except (TypeError, ValueError) as exc:

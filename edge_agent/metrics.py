@@ -268,14 +268,17 @@ class EdgeMetrics:
         if stride is not None:
             self.stride.labels(edge_id=self.edge_id).set(stride)
 
-    def weights_installed(self, version: int, welcome: bool) -> None:
-        """The student now holds ``version`` (``welcome``: a session's first weights, not an
-        update)."""
+    def weights_installed(self, version: int, origin: str) -> None:
+        """The student now holds ``version``, installed from ``origin`` (``welcome``: a session's
+        first weights, not an update; ``held_back``: a new version without new weights, counted as
+        neither an update nor an install)."""
+        self.weights_version.labels(edge_id=self.edge_id).set(version)
+        if origin == "held_back":
+            return
         with self._lock:
             self._last_install = time.monotonic()
-        self.weights_version.labels(edge_id=self.edge_id).set(version)
         self.last_update.labels(edge_id=self.edge_id).set_to_current_time()
-        if not welcome:
+        if origin != "welcome":
             self.updates_applied.inc()
 
     def student_scored(self, metric: float) -> None:

@@ -489,7 +489,7 @@ class EdgeTransport:
             base_version=message.base_version,
             full=message.full,
             tensors=tensors,
-            origin="update" if pending is not None else "resync",
+            origin=_origin(message, answered=pending is not None),
             seq=message.seq,
             metric=message.metric,
             blob=blob,
@@ -547,3 +547,11 @@ class EdgeTransport:
         )
         if message.fatal and message.code in {code.value for code in TERMINAL_CODES}:
             raise ServerRefusedError(ErrorCode(message.code), message.message)
+
+
+def _origin(message: Update, *, answered: bool) -> str:
+    """Where an UPDATE's weights come from: the answer to an outstanding key frame (``update``,
+    or ``held_back`` where the server kept the training back), else a ``resync``."""
+    if not answered:
+        return "resync"
+    return "held_back" if message.held_back else "update"

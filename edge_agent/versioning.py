@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(kw_only=True, frozen=True)
 class WeightUpdate:
-    """Weights from the server, decoded. ``origin`` is ``welcome``, ``update`` or ``resync``.
+    """Weights from the server, decoded. ``origin`` is ``welcome``, ``update``, ``held_back`` (an
+    answer that holds the server's training back: no tensors, only the next version) or ``resync``.
 
     ``tensors``: full weights, decoded. ``blob``: a partial update, ``(codec, blob)``, still
     encoded (``tensors`` is then empty): it decodes only against the weights held when it is
@@ -179,5 +180,5 @@ class VersionedStudent:
 
     @property
     def updates_applied(self) -> int:
-        """Installed updates other than WELCOME weights."""
-        return sum(1 for entry in self.history if entry.origin != "welcome")
+        """Installed updates that changed weights, other than WELCOME weights."""
+        return sum(1 for entry in self.history if entry.origin not in ("welcome", "held_back"))

@@ -268,6 +268,7 @@ class SessionKeeper:
             edge_id=edge_id,
             session_id=session_id,
             max_size=(settings.max_frame_width, settings.max_frame_height),
+            updates=settings.update_policy(),
         )
         return replay(restored, chain[1:], edge_id=edge_id, session_id=session_id, until=until)
 

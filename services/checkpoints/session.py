@@ -49,6 +49,7 @@ from services.server.teaching.session import EdgeSession, Traffic
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.algorithms.sparse_options import SparseOptions
+from shadowtutor.algorithms.update_policy import UpdatePolicy
 from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.codecs import FRAME_CODECS, WEIGHT_CODECS
 from shadowtutor.protocol.messages import Hello, Message, decode, encode
@@ -204,10 +205,12 @@ def restore(
     edge_id: str,
     session_id: str,
     max_size: tuple[int, int],
+    updates: UpdatePolicy | None = None,
 ) -> Restored:
     """The session ``data`` was taken from, on ``new_distiller(student_size)`` (a fresh base student
     on this process's device), if ``data`` is a checkpoint of session ``session_id`` of edge
-    ``edge_id`` for this student with a student size within ``max_size``;
+    ``edge_id`` for this student with a student size within ``max_size``, gating its updates by
+    ``updates`` (None: not gated; the gate's recent key frames are not kept: it starts afresh);
     :class:`CheckpointFormatError` (one line) for anything else, and nothing of ``data`` used."""
     record = _load(data)
     check_fields(record, FIELDS)
@@ -266,6 +269,7 @@ def restore(
         telemetry_interval=record["telemetry_interval"],
         session_id=record["session_id"],
         sparse=SparseOptions() if options is None else options,
+        updates=UpdatePolicy() if updates is None else updates,
     )
     if sparse is not None and distiller.chooser is not None:
         distiller.chooser.load_state(sparse["chooser"])

@@ -194,6 +194,7 @@ class TeachingReplica:
             telemetry_interval=request.telemetry_interval,
             session_id=request.session_id,
             sparse=self.settings.sparse_options(),
+            updates=self.settings.update_policy(),
         )
         welcome = await self.teaching.open(session)
         # opened already (this request sent again): that session, whose same weights make the

@@ -21,6 +21,8 @@ from services.server.metrics.fleet import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
 from shadowtutor.algorithms.engine_options import Convolution, Objective  # no torch either
 from shadowtutor.algorithms.params import AlgorithmParams  # no torch: quick CLI
 from shadowtutor.algorithms.sparse_options import SparseOptions  # no torch either
+from shadowtutor.algorithms.update_policy import UpdatePolicy  # no torch either
+from shadowtutor.config.rates import parse_rate
 from shadowtutor.config.settings_flags import FlatSettings
 from shadowtutor.models.precision import DistillPrecision, Precision  # no torch either
 from shadowtutor.models.scale import setting as student_size_setting
@@ -288,6 +290,37 @@ class ServerSettings(FlatSettings):
         description="sessions with a sparse delta codec: key frames trained on one coordinate set "
         "before it is chosen again from the accumulated gradient",
     )
+    update_gating: bool = Field(
+        UpdatePolicy.gated,
+        description="train on every key frame but send an update only when it pays: when it "
+        "scores update_min_gain over the weights the edge holds on its recent key frames, or "
+        "update_max_interval key frames went without one (edges that accept it; "
+        "docs/design/update_gating.md)",
+    )
+    update_min_gain: float = Field(
+        UpdatePolicy.min_gain,
+        ge=0.0,
+        le=1.0,
+        description="with update_gating: the mIoU gain (0..1, mean over update_window key frames) "
+        "that sends an update",
+    )
+    update_max_interval: int = Field(
+        UpdatePolicy.max_interval,
+        ge=1,
+        description="with update_gating: key frames after which any gain sends an update",
+    )
+    update_window: int = Field(
+        UpdatePolicy.window,
+        ge=1,
+        description="with update_gating: the recent key frames a gain is measured on",
+    )
+    downlink_budget: float | None = Field(
+        None,
+        gt=0,
+        description="with update_gating: the bits per second of updates a camera may receive, "
+        "kept over 30 s by holding updates back (e.g. 100kbps; an edge's HELLO may name its "
+        "own; empty: none)",
+    )
     teacher_batch_size: int = Field(
         8, ge=1, description="most queued key frames the teacher labels in one call"
     )
@@ -551,6 +584,21 @@ class ServerSettings(FlatSettings):
     def sparse_options(self) -> SparseOptions:
         """What sessions with a sparse delta codec train and send."""
         return SparseOptions(self.sparse_fraction, self.sparse_every)
+
+    def update_policy(self) -> UpdatePolicy:
+        """When sessions whose edges accept held-back answers get an update."""
+        return UpdatePolicy(
+            gated=self.update_gating,
+            min_gain=self.update_min_gain,
+            max_interval=self.update_max_interval,
+            window=self.update_window,
+            downlink_bps=self.downlink_budget,
+        )
+
+    @field_validator("downlink_budget", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> Any:
+        return parse_rate(value) if isinstance(value, str) else value
 
 
 def _read_secret_file(path: Path) -> SecretStr:

@@ -65,6 +65,11 @@ class Hello(Message):
     # holds: the server resumes it where it can (a WELCOME with ``resumed``), else opens a new one
     resume_session_id: str | None = None
     resume_version: int | None = None
+    # the edge reads UPDATEs that hold the server's training back (``held_back``): the server may
+    # answer a key frame without weights when they would not pay
+    update_gating: bool = False
+    # bits per second the edge's downlink may carry (None: the server's default for a camera)
+    downlink_budget_bps: float | None = None
 
 
 @dataclass(kw_only=True)
@@ -91,6 +96,8 @@ class Welcome(Message):
     # the session the HELLO asked to resume goes on at ``version``: no weights (the edge keeps its
     # own)
     resumed: bool = False
+    # this session's answers may hold the training back (UPDATE ``held_back``)
+    update_gating: bool = False
 
 
 @dataclass(kw_only=True)
@@ -131,6 +138,9 @@ class Update(Message):
     tensors: list[dict[str, Any]]
     teacher_ms: float = 0.0
     distill_ms: float = 0.0
+    # the server trained on the key frame but keeps the training for a later update: no tensors,
+    # and ``metric`` scores the weights the edge already holds
+    held_back: bool = False
 
 
 @dataclass(kw_only=True)

@@ -125,7 +125,10 @@ REPORTED = (
 SERVER_EDGE_METRICS = tuple(
     MetricSpec(f"shadowtutor_server_edge_{name}", kind, ("edge_id", *labels))
     for name, kind, labels in (*REPORTED, ("connected", "gauge", ()), ("sessions_total", "counter", ()),
-                               ("last_report_timestamp_seconds", "gauge", ()))
+                               ("last_report_timestamp_seconds", "gauge", ()),
+                               # the server's own, where it gates the edge's updates
+                               ("update_budget_bps", "gauge", ()), ("answered_bps", "gauge", ()),
+                               ("updates_held_back_total", "counter", ()))
 ) + (MetricSpec("shadowtutor_server_edge_info", "gauge", ("edge_id", "mode", "agent")),)
 EDGE_METRICS = tuple(
     MetricSpec(f"shadowtutor_edge_{name}", kind, ("edge_id", *labels))

@@ -199,7 +199,7 @@ def test_stand_ins_serve_the_names_and_labels_of_the_real_exporters() -> None:
     from shadowtutor.protocol.telemetry import check_telemetry
 
     edge = edge_metrics.EdgeMetrics("edge-a")
-    edge.weights_installed(1, welcome=False)
+    edge.weights_installed(1, "update")
     edge.student_scored(0.8)
     edge.frame_done(True, 0.01, 0.02, stride=8)
     edge.on_roundtrip(0.2)

@@ -91,3 +91,14 @@ def test_welcome_weights_that_are_not_the_students_are_refused_before_decompress
     whole = encode_tensors({name: torch.zeros(shape) for name, shape in layout.items()}, "f32")
     accept_welcome(_hello(), dataclasses.replace(welcome, tensors=whole.tensors, payload=whole.payload), sink)
     assert sink.staged[0].tensors.keys() == layout.keys()
+
+
+def test_a_welcome_that_gates_updates_is_taken_only_by_an_edge_that_offered_to_read_them() -> None:
+    sink = Sink(SESSION, 7)
+    gated = Welcome(session_id=SESSION, version=7, frame_codec="raw", weight_codec="f32",
+                    params={**AlgorithmParams().to_dict(), "update_policy": {"gated": True}},
+                    class_names=list(LVS_CLASSES), resumed=True, update_gating=True)
+    with pytest.raises(ProtocolError, match="did not offer"):
+        accept_welcome(resuming(_hello(), _terms(), sink), gated, sink)
+    offered = dataclasses.replace(_hello(), update_gating=True)
+    assert accept_welcome(resuming(offered, _terms(), sink), gated, sink).session_id == SESSION

@@ -56,10 +56,10 @@ def exercised() -> EdgeMetrics:
     metrics.on_key_frame_dropped()
     metrics.output_dropped("labels")
     metrics.labels_removed(3)
-    metrics.weights_installed(0, welcome=True)
+    metrics.weights_installed(0, "welcome")
     for i in range(5):
         metrics.frame_done(i == 0, 0.02, 0.5 if i == 3 else None, stride=8)
-    metrics.weights_installed(1, welcome=False)
+    metrics.weights_installed(1, "update")
     metrics.student_scored(0.83)
     return metrics
 
@@ -212,3 +212,13 @@ def test_a_resumed_reconnect_counts_as_a_reconnect_and_as_resumed() -> None:
     assert values["shadowtutor_edge_reconnects_total"] == 2
     assert values["shadowtutor_edge_resumed_reconnects_total"] == 1
     assert metrics.telemetry().reconnects == 2
+
+
+def test_a_held_back_answer_moves_the_version_but_is_no_update() -> None:
+    metrics = EdgeMetrics("cam-1")
+    metrics.weights_installed(0, "welcome")
+    metrics.weights_installed(1, "update")
+    metrics.weights_installed(2, "held_back")
+    values = samples(metrics.exposition().decode())
+    assert values["shadowtutor_edge_weights_version"] == 2
+    assert values["shadowtutor_edge_updates_applied_total"] == 1

@@ -27,4 +27,6 @@ def distill(
         raise ValueError("a naive-mode session has no student to train")
     start = time.perf_counter()
     result = session.distiller.train(frame, labels, boxes)
-    return session.trained(seq, result, time.perf_counter() - start, base_version, teacher_ms)
+    return session.trained(
+        seq, result, time.perf_counter() - start, base_version, teacher_ms, key_frame=(frame, labels, boxes)
+    )

@@ -10,13 +10,13 @@ from typing import Any
 from shadowtutor.models.precision import TRAINING_PRECISIONS
 from shadowtutor_lab.cli.options import (
     add_algorithm_options,
-    add_sparse_options,
+    add_server_link_options,
     algorithm_params,
     frame_size,
     invoked_command,
     positive_int,
     student_size,
-    with_sparse_options,
+    with_server_link_options,
 )
 
 
@@ -69,7 +69,7 @@ def add_accuracy_options(parser: argparse.ArgumentParser,
         "no_progress": p.add_argument("--no-progress", action="store_true", help="no progress bar"),
         "note": p.add_argument("--note", action="append", default=[], help="a note for results.md (repeatable)"),
     }
-    actions.update(add_sparse_options(p))
+    actions.update(add_server_link_options(p))
     for dest, (default, text) in (overrides or {}).items():
         actions[dest].default, actions[dest].help = default, text
     add_algorithm_options(p)
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.teacher == "labels" and args.teacher_option:
         raise ValueError("the labels teacher reads each scene's labels/: it takes no --teacher-option")
-    link = with_sparse_options(parse_setting(args.codecs), args) if args.codecs else None
+    link = with_server_link_options(parse_setting(args.codecs), args) if args.codecs else None
     config = AccuracyConfig(scenes=tuple(args.scenes), link=link, **accuracy_settings(args))
     results = run_accuracy(config)
     for name, r in results.items():

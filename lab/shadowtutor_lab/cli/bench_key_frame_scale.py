@@ -9,11 +9,11 @@ from pathlib import Path
 
 from shadowtutor_lab.cli.options import (
     add_algorithm_options,
-    add_sparse_options,
+    add_server_link_options,
     algorithm_params,
     invoked_command,
     positive_int,
-    with_sparse_options,
+    with_server_link_options,
 )
 
 
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=positive_int, default=1, help="worker processes (one run = a scale on a scene)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--note", action="append", default=[], help="a note for the report (repeatable)")
-    add_sparse_options(p)
+    add_server_link_options(p)
     add_algorithm_options(p)
     p.set_defaults(handler=run)
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from shadowtutor_lab.evaluation.traffic import default_setting, parse_setting
 
     try:
-        codecs = with_sparse_options(parse_setting(args.codecs) if args.codecs else default_setting(), args)
+        codecs = with_server_link_options(parse_setting(args.codecs) if args.codecs else default_setting(), args)
         config = ScaleStudyConfig(
             scenes=tuple(args.scenes), codecs=codecs, scales=args.scales or DEFAULT_SCALES, frames=args.frames,
             student=args.student, backend=args.backend, threads=args.threads, params=algorithm_params(args),

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shadowtutor_lab.cli.bench_accuracy import accuracy_settings, add_accuracy_options
-from shadowtutor_lab.cli.options import positive_int, with_sparse_options
+from shadowtutor_lab.cli.options import positive_int, with_server_link_options
 
 if TYPE_CHECKING:
     from shadowtutor_lab.evaluation.operating_point import Target
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         sources=tuple(args.videos),
         **accuracy_settings(args),
         max_width=args.max_width,
-        codecs=with_sparse_options(parse_setting(args.codecs) if args.codecs else default_setting(), args),
+        codecs=with_server_link_options(parse_setting(args.codecs) if args.codecs else default_setting(), args),
         thresholds=args.sweep_thresholds,
         min_strides=args.sweep_min_strides,
         target=_target(args),

@@ -14,7 +14,9 @@ from pydantic.fields import FieldInfo
 
 from shadowtutor.algorithms.params import AUTO_THRESHOLD, AlgorithmParams, threshold_fields
 from shadowtutor.algorithms.sparse_options import SparseOptions
+from shadowtutor.algorithms.update_policy import UpdatePolicy
 from shadowtutor.config.errors import error_text, validation_message
+from shadowtutor.config.rates import parse_rate
 from shadowtutor.config.settings_flags import default_text, flag, setting_name
 
 if TYPE_CHECKING:
@@ -113,10 +115,12 @@ def _field_type(name: str, field: FieldInfo) -> Any:
     return convert
 
 
-def add_sparse_options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    """Add ``--sparse-fraction`` and ``--sparse-every`` (the server's sparse settings, for a link with a
-    sparse delta codec); returns their actions by ``dest``."""
-    sparse = SparseOptions()
+def add_server_link_options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """Add the server's settings a simulated link takes: ``--sparse-fraction`` and ``--sparse-every``
+    (for a link with a sparse delta codec), ``--update-gating``, ``--update-min-gain``,
+    ``--update-max-interval``, ``--update-window`` and ``--downlink-budget`` (when the server sends its
+    training); returns their actions by ``dest``."""
+    sparse, updates = SparseOptions(), UpdatePolicy()
     return {
         "sparse_fraction": parser.add_argument(
             "--sparse-fraction", type=float, default=sparse.fraction,
@@ -126,12 +130,36 @@ def add_sparse_options(parser: argparse.ArgumentParser) -> dict[str, argparse.Ac
             "--sparse-every", type=positive_int, default=sparse.every,
             help="with a sparse delta codec on the link: key frames trained on one coordinate set before it "
                  f"is chosen again, as the server's --sparse-every (default {sparse.every})"),
+        "update_gating": parser.add_argument(
+            "--update-gating", action="store_true",
+            help="with a delta codec on the link: the server sends an update only when it pays, as the "
+                 "server's --update-gating (docs/design/update_gating.md)"),
+        "update_min_gain": parser.add_argument(
+            "--update-min-gain", type=float, default=updates.min_gain,
+            help=f"with --update-gating: the mIoU gain (0..1) that sends an update (default {updates.min_gain})"),
+        "update_max_interval": parser.add_argument(
+            "--update-max-interval", type=positive_int, default=updates.max_interval,
+            help="with --update-gating: key frames after which any gain sends an update "
+                 f"(default {updates.max_interval})"),
+        "update_window": parser.add_argument(
+            "--update-window", type=positive_int, default=updates.window,
+            help=f"with --update-gating: recent key frames a gain is measured on (default {updates.window})"),
+        "downlink_budget": parser.add_argument(
+            "--downlink-budget", type=parse_rate, default=None,
+            help="with --update-gating: bits per second of updates per camera, in the scene's time "
+                 "(e.g. 100kbps; default: none)"),
     }
 
 
-def with_sparse_options(link: LinkCodecs, args: argparse.Namespace) -> LinkCodecs:
-    """``link`` with the options of :func:`add_sparse_options` (ValueError for values out of range)."""
-    return dataclasses.replace(link, sparse=SparseOptions(args.sparse_fraction, args.sparse_every))
+def with_server_link_options(link: LinkCodecs, args: argparse.Namespace) -> LinkCodecs:
+    """``link`` with the options of :func:`add_server_link_options` (ValueError for values out of
+    range)."""
+    updates = UpdatePolicy(
+        gated=args.update_gating, min_gain=args.update_min_gain, max_interval=args.update_max_interval,
+        window=args.update_window, downlink_bps=args.downlink_budget,
+    )
+    return dataclasses.replace(link, sparse=SparseOptions(args.sparse_fraction, args.sparse_every),
+                               updates=updates)
 
 
 def add_algorithm_options(parser: argparse.ArgumentParser) -> None:

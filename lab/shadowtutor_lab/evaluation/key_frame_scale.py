@@ -80,6 +80,7 @@ def _row(scale: float, trace: Any, frames: int, fps: float, size: tuple[int, int
         "key_frame_size": list(size),
         "p8_miou": 100.0 * float(np.mean(trace.miou)),
         "key_frame_ratio": 100.0 * key_frames / frames,
+        "updates": sum(not r.held_back for r in trace.records),
         "up_bytes_per_key_frame": sum(r.bytes_up for r in trace.records) / key_frames if key_frames else 0.0,
         "up_bytes_per_frame": up,
         "down_bytes_per_frame": down,
@@ -153,14 +154,15 @@ def markdown(results: dict[str, Any]) -> str:
                   f"H.264 offloading: {base['bytes_per_frame']:,.0f} B/frame "
                   f"(up {base['up_bytes_per_frame']:,.0f}, down {base['down_bytes_per_frame']:,.0f}), "
                   f"{base['kbps']:,.0f} kbps.", "",
-                  "| scale | key frame | P-8 mIoU | key frames | up B/key frame | up B/frame | down B/frame "
-                  "| kbps up+down | x fewer than H.264 offloading |",
-                  "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| scale | key frame | P-8 mIoU | key frames | updates | up B/key frame | up B/frame "
+                  "| down B/frame | kbps up+down | x fewer than H.264 offloading |",
+                  "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for row in scene["scales"]:
             ratio = row["h264_offloading_ratio"]
             lines.append(
                 f"| {row['scale']:.2f} | {row['key_frame_size'][0]}x{row['key_frame_size'][1]} | "
-                f"{row['p8_miou']:.2f} | {row['key_frame_ratio']:.2f} % | {row['up_bytes_per_key_frame']:,.0f} | "
+                f"{row['p8_miou']:.2f} | {row['key_frame_ratio']:.2f} % | {row.get('updates', '-')} | "
+                f"{row['up_bytes_per_key_frame']:,.0f} | "
                 f"{row['up_bytes_per_frame']:,.0f} | {row['down_bytes_per_frame']:,.0f} | {row['kbps']:,.1f} | "
                 f"{'-' if ratio is None else f'{ratio:.2f}'} |")
         lines.append("")

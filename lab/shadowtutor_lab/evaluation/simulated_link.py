@@ -27,12 +27,15 @@ import torch
 from shadowtutor.algorithms.client_loop import UpdateOutcome
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.sparse_options import SparseOptions
+from shadowtutor.algorithms.update_gate import UpdateGate
+from shadowtutor.algorithms.update_policy import UpdatePolicy
 from shadowtutor.models.scale import boxes_to_student
 from shadowtutor.protocol.codecs import (
     DELTA_WEIGHT_CODECS,
     FLOAT_WEIGHT_CODECS,
     FRAME_CODECS,
     SPARSE_WEIGHT_CODECS,
+    TensorBlob,
 )
 from shadowtutor.protocol.messages import Update, encode
 from shadowtutor.protocol.video_stream import scaled_frame_size
@@ -55,7 +58,8 @@ class LinkCodecs:
     update; the real server trains on from its own float weights (False), and the other rule
     exists to measure the difference.
     ``key_frame_scale`` in (0, 1]: key frames are sent at that share of the frame's sides (the
-    edge's ``--key-frame-scale``).
+    edge's ``--key-frame-scale``). ``updates``: when the server sends its training, by the server's
+    own :class:`~shadowtutor.algorithms.update_gate.UpdateGate` (held-back answers carry no weights).
     """
 
     frame_codec: str = "raw"
@@ -65,6 +69,9 @@ class LinkCodecs:
     train_from_held: bool = False
     sparse: SparseOptions = SparseOptions()
     key_frame_scale: float = 1.0
+    updates: UpdatePolicy = UpdatePolicy()
+    # the stream's frame rate: the server's clock (a downlink budget) runs in stream time
+    fps: float = 30.0
 
     def __post_init__(self) -> None:
         if self.frame_codec not in FRAME_CODECS:
@@ -78,6 +85,10 @@ class LinkCodecs:
             raise ValueError(f"unknown delta codec {self.delta_codec!r}: choose from {', '.join(deltas)}")
         if self.frame_quality is not None and not 1 <= self.frame_quality <= 100:
             raise ValueError(f"frame quality must lie in 1..100, got {self.frame_quality}")
+        if self.updates.gated and (self.delta_codec is None or self.train_from_held):
+            raise ValueError("gated updates need a delta codec and the server training on its own weights")
+        if not self.fps > 0:
+            raise ValueError(f"the stream's frame rate must be > 0, got {self.fps}")
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,8 @@ class KeyFrameRecord:
     step_seconds: tuple[float, ...]
     bytes_up: int
     bytes_down: int
+    # the answer held the training back (no weights)
+    held_back: bool = False
 
 
 class SimulatedUpdate:
@@ -139,6 +152,7 @@ class SimulatedServer:
         self._answers: list[Answer] = []
         self._encoder: UpdateEncoder | None = None
         self._frames: FrameLink | None = None
+        self._gate = UpdateGate(codecs.updates) if codecs is not None and codecs.updates.gated else None
         self.welcome: WeightUpdate | None = None  # with codecs: the full weights every edge starts from
         if codecs is not None:
             self._encoder = UpdateEncoder(codecs.weight_codec, codecs.delta_codec)
@@ -168,27 +182,30 @@ class SimulatedServer:
             state = self.distiller.student.state_dict()
             update = {key: state[key].detach().clone() for key in self.distiller.trainable_keys}
             bytes_up, bytes_down = int(frame.nbytes), update_bytes(update)
+            message = None
         else:
-            result, update, bytes_up, bytes_down = self._answer_encoded(position, frame_index, frame)
+            result, update, bytes_up, bytes_down, message = self._answer_encoded(position, frame_index, frame)
+        metric = result.metric if message is None else message.metric
+        initial_metric = result.initial_metric if message is None else message.initial_metric
         record = KeyFrameRecord(
             frame_index=frame_index,
             steps=result.steps,
-            metric=result.metric,
-            initial_metric=result.initial_metric,
+            metric=metric,
+            initial_metric=initial_metric,
             step_seconds=tuple(result.step_seconds),
             bytes_up=bytes_up,
             bytes_down=bytes_down,
+            held_back=message is not None and message.held_back,
         )
-        outcome = UpdateOutcome(
-            metric=result.metric, payload=update, steps=result.steps, initial_metric=result.initial_metric
-        )
+        outcome = UpdateOutcome(metric=metric, payload=update, steps=result.steps, initial_metric=initial_metric)
         self._answers.append((outcome, record))
         return self._answers[-1]
 
     def _answer_encoded(
         self, position: int, frame_index: int, frame: np.ndarray
-    ) -> tuple[DistillResult, WeightUpdate, int, int]:
-        """The server's work on the frame as the edge encodes it; the update as the edge decodes it."""
+    ) -> tuple[DistillResult, WeightUpdate, int, int, Update]:
+        """The server's work on the frame as the edge encodes it; the update as the edge decodes it, its
+        bytes and the UPDATE message."""
         encoder, frames = self._encoder, self._frames
         assert encoder is not None and frames is not None
         delivered = frames.send(frame_index, frame)
@@ -200,28 +217,32 @@ class SimulatedServer:
             labels = resize_labels(labels, height, width)
             boxes = boxes_to_student(boxes, frame.shape, (width, height))
         result = self.distiller.train(seen, labels, boxes)
-        chooser = self.distiller.chooser
-        held = dict(encoder.held.state)
-        blob = encoder.partial(
-            self.distiller.student.state_dict(),
-            self.distiller.trainable_keys,
-            chooser.coordinates if chooser is not None else None,
-        )
-        update = {name: value.clone() for name, value in encoder.held.state.items() if value is not held[name]}
+        now = frame_index / self.codecs.fps if self.codecs is not None else 0.0
+        decision = None
+        if self._gate is not None:
+            key_frame = self.distiller.prepare_on_host(seen, labels, boxes)
+            decision = self._gate.decide(self.distiller, key_frame, result.weights, encoder.held.state, now)
+        update: WeightUpdate = {}
+        blob = TensorBlob([], b"")
+        if decision is None or decision.send:
+            chooser = self.distiller.chooser
+            held = dict(encoder.held.state)
+            blob = encoder.partial(self.distiller.student.state_dict(), self.distiller.trainable_keys,
+                                   chooser.coordinates if chooser is not None else None)
+            update = {name: value.clone() for name, value in encoder.held.state.items() if value is not held[name]}
         self._sync_student()
         answer = Update(
-            seq=position,
-            base_version=position,
-            version=position + 1,
-            metric=result.metric,
-            initial_metric=result.initial_metric,
-            steps=result.steps,
-            full=False,
-            tensors=blob.tensors,
-            distill_ms=1000.0 * sum(result.step_seconds),
-            payload=blob.payload,
+            seq=position, base_version=position, version=position + 1,
+            metric=result.metric if decision is None else decision.metric_after(),
+            initial_metric=result.initial_metric if decision is None else decision.edge_metric,
+            steps=result.steps, full=False, tensors=blob.tensors,
+            distill_ms=1000.0 * sum(result.step_seconds), payload=blob.payload,
+            held_back=decision is not None and not decision.send,
         )
-        return result, update, delivered.message_bytes, len(encode(answer))
+        size = len(encode(answer))
+        if self._gate is not None:
+            self._gate.answered(now, size, not answer.held_back)
+        return result, update, delivered.message_bytes, size, answer
 
     def _sync_student(self) -> None:
         """With ``train_from_held``: train on from the weights the edge holds."""

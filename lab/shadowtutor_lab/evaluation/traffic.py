@@ -92,7 +92,13 @@ def label_of(link: LinkCodecs) -> str:
     if delta is not None and is_sparse_codec(delta):
         delta += f" {link.sparse.fraction:g} every {link.sparse.every}"
     weights = link.weight_codec if delta is None else f"{delta} (full: {link.weight_codec})"
-    return f"{frame} / {weights}" + (", trained from the held weights" if link.train_from_held else "")
+    held = ", trained from the held weights" if link.train_from_held else ""
+    updates = link.updates
+    if updates.gated:
+        budget = "" if updates.downlink_bps is None else f", downlink budget {updates.downlink_bps / 1000:g} kbps"
+        held += (f", updates gated (gain {updates.min_gain:g} over {updates.window} key frames, at most "
+                 f"{updates.max_interval} key frames apart{budget})")
+    return f"{frame} / {weights}{held}"
 
 
 @dataclass(frozen=True)

@@ -378,6 +378,7 @@ class EdgeConnection:
             distiller=distiller,
             telemetry_interval=settings.edge_report_interval or None,
             sparse=settings.sparse_options(),
+            updates=settings.update_policy(),
             evict=self.evict,
         )
         if session_id is not None:

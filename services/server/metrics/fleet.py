@@ -146,6 +146,11 @@ class EdgeRecord:
     report: EdgeReport | None = None
     # wall-clock time of the last report
     report_time: float | None = None
+    # where the server gates the edge's updates: its downlink budget (None: none), the bits per
+    # second answered over the budget's window, and the answers that held the training back
+    update_budget_bps: float | None = None
+    answered_bps: float | None = None
+    updates_held_back: int | None = None
 
 
 class _Reported(NamedTuple):
@@ -226,6 +231,17 @@ class FleetCollector(Collector):
             if record is not None:
                 record.report, record.report_time = report, self._wall_clock()
 
+    def updates(
+        self, edge_id: str, budget_bps: float | None, answered_bps: float, held_back: int
+    ) -> None:
+        """The server's gate of ``edge_id``'s updates after an answer: the downlink budget (None:
+        none), the bits per second answered over its window, the held-back answers so far."""
+        with self._lock:
+            record = self._records.get(edge_id)
+            if record is not None:
+                record.update_budget_bps, record.answered_bps = budget_bps, answered_bps
+                record.updates_held_back = held_back
+
     def _admit(self, edge_id: str) -> EdgeRecord | None:
         """Give a waiting edge a slot if one is free or can be freed; else count the overflow."""
         opened = self._waiting.get(edge_id)
@@ -297,6 +313,29 @@ class FleetCollector(Collector):
             info.add_metric([record.edge_id, record.mode, record.agent], 1)
         yield sessions
         yield info
+        yield _gauge(
+            f"{PREFIX}update_budget_bps",
+            "The server's downlink budget for the edge's updates, bits per second (absent: none)",
+            labels,
+            [([r.edge_id], r.update_budget_bps) for r in records],
+        )
+        yield _gauge(
+            f"{PREFIX}answered_bps",
+            "Bits per second of the server's answers to the edge's key frames (updates and "
+            "held-back answers) over the update budget's window; absent where updates are not "
+            "gated",
+            labels,
+            [([r.edge_id], r.answered_bps) for r in records],
+        )
+        held_back = CounterMetricFamily(
+            f"{PREFIX}updates_held_back",
+            "Key frames the server answered without its training (it did not pay yet)",
+            labels=labels,
+        )
+        for record in records:
+            if record.updates_held_back is not None:
+                held_back.add_metric([record.edge_id], record.updates_held_back)
+        yield held_back
         reported = [
             _Reported(r.edge_id, r.report, r.report_time)
             for r in records

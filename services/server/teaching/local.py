@@ -18,6 +18,7 @@ docs/design/teaching.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -251,7 +252,16 @@ class LocalTeaching:
             session.distiller, frame, labelled.labels, labelled.boxes
         )
         update = await in_pool(
-            self.pool, session.trained, seq, result, seconds, base_version, teacher_ms
+            self.pool,
+            functools.partial(
+                session.trained,
+                seq,
+                result,
+                seconds,
+                base_version,
+                teacher_ms,
+                key_frame=(frame, labelled.labels, labelled.boxes),
+            ),
         )
         self.metrics.distill_latency.observe(update.distill_ms / 1000.0)
         self.metrics.distill_steps.inc(update.steps)

@@ -17,12 +17,15 @@ one at a time, in key-frame order.
 
 from __future__ import annotations
 
+import dataclasses
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 import torch
 from pydantic import BaseModel
 
@@ -30,11 +33,17 @@ from services.server.metrics.server_metrics import ServerMetrics
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.algorithms.sparse_options import SparseOptions
+from shadowtutor.algorithms.update_gate import GateDecision, UpdateGate
+from shadowtutor.algorithms.update_policy import UpdatePolicy
 from shadowtutor.protocol.agreement import Agreement
+from shadowtutor.protocol.codecs import TensorBlob
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.messages import Hello, Labels, SessionMode, Update, Welcome
+from shadowtutor.protocol.messages import Hello, Labels, SessionMode, Update, Welcome, encode
 from shadowtutor.protocol.sparse_delta import is_sparse_codec
 from shadowtutor.protocol.weight_sync import UpdateEncoder
+
+# a key frame as it was trained: the frame (BGR), the teacher's labels, its instance boxes
+TrainedFrame = tuple[np.ndarray, np.ndarray, np.ndarray | None]
 
 
 @dataclass
@@ -58,6 +67,8 @@ class SessionStats:
     distilled: int = 0
     # ERROR messages sent
     errors: int = 0
+    # answers that held the training back (UPDATE ``held_back``)
+    held_back: int = 0
     steps: int = 0
     teacher_seconds: float = 0.0
     distill_seconds: float = 0.0
@@ -108,6 +119,11 @@ class SessionInfo(BaseModel):
     # the version last sent to the edge
     version: int
     key_frames: int
+    # answers that held the training back, and the gate's downlink bits per second (None: not
+    # gated)
+    updates_held_back: int
+    downlink_bps: float | None
+    downlink_budget_bps: float | None
     errors: int
     bytes_in: int
     bytes_out: int
@@ -140,6 +156,11 @@ class EdgeSession:
     # with a sparse delta codec: the share of coordinates trained and sent, and how often chosen
     # again
     sparse: SparseOptions = field(default_factory=SparseOptions)
+    # the server's update policy; the session gates its updates when the policy is gated and the
+    # edge's HELLO accepts held-back answers (``gate``), to the HELLO's downlink budget if it names
+    # one
+    updates: UpdatePolicy = field(default_factory=UpdatePolicy)
+    gate: UpdateGate | None = field(init=False, default=None, repr=False, compare=False)
     # mirrors what the edge holds
     encoder: UpdateEncoder = field(init=False, repr=False, compare=False)
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -164,6 +185,17 @@ class EdgeSession:
         sparse = delta_codec is not None and is_sparse_codec(delta_codec)
         if sparse and self.distiller is not None and self.distiller.chooser is None:
             self.distiller.train_sparse(self.sparse)
+        if self.distiller is not None and self.updates.gated and self.hello.update_gating:
+            budget = self.hello.downlink_budget_bps
+            policy = self.updates
+            if budget is not None:
+                try:
+                    policy = dataclasses.replace(policy, downlink_bps=float(budget))
+                except ValueError as exc:
+                    raise ProtocolError(
+                        ErrorCode.BAD_MESSAGE, f"HELLO downlink_budget_bps: {exc}"
+                    ) from None
+            self.gate = UpdateGate(policy)
 
     @property
     def mode(self) -> SessionMode:
@@ -187,12 +219,15 @@ class EdgeSession:
         if self.distiller is not None and not resumed:
             blob = self.encoder.full(self.distiller.student.state_dict())
             tensors, payload = blob.tensors, blob.payload
+        params = self.params.to_dict()
+        if self.gate is not None:
+            params["update_policy"] = self.gate.policy.to_dict()
         return Welcome(
             session_id=self.session_id,
             version=self.version,
             frame_codec=self.agreement.frame_codec,
             weight_codec=self.agreement.weight_codec,
-            params=self.params.to_dict(),
+            params=params,
             class_names=list(self.hello.class_names),
             delta_codec=self.agreement.delta_codec,
             telemetry_interval=self.telemetry_interval,
@@ -200,6 +235,7 @@ class EdgeSession:
             tensors=tensors,
             payload=payload,
             resumed=resumed,
+            update_gating=self.gate is not None,
         )
 
     def student_size(self) -> list[int] | None:
@@ -209,23 +245,56 @@ class EdgeSession:
         return list(size) if size is not None else None
 
     def trained(
-        self, seq: int, result: DistillResult, seconds: float, base_version: int, teacher_ms: float
+        self,
+        seq: int,
+        result: DistillResult,
+        seconds: float,
+        base_version: int,
+        teacher_ms: float,
+        key_frame: TrainedFrame | None = None,
     ) -> Update:
         """The UPDATE for the key frame ``seq`` once the distiller has been trained on it
         (``result``, in ``seconds``), with the session's statistics counted. A partial update is
         encoded from the result's host copy of the weights, so it never waits on the device (where
-        the next batch may be running)."""
-        self.stats.count_training(result.steps, seconds, result.metric)
-        return self._update(
+        the next batch may be running). A gated session (:attr:`gate`) needs ``key_frame``, the
+        frame, labels and boxes the student was trained on: its answer carries the training only
+        when the gate says so (else ``held_back``), and its metrics score the weights the edge
+        holds before and after it."""
+        decision = self._gate(result, base_version, key_frame)
+        metric = result.metric if decision is None else decision.metric_after()
+        self.stats.count_training(result.steps, seconds, metric)
+        update = self._update(
             seq,
             base_version,
-            metric=result.metric,
-            initial_metric=result.initial_metric,
+            metric=metric,
+            initial_metric=result.initial_metric if decision is None else decision.edge_metric,
             steps=result.steps,
             teacher_ms=teacher_ms,
             distill_ms=seconds * 1000.0,
             trained=result.weights,
+            held_back=decision is not None and not decision.send,
         )
+        if self.gate is not None:
+            self.gate.answered(time.monotonic(), len(encode(update)), not update.held_back)
+        return update
+
+    def _gate(
+        self, result: DistillResult, base_version: int, key_frame: TrainedFrame | None
+    ) -> GateDecision | None:
+        """The gate's verdict on a partial answer; None where the session is not gated or the
+        answer carries full weights."""
+        distiller = self._require_distiller()
+        if self.gate is None or self._needs_full(base_version):
+            return None
+        if key_frame is None:
+            raise ValueError("a gated session needs the trained key frame")
+        prepared = distiller.prepare_on_host(*key_frame)
+        return self.gate.decide(
+            distiller, prepared, result.weights, self.encoder.held.state, time.monotonic()
+        )
+
+    def _needs_full(self, base_version: int) -> bool:
+        return base_version != self.version or not self.edge_weights_known
 
     def resync(self, have_version: int) -> Update:
         """The full weights for an edge that holds ``have_version`` (RESYNC_REQUEST)."""
@@ -247,12 +316,17 @@ class EdgeSession:
         distill_ms: float = 0.0,
         force_full: bool = False,
         trained: Mapping[str, torch.Tensor] | None = None,
+        held_back: bool = False,
     ) -> Update:
         """``trained``: the trainable weights as training left them (host copies), which a partial
-        update is encoded from; only an update that answers a training is partial."""
+        update is encoded from; only an update that answers a training is partial. ``held_back``:
+        a partial answer without weights (the training waits for a later update)."""
         distiller = self._require_distiller()
-        full = force_full or base_version != self.version or not self.edge_weights_known
-        if full:
+        full = force_full or self._needs_full(base_version)
+        if held_back and not full:
+            self.stats.held_back += 1
+            blob = TensorBlob([], b"")
+        elif full:
             blob = self.encoder.full(distiller.student.state_dict())
             self.edge_weights_known = True
         else:
@@ -275,6 +349,7 @@ class EdgeSession:
             teacher_ms=teacher_ms,
             distill_ms=distill_ms,
             payload=blob.payload,
+            held_back=held_back and not full,
         )
 
     def _require_distiller(self) -> Distiller:
@@ -299,6 +374,9 @@ class EdgeSession:
             delta_codec=self.agreement.delta_codec,
             version=self.version,
             key_frames=s.key_frames,
+            updates_held_back=s.held_back,
+            downlink_bps=None if self.gate is None else self.gate.downlink_bps(time.monotonic()),
+            downlink_budget_bps=None if self.gate is None else self.gate.policy.downlink_bps,
             errors=s.errors,
             bytes_in=self.traffic.bytes_in,
             bytes_out=self.traffic.bytes_out,

@@ -10,6 +10,7 @@ from shadowtutor.algorithms.client_loop import ClientLoop, UpdateOutcome
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.algorithms.sparse_options import SparseOptions
+from shadowtutor.algorithms.update_policy import UpdatePolicy
 from shadowtutor.models.inference import TorchBackend
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import decode_frame, decode_tensors, encode_frame, encode_tensors
@@ -230,3 +231,24 @@ def test_an_h264_link_at_half_scale_trains_on_the_stream_as_the_server_decodes_i
 def test_a_key_frame_scale_outside_zero_to_one_is_refused() -> None:
     with pytest.raises(ValueError, match="scale"):
         LinkCodecs("h264", key_frame_scale=0.0)
+
+
+def test_gated_updates_on_the_link_go_through_the_servers_gate(tiny_scene: Path) -> None:
+    """The simulated server holds back what the server's UpdateGate holds back: an answer without weights, whose
+    metric is the held weights' score; the update that follows carries the training held back."""
+    scene = Scene.open(tiny_scene)
+    frames = list(scene.frames())
+    never_by_gain = UpdatePolicy(gated=True, min_gain=1.0, max_interval=2)
+    server = _codec_server(scene, LinkCodecs("raw", None, "f32", "q8delta+zstd", updates=never_by_gain), [])
+    link = SimulatedLink(server, 1)
+    outcomes = []
+    for index in (0, 1):
+        update = link.submit(index, frames[index])
+        update.wait(None)
+        outcomes.append(update.result())
+    held, sent = link.records
+    assert held.held_back and not sent.held_back and outcomes[0].payload == {}
+    assert held.metric == held.initial_metric and held.bytes_down < 400
+    assert outcomes[1].payload and sent.bytes_down > 10 * held.bytes_down
+    with pytest.raises(ValueError, match="delta codec"):
+        LinkCodecs(updates=never_by_gain)

@@ -18,11 +18,12 @@ from services.server.teaching.session import EdgeSession, Traffic
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.algorithms.sparse_options import SparseOptions
+from shadowtutor.algorithms.update_policy import UpdatePolicy
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.codecs import decode_tensors
 from shadowtutor.protocol.messages import Hello, Update, encode
-from shadowtutor.protocol.sparse_delta import decode_sparse
+from shadowtutor.protocol.sparse_delta import decode_sparse, is_sparse_codec
 from shadowtutor.protocol.weight_sync import HeldWeights
 from tests.support.scene import CLASS_NAMES, make_frames
 from tests.support.sessions import distill
@@ -221,11 +222,14 @@ def sparse_session(every: int) -> EdgeSession:
 
 
 def edge_installs(edge: HeldWeights, update: Update, codec: str) -> None:
-    """What the edge agent does with an UPDATE (edge_agent.versioning): full weights replace, sparse apply."""
+    """What the edge agent does with an UPDATE (edge_agent.versioning): full weights replace, sparse or dense deltas
+    add."""
     if update.full:
         edge.replace(decode_tensors(update.tensors, update.payload, "f32"))
-    else:
+    elif is_sparse_codec(codec):
         edge.apply_sparse(decode_sparse(update.tensors, update.payload, codec, edge.coordinates))
+    else:
+        edge.apply(decode_tensors(update.tensors, update.payload, codec), delta=True)
 
 
 def test_sparse_updates_keep_the_edge_bit_identical_through_resyncs_reconnects_and_a_takeover() -> None:
@@ -284,3 +288,43 @@ def test_a_sparse_checkpoint_with_a_tampered_set_or_chooser_is_refused() -> None
     refused(lambda r: r["mirror"]["coordinates"].__setitem__("set_id", -1), "set id")
     refused(lambda r: r["sparse"].__setitem__("fraction", 7.0), "fraction")
     refused(lambda r: r["sparse"]["chooser"]["accumulated"].popitem(), "sparse accumulated")
+
+
+@pytest.mark.parametrize("codec", ["q8delta+zstd", "q4sparse+zstd"])
+def test_gated_updates_keep_the_edge_bit_identical_through_held_back_merged_resyncs_reconnects_and_a_takeover(
+    codec: str,
+) -> None:
+    """Held-back answers change nothing on the edge; the next update carries the training they held back (the
+    delta is against the edge's weights); resyncs, a reconnect and a takeover keep both copies equal."""
+    frames, labels = make_frames(12)
+    policy = UpdatePolicy(gated=True, min_gain=1.0, max_interval=3)
+    hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48, update_gating=True)
+    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller((64, 48)), delta_codec=codec,
+                          sparse=SparseOptions(fraction=0.2, every=4), updates=policy)
+    welcome = session.welcome()
+    assert welcome.update_gating and welcome.params["update_policy"]["max_interval"] == 3
+    edge = HeldWeights()
+    edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f32"))
+    held_back, merged = 0, 0
+    for seq in range(12):
+        if seq == 5:
+            edge_installs(edge, session.resync(session.version), codec)
+        if seq == 7:
+            session = restore(snapshot(session), PARAMS, new_distiller, edge_id="cam", session_id=session.session_id,
+                              max_size=BOUND, updates=policy).session
+        if seq == 10:
+            welcome = session.welcome()
+            edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f32"))
+        before = {key: value.clone() for key, value in edge.state.items()}
+        update = distill(session, seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
+        if update.held_back:
+            held_back += 1
+            assert (update.tensors, update.payload, update.full) == ([], b"", False)
+        elif update.payload and held_back and not update.full:
+            merged += 1
+        edge_installs(edge, update, codec)
+        if update.held_back:
+            assert all(torch.equal(edge.state[key], before[key]) for key in before)
+        for key, value in session.encoder.held.state.items():
+            assert torch.equal(edge.state[key], value), (seq, key)
+    assert held_back >= 3 and merged >= 1

@@ -152,3 +152,17 @@ def test_a_bad_checkpoint_secret_file_is_one_clear_error(tmp_path: Path, content
     with pytest.raises(ValidationError, match="not both"):
         secret.write_text("a long enough secret\n")
         ServerSettings(checkpoint_secret_file=secret, checkpoint_secret="another long secret")
+
+
+def test_the_update_gating_settings_make_the_sessions_policy() -> None:
+    from shadowtutor.algorithms.update_policy import UpdatePolicy
+
+    assert not ServerSettings().update_policy().gated
+    settings = ServerSettings(
+        update_gating=True, update_min_gain=0.02, update_max_interval=4, update_window=2, downlink_budget="100kbps"
+    )
+    assert settings.update_policy() == UpdatePolicy(
+        gated=True, min_gain=0.02, max_interval=4, window=2, downlink_bps=100_000.0
+    )
+    with pytest.raises(ValidationError, match="bit rate"):
+        ServerSettings(downlink_budget="fast")

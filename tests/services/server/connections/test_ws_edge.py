@@ -444,3 +444,33 @@ def test_the_batched_engine_serves_concurrent_sessions_and_the_edge_holds_the_se
 
 def _tensors_of(update: Update) -> tuple[list, bytes]:
     return update.tensors, update.payload
+
+
+def test_a_gating_server_holds_back_training_until_it_pays_and_shows_it_on_metrics(
+    settings: ServerSettings, scene: TinyScene
+) -> None:
+    """Nothing pays by gain here (1.0); the interval (2) sends the training the first answer held back."""
+    gated = settings.model_copy(update={"update_gating": True, "update_min_gain": 1.0, "update_max_interval": 2})
+    with TestClient(create_app(gated)) as client:
+        wait_ready(client)
+        with client.websocket_connect("/v1/edge") as ws:
+            wire, welcome = open_session(ws, scene, update_gating=True, downlink_budget_bps=50_000.0,
+                                         weight_codecs=["q8delta+zstd", "f32"])
+            assert welcome.update_gating and welcome.params["update_policy"]["downlink_bps"] == 50_000.0
+            wire.send(key_frame(scene, seq=0, base_version=0))
+            held = wire.expect(Update)
+            assert held.held_back and (held.tensors, held.payload, held.version) == ([], b"", 1) and held.steps >= 1
+            wire.send(key_frame(scene, seq=1, base_version=1))
+            sent = wire.expect(Update)
+            assert not sent.held_back and sent.tensors and sent.version == 2
+            session = client.get("/v1/sessions").json()["sessions"][0]
+            assert session["updates_held_back"] == 1 and session["downlink_budget_bps"] == 50_000.0
+            text = client.get("/metrics").text
+        assert sample_value(text, "shadowtutor_server_edge_updates_held_back_total", edge_id="cam-1") == 1
+        assert sample_value(text, "shadowtutor_server_edge_update_budget_bps", edge_id="cam-1") == 50_000.0
+        assert sample_value(text, "shadowtutor_server_edge_answered_bps", edge_id="cam-1") > 0
+        with client.websocket_connect("/v1/edge") as ws:  # an edge that does not read held-back answers
+            wire, welcome = open_session(ws, scene, edge_id="cam-2")
+            assert not welcome.update_gating
+            wire.send(key_frame(scene, seq=0, base_version=0))
+            assert not wire.expect(Update).held_back

@@ -124,8 +124,27 @@ def test_one_edge_adds_at_most_195_series() -> None:
         **{name: histogram for name in HISTOGRAMS}, **{name: 1 for name in OPTIONAL_COUNTS},
         **{name: dict.fromkeys(keys, 1) for name, keys in LABELS.items()},
         changed_fraction=dict.fromkeys(STUDENT_LAYERS, 0.5)))
+    fleet.updates("big", 100_000.0, 50_000.0, 3)
     lines = [line for line in exposition(fleet).splitlines() if line.startswith("shadowtutor_server_edge_")]
-    assert len(lines) == 195  # the change-based layers of today and the two retired ones (older edges)
+    assert len(lines) == 198  # the change-based layers of today and the two retired ones (older edges)
+
+
+def test_the_servers_update_gate_becomes_the_edges_series() -> None:
+    fleet = FleetCollector()
+    fleet.session_opened("cam", "s1", "distill", "")
+    text = exposition(fleet)
+    with pytest.raises(KeyError):
+        sample_value(text, "shadowtutor_server_edge_answered_bps", edge_id="cam")
+    fleet.updates("cam", None, 12_000.0, 2)
+    text = exposition(fleet)
+    assert sample_value(text, "shadowtutor_server_edge_answered_bps", edge_id="cam") == 12_000.0
+    assert sample_value(text, "shadowtutor_server_edge_updates_held_back_total", edge_id="cam") == 2
+    with pytest.raises(KeyError):
+        sample_value(text, "shadowtutor_server_edge_update_budget_bps", edge_id="cam")
+    fleet.updates("cam", 80_000.0, 9_000.0, 5)
+    assert sample_value(exposition(fleet), "shadowtutor_server_edge_update_budget_bps", edge_id="cam") == 80_000.0
+    fleet.updates("other", 1.0, 1.0, 1)  # an edge without a session gets no series
+    assert "other" not in exposition(fleet)
 
 
 def test_figures_of_features_that_are_off_are_absent() -> None:

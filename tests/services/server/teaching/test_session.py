@@ -9,6 +9,7 @@ from services.server.metrics.server_metrics import ServerMetrics
 from services.server.teaching.session import EdgeSession, SessionRegistry, Traffic
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.update_policy import UpdatePolicy
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.codecs import decode_tensors
@@ -172,3 +173,37 @@ def test_a_partial_update_is_encoded_from_the_results_host_weights(monkeypatch: 
     assert sent.keys() <= result.weights.keys() and sent
     for key, tensor in sent.items():
         torch.testing.assert_close(tensor, result.weights[key], rtol=0, atol=0)
+
+
+def gated_session(update_gating: bool, budget: float | None = None) -> EdgeSession:
+    params = AlgorithmParams(max_updates=1, threshold=0.99)
+    hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48,
+                  update_gating=update_gating, downlink_budget_bps=budget)
+    return EdgeSession(hello, "raw", "f32", params, Traffic(), Distiller(StudentNet(3), params, background=2),
+                       delta_codec="q8delta+zstd", updates=UpdatePolicy(gated=True, downlink_bps=64_000.0))
+
+
+def test_updates_are_gated_only_for_an_edge_that_reads_held_back_answers_within_its_own_budget() -> None:
+    assert gated_session(False).gate is None and not gated_session(False).welcome().update_gating
+    welcome = gated_session(True).welcome()
+    assert welcome.update_gating and welcome.params["update_policy"]["downlink_bps"] == 64_000.0
+    own = gated_session(True, budget=20_000.0)
+    assert own.gate is not None and own.gate.policy.downlink_bps == 20_000.0
+    with pytest.raises(ProtocolError) as refused:
+        gated_session(True, budget=-1.0)
+    assert refused.value.code is ErrorCode.BAD_MESSAGE
+
+
+def test_a_held_back_answer_reports_the_edges_score_and_counts() -> None:
+    s = gated_session(True)
+    s.gate.policy = UpdatePolicy(gated=True, min_gain=1.0, max_interval=100)  # nothing pays
+    s.welcome()
+    (frame, *_), (label, *_) = make_frames(1)
+    s.accept_seq(0)
+    update = distill(s, 0, frame, label, base_version=0, teacher_ms=1.0)
+    assert update.held_back and (update.tensors, update.payload, update.version) == ([], b"", 1)
+    assert update.metric == update.initial_metric  # the edge still holds what it held
+    info = s.info()
+    assert info.updates_held_back == 1 and info.downlink_bps is not None and info.downlink_bps > 0
+    resync = s.resync(have_version=1)
+    assert resync.full and not resync.held_back
