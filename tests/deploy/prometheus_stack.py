@@ -83,6 +83,7 @@ SERVER_METRICS = (
     MetricSpec("shadowtutor_server_build_info", "gauge", ("version", "python")),
     MetricSpec("shadowtutor_server_fleet_edges", "gauge"),
     MetricSpec("shadowtutor_server_fleet_overflow_total", "counter"),
+    MetricSpec("shadowtutor_server_edge_input_dropped_total", "counter", ("kind",)),
     # the Ray Serve ingress only (shadowtutor serve --ray): services/ray_serve/metrics.py
     MetricSpec("shadowtutor_server_teaching_replica_sessions", "gauge", ("replica",)),
     MetricSpec("shadowtutor_server_session_moves_total", "counter"),
@@ -138,6 +139,8 @@ EDGE_METRICS = tuple(
     # the edge's own: an acceleration's trial against the plain student (not reported to the server)
     MetricSpec("shadowtutor_edge_acceleration_speedup", "gauge", ("edge_id",)),
     MetricSpec("shadowtutor_edge_acceleration_stepped_aside", "gauge", ("edge_id",)),
+    # the edge's own: of its reconnects, those that resumed their session (not reported)
+    MetricSpec("shadowtutor_edge_resumed_reconnects_total", "counter", ("edge_id",)),
 )
 
 

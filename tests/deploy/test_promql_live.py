@@ -211,6 +211,7 @@ def test_stand_ins_serve_the_names_and_labels_of_the_real_exporters() -> None:
     server = server_metrics.ServerMetrics()
     server.fleet.session_opened("edge-a", "s1", "distill", "shadowtutor-edge/1.0")
     server.fleet.report("edge-a", check_telemetry(edge.telemetry()))
+    server.fleet.updates("edge-a", 100_000.0, 50_000.0, 1)
     from services.ray_serve.metrics import TeachingMetrics  # the Ray Serve ingress adds these to the server's
     from services.ray_serve.requests import Answer
     from shadowtutor.protocol.messages import Error

@@ -28,7 +28,7 @@ TOKEN = Path(tempfile.mkdtemp(prefix="raytok", dir="/tmp")) / "ray-token"
 
 
 def _env() -> dict[str, str]:
-    """The recipe's environment (docs/deploy.md, "Ray closed by default"): token authentication with a token
+    """The recipe's environment (docs/deploy/ray-serve.md, "Ray closed by default"): token authentication with a token
     of this test's own, for the heads and every driver."""
     if not TOKEN.exists():
         TOKEN.write_text(secrets.token_hex(32))
