@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.video_stream import StreamDecoder, StreamEncoder, StreamFrame, scaled_frame_size
+from shadowtutor.protocol.video_stream import (
+    StreamDecoder,
+    StreamEncoder,
+    StreamFrame,
+    scaled_frame_size,
+    stream_rate,
+)
 
 W, H = 96, 64
 
@@ -115,3 +123,40 @@ def test_scaled_sizes_have_even_sides_and_scale_one_keeps_the_size() -> None:
     for scale in (0.0, -1.0, 1.01):
         with pytest.raises(ValueError, match="scale"):
             scaled_frame_size(1280, 720, scale)
+
+
+def _texture(count: int, width: int = 160, height: int = 96) -> list[np.ndarray]:
+    """A noisy picture drifting a pixel a frame: what libx264's rate control has to pay for."""
+    base = np.random.default_rng(5).integers(0, 256, (height, width + count, 3), dtype=np.uint8)
+    return [np.ascontiguousarray(base[:, i:i + width]) for i in range(count)]
+
+
+def test_crf_holds_at_the_source_rate_whatever_the_clock_once_was() -> None:
+    # libx264 spends bits per second of video: the same frames at 1000 FPS got far fewer bits
+    # than at their real 10 FPS. Each frame is now encoded on its source's clock.
+    frames = _texture(12)
+    stream = StreamEncoder(160, 96, fps=10)
+    at_ten = sum(len(stream.encode(f).payload) for f in frames)
+    stream = StreamEncoder(160, 96, fps=1000)
+    at_thousand = sum(len(stream.encode(f).payload) for f in frames)
+    assert at_ten > 1.3 * at_thousand
+
+
+def test_sparse_frames_keep_their_source_indices_as_timestamps() -> None:
+    encoder, decoder = StreamEncoder(W, H, fps=30000 / 1001), StreamDecoder(W, H)
+    assert encoder.rate == Fraction(30000, 1001)
+    source = frames(20)
+    for index in (3, 11, 19):
+        sent = encoder.encode(source[index], index)
+        assert close(decoder.decode(sent.payload, sent.position), source[index])
+    with pytest.raises(ValueError, match="does not follow frame 19"):
+        encoder.encode(source[0], 19)
+    # a restarted stream starts its clock again
+    encoder.restart()
+    assert encoder.encode(source[0], 2).intra
+
+
+@pytest.mark.parametrize("fps", [0.0, -5.0, 1001.0])
+def test_a_rate_outside_the_clock_range_is_refused(fps: float) -> None:
+    with pytest.raises(ValueError, match="frame rate"):
+        stream_rate(fps)
