@@ -17,9 +17,14 @@ THUMBNAIL = (32, 18)
 
 
 def thumbnail(frame_bgr: np.ndarray) -> np.ndarray:
-    """``frame_bgr`` (uint8, H x W x 3) as a :data:`THUMBNAIL` grey image, float32 in [0, 1]."""
+    """``frame_bgr`` (uint8, H x W x 3) as a :data:`THUMBNAIL` grey image, float32 in [0, 1]: every
+    n-th pixel of the frame, n chosen to leave at least four per thumbnail pixel each way, then
+    averaged (area) down to the thumbnail."""
+    height, width = frame_bgr.shape[:2]
+    step = max(1, min(height // (4 * THUMBNAIL[1]), width // (4 * THUMBNAIL[0])))
+    sampled = frame_bgr[::step, ::step]
     grey = cv2.cvtColor(
-        cv2.resize(frame_bgr, THUMBNAIL, interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY
+        cv2.resize(sampled, THUMBNAIL, interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY
     )
     return grey.astype(np.float32) / 255.0
 
