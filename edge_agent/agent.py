@@ -263,6 +263,7 @@ class EdgeAgent:
             ping_timeout=s.ping_timeout,
             report=self.metrics.telemetry,
             key_frame_scale=scale,
+            fps=fps,
         )
         transport.start()
         try:
@@ -292,6 +293,7 @@ class EdgeAgent:
                     self._budget_gate(transport, fps),
                     sinks,
                     summary,
+                    fps,
                 )
         finally:
             transport.close()
@@ -371,9 +373,10 @@ class EdgeAgent:
         gate: KeyFrameBudget | None,
         sinks: LabelSink,
         summary: RunSummary,
+        fps: float,
     ) -> None:
-        """The client loop on every frame; ``info`` None: no session yet (labels with the edge's own
-        student).
+        """The client loop on every frame of a source of ``fps`` frames a second; ``info`` None: no
+        session yet (labels with the edge's own student).
 
         Offline, key frames fail at once (counted as dropped), so the loop never waits at
         MIN_STRIDE.
@@ -386,6 +389,7 @@ class EdgeAgent:
             transport,
             wait_timeout=s.wait_timeout,
             gate=gate,
+            fps=fps,
         )
         state = self._state_file()
         keeper = None

@@ -16,7 +16,12 @@ import cv2
 import numpy as np
 
 from shadowtutor.protocol.codecs import encode_frame
-from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamEncoder, scaled_frame_size
+from shadowtutor.protocol.video_stream import (
+    DEFAULT_STREAM_FPS,
+    STREAM_FRAME_CODECS,
+    StreamEncoder,
+    scaled_frame_size,
+)
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -47,20 +52,27 @@ def scale_frame(frame_bgr: np.ndarray, scale: float) -> np.ndarray:
 class FrameEncoder:
     """Encodes on the caller's thread; :meth:`restart` may be called from any thread."""
 
-    def __init__(self, quality: int | None = None, scale: float = 1.0) -> None:
+    def __init__(
+        self, quality: int | None = None, scale: float = 1.0, *, fps: float = DEFAULT_STREAM_FPS
+    ) -> None:
         """``quality``: jpeg/webp quality (None: the codec's default); stream codecs use their CRF.
         ``scale`` in (0, 1]: every frame is sent at :func:`scaled_frame_size` of its size
-        (ValueError outside)."""
+        (ValueError outside). ``fps``: the source's frame rate, the clock of a stream codec
+        (:class:`~shadowtutor.protocol.video_stream.StreamEncoder`)."""
         scaled_frame_size(2, 2, scale)
-        self.quality, self.scale = quality, scale
+        self.quality, self.scale, self.fps = quality, scale, fps
         self._lock = threading.Lock()
         self._stream: StreamEncoder | None = None
         self._session: str | None = None
         self._epoch = 0
 
-    def encode(self, frame_bgr: np.ndarray, codec: str, stream_key: str) -> EncodedFrame:
+    def encode(
+        self, frame_bgr: np.ndarray, codec: str, stream_key: str, frame_index: int | None = None
+    ) -> EncodedFrame:
         """``frame_bgr`` at the encoder's scale in ``codec``; a ``stream_key`` other than the last
-        frame's (a new session, or a new connection of the same session) starts a new stream."""
+        frame's (a new session, or a new connection of the same session) starts a new stream.
+        ``frame_index``: the frame's index in the source, its time in a stream (None: the frame
+        after the stream's last); within one stream indices increase (ValueError otherwise)."""
         frame_bgr = scale_frame(frame_bgr, self.scale)
         height, width = frame_bgr.shape[:2]
         if codec not in STREAM_FRAME_CODECS:
@@ -74,11 +86,11 @@ class FrameEncoder:
                 or self._session != stream_key
                 or (stream.width, stream.height) != (width, height)
             ):
-                stream = StreamEncoder(width, height)
+                stream = StreamEncoder(width, height, fps=self.fps)
                 self._stream, self._session = stream, stream_key
                 self._epoch += 1
             epoch = self._epoch
-            encoded = stream.encode(frame_bgr)
+            encoded = stream.encode(frame_bgr, frame_index)
         return EncodedFrame(
             payload=encoded.payload,
             width=width,

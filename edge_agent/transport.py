@@ -53,6 +53,7 @@ from shadowtutor.protocol.messages import (
     decode,
     encode,
 )
+from shadowtutor.protocol.video_stream import DEFAULT_STREAM_FPS
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -76,6 +77,7 @@ class EdgeTransport:
         backoff: Backoff | None = None,
         frame_quality: int | None = None,
         key_frame_scale: float = 1.0,
+        fps: float = DEFAULT_STREAM_FPS,
         handshake_timeout: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
         token: Callable[[], str | None] | None = None,
@@ -84,7 +86,8 @@ class EdgeTransport:
         report: Callable[[], Telemetry] | None = None,
     ) -> None:
         """``report`` makes the TELEMETRY sent when a WELCOME asks for it. ``key_frame_scale`` in
-        (0, 1]: frames are sent at that share of their sides (the HELLO announces that size).
+        (0, 1]: frames are sent at that share of their sides (the HELLO announces that size);
+        ``fps``: the source's frame rate, the clock of an H.264 frame stream.
         ``ssl_context`` verifies
         a ``wss://`` server (default: the system's CA store); ``token`` gives the HELLO's token at
         each connection (so that a rotated token file is picked up). A connection whose keepalive
@@ -100,7 +103,7 @@ class EdgeTransport:
         self.backoff = backoff or Backoff(0.5, 15.0)
         # jpeg/webp quality; None: the codec's default
         self.frame_quality = frame_quality
-        self._frames = FrameEncoder(frame_quality, key_frame_scale)
+        self._frames = FrameEncoder(frame_quality, key_frame_scale, fps=fps)
         self.handshake_timeout = handshake_timeout
         self.ssl_context = ssl_context
         self.token = token
@@ -231,7 +234,7 @@ class EdgeTransport:
             self._handover.drop_key_frame()
             return Pending.failed()
         encoded = self._frames.encode(
-            frame, info.frame_codec, f"{info.session_id}/{self._welcomes}"
+            frame, info.frame_codec, f"{info.session_id}/{self._welcomes}", frame_index
         )
         seq = next(self._seq)
         message = KeyFrame(

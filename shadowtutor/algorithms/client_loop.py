@@ -10,6 +10,11 @@ MIN_STRIDE times out, inference goes on with the weights it has, the outstanding
 is still applied when it lands, and the next key frame is sent only after it resolved.
 A failed update (the link was down) leaves weights and stride as they are.
 
+With the source's frame rate (``fps``) and clock pacing (docs/design/clock.md), the stride's
+bounds are seconds of the source (:meth:`AlgorithmParams.stride_bounds`), and a scene cut
+(:mod:`shadowtutor.algorithms.scene_cut`) calls a key frame as soon as MIN_STRIDE frames have
+passed since the last one and its update has landed; without ``fps`` the loop is the paper's.
+
 With a ``gate`` (e.g. a byte budget, :class:`~shadowtutor.algorithms.link_budget.KeyFrameBudget`),
 a key frame the stride asks for goes out only once the gate allows it; until then every frame
 asks again, so the gate can only lower the key-frame rate.
@@ -24,6 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.scene_cut import CutDetector
 from shadowtutor.algorithms.stride import next_stride
 from shadowtutor.algorithms.threshold import StrideThreshold
 
@@ -106,13 +112,15 @@ class FrameResult:
     wait_settled: bool = False
     # the student's inference on this frame (the paper's T_SI)
     inference_seconds: float = 0.0
+    # a scene cut was seen at this frame
+    cut: bool = False
 
 
 class ClientLoop(Generic[Payload]):
     """The paper's Algorithm 4 on the edge: labels every frame with the student, sends the frame the
     stride makes a key frame (if ``gate`` allows), installs each update when it is ready or waits at
     most ``wait_timeout`` for it at MIN_STRIDE, and sets the next stride from the update's metric
-    (Algorithm 2)."""
+    (Algorithm 2). ``fps``: the source's frame rate (None: unknown, the paper's loop)."""
 
     def __init__(
         self,
@@ -122,13 +130,19 @@ class ClientLoop(Generic[Payload]):
         *,
         wait_timeout: float | None = None,
         gate: KeyFrameGate | None = None,
+        fps: float | None = None,
     ) -> None:
         self.params = params
         self.runtime = runtime
         self.transport = transport
         self.wait_timeout = wait_timeout
         self.gate = gate
-        self.stride = params.min_stride
+        self.fps = fps
+        self.bounds = params.stride_bounds(fps)
+        self.cuts = self._cut_detector(params)
+        # a cut was seen since the last key frame
+        self.cut_pending = False
+        self.stride = self.bounds[0]
         # the THRESHOLD the stride is scaled against
         self.threshold = StrideThreshold(params)
         # the first frame is a key frame
@@ -141,7 +155,10 @@ class ClientLoop(Generic[Payload]):
         """Label one frame, sending it as a key frame and applying updates as the loop says."""
         index = self.frame_index
         self.frame_index += 1
-        is_key = self.step >= self.stride and self.updated
+        cut = self.cuts is not None and self.cuts.is_cut(frame)
+        self.cut_pending = self.cut_pending or cut
+        due = self.step >= self.stride or (self.cut_pending and self.step >= self.params.min_stride)
+        is_key = due and self.updated
         if is_key and self.gate is not None:
             is_key = self.gate.allows(index)
             if is_key:
@@ -150,6 +167,7 @@ class ClientLoop(Generic[Payload]):
             self.pending = self.transport.submit(index, frame)
             self.step = 0
             self.updated = False
+            self.cut_pending = False
         start = time.perf_counter()
         labels = self.runtime.infer(frame)
         inference = time.perf_counter() - start
@@ -177,6 +195,7 @@ class ClientLoop(Generic[Payload]):
             waited_seconds=waited,
             wait_settled=settled,
             inference_seconds=inference,
+            cut=cut,
         )
 
     def _resolve(self, pending: PendingUpdate[Payload]) -> float | None:
@@ -185,7 +204,11 @@ class ClientLoop(Generic[Payload]):
             return None
         self.runtime.apply(outcome.payload)
         self.stride = next_stride(
-            self.stride, self._stride_metric(outcome), self.params, self.threshold.current
+            self.stride,
+            self._stride_metric(outcome),
+            self.params,
+            self.threshold.current,
+            self.bounds,
         )
         self.threshold.observe(outcome.metric)
         return outcome.metric
@@ -200,7 +223,16 @@ class ClientLoop(Generic[Payload]):
         the auto THRESHOLD measures the new session's key frames afresh."""
         self.params = params
         self.threshold = StrideThreshold(params)
-        self.stride = min(max(self.stride, params.min_stride), params.max_stride)
+        self.bounds = params.stride_bounds(self.fps)
+        if self.cuts is None or self.cuts.threshold != params.cut_threshold:
+            self.cuts = self._cut_detector(params)
+        self.stride = min(max(self.stride, self.bounds[0]), self.bounds[1])
+
+    def _cut_detector(self, params: AlgorithmParams) -> CutDetector | None:
+        """A detector when the source's rate is known and the parameters pace on the clock."""
+        if self.fps is None or not params.detects_cuts:
+            return None
+        return CutDetector(params.cut_threshold)
 
     def result_is_pending(self) -> bool:
         return not self.updated

@@ -41,8 +41,21 @@ ThresholdPolicy = Literal["fixed", "auto"]
 THRESHOLD_POLICIES: tuple[ThresholdPolicy, ...] = ("fixed", "auto")
 # the THRESHOLD setting (flag, variable) that selects the "auto" policy
 AUTO_THRESHOLD = "auto"
+# How Algorithm 2's strides are bounded: "clock": in seconds of the source (min_key_interval,
+# max_key_interval, never under MIN_STRIDE frames), with a scene cut calling a key frame early; or
+# "paper": MIN_STRIDE and MAX_STRIDE frames whatever the frame rate, no cuts.
+KeyFramePacing = Literal["clock", "paper"]
+KEY_FRAME_PACINGS: tuple[KeyFramePacing, ...] = ("clock", "paper")
 _INTEGERS = ("min_stride", "max_stride", "max_updates")
-_NUMBERS = ("threshold", "learning_rate", "object_weight", "box_dilation")
+_NUMBERS = (
+    "threshold",
+    "learning_rate",
+    "object_weight",
+    "box_dilation",
+    "min_key_interval",
+    "max_key_interval",
+    "cut_threshold",
+)
 
 
 class AlgorithmParams(BaseModel):
@@ -66,10 +79,35 @@ class AlgorithmParams(BaseModel):
         "(docs/design/threshold_auto.md)",
     )
     min_stride: int = Field(
-        8, description="Algorithm 2's MIN_STRIDE: fewest frames between key frames"
+        8,
+        description="Algorithm 2's MIN_STRIDE: fewest frames between key frames (with clock "
+        "pacing: the floor under the seconds, and the earliest a scene cut calls one)",
     )
     max_stride: int = Field(
-        64, description="Algorithm 2's MAX_STRIDE: most frames between key frames"
+        64,
+        description="Algorithm 2's MAX_STRIDE: most frames between key frames (paper pacing, or "
+        "a source of unknown rate)",
+    )
+    key_frame_pacing: KeyFramePacing = Field(
+        "clock",
+        description="clock: strides bounded in seconds of the source (min/max key interval) and "
+        "a scene cut calls a key frame; paper: MIN_STRIDE and MAX_STRIDE frames, no cuts "
+        "(docs/design/clock.md)",
+    )
+    min_key_interval: float = Field(
+        0.5,
+        description="with clock pacing, fewest seconds between key frames the student's metric "
+        "can ask for (>= 0; never under MIN_STRIDE frames)",
+    )
+    max_key_interval: float = Field(
+        8.0,
+        description="with clock pacing, most seconds between key frames (>= min key interval)",
+    )
+    cut_threshold: float = Field(
+        0.08,
+        description="with clock pacing, the change between consecutive frames (mean absolute "
+        "difference of grey thumbnails, 0..1) that counts as a scene cut and calls a key frame "
+        "after MIN_STRIDE frames; 1 never does",
     )
     max_updates: int = Field(
         8, description="Algorithm 1's MAX_UPDATES: most training steps per key frame"
@@ -140,7 +178,33 @@ class AlgorithmParams(BaseModel):
             raise ValueError(f"object_weight must be > 0, got {self.object_weight}")
         if self.box_dilation < 0:
             raise ValueError(f"box_dilation must be >= 0, got {self.box_dilation}")
+        if not 0.0 <= self.min_key_interval <= self.max_key_interval:
+            raise ValueError(
+                "need 0 <= min_key_interval <= max_key_interval, got "
+                f"{self.min_key_interval}, {self.max_key_interval}"
+            )
+        if not 0.0 < self.cut_threshold <= 1.0:
+            raise ValueError(f"cut_threshold must lie in (0, 1], got {self.cut_threshold}")
         return self
+
+    def stride_bounds(self, fps: float | None) -> tuple[int, int]:
+        """Algorithm 2's fewest and most frames between key frames on a source of ``fps`` frames a
+        second (None: unknown).
+
+        Paper pacing, or an unknown rate: ``(min_stride, max_stride)``. Clock pacing: the key
+        intervals in frames (rounded), the lower never under ``min_stride``, the upper never under
+        the lower."""
+        if self.key_frame_pacing == "paper" or fps is None:
+            return self.min_stride, self.max_stride
+        if not 0.0 < fps <= 1000.0:
+            raise ValueError(f"a source's frame rate lies in (0, 1000], got {fps}")
+        low = max(self.min_stride, round(self.min_key_interval * fps))
+        return low, max(low, round(self.max_key_interval * fps))
+
+    @property
+    def detects_cuts(self) -> bool:
+        """Whether a scene cut calls a key frame (clock pacing with a threshold under 1)."""
+        return self.key_frame_pacing == "clock" and self.cut_threshold < 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """Every field by name, as JSON-ready values (what :meth:`from_dict` reads back)."""

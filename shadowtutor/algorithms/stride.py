@@ -13,12 +13,18 @@ def stride_ratio(metric: float, threshold: float) -> float:
 
 
 def next_stride(
-    stride: int, metric: float, params: AlgorithmParams, threshold: float | None = None
+    stride: int,
+    metric: float,
+    params: AlgorithmParams,
+    threshold: float | None = None,
+    bounds: tuple[int, int] | None = None,
 ) -> int:
-    """``clamp(floor(ratio * stride), MIN_STRIDE, MAX_STRIDE)`` (floored as in the authors' code),
-    the ratio taken against ``threshold`` (the session's current THRESHOLD) or, when None,
-    ``params.threshold``."""
+    """``clamp(floor(ratio * stride), low, high)`` (floored as in the authors' code), the ratio
+    taken against ``threshold`` (the session's current THRESHOLD) or, when None,
+    ``params.threshold``; ``bounds`` ``(low, high)`` in frames, None: ``(MIN_STRIDE,
+    MAX_STRIDE)`` (:meth:`AlgorithmParams.stride_bounds` gives them for a source's rate)."""
+    low, high = (params.min_stride, params.max_stride) if bounds is None else bounds
     proposed = int(
         stride_ratio(metric, params.threshold if threshold is None else threshold) * stride
     )
-    return min(params.max_stride, max(params.min_stride, proposed))
+    return min(high, max(low, proposed))

@@ -7,6 +7,14 @@ after the frame at position ``n - 1``. The receiver's :class:`StreamDecoder` ref
 that does not follow the last frame it decoded (lost, refused or reordered frames, a new session)
 with a BAD_FRAME ProtocolError, after which it accepts only an intra frame; the sender answers by
 :meth:`StreamEncoder.restart` so that its next frame is intra.
+
+The encoder runs on the source's clock (docs/design/clock.md): its time base and frame rate are
+the source's (``1/fps``), so libx264's CRF means what it says at the source's rate, and each
+frame's timestamp is its index in the source, so frames sent sparsely (key frames) sit at their
+real spacing. The rate control is constant-rate: every frame, key frame or not, gets the quality a
+frame of the source's stream would (variable-rate control would hold each frame back until the
+next one comes). The timestamps stay with the sender: an access unit decodes the same whatever its
+timestamp, so the protocol carries none.
 """
 
 from __future__ import annotations
@@ -60,6 +68,17 @@ def scaled_frame_size(width: int, height: int, scale: float) -> tuple[int, int]:
 MAX_REF_FRAMES = 4
 H264_CRF = 23
 H264_PRESET = "veryfast"
+# the frame rate assumed for a source that does not state one (as the edge's video sources do)
+DEFAULT_STREAM_FPS = 30.0
+
+
+def stream_rate(fps: float) -> Fraction:
+    """``fps`` as the exact rate a time base is made from: a fraction with a denominator of at
+    most 1001 (29.97 -> 30000/1001). ValueError for a rate that is not finite and positive, or
+    above 1000 frames per second."""
+    if not 0.0 < fps <= 1000.0:
+        raise ValueError(f"a stream's frame rate lies in (0, 1000], got {fps}")
+    return Fraction(fps).limit_denominator(1001)
 
 
 @dataclass(frozen=True)
@@ -84,25 +103,39 @@ def _check_frame(frame_bgr: np.ndarray) -> None:
 
 
 class StreamEncoder:
-    """libx264 (CRF ``crf``, preset ``preset``, zerolatency): one access unit out per frame in.
+    """libx264 (CRF ``crf``, preset ``preset``, zerolatency) on a source of ``fps`` frames per
+    second: one access unit out per frame in.
 
     Every call of :meth:`encode` returns the frame's complete access unit at once (no B-frames, no
-    look-ahead). The first frame, and the first after :meth:`restart`, is intra at position 0.
+    look-ahead). The first frame, and the first after :meth:`restart`, is intra at position 0. The
+    time base is one source frame; a frame's timestamp is its source index less that of the
+    stream's first frame, so a stream of every n-th frame runs at the source's clock.
     """
 
     def __init__(
-        self, width: int, height: int, crf: int = H264_CRF, *, preset: str = H264_PRESET
+        self,
+        width: int,
+        height: int,
+        crf: int = H264_CRF,
+        *,
+        preset: str = H264_PRESET,
+        fps: float = DEFAULT_STREAM_FPS,
     ) -> None:
         if not streamable(width, height):
             raise ValueError(f"H.264 streams need positive even sides, got {width}x{height}")
         self.width, self.height, self.crf, self.preset = width, height, crf, preset
+        self.rate = stream_rate(fps)
         self._context: av.VideoCodecContext | None = None
         self._position = 0
+        # the source index of the stream's first frame, and of the last frame encoded
+        self._first_index = 0
+        self._last_index: int | None = None
 
     def _open(self) -> av.VideoCodecContext:
         context = av.CodecContext.create("libx264", "w")
         context.width, context.height, context.pix_fmt = self.width, self.height, "yuv420p"
-        context.time_base = Fraction(1, 1000)
+        context.time_base = 1 / self.rate
+        context.framerate = self.rate
         context.options = {"crf": str(self.crf), "preset": self.preset, "tune": "zerolatency"}
         return context
 
@@ -111,19 +144,28 @@ class StreamEncoder:
         reconnect)."""
         self._context = None
 
-    def encode(self, frame_bgr: np.ndarray) -> StreamFrame:
-        """Encode one BGR frame of the encoder's size; raises ValueError for another size or
-        type."""
+    def encode(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> StreamFrame:
+        """Encode one BGR frame of the encoder's size, the source's frame ``frame_index`` (None:
+        the frame after the last one encoded). ValueError for another size or type, or an index
+        not after the last one's in the same stream."""
         _check_frame(frame_bgr)
         if frame_bgr.shape[:2] != (self.height, self.width):
             size = f"{frame_bgr.shape[1]}x{frame_bgr.shape[0]}"
             raise ValueError(f"frame is {size}, stream is {self.width}x{self.height}")
+        if frame_index is None:
+            frame_index = 0 if self._last_index is None else self._last_index + 1
         if self._context is None:
             self._context, self._position = self._open(), 0
+            self._first_index = frame_index
+        elif self._last_index is not None and frame_index <= self._last_index:
+            raise ValueError(
+                f"frame {frame_index} does not follow frame {self._last_index} of the stream"
+            )
         frame = av.VideoFrame.from_ndarray(
             np.ascontiguousarray(frame_bgr), format="bgr24"
         ).reformat(format="yuv420p")
-        frame.pts = self._position
+        frame.pts = frame_index - self._first_index
+        frame.time_base = self._context.time_base
         packets = self._context.encode(frame)
         payload = b"".join(bytes(packet) for packet in packets)
         if not payload:
@@ -132,6 +174,7 @@ class StreamEncoder:
             )
         out = StreamFrame(payload, self._position)
         self._position += 1
+        self._last_index = frame_index
         return out
 
 

@@ -16,6 +16,7 @@ from edge_agent.agent import EdgeAgent
 from edge_agent.errors import ServerRefusedError
 from edge_agent.settings import EdgeSettings
 from edge_agent.sinks import CallbackSink
+from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.protocol.errors import ErrorCode
 from shadowtutor.protocol.messages import Telemetry
@@ -352,3 +353,15 @@ def test_an_uplink_budget_holds_key_frames_back_and_is_reported(
 def test_a_budget_needs_distill_mode(stand_in: StandInServer, video: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="distill mode"):
         settings(stand_in, video, tmp_path, mode="naive", downlink_budget="50kbps")
+
+
+def test_the_edge_paces_key_frames_on_its_sources_clock(video: Path, tmp_path: Path) -> None:
+    # a 25 FPS clip; key frames at least and at most 0.4 s apart (no cuts): every 10th frame
+    params = AlgorithmParams(min_stride=2, max_stride=4, min_key_interval=0.4, max_key_interval=0.4,
+                             cut_threshold=1.0)
+    server = StandInServer(params=params).start()
+    try:
+        summary = EdgeAgent(settings(server, video, tmp_path / "out")).run()
+    finally:
+        server.kill()
+    assert summary.frames == 40 and summary.key_frames == 4

@@ -67,3 +67,13 @@ def test_a_scale_outside_zero_to_one_is_refused() -> None:
     for scale in (0.0, 1.5):
         with pytest.raises(ValueError, match="scale"):
             FrameEncoder(scale=scale)
+
+
+def test_a_stream_runs_on_the_sources_clock_and_keeps_the_frame_indices() -> None:
+    encoder = FrameEncoder(fps=10.0)
+    sent = [encoder.encode(frame(i), "h264", "s1", frame_index=8 * i) for i in range(3)]
+    assert [e.stream_position for e in sent] == [0, 1, 2]
+    with pytest.raises(ValueError, match="does not follow"):
+        encoder.encode(frame(3), "h264", "s1", frame_index=16)
+    # a new session's stream starts its clock again
+    assert encoder.encode(frame(4), "h264", "s2", frame_index=0).stream_position == 0

@@ -86,7 +86,8 @@ class StandInServer:
 
     def __init__(self, seed: int = 0, params: AlgorithmParams | None = None) -> None:
         self.weights = initial_weights(seed)
-        self.params = params or AlgorithmParams(min_stride=2, max_stride=4)
+        # the paper's frame strides, short: many key frames in a short clip
+        self.params = params or AlgorithmParams(min_stride=2, max_stride=4, key_frame_pacing="paper")
         self.trainable = StudentNet(len(LVS_CLASSES)).trainable_keys(self.params.mode)
         self.refuse: ErrorCode | None = None
         self.reply_delay = 0.0

@@ -10,6 +10,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from shadowtutor.scene_store import Scene
 from shadowtutor_lab.demo.processes import (
     LOOPBACK,
@@ -89,6 +91,22 @@ def _run_agent(config: DemoConfig, scene: Path, server_url: str, mode: str, logs
     return run_dir
 
 
+def _h264_teacher_miou(config: DemoConfig, scene: Scene) -> float | None:
+    """The real teacher's mean mIoU (%) on the clip's frames as H.264 offloading delivers them (the scene's
+    clock, CRF 23) against its labels of the stored frames; None for a generated scene (its teacher is the
+    ground truth, blind to the pixels)."""
+    if config.clip is None:
+        return None
+    from shadowtutor.teachers import build_teacher
+    from shadowtutor_lab.evaluation.evaluate import naive_offloading
+    from shadowtutor_lab.evaluation.frame_link import FrameLink
+
+    print("H.264 offloading: the teacher on the decoded frames")
+    runs = naive_offloading(scene, len(scene), build_teacher(config.teacher),
+                            {"h264": FrameLink("h264", fps=scene.meta.fps)}, progress=True)
+    return 100.0 * float(np.mean(runs["h264"].miou))
+
+
 def run_demo(config: DemoConfig) -> tuple[RunReport, RunReport, str]:
     config.out.mkdir(parents=True, exist_ok=True)
     logs = config.out / "logs"
@@ -109,6 +127,7 @@ def run_demo(config: DemoConfig) -> tuple[RunReport, RunReport, str]:
         end = scrape_server_time(metrics)
     scene = Scene.open(scene_dir)
     shadow, naive = run_report(shadow_dir, scene, middle - start), run_report(naive_dir, scene, end - middle)
-    h264 = h264_offloading(scene, naive.steady_down_per_frame * naive.frames)
+    h264 = h264_offloading(scene, naive.steady_down_per_frame * naive.frames,
+                           teacher_miou=_h264_teacher_miou(config, scene))
     return shadow, naive, write_report(config.out, scene_dir, shadow, naive, h264, scene.meta.fps, config.command,
                                        note)

@@ -322,7 +322,7 @@ def evaluate_footage(source: str, config: EvaluateConfig, student_path: Path, ba
     ) as bar:
         main: SceneEvaluation = run_pass(job((WILD, SHADOWTUTOR), config.params, name), bar.update, keep)
     teacher = build_teacher(config.teacher, **config.teacher_options)
-    links = {name: FrameLink(codec, quality) for name, (codec, quality) in NAIVE_LINKS.items()}
+    links = {name: FrameLink(codec, quality, fps=fps) for name, (codec, quality) in NAIVE_LINKS.items()}
     naive_runs = naive_offloading(scene, frames, teacher, links, config.progress)
     naive = naive_runs["naive"].miou
     shadow = main.traces[SHADOWTUTOR]

@@ -17,7 +17,7 @@ from edge_agent.frame_encoder import FrameEncoder
 from shadowtutor.protocol.codecs import FRAME_CODECS, decode_frame
 from shadowtutor.protocol.defaults import DEFAULT_FRAME_QUALITY
 from shadowtutor.protocol.messages import KeyFrame, encode
-from shadowtutor.protocol.video_stream import STREAM_FRAME_CODECS, StreamDecoder
+from shadowtutor.protocol.video_stream import DEFAULT_STREAM_FPS, STREAM_FRAME_CODECS, StreamDecoder
 
 SESSION = "simulated"
 
@@ -35,16 +35,18 @@ class Delivered:
 class FrameLink:
     """``codec`` (a frame codec), ``quality`` (jpeg/webp; None: the default), ``scale`` in (0, 1]: the
     sent size (:func:`~shadowtutor.protocol.video_stream.scaled_frame_size`). ValueError for an unknown
-    codec, a quality outside 1..100 or a scale outside (0, 1]."""
+    codec, a quality outside 1..100 or a scale outside (0, 1]. ``fps``: the source's frame rate, the clock of a
+    stream codec (frames sent sparsely sit at their real spacing: their frame indices)."""
 
-    def __init__(self, codec: str, quality: int | None = None, scale: float = 1.0) -> None:
+    def __init__(self, codec: str, quality: int | None = None, scale: float = 1.0, *,
+                 fps: float = DEFAULT_STREAM_FPS) -> None:
         if codec not in FRAME_CODECS:
             raise ValueError(f"unknown frame codec {codec!r}: choose from {', '.join(FRAME_CODECS)}")
         if quality is not None and not 1 <= quality <= 100:
             raise ValueError(f"frame quality must lie in 1..100, got {quality}")
         self.codec = codec
         self.quality = DEFAULT_FRAME_QUALITY.get(codec) if quality is None else quality
-        self._encoder = FrameEncoder(quality, scale)
+        self._encoder = FrameEncoder(quality, scale, fps=fps)
         self._decoder: StreamDecoder | None = None
         self._sent = 0
 
@@ -57,7 +59,7 @@ class FrameLink:
         """The next frame of the session; ``decode`` False skips the server's decoding (bytes only; then
         ``Delivered.frame`` is the frame as sent, before encoding) and must not be mixed with True in a
         stream."""
-        encoded = self._encoder.encode(frame_bgr, self.codec, SESSION)
+        encoded = self._encoder.encode(frame_bgr, self.codec, SESSION, frame_index)
         message = KeyFrame(
             seq=self._sent, frame_index=frame_index, base_version=0, codec=self.codec,
             width=encoded.width, height=encoded.height, stream_position=encoded.stream_position,

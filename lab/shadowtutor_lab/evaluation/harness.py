@@ -114,10 +114,11 @@ class _DistilledRun:
     """One distilled setting: its edge (the edge's labeller) and client loop, linked to a server."""
 
     def __init__(
-        self, setting: Setting, server: SimulatedServer, edge: EdgeStudent, params: AlgorithmParams
+        self, setting: Setting, server: SimulatedServer, edge: EdgeStudent, params: AlgorithmParams,
+        fps: float | None,
     ) -> None:
         self.link = SimulatedLink(server, setting.delay_frames)
-        self.loop = ClientLoop(params.replace(mode=setting.mode), edge, self.link)
+        self.loop = ClientLoop(params.replace(mode=setting.mode), edge, self.link, fps=fps)
         self.trace = SettingTrace(records=self.link.records)
 
     def process(self, frame: np.ndarray, label: np.ndarray, num_classes: int) -> np.ndarray:
@@ -146,6 +147,7 @@ def evaluate_scene(
     student_size: Size | None = None,
     on_labels: Callable[[int, dict[str, np.ndarray]], None] | None = None,
     precision: TrainingPrecision = "fp32",
+    fps: float | None = None,
 ) -> SceneEvaluation:
     """Run the ``settings`` (keys of :data:`SETTING_KEYS`) over ``frames`` (BGR uint8, one size).
 
@@ -154,7 +156,9 @@ def evaluate_scene(
     protocol's codecs on what crosses the simulated link (None: the paper's raw accounting);
     ``change_based`` runs the edges' students change-based; ``student_size`` ``(W, H)`` runs every
     student (edge and server copies) on frames resized to it (:mod:`shadowtutor.models.scale`); ``precision``
-    is the servers' training arithmetic (:class:`~shadowtutor.algorithms.distill.Distiller`).
+    is the servers' training arithmetic (:class:`~shadowtutor.algorithms.distill.Distiller`); ``fps`` the
+    scene's frame rate: the clock of the edges' pacing and of a stream codec's key frames (None: unknown, the
+    paper's frame strides and a stream at the default rate).
     ``on_frame(index, running mean mIoU per setting)`` is called after each frame (progress);
     ``on_labels(index, labels per setting)`` gets each frame's label maps (the teacher's under ``"teacher"``).
     """
@@ -183,11 +187,11 @@ def evaluate_scene(
                 mode_params = params.replace(mode=setting.mode)
                 distiller = Distiller(copy.deepcopy(student), mode_params, background, student_size=student_size,
                                       precision=precision)
-                servers[setting.mode] = SimulatedServer(distiller, teacher_label, link)
+                servers[setting.mode] = SimulatedServer(distiller, teacher_label, link, fps=fps)
             edge = edge_student(spec, student, student_size)
             if servers[setting.mode].welcome is not None:
                 edge.apply(servers[setting.mode].welcome)
-            runs[setting.key] = _DistilledRun(setting, servers[setting.mode], edge, params)
+            runs[setting.key] = _DistilledRun(setting, servers[setting.mode], edge, params, fps)
     wild = edge_student(spec, student, student_size) if WILD in settings else None
     traces = {**({WILD: SettingTrace()} if wild else {}), **{key: run.trace for key, run in runs.items()}}
     start = time.perf_counter()

@@ -84,6 +84,7 @@ def run_pass(job: ScenePass, on_frames: Callable[[int], None] | None = None,
         job.name, itertools.islice(scene.frames(job.size), job.frames), teacher, loaded.model,
         loaded.class_names, job.params, job.backend, job.threads, on_frame, job.settings, job.link,
         student_size=job.student_size, change_based=job.change_based, on_labels=on_labels, precision=job.precision,
+        fps=scene.meta.fps,
     )
 
 

@@ -145,7 +145,10 @@ class SimulatedServer:
     answered by the same training, done once; an edge that sends another frame is an error.
     """
 
-    def __init__(self, distiller: Distiller, label_for: LabelFor, codecs: LinkCodecs | None = None) -> None:
+    def __init__(self, distiller: Distiller, label_for: LabelFor, codecs: LinkCodecs | None = None, *,
+                 fps: float | None = None) -> None:
+        """``fps``: the source's frame rate, the clock of a stream codec's key frames (None: the stream's
+        default rate)."""
         self.distiller = distiller
         self.label_for = label_for
         self.codecs = codecs
@@ -156,7 +159,8 @@ class SimulatedServer:
         self.welcome: WeightUpdate | None = None  # with codecs: the full weights every edge starts from
         if codecs is not None:
             self._encoder = UpdateEncoder(codecs.weight_codec, codecs.delta_codec)
-            self._frames = FrameLink(codecs.frame_codec, codecs.frame_quality, codecs.key_frame_scale)
+            clock = {} if fps is None else {"fps": fps}
+            self._frames = FrameLink(codecs.frame_codec, codecs.frame_quality, codecs.key_frame_scale, **clock)
             if codecs.delta_codec in SPARSE_WEIGHT_CODECS and distiller.chooser is None:
                 # as the server does for a session that agreed a sparse codec
                 distiller.train_sparse(codecs.sparse)

@@ -70,7 +70,7 @@ def test_a_missing_label_map_is_an_error_naming_the_frame(tmp_path: Path, scene:
         run_report(run_dir, scene, ServerTime())
 
 
-H264 = H264Offloading(frames=10, up_bytes=40_000, down_bytes=20_000)
+H264 = H264Offloading(frames=10, up_bytes=40_000, down_bytes=20_000, fps=10.0)
 
 
 def report(mode: str, sent: int, received: int, handshake: int) -> RunReport:

@@ -199,3 +199,55 @@ def test_retune_measures_the_new_session_afresh() -> None:
 def test_a_frame_result_is_built_field_by_field() -> None:
     with pytest.raises(TypeError):
         FrameResult(0, np.zeros((2, 2), np.uint8), True, None, None, None, None, 0.0)  # type: ignore[misc]
+
+
+def _frame(value: int) -> np.ndarray:
+    return np.full((36, 64, 3), value, np.uint8)
+
+
+def test_with_the_source_rate_key_frames_are_paced_in_seconds() -> None:
+    # 30 FPS, clock pacing: strides between 0.5 s (15 frames) and 8 s (240); a perfect student doubles
+    transport = FakeTransport(1.0, 1)
+    loop = ClientLoop(AlgorithmParams(), FakeRuntime(), transport, fps=30.0)
+    for _ in range(200):
+        loop.process(_frame(100))
+    assert loop.bounds == (15, 240)
+    assert transport.sent == [0, 30, 90]
+
+
+def test_the_paper_pacing_and_an_unknown_rate_count_frames() -> None:
+    for params, fps in ((AlgorithmParams(key_frame_pacing="paper"), 30.0), (AlgorithmParams(), None)):
+        transport = FakeTransport(0.8, 1)
+        loop = ClientLoop(params, FakeRuntime(), transport, fps=fps)
+        results = [loop.process(_frame(100 if i < 12 else 200)) for i in range(24)]
+        assert transport.sent == [0, 8, 16]
+        assert not any(r.cut for r in results)
+
+
+def test_a_cut_calls_a_key_frame_once_min_stride_frames_have_passed() -> None:
+    # stride 15 at 30 FPS; the scene changes at frame 3 (before MIN_STRIDE 8) and at frame 45
+    transport = FakeTransport(0.8, 1)
+    loop = ClientLoop(AlgorithmParams(), FakeRuntime(), transport, fps=30.0)
+    values = [40] * 3 + [220] * 42 + [40] * 15
+    results = [loop.process(_frame(v)) for v in values]
+    assert [r.index for r in results if r.cut] == [3, 45]
+    assert transport.sent == [0, 8, 23, 38, 46]
+
+
+def test_a_cut_waits_for_the_outstanding_update() -> None:
+    class LatePending(FakePending):
+        def wait(self, timeout: float | None) -> bool:
+            return False
+
+    class LateTransport(FakeTransport):
+        def submit(self, frame_index: int, frame: np.ndarray) -> FakePending:
+            self.sent.append(frame_index)
+            self.pendings.append(LatePending(UpdateOutcome(0.8, frame_index), self.delay))
+            return self.pendings[-1]
+
+    # the first update lands at the 12th poll (frame 11): the cut at frame 9 goes out after it
+    transport = LateTransport(0.8, 12)
+    loop = ClientLoop(AlgorithmParams(), FakeRuntime(), transport, fps=30.0, wait_timeout=0.0)
+    for value in [40] * 9 + [220] * 20:
+        loop.process(_frame(value))
+    assert transport.sent[:2] == [0, 12]

@@ -122,3 +122,33 @@ def test_any_params_object_gives_valid_params_or_a_clear_error(data: dict[str, o
     assert 1 <= params.min_stride <= params.max_stride
     assert 0 < params.threshold < 1 and math.isfinite(params.learning_rate) and params.learning_rate > 0
     assert params.mode in ("partial", "full")
+
+
+def test_clock_pacing_bounds_strides_in_seconds_of_the_source() -> None:
+    params = AlgorithmParams()
+    assert (params.key_frame_pacing, params.min_key_interval, params.max_key_interval) == ("clock", 0.5, 8.0)
+    assert params.stride_bounds(30.0) == (15, 240)
+    # never under MIN_STRIDE frames: at 10 FPS 0.5 s is 5 frames
+    assert params.stride_bounds(10.0) == (8, 80)
+    assert params.stride_bounds(None) == (8, 64)
+    assert AlgorithmParams(key_frame_pacing="paper").stride_bounds(30.0) == (8, 64)
+    assert params.detects_cuts and not AlgorithmParams(cut_threshold=1.0).detects_cuts
+    assert not AlgorithmParams(key_frame_pacing="paper").detects_cuts
+    with pytest.raises(ValueError, match="frame rate"):
+        params.stride_bounds(0.0)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"min_key_interval": -1.0}, {"min_key_interval": 3.0, "max_key_interval": 2.0}, {"cut_threshold": 0.0},
+     {"key_frame_pacing": "frames"}],
+)
+def test_bad_pacing_is_refused(changes: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        AlgorithmParams(**changes)
+
+
+def test_a_peer_without_the_pacing_fields_gets_the_defaults() -> None:
+    # an older server's WELCOME carries only the paper's fields
+    old = {k: v for k, v in AlgorithmParams().to_dict().items() if "key" not in k and "cut" not in k}
+    assert AlgorithmParams.from_dict(old) == AlgorithmParams()

@@ -41,3 +41,12 @@ def test_params_reject_nonsense() -> None:
     with pytest.raises(ValueError):
         AlgorithmParams(mode="half")  # type: ignore[arg-type]
     assert AlgorithmParams.from_dict(PAPER.to_dict() | {"unknown": 1}) == PAPER
+
+
+def test_next_stride_clamps_to_the_bounds_given() -> None:
+    params = AlgorithmParams()
+    assert next_stride(15, 1.0, params, bounds=(15, 240)) == 30
+    assert next_stride(200, 1.0, params, bounds=(15, 240)) == 240
+    assert next_stride(15, 0.1, params, bounds=(15, 240)) == 15
+    # without bounds, the paper's MIN_STRIDE and MAX_STRIDE
+    assert next_stride(40, 1.0, params) == 64

@@ -18,6 +18,7 @@ from shadowtutor.protocol.video_stream import (
     StreamEncoder,
     StreamFrame,
     scaled_frame_size,
+    stream_rate,
 )
 
 W, H = 96, 64
@@ -197,3 +198,40 @@ def test_closed_decoders_give_their_memory_back() -> None:
     opened, left = (float(word) for word in done.stdout.split())
     assert opened > 20, f"8 open 720p decoders took only {opened:.0f} MiB"
     assert left < 12, f"8 closed 720p decoders left {left:.0f} MiB of the {opened:.0f} MiB they took"
+
+
+def _texture(count: int, width: int = 160, height: int = 96) -> list[np.ndarray]:
+    """A noisy picture drifting a pixel a frame: what libx264's rate control has to pay for."""
+    base = np.random.default_rng(5).integers(0, 256, (height, width + count, 3), dtype=np.uint8)
+    return [np.ascontiguousarray(base[:, i:i + width]) for i in range(count)]
+
+
+def test_crf_holds_at_the_source_rate_whatever_the_clock_once_was() -> None:
+    # libx264 spends bits per second of video: the same frames at 1000 FPS got far fewer bits
+    # than at their real 10 FPS. Each frame is now encoded on its source's clock.
+    frames = _texture(12)
+    stream = StreamEncoder(160, 96, fps=10)
+    at_ten = sum(len(stream.encode(f).payload) for f in frames)
+    stream = StreamEncoder(160, 96, fps=1000)
+    at_thousand = sum(len(stream.encode(f).payload) for f in frames)
+    assert at_ten > 1.3 * at_thousand
+
+
+def test_sparse_frames_keep_their_source_indices_as_timestamps() -> None:
+    encoder, decoder = StreamEncoder(W, H, fps=30000 / 1001), StreamDecoder(W, H)
+    assert encoder.rate == Fraction(30000, 1001)
+    source = frames(20)
+    for index in (3, 11, 19):
+        sent = encoder.encode(source[index], index)
+        assert close(decoder.decode(sent.payload, sent.position), source[index])
+    with pytest.raises(ValueError, match="does not follow frame 19"):
+        encoder.encode(source[0], 19)
+    # a restarted stream starts its clock again
+    encoder.restart()
+    assert encoder.encode(source[0], 2).intra
+
+
+@pytest.mark.parametrize("fps", [0.0, -5.0, 1001.0])
+def test_a_rate_outside_the_clock_range_is_refused(fps: float) -> None:
+    with pytest.raises(ValueError, match="frame rate"):
+        stream_rate(fps)
