@@ -89,7 +89,7 @@ class AlgorithmParams(BaseModel):
         "a source of unknown rate)",
     )
     key_frame_pacing: KeyFramePacing = Field(
-        "clock",
+        "paper",
         description="clock: strides bounded in seconds of the source (min/max key interval) and "
         "a scene cut calls a key frame; paper: MIN_STRIDE and MAX_STRIDE frames, no cuts "
         "(docs/design/clock.md)",

@@ -357,8 +357,8 @@ def test_a_budget_needs_distill_mode(stand_in: StandInServer, video: Path, tmp_p
 
 def test_the_edge_paces_key_frames_on_its_sources_clock(video: Path, tmp_path: Path) -> None:
     # a 25 FPS clip; key frames at least and at most 0.4 s apart (no cuts): every 10th frame
-    params = AlgorithmParams(min_stride=2, max_stride=4, min_key_interval=0.4, max_key_interval=0.4,
-                             cut_threshold=1.0)
+    params = AlgorithmParams(min_stride=2, max_stride=4, key_frame_pacing="clock", min_key_interval=0.4,
+                             max_key_interval=0.4, cut_threshold=1.0)
     server = StandInServer(params=params).start()
     try:
         summary = EdgeAgent(settings(server, video, tmp_path / "out")).run()

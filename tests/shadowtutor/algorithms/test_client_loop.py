@@ -201,6 +201,9 @@ def test_a_frame_result_is_built_field_by_field() -> None:
         FrameResult(0, np.zeros((2, 2), np.uint8), True, None, None, None, None, 0.0)  # type: ignore[misc]
 
 
+CLOCK = AlgorithmParams(key_frame_pacing="clock")
+
+
 def _frame(value: int) -> np.ndarray:
     return np.full((36, 64, 3), value, np.uint8)
 
@@ -208,7 +211,7 @@ def _frame(value: int) -> np.ndarray:
 def test_with_the_source_rate_key_frames_are_paced_in_seconds() -> None:
     # 30 FPS, clock pacing: strides between 0.5 s (15 frames) and 8 s (240); a perfect student doubles
     transport = FakeTransport(1.0, 1)
-    loop = ClientLoop(AlgorithmParams(), FakeRuntime(), transport, fps=30.0)
+    loop = ClientLoop(CLOCK, FakeRuntime(), transport, fps=30.0)
     for _ in range(200):
         loop.process(_frame(100))
     assert loop.bounds == (15, 240)
@@ -216,7 +219,7 @@ def test_with_the_source_rate_key_frames_are_paced_in_seconds() -> None:
 
 
 def test_the_paper_pacing_and_an_unknown_rate_count_frames() -> None:
-    for params, fps in ((AlgorithmParams(key_frame_pacing="paper"), 30.0), (AlgorithmParams(), None)):
+    for params, fps in ((AlgorithmParams(), 30.0), (CLOCK, None)):
         transport = FakeTransport(0.8, 1)
         loop = ClientLoop(params, FakeRuntime(), transport, fps=fps)
         results = [loop.process(_frame(100 if i < 12 else 200)) for i in range(24)]
@@ -227,7 +230,7 @@ def test_the_paper_pacing_and_an_unknown_rate_count_frames() -> None:
 def test_a_cut_calls_a_key_frame_once_min_stride_frames_have_passed() -> None:
     # stride 15 at 30 FPS; the scene changes at frame 3 (before MIN_STRIDE 8) and at frame 45
     transport = FakeTransport(0.8, 1)
-    loop = ClientLoop(AlgorithmParams(), FakeRuntime(), transport, fps=30.0)
+    loop = ClientLoop(CLOCK, FakeRuntime(), transport, fps=30.0)
     values = [40] * 3 + [220] * 42 + [40] * 15
     results = [loop.process(_frame(v)) for v in values]
     assert [r.index for r in results if r.cut] == [3, 45]
@@ -242,12 +245,12 @@ def test_a_cut_waits_for_the_outstanding_update() -> None:
     class LateTransport(FakeTransport):
         def submit(self, frame_index: int, frame: np.ndarray) -> FakePending:
             self.sent.append(frame_index)
-            self.pendings.append(LatePending(UpdateOutcome(0.8, frame_index), self.delay))
+            self.pendings.append(LatePending(UpdateOutcome(metric=0.8, payload=frame_index), self.delay))
             return self.pendings[-1]
 
     # the first update lands at the 12th poll (frame 11): the cut at frame 9 goes out after it
     transport = LateTransport(0.8, 12)
-    loop = ClientLoop(AlgorithmParams(), FakeRuntime(), transport, fps=30.0, wait_timeout=0.0)
+    loop = ClientLoop(CLOCK, FakeRuntime(), transport, fps=30.0, wait_timeout=0.0)
     for value in [40] * 9 + [220] * 20:
         loop.process(_frame(value))
     assert transport.sent[:2] == [0, 12]

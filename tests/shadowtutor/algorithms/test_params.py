@@ -125,15 +125,16 @@ def test_any_params_object_gives_valid_params_or_a_clear_error(data: dict[str, o
 
 
 def test_clock_pacing_bounds_strides_in_seconds_of_the_source() -> None:
-    params = AlgorithmParams()
-    assert (params.key_frame_pacing, params.min_key_interval, params.max_key_interval) == ("clock", 0.5, 8.0)
+    assert AlgorithmParams().key_frame_pacing == "paper"
+    params = AlgorithmParams(key_frame_pacing="clock")
+    assert (params.min_key_interval, params.max_key_interval) == (0.5, 8.0)
     assert params.stride_bounds(30.0) == (15, 240)
     # never under MIN_STRIDE frames: at 10 FPS 0.5 s is 5 frames
     assert params.stride_bounds(10.0) == (8, 80)
     assert params.stride_bounds(None) == (8, 64)
-    assert AlgorithmParams(key_frame_pacing="paper").stride_bounds(30.0) == (8, 64)
-    assert params.detects_cuts and not AlgorithmParams(cut_threshold=1.0).detects_cuts
-    assert not AlgorithmParams(key_frame_pacing="paper").detects_cuts
+    assert AlgorithmParams().stride_bounds(30.0) == (8, 64)
+    assert params.detects_cuts and not AlgorithmParams(key_frame_pacing="clock", cut_threshold=1.0).detects_cuts
+    assert not AlgorithmParams().detects_cuts
     with pytest.raises(ValueError, match="frame rate"):
         params.stride_bounds(0.0)
 
