@@ -28,6 +28,7 @@ from services.checkpoints.writer import CheckpointWriter
 from services.server.settings import ServerSettings
 from services.server.teaching.local import SessionEnded
 from services.server.teaching.session import EdgeSession, Traffic
+from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.messages import Hello
 from tests.services.checkpoints.test_session import PARAMS, new_distiller
 from tests.support.scene import CLASS_NAMES, make_frames
@@ -47,7 +48,10 @@ def keeper_of(
 
 def _checkpoint_of(edge_id: str) -> tuple[str, bytes]:
     hello = Hello(edge_id=edge_id, class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None))
+    session = EdgeSession(
+        hello=hello, agreement=Agreement(frame_codec="raw", weight_codec="f32"), params=PARAMS, traffic=Traffic(),
+        distiller=new_distiller(None),
+    )
     session.welcome()
     return session.session_id, snapshot(session)
 
@@ -83,7 +87,10 @@ def test_a_checkpoint_behind_the_edge_is_taken_and_the_next_update_is_full(
     monkeypatch.setattr(keeper_module, "CHECKPOINT_LAG_SECONDS", 0.3)
     frames, labels = make_frames(3)
     hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    original = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None), delta_codec="q8delta+zstd")
+    original = EdgeSession(
+        hello=hello, agreement=Agreement(frame_codec="raw", weight_codec="f32", delta_codec="q8delta+zstd"),
+        params=PARAMS, traffic=Traffic(), distiller=new_distiller(None),
+    )
     original.welcome()
     distill(original, 0, frames[0], labels[0], base_version=0, teacher_ms=1.0)
     store = DirectoryStore(tmp_path)
@@ -119,7 +126,10 @@ def test_the_answer_does_not_wait_for_the_checkpoint_and_a_lost_claim_is_seen(
     monkeypatch.setattr(keeper_module, "CHECKPOINT_LAG_SECONDS", 0.3)
     store = _SlowStore(tmp_path)
     hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None))
+    session = EdgeSession(
+        hello=hello, agreement=Agreement(frame_codec="raw", weight_codec="f32"), params=PARAMS, traffic=Traffic(),
+        distiller=new_distiller(None),
+    )
     welcome = session.welcome()
     with ThreadPoolExecutor(1) as pool:
         keeper = keeper_of(store, pool)
@@ -158,7 +168,10 @@ def journaled(keeper: SessionKeeper, updates: int, check: bool = False) -> tuple
     the keeper's writer closed at the end."""
     frames, labels = make_frames(updates)
     hello = Hello(edge_id="cam-1", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller(None), delta_codec="q8delta+zstd")
+    session = EdgeSession(
+        hello=hello, agreement=Agreement(frame_codec="raw", weight_codec="f32", delta_codec="q8delta+zstd"),
+        params=PARAMS, traffic=Traffic(), distiller=new_distiller(None),
+    )
     slot = Slot("cam-1")
     assert asyncio.run(keeper.keep(slot, session, session.welcome()))
     for seq in range(updates):

@@ -299,7 +299,8 @@ def test_gated_updates_keep_the_edge_bit_identical_through_held_back_merged_resy
     frames, labels = make_frames(12)
     policy = UpdatePolicy(gated=True, min_gain=1.0, max_interval=3)
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48, update_gating=True)
-    session = EdgeSession(hello, "raw", "f32", PARAMS, Traffic(), new_distiller((64, 48)), delta_codec=codec,
+    session = EdgeSession(hello=hello, agreement=Agreement(frame_codec="raw", weight_codec="f32", delta_codec=codec),
+                          params=PARAMS, traffic=Traffic(), distiller=new_distiller((64, 48)),
                           sparse=SparseOptions(fraction=0.2, every=4), updates=policy)
     welcome = session.welcome()
     assert welcome.update_gating and welcome.params["update_policy"]["max_interval"] == 3
