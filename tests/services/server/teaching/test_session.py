@@ -181,7 +181,8 @@ def gated_session(update_gating: bool, budget: float | None = None) -> EdgeSessi
                   update_gating=update_gating, downlink_budget_bps=budget)
     agreement = Agreement(frame_codec="raw", weight_codec="f32", delta_codec="q8delta+zstd")
     return EdgeSession(hello=hello, agreement=agreement, params=params, traffic=Traffic(),
-                       distiller=Distiller(StudentNet(3), params, background=2), updates=UpdatePolicy(gated=True, downlink_bps=64_000.0))
+                       distiller=Distiller(StudentNet(3), params, background=2),
+                       updates=UpdatePolicy(gated=True, downlink_bps=64_000.0))
 
 
 def test_updates_are_gated_only_for_an_edge_that_reads_held_back_answers_within_its_own_budget() -> None:
