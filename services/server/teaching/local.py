@@ -265,6 +265,14 @@ class LocalTeaching:
         )
         self.metrics.distill_latency.observe(update.distill_ms / 1000.0)
         self.metrics.distill_steps.inc(update.steps)
+        info = session.info()
+        if info.downlink_bps is not None:
+            self.metrics.fleet.updates(
+                session.hello.edge_id,
+                info.downlink_budget_bps,
+                info.downlink_bps,
+                info.updates_held_back,
+            )
         return update, result
 
     async def _label(self, frame: np.ndarray, frame_index: int) -> TeacherResult:

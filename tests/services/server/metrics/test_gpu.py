@@ -78,7 +78,7 @@ def test_a_gpu_that_nvml_cannot_read_leaves_the_gauges_at_0(
 
 def test_the_teaching_samples_its_gpu_while_it_runs(fake_nvml: FakeNVML) -> None:
     """The teaching starts the sampler once its models are installed on a CUDA device and stops it in stop()."""
-    teacher = types.SimpleNamespace(name="stand-in", class_names=CLASSES)
+    teacher = types.SimpleNamespace(name="stand-in", class_names=CLASSES, device="cuda:0")
     student = BaseStudent(StudentNet(len(CLASSES)).state_dict(), CLASSES, "fresh")
     models = LoadedModels(teacher, student, torch.device("cuda", 0))
     metrics = ServerMetrics()
