@@ -47,8 +47,9 @@ ENV = {"OMP_NUM_THREADS": "1"}  # three processes and Prometheus share two cores
 # panels read the ingress of `serve --ray`, not this single-process server.
 PANELS_OF_FEATURES_OFF = ("Change-based inference", "Edge cluster", "Engine batch size", "Engine queue wait",
                           "Sessions per teaching replica", "Session moves and retries", "Session checkpoints")
+# the server gates the edge's updates, so that the gating panel has values too
 SERVER_FLAGS = ("--teacher", "labels", "--device", "cpu", "--max-updates", "2", "--log-level", "warning",
-                "--edge-report-interval", "1")
+                "--edge-report-interval", "1", "--update-gating")
 
 
 @dataclass(frozen=True)

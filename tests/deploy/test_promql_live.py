@@ -34,7 +34,7 @@ LABEL_VALUES = {"mode": ("distill", "naive"), "code": ("bad_frame", "teacher_fai
                 "agent": ("shadowtutor-edge/1.0",), "version": ("1.0",), "python": ("3.11.2",),
                 "output": ("labels", "overlay", "state"), "path": ("segment", "flow"),
                 "layer": ("in_conv1", "enc1", "output"), "reason": ("source_full", "evicted"),
-                "replica": ("gpu-node-1:4242", "gpu-node-2:4243")}
+                "replica": ("gpu-node-1:4242", "gpu-node-2:4243"), "kind": ("telemetry", "log_line")}
 # A label whose values differ by metric: change_based_frames_total's mode is how a frame ran.
 METRIC_LABEL_VALUES = {f"{prefix}change_based_frames_total": {"mode": ("change", "full", "fallback")}
                        for prefix in ("shadowtutor_server_edge_", "shadowtutor_edge_")}
@@ -108,6 +108,12 @@ SAMPLES = {
     "shadowtutor_server_checkpoint_age_seconds": 0.5,
     "shadowtutor_server_unauthenticated_connections": 1,
     "shadowtutor_server_connections_refused_total": 0,
+    "shadowtutor_server_edge_input_dropped_total": 0,
+    # where the server gates an edge's updates: its budget, what it answered, what it held back
+    "shadowtutor_server_edge_update_budget_bps": 200_000,
+    "shadowtutor_server_edge_answered_bps": 50_000,
+    "shadowtutor_server_edge_updates_held_back_total": 0.5,
+    "shadowtutor_edge_resumed_reconnects_total": 0,
 }
 UPDATES = {"counter": "inc", "gauge": "set", "histogram": "observe"}
 KINDS = {
