@@ -182,7 +182,7 @@ def start_workers(
     return [
         actor.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
-        ).remote(state, class_names, network_state, config, margin)
+        ).remote(state, class_names, network_state, config=config, margin=margin)
         for n in nodes
         for _ in range(per_node)
     ]
