@@ -72,7 +72,8 @@ class FrameEncoder:
         """``frame_bgr`` at the encoder's scale in ``codec``; a ``stream_key`` other than the last
         frame's (a new session, or a new connection of the same session) starts a new stream.
         ``frame_index``: the frame's index in the source, its time in a stream (None: the frame
-        after the stream's last); within one stream indices increase (ValueError otherwise)."""
+        after the stream's last); an index not after the last one's (a source that starts over)
+        starts a new stream too."""
         frame_bgr = scale_frame(frame_bgr, self.scale)
         height, width = frame_bgr.shape[:2]
         if codec not in STREAM_FRAME_CODECS:
@@ -85,6 +86,7 @@ class FrameEncoder:
                 stream is None
                 or self._session != stream_key
                 or (stream.width, stream.height) != (width, height)
+                or not stream.follows(frame_index)
             ):
                 stream = StreamEncoder(width, height, fps=self.fps)
                 self._stream, self._session = stream, stream_key

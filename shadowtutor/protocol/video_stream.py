@@ -144,6 +144,16 @@ class StreamEncoder:
         reconnect)."""
         self._context = None
 
+    def follows(self, frame_index: int | None) -> bool:
+        """Whether the source's frame ``frame_index`` may be encoded next in this stream: always
+        at its start (or after :meth:`restart`) and for None, else only after the last index."""
+        return (
+            frame_index is None
+            or self._context is None
+            or self._last_index is None
+            or frame_index > self._last_index
+        )
+
     def encode(self, frame_bgr: np.ndarray, frame_index: int | None = None) -> StreamFrame:
         """Encode one BGR frame of the encoder's size, the source's frame ``frame_index`` (None:
         the frame after the last one encoded). ValueError for another size or type, or an index

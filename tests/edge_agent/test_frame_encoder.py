@@ -73,7 +73,16 @@ def test_a_stream_runs_on_the_sources_clock_and_keeps_the_frame_indices() -> Non
     encoder = FrameEncoder(fps=10.0)
     sent = [encoder.encode(frame(i), "h264", "s1", frame_index=8 * i) for i in range(3)]
     assert [e.stream_position for e in sent] == [0, 1, 2]
-    with pytest.raises(ValueError, match="does not follow"):
-        encoder.encode(frame(3), "h264", "s1", frame_index=16)
     # a new session's stream starts its clock again
     assert encoder.encode(frame(4), "h264", "s2", frame_index=0).stream_position == 0
+
+
+def test_a_source_that_starts_over_starts_a_new_stream() -> None:
+    """A looped file (or any source whose frame index goes back) gets a new stream, intra at position
+    0, instead of an error."""
+    encoder = FrameEncoder(fps=30.0)
+    first = encoder.encode(frame(0), "h264", "s", frame_index=10)
+    later = encoder.encode(frame(1), "h264", "s", frame_index=20)
+    again = encoder.encode(frame(2), "h264", "s", frame_index=20)
+    assert (first.stream_position, later.stream_position, again.stream_position) == (0, 1, 0)
+    assert again.epoch == later.epoch + 1
