@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from shadowtutor.algorithms.sparse_options import SPARSE_CHOICES
+
 # of a checkpoint, stored and inflated: the paper's student needs under 2 MiB
 MAX_CHECKPOINT_BYTES = 64 << 20
 
@@ -150,11 +152,15 @@ def check_coordinates(given: Any, expected: Mapping[str, torch.Tensor]) -> None:
 
 def check_sparse(given: Any, expected: Mapping[str, torch.Tensor]) -> None:
     """``given`` is None or a sparse session's record: its options and its chooser's state over
-    ``expected``'s tensors (boolean masks and float32 accumulated gradients of their shapes)."""
+    ``expected``'s tensors (boolean masks and float32 accumulated gradients of their shapes), or no
+    chooser where the choice is "residual" (a record without a choice is "gradient")."""
     if given is None:
         return
-    if not isinstance(given, dict) or set(given) != {"fraction", "every", "chooser"}:
+    if not isinstance(given, dict) or set(given) - {"choice"} != {"fraction", "every", "chooser"}:
         raise CheckpointFormatError("sparse: not a sparse session's record")
+    choice = given.get("choice", "gradient")
+    if choice not in SPARSE_CHOICES:
+        raise CheckpointFormatError(f"sparse: the choice is one of {', '.join(SPARSE_CHOICES)}")
     if (
         not isinstance(given["fraction"], int | float)
         or isinstance(given["fraction"], bool)
@@ -164,6 +170,8 @@ def check_sparse(given: Any, expected: Mapping[str, torch.Tensor]) -> None:
             "sparse: the fraction is not a number or the interval not an integer"
         )
     chooser = given["chooser"]
+    if chooser is None and choice == "residual":
+        return
     if not isinstance(chooser, dict) or set(chooser) != {
         "set_id",
         "trained_on_set",

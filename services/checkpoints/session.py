@@ -53,6 +53,7 @@ from shadowtutor.algorithms.update_policy import UpdatePolicy
 from shadowtutor.protocol.agreement import Agreement
 from shadowtutor.protocol.codecs import FRAME_CODECS, WEIGHT_CODECS
 from shadowtutor.protocol.messages import Hello, Message, decode, encode
+from shadowtutor.protocol.sparse_delta import is_sparse_codec
 
 FORMAT = 2
 INT, OPTIONAL_INT = (int,), (int, type(None))
@@ -131,17 +132,28 @@ def capture(
         "weights": weights,
         "optimizer": optimizer,
         "mirror": session.encoder.mirror(keys),
-        "sparse": None
-        if distiller.chooser is None
-        else {
-            "fraction": distiller.chooser.options.fraction,
-            "every": distiller.chooser.options.every,
-            "chooser": distiller.chooser.state(),
-        },
+        "sparse": _sparse_record(session),
         "reply": reply,
         "reply_seq": reply_seq,
         "saved_at": time.time(),
         "writer": f"{socket.gethostname()}:{os.getpid()}",
+    }
+
+
+def _sparse_record(session: EdgeSession) -> dict[str, Any] | None:
+    """A sparse session's options and its chooser's state (None where it trains no set); None for
+    a session without a sparse delta codec."""
+    distiller = session.distiller
+    chooser = None if distiller is None else distiller.chooser
+    options = session.sparse if chooser is None else chooser.options
+    codec = session.agreement.delta_codec
+    if chooser is None and (codec is None or not is_sparse_codec(codec)):
+        return None
+    return {
+        "fraction": options.fraction,
+        "every": options.every,
+        "choice": options.choice,
+        "chooser": None if chooser is None else chooser.state(),
     }
 
 
@@ -251,7 +263,11 @@ def restore(
         ) from None
     try:
         options = (
-            None if sparse is None else SparseOptions(float(sparse["fraction"]), sparse["every"])
+            None
+            if sparse is None
+            else SparseOptions(
+                float(sparse["fraction"]), sparse["every"], sparse.get("choice", "gradient")
+            )
         )
     except ValueError as exc:
         raise CheckpointFormatError(f"sparse: {exc}") from None

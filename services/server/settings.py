@@ -20,7 +20,7 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 from services.server.metrics.fleet import DEFAULT_MAX_EDGES, DEFAULT_RETENTION
 from shadowtutor.algorithms.engine_options import Convolution, Objective  # no torch either
 from shadowtutor.algorithms.params import AlgorithmParams  # no torch: quick CLI
-from shadowtutor.algorithms.sparse_options import SparseOptions  # no torch either
+from shadowtutor.algorithms.sparse_options import SparseChoice, SparseOptions  # no torch either
 from shadowtutor.algorithms.update_policy import UpdatePolicy  # no torch either
 from shadowtutor.config.rates import parse_rate
 from shadowtutor.config.settings_flags import FlatSettings
@@ -289,6 +289,12 @@ class ServerSettings(FlatSettings):
         ge=1,
         description="sessions with a sparse delta codec: key frames trained on one coordinate set "
         "before it is chosen again from the accumulated gradient",
+    )
+    sparse_choice: SparseChoice = Field(
+        SparseOptions.choice,
+        description="sessions with a sparse delta codec: 'gradient' trains and sends a set chosen "
+        "by the accumulated gradient; 'residual' trains every coordinate and sends the "
+        "sparse_fraction furthest from what the edge holds (docs/design/sparse_updates.md)",
     )
     update_gating: bool = Field(
         UpdatePolicy.gated,
@@ -583,7 +589,7 @@ class ServerSettings(FlatSettings):
 
     def sparse_options(self) -> SparseOptions:
         """What sessions with a sparse delta codec train and send."""
-        return SparseOptions(self.sparse_fraction, self.sparse_every)
+        return SparseOptions(self.sparse_fraction, self.sparse_every, self.sparse_choice)
 
     def update_policy(self) -> UpdatePolicy:
         """When sessions whose edges accept held-back answers get an update."""

@@ -11,11 +11,14 @@ its moments; one that joins it starts from zero moments with the parameter's ste
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import nn
 
 from shadowtutor.algorithms.sparse_options import SparseOptions
-from shadowtutor.protocol.sparse_delta import CoordinateSet
+from shadowtutor.protocol.sparse_delta import CoordinateSet, is_sparse_codec
+from shadowtutor.protocol.weight_sync import UpdateEncoder
 
 
 class CoordinateChooser:
@@ -104,3 +107,21 @@ class CoordinateChooser:
             None if masks is None else {k: m.to(device, torch.bool) for k, m in masks.items()}
         )
         self._accumulated = {k: a.to(device) for k, a in accumulated.items()}
+
+
+def coordinates_to_send(
+    encoder: UpdateEncoder,
+    chooser: CoordinateChooser | None,
+    options: SparseOptions,
+    state: Mapping[str, torch.Tensor],
+    keys: list[str],
+) -> CoordinateSet | None:
+    """The coordinate set a partial update of ``keys`` of ``state`` carries for an edge that
+    ``encoder`` mirrors: None without a sparse delta codec; the trained set where ``chooser``
+    trains one; else (``options.choice`` "residual") the share of the coordinates furthest from
+    what the edge holds (:meth:`UpdateEncoder.residual_coordinates`)."""
+    if encoder.delta_codec is None or not is_sparse_codec(encoder.delta_codec):
+        return None
+    if chooser is not None:
+        return chooser.coordinates
+    return encoder.residual_coordinates(state, keys, options.fraction)

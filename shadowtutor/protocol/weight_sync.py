@@ -88,10 +88,14 @@ class HeldWeights:
         new, start = {}, 0
         for name, idx in coordinates.indices.items():
             count = int(idx.numel())
-            if count:
-                flat = self.state[name].reshape(-1).clone()
-                flat[idx] += update.deltas[start : start + count]
-                new[name] = flat.view(self.state[name].shape)
+            held = self.state[name]
+            deltas = update.deltas[start : start + count]
+            if count == held.numel():  # the set holds the whole tensor: indices are 0..n-1
+                new[name] = held + deltas.view(held.shape)
+            elif count:
+                flat = held.reshape(-1).clone()
+                flat.index_add_(0, idx, deltas)
+                new[name] = flat.view(held.shape)
             start += count
         self.state.update(new)
         self.coordinates = coordinates
@@ -183,6 +187,34 @@ class UpdateEncoder:
         if any(not torch.equal(_float32(state[key]), self._sent[key]) for key in keys):
             raise ValueError(f"{self.delta_codec} needs the coordinate set the server trains")
         return TensorBlob([], b"")
+
+    def residual_coordinates(
+        self, state: Mapping[str, torch.Tensor], keys: list[str], fraction: float
+    ) -> CoordinateSet | None:
+        """The set a sparse update of ``keys`` carries when the server sends the share
+        ``fraction`` (in (0, 1]) of their coordinates whose value in ``state`` differs most from
+        the held one (largest absolute difference, ties by position), under the next set id.
+
+        None when no tensor of ``keys`` changed since it was last sent (the update is empty) or
+        nothing differs from the held values. Coordinates left out stay in the difference, so a
+        later update carries them."""
+        held = self.held.state
+        values = {key: _float32(state[key]) for key in keys}
+        if all(torch.equal(values[key], self._sent[key]) for key in keys):
+            return None
+        residual = torch.cat([(values[key] - held[key]).abs().reshape(-1) for key in keys])
+        count = min(max(1, round(fraction * residual.numel())), int(residual.count_nonzero()))
+        if count == 0:
+            return None
+        chosen = torch.zeros(residual.numel(), dtype=torch.bool)
+        chosen[torch.topk(residual, count, sorted=False).indices] = True
+        masks, start = {}, 0
+        for key in keys:
+            size = held[key].numel()
+            masks[key] = chosen[start : start + size].view(held[key].shape)
+            start += size
+        previous = self.held.coordinates
+        return CoordinateSet.from_masks(1 if previous is None else previous.set_id + 1, masks)
 
     def _changed_values(self, state: Mapping[str, torch.Tensor], keys: list[str]) -> TensorBlob:
         """The tensors ``keys`` of ``state`` whose value on the wire (in the float codec) differs

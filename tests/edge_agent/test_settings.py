@@ -38,7 +38,7 @@ def test_defaults() -> None:
     assert settings.edge_id  # the hostname
     assert settings.mode == "distill" and settings.metrics_port == 9108 and settings.metrics_host == "0.0.0.0"
     assert settings.frame_codecs == ("h264", "jpeg", "raw") and settings.frame_quality is None
-    assert settings.weight_codecs == ("q8delta+zstd", "f16+zstd", "f32+zstd", "f32")
+    assert settings.weight_codecs == ("q4sparse+zstd", "q8delta+zstd", "f16+zstd", "f32+zstd", "f32")
     assert settings.output_dir is None and settings.max_frames is None and settings.resize is None
     assert settings.save_labels is False and settings.labels_max_bytes == 1024**3 and settings.labels_max_age == 0
     assert settings.state_dir is not None and settings.state_dir.name == "shadowtutor"

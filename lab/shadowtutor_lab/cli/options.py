@@ -13,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from shadowtutor.algorithms.params import AUTO_THRESHOLD, AlgorithmParams, threshold_fields
-from shadowtutor.algorithms.sparse_options import SparseOptions
+from shadowtutor.algorithms.sparse_options import SPARSE_CHOICES, SparseOptions
 from shadowtutor.algorithms.update_policy import UpdatePolicy
 from shadowtutor.config.errors import error_text, validation_message
 from shadowtutor.config.rates import parse_rate
@@ -116,7 +116,8 @@ def _field_type(name: str, field: FieldInfo) -> Any:
 
 
 def add_server_link_options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    """Add the server's settings a simulated link takes: ``--sparse-fraction`` and ``--sparse-every``
+    """Add the server's settings a simulated link takes: ``--sparse-fraction``, ``--sparse-every`` and
+    ``--sparse-choice``
     (for a link with a sparse delta codec), ``--update-gating``, ``--update-min-gain``,
     ``--update-max-interval``, ``--update-window`` and ``--downlink-budget`` (when the server sends its
     training); returns their actions by ``dest``."""
@@ -130,6 +131,11 @@ def add_server_link_options(parser: argparse.ArgumentParser) -> dict[str, argpar
             "--sparse-every", type=positive_int, default=sparse.every,
             help="with a sparse delta codec on the link: key frames trained on one coordinate set before it "
                  f"is chosen again, as the server's --sparse-every (default {sparse.every})"),
+        "sparse_choice": parser.add_argument(
+            "--sparse-choice", choices=SPARSE_CHOICES, default=sparse.choice,
+            help="with a sparse delta codec on the link: 'gradient' trains and sends a set chosen by the "
+                 "accumulated gradient, 'residual' trains every coordinate and sends the share furthest "
+                 f"from what the edge holds, as the server's --sparse-choice (default {sparse.choice})"),
         "update_gating": parser.add_argument(
             "--update-gating", action="store_true",
             help="with a delta codec on the link: the server sends an update only when it pays, as the "
@@ -158,7 +164,7 @@ def with_server_link_options(link: LinkCodecs, args: argparse.Namespace) -> Link
         gated=args.update_gating, min_gain=args.update_min_gain, max_interval=args.update_max_interval,
         window=args.update_window, downlink_bps=args.downlink_budget,
     )
-    return dataclasses.replace(link, sparse=SparseOptions(args.sparse_fraction, args.sparse_every),
+    return dataclasses.replace(link, sparse=SparseOptions(args.sparse_fraction, args.sparse_every, args.sparse_choice),
                                updates=updates)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from shadowtutor.algorithms.client_loop import UpdateOutcome
+from shadowtutor.algorithms.coordinates import coordinates_to_send
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.algorithms.update_gate import UpdateGate
@@ -161,7 +162,7 @@ class SimulatedServer:
             self._encoder = UpdateEncoder(codecs.weight_codec, codecs.delta_codec)
             clock = {} if fps is None else {"fps": fps}
             self._frames = FrameLink(codecs.frame_codec, codecs.frame_quality, codecs.key_frame_scale, **clock)
-            if codecs.delta_codec in SPARSE_WEIGHT_CODECS and distiller.chooser is None:
+            if codecs.delta_codec in SPARSE_WEIGHT_CODECS and codecs.sparse.trains_a_set and distiller.chooser is None:
                 # as the server does for a session that agreed a sparse codec
                 distiller.train_sparse(codecs.sparse)
             self._encoder.full(distiller.student.state_dict())
@@ -229,10 +230,11 @@ class SimulatedServer:
         update: WeightUpdate = {}
         blob = TensorBlob([], b"")
         if decision is None or decision.send:
-            chooser = self.distiller.chooser
             held = dict(encoder.held.state)
-            blob = encoder.partial(self.distiller.student.state_dict(), self.distiller.trainable_keys,
-                                   chooser.coordinates if chooser is not None else None)
+            state, keys = self.distiller.student.state_dict(), self.distiller.trainable_keys
+            sparse = self.codecs.sparse if self.codecs is not None else SparseOptions()
+            coordinates = coordinates_to_send(encoder, self.distiller.chooser, sparse, state, keys)
+            blob = encoder.partial(state, keys, coordinates)
             update = {name: value.clone() for name, value in encoder.held.state.items() if value is not held[name]}
         self._sync_student()
         answer = Update(

@@ -90,7 +90,9 @@ def label_of(link: LinkCodecs) -> str:
     frame += f" at {link.key_frame_scale:g}x" if link.key_frame_scale != 1.0 else ""
     delta = link.delta_codec
     if delta is not None and is_sparse_codec(delta):
-        delta += f" {link.sparse.fraction:g} every {link.sparse.every}"
+        sparse = link.sparse
+        delta += (f" gradient {sparse.fraction:g} every {sparse.every}" if sparse.trains_a_set
+                  else f" residual {sparse.fraction:g}")
     weights = link.weight_codec if delta is None else f"{delta} (full: {link.weight_codec})"
     held = ", trained from the held weights" if link.train_from_held else ""
     updates = link.updates

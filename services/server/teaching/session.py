@@ -30,6 +30,7 @@ import torch
 from pydantic import BaseModel
 
 from services.server.metrics.server_metrics import ServerMetrics
+from shadowtutor.algorithms.coordinates import coordinates_to_send
 from shadowtutor.algorithms.distill import Distiller, DistillResult
 from shadowtutor.algorithms.params import AlgorithmParams
 from shadowtutor.algorithms.sparse_options import SparseOptions
@@ -183,7 +184,12 @@ class EdgeSession:
         delta_codec = self.agreement.delta_codec
         self.encoder = UpdateEncoder(self.agreement.weight_codec, delta_codec)
         sparse = delta_codec is not None and is_sparse_codec(delta_codec)
-        if sparse and self.distiller is not None and self.distiller.chooser is None:
+        if (
+            sparse
+            and self.sparse.trains_a_set
+            and self.distiller is not None
+            and self.distiller.chooser is None
+        ):
             self.distiller.train_sparse(self.sparse)
         if self.distiller is not None and self.updates.gated and self.hello.update_gating:
             budget = self.hello.downlink_budget_bps
@@ -333,9 +339,11 @@ class EdgeSession:
             assert trained is not None, (
                 "a partial update answers a training, whose result carries the weights"
             )
-            chooser = distiller.chooser
-            coordinates = chooser.coordinates if chooser is not None else None
-            blob = self.encoder.partial(trained, distiller.trainable_keys, coordinates)
+            keys = distiller.trainable_keys
+            coordinates = coordinates_to_send(
+                self.encoder, distiller.chooser, self.sparse, trained, keys
+            )
+            blob = self.encoder.partial(trained, keys, coordinates)
         self.version += 1
         return Update(
             seq=seq,

@@ -68,11 +68,12 @@ def test_bench_accuracy_runs_the_sparse_path_on_the_codec_link(tmp_path: Path, s
     out = tmp_path / "out"
     code = main(["bench", "accuracy", "--scenes", str(scene), "--student", str(student), "--out", str(out),
                  "--size", "48x32", "--backend", "torch", "--threads", "1", "--no-progress", "--max-updates", "1",
-                 "--codecs", "raw/q4sparse+zstd,f16+zstd", "--sparse-fraction", "0.05", "--sparse-every", "3"])
+                 "--codecs", "raw/q4sparse+zstd,f16+zstd", "--sparse-fraction", "0.05", "--sparse-every", "3",
+                 "--sparse-choice", "gradient"])
     assert code == 0
     link = json.loads((out / "meta.json").read_text())["link"]
     assert (link["frame_codec"], link["weight_codec"], link["delta_codec"]) == ("raw", "f16+zstd", "q4sparse+zstd")
-    assert link["sparse"] == {"fraction": 0.05, "every": 3}
+    assert link["sparse"] == {"fraction": 0.05, "every": 3, "choice": "gradient"}
     assert main(["bench", "accuracy", "--scenes", str(scene), "--codecs", "raw/q4sparse+zstd,f16+zstd",
                  "--sparse-fraction", "1.5", "--out", str(out)]) == 2
 
@@ -82,10 +83,10 @@ def test_bench_key_frame_scale_runs_the_sparse_path_with_the_given_share(tmp_pat
     out = tmp_path / "out"
     code = main(["bench", "key-frame-scale", "--scenes", str(scene), "--student", str(student), "--out", str(out),
                  "--scales", "1", "--backend", "torch", "--no-progress", "--max-updates", "1",
-                 "--codecs", "raw/q4sparse+zstd,f16+zstd", "--sparse-fraction", "0.05", "--sparse-every", "3"])
+                 "--codecs", "raw/q4sparse+zstd,f16+zstd", "--sparse-fraction", "0.05"])
     assert code == 0
     assert json.loads((out / "results.json").read_text())["meta"]["codecs"] == (
-        "raw / q4sparse+zstd 0.05 every 3 (full: f16+zstd)")
+        "raw / q4sparse+zstd residual 0.05 (full: f16+zstd)")
     with pytest.raises(SystemExit, match="sparse fraction"):
         main(["bench", "key-frame-scale", "--scenes", str(scene), "--codecs", "raw/q4sparse+zstd,f16+zstd",
               "--sparse-fraction", "1.5", "--out", str(out)])

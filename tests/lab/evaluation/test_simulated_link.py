@@ -191,7 +191,7 @@ def test_delay_must_be_positive() -> None:
 def test_a_sparse_codec_trains_and_sends_only_the_chosen_coordinates(tiny_scene: Path) -> None:
     scene = Scene.open(tiny_scene)
     frames = list(scene.frames())
-    sparse = SparseOptions(fraction=0.05)
+    sparse = SparseOptions(fraction=0.05, choice="gradient")
     server = _codec_server(scene, LinkCodecs("raw", None, "f32", "q4sparse+zstd", sparse=sparse), [])
     link = SimulatedLink(server, 1)
     update = link.submit(0, frames[0])

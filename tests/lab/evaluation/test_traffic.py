@@ -32,8 +32,11 @@ def test_settings_are_parsed_as_a_session_would_agree_them() -> None:
     assert label_of(BASELINE) == "raw / f32"
     assert parse_setting("h264:0.5/f32") == LinkCodecs("h264", None, "f32", key_frame_scale=0.5)
     assert label_of(parse_setting("h264:0.5/f32")) == "h264 at 0.5x / f32"
-    sparse = dataclasses.replace(parse_setting("h264/q4sparse+zstd,f16+zstd"), sparse=SparseOptions(0.05, 3))
-    assert label_of(sparse) == "h264 / q4sparse+zstd 0.05 every 3 (full: f16+zstd)"
+    sparse = dataclasses.replace(parse_setting("h264/q4sparse+zstd,f16+zstd"),
+                                 sparse=SparseOptions(0.05, 3, "gradient"))
+    assert label_of(sparse) == "h264 / q4sparse+zstd gradient 0.05 every 3 (full: f16+zstd)"
+    residual = dataclasses.replace(sparse, sparse=SparseOptions())
+    assert label_of(residual) == "h264 / q4sparse+zstd residual 1 (full: f16+zstd)"
 
 
 @pytest.mark.parametrize(("spec", "message"), [

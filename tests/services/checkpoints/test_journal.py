@@ -26,7 +26,7 @@ CODECS = {"dense": ("f16+zstd", "q8delta+zstd"), "sparse": ("f32", "q4sparse+zst
 def _session(kind: str) -> EdgeSession:
     weight_codec, delta_codec = CODECS[kind]
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
-    sparse = SparseOptions(fraction=0.05, every=2) if kind == "sparse" else SparseOptions()
+    sparse = SparseOptions(fraction=0.05, every=2, choice="gradient") if kind == "sparse" else SparseOptions()
     return EdgeSession(
         hello=hello,
         agreement=Agreement(frame_codec="raw", weight_codec=weight_codec, delta_codec=delta_codec),

@@ -217,7 +217,7 @@ def sparse_session(every: int) -> EdgeSession:
         params=PARAMS,
         traffic=Traffic(),
         distiller=new_distiller((64, 48)),
-        sparse=SparseOptions(fraction=0.02, every=every),
+        sparse=SparseOptions(fraction=0.02, every=every, choice="gradient"),
     )
 
 
@@ -267,6 +267,45 @@ def test_sparse_updates_keep_the_edge_bit_identical_through_resyncs_reconnects_a
     assert 3 <= carried < 12
 
 
+def test_residual_sparse_updates_keep_the_edge_bit_identical_through_resyncs_reconnects_and_a_takeover() -> None:
+    """The server trains every coordinate and each update carries the share furthest from the edge's weights."""
+    frames, labels = make_frames(10)
+    options = SparseOptions(fraction=0.05, choice="residual")
+    hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48)
+    session = EdgeSession(hello=hello, params=PARAMS, traffic=Traffic(), distiller=new_distiller((64, 48)),
+                          agreement=Agreement(frame_codec="raw", weight_codec="f32", delta_codec="q4sparse+zstd"),
+                          sparse=options)
+    assert session.distiller.chooser is None  # nothing is masked: the whole back trains
+    edge = HeldWeights()
+    welcome = session.welcome()
+    edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f32"))
+    trainable = session.distiller.trainable_keys
+    total = sum(session.distiller.student.state_dict()[key].numel() for key in trainable)
+    carried = 0
+    for seq in range(10):
+        if seq == 3:
+            edge_installs(edge, session.resync(session.version), "q4sparse+zstd")
+        if seq == 5:
+            session = restore(snapshot(session), PARAMS, new_distiller, edge_id="cam",
+                              session_id=session.session_id, max_size=BOUND).session
+            assert session.sparse == options and session.distiller.chooser is None
+        if seq == 8:
+            welcome = session.welcome()
+            edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f32"))
+        before = {key: edge.state[key].clone() for key in trainable}
+        update = distill(session, seq, frames[seq], labels[seq], base_version=session.version, teacher_ms=1.0)
+        edge_installs(edge, update, "q4sparse+zstd")
+        for key, value in session.encoder.held.state.items():
+            assert torch.equal(edge.state[key], value), (seq, key)
+        moved = sum(int((edge.state[key] != before[key]).sum()) for key in trainable)
+        assert moved <= round(0.05 * total), seq
+        carried += moved > 0
+    assert carried >= 3  # key frames whose training Algorithm 1 kept (it rolls back the others)
+    trained = session.distiller.student.state_dict()
+    # the server's own weights moved beyond what the edge holds: the rest waits for later updates
+    assert any(not torch.equal(trained[key].cpu(), edge.state[key]) for key in trainable)
+
+
 def test_a_sparse_checkpoint_with_a_tampered_set_or_chooser_is_refused() -> None:
     frames, labels = make_frames(2)
     session = sparse_session(every=2)
@@ -288,6 +327,8 @@ def test_a_sparse_checkpoint_with_a_tampered_set_or_chooser_is_refused() -> None
     refused(lambda r: r["mirror"]["coordinates"].__setitem__("set_id", -1), "set id")
     refused(lambda r: r["sparse"].__setitem__("fraction", 7.0), "fraction")
     refused(lambda r: r["sparse"]["chooser"]["accumulated"].popitem(), "sparse accumulated")
+    refused(lambda r: r["sparse"].__setitem__("choice", "largest"), "choice")
+    refused(lambda r: r["sparse"].__setitem__("chooser", None), "chooser")  # a set trained, its chooser lost
 
 
 @pytest.mark.parametrize("codec", ["q8delta+zstd", "q4sparse+zstd"])
@@ -301,7 +342,7 @@ def test_gated_updates_keep_the_edge_bit_identical_through_held_back_merged_resy
     hello = Hello(edge_id="cam", class_names=list(CLASS_NAMES), frame_width=64, frame_height=48, update_gating=True)
     session = EdgeSession(hello=hello, agreement=Agreement(frame_codec="raw", weight_codec="f32", delta_codec=codec),
                           params=PARAMS, traffic=Traffic(), distiller=new_distiller((64, 48)),
-                          sparse=SparseOptions(fraction=0.2, every=4), updates=policy)
+                          sparse=SparseOptions(fraction=0.2, every=4, choice="gradient"), updates=policy)
     welcome = session.welcome()
     assert welcome.update_gating and welcome.params["update_policy"]["max_interval"] == 3
     edge = HeldWeights()

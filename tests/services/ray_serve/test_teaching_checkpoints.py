@@ -107,7 +107,7 @@ def test_a_session_opened_on_a_replica_trains_the_servers_sparse_share(
     request = OpenSession(hello=hello, session_id="s-1", agreement=agreement, telemetry_interval=None)
     store = DirectoryStore(tmp_path)
     with ThreadPoolExecutor(1) as pool:
-        replica = _replica(store, pool, ServerSettings(sparse_fraction=0.05, sparse_every=3))
+        replica = _replica(store, pool, ServerSettings(sparse_fraction=0.05, sparse_every=3, sparse_choice="gradient"))
         replica.keeper.writer = CheckpointWriter(store).start()
         asyncio.run(replica.open(request))
         assert replica.keeper.close()
@@ -115,4 +115,4 @@ def test_a_session_opened_on_a_replica_trains_the_servers_sparse_share(
     slot = replica._slots.take("cam-1")
     assert slot.session is not None and slot.session.distiller is not None
     chooser = slot.session.distiller.chooser
-    assert chooser is not None and chooser.options == SparseOptions(0.05, 3)
+    assert chooser is not None and chooser.options == SparseOptions(0.05, 3, "gradient")

@@ -32,6 +32,7 @@ from shadowtutor.algorithms.batched_distill import (
 )
 from shadowtutor.algorithms.distill import Distiller
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.models.student import StudentNet
 
 SESSIONS = 8
@@ -518,3 +519,16 @@ def test_each_group_trains_at_its_distillers_precision(float32_blocks: list[tupl
 def test_a_distiller_trains_at_fp32_tf32_or_bf16() -> None:
     with pytest.raises(ValueError, match="precision must be one of fp32, tf32, bf16, got 'fp16'"):
         Distiller(StudentNet(num_classes=3), AlgorithmParams(), background=0, precision="fp16")  # type: ignore[arg-type]
+
+
+def test_a_session_that_trains_a_set_runs_alone_and_one_that_sends_residual_shares_is_batched() -> None:
+    """A residual-sparse session trains every coordinate, as a dense one: the batched engine takes it; a
+    session whose distiller masks a gradient-chosen set trains on its own."""
+    torch.manual_seed(0)
+    frame, label = _key_frame(0, 0)
+    dense = Distiller(StudentNet(num_classes=3), _params(0), background=0)
+    masked = Distiller(StudentNet(num_classes=3), _params(0), background=0)
+    masked.train_sparse(SparseOptions(fraction=0.1, choice="gradient"))
+    key_frame = dense.prepare(frame, label)
+    assert batched_distill.group_key(dense, key_frame) is not None
+    assert batched_distill.group_key(masked, masked.prepare(frame, label)) is None

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from shadowtutor.protocol.codecs import DELTA_WEIGHT_CODECS, decode_tensors, is_delta_codec
 from shadowtutor.protocol.errors import ProtocolError
+from shadowtutor.protocol.sparse_delta import decode_sparse
 from shadowtutor.protocol.weight_sync import HeldWeights, UpdateEncoder
 
 KEYS = ["back.weight", "back.bias"]
@@ -125,3 +126,40 @@ def test_held_weights_take_any_decoded_update_whole_or_not_at_all(update_shapes:
         expected = before[name] + value if delta else value
         assert torch.equal(new[name], expected) and torch.equal(held.state[name], expected)
     assert all(torch.equal(held.state[name], before[name]) for name in before.keys() - update.keys())
+
+
+def test_a_residual_set_is_the_share_furthest_from_the_held_weights_and_none_when_nothing_changed() -> None:
+    server = UpdateEncoder("f32", "q4sparse+zstd")
+    state = initial_state()
+    server.full(state)
+    assert server.residual_coordinates(state, KEYS, 0.5) is None  # nothing trained since sent
+    state["back.bias"] = state["back.bias"] + torch.tensor([0.0, 0.5, 0.0, -0.9, 0.0, 0.1])
+    chosen = server.residual_coordinates(state, KEYS, 2 / 54)  # 2 of the 48 + 6 coordinates
+    assert chosen is not None and chosen.set_id == 1 and chosen.size == 2
+    assert chosen.indices["back.bias"].tolist() == [1, 3] and chosen.indices["back.weight"].numel() == 0
+    # never more coordinates than differ from the held ones
+    assert server.residual_coordinates(state, KEYS, 1.0).size == 3
+
+
+def test_residual_updates_keep_the_edge_bit_identical_and_carry_what_they_left_out() -> None:
+    """A sparse update of the residual's share per round: edge and mirror stay equal bit for bit, and
+    rounds of almost no training bring the edge to the server's weights (the left-out share is not lost)."""
+    server, edge = UpdateEncoder("f32", "q4sparse+zstd"), HeldWeights()
+    state = initial_state()
+    welcome = server.full(state)
+    edge.replace(decode_tensors(welcome.tensors, welcome.payload, "f32"))
+    generator = torch.Generator().manual_seed(3)
+    for step in range(40):
+        if step < 10:  # training moves every coordinate
+            state["back.weight"].add_(0.01 * torch.randn(6, 8, 1, 1, generator=generator))
+            state["back.bias"].add_(0.02 * torch.randn(6, generator=generator))
+        else:  # training all but stops: the residual left out earlier travels
+            state["back.bias"][0] += 1e-6
+        chosen = server.residual_coordinates(state, KEYS, 0.1)
+        blob = server.partial(state, KEYS, chosen)
+        if blob.payload:
+            edge.apply_sparse(decode_sparse(blob.tensors, blob.payload, "q4sparse+zstd", edge.coordinates))
+        assert all(torch.equal(edge.state[k], server.held.state[k]) for k in edge.state), step
+    left = max(float((server.held.state[k] - state[k]).abs().max()) for k in KEYS)
+    moved = max(float((state[k] - initial_state()[k]).abs().max()) for k in KEYS)
+    assert left < moved / 50
