@@ -105,16 +105,25 @@ def _pack(values: np.ndarray, bits: int) -> bytes:
     return (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8).tobytes()
 
 
+def _signed_nibbles() -> np.ndarray:
+    """Each byte's two int4 values, low nibble first, as one int16 per byte (native order): taking
+    a packed block's bytes from it and viewing the result as int8 unpacks the block."""
+    low, high = np.arange(256) & 0x0F, np.arange(256) >> 4
+    table = np.stack([low, high], axis=1)
+    pairs = np.ascontiguousarray(np.where(table > 7, table - 16, table).astype(np.int8))
+    return pairs.view(np.int16).reshape(-1)
+
+
+_NIBBLES = _signed_nibbles()
+
+
 def _unpack(data: bytes, count: int, bits: int) -> np.ndarray:
     if bits == 8:
         return np.frombuffer(data, dtype=np.int8, count=count)
     packed = np.frombuffer(data, dtype=np.uint8)
-    nibbles = np.empty(packed.size * 2, dtype=np.uint8)
-    nibbles[0::2], nibbles[1::2] = packed & 0x0F, packed >> 4
-    if count % 2 and nibbles[-1] != 0:
+    if count % 2 and packed.size and packed[-1] >> 4:
         raise _bad("the padding nibble of an odd int4 value block is not zero")
-    signed = nibbles[:count].astype(np.int8)
-    return np.where(signed > 7, signed - 16, signed).astype(np.int8)
+    return _NIBBLES.take(packed).view(np.int8)[:count]
 
 
 def _value_bytes(count: int, bits: int) -> int:

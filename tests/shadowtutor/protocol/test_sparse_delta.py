@@ -9,7 +9,7 @@ import zstandard
 
 from shadowtutor.protocol.codecs import SPARSE_WEIGHT_CODECS, choose_weight_codecs, decode_tensors
 from shadowtutor.protocol.errors import ErrorCode, ProtocolError
-from shadowtutor.protocol.sparse_delta import CoordinateSet, decode_sparse, encode_sparse
+from shadowtutor.protocol.sparse_delta import CoordinateSet, _unpack, decode_sparse, encode_sparse
 from shadowtutor.protocol.weight_sync import HeldWeights, UpdateEncoder
 
 
@@ -149,3 +149,12 @@ def test_old_edges_offering_only_dense_codecs_are_still_served() -> None:
     dense_only = tuple(c for c in WEIGHT_CODECS if c not in SPARSE_WEIGHT_CODECS)
     assert choose_weight_codecs(["q4sparse+zstd", "q8delta+zstd", "f16+zstd"], dense_only) == (
         "f16+zstd", "q8delta+zstd")
+
+
+def test_int4_values_unpack_low_nibble_first_as_signed_for_every_byte() -> None:
+    data = bytes(range(256))
+    low, high = np.arange(256) & 0x0F, np.arange(256) >> 4
+    want = np.stack([low, high], axis=1).reshape(-1)
+    want = np.where(want > 7, want - 16, want)
+    assert _unpack(data, 512, 4).tolist() == want.tolist()
+    assert _unpack(bytes([0x0F]), 1, 4).tolist() == [-1]  # odd count: the high nibble pads
