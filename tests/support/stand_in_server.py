@@ -19,7 +19,9 @@ import torch
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
+from shadowtutor.algorithms.coordinates import coordinates_to_send
 from shadowtutor.algorithms.params import AlgorithmParams
+from shadowtutor.algorithms.sparse_options import SparseOptions
 from shadowtutor.classes import LVS_CLASSES
 from shadowtutor.models.student import StudentNet
 from shadowtutor.protocol.codecs import (
@@ -277,7 +279,11 @@ class StandInServer:
     def _blob(self, session: StandInSession, full: bool) -> TensorBlob:
         """Encode as the real server does; the stand-in then holds exactly what the edge will hold."""
         encoder = session.encoder
-        blob = encoder.full(session.state) if full else encoder.partial(session.state, self.trainable)
+        if full:
+            blob = encoder.full(session.state)
+        else:  # a sparse codec: the real server's default choice, every coordinate that differs
+            coordinates = coordinates_to_send(encoder, None, SparseOptions(), session.state, self.trainable)
+            blob = encoder.partial(session.state, self.trainable, coordinates)
         session.state = {k: v.clone() for k, v in encoder.held.state.items()}
         return blob
 
