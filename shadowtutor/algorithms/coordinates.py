@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from shadowtutor.algorithms.sparse_options import SparseOptions
-from shadowtutor.protocol.sparse_delta import CoordinateSet, is_sparse_codec
+from shadowtutor.protocol.sparse_delta import CoordinateSet, is_sparse_codec, largest_masks
 from shadowtutor.protocol.weight_sync import UpdateEncoder
 
 
@@ -64,22 +64,12 @@ class CoordinateChooser:
         self.trained_on_set += 1
 
     def _choose(self) -> None:
-        names = list(self.parameters)
-        scores = torch.cat(
-            [
-                self._accumulated.get(name, torch.zeros_like(self.parameters[name])).reshape(-1)
-                for name in names
-            ]
-        )
-        count = max(1, round(self.options.fraction * scores.numel()))
-        chosen = torch.zeros(scores.numel(), dtype=torch.bool, device=scores.device)
-        chosen[torch.topk(scores, count, sorted=False).indices] = True
-        masks, start = {}, 0
-        for name in names:
-            size = self.parameters[name].numel()
-            masks[name] = chosen[start : start + size].view(self.parameters[name].shape)
-            start += size
-        self.masks = masks
+        scores = {
+            name: self._accumulated.get(name, torch.zeros_like(parameter))
+            for name, parameter in self.parameters.items()
+        }
+        total = sum(parameter.numel() for parameter in self.parameters.values())
+        self.masks = largest_masks(scores, max(1, round(self.options.fraction * total)))
         self.set_id += 1
         self.trained_on_set = 0
         self._accumulated = {}

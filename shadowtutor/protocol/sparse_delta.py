@@ -78,6 +78,20 @@ class CoordinateSet:
         )
 
 
+def largest_masks(scores: Mapping[str, torch.Tensor], count: int) -> dict[str, torch.Tensor]:
+    """Boolean masks, one per tensor of ``scores`` (its shape and device), that hold the ``count``
+    (1..all) largest scores of all the tensors together: one global top-k over their values in
+    order."""
+    flat = torch.cat([score.reshape(-1) for score in scores.values()])
+    chosen = torch.zeros(flat.numel(), dtype=torch.bool, device=flat.device)
+    chosen[torch.topk(flat, count, sorted=False).indices] = True
+    masks, start = {}, 0
+    for name, score in scores.items():
+        masks[name] = chosen[start : start + score.numel()].view(score.shape)
+        start += score.numel()
+    return masks
+
+
 @dataclass(frozen=True)
 class SparseDelta:
     """A decoded sparse update: ``coordinates`` (the set it carried, or None: the held one,

@@ -24,6 +24,7 @@ from shadowtutor.protocol.sparse_delta import (
     decode_sparse,
     encode_sparse,
     is_sparse_codec,
+    largest_masks,
 )
 from shadowtutor.protocol.tensor_layout import layout_of
 
@@ -202,19 +203,16 @@ class UpdateEncoder:
         values = {key: _float32(state[key]) for key in keys}
         if all(torch.equal(values[key], self._sent[key]) for key in keys):
             return None
-        residual = torch.cat([(values[key] - held[key]).abs().reshape(-1) for key in keys])
-        count = min(max(1, round(fraction * residual.numel())), int(residual.count_nonzero()))
+        residual = {key: (values[key] - held[key]).abs() for key in keys}
+        total = sum(difference.numel() for difference in residual.values())
+        differing = sum(int(difference.count_nonzero()) for difference in residual.values())
+        count = min(max(1, round(fraction * total)), differing)
         if count == 0:
             return None
-        chosen = torch.zeros(residual.numel(), dtype=torch.bool)
-        chosen[torch.topk(residual, count, sorted=False).indices] = True
-        masks, start = {}, 0
-        for key in keys:
-            size = held[key].numel()
-            masks[key] = chosen[start : start + size].view(held[key].shape)
-            start += size
         previous = self.held.coordinates
-        return CoordinateSet.from_masks(1 if previous is None else previous.set_id + 1, masks)
+        return CoordinateSet.from_masks(
+            1 if previous is None else previous.set_id + 1, largest_masks(residual, count)
+        )
 
     def _changed_values(self, state: Mapping[str, torch.Tensor], keys: list[str]) -> TensorBlob:
         """The tensors ``keys`` of ``state`` whose value on the wire (in the float codec) differs

@@ -211,8 +211,8 @@ class SimulatedServer:
     ) -> tuple[DistillResult, WeightUpdate, int, int, Update]:
         """The server's work on the frame as the edge encodes it; the update as the edge decodes it, its
         bytes and the UPDATE message."""
-        encoder, frames = self._encoder, self._frames
-        assert encoder is not None and frames is not None
+        encoder, frames, codecs = self._encoder, self._frames, self.codecs
+        assert encoder is not None and frames is not None and codecs is not None
         delivered = frames.send(frame_index, frame)
         seen = delivered.frame
         taught = self.label_for(frame_index, seen)
@@ -222,7 +222,7 @@ class SimulatedServer:
             labels = resize_labels(labels, height, width)
             boxes = boxes_to_student(boxes, frame.shape, (width, height))
         result = self.distiller.train(seen, labels, boxes)
-        now = frame_index / self.codecs.fps if self.codecs is not None else 0.0
+        now = frame_index / codecs.fps
         decision = None
         if self._gate is not None:
             key_frame = self.distiller.prepare_on_host(seen, labels, boxes)
@@ -232,8 +232,7 @@ class SimulatedServer:
         if decision is None or decision.send:
             held = dict(encoder.held.state)
             state, keys = self.distiller.student.state_dict(), self.distiller.trainable_keys
-            sparse = self.codecs.sparse if self.codecs is not None else SparseOptions()
-            coordinates = coordinates_to_send(encoder, self.distiller.chooser, sparse, state, keys)
+            coordinates = coordinates_to_send(encoder, self.distiller.chooser, codecs.sparse, state, keys)
             blob = encoder.partial(state, keys, coordinates)
             update = {name: value.clone() for name, value in encoder.held.state.items() if value is not held[name]}
         self._sync_student()
